@@ -1,0 +1,216 @@
+// The canonical model every source feeds: trace files today, metric logs, NVML
+// recordings and step markers later. Analyses read only this model, never a format.
+//
+// Times are int64 nanoseconds since the Unix epoch where the source gives an
+// absolute clock, else since the source's own zero (`Recording::clock_is_absolute`).
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <deque>
+#include <limits>
+#include <map>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+namespace gputriage {
+
+using TimeNs = int64_t;
+constexpr TimeNs kNsPerUs = 1000;
+constexpr TimeNs kNsPerMs = 1000 * 1000;
+constexpr TimeNs kNsPerS = 1000 * 1000 * 1000;
+
+/// A half-open time interval [start, end) in nanoseconds.
+struct Interval {
+  TimeNs start = 0;
+  TimeNs end = 0;
+  TimeNs duration() const { return end - start; }
+  bool operator==(const Interval&) const = default;
+};
+
+/// Interned strings: kernel names repeat thousands of times and are long (C++
+/// template signatures), so events hold a 32-bit id instead of a copy.
+using NameId = uint32_t;
+constexpr NameId kNoName = 0;  // id 0 is the empty string
+
+class StringTable {
+ public:
+  StringTable();
+  StringTable(const StringTable&) = delete;
+  StringTable& operator=(const StringTable&) = delete;
+  StringTable(StringTable&&) = default;
+  StringTable& operator=(StringTable&&) = default;
+
+  NameId Intern(std::string_view text);
+  std::string_view View(NameId id) const { return strings_[id]; }
+  size_t size() const { return strings_.size(); }
+
+ private:
+  // Stable storage (deque never moves elements) so the index can key on views.
+  std::deque<std::string> strings_;
+  std::unordered_map<std::string_view, NameId> index_;
+};
+
+enum class Vendor { kUnknown, kNvidia, kAmd, kIntel, kMeta };
+const char* VendorName(Vendor vendor);
+
+/// One accelerator as the source describes it (Kineto `deviceProperties`).
+struct Device {
+  int id = -1;
+  std::string name;  // marketing name, e.g. "Tesla V100-DGXS-32GB"
+  Vendor vendor = Vendor::kUnknown;
+  int compute_major = -1;  // CUDA compute capability (NVIDIA) or gfx major (AMD)
+  int compute_minor = -1;
+  int num_sms = 0;  // streaming multiprocessors / compute units
+  int64_t total_memory_bytes = 0;
+  int max_threads_per_sm = 0;
+  int warp_size = 0;
+  int regs_per_sm = 0;
+  int shared_memory_per_sm_bytes = 0;
+};
+
+enum class MemoryOpKind { kMemcpyHtoD, kMemcpyDtoH, kMemcpyDtoD, kMemcpyHtoH, kMemcpyPtoP,
+                          kMemcpyOther, kMemset };
+const char* MemoryOpKindName(MemoryOpKind kind);
+
+constexpr float kNotRecorded = std::numeric_limits<float>::quiet_NaN();
+
+/// A kernel execution on a device.
+struct KernelActivity {
+  Interval time;
+  NameId name = kNoName;
+  int32_t device = -1;
+  int32_t stream = -1;
+  int64_t correlation = -1;  // joins the launching runtime call
+  int64_t external_id = -1;  // joins the CPU operator that launched it
+  uint32_t grid[3] = {0, 0, 0};
+  uint32_t block[3] = {0, 0, 0};
+  int32_t registers_per_thread = -1;
+  int32_t shared_memory_bytes = -1;
+  float blocks_per_sm = kNotRecorded;  // grid blocks / SM count (Kineto)
+  float warps_per_sm = kNotRecorded;
+  float est_occupancy_percent = kNotRecorded;  // Kineto "est. achieved occupancy %"
+  NameId collective = kNoName;  // NCCL "Collective name" when the trace has it
+};
+
+/// A memcpy or memset executed by a device's copy/compute engines.
+struct MemoryActivity {
+  Interval time;
+  MemoryOpKind kind = MemoryOpKind::kMemcpyOther;
+  int32_t device = -1;
+  int32_t stream = -1;
+  int64_t correlation = -1;
+  int64_t external_id = -1;
+  int64_t bytes = -1;
+};
+
+enum class RuntimeCallKind { kKernelLaunch, kGraphLaunch, kMemcpy, kMemset, kSynchronize, kOther };
+
+/// A host call into the CUDA/HIP runtime or driver API.
+struct RuntimeCall {
+  Interval time;
+  NameId name = kNoName;
+  int64_t thread = -1;
+  int64_t correlation = -1;
+  int64_t external_id = -1;
+  RuntimeCallKind kind = RuntimeCallKind::kOther;
+  bool driver_api = false;  // cu* (driver) rather than cuda* (runtime)
+};
+
+enum class CpuSpanKind {
+  kOperator,        // aten:: and other framework ops
+  kUserAnnotation,  // record_function ranges
+  kPython,          // "python" category (not python_function stacks)
+  kDataLoader,      // enumerate(DataLoader)#...__next__ / enumerate(DataPipe)#...
+  kCommunication,   // nccl:* / gloo:* collective ops on the host
+};
+
+/// A host-side span on a CPU thread.
+struct CpuSpan {
+  Interval time;
+  NameId name = kNoName;
+  int64_t thread = -1;
+  int64_t external_id = -1;
+  CpuSpanKind kind = CpuSpanKind::kOperator;
+  NameId first_input_type = kNoName;  // e.g. "float", "c10::BFloat16"
+  double flops = -1;                   // profiler with_flops estimate, -1 if absent
+};
+
+/// A device-side synchronization record (Kineto `cuda_sync`: event/stream waits).
+struct SyncActivity {
+  Interval time;
+  NameId name = kNoName;
+  int32_t device = -1;
+  int32_t stream = -1;
+};
+
+/// One training/inference step as marked on the host (`ProfilerStep#N`).
+struct Step {
+  int64_t number = -1;
+  Interval host;
+};
+
+/// Room for sampled metrics (nvidia-smi, DCGM, NVML) that later sources add.
+struct TimeSeries {
+  std::string metric;  // canonical metric name, e.g. "gpu_utilization"
+  std::string unit;    // "percent", "W", "MHz", ...
+  int device = -1;
+  std::vector<std::pair<TimeNs, double>> samples;
+};
+
+enum class IssueSeverity { kInfo, kWarning, kError };
+
+/// A problem met while importing: counted by kind, never fatal on its own.
+struct ImportIssue {
+  IssueSeverity severity = IssueSeverity::kWarning;
+  std::string kind;     // stable id, e.g. "bad_event", "truncated"
+  std::string message;  // first occurrence, with position
+  int64_t count = 0;
+};
+
+struct ImportStats {
+  int64_t bytes_read = 0;       // uncompressed bytes consumed
+  int64_t events_seen = 0;      // complete trace events parsed
+  int64_t events_used = 0;      // events that fed the model
+  int64_t python_function_events = 0;  // Python stack events: counted, not stored
+  bool truncated = false;       // the file ended before its JSON closed
+  std::string truncation_note;  // what was lost
+  std::vector<ImportIssue> issues;
+
+  void AddIssue(IssueSeverity severity, std::string_view kind, std::string message);
+};
+
+/// Everything one source file (one rank / process) recorded.
+struct Recording {
+  std::string source_path;
+  std::string format;  // "kineto"
+  int rank = -1;
+  int world_size = -1;
+  std::string comm_backend;  // "nccl", "gloo", ...
+  bool clock_is_absolute = true;
+  std::vector<Device> devices;
+  StringTable names;
+
+  std::vector<KernelActivity> kernels;
+  std::vector<MemoryActivity> memory_ops;
+  std::vector<RuntimeCall> runtime_calls;
+  std::vector<CpuSpan> cpu_spans;
+  std::vector<SyncActivity> syncs;
+  std::vector<Step> steps;
+  std::vector<TimeSeries> series;
+  Interval profiler_window;  // the "PyTorch Profiler (0)" span, if recorded
+  std::map<std::string, std::string> metadata;
+
+  ImportStats stats;
+
+  const Device* FindDevice(int id) const;
+};
+
+/// A run: one or more recordings of the same job (e.g. one trace per rank).
+struct Run {
+  std::vector<Recording> recordings;
+};
+
+}  // namespace gputriage

@@ -1,0 +1,297 @@
+// AnalyzeRecording: every measurement of one recording, from the canonical model.
+#include <algorithm>
+#include <unordered_map>
+
+#include <fmt/format.h>
+
+#include "gputriage/diagnosis.h"
+#include "src/analysis/analysis_internal.h"
+#include "src/analysis/gpu_specs.h"
+#include "src/analysis/kernel_taxonomy.h"
+
+namespace gputriage {
+
+const char* StepCategoryName(StepCategory c) {
+  switch (c) {
+    case StepCategory::kKernel: return "kernel";
+    case StepCategory::kMemcpy: return "memcpy";
+    case StepCategory::kMemset: return "memset";
+    case StepCategory::kCommunication: return "communication";
+    case StepCategory::kRuntime: return "runtime";
+    case StepCategory::kDataLoader: return "data_loader";
+    case StepCategory::kCpuExec: return "cpu_exec";
+    case StepCategory::kOther: return "other";
+  }
+  return "other";
+}
+
+const char* IdleCauseName(IdleCause c) {
+  switch (c) {
+    case IdleCause::kDataLoader: return "data_loader";
+    case IdleCause::kHostWait: return "host_wait";
+    case IdleCause::kLaunchOverhead: return "launch_overhead";
+    case IdleCause::kSynchronization: return "synchronization";
+    case IdleCause::kOther: return "other";
+  }
+  return "other";
+}
+
+const char* SeverityName(Severity s) {
+  switch (s) {
+    case Severity::kInfo: return "info";
+    case Severity::kLow: return "low";
+    case Severity::kModerate: return "moderate";
+    case Severity::kHigh: return "high";
+  }
+  return "info";
+}
+
+namespace {
+
+constexpr TimeNs kShortKernel = 10 * kNsPerUs;  // HTA/TraceLens "short kernel" bound
+constexpr size_t kTopKernels = 15;
+
+struct NameAccumulator {
+  KernelKind kind;
+  int64_t count = 0;
+  TimeNs total = 0, min = std::numeric_limits<TimeNs>::max(), max = 0;
+  double blocks_weighted = 0, blocks_time = 0, occ_weighted = 0, occ_time = 0;
+};
+
+double Median(std::vector<TimeNs>& v) {
+  if (v.empty()) return 0;
+  auto mid = v.begin() + static_cast<ptrdiff_t>(v.size() / 2);
+  std::nth_element(v.begin(), mid, v.end());
+  return static_cast<double>(*mid);
+}
+
+bool InSteps(const intervals::List& steps, TimeNs t) {
+  auto it = std::upper_bound(steps.begin(), steps.end(), t, [](TimeNs v, const Interval& r) { return v < r.end; });
+  return it != steps.end() && it->start <= t;
+}
+
+}  // namespace
+
+RecordingAnalysis AnalyzeRecording(const Recording& rec) {
+  RecordingAnalysis a;
+  a.source = rec.source_path;
+  a.rank = rec.rank;
+
+  // Classify each distinct kernel name once.
+  std::unordered_map<NameId, NameAccumulator> by_name;
+  std::vector<bool> is_comm(rec.kernels.size(), false);
+  std::unordered_map<int64_t, bool> comm_external_ids;
+  for (const auto& c : rec.cpu_spans)
+    if (c.kind == CpuSpanKind::kCommunication && c.external_id >= 0) comm_external_ids[c.external_id] = true;
+  std::unordered_map<int, TimeNs> time_by_device;
+  for (size_t i = 0; i < rec.kernels.size(); ++i) {
+    const auto& k = rec.kernels[i];
+    auto [it, inserted] = by_name.try_emplace(k.name);
+    if (inserted) it->second.kind = ClassifyKernelName(rec.names.View(k.name));
+    is_comm[i] = it->second.kind.cls == KernelClass::kCommunication || comm_external_ids.count(k.external_id) > 0;
+    time_by_device[k.device] += k.time.duration();
+  }
+  a.has_gpu_activity = !rec.kernels.empty() || !rec.memory_ops.empty();
+
+  int primary = -1;
+  TimeNs best = -1;
+  for (const auto& [device, t] : time_by_device)
+    if (t > best || (t == best && device < primary)) best = t, primary = device;
+  if (primary < 0 && !rec.memory_ops.empty()) primary = rec.memory_ops.front().device;
+  if (const Device* d = rec.FindDevice(primary)) a.device = *d;
+  else if (!rec.devices.empty() && primary < 0) a.device = rec.devices.front();
+  else a.device.id = primary;
+
+  const analysis::Index index = analysis::BuildIndex(rec, is_comm);
+  const analysis::StepWindows steps = analysis::AlignSteps(rec, index);
+  a.steps_from_markers = steps.from_markers;
+  a.steps = analysis::BreakDownSteps(rec, index, steps);
+  const intervals::List step_list = intervals::Merge(steps.windows);
+
+  if (!a.steps.empty()) {
+    for (const auto& s : a.steps)
+      for (int c = 0; c < kNumStepCategories; ++c) a.average.ns[c] += s.ns[c];
+    TimeNs total = 0;
+    for (const auto& s : a.steps) total += s.total();
+    const auto n = static_cast<TimeNs>(a.steps.size());
+    for (auto& v : a.average.ns) v /= n;
+    a.avg_step_ns = total / n;
+    a.average.window = {a.steps.front().window.start, a.steps.front().window.start + a.avg_step_ns};
+    const Interval all{a.steps.front().window.start, a.steps.back().window.end};
+    for (const auto& [device, t] : time_by_device) {
+      (void)t;
+      a.gpus.push_back(analysis::MeasureGpu(rec, device, all));
+    }
+    std::sort(a.gpus.begin(), a.gpus.end(), [](const GpuMetrics& x, const GpuMetrics& y) { return x.device < y.device; });
+    for (const auto& g : a.gpus)
+      if (g.device == primary) a.gpu = g;
+    if (primary >= 0) {
+      a.device_idle = analysis::AttributeDeviceIdle(index, primary, step_list);
+      a.streams = analysis::AttributeStreamIdle(index, primary, step_list);
+    }
+  }
+
+  // Kernel table, precision and attention.
+  std::unordered_map<int64_t, NameId> input_type_by_external_id;
+  for (const auto& c : rec.cpu_spans)
+    if (c.first_input_type != kNoName && c.external_id >= 0) input_type_by_external_id.emplace(c.external_id, c.first_input_type);
+  std::vector<TimeNs> durations;
+  std::vector<TimeNs> launch_delays;
+  int64_t kernels_in_steps = 0, short_kernels = 0;
+  for (const auto& k : rec.kernels) {
+    auto& acc = by_name[k.name];
+    const TimeNs d = k.time.duration();
+    ++acc.count;
+    acc.total += d;
+    acc.min = std::min(acc.min, d);
+    acc.max = std::max(acc.max, d);
+    if (!std::isnan(k.blocks_per_sm)) acc.blocks_weighted += k.blocks_per_sm * static_cast<double>(d), acc.blocks_time += static_cast<double>(d);
+    if (!std::isnan(k.est_occupancy_percent)) acc.occ_weighted += k.est_occupancy_percent * static_cast<double>(d), acc.occ_time += static_cast<double>(d);
+    a.precision.kernel_total_ns += d;
+    const KernelKind& kind = acc.kind;
+    if (IsMatrixClass(kind.cls)) {
+      Precision p = kind.precision;
+      if (p == Precision::kUnknown || p == Precision::kTensorUnknown) {
+        auto it = input_type_by_external_id.find(k.external_id);
+        if (it != input_type_by_external_id.end()) {
+          const Precision from_type = PrecisionFromInputType(rec.names.View(it->second), p == Precision::kTensorUnknown);
+          if (from_type != Precision::kUnknown) p = from_type;
+        }
+      }
+      a.precision.matrix_ns[static_cast<int>(p)] += d;
+      a.precision.matrix_total_ns += d;
+      if (UsesTensorCores(p)) a.precision.tensor_core_ns += d;
+    }
+    if (kind.cls == KernelClass::kAttentionFused) a.attention.fused_ns += d;
+    if (kind.cls == KernelClass::kSoftmax) a.attention.softmax_ns += d, ++a.attention.softmax_kernels;
+    if (kind.batched) a.attention.batched_gemm_ns += d, ++a.attention.batched_gemm_kernels;
+    if (kind.cls != KernelClass::kCommunication && InSteps(step_list, k.time.start)) {
+      ++kernels_in_steps;
+      durations.push_back(d);
+      if (d < kShortKernel) ++short_kernels;
+      auto rt = index.runtime_by_correlation.find(k.correlation);
+      if (k.correlation >= 0 && rt != index.runtime_by_correlation.end() &&
+          rt->second->kind == RuntimeCallKind::kKernelLaunch)
+        launch_delays.push_back(std::max<TimeNs>(0, k.time.start - rt->second->time.end));
+    }
+  }
+  if (a.precision.matrix_total_ns > 0) {
+    a.precision.tensor_core_percent_of_matrix =
+        100.0 * static_cast<double>(a.precision.tensor_core_ns) / static_cast<double>(a.precision.matrix_total_ns);
+  }
+  if (a.precision.kernel_total_ns > 0)
+    a.precision.matrix_percent_of_kernels =
+        100.0 * static_cast<double>(a.precision.matrix_total_ns) / static_cast<double>(a.precision.kernel_total_ns);
+
+  // Attention backend: the fused kernel family with most time, else "math" when
+  // softmax kernels run beside batched GEMMs (SDPA's unfused path or hand-written attention).
+  {
+    std::unordered_map<int, TimeNs> by_backend;
+    for (const auto& [name, acc] : by_name)
+      if (acc.kind.cls == KernelClass::kAttentionFused) by_backend[static_cast<int>(acc.kind.attention)] += acc.total;
+    TimeNs top = 0;
+    for (const auto& [backend, t] : by_backend)
+      if (t > top) top = t, a.attention.backend = AttentionBackendName(static_cast<AttentionBackend>(backend));
+    if (top == 0 && a.attention.softmax_kernels > 0 && a.attention.batched_gemm_kernels > 0) a.attention.backend = "math";
+  }
+
+  // Kernel table: top by total time.
+  a.kernel_names = static_cast<int64_t>(by_name.size());
+  std::vector<std::pair<NameId, const NameAccumulator*>> order;
+  for (const auto& [name, acc] : by_name)
+    if (acc.count > 0) order.emplace_back(name, &acc);
+  std::sort(order.begin(), order.end(), [](const auto& x, const auto& y) { return x.second->total > y.second->total; });
+  for (size_t i = 0; i < order.size() && i < kTopKernels; ++i) {
+    const auto& acc = *order[i].second;
+    KernelStat s;
+    s.name = std::string(rec.names.View(order[i].first));
+    s.kernel_class = KernelClassName(acc.kind.cls);
+    s.precision = IsMatrixClass(acc.kind.cls) ? PrecisionName(acc.kind.precision) : "";
+    s.tensor_cores = IsMatrixClass(acc.kind.cls) && UsesTensorCores(acc.kind.precision);
+    s.count = acc.count;
+    s.total_ns = acc.total;
+    s.min_ns = acc.min;
+    s.max_ns = acc.max;
+    if (acc.blocks_time > 0) s.mean_blocks_per_sm = acc.blocks_weighted / acc.blocks_time;
+    if (acc.occ_time > 0) s.mean_occupancy_percent = acc.occ_weighted / acc.occ_time;
+    a.top_kernels.push_back(std::move(s));
+  }
+
+  // Launch overhead.
+  a.launch.kernels = kernels_in_steps;
+  if (!a.steps.empty()) a.launch.kernels_per_step = static_cast<double>(kernels_in_steps) / static_cast<double>(a.steps.size());
+  a.launch.median_kernel_us = Median(durations) / 1000.0;
+  if (kernels_in_steps > 0) {
+    a.launch.short_kernel_percent = 100.0 * static_cast<double>(short_kernels) / static_cast<double>(kernels_in_steps);
+    a.launch.mean_launch_interval_us =
+        static_cast<double>(intervals::Sum(step_list)) / static_cast<double>(kernels_in_steps) / 1000.0;
+  }
+  a.launch.median_launch_delay_us = Median(launch_delays) / 1000.0;
+  for (const auto& r : rec.runtime_calls)
+    if (r.kind == RuntimeCallKind::kGraphLaunch && InSteps(step_list, r.time.start)) ++a.launch.graph_launches;
+
+  // Communication and its overlap with compute.
+  {
+    intervals::List comm, compute;
+    for (size_t i = 0; i < rec.kernels.size(); ++i) {
+      const auto& k = rec.kernels[i];
+      if (primary >= 0 && k.device != primary) continue;
+      if (is_comm[i]) {
+        comm.push_back(k.time);
+        a.comm.kernel_ns += k.time.duration();
+      } else {
+        compute.push_back(k.time);
+      }
+    }
+    comm = intervals::Intersect(intervals::Merge(std::move(comm)), step_list);
+    compute = intervals::Intersect(intervals::Merge(std::move(compute)), step_list);
+    a.comm.union_ns = intervals::Sum(comm);
+    a.comm.overlapped_ns = intervals::Sum(intervals::Intersect(comm, compute));
+    a.comm.exposed_ns = a.comm.union_ns - a.comm.overlapped_ns;
+    if (a.precision.kernel_total_ns > 0)
+      a.comm.share_of_kernel_time_percent = 100.0 * static_cast<double>(a.comm.kernel_ns) / static_cast<double>(a.precision.kernel_total_ns);
+    if (a.comm.union_ns > 0) a.comm.overlap_percent = 100.0 * static_cast<double>(a.comm.overlapped_ns) / static_cast<double>(a.comm.union_ns);
+  }
+
+  // Achieved throughput from the profiler's FLOP estimates (with_flops=True).
+  {
+    double flops = 0;
+    for (const auto& c : rec.cpu_spans)
+      if (c.flops > 0 && InSteps(step_list, c.time.start)) flops += c.flops;
+    if (flops > 0 && !a.steps.empty() && a.avg_step_ns > 0) {
+      a.throughput.available = true;
+      a.throughput.flops_per_step = flops / static_cast<double>(a.steps.size());
+      a.throughput.achieved_tflops = a.throughput.flops_per_step / (static_cast<double>(a.avg_step_ns) * 1e-9) / 1e12;
+      if (auto spec = FindGpuSpec(a.device.name)) {
+        const double peak = spec->bf16_tflops > 0 ? spec->bf16_tflops : spec->fp16_tflops;
+        if (peak > 0) a.throughput.mfu_percent = 100.0 * a.throughput.achieved_tflops / peak;
+      }
+    }
+  }
+
+  // What this recording cannot tell.
+  if (rec.stats.truncated) a.limitations.push_back("truncated input: " + rec.stats.truncation_note);
+  if (rec.kernels.empty()) {
+    a.limitations.push_back(
+        "no GPU kernels were recorded: GPU busy time, kernel efficiency and precision cannot be measured; "
+        "only the host-side timeline is available");
+  }
+  if (!a.steps_from_markers)
+    a.limitations.push_back("no ProfilerStep#N markers: the whole trace is treated as one step window");
+  if (steps.dropped_tail_steps > 0)
+    a.limitations.push_back(fmt::format("{} trailing step(s) dropped: their device work was not fully recorded",
+                                        steps.dropped_tail_steps));
+  if (!rec.kernels.empty() && a.device.vendor != Vendor::kNvidia) {
+    a.limitations.push_back(fmt::format(
+        "device vendor is {}: tensor-core precision rules cover NVIDIA kernel names and rocBLAS type tags only; "
+        "SM efficiency and occupancy need fields this trace may lack",
+        VendorName(a.device.vendor)));
+  }
+  if (!rec.kernels.empty() && std::isnan(a.gpu.achieved_occupancy_percent))
+    a.limitations.push_back("kernels carry no occupancy estimate: achieved occupancy not reported");
+  if (!rec.kernels.empty() && a.device.name.empty())
+    a.limitations.push_back("no deviceProperties: the GPU model is unknown, so peak-based gains are not computed");
+  return a;
+}
+
+}  // namespace gputriage

@@ -1,0 +1,160 @@
+// The JSON report (schema in docs/json-schema.md). nlohmann-json is used only here.
+#include <cmath>
+
+#include <nlohmann/json.hpp>
+
+#include "gputriage/report.h"
+#include "gputriage/version.h"
+
+namespace gputriage {
+namespace {
+
+using nlohmann::json;
+
+/// NaN ("not measured") becomes null rather than an invalid JSON number.
+json Num(double v) { return std::isnan(v) || std::isinf(v) ? json(nullptr) : json(v); }
+double Ms(TimeNs ns) { return static_cast<double>(ns) / 1e6; }
+
+json EvidenceJson(const Evidence& e) {
+  json j = {{"name", e.name}, {"value", Num(e.value)}, {"unit", e.unit}, {"source", e.source}};
+  j["threshold"] = e.threshold ? Num(*e.threshold) : json(nullptr);
+  j["comparison"] = e.comparison.empty() ? json(nullptr) : json(e.comparison);
+  return j;
+}
+
+json FindingJson(const Finding& f) {
+  json j = {{"verdict", f.verdict}, {"severity", SeverityName(f.severity)}, {"title", f.title},
+            {"detail", f.detail}, {"rank", f.rank >= 0 ? json(f.rank) : json(nullptr)}};
+  j["evidence"] = json::array();
+  for (const auto& e : f.evidence) j["evidence"].push_back(EvidenceJson(e));
+  j["recommendations"] = json::array();
+  for (const auto& r : f.recommendations) j["recommendations"].push_back({{"action", r.action}, {"why", r.why}});
+  if (f.gain) {
+    j["expected_gain"] = {{"metric", f.gain->metric}, {"current", Num(f.gain->current)},
+                          {"expected", Num(f.gain->expected)}, {"unit", f.gain->unit},
+                          {"speedup_percent", Num(f.gain->speedup_percent)}, {"basis", f.gain->basis}};
+  } else {
+    j["expected_gain"] = nullptr;
+  }
+  return j;
+}
+
+json BreakdownJson(const StepBreakdown& b) {
+  json j = {{"total_ms", Ms(b.total())}};
+  for (int c = 0; c < kNumStepCategories; ++c) {
+    const std::string name = StepCategoryName(static_cast<StepCategory>(c));
+    j[name + "_ms"] = Ms(b.ns[c]);
+    j[name + "_percent"] = b.total() > 0 ? Num(100.0 * static_cast<double>(b.ns[c]) / static_cast<double>(b.total())) : json(nullptr);
+  }
+  return j;
+}
+
+json IdleJson(const IdleBreakdown& idle) {
+  json j = {{"total_ms", Ms(idle.total())}, {"gaps", idle.gaps}};
+  for (int c = 0; c < kNumIdleCauses; ++c) j[std::string(IdleCauseName(static_cast<IdleCause>(c))) + "_ms"] = Ms(idle.ns[c]);
+  return j;
+}
+
+json RecordingJson(const Recording& rec, const RecordingAnalysis& a) {
+  json j;
+  j["source"] = a.source;
+  j["format"] = rec.format;
+  j["rank"] = a.rank >= 0 ? json(a.rank) : json(nullptr);
+  j["world_size"] = rec.world_size >= 0 ? json(rec.world_size) : json(nullptr);
+  j["device"] = {{"id", a.device.id}, {"name", a.device.name}, {"vendor", VendorName(a.device.vendor)},
+                 {"compute_capability", a.device.compute_major >= 0
+                                            ? json(std::to_string(a.device.compute_major) + "." + std::to_string(a.device.compute_minor))
+                                            : json(nullptr)},
+                 {"num_sms", a.device.num_sms}, {"total_memory_bytes", a.device.total_memory_bytes}};
+  j["import"] = {{"bytes", rec.stats.bytes_read}, {"events", rec.stats.events_seen}, {"events_used", rec.stats.events_used},
+                 {"python_function_events", rec.stats.python_function_events}, {"truncated", rec.stats.truncated},
+                 {"truncation_note", rec.stats.truncated ? json(rec.stats.truncation_note) : json(nullptr)}};
+  j["import"]["issues"] = json::array();
+  for (const auto& i : rec.stats.issues)
+    j["import"]["issues"].push_back({{"kind", i.kind}, {"count", i.count}, {"first", i.message},
+                                     {"severity", i.severity == IssueSeverity::kInfo ? "info" : i.severity == IssueSeverity::kWarning ? "warning" : "error"}});
+  j["steps_from_markers"] = a.steps_from_markers;
+  j["avg_step_ms"] = Ms(a.avg_step_ns);
+  j["step_breakdown"] = {{"average", BreakdownJson(a.average)}, {"steps", json::array()}};
+  j["step_breakdown"]["average"]["total_ms"] = Ms(a.avg_step_ns);
+  for (int c = 0; c < kNumStepCategories; ++c) {
+    const std::string name = StepCategoryName(static_cast<StepCategory>(c));
+    j["step_breakdown"]["average"][name + "_percent"] =
+        a.avg_step_ns > 0 ? Num(100.0 * static_cast<double>(a.average.ns[c]) / static_cast<double>(a.avg_step_ns)) : json(nullptr);
+  }
+  for (const auto& s : a.steps) {
+    json sj = BreakdownJson(s);
+    sj["step"] = s.number >= 0 ? json(s.number) : json(nullptr);
+    sj["start_ns"] = s.window.start;
+    j["step_breakdown"]["steps"].push_back(sj);
+  }
+  j["gpus"] = json::array();
+  for (const auto& g : a.gpus)
+    j["gpus"].push_back({{"device", g.device}, {"busy_percent", Num(g.busy_percent)},
+                         {"sm_efficiency_percent", Num(g.sm_efficiency_percent)},
+                         {"achieved_occupancy_percent", Num(g.achieved_occupancy_percent)},
+                         {"window_ms", Ms(g.window_ns)}, {"busy_ms", Ms(g.busy_ns)}});
+  j["idle"] = IdleJson(a.device_idle);
+  j["idle"]["streams"] = json::array();
+  for (const auto& s : a.streams) {
+    json sj = IdleJson(s.idle);
+    sj["stream"] = s.stream;
+    sj["busy_ms"] = Ms(s.busy_ns);
+    j["idle"]["streams"].push_back(sj);
+  }
+  json precision = {{"matrix_ms", Ms(a.precision.matrix_total_ns)}, {"kernel_ms", Ms(a.precision.kernel_total_ns)},
+                    {"matrix_percent_of_kernel_time", Num(a.precision.matrix_percent_of_kernels)},
+                    {"tensor_core_percent_of_matrix_time", Num(a.precision.tensor_core_percent_of_matrix)}};
+  precision["matrix_ms_by_precision"] = json::object();
+  static const char* kPrecisions[] = {"fp64", "fp32", "tf32", "fp16", "bf16", "fp8", "fp4", "int8", "tensor_core_unknown", "unknown"};
+  for (int p = 0; p < 10; ++p)
+    if (a.precision.matrix_ns[p] > 0) precision["matrix_ms_by_precision"][kPrecisions[p]] = Ms(a.precision.matrix_ns[p]);
+  j["precision"] = precision;
+  j["attention"] = {{"backend", a.attention.backend}, {"fused_ms", Ms(a.attention.fused_ns)},
+                    {"softmax_ms", Ms(a.attention.softmax_ns)}, {"softmax_kernels", a.attention.softmax_kernels},
+                    {"batched_gemm_ms", Ms(a.attention.batched_gemm_ns)}};
+  j["launch"] = {{"kernels", a.launch.kernels}, {"kernels_per_step", Num(a.launch.kernels_per_step)},
+                 {"median_kernel_us", Num(a.launch.median_kernel_us)}, {"short_kernel_percent", Num(a.launch.short_kernel_percent)},
+                 {"mean_launch_interval_us", Num(a.launch.mean_launch_interval_us)},
+                 {"median_launch_delay_us", Num(a.launch.median_launch_delay_us)}, {"graph_launches", a.launch.graph_launches}};
+  j["communication"] = {{"kernel_ms", Ms(a.comm.kernel_ns)}, {"wall_ms", Ms(a.comm.union_ns)},
+                        {"overlapped_ms", Ms(a.comm.overlapped_ns)}, {"exposed_ms", Ms(a.comm.exposed_ns)},
+                        {"percent_of_kernel_time", Num(a.comm.share_of_kernel_time_percent)},
+                        {"overlap_percent", Num(a.comm.overlap_percent)}};
+  j["throughput"] = {{"available", a.throughput.available}, {"flops_per_step", Num(a.throughput.flops_per_step)},
+                     {"achieved_tflops", Num(a.throughput.achieved_tflops)}, {"mfu_percent", Num(a.throughput.mfu_percent)}};
+  j["kernels"] = {{"distinct_names", a.kernel_names}, {"top", json::array()}};
+  for (const auto& k : a.top_kernels)
+    j["kernels"]["top"].push_back({{"name", k.name}, {"class", k.kernel_class}, {"precision", k.precision.empty() ? json(nullptr) : json(k.precision)},
+                                   {"tensor_cores", k.tensor_cores}, {"count", k.count}, {"total_ms", Ms(k.total_ns)},
+                                   {"mean_us", k.count ? static_cast<double>(k.total_ns) / static_cast<double>(k.count) / 1000.0 : 0.0},
+                                   {"mean_blocks_per_sm", Num(k.mean_blocks_per_sm)}, {"mean_occupancy_percent", Num(k.mean_occupancy_percent)}});
+  j["limitations"] = a.limitations;
+  return j;
+}
+
+}  // namespace
+
+std::string RenderJson(const Run& run, const Diagnosis& d, int indent) {
+  json j;
+  j["schema"] = "gputriage.report";
+  j["schema_version"] = kReportSchemaVersion;
+  j["tool"] = {{"name", "gputriage"}, {"version", kGputriageVersion}};
+  const Summary& s = d.summary;
+  j["summary"] = {{"gpu_busy_percent", Num(s.gpu_busy_percent)}, {"data_wait_percent", Num(s.data_wait_percent)},
+                  {"avg_step_ms", Num(s.avg_step_ms)}, {"steps", s.steps},
+                  {"sm_efficiency_percent", Num(s.sm_efficiency_percent)},
+                  {"achieved_occupancy_percent", Num(s.achieved_occupancy_percent)},
+                  {"tensor_core_percent_of_matrix_time", Num(s.tensor_core_percent_of_matrix)},
+                  {"exposed_communication_percent", Num(s.exposed_communication_percent)},
+                  {"device", s.device}, {"recordings", s.recordings}};
+  j["findings"] = json::array();
+  for (const auto& f : d.findings) j["findings"].push_back(FindingJson(f));
+  j["recordings"] = json::array();
+  for (size_t i = 0; i < d.recordings.size() && i < run.recordings.size(); ++i)
+    j["recordings"].push_back(RecordingJson(run.recordings[i], d.recordings[i]));
+  // Invalid UTF-8 in kernel names must not abort the dump.
+  return j.dump(indent, ' ', false, json::error_handler_t::replace);
+}
+
+}  // namespace gputriage

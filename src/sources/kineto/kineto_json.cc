@@ -1,0 +1,312 @@
+#include "src/sources/kineto/kineto_json.h"
+
+#include <simdjson.h>
+
+#include <cmath>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "src/util/decimal.h"
+
+namespace gputriage::kineto {
+namespace {
+
+using simdjson::ondemand::json_type;
+using simdjson::ondemand::value;
+
+std::string ErrorText(simdjson::error_code code) { return simdjson::error_message(code); }
+
+/// An integer field: JSON integer, an integral float, or a numeric string.
+std::optional<int64_t> AsInt(value v) {
+  json_type type;
+  if (v.type().get(type)) return std::nullopt;
+  if (type == json_type::number) {
+    std::string_view raw = v.raw_json_token();
+    while (!raw.empty() && (raw.back() == ' ' || raw.back() == '\n' || raw.back() == '\r' || raw.back() == '\t'))
+      raw.remove_suffix(1);
+    if (auto parsed = ParseInt64(raw)) return parsed;
+    double d;
+    if (v.get_double().get(d) || !std::isfinite(d) || std::fabs(d) > 9.2e18) return std::nullopt;
+    return static_cast<int64_t>(d);
+  }
+  if (type == json_type::string) {
+    std::string_view text;
+    if (v.get_string().get(text)) return std::nullopt;
+    return ParseTrailingInt(text);
+  }
+  return std::nullopt;
+}
+
+std::optional<double> AsDouble(value v) {
+  json_type type;
+  if (v.type().get(type)) return std::nullopt;
+  if (type == json_type::number) {
+    double d;
+    if (v.get_double().get(d)) return std::nullopt;
+    return d;
+  }
+  if (type == json_type::string) {
+    std::string_view text;
+    if (v.get_string().get(text)) return std::nullopt;
+    if (text.empty()) return std::nullopt;
+    char* end = nullptr;
+    const std::string copy(text);
+    const double d = std::strtod(copy.c_str(), &end);
+    if (end == copy.c_str()) return std::nullopt;
+    return d;
+  }
+  return std::nullopt;
+}
+
+/// Microsecond time field → ns; sets *malformed when present but unreadable.
+std::optional<int64_t> AsTimeNs(value v, bool* malformed) {
+  json_type type;
+  if (v.type().get(type)) {
+    *malformed = true;
+    return std::nullopt;
+  }
+  std::optional<int64_t> ns;
+  if (type == json_type::number) {
+    ns = ParseMicrosecondsToNs(v.raw_json_token());
+  } else if (type == json_type::string) {
+    std::string_view text;
+    if (!v.get_string().get(text)) ns = ParseMicrosecondsToNs(text);
+  }
+  if (!ns) *malformed = true;
+  return ns;
+}
+
+bool ReadDim3(value v, uint32_t out[3]) {
+  simdjson::ondemand::array array;
+  if (v.get_array().get(array)) return false;
+  int i = 0;
+  for (auto element : array) {
+    int64_t x;
+    if (element.get_int64().get(x)) return false;
+    if (i < 3) out[i] = x < 0 ? 0 : static_cast<uint32_t>(std::min<int64_t>(x, UINT32_MAX));
+    ++i;
+  }
+  return true;
+}
+
+std::string_view FirstNonEmptyString(value v) {
+  simdjson::ondemand::array array;
+  if (v.get_array().get(array)) return {};
+  for (auto element : array) {
+    std::string_view s;
+    if (!element.get_string().get(s) && !s.empty()) return s;
+  }
+  return {};
+}
+
+Status ParseArgs(value v, RawEvent* e) {
+  simdjson::ondemand::object args;
+  if (auto err = v.get_object().get(args)) return DataLossError("args: " + ErrorText(err));
+  for (auto field : args) {
+    std::string_view key;
+    if (auto err = field.unescaped_key().get(key)) return DataLossError("args key: " + ErrorText(err));
+    value fv;
+    if (field.value().get(fv)) return DataLossError(fmt::format("args.\"{}\": unreadable value", key));
+    switch (key.size() > 0 ? key[0] : 0) {
+      case 'E':
+      case 'e':
+        if (key == "External id" || key == "external id") e->external_id = AsInt(fv);
+        else if (key == "est. achieved occupancy %") e->occupancy_percent = AsDouble(fv);
+        break;
+      case 'c':
+        if (key == "correlation") e->correlation = AsInt(fv);
+        break;
+      case 's':
+        if (key == "stream") e->stream = AsInt(fv);
+        else if (key == "shared memory") e->shared_memory = AsInt(fv);
+        break;
+      case 'd':
+        if (key == "device") e->device = AsInt(fv);
+        break;
+      case 'r':
+        if (key == "registers per thread") e->registers_per_thread = AsInt(fv);
+        break;
+      case 'b':
+        if (key == "blocks per SM") e->blocks_per_sm = AsDouble(fv);
+        else if (key == "bytes") e->bytes = AsInt(fv);
+        else if (key == "block") e->has_block = ReadDim3(fv, e->block);
+        break;
+      case 'w':
+        if (key == "warps per SM") e->warps_per_sm = AsDouble(fv);
+        break;
+      case 'g':
+        if (key == "grid") e->has_grid = ReadDim3(fv, e->grid);
+        break;
+      case 'C':
+        if (key == "Collective name") {
+          std::string_view s;
+          if (!fv.get_string().get(s)) e->collective = s;
+        }
+        break;
+      case 'I':
+        if (key == "Input type") e->first_input_type = FirstNonEmptyString(fv);
+        break;
+      case 'f':
+        if (key == "flops") e->flops = AsDouble(fv);
+        break;
+      case 'l':
+        if (key == "labels") {
+          std::string_view s;
+          if (!fv.get_string().get(s)) e->label = s;
+        }
+        break;
+      case 'n':
+        if (key == "name") {
+          std::string_view s;
+          if (!fv.get_string().get(s)) e->label = s;
+        }
+        break;
+      default: break;
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+struct EventParser::Impl {
+  simdjson::ondemand::parser parser;
+};
+
+EventParser::EventParser() : impl_(std::make_unique<Impl>()) {}
+EventParser::~EventParser() = default;
+
+Status EventParser::Parse(std::string_view raw, RawEvent* e) {
+  *e = RawEvent{};
+  simdjson::ondemand::document doc;
+  if (auto err = impl_->parser.iterate(raw.data(), raw.size(), raw.size() + simdjson::SIMDJSON_PADDING).get(doc))
+    return DataLossError("not valid JSON: " + ErrorText(err));
+  simdjson::ondemand::object obj;
+  if (auto err = doc.get_object().get(obj)) return DataLossError("event is not a JSON object: " + ErrorText(err));
+  for (auto field : obj) {
+    std::string_view key;
+    if (auto err = field.unescaped_key().get(key)) return DataLossError("malformed key: " + ErrorText(err));
+    value v;
+    if (field.value().get(v)) return DataLossError(fmt::format("field \"{}\": unreadable value", key));
+    if (key == "ph") {
+      std::string_view ph;
+      if (!v.get_string().get(ph) && ph.size() == 1) e->ph = ph[0];
+      else return DataLossError("field \"ph\": not a one-letter string");
+    } else if (key == "cat") {
+      if (v.get_string().get(e->cat)) return DataLossError("field \"cat\": not a string");
+    } else if (key == "name") {
+      json_type t;
+      if (!v.type().get(t) && t == json_type::string) {
+        if (v.get_string().get(e->name)) return DataLossError("field \"name\": bad string");
+      }
+    } else if (key == "ts") {
+      e->ts_ns = AsTimeNs(v, &e->ts_malformed);
+    } else if (key == "dur") {
+      e->dur_ns = AsTimeNs(v, &e->dur_malformed);
+    } else if (key == "pid") {
+      e->pid = AsInt(v);
+    } else if (key == "tid") {
+      e->tid = AsInt(v);
+    } else if (key == "args") {
+      json_type t;
+      if (!v.type().get(t) && t == json_type::object) RETURN_IF_ERROR(ParseArgs(v, e));
+    }
+  }
+  return Status::Ok();
+}
+
+namespace {
+
+Status ParseDevices(simdjson::ondemand::value v, std::vector<Device>* devices) {
+  simdjson::ondemand::array array;
+  if (v.get_array().get(array)) return DataLossError("deviceProperties: not an array");
+  for (auto element : array) {
+    simdjson::ondemand::object obj;
+    if (element.get_object().get(obj)) return DataLossError("deviceProperties[]: not an object");
+    Device d;
+    for (auto field : obj) {
+      std::string_view key;
+      if (field.unescaped_key().get(key)) return DataLossError("deviceProperties[]: bad key");
+      simdjson::ondemand::value fv;
+      if (field.value().get(fv)) return DataLossError(fmt::format("deviceProperties[].{}: bad value", key));
+      auto as_int = [&]() { return AsInt(fv).value_or(0); };
+      if (key == "id") d.id = static_cast<int>(AsInt(fv).value_or(-1));
+      else if (key == "name") {
+        std::string_view s;
+        if (!fv.get_string().get(s)) d.name = std::string(s);
+      } else if (key == "totalGlobalMem") d.total_memory_bytes = as_int();
+      else if (key == "computeMajor") d.compute_major = static_cast<int>(AsInt(fv).value_or(-1));
+      else if (key == "computeMinor") d.compute_minor = static_cast<int>(AsInt(fv).value_or(-1));
+      else if (key == "numSms") d.num_sms = static_cast<int>(as_int());
+      else if (key == "maxThreadsPerMultiprocessor") d.max_threads_per_sm = static_cast<int>(as_int());
+      else if (key == "warpSize") d.warp_size = static_cast<int>(as_int());
+      else if (key == "regsPerMultiprocessor") d.regs_per_sm = static_cast<int>(as_int());
+      else if (key == "sharedMemPerMultiprocessor" || key == "maxSharedMemoryPerMultiProcessor")
+        d.shared_memory_per_sm_bytes = static_cast<int>(as_int());
+    }
+    devices->push_back(std::move(d));
+  }
+  return Status::Ok();
+}
+
+Status ParseDistributedInfo(simdjson::ondemand::value v, TraceHeader* header) {
+  simdjson::ondemand::object obj;
+  if (v.get_object().get(obj)) return DataLossError("distributedInfo: not an object");
+  for (auto field : obj) {
+    std::string_view key;
+    if (field.unescaped_key().get(key)) return DataLossError("distributedInfo: bad key");
+    simdjson::ondemand::value fv;
+    if (field.value().get(fv)) return DataLossError(fmt::format("distributedInfo.{}: bad value", key));
+    if (key == "rank") header->rank = static_cast<int>(AsInt(fv).value_or(-1));
+    else if (key == "world_size") header->world_size = static_cast<int>(AsInt(fv).value_or(-1));
+    else if (key == "backend") {
+      std::string_view s;
+      if (!fv.get_string().get(s)) header->backend = std::string(s);
+    } else if (key == "nccl_version") {
+      std::string_view s;
+      if (!fv.get_string().get(s)) header->metadata["nccl_version"] = std::string(s);
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status ApplyHeaderMember(std::string_view key, std::string_view raw_value, TraceHeader* header) {
+  const simdjson::padded_string padded(raw_value);
+  simdjson::ondemand::parser parser;
+  simdjson::ondemand::document doc;
+  if (auto err = parser.iterate(padded).get(doc))
+    return DataLossError(fmt::format("member \"{}\": {}", key, ErrorText(err)));
+  json_type doc_type;
+  if (auto err = doc.type().get(doc_type))
+    return DataLossError(fmt::format("member \"{}\": {}", key, ErrorText(err)));
+  if (doc_type != json_type::object && doc_type != json_type::array) {
+    // simdjson reads a scalar document only through the document itself.
+    if (key == "baseTimeNanoseconds") {
+      int64_t base;
+      if (doc.get_int64().get(base)) return DataLossError("member \"baseTimeNanoseconds\": not an integer");
+      header->base_time_ns = base;
+    } else if (doc_type == json_type::string) {
+      std::string_view text;
+      if (!doc.get_string().get(text)) header->metadata[std::string(key)] = std::string(text);
+    } else {
+      std::string_view raw = raw_value;
+      header->metadata[std::string(key)] = std::string(raw);
+    }
+    return Status::Ok();
+  }
+  simdjson::ondemand::value v;
+  if (auto err = doc.get_value().get(v))
+    return DataLossError(fmt::format("member \"{}\": {}", key, ErrorText(err)));
+  Status status;
+  if (key == "deviceProperties") {
+    status = ParseDevices(v, &header->devices);
+  } else if (key == "distributedInfo") {
+    status = ParseDistributedInfo(v, header);
+  }
+  return status;
+}
+
+}  // namespace gputriage::kineto

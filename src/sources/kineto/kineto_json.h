@@ -1,0 +1,80 @@
+// The simdjson adapter for Kineto traces: turns the raw JSON text of one event or
+// one top-level member into plain structs. simdjson is used nowhere else.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "gputriage/model.h"
+#include "gputriage/status.h"
+
+namespace gputriage::kineto {
+
+/// The fields of one trace event that gputriage uses. String views point into the
+/// parser's buffer and stay valid until the next Parse call.
+struct RawEvent {
+  char ph = 0;
+  std::string_view cat;
+  std::string_view name;
+  std::optional<int64_t> pid;  // numeric pid, or the number at the end of a pid string
+  std::optional<int64_t> tid;  // numeric tid, or the number in "stream 7"
+  std::optional<int64_t> ts_ns;
+  std::optional<int64_t> dur_ns;
+  bool ts_malformed = false;
+  bool dur_malformed = false;
+  // args
+  std::optional<int64_t> external_id;  // "External id" or "external id"
+  std::optional<int64_t> correlation;
+  std::optional<int64_t> stream;
+  std::optional<int64_t> device;
+  std::optional<int64_t> registers_per_thread;
+  std::optional<int64_t> shared_memory;
+  std::optional<int64_t> bytes;
+  std::optional<double> blocks_per_sm;
+  std::optional<double> warps_per_sm;
+  std::optional<double> occupancy_percent;
+  std::optional<double> flops;
+  bool has_grid = false;
+  bool has_block = false;
+  uint32_t grid[3] = {0, 0, 0};
+  uint32_t block[3] = {0, 0, 0};
+  std::string_view collective;        // "Collective name"
+  std::string_view first_input_type;  // first non-empty entry of "Input type"
+  std::string_view label;             // args.labels (process_labels) or args.name (metadata)
+};
+
+/// Parses events one at a time, reusing its buffers.
+class EventParser {
+ public:
+  EventParser();
+  ~EventParser();
+  EventParser(const EventParser&) = delete;
+  EventParser& operator=(const EventParser&) = delete;
+
+  /// `raw` must have 64 readable bytes after its end. Errors name the field.
+  Status Parse(std::string_view raw, RawEvent* event);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+/// What the top-level members other than traceEvents tell us.
+struct TraceHeader {
+  std::vector<Device> devices;
+  std::optional<int64_t> base_time_ns;  // baseTimeNanoseconds
+  int rank = -1;
+  int world_size = -1;
+  std::string backend;
+  std::map<std::string, std::string> metadata;  // other scalar members, as text
+};
+
+/// Applies one top-level member to the header. Unknown members are kept as text
+/// metadata when scalar, ignored otherwise. Errors name the member and field.
+Status ApplyHeaderMember(std::string_view key, std::string_view raw_value, TraceHeader* header);
+
+}  // namespace gputriage::kineto

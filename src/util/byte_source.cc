@@ -1,0 +1,201 @@
+#include "src/util/byte_source.h"
+
+#include <zlib.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <vector>
+
+namespace gputriage {
+namespace {
+
+constexpr unsigned char kGzipMagic0 = 0x1f;
+constexpr unsigned char kGzipMagic1 = 0x8b;
+constexpr size_t kInputChunk = 1 << 18;
+
+/// Inflates a gzip stream (possibly several members) pulled from a raw reader.
+class Inflater {
+ public:
+  Inflater() {
+    std::memset(&stream_, 0, sizeof(stream_));
+    // 16 + MAX_WBITS: gzip wrapper only.
+    ok_ = inflateInit2(&stream_, 16 + MAX_WBITS) == Z_OK;
+  }
+  ~Inflater() { inflateEnd(&stream_); }
+  Inflater(const Inflater&) = delete;
+  Inflater& operator=(const Inflater&) = delete;
+
+  bool ok() const { return ok_; }
+  z_stream& stream() { return stream_; }
+
+ private:
+  z_stream stream_;
+  bool ok_ = false;
+};
+
+/// Base for sources that get raw bytes from somewhere and may inflate them.
+class RawSourceBase : public ByteSource {
+ public:
+  explicit RawSourceBase(std::string name) : name_(std::move(name)) {}
+  const std::string& name() const override { return name_; }
+  bool compressed() const override { return inflater_ != nullptr; }
+
+  StatusOr<size_t> Read(char* out, size_t capacity) override {
+    if (!inflater_) return ReadRaw(out, capacity);
+    return ReadInflated(out, capacity);
+  }
+
+ protected:
+  /// Raw bytes; 0 at end.
+  virtual StatusOr<size_t> ReadRaw(char* out, size_t capacity) = 0;
+
+  Status DetectCompression() {
+    unsigned char magic[2] = {0, 0};
+    ASSIGN_OR_RETURN(size_t got, ReadRaw(reinterpret_cast<char*>(magic), 2));
+    pending_.assign(reinterpret_cast<char*>(magic), got);
+    if (got == 2 && magic[0] == kGzipMagic0 && magic[1] == kGzipMagic1) {
+      inflater_ = std::make_unique<Inflater>();
+      if (!inflater_->ok()) return InternalError("zlib inflateInit2 failed");
+      input_.assign(pending_.begin(), pending_.end());
+      pending_.clear();
+    }
+    return Status::Ok();
+  }
+
+  std::string pending_;  // bytes read while sniffing, served first in raw mode
+
+ private:
+  StatusOr<size_t> ReadInflated(char* out, size_t capacity) {
+    z_stream& zs = inflater_->stream();
+    size_t produced = 0;
+    while (produced < capacity && !finished_) {
+      if (zs.avail_in == 0) {
+        if (input_offset_ >= input_.size()) {
+          input_.resize(kInputChunk);
+          ASSIGN_OR_RETURN(size_t got, ReadRaw(input_.data(), input_.size()));
+          input_.resize(got);
+          input_offset_ = 0;
+          if (got == 0) {
+            if (stream_has_data_) {
+              return DataLossError(name_ + ": gzip stream ends early (truncated file); " +
+                                   std::to_string(total_out_ + produced) +
+                                   " bytes were decompressed before the cut");
+            }
+            finished_ = true;
+            break;
+          }
+        }
+        zs.next_in = reinterpret_cast<Bytef*>(input_.data() + input_offset_);
+        zs.avail_in = static_cast<uInt>(input_.size() - input_offset_);
+      }
+      zs.next_out = reinterpret_cast<Bytef*>(out + produced);
+      zs.avail_out = static_cast<uInt>(capacity - produced);
+      const uInt before_in = zs.avail_in;
+      const uInt before_out = zs.avail_out;
+      const int rc = inflate(&zs, Z_NO_FLUSH);
+      input_offset_ += before_in - zs.avail_in;
+      produced += before_out - zs.avail_out;
+      stream_has_data_ = true;
+      if (rc == Z_STREAM_END) {
+        // Concatenated gzip members are legal; skip trailing zero padding.
+        stream_has_data_ = false;
+        inflateReset(&zs);
+        while (input_offset_ < input_.size() && input_[input_offset_] == 0) ++input_offset_;
+        zs.avail_in = 0;
+        continue;
+      }
+      if (rc == Z_BUF_ERROR && zs.avail_in == 0) continue;  // needs more input
+      if (rc != Z_OK && rc != Z_BUF_ERROR) {
+        return DataLossError(name_ + ": corrupt gzip data after " +
+                             std::to_string(total_out_ + produced) +
+                             " decompressed bytes (zlib: " + (zs.msg ? zs.msg : "error") + ")");
+      }
+    }
+    total_out_ += produced;
+    return produced;
+  }
+
+  std::string name_;
+  std::unique_ptr<Inflater> inflater_;
+  std::vector<char> input_;
+  size_t input_offset_ = 0;
+  bool finished_ = false;
+  bool stream_has_data_ = false;
+  int64_t total_out_ = 0;
+};
+
+class FileSource : public RawSourceBase {
+ public:
+  FileSource(std::string name, FILE* file) : RawSourceBase(std::move(name)), file_(file) {}
+  ~FileSource() override {
+    if (file_) std::fclose(file_);
+  }
+  Status Init() { return DetectCompression(); }
+
+ protected:
+  StatusOr<size_t> ReadRaw(char* out, size_t capacity) override {
+    size_t served = 0;
+    if (!pending_.empty()) {
+      served = std::min(capacity, pending_.size());
+      std::memcpy(out, pending_.data(), served);
+      pending_.erase(0, served);
+      if (served == capacity) return served;
+    }
+    const size_t got = std::fread(out + served, 1, capacity - served, file_);
+    if (got < capacity - served && std::ferror(file_)) {
+      return IoError(name() + ": read failed: " + std::strerror(errno));
+    }
+    return served + got;
+  }
+
+ private:
+  FILE* file_;
+};
+
+class BufferSource : public RawSourceBase {
+ public:
+  BufferSource(std::string name, const char* data, size_t size)
+      : RawSourceBase(std::move(name)), data_(data), size_(size) {}
+  Status Init() { return DetectCompression(); }
+
+ protected:
+  StatusOr<size_t> ReadRaw(char* out, size_t capacity) override {
+    size_t served = 0;
+    if (!pending_.empty()) {
+      served = std::min(capacity, pending_.size());
+      std::memcpy(out, pending_.data(), served);
+      pending_.erase(0, served);
+    }
+    const size_t take = std::min(capacity - served, size_ - offset_);
+    if (take > 0) std::memcpy(out + served, data_ + offset_, take);
+    offset_ += take;
+    return served + take;
+  }
+
+ private:
+  const char* data_;
+  size_t size_;
+  size_t offset_ = 0;
+};
+
+}  // namespace
+
+StatusOr<std::unique_ptr<ByteSource>> OpenFileSource(const std::string& path) {
+  FILE* file = std::fopen(path.c_str(), "rb");
+  if (!file) {
+    if (errno == ENOENT) return NotFoundError(path + ": no such file");
+    return IoError(path + ": cannot open: " + std::strerror(errno));
+  }
+  auto source = std::make_unique<FileSource>(path, file);
+  RETURN_IF_ERROR(source->Init());
+  return std::unique_ptr<ByteSource>(std::move(source));
+}
+
+std::unique_ptr<ByteSource> MemorySource(std::string name, const char* data, size_t size) {
+  auto source = std::make_unique<BufferSource>(std::move(name), data, size);
+  (void)source->Init();  // reading memory cannot fail
+  return source;
+}
+
+}  // namespace gputriage

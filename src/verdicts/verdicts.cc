@@ -1,0 +1,411 @@
+// Verdicts: each rule reads measurements of one recording and, when its evidence
+// crosses a documented threshold, emits a Finding with that evidence, concrete fixes
+// and an expected gain computed from the measured numbers.
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "gputriage/diagnosis.h"
+#include "src/analysis/gpu_specs.h"
+#include "src/analysis/kernel_taxonomy.h"
+
+namespace gputriage {
+namespace {
+
+// Thresholds, with where they come from.
+constexpr double kInputHighPercent = 20.0;      // XProf "highly input-bound"
+constexpr double kInputModeratePercent = 5.0;   // XProf "moderately input-bound"; tb-profiler DataLoader advice
+constexpr double kMatrixMinPercent = 10.0;      // matrix work must matter before precision does
+constexpr double kFp32HighPercent = 50.0;       // most matrix time off tensor cores
+constexpr double kFp32ModeratePercent = 10.0;
+constexpr double kTf32ModeratePercent = 50.0;   // tf32 where bf16 runs at twice the peak
+constexpr double kMatrixSpeedupCap = 3.0;       // realistic AMP gain on matrix kernels (not the 8x peak ratio)
+constexpr double kAttentionMinPercent = 5.0;    // unfused attention share of kernel time
+constexpr double kFusedAttentionSpeedup = 2.0;  // FlashAttention reports 2-4x over the math path
+constexpr double kCommHighPercent = 25.0;
+constexpr double kCommModeratePercent = 10.0;   // tb-profiler's communication advice fires at 10 %
+constexpr double kLaunchHighPercent = 30.0;
+constexpr double kLaunchModeratePercent = 15.0; // XProf kernel-launch "high" is 15 %
+constexpr double kLaunchMinKernelsPerStep = 50;
+constexpr double kIdleBusyPercent = 10.0;
+constexpr double kComputeLimitBusyPercent = 85.0;
+constexpr double kTensorActiveTarget = 50.0;    // dense transformers: >50 % tensor activity
+
+double Percent(double part, double whole) { return whole > 0 ? 100.0 * part / whole : 0.0; }
+double Ms(TimeNs ns) { return static_cast<double>(ns) / 1e6; }
+double StepCount(const RecordingAnalysis& a) { return a.steps.empty() ? 1.0 : static_cast<double>(a.steps.size()); }
+
+Evidence E(std::string name, double value, std::string unit, std::string source,
+           std::optional<double> threshold = std::nullopt, std::string comparison = "") {
+  return Evidence{std::move(name), value, std::move(unit), threshold, std::move(comparison), std::move(source)};
+}
+
+ExpectedGain StepGain(double current_ms, double expected_ms, std::string basis) {
+  ExpectedGain g;
+  g.current = current_ms;
+  g.expected = std::max(expected_ms, 0.0);
+  g.speedup_percent = g.expected > 0 ? (current_ms / g.expected - 1.0) * 100.0 : 0.0;
+  g.basis = std::move(basis);
+  return g;
+}
+
+bool HasTensorCores(const Device& d) {
+  if (d.vendor == Vendor::kNvidia) return d.compute_major >= 7;
+  return false;
+}
+
+struct Context {
+  const RecordingAnalysis& a;
+  double step_ms;
+  double kernel_ms;  // kernel time per step (tb "Kernel" category)
+};
+
+void InputBound(const Context& c, std::vector<Finding>& out) {
+  const double wait_ms = Ms(c.a.average.ns[static_cast<int>(StepCategory::kDataLoader)]);
+  const double wait_pct = Percent(wait_ms, c.step_ms);
+  if (wait_pct < kInputModeratePercent) return;
+  Finding f;
+  f.verdict = "input_bound";
+  f.severity = wait_pct >= kInputHighPercent ? Severity::kHigh : Severity::kModerate;
+  f.title = fmt::format("Input-bound: {:.1f}% of each step waits for the DataLoader", wait_pct);
+  f.detail = fmt::format(
+      "The training loop spends {:.1f} ms of a {:.1f} ms step inside DataLoader.__next__ while the GPU has "
+      "nothing to run. Loading and preprocessing happen on the critical path instead of in parallel with compute.",
+      wait_ms, c.step_ms);
+  f.evidence.push_back(E("data_wait_percent", wait_pct, "percent",
+                         "DataLoader share of step time (torch-tb-profiler category priority)",
+                         f.severity == Severity::kHigh ? kInputHighPercent : kInputModeratePercent, ">="));
+  f.evidence.push_back(E("data_wait_ms_per_step", wait_ms, "ms", "mean over steps"));
+  f.evidence.push_back(E("gpu_busy_percent", c.a.gpu.busy_percent, "percent", "union of kernel time / step time"));
+  const double idle_loader = Percent(Ms(c.a.device_idle.ns[static_cast<int>(IdleCause::kDataLoader)]) /
+                                         StepCount(c.a),
+                                     c.step_ms);
+  f.evidence.push_back(E("gpu_idle_waiting_for_data_percent", idle_loader, "percent",
+                         "device idle time during DataLoader spans / step time"));
+  f.recommendations = {
+      {"DataLoader(..., num_workers=N) with N ≈ CPU cores per GPU (start at 4-8)",
+       "loads and decodes batches in worker processes while the GPU computes"},
+      {"DataLoader(..., pin_memory=True) and tensor.to(device, non_blocking=True)",
+       "page-locked buffers make host-to-device copies asynchronous"},
+      {"DataLoader(..., prefetch_factor=2..4, persistent_workers=True)",
+       "keeps batches queued ahead and avoids re-forking workers every epoch"},
+      {"cache the dataset on local NVMe (or in memory) instead of network storage",
+       "removes I/O latency when workers are already saturated"},
+  };
+  const double expected = std::max(c.step_ms - wait_ms, Ms(c.a.gpu.busy_ns) / StepCount(c.a));
+  f.gain = StepGain(c.step_ms, expected,
+                    "step time if the data wait overlapped with compute (bounded below by GPU busy time)");
+  out.push_back(std::move(f));
+}
+
+void LowPrecision(const Context& c, std::vector<Finding>& out) {
+  const auto& p = c.a.precision;
+  if (!HasTensorCores(c.a.device) || p.matrix_total_ns == 0) return;
+  if (p.matrix_percent_of_kernels < kMatrixMinPercent) return;
+  const double fp32 = Percent(static_cast<double>(p.matrix_ns[static_cast<int>(Precision::kFp32Simt)]),
+                              static_cast<double>(p.matrix_total_ns));
+  const double tf32 = Percent(static_cast<double>(p.matrix_ns[static_cast<int>(Precision::kTf32)]),
+                              static_cast<double>(p.matrix_total_ns));
+  const bool has_bf16 = c.a.device.compute_major >= 8;
+  Severity severity = Severity::kInfo;
+  if (fp32 >= kFp32HighPercent) severity = Severity::kHigh;
+  else if (fp32 >= kFp32ModeratePercent) severity = Severity::kModerate;
+  else if (has_bf16 && tf32 >= kTf32ModeratePercent) severity = Severity::kModerate;
+  if (severity == Severity::kInfo) return;
+
+  Finding f;
+  f.verdict = "low_precision";
+  f.severity = severity;
+  const std::string half = has_bf16 ? "bf16" : "fp16";
+  f.title = fmt::format("Matrix math in {} on a GPU with {} tensor cores", fp32 >= kFp32ModeratePercent ? "fp32" : "tf32", half);
+  f.detail = fmt::format(
+      "{:.0f}% of matrix (GEMM/convolution) kernel time runs in fp32 on CUDA cores and {:.0f}% in tf32; "
+      "{} (compute capability {}.{}) runs {} matrix math on tensor cores at a much higher peak.",
+      fp32, tf32, c.a.device.name.empty() ? "this GPU" : c.a.device.name, c.a.device.compute_major,
+      c.a.device.compute_minor, half);
+  f.evidence.push_back(E("fp32_simt_percent_of_matrix_time", fp32, "percent",
+                         "kernel-name precision families (e.g. *sgemm*, cudnn engines <float>)",
+                         severity == Severity::kHigh ? kFp32HighPercent : kFp32ModeratePercent, ">="));
+  f.evidence.push_back(E("tf32_percent_of_matrix_time", tf32, "percent", "kernel-name precision families"));
+  f.evidence.push_back(E("tensor_core_percent_of_matrix_time", p.tensor_core_percent_of_matrix, "percent",
+                         "matrix kernel time on tensor cores"));
+  f.evidence.push_back(E("matrix_percent_of_kernel_time", p.matrix_percent_of_kernels, "percent",
+                         "GEMM + convolution + attention kernels", kMatrixMinPercent, ">="));
+  f.evidence.push_back(E("compute_capability", c.a.device.compute_major + c.a.device.compute_minor / 10.0, "",
+                         "deviceProperties", 7.0, ">="));
+  if (has_bf16) {
+    f.recommendations.push_back({"with torch.autocast(device_type=\"cuda\", dtype=torch.bfloat16): around forward and loss",
+                                 "bf16 matrix math on tensor cores; no loss scaling needed"});
+    f.recommendations.push_back({"torch.set_float32_matmul_precision(\"high\") (tf32) if autocast is not possible",
+                                 "keeps fp32 storage but runs matmuls on tensor cores"});
+  } else {
+    f.recommendations.push_back({"with torch.autocast(device_type=\"cuda\", dtype=torch.float16): plus torch.cuda.amp.GradScaler()",
+                                 "fp16 tensor cores; this GPU has no bf16 tensor cores, so fp16 needs loss scaling"});
+  }
+  f.recommendations.push_back({"torch.backends.cudnn.benchmark = True for fixed input shapes",
+                               "lets cuDNN pick tensor-core convolution algorithms"});
+  // Gain: the fp32 (and tf32) share of per-step kernel time gets faster by the peak
+  // ratio of the target format, capped at kMatrixSpeedupCap.
+  if (auto spec = FindGpuSpec(c.a.device.name)) {
+    const double target = has_bf16 ? spec->bf16_tflops : spec->fp16_tflops;
+    const double fp32_ms = c.kernel_ms * fp32 / 100.0 * p.matrix_percent_of_kernels / 100.0;
+    const double tf32_ms = has_bf16 ? c.kernel_ms * tf32 / 100.0 * p.matrix_percent_of_kernels / 100.0 : 0.0;
+    double saved = 0;
+    if (spec->fp32_tflops > 0 && target > 0)
+      saved += fp32_ms * (1.0 - 1.0 / std::min(target / spec->fp32_tflops, kMatrixSpeedupCap));
+    if (spec->tf32_tflops > 0 && target > 0 && tf32_ms > 0)
+      saved += tf32_ms * (1.0 - 1.0 / std::min(target / spec->tf32_tflops, kMatrixSpeedupCap));
+    f.evidence.push_back(E("convertible_matrix_ms_per_step", fp32_ms + tf32_ms, "ms", "fp32+tf32 matrix kernel time per step"));
+    f.gain = StepGain(c.step_ms, c.step_ms - saved,
+                      fmt::format("fp32/tf32 matrix kernels {} faster in {} ({} peak {:.0f} vs fp32 {:.1f} TFLOP/s, "
+                                  "speedup capped at {:.0f}x); other kernels unchanged",
+                                  "become", half, spec->model, target, spec->fp32_tflops, kMatrixSpeedupCap));
+  }
+  out.push_back(std::move(f));
+}
+
+void UnfusedAttention(const Context& c, std::vector<Finding>& out) {
+  const auto& at = c.a.attention;
+  if (at.backend != "math") return;
+  const double share = Percent(static_cast<double>(at.softmax_ns + at.batched_gemm_ns),
+                               static_cast<double>(c.a.precision.kernel_total_ns));
+  if (share < kAttentionMinPercent) return;
+  Finding f;
+  f.verdict = "unfused_attention";
+  f.severity = Severity::kModerate;
+  f.title = fmt::format("Attention runs unfused (softmax + batched GEMMs): {:.1f}% of kernel time", share);
+  f.detail = "No fused attention kernel (flash / memory-efficient / cuDNN) ran; attention is computed as separate "
+             "batched matmuls and a softmax, which materialises the full score matrix in memory.";
+  f.evidence.push_back(E("unfused_attention_percent_of_kernel_time", share, "percent",
+                         "softmax + batched GEMM kernel time", kAttentionMinPercent, ">="));
+  f.evidence.push_back(E("softmax_kernels", static_cast<double>(at.softmax_kernels), "count", "kernel names containing softmax"));
+  f.evidence.push_back(E("fused_attention_ms", Ms(at.fused_ns), "ms", "flash/fmha/efficient_attention kernels", 0.0, "=="));
+  f.recommendations = {
+      {"torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=...) instead of softmax(q @ k.T) @ v",
+       "dispatches to FlashAttention / memory-efficient kernels"},
+      {"with torch.nn.attention.sdpa_kernel(SDPBackend.FLASH_ATTENTION): in bf16/fp16",
+       "flash kernels need 16-bit inputs and a supported head dimension"},
+  };
+  const double per_step = c.kernel_ms * share / 100.0;
+  f.gain = StepGain(c.step_ms, c.step_ms - per_step * (1.0 - 1.0 / kFusedAttentionSpeedup),
+                    fmt::format("unfused attention kernels {:.0f}x faster when fused (FlashAttention reports 2-4x)",
+                                kFusedAttentionSpeedup));
+  out.push_back(std::move(f));
+}
+
+void CommunicationBound(const Context& c, std::vector<Finding>& out) {
+  const auto& cm = c.a.comm;
+  const double total_ms = c.step_ms * static_cast<double>(c.a.steps.size());
+  const double exposed = Percent(Ms(cm.exposed_ns), total_ms);
+  if (exposed < kCommModeratePercent) return;
+  Finding f;
+  f.verdict = "communication_bound";
+  f.severity = exposed >= kCommHighPercent ? Severity::kHigh : Severity::kModerate;
+  f.title = fmt::format("Communication-bound: {:.1f}% of step time is collective communication not hidden by compute", exposed);
+  f.detail = fmt::format(
+      "Communication kernels take {:.1f}% of kernel time; {:.0f}% of their wall time overlaps compute, the rest "
+      "stalls the step.", cm.share_of_kernel_time_percent, std::isnan(cm.overlap_percent) ? 0.0 : cm.overlap_percent);
+  f.evidence.push_back(E("exposed_communication_percent", exposed, "percent",
+                         "communication kernel wall time with no compute kernel running / step time",
+                         f.severity == Severity::kHigh ? kCommHighPercent : kCommModeratePercent, ">="));
+  f.evidence.push_back(E("communication_percent_of_kernel_time", cm.share_of_kernel_time_percent, "percent", "NCCL/RCCL kernels"));
+  f.evidence.push_back(E("communication_overlap_percent", std::isnan(cm.overlap_percent) ? 0.0 : cm.overlap_percent, "percent",
+                         "communication wall time overlapped with compute"));
+  f.recommendations = {
+      {"overlap gradients with backward: DDP(bucket_cap_mb=...) tuning, FSDP(backward_prefetch=BACKWARD_PRE)",
+       "starts reductions while later layers still compute"},
+      {"gradient accumulation with model.no_sync() on all but the last micro-batch",
+       "communicates once per accumulated step"},
+      {"larger per-GPU batch, or fewer/larger collectives; check NCCL_DEBUG=INFO for the transport (NVLink/IB vs TCP)",
+       "raises compute per byte communicated; a slow transport shows up there"},
+  };
+  f.gain = StepGain(c.step_ms, c.step_ms - Ms(cm.exposed_ns) / StepCount(c.a),
+                    "step time if exposed communication were fully overlapped with compute");
+  out.push_back(std::move(f));
+}
+
+void LaunchBound(const Context& c, std::vector<Finding>& out) {
+  const auto& idle = c.a.device_idle;
+  const double steps = StepCount(c.a);
+  const double host_ms = (Ms(idle.ns[static_cast<int>(IdleCause::kHostWait)]) +
+                          Ms(idle.ns[static_cast<int>(IdleCause::kLaunchOverhead)])) / steps;
+  const double host_pct = Percent(host_ms, c.step_ms);
+  const auto& l = c.a.launch;
+  if (host_pct < kLaunchModeratePercent || l.kernels_per_step < kLaunchMinKernelsPerStep) return;
+  // A GPU busy under kIdleBusyPercent is idle, not launch-bound: the host is doing
+  // something other than issuing work (see Idle).
+  if (c.a.gpu.busy_percent < kIdleBusyPercent) return;
+  // Physics: the queue drains when kernels finish faster than the host issues them.
+  if (l.median_kernel_us >= l.mean_launch_interval_us) return;
+  Finding f;
+  f.verdict = "launch_bound";
+  f.severity = host_pct >= kLaunchHighPercent ? Severity::kHigh : Severity::kModerate;
+  f.title = fmt::format("Host/launch-bound: the GPU waits for the CPU to issue work {:.1f}% of each step", host_pct);
+  f.detail = fmt::format(
+      "{:.0f} kernels per step with a median of {:.1f} µs, while the host issues one every {:.1f} µs on average: "
+      "the GPU drains its queue and waits for Python/framework overhead and launch latency.",
+      l.kernels_per_step, l.median_kernel_us, l.mean_launch_interval_us);
+  f.evidence.push_back(E("gpu_idle_waiting_for_host_percent", host_pct, "percent",
+                         "device idle time charged to host_wait + launch_overhead / step time",
+                         f.severity == Severity::kHigh ? kLaunchHighPercent : kLaunchModeratePercent, ">="));
+  f.evidence.push_back(E("kernels_per_step", l.kernels_per_step, "count", "kernels launched inside steps",
+                         kLaunchMinKernelsPerStep, ">="));
+  f.evidence.push_back(E("median_kernel_us", l.median_kernel_us, "us", "kernel durations inside steps",
+                         l.mean_launch_interval_us, "<"));
+  f.evidence.push_back(E("mean_launch_interval_us", l.mean_launch_interval_us, "us", "step time / kernels"));
+  f.evidence.push_back(E("short_kernel_percent", l.short_kernel_percent, "percent", "kernels under 10 µs"));
+  f.recommendations = {
+      {"torch.compile(model, mode=\"reduce-overhead\") or CUDA graphs (torch.cuda.graphs)",
+       "replays the whole step's kernels with one launch and fuses small ops"},
+      {"increase the batch size per GPU",
+       "each kernel does more work per launch, so the host keeps ahead"},
+      {"remove host syncs from the step (.item(), .cpu(), print of tensors) and use fused optimizers (fused=True)",
+       "keeps the CPU issuing work instead of waiting"},
+  };
+  f.gain = StepGain(c.step_ms, c.step_ms - host_ms,
+                    "upper bound: step time if the host kept the GPU queue full");
+  out.push_back(std::move(f));
+}
+
+void Idle(const Context& c, const std::vector<Finding>& found, std::vector<Finding>& out) {
+  if (!c.a.has_gpu_activity || c.a.gpu.busy_percent >= kIdleBusyPercent) return;
+  for (const auto& f : found)
+    if (f.severity >= Severity::kModerate) return;  // already explained
+  Finding f;
+  f.verdict = "idle";
+  f.severity = Severity::kHigh;
+  f.title = fmt::format("GPU idle: kernels run only {:.1f}% of the step time", c.a.gpu.busy_percent);
+  const auto& idle = c.a.device_idle;
+  IdleCause top = IdleCause::kOther;
+  for (int i = 0; i < kNumIdleCauses; ++i)
+    if (idle.ns[i] > idle.ns[static_cast<int>(top)]) top = static_cast<IdleCause>(i);
+  f.detail = fmt::format(
+      "The device had no work for {:.1f}% of the {:.1f} ms window; the largest share of that idle time is "
+      "'{}'. No data-loading, launch or communication pattern explains it: the job spends its time elsewhere "
+      "(CPU work, waiting on I/O or other processes, or a mostly idle allocation).",
+      100.0 - c.a.gpu.busy_percent, c.step_ms, IdleCauseName(top));
+  f.evidence.push_back(E("gpu_busy_percent", c.a.gpu.busy_percent, "percent", "union of kernel time / step window",
+                         kIdleBusyPercent, "<"));
+  f.evidence.push_back(E("kernels_per_step", c.a.launch.kernels_per_step, "count", "kernels inside steps"));
+  for (int i = 0; i < kNumIdleCauses; ++i) {
+    f.evidence.push_back(E(std::string("idle_") + IdleCauseName(static_cast<IdleCause>(i)) + "_percent",
+                           Percent(Ms(idle.ns[i]), c.step_ms * static_cast<double>(StepCount(c.a))),
+                           "percent", "share of step time"));
+  }
+  f.recommendations = {
+      {"profile the host side (py-spy, torch.profiler with_stack=True) for what runs between GPU work",
+       "the GPU waits on something the trace shows only as CPU time"},
+      {"if the job is interactive or mostly CPU, release the GPU or share it (MIG, MPS, smaller instance)",
+       "an idle GPU costs the same as a busy one"},
+  };
+  out.push_back(std::move(f));
+}
+
+void ComputeLimit(const Context& c, const std::vector<Finding>& found, std::vector<Finding>& out) {
+  if (!c.a.has_gpu_activity || c.a.gpu.busy_percent < kComputeLimitBusyPercent) return;
+  for (const auto& f : found)
+    if (f.severity >= Severity::kModerate) return;
+  Finding f;
+  f.verdict = "at_compute_limit";
+  f.severity = Severity::kInfo;
+  f.title = fmt::format("At the compute limit: the GPU is busy {:.1f}% of the step with no cheap fix left",
+                        c.a.gpu.busy_percent);
+  f.detail = "No input, precision, attention, launch or communication problem crosses its threshold. Further "
+             "gains need model-level work (kernel fusion, better parallelism, algorithmic changes). For a dense "
+             "transformer, 70-80% utilization and >50% tensor activity is the expected range; MoE, RL and "
+             "multimodal jobs run lower by design.";
+  f.evidence.push_back(E("gpu_busy_percent", c.a.gpu.busy_percent, "percent", "union of kernel time / step time",
+                         kComputeLimitBusyPercent, ">="));
+  if (!std::isnan(c.a.precision.tensor_core_percent_of_matrix))
+    f.evidence.push_back(E("tensor_core_percent_of_matrix_time", c.a.precision.tensor_core_percent_of_matrix, "percent",
+                           "matrix kernels on tensor cores", kTensorActiveTarget, ">="));
+  if (!std::isnan(c.a.gpu.sm_efficiency_percent))
+    f.evidence.push_back(E("sm_efficiency_percent", c.a.gpu.sm_efficiency_percent, "percent", "Est. SM Efficiency"));
+  out.push_back(std::move(f));
+}
+
+void NoGpuActivity(const RecordingAnalysis& a, std::vector<Finding>& out) {
+  Finding f;
+  f.verdict = "no_gpu_activity";
+  f.severity = Severity::kInfo;
+  f.title = "No GPU kernels in this trace: only the host side can be judged";
+  f.detail = fmt::format(
+      "The trace has {} step(s) of {:.1f} ms on average but records no GPU kernels or copies (a CPU-only rank, "
+      "a non-CUDA backend, or a profiler started without CUDA activities). GPU utilization, precision and "
+      "kernel efficiency cannot be concluded from it.",
+      a.steps.size(), Ms(a.avg_step_ns));
+  f.evidence.push_back(E("kernels", 0, "count", "kernel events in the trace"));
+  f.evidence.push_back(E("avg_step_ms", Ms(a.avg_step_ns), "ms", "host step spans"));
+  f.recommendations = {{"profile with activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA] on a GPU rank",
+                        "records kernels so the GPU side can be diagnosed"}};
+  out.push_back(std::move(f));
+}
+
+}  // namespace
+
+std::vector<Finding> JudgeRecording(const RecordingAnalysis& a) {
+  std::vector<Finding> out;
+  if (!a.has_gpu_activity) {
+    NoGpuActivity(a, out);
+    return out;
+  }
+  if (a.steps.empty() || a.avg_step_ns <= 0) return out;
+  const Context c{a, Ms(a.avg_step_ns), Ms(a.average.ns[static_cast<int>(StepCategory::kKernel)])};
+  InputBound(c, out);
+  LowPrecision(c, out);
+  UnfusedAttention(c, out);
+  CommunicationBound(c, out);
+  LaunchBound(c, out);
+  Idle(c, out, out);
+  ComputeLimit(c, out, out);
+  for (auto& f : out) f.rank = a.rank;
+  return out;
+}
+
+Diagnosis Diagnose(const Run& run) {
+  Diagnosis d;
+  for (const auto& rec : run.recordings) d.recordings.push_back(AnalyzeRecording(rec));
+  for (const auto& a : d.recordings) {
+    auto found = JudgeRecording(a);
+    d.findings.insert(d.findings.end(), std::make_move_iterator(found.begin()), std::make_move_iterator(found.end()));
+  }
+  std::stable_sort(d.findings.begin(), d.findings.end(), [](const Finding& x, const Finding& y) {
+    if (x.severity != y.severity) return x.severity > y.severity;
+    const double gx = x.gain ? x.gain->current - x.gain->expected : 0, gy = y.gain ? y.gain->current - y.gain->expected : 0;
+    return gx > gy;
+  });
+  // Run summary: the mean over recordings (ranks) that have steps.
+  Summary& s = d.summary;
+  s.recordings = static_cast<int>(d.recordings.size());
+  int n = 0;
+  double sm = 0, occ = 0, tc = 0;
+  int n_sm = 0, n_occ = 0, n_tc = 0;
+  for (const auto& a : d.recordings) {
+    if (s.device.empty() && !a.device.name.empty()) s.device = a.device.name;
+    if (a.steps.empty()) continue;
+    ++n;
+    s.gpu_busy_percent += a.gpu.busy_percent;
+    s.data_wait_percent += Percent(static_cast<double>(a.average.ns[static_cast<int>(StepCategory::kDataLoader)]),
+                                   static_cast<double>(a.avg_step_ns));
+    s.avg_step_ms += Ms(a.avg_step_ns);
+    s.steps += static_cast<int64_t>(a.steps.size());
+    s.exposed_communication_percent +=
+        Percent(Ms(a.comm.exposed_ns), Ms(a.avg_step_ns) * static_cast<double>(a.steps.size()));
+    if (!std::isnan(a.gpu.sm_efficiency_percent)) sm += a.gpu.sm_efficiency_percent, ++n_sm;
+    if (!std::isnan(a.gpu.achieved_occupancy_percent)) occ += a.gpu.achieved_occupancy_percent, ++n_occ;
+    if (!std::isnan(a.precision.tensor_core_percent_of_matrix)) tc += a.precision.tensor_core_percent_of_matrix, ++n_tc;
+  }
+  if (n > 0) {
+    s.gpu_busy_percent /= n;
+    s.data_wait_percent /= n;
+    s.avg_step_ms /= n;
+    s.exposed_communication_percent /= n;
+  }
+  if (n_sm > 0) s.sm_efficiency_percent = sm / n_sm;
+  if (n_occ > 0) s.achieved_occupancy_percent = occ / n_occ;
+  if (n_tc > 0) s.tensor_core_percent_of_matrix = tc / n_tc;
+  return d;
+}
+
+}  // namespace gputriage

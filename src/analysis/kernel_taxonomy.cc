@@ -15,7 +15,11 @@ std::string Lower(std::string_view s) {
 
 /// The function name without template arguments and parameters, lower-cased:
 /// "void cudnn::detail::dgrad_engine<float, ...>(...)" -> "cudnn::detail::dgrad_engine".
-std::string BaseName(std::string_view name) {
+std::string BaseName(std::string_view full) {
+  std::string without_anonymous(full);
+  for (size_t at; (at = without_anonymous.find("(anonymous namespace)::")) != std::string::npos;)
+    without_anonymous.erase(at, 23);
+  std::string_view name = without_anonymous;
   size_t end = name.find_first_of("<(");
   std::string_view head = name.substr(0, end);
   if (head.substr(0, 5) == "void ") head.remove_prefix(5);

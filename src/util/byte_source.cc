@@ -68,6 +68,11 @@ class RawSourceBase : public ByteSource {
  private:
   StatusOr<size_t> ReadInflated(char* out, size_t capacity) {
     z_stream& zs = inflater_->stream();
+    if (finished_ && !pending_error_.ok()) {
+      Status error = pending_error_;
+      pending_error_ = Status::Ok();
+      return error;
+    }
     size_t produced = 0;
     while (produced < capacity && !finished_) {
       if (zs.avail_in == 0) {
@@ -78,9 +83,12 @@ class RawSourceBase : public ByteSource {
           input_offset_ = 0;
           if (got == 0) {
             if (stream_has_data_) {
-              return DataLossError(name_ + ": gzip stream ends early (truncated file); " +
+              // Hand out what this call decoded first; report the cut on the next call.
+              finished_ = true;
+              pending_error_ = DataLossError(name_ + ": gzip stream ends early (truncated file); " +
                                    std::to_string(total_out_ + produced) +
                                    " bytes were decompressed before the cut");
+              break;
             }
             finished_ = true;
             break;
@@ -107,12 +115,19 @@ class RawSourceBase : public ByteSource {
       }
       if (rc == Z_BUF_ERROR && zs.avail_in == 0) continue;  // needs more input
       if (rc != Z_OK && rc != Z_BUF_ERROR) {
-        return DataLossError(name_ + ": corrupt gzip data after " +
+        finished_ = true;
+        pending_error_ = DataLossError(name_ + ": corrupt gzip data after " +
                              std::to_string(total_out_ + produced) +
                              " decompressed bytes (zlib: " + (zs.msg ? zs.msg : "error") + ")");
+        break;
       }
     }
     total_out_ += produced;
+    if (produced == 0 && !pending_error_.ok()) {
+      Status error = pending_error_;
+      pending_error_ = Status::Ok();
+      return error;
+    }
     return produced;
   }
 
@@ -123,6 +138,7 @@ class RawSourceBase : public ByteSource {
   bool finished_ = false;
   bool stream_has_data_ = false;
   int64_t total_out_ = 0;
+  Status pending_error_;  // damage met after some bytes of a call were decoded
 };
 
 class FileSource : public RawSourceBase {

@@ -5,7 +5,7 @@
 namespace gputriage {
 namespace {
 
-constexpr int kMaxDigits = 18;  // 10^18 < 2^63: accumulating 18 digits cannot overflow
+constexpr int kMaxDigits = 19;  // 10^19 < 2^64: accumulating 19 digits cannot overflow uint64
 
 bool IsDigit(char c) { return c >= '0' && c <= '9'; }
 

@@ -270,8 +270,10 @@ void LaunchBound(const Context& c, std::vector<Finding>& out) {
 
 void Idle(const Context& c, const std::vector<Finding>& found, std::vector<Finding>& out) {
   if (!c.a.has_gpu_activity || c.a.gpu.busy_percent >= kIdleBusyPercent) return;
-  for (const auto& f : found)
-    if (f.severity >= Severity::kModerate) return;  // already explained
+  for (const auto& f : found)  // idleness already explained by a cause of idle time
+    if (f.severity >= Severity::kModerate &&
+        (f.verdict == "input_bound" || f.verdict == "launch_bound" || f.verdict == "communication_bound"))
+      return;
   Finding f;
   f.verdict = "idle";
   f.severity = Severity::kHigh;

@@ -1,0 +1,128 @@
+// Analysis rules on small hand-built recordings, where the right answer is known
+// by construction.
+#include <gtest/gtest.h>
+
+#include "gputriage/diagnosis.h"
+
+namespace gputriage {
+namespace {
+
+constexpr TimeNs us = kNsPerUs;
+
+KernelActivity Kernel(Recording& rec, const char* name, TimeNs start, TimeNs end, int64_t corr) {
+  KernelActivity k;
+  k.time = {start, end};
+  k.name = rec.names.Intern(name);
+  k.device = 0;
+  k.stream = 7;
+  k.correlation = corr;
+  k.blocks_per_sm = 2.0f;
+  k.est_occupancy_percent = 50.0f;
+  return k;
+}
+
+RuntimeCall Launch(Recording& rec, TimeNs start, TimeNs end, int64_t corr) {
+  RuntimeCall r;
+  r.time = {start, end};
+  r.name = rec.names.Intern("cudaLaunchKernel");
+  r.correlation = corr;
+  r.kind = RuntimeCallKind::kKernelLaunch;
+  return r;
+}
+
+// One 1000 µs step:
+//   host:   |--dataloader 0..400--| launch@400  launch@650
+//   device:                         [k1 410..600]  [k2 660..1000]
+// Idle: 0..400 data loader, 400..410 launch overhead, 600..650 host wait,
+//       650..660 launch overhead.
+Recording InputBoundRecording() {
+  Recording rec;
+  Device d;
+  d.id = 0;
+  d.name = "NVIDIA A100-SXM4-80GB";
+  d.vendor = Vendor::kNvidia;
+  d.compute_major = 8;
+  rec.devices.push_back(d);
+  rec.steps.push_back({1, {0, 1000 * us}});
+  CpuSpan loader;
+  loader.time = {0, 400 * us};
+  loader.kind = CpuSpanKind::kDataLoader;
+  loader.name = rec.names.Intern("enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__");
+  rec.cpu_spans.push_back(loader);
+  rec.runtime_calls.push_back(Launch(rec, 400 * us, 405 * us, 1));
+  rec.runtime_calls.push_back(Launch(rec, 650 * us, 655 * us, 2));
+  rec.kernels.push_back(Kernel(rec, "ampere_bf16_s16816gemm_bf16_128x128_ldg8_f2f_tn", 410 * us, 600 * us, 1));
+  rec.kernels.push_back(Kernel(rec, "void at::native::vectorized_elementwise_kernel<4>(int)", 660 * us, 1000 * us, 2));
+  return rec;
+}
+
+TEST(Analysis, StepBreakdownFollowsCategoryPriority) {
+  const RecordingAnalysis a = AnalyzeRecording(InputBoundRecording());
+  ASSERT_EQ(a.steps.size(), 1u);
+  EXPECT_EQ(a.avg_step_ns, 1000 * us);
+  EXPECT_EQ(a.average.ns[static_cast<int>(StepCategory::kKernel)], 530 * us);
+  // The runtime calls inside [0,400) do not exist; both launches are outside kernels.
+  EXPECT_EQ(a.average.ns[static_cast<int>(StepCategory::kRuntime)], 10 * us);
+  EXPECT_EQ(a.average.ns[static_cast<int>(StepCategory::kDataLoader)], 400 * us);
+  EXPECT_EQ(a.average.ns[static_cast<int>(StepCategory::kOther)], 60 * us);
+  EXPECT_NEAR(a.gpu.busy_percent, 53.0, 1e-9);
+  EXPECT_NEAR(a.gpu.sm_efficiency_percent, 53.0, 1e-9);  // blocks/SM 2 caps at 1
+  EXPECT_NEAR(a.gpu.achieved_occupancy_percent, 50.0, 1e-9);
+}
+
+TEST(Analysis, IdleGapsAreChargedToTheirCause) {
+  const RecordingAnalysis a = AnalyzeRecording(InputBoundRecording());
+  const auto& idle = a.device_idle;
+  EXPECT_EQ(idle.ns[static_cast<int>(IdleCause::kDataLoader)], 400 * us);
+  EXPECT_EQ(idle.ns[static_cast<int>(IdleCause::kLaunchOverhead)], 20 * us);
+  EXPECT_EQ(idle.ns[static_cast<int>(IdleCause::kHostWait)], 50 * us);
+  EXPECT_EQ(idle.ns[static_cast<int>(IdleCause::kOther)], 0);
+  EXPECT_EQ(idle.total(), 470 * us);
+  EXPECT_EQ(idle.gaps, 2);
+}
+
+TEST(Analysis, QueuedWorkGapsAreDeviceSide) {
+  Recording rec = InputBoundRecording();
+  // Launch k2 early (at 100 µs): the 60 µs gap before it is no longer the host's fault.
+  rec.runtime_calls[1].time = {100 * us, 105 * us};
+  std::sort(rec.runtime_calls.begin(), rec.runtime_calls.end(),
+            [](const RuntimeCall& x, const RuntimeCall& y) { return x.time.start < y.time.start; });
+  const RecordingAnalysis a = AnalyzeRecording(rec);
+  EXPECT_EQ(a.device_idle.ns[static_cast<int>(IdleCause::kOther)], 60 * us);
+  EXPECT_EQ(a.device_idle.ns[static_cast<int>(IdleCause::kHostWait)], 0);
+}
+
+TEST(Diagnosis, InputBoundVerdictWithGain) {
+  gputriage::Run run;
+  run.recordings.push_back(InputBoundRecording());
+  const Diagnosis d = Diagnose(run);
+  ASSERT_FALSE(d.findings.empty());
+  const Finding& f = d.findings.front();
+  EXPECT_EQ(f.verdict, "input_bound");
+  EXPECT_EQ(f.severity, Severity::kHigh);
+  ASSERT_TRUE(f.gain.has_value());
+  EXPECT_NEAR(f.gain->current, 1.0, 1e-9);
+  EXPECT_NEAR(f.gain->expected, 0.6, 1e-9);  // 1000 µs − 400 µs of data wait
+  bool has_threshold = false;
+  for (const auto& e : f.evidence)
+    if (e.name == "data_wait_percent") has_threshold = e.threshold.has_value() && std::abs(e.value - 40.0) < 1e-9;
+  EXPECT_TRUE(has_threshold);
+  EXPECT_NEAR(d.summary.data_wait_percent, 40.0, 1e-9);
+}
+
+TEST(Diagnosis, BusyTensorCoreGpuIsAtTheComputeLimit) {
+  Recording rec = InputBoundRecording();
+  rec.cpu_spans.clear();
+  rec.kernels[0].time = {0, 600 * us};
+  rec.kernels[1].time = {600 * us, 1000 * us};
+  rec.runtime_calls[0].time = {0, 1 * us};
+  rec.runtime_calls[1].time = {2 * us, 3 * us};
+  gputriage::Run run;
+  run.recordings.push_back(std::move(rec));
+  const Diagnosis d = Diagnose(run);
+  ASSERT_EQ(d.findings.size(), 1u);
+  EXPECT_EQ(d.findings[0].verdict, "at_compute_limit");
+}
+
+}  // namespace
+}  // namespace gputriage

@@ -1,0 +1,249 @@
+// The Kineto importer on small hand-written traces: both schema generations, every
+// timestamp form, and bad input (truncated, corrupt, empty, wrong format).
+#include <zlib.h>
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <string>
+
+#include "gputriage/import.h"
+
+namespace gputriage {
+namespace {
+
+std::string Gzip(const std::string& in) {
+  z_stream zs;
+  std::memset(&zs, 0, sizeof(zs));
+  deflateInit2(&zs, Z_DEFAULT_COMPRESSION, Z_DEFLATED, 16 + MAX_WBITS, 8, Z_DEFAULT_STRATEGY);
+  std::string out(deflateBound(&zs, in.size()) + 64, '\0');
+  zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(in.data()));
+  zs.avail_in = static_cast<uInt>(in.size());
+  zs.next_out = reinterpret_cast<Bytef*>(out.data());
+  zs.avail_out = static_cast<uInt>(out.size());
+  deflate(&zs, Z_FINISH);
+  out.resize(zs.total_out);
+  deflateEnd(&zs);
+  return out;
+}
+
+// 2021 generation: capitalised categories, "external id", tid "stream 7", integer µs.
+const char* kOldSchema = R"json({
+  "schemaVersion": 1,
+  "deviceProperties": [{"id": 0, "name": "Tesla V100-DGXS-32GB", "computeMajor": 7, "computeMinor": 0,
+                        "numSms": 80, "maxThreadsPerMultiprocessor": 2048, "warpSize": 32}],
+  "traceEvents": [
+  {"ph": "X", "cat": "Operator", "name": "ProfilerStep#5", "pid": 1, "tid": "1", "ts": 1000, "dur": 100},
+  {"ph": "X", "cat": "Operator", "name": "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", "pid": 1, "tid": "1", "ts": 1000, "dur": 40},
+  {"ph": "X", "cat": "Operator", "name": "aten::conv2d", "pid": 1, "tid": "1", "ts": 1040, "dur": 20,
+   "args": {"External id": 7, "Input type": ["float", ""]}},
+  {"ph": "X", "cat": "Runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": "1", "ts": 1045, "dur": 5,
+   "args": {"correlation": 11, "external id": 7}},
+  {"ph": "X", "cat": "Kernel", "name": "volta_sgemm_128x64_nn", "pid": 0, "tid": "stream 7", "ts": 1060, "dur": 30,
+   "args": {"queued": 0, "device": 0, "context": 1, "stream": 7, "correlation": 11, "external id": 7,
+            "registers per thread": 128, "shared memory": 0, "blocks per SM": 0.5, "warps per SM": 4.0,
+            "grid": [40, 1, 1], "block": [256, 1, 1], "est. achieved occupancy %": 12}},
+  {"ph": "X", "cat": "Memcpy", "name": "Memcpy HtoD (Pageable -> Device)", "pid": 0, "tid": "stream 7", "ts": 1050, "dur": 5,
+   "args": {"device": 0, "stream": 7, "correlation": 12, "bytes": 4096}},
+  {"ph": "f", "id": 11, "pid": 0, "tid": "stream 7", "ts": 1060, "cat": "async", "name": "launch"},
+  {"name": "process_labels", "ph": "M", "ts": 1000, "pid": 0, "tid": 0, "args": {"labels": "GPU 0"}}
+]})json";
+
+// 2024+ generation: lower-case categories, float µs with ns decimals, integer tids,
+// cudaLaunchKernelExC, cuda_driver, baseTimeNanoseconds written after the events.
+const char* kNewSchema = R"json({
+  "schemaVersion": 1,
+  "deviceProperties": [{"id": 0, "name": "NVIDIA H100 80GB HBM3", "computeMajor": 9, "computeMinor": 0, "numSms": 132}],
+  "distributedInfo": {"backend": "nccl", "rank": 3, "world_size": 8},
+  "traceEvents": [
+  {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#2", "pid": 9, "tid": 9, "ts": 100.5, "dur": 200.25},
+  {"ph": "X", "cat": "gpu_user_annotation", "name": "ProfilerStep#2", "pid": 0, "tid": 7, "ts": 101.0, "dur": 0.02},
+  {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernelExC", "pid": 9, "tid": 9, "ts": "110.125", "dur": 4.5,
+   "args": {"correlation": 5, "External id": 3}},
+  {"ph": "X", "cat": "cuda_driver", "name": "cuLaunchKernel", "pid": 9, "tid": 9, "ts": 120, "dur": 3,
+   "args": {"correlation": 6, "External id": 4}},
+  {"ph": "X", "cat": "kernel", "name": "nvjet_tst_128x256_64x4_1x2_h_bz_TNT", "pid": 0, "tid": 7, "ts": 115.0625, "dur": 50,
+   "args": {"device": 0, "stream": 7, "correlation": 5, "External id": 3}},
+  {"ph": "X", "cat": "kernel", "name": "triton_poi_fused_add_0", "pid": 0, "tid": 7, "ts": 170, "dur": 1.76,
+   "args": {"device": 0, "stream": 7, "correlation": 6, "External id": 4}},
+  {"ph": "X", "cat": "python_function", "name": "train.py(10): step", "pid": 9, "tid": 9, "ts": 100, "dur": 300}
+  ],
+  "traceName": "x.json", "displayTimeUnit": "ms", "baseTimeNanoseconds": 1700000000000000000
+})json";
+
+TEST(KinetoImport, OldSchema) {
+  auto rec = ImportKinetoTraceFromMemory("old.json", kOldSchema);
+  ASSERT_TRUE(rec.ok()) << rec.status().ToString();
+  ASSERT_EQ(rec->devices.size(), 1u);
+  EXPECT_EQ(rec->devices[0].vendor, Vendor::kNvidia);
+  EXPECT_EQ(rec->devices[0].num_sms, 80);
+  ASSERT_EQ(rec->steps.size(), 1u);
+  EXPECT_EQ(rec->steps[0].number, 5);
+  EXPECT_EQ(rec->steps[0].host, (Interval{1000000, 1100000}));
+  ASSERT_EQ(rec->kernels.size(), 1u);
+  const auto& k = rec->kernels[0];
+  EXPECT_EQ(k.stream, 7);
+  EXPECT_EQ(k.device, 0);
+  EXPECT_EQ(k.correlation, 11);
+  EXPECT_EQ(k.external_id, 7);
+  EXPECT_EQ(k.grid[0], 40u);
+  EXPECT_EQ(k.block[0], 256u);
+  EXPECT_FLOAT_EQ(k.blocks_per_sm, 0.5f);
+  EXPECT_FLOAT_EQ(k.est_occupancy_percent, 12.f);
+  ASSERT_EQ(rec->memory_ops.size(), 1u);
+  EXPECT_EQ(rec->memory_ops[0].kind, MemoryOpKind::kMemcpyHtoD);
+  EXPECT_EQ(rec->memory_ops[0].bytes, 4096);
+  ASSERT_EQ(rec->runtime_calls.size(), 1u);
+  EXPECT_EQ(rec->runtime_calls[0].kind, RuntimeCallKind::kKernelLaunch);
+  ASSERT_EQ(rec->cpu_spans.size(), 2u);
+  EXPECT_EQ(rec->cpu_spans[0].kind, CpuSpanKind::kDataLoader);
+  EXPECT_EQ(rec->names.View(rec->cpu_spans[1].first_input_type), "float");
+  EXPECT_FALSE(rec->stats.truncated);
+  EXPECT_TRUE(rec->stats.issues.empty()) << rec->stats.issues.front().message;
+}
+
+TEST(KinetoImport, NewSchemaWithBaseTimeAfterEvents) {
+  auto rec = ImportKinetoTraceFromMemory("new.json", kNewSchema);
+  ASSERT_TRUE(rec.ok()) << rec.status().ToString();
+  const TimeNs base = 1700000000000000000LL;
+  EXPECT_EQ(rec->rank, 3);
+  EXPECT_EQ(rec->world_size, 8);
+  EXPECT_EQ(rec->comm_backend, "nccl");
+  ASSERT_EQ(rec->steps.size(), 1u);  // the GPU-lane copy is not a second step
+  EXPECT_EQ(rec->steps[0].host, (Interval{base + 100500, base + 300750}));
+  ASSERT_EQ(rec->runtime_calls.size(), 2u);
+  EXPECT_EQ(rec->runtime_calls[0].time.start, base + 110125);  // "us.nnn" string
+  EXPECT_EQ(rec->runtime_calls[0].kind, RuntimeCallKind::kKernelLaunch);
+  EXPECT_TRUE(rec->runtime_calls[1].driver_api);
+  EXPECT_EQ(rec->runtime_calls[1].kind, RuntimeCallKind::kKernelLaunch);
+  ASSERT_EQ(rec->kernels.size(), 2u);
+  EXPECT_EQ(rec->kernels[0].time.start, base + 115063);  // 115.0625 µs rounds to ns
+  EXPECT_EQ(rec->kernels[1].time.duration(), 1760);
+  EXPECT_EQ(rec->stats.python_function_events, 1);
+  EXPECT_EQ(rec->metadata.at("traceName"), "x.json");
+  EXPECT_TRUE(rec->clock_is_absolute);
+}
+
+TEST(KinetoImport, GzipIsDetectedByContent) {
+  const std::string gz = Gzip(kOldSchema);
+  auto rec = ImportKinetoTraceFromMemory("old.json.gz", gz);
+  ASSERT_TRUE(rec.ok()) << rec.status().ToString();
+  EXPECT_EQ(rec->kernels.size(), 1u);
+  EXPECT_FALSE(rec->stats.truncated);
+}
+
+TEST(KinetoImport, TruncatedFileKeepsCompleteEventsAndSaysWhatWasLost) {
+  const std::string full = kOldSchema;
+  const size_t cut = full.find("\"Memcpy HtoD");  // inside the memcpy event
+  auto rec = ImportKinetoTraceFromMemory("crashed.json", full.substr(0, cut));
+  ASSERT_TRUE(rec.ok()) << rec.status().ToString();
+  EXPECT_TRUE(rec->stats.truncated);
+  EXPECT_NE(rec->stats.truncation_note.find("ends inside an event"), std::string::npos) << rec->stats.truncation_note;
+  EXPECT_EQ(rec->kernels.size(), 1u);
+  EXPECT_EQ(rec->memory_ops.size(), 0u);
+}
+
+TEST(KinetoImport, TruncatedGzipKeepsWhatDecompressed) {
+  // A large enough trace that the cut falls after many events.
+  std::string big = "{\"traceEvents\": [";
+  for (int i = 0; i < 5000; ++i) {
+    big += "{\"ph\": \"X\", \"cat\": \"kernel\", \"name\": \"k" + std::to_string(i % 7) +
+           "\", \"pid\": 0, \"tid\": 7, \"ts\": " + std::to_string(1000 + i * 10) +
+           ", \"dur\": 5, \"args\": {\"device\": 0, \"stream\": 7}},\n";
+  }
+  big += "{\"ph\": \"i\", \"name\": \"end\", \"ts\": 1}]}";
+  const std::string gz = Gzip(big);
+  auto rec = ImportKinetoTraceFromMemory("crashed.json.gz", gz.substr(0, gz.size() / 2));
+  ASSERT_TRUE(rec.ok()) << rec.status().ToString();
+  EXPECT_TRUE(rec->stats.truncated);
+  EXPECT_GT(rec->kernels.size(), 100u);
+  EXPECT_LT(rec->kernels.size(), 5000u);
+  EXPECT_NE(rec->stats.truncation_note.find("gzip"), std::string::npos) << rec->stats.truncation_note;
+}
+
+TEST(KinetoImport, BadEventsAreCountedAndSkipped) {
+  const char* trace = R"json({"traceEvents": [
+    {"ph": "X", "cat": "kernel", "name": "a", "ts": 1, "dur": 2, "args": {"device": 0, "stream": 7}},
+    {"ph": "X", "cat": "kernel", "name": "no time", "args": {"device": 0}},
+    {"ph": "X", "cat": "kernel", "name": "bad time", "ts": "soon", "dur": 1},
+    {"ph": "X", "cat": "kernel", "name": "negative", "ts": 5, "dur": -1},
+    {"ph": "X", "cat": "kernel", "name": "broken" "ts": 5},
+    42,
+    {"ph": "X", "cat": "mystery", "name": "m", "ts": 1, "dur": 1}
+  ]})json";
+  auto rec = ImportKinetoTraceFromMemory("bad.json", trace);
+  ASSERT_TRUE(rec.ok()) << rec.status().ToString();
+  EXPECT_EQ(rec->kernels.size(), 1u);
+  int64_t counted = 0;
+  for (const auto& issue : rec->stats.issues) {
+    counted += issue.count;
+    EXPECT_NE(issue.message.find("bad.json: byte "), std::string::npos) << issue.message;
+  }
+  EXPECT_EQ(counted, 6);
+}
+
+TEST(KinetoImport, EmptyAndWrongFormatInputsAreClearErrors) {
+  auto empty = ImportKinetoTraceFromMemory("empty.json", "");
+  ASSERT_FALSE(empty.ok());
+  EXPECT_EQ(empty.status().code(), StatusCode::kDataLoss);
+  EXPECT_NE(empty.status().message().find("empty.json"), std::string::npos);
+
+  auto blank = ImportKinetoTraceFromMemory("blank.json", "   \n ");
+  ASSERT_FALSE(blank.ok());
+
+  auto csv = ImportKinetoTraceFromMemory("util.csv", "timestamp,gpu_util\n1,50\n");
+  ASSERT_FALSE(csv.ok());
+  EXPECT_EQ(csv.status().code(), StatusCode::kUnimplemented);
+  EXPECT_NE(csv.status().message().find("not a JSON trace"), std::string::npos);
+
+  auto other_json = ImportKinetoTraceFromMemory("config.json", R"json({"lr": 0.1, "layers": [1, 2]})json");
+  ASSERT_FALSE(other_json.ok());
+  EXPECT_NE(other_json.status().message().find("traceEvents"), std::string::npos);
+
+  auto garbage = ImportKinetoTraceFromMemory("garbage.json", "{\"traceEvents\": [{\"ph\": \"X\"} junk ]}");
+  ASSERT_FALSE(garbage.ok());
+  EXPECT_EQ(garbage.status().code(), StatusCode::kDataLoss);
+  EXPECT_NE(garbage.status().message().find("byte"), std::string::npos);
+
+  const std::string binary("\x89PNG\r\n\x1a\n\0\0", 10);
+  auto png = ImportKinetoTraceFromMemory("picture.png", binary);
+  ASSERT_FALSE(png.ok());
+  EXPECT_EQ(png.status().code(), StatusCode::kUnimplemented);
+
+  auto missing = ImportKinetoTrace("/nonexistent/trace.json");
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.status().code(), StatusCode::kNotFound);
+}
+
+TEST(KinetoImport, CorruptGzipIsNamed) {
+  std::string gz = Gzip(kOldSchema);
+  for (size_t i = 20; i < gz.size() - 10; i += 3) gz[i] = static_cast<char>(gz[i] ^ 0x5a);
+  auto rec = ImportKinetoTraceFromMemory("corrupt.json.gz", gz);
+  if (rec.ok()) {
+    EXPECT_TRUE(rec->stats.truncated);  // whatever decoded before the damage, with the loss stated
+  } else {
+    EXPECT_NE(rec.status().message().find("corrupt.json.gz"), std::string::npos) << rec.status().ToString();
+  }
+}
+
+TEST(KinetoImport, EventsLargerThanTheReadBufferAndBareArrays) {
+  std::string long_name(9 << 20, 'x');  // 9 MiB name: larger than the 4 MiB read chunk
+  std::string trace = "[{\"ph\": \"X\", \"cat\": \"kernel\", \"name\": \"" + long_name +
+                      "\", \"ts\": 1, \"dur\": 1, \"args\": {\"device\": 0, \"stream\": 7}}]";
+  auto rec = ImportKinetoTraceFromMemory("bare.json", trace);
+  ASSERT_TRUE(rec.ok()) << rec.status().ToString();
+  ASSERT_EQ(rec->kernels.size(), 1u);
+  EXPECT_EQ(rec->names.View(rec->kernels[0].name).size(), long_name.size());
+}
+
+TEST(KinetoImport, EscapedQuotesInStrings) {
+  const char* trace = R"json({"traceEvents": [
+    {"ph": "X", "cat": "cpu_op", "name": "a \"quoted\" {name} [x]\\", "ts": 1, "dur": 2}]})json";
+  auto rec = ImportKinetoTraceFromMemory("esc.json", trace);
+  ASSERT_TRUE(rec.ok()) << rec.status().ToString();
+  ASSERT_EQ(rec->cpu_spans.size(), 1u);
+  EXPECT_EQ(rec->names.View(rec->cpu_spans[0].name), "a \"quoted\" {name} [x]\\");
+}
+
+}  // namespace
+}  // namespace gputriage

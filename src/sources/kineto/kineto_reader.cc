@@ -313,12 +313,12 @@ class KinetoImporter {
   int64_t gpu_annotations_ = 0;
 };
 
-StatusOr<Recording> ImportFromSource(ByteSource& source) {
+StatusOr<Recording> ImportFromSource(ByteSource& source, size_t chunk_bytes = size_t{4} << 20) {
   Recording rec;
   rec.source_path = source.name();
   rec.format = "kineto";
   KinetoImporter importer(&rec);
-  TraceJsonSplitter splitter(source);
+  TraceJsonSplitter splitter(source, chunk_bytes);
   ASSIGN_OR_RETURN(SplitOutcome outcome,
                    splitter.Run([&](std::string_view k, std::string_view v) { return importer.OnMember(k, v); },
                                 [&](std::string_view e, int64_t o) { return importer.OnEvent(e, o); }));
@@ -347,7 +347,8 @@ StatusOr<Recording> ImportKinetoTrace(const std::string& path) {
 
 StatusOr<Recording> ImportKinetoTraceFromMemory(const std::string& name, std::string_view bytes) {
   auto source = MemorySource(name, bytes.data(), bytes.size());
-  return ImportFromSource(*source);
+  // Small inputs (tests, fuzzing) need no 4 MiB buffer; the splitter grows on demand.
+  return ImportFromSource(*source, std::clamp<size_t>(bytes.size(), 4096, size_t{4} << 20));
 }
 
 StatusOr<Run> ImportRun(const std::vector<std::string>& paths) {

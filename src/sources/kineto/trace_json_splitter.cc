@@ -2,6 +2,10 @@
 
 #include <cstring>
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 #include <fmt/format.h>
 
 namespace gputriage {
@@ -14,6 +18,40 @@ bool IsSpace(char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; }
 std::string Printable(int c) {
   if (c >= 0x20 && c < 0x7f) return fmt::format("'{}'", static_cast<char>(c));
   return fmt::format("byte 0x{:02x}", c & 0xff);
+}
+
+
+/// First byte in [p, limit) that matters to the scanner: inside a string '"' or
+/// '\\'; outside, '"' and the brackets. 16 bytes at a time where SSE2 exists
+/// (every x86-64): the splitter touches every byte of the file, so this loop is
+/// the importer's hot path.
+const char* FindStructural(const char* p, const char* limit, bool in_string) {
+#if defined(__SSE2__)
+  const __m128i quote = _mm_set1_epi8('"');
+  const __m128i backslash = _mm_set1_epi8('\\');
+  const __m128i open_brace = _mm_set1_epi8('{');
+  const __m128i close_brace = _mm_set1_epi8('}');
+  const __m128i open_bracket = _mm_set1_epi8('[');
+  const __m128i close_bracket = _mm_set1_epi8(']');
+  while (limit - p >= 16) {
+    const __m128i chunk = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+    __m128i hits = _mm_cmpeq_epi8(chunk, quote);
+    if (in_string) {
+      hits = _mm_or_si128(hits, _mm_cmpeq_epi8(chunk, backslash));
+    } else {
+      hits = _mm_or_si128(hits, _mm_or_si128(_mm_cmpeq_epi8(chunk, open_brace), _mm_cmpeq_epi8(chunk, close_brace)));
+      hits = _mm_or_si128(hits, _mm_or_si128(_mm_cmpeq_epi8(chunk, open_bracket), _mm_cmpeq_epi8(chunk, close_bracket)));
+    }
+    const int mask = _mm_movemask_epi8(hits);
+    if (mask != 0) return p + __builtin_ctz(static_cast<unsigned>(mask));
+    p += 16;
+  }
+#endif
+  for (; p < limit; ++p) {
+    const char c = *p;
+    if (c == '"' || (in_string ? c == '\\' : (c == '{' || c == '}' || c == '[' || c == ']'))) return p;
+  }
+  return limit;
 }
 
 }  // namespace
@@ -84,57 +122,55 @@ StatusOr<TraceJsonSplitter::ScanResult> TraceJsonSplitter::ScanValue(size_t* len
         scalar = true;
       }
     }
-    while (p < limit) {
-      if (in_string) {
-        const void* q = std::memchr(p, '"', static_cast<size_t>(limit - p));
-        if (q == nullptr) {
-          p = limit;
-          break;
-        }
-        const char* quote = static_cast<const char*>(q);
-        size_t backslashes = 0;
-        for (const char* b = quote - 1; b >= start && *b == '\\'; --b) ++backslashes;
-        p = quote + 1;
-        if (backslashes % 2 == 1) continue;  // escaped quote
-        in_string = false;
-        if (depth == 0) {
-          *length = static_cast<size_t>(p - start);
-          return ScanResult::kComplete;
-        }
-        continue;
-      }
-      const char c = *p;
-      if (scalar) {
+    if (scalar) {
+      while (p < limit) {
+        const char c = *p;
         if (c == ',' || c == '}' || c == ']' || IsSpace(c)) {
           *length = static_cast<size_t>(p - start);
           return ScanResult::kComplete;
         }
         ++p;
-        continue;
       }
-      ++p;
-      switch (c) {
-        case '"': in_string = true; break;
-        case '{':
-        case '[': ++depth; break;
-        case '}':
-        case ']':
-          if (--depth == 0) {
+    } else {
+      while (p < limit) {
+        p = FindStructural(p, limit, in_string);
+        if (p >= limit) break;
+        const char c = *p;
+        if (in_string) {
+          if (c == '\\') {  // skip the escaped character (may lie past the buffer end)
+            p += 2;
+            continue;
+          }
+          in_string = false;  // closing quote
+          ++p;
+          if (depth == 0) {
             *length = static_cast<size_t>(p - start);
             return ScanResult::kComplete;
           }
-          if (depth < 0) return ScanResult::kMalformed;
-          break;
-        default: break;
+          continue;
+        }
+        ++p;
+        switch (c) {
+          case '"': in_string = true; break;
+          case '{':
+          case '[': ++depth; break;
+          default:  // '}' or ']'
+            if (--depth == 0) {
+              *length = static_cast<size_t>(p - start);
+              return ScanResult::kComplete;
+            }
+            if (depth < 0) return ScanResult::kMalformed;
+            break;
+        }
       }
     }
     offset = static_cast<size_t>(p - start);
     if (eof_) {
       if (scalar && offset > 0) {  // a bare scalar may end the data
-        *length = offset;
+        *length = std::min(offset, end_ - begin_);
         return ScanResult::kComplete;
       }
-      *length = offset;
+      *length = std::min(offset, end_ - begin_);
       return ScanResult::kNeedMore;
     }
     RETURN_IF_ERROR(Fill());

@@ -275,7 +275,9 @@ TEST(Golden, EveryFindingCarriesEvidenceAndEveryTraceRendersJson) {
     for (const auto& f : d.diagnosis.findings) {
       EXPECT_FALSE(f.evidence.empty()) << file << " " << f.verdict;
       EXPECT_FALSE(f.title.empty());
-      if (f.severity >= Severity::kModerate) EXPECT_FALSE(f.recommendations.empty()) << f.verdict;
+      if (f.severity >= Severity::kModerate) {
+        EXPECT_FALSE(f.recommendations.empty()) << f.verdict;
+      }
     }
     const std::string json = RenderJson(d.run, d.diagnosis);
     EXPECT_NE(json.find("\"schema_version\": 1"), std::string::npos);
@@ -293,7 +295,7 @@ TEST(Golden, SeveralFilesAreRanksOfOneRun) {
   EXPECT_EQ(d.recordings[0].rank, 3);
   EXPECT_EQ(d.recordings[1].rank, 1);
   EXPECT_EQ(d.summary.recordings, 2);
-  EXPECT_NEAR(d.summary.avg_step_ms, (d.recordings[0].avg_step_ns + d.recordings[1].avg_step_ns) / 2e6, 1e-6);
+  EXPECT_NEAR(d.summary.avg_step_ms, ToMs(d.recordings[0].avg_step_ns + d.recordings[1].avg_step_ns) / 2.0, 1e-6);
 }
 
 }  // namespace

@@ -182,6 +182,23 @@ TEST(KinetoImport, BadEventsAreCountedAndSkipped) {
   EXPECT_EQ(counted, 6);
 }
 
+TEST(KinetoImport, ImpossibleTimesAreNamedNotOverflowed) {
+  // 9e15 µs = 9e18 ns fits int64 but lies ~285 years out; a shift by such a base
+  // would overflow. Both are reported and the trace still imports.
+  const char* trace = R"json({"traceEvents": [
+    {"ph": "X", "cat": "kernel", "name": "ok", "ts": 10, "dur": 2, "args": {"device": 0, "stream": 7}},
+    {"ph": "X", "cat": "kernel", "name": "far", "ts": 9e15, "dur": 2, "args": {"device": 0, "stream": 7}},
+    {"ph": "X", "cat": "kernel", "name": "long", "ts": 10, "dur": 2e12, "args": {"device": 0, "stream": 7}}
+  ], "baseTimeNanoseconds": 9000000000000000000})json";
+  auto rec = ImportKinetoTraceFromMemory("times.json", trace);
+  ASSERT_TRUE(rec.ok()) << rec.status().ToString();
+  ASSERT_EQ(rec->kernels.size(), 1u);
+  EXPECT_EQ(rec->kernels[0].time.start, 10000);  // not shifted
+  ASSERT_NE(rec->stats.FindIssue("time_out_of_range"), nullptr);
+  EXPECT_EQ(rec->stats.FindIssue("time_out_of_range")->count, 2);
+  EXPECT_NE(rec->stats.FindIssue("bad_base_time"), nullptr);
+}
+
 TEST(KinetoImport, EmptyAndWrongFormatInputsAreClearErrors) {
   auto empty = ImportKinetoTraceFromMemory("empty.json", "");
   ASSERT_FALSE(empty.ok());

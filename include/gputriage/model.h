@@ -22,6 +22,9 @@ constexpr TimeNs kNsPerUs = 1000;
 constexpr TimeNs kNsPerMs = 1000 * 1000;
 constexpr TimeNs kNsPerS = 1000 * 1000 * 1000;
 
+/// Nanoseconds as fractional milliseconds, for reports.
+inline double ToMs(TimeNs ns) { return static_cast<double>(ns) / 1e6; }
+
 /// A half-open time interval [start, end) in nanoseconds.
 struct Interval {
   TimeNs start = 0;
@@ -180,6 +183,7 @@ struct ImportStats {
   std::vector<ImportIssue> issues;
 
   void AddIssue(IssueSeverity severity, std::string_view kind, std::string message);
+  const ImportIssue* FindIssue(std::string_view kind) const;
 };
 
 /// Everything one source file (one rank / process) recorded.

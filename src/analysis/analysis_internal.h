@@ -27,7 +27,7 @@ struct Index {
   std::unordered_map<int64_t, std::vector<size_t>> ops_by_correlation;
   std::unordered_map<int64_t, const RuntimeCall*> runtime_by_correlation;
   intervals::List data_loader;  // merged DataLoader spans on the host
-  intervals::List host_sync;    // merged host calls that block on the device
+  intervals::List host_sync;    // merged host calls that block on the device, outside data_loader
   intervals::List device_sync;  // merged device-side waits (cuda_sync)
 };
 

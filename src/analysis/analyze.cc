@@ -1,6 +1,7 @@
 // AnalyzeRecording: every measurement of one recording, from the canonical model.
 #include <algorithm>
 #include <unordered_map>
+#include <unordered_set>
 
 #include <fmt/format.h>
 
@@ -70,6 +71,77 @@ bool InSteps(const intervals::List& steps, TimeNs t) {
   return it != steps.end() && it->start <= t;
 }
 
+
+/// Communication kernels on the primary device and their overlap with compute.
+CommStats MeasureCommunication(const Recording& rec, const std::vector<bool>& is_comm, int primary,
+                               const intervals::List& step_list, TimeNs kernel_total_ns) {
+  CommStats out;
+  intervals::List comm, compute;
+  for (size_t i = 0; i < rec.kernels.size(); ++i) {
+    const auto& k = rec.kernels[i];
+    if (primary >= 0 && k.device != primary) continue;
+    if (is_comm[i]) {
+      comm.push_back(k.time);
+      out.kernel_ns += k.time.duration();
+    } else {
+      compute.push_back(k.time);
+    }
+  }
+  comm = intervals::Intersect(intervals::Merge(std::move(comm)), step_list);
+  compute = intervals::Intersect(intervals::Merge(std::move(compute)), step_list);
+  out.union_ns = intervals::Sum(comm);
+  out.overlapped_ns = intervals::Sum(intervals::Intersect(comm, compute));
+  out.exposed_ns = out.union_ns - out.overlapped_ns;
+  if (kernel_total_ns > 0)
+    out.share_of_kernel_time_percent = 100.0 * static_cast<double>(out.kernel_ns) / static_cast<double>(kernel_total_ns);
+  if (out.union_ns > 0)
+    out.overlap_percent = 100.0 * static_cast<double>(out.overlapped_ns) / static_cast<double>(out.union_ns);
+  return out;
+}
+
+/// Achieved throughput from the profiler's FLOP estimates (with_flops=True).
+ThroughputStats MeasureThroughput(const Recording& rec, const intervals::List& step_list, const RecordingAnalysis& a) {
+  ThroughputStats out;
+  double flops = 0;
+  for (const auto& c : rec.cpu_spans)
+    if (c.flops > 0 && InSteps(step_list, c.time.start)) flops += c.flops;
+  if (flops <= 0 || a.steps.empty() || a.avg_step_ns <= 0) return out;
+  out.available = true;
+  out.flops_per_step = flops / static_cast<double>(a.steps.size());
+  out.achieved_tflops = out.flops_per_step / (static_cast<double>(a.avg_step_ns) * 1e-9) / 1e12;
+  if (auto spec = FindGpuSpec(a.device.name)) {
+    const double peak = spec->bf16_tflops > 0 ? spec->bf16_tflops : spec->fp16_tflops;
+    if (peak > 0) out.mfu_percent = 100.0 * out.achieved_tflops / peak;
+  }
+  return out;
+}
+
+/// What this recording cannot tell, in words for the report.
+std::vector<std::string> ListLimitations(const Recording& rec, const RecordingAnalysis& a, int dropped_tail_steps) {
+  std::vector<std::string> out;
+  if (rec.stats.truncated) out.push_back("truncated input: " + rec.stats.truncation_note);
+  if (rec.kernels.empty()) {
+    out.push_back(
+        "no GPU kernels were recorded: GPU busy time, kernel efficiency and precision cannot be measured; "
+        "only the host-side timeline is available");
+  }
+  if (!a.steps_from_markers) out.push_back("no ProfilerStep#N markers: the whole trace is treated as one step window");
+  if (dropped_tail_steps > 0)
+    out.push_back(fmt::format("{} trailing step(s) dropped: their device work was not fully recorded", dropped_tail_steps));
+  if (rec.kernels.empty()) return out;
+  if (a.device.vendor != Vendor::kNvidia) {
+    out.push_back(fmt::format(
+        "device vendor is {}: tensor-core precision rules cover NVIDIA kernel names and rocBLAS type tags only; "
+        "SM efficiency and occupancy need fields this trace may lack",
+        VendorName(a.device.vendor)));
+  }
+  if (std::isnan(a.gpu.achieved_occupancy_percent))
+    out.push_back("kernels carry no occupancy estimate: achieved occupancy not reported");
+  if (a.device.name.empty())
+    out.push_back("no deviceProperties: the GPU model is unknown, so peak-based gains are not computed");
+  return out;
+}
+
 }  // namespace
 
 RecordingAnalysis AnalyzeRecording(const Recording& rec) {
@@ -80,9 +152,9 @@ RecordingAnalysis AnalyzeRecording(const Recording& rec) {
   // Classify each distinct kernel name once.
   std::unordered_map<NameId, NameAccumulator> by_name;
   std::vector<bool> is_comm(rec.kernels.size(), false);
-  std::unordered_map<int64_t, bool> comm_external_ids;
+  std::unordered_set<int64_t> comm_external_ids;  // ids of nccl:*/gloo:* host ops
   for (const auto& c : rec.cpu_spans)
-    if (c.kind == CpuSpanKind::kCommunication && c.external_id >= 0) comm_external_ids[c.external_id] = true;
+    if (c.kind == CpuSpanKind::kCommunication && c.external_id >= 0) comm_external_ids.insert(c.external_id);
   std::unordered_map<int, TimeNs> time_by_device;
   for (size_t i = 0; i < rec.kernels.size(); ++i) {
     const auto& k = rec.kernels[i];
@@ -116,6 +188,7 @@ RecordingAnalysis AnalyzeRecording(const Recording& rec) {
     const auto n = static_cast<TimeNs>(a.steps.size());
     for (auto& v : a.average.ns) v /= n;
     a.avg_step_ns = total / n;
+    // The average's window is as long as the mean step, so total() and shares work on it too.
     a.average.window = {a.steps.front().window.start, a.steps.front().window.start + a.avg_step_ns};
     const Interval all{a.steps.front().window.start, a.steps.back().window.end};
     for (const auto& [device, t] : time_by_device) {
@@ -230,67 +303,9 @@ RecordingAnalysis AnalyzeRecording(const Recording& rec) {
   for (const auto& r : rec.runtime_calls)
     if (r.kind == RuntimeCallKind::kGraphLaunch && InSteps(step_list, r.time.start)) ++a.launch.graph_launches;
 
-  // Communication and its overlap with compute.
-  {
-    intervals::List comm, compute;
-    for (size_t i = 0; i < rec.kernels.size(); ++i) {
-      const auto& k = rec.kernels[i];
-      if (primary >= 0 && k.device != primary) continue;
-      if (is_comm[i]) {
-        comm.push_back(k.time);
-        a.comm.kernel_ns += k.time.duration();
-      } else {
-        compute.push_back(k.time);
-      }
-    }
-    comm = intervals::Intersect(intervals::Merge(std::move(comm)), step_list);
-    compute = intervals::Intersect(intervals::Merge(std::move(compute)), step_list);
-    a.comm.union_ns = intervals::Sum(comm);
-    a.comm.overlapped_ns = intervals::Sum(intervals::Intersect(comm, compute));
-    a.comm.exposed_ns = a.comm.union_ns - a.comm.overlapped_ns;
-    if (a.precision.kernel_total_ns > 0)
-      a.comm.share_of_kernel_time_percent = 100.0 * static_cast<double>(a.comm.kernel_ns) / static_cast<double>(a.precision.kernel_total_ns);
-    if (a.comm.union_ns > 0) a.comm.overlap_percent = 100.0 * static_cast<double>(a.comm.overlapped_ns) / static_cast<double>(a.comm.union_ns);
-  }
-
-  // Achieved throughput from the profiler's FLOP estimates (with_flops=True).
-  {
-    double flops = 0;
-    for (const auto& c : rec.cpu_spans)
-      if (c.flops > 0 && InSteps(step_list, c.time.start)) flops += c.flops;
-    if (flops > 0 && !a.steps.empty() && a.avg_step_ns > 0) {
-      a.throughput.available = true;
-      a.throughput.flops_per_step = flops / static_cast<double>(a.steps.size());
-      a.throughput.achieved_tflops = a.throughput.flops_per_step / (static_cast<double>(a.avg_step_ns) * 1e-9) / 1e12;
-      if (auto spec = FindGpuSpec(a.device.name)) {
-        const double peak = spec->bf16_tflops > 0 ? spec->bf16_tflops : spec->fp16_tflops;
-        if (peak > 0) a.throughput.mfu_percent = 100.0 * a.throughput.achieved_tflops / peak;
-      }
-    }
-  }
-
-  // What this recording cannot tell.
-  if (rec.stats.truncated) a.limitations.push_back("truncated input: " + rec.stats.truncation_note);
-  if (rec.kernels.empty()) {
-    a.limitations.push_back(
-        "no GPU kernels were recorded: GPU busy time, kernel efficiency and precision cannot be measured; "
-        "only the host-side timeline is available");
-  }
-  if (!a.steps_from_markers)
-    a.limitations.push_back("no ProfilerStep#N markers: the whole trace is treated as one step window");
-  if (steps.dropped_tail_steps > 0)
-    a.limitations.push_back(fmt::format("{} trailing step(s) dropped: their device work was not fully recorded",
-                                        steps.dropped_tail_steps));
-  if (!rec.kernels.empty() && a.device.vendor != Vendor::kNvidia) {
-    a.limitations.push_back(fmt::format(
-        "device vendor is {}: tensor-core precision rules cover NVIDIA kernel names and rocBLAS type tags only; "
-        "SM efficiency and occupancy need fields this trace may lack",
-        VendorName(a.device.vendor)));
-  }
-  if (!rec.kernels.empty() && std::isnan(a.gpu.achieved_occupancy_percent))
-    a.limitations.push_back("kernels carry no occupancy estimate: achieved occupancy not reported");
-  if (!rec.kernels.empty() && a.device.name.empty())
-    a.limitations.push_back("no deviceProperties: the GPU model is unknown, so peak-based gains are not computed");
+  a.comm = MeasureCommunication(rec, is_comm, primary, step_list, a.precision.kernel_total_ns);
+  a.throughput = MeasureThroughput(rec, step_list, a);
+  a.limitations = ListLimitations(rec, a, steps.dropped_tail_steps);
   return a;
 }
 

@@ -22,6 +22,7 @@
 //   * N's launch unknown (no runtime call recorded, e.g. graph replay): the host
 //     part rules apply to the whole gap, with "other" in place of host_wait.
 #include <algorithm>
+#include <map>
 
 #include "src/analysis/analysis_internal.h"
 
@@ -32,10 +33,9 @@ constexpr TimeNs kQueuedGapLaunchLimit = 30 * kNsPerUs;
 
 void ChargeHostPart(const Index& index, Interval part, IdleCause rest, IdleBreakdown& out) {
   if (part.end <= part.start) return;
-  const intervals::List gap{part};
-  const intervals::List loader = intervals::Intersect(gap, index.data_loader);
-  const TimeNs loader_ns = intervals::Sum(loader);
-  const TimeNs sync_ns = intervals::Sum(intervals::Intersect(intervals::Subtract(gap, loader), index.host_sync));
+  // Binary searches: this runs once per gap, and a trace has as many gaps as kernels.
+  const TimeNs loader_ns = intervals::OverlapWith(index.data_loader, part);
+  const TimeNs sync_ns = intervals::OverlapWith(index.host_sync, part);
   out.ns[static_cast<int>(IdleCause::kDataLoader)] += loader_ns;
   out.ns[static_cast<int>(IdleCause::kSynchronization)] += sync_ns;
   out.ns[static_cast<int>(rest)] += part.duration() - loader_ns - sync_ns;
@@ -99,23 +99,16 @@ IdleBreakdown AttributeDeviceIdle(const Index& index, int device, const interval
 }
 
 std::vector<StreamIdle> AttributeStreamIdle(const Index& index, int device, const intervals::List& steps) {
-  std::vector<StreamIdle> out;
-  std::vector<int> streams;
+  std::map<int, std::vector<const DeviceOp*>> ops_by_stream;  // each keeps device_ops' start order
   for (const auto& op : index.device_ops)
-    if (op.device == device) streams.push_back(op.stream);
-  std::sort(streams.begin(), streams.end());
-  streams.erase(std::unique(streams.begin(), streams.end()), streams.end());
-  for (int stream : streams) {
+    if (op.device == device) ops_by_stream[op.stream].push_back(&op);
+  std::vector<StreamIdle> out;
+  for (const auto& [stream, ops] : ops_by_stream) {
     StreamIdle s;
     s.device = device;
     s.stream = stream;
-    std::vector<const DeviceOp*> ops;
     intervals::List busy;
-    for (const auto& op : index.device_ops) {
-      if (op.device != device || op.stream != stream) continue;
-      ops.push_back(&op);
-      busy.push_back(op.time);
-    }
+    for (const DeviceOp* op : ops) busy.push_back(op->time);
     busy = intervals::Merge(std::move(busy));
     s.busy_ns = intervals::Sum(intervals::Intersect(busy, steps));
     // Only gaps between two operations of this stream count: a stream that has

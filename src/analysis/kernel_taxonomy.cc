@@ -2,16 +2,10 @@
 
 #include <string>
 
+#include "src/util/strings.h"
+
 namespace gputriage {
 namespace {
-
-bool Has(std::string_view s, std::string_view part) { return s.find(part) != std::string_view::npos; }
-
-std::string Lower(std::string_view s) {
-  std::string out(s);
-  for (auto& c : out) c = static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
-  return out;
-}
 
 /// The function name without template arguments and parameters, lower-cased:
 /// "void cudnn::detail::dgrad_engine<float, ...>(...)" -> "cudnn::detail::dgrad_engine".
@@ -23,35 +17,35 @@ std::string BaseName(std::string_view full) {
   size_t end = name.find_first_of("<(");
   std::string_view head = name.substr(0, end);
   if (head.substr(0, 5) == "void ") head.remove_prefix(5);
-  return Lower(head);
+  return AsciiLower(head);
 }
 
 /// Explicit number-format tokens in the name (kernel families spell them out).
 Precision PrecisionToken(const std::string& l) {
-  if (Has(l, "e2m1") || Has(l, "fp4") || Has(l, "nvf4") || Has(l, "mxf4")) return Precision::kFp4;
-  if (Has(l, "e4m3") || Has(l, "e5m2") || Has(l, "fp8") || Has(l, "float8")) return Precision::kFp8;
-  if (Has(l, "bf16") || Has(l, "bfloat16")) return Precision::kBf16;
-  if (Has(l, "tf32")) return Precision::kTf32;
-  if (Has(l, "fp16") || Has(l, "f16f16") || Has(l, "half") || Has(l, "__half") || Has(l, "hmma") ||
-      Has(l, "h884") || Has(l, "hcudnn") || Has(l, "h1688") || Has(l, "h16816") || Has(l, "s884") || Has(l, "s16816gemm_fp16"))
+  if (Contains(l, "e2m1") || Contains(l, "fp4") || Contains(l, "nvf4") || Contains(l, "mxf4")) return Precision::kFp4;
+  if (Contains(l, "e4m3") || Contains(l, "e5m2") || Contains(l, "fp8") || Contains(l, "float8")) return Precision::kFp8;
+  if (Contains(l, "bf16") || Contains(l, "bfloat16")) return Precision::kBf16;
+  if (Contains(l, "tf32")) return Precision::kTf32;
+  if (Contains(l, "fp16") || Contains(l, "f16f16") || Contains(l, "half") || Contains(l, "__half") || Contains(l, "hmma") ||
+      Contains(l, "h884") || Contains(l, "hcudnn") || Contains(l, "h1688") || Contains(l, "h16816") || Contains(l, "s884") || Contains(l, "s16816gemm_fp16"))
     return Precision::kFp16;
   // CUTLASS/cuBLAS "s1688"/"s16816" without a 16-bit token: fp32 data on TF32 tensor cores (Ampere+).
-  if (Has(l, "s1688") || Has(l, "s16816") || Has(l, "s16832")) return Precision::kTf32;
-  if (Has(l, "i8816") || Has(l, "i16832") || Has(l, "imma") || Has(l, "int8") || Has(l, "s8s8")) return Precision::kInt8;
-  if (Has(l, "dgemm") || Has(l, "dcudnn") || Has(l, "<double") || Has(l, "fp64") || Has(l, "f64")) return Precision::kFp64;
-  if (Has(l, "sgemm") || Has(l, "scudnn") || Has(l, "_simt_") || Has(l, "<float")) return Precision::kFp32Simt;
+  if (Contains(l, "s1688") || Contains(l, "s16816") || Contains(l, "s16832")) return Precision::kTf32;
+  if (Contains(l, "i8816") || Contains(l, "i16832") || Contains(l, "imma") || Contains(l, "int8") || Contains(l, "s8s8")) return Precision::kInt8;
+  if (Contains(l, "dgemm") || Contains(l, "dcudnn") || Contains(l, "<double") || Contains(l, "fp64") || Contains(l, "f64")) return Precision::kFp64;
+  if (Contains(l, "sgemm") || Contains(l, "scudnn") || Contains(l, "_simt_") || Contains(l, "<float")) return Precision::kFp32Simt;
   return Precision::kUnknown;
 }
 
 /// rocBLAS/hipBLASLt "Cijk_Ailk_Bljk_BBS_BH_..." kernels: the type letters follow the layout.
 Precision RocblasPrecision(std::string_view name) {
   const std::string l(name);
-  if (Has(l, "_BBS_") || Has(l, "_BSS_") || Has(l, "_BB_") || Has(l, "_BBH_")) return Precision::kBf16;
-  if (Has(l, "_HHS_") || Has(l, "_HSS_") || Has(l, "_HH_")) return Precision::kFp16;
-  if (Has(l, "_F8") || Has(l, "_B8")) return Precision::kFp8;
-  if (Has(l, "_I8") || Has(l, "_4xi8")) return Precision::kInt8;
-  if (Has(l, "_DD_") || Has(l, "_D_")) return Precision::kFp64;
-  if (Has(l, "_SS_") || Has(l, "_S_") || Has(l, "_SB_")) return Has(l, "_MI") ? Precision::kTf32 : Precision::kFp32Simt;
+  if (Contains(l, "_BBS_") || Contains(l, "_BSS_") || Contains(l, "_BB_") || Contains(l, "_BBH_")) return Precision::kBf16;
+  if (Contains(l, "_HHS_") || Contains(l, "_HSS_") || Contains(l, "_HH_")) return Precision::kFp16;
+  if (Contains(l, "_F8") || Contains(l, "_B8")) return Precision::kFp8;
+  if (Contains(l, "_I8") || Contains(l, "_4xi8")) return Precision::kInt8;
+  if (Contains(l, "_DD_") || Contains(l, "_D_")) return Precision::kFp64;
+  if (Contains(l, "_SS_") || Contains(l, "_S_") || Contains(l, "_SB_")) return Contains(l, "_MI") ? Precision::kTf32 : Precision::kFp32Simt;
   return Precision::kUnknown;
 }
 
@@ -112,32 +106,32 @@ const char* AttentionBackendName(AttentionBackend b) {
 
 KernelKind ClassifyKernelName(std::string_view name) {
   KernelKind kind;
-  const std::string l = Lower(name);
+  const std::string l = AsciiLower(name);
   const std::string base = BaseName(name);
 
   // Communication first: NCCL/RCCL kernels and custom all-reduce (vLLM, symmetric memory).
-  if (Has(base, "nccl") || Has(base, "rccl") || Has(l, "ncclkernel") || Has(l, "nccldevkernel") ||
-      Has(l, "all_reduce_kernel") || Has(l, "allreduce") || Has(l, "cross_device_reduce") ||
-      Has(l, "multimem_all_reduce") || Has(l, "all_gather_kernel") || Has(l, "reduce_scatter_kernel")) {
+  if (Contains(base, "nccl") || Contains(base, "rccl") || Contains(l, "ncclkernel") || Contains(l, "nccldevkernel") ||
+      Contains(l, "all_reduce_kernel") || Contains(l, "allreduce") || Contains(l, "cross_device_reduce") ||
+      Contains(l, "multimem_all_reduce") || Contains(l, "all_gather_kernel") || Contains(l, "reduce_scatter_kernel")) {
     kind.cls = KernelClass::kCommunication;
     return kind;
   }
 
   // Fused attention: FlashAttention 1/2/3, xFormers/PyTorch memory-efficient (CUTLASS
   // fmha), cuDNN SDPA, TensorRT-LLM/FlashInfer fmha.
-  if (Has(l, "flash_fwd") || Has(l, "flash_bwd") || Has(l, "flash::") || Has(l, "flashattn") ||
-      Has(l, "flash_attn") || Has(l, "flashinfer")) {
+  if (Contains(l, "flash_fwd") || Contains(l, "flash_bwd") || Contains(l, "flash::") || Contains(l, "flashattn") ||
+      Contains(l, "flash_attn") || Contains(l, "flashinfer")) {
     kind.cls = KernelClass::kAttentionFused;
     kind.attention = AttentionBackend::kFlash;
-  } else if (Has(l, "efficient_attention") || Has(l, "fmha_cutlass") || Has(l, "attentionkernel") ||
-             Has(l, "mem_efficient")) {
+  } else if (Contains(l, "efficient_attention") || Contains(l, "fmha_cutlass") || Contains(l, "attentionkernel") ||
+             Contains(l, "mem_efficient")) {
     kind.cls = KernelClass::kAttentionFused;
     kind.attention = AttentionBackend::kMemoryEfficient;
-  } else if (Has(l, "cudnn_generated_fort_native_sdpa") || (Has(l, "sdpa") && Has(l, "cudnn"))) {
+  } else if (Contains(l, "cudnn_generated_fort_native_sdpa") || (Contains(l, "sdpa") && Contains(l, "cudnn"))) {
     kind.cls = KernelClass::kAttentionFused;
     kind.attention = AttentionBackend::kCudnn;
-  } else if (Has(l, "fmha") || Has(l, "attn_fwd") || Has(l, "attn_bwd") || Has(l, "paged_attention") ||
-             Has(l, "mha_fwd") || Has(l, "mha_bwd")) {
+  } else if (Contains(l, "fmha") || Contains(l, "attn_fwd") || Contains(l, "attn_bwd") || Contains(l, "paged_attention") ||
+             Contains(l, "mha_fwd") || Contains(l, "mha_bwd")) {
     kind.cls = KernelClass::kAttentionFused;
     kind.attention = AttentionBackend::kOtherFused;
   }
@@ -149,59 +143,59 @@ KernelKind ClassifyKernelName(std::string_view name) {
     return kind;
   }
 
-  if (Has(base, "softmax")) {
+  if (Contains(base, "softmax")) {
     kind.cls = KernelClass::kSoftmax;
     return kind;
   }
 
   // Convolutions: cuDNN engines (dgrad/wgrad/fprop, implicit GEMM, winograd, FFT),
   // XMMA fprop/dgrad/wgrad, MIOpen.
-  const bool conv = Has(l, "conv") || Has(l, "scudnn") || Has(l, "hcudnn") || Has(l, "dcudnn") || Has(l, "dgrad") || Has(l, "wgrad") || Has(l, "fprop") ||
-                    Has(l, "winograd") || Has(l, "miopen") || Has(l, "implicit_gemm") ||
-                    Has(l, "implicit_convolve") || Has(l, "precomputed_convolve") ||
-                    Has(l, "fft2d") || (Has(l, "fft_") && Has(l, "cudnn"));
+  const bool conv = Contains(l, "conv") || Contains(l, "scudnn") || Contains(l, "hcudnn") || Contains(l, "dcudnn") || Contains(l, "dgrad") || Contains(l, "wgrad") || Contains(l, "fprop") ||
+                    Contains(l, "winograd") || Contains(l, "miopen") || Contains(l, "implicit_gemm") ||
+                    Contains(l, "implicit_convolve") || Contains(l, "precomputed_convolve") ||
+                    Contains(l, "fft2d") || (Contains(l, "fft_") && Contains(l, "cudnn"));
   // GEMMs: cuBLAS (sgemm/hgemm, gemv, gemmSN, splitK), CUTLASS, XMMA, nvjet (cuBLAS on
   // Hopper/Blackwell), TRT-LLM bmm_*, rocBLAS/hipBLASLt Cijk_*.
-  const bool gemm = Has(l, "gemm") || Has(l, "gemv") || Has(l, "nvjet") || Has(l, "cutlass") ||
-                    Has(l, "xmma") || Has(base, "bmm_") || name.substr(0, 5) == "Cijk_" ||
-                    Has(l, "splitkreduce") || Has(l, "matmul") || Has(l, "cublaslt");
-  const bool layout_only = Has(l, "nchwtonhwc") || Has(l, "nhwctonchw") || Has(l, "transpose") ||
-                           Has(l, "computeoffsets") || Has(l, "im2col");
+  const bool gemm = Contains(l, "gemm") || Contains(l, "gemv") || Contains(l, "nvjet") || Contains(l, "cutlass") ||
+                    Contains(l, "xmma") || Contains(base, "bmm_") || name.substr(0, 5) == "Cijk_" ||
+                    Contains(l, "splitkreduce") || Contains(l, "matmul") || Contains(l, "cublaslt");
+  const bool layout_only = Contains(l, "nchwtonhwc") || Contains(l, "nhwctonchw") || Contains(l, "transpose") ||
+                           Contains(l, "computeoffsets") || Contains(l, "im2col");
   if (layout_only) {
     kind.cls = KernelClass::kMemory;
     return kind;
   }
   if (conv || gemm) {
-    kind.cls = conv && !Has(l, "gemmsn") ? KernelClass::kConvolution : KernelClass::kGemm;
+    kind.cls = conv && !Contains(l, "gemmsn") ? KernelClass::kConvolution : KernelClass::kGemm;
     if (name.substr(0, 5) == "Cijk_") {
       kind.precision = RocblasPrecision(name);
-      kind.batched = Has(l, "_b_") || Has(l, "batched");
+      kind.batched = Contains(l, "_b_") || Contains(l, "batched");
     } else {
       kind.precision = PrecisionToken(l);
       if (kind.precision == Precision::kUnknown &&
-          (Has(l, "nvjet") || Has(l, "tensorop") || Has(l, "xmma") || Has(l, "sm90_") || Has(l, "sm100_") ||
-           Has(l, "wgmma") || Has(l, "hgmma")))
+          (Contains(l, "nvjet") || Contains(l, "tensorop") || Contains(l, "xmma") || Contains(l, "sm90_") || Contains(l, "sm100_") ||
+           Contains(l, "wgmma") || Contains(l, "hgmma")))
         kind.precision = Precision::kTensorUnknown;
-      kind.batched = Has(l, "batched") || Has(base, "bmm") || Has(l, "strided_batched");
+      kind.batched = Contains(l, "batched") || Contains(base, "bmm") || Contains(l, "strided_batched");
     }
     // cuDNN convolution engines templated on float without a tensor-core token are
     // fp32 SIMT (e.g. dgrad_engine<float,...>, wgrad_alg0_engine<float,...>).
-    if (kind.cls == KernelClass::kConvolution && kind.precision == Precision::kUnknown && Has(l, "<float"))
+    if (kind.cls == KernelClass::kConvolution && kind.precision == Precision::kUnknown && Contains(l, "<float"))
       kind.precision = Precision::kFp32Simt;
     return kind;
   }
 
-  if (Has(l, "memcpy") || Has(l, "memset") || Has(l, "copy_kernel") || Has(l, "fillfunctor") ||
-      Has(l, "catarraybatchedcopy"))
+  if (Contains(l, "memcpy") || Contains(l, "memset") || Contains(l, "copy_kernel") || Contains(l, "fillfunctor") ||
+      Contains(l, "catarraybatchedcopy"))
     kind.cls = KernelClass::kMemory;
   return kind;
 }
 
 Precision PrecisionFromInputType(std::string_view type, bool tensor_core_kernel) {
-  const std::string l = Lower(type);
-  if (Has(l, "bfloat16")) return Precision::kBf16;
-  if (Has(l, "half") || l == "float16") return Precision::kFp16;
-  if (Has(l, "float8")) return Precision::kFp8;
+  const std::string l = AsciiLower(type);
+  if (Contains(l, "bfloat16")) return Precision::kBf16;
+  if (Contains(l, "half") || l == "float16") return Precision::kFp16;
+  if (Contains(l, "float8")) return Precision::kFp8;
   if (l == "double") return Precision::kFp64;
   if (l == "float") return tensor_core_kernel ? Precision::kTf32 : Precision::kFp32Simt;
   return Precision::kUnknown;

@@ -28,11 +28,12 @@ Index BuildIndex(const Recording& rec, const std::vector<bool>& is_comm_kernel) 
     if (r.correlation >= 0) index.runtime_by_correlation.emplace(r.correlation, &r);
     if (r.kind == RuntimeCallKind::kSynchronize) sync.push_back(r.time);
   }
-  index.host_sync = intervals::Merge(std::move(sync));
   intervals::List loader;
   for (const auto& c : rec.cpu_spans)
     if (c.kind == CpuSpanKind::kDataLoader) loader.push_back(c.time);
   index.data_loader = intervals::Merge(std::move(loader));
+  // A sync inside a DataLoader span is charged to the loader: subtract it once here.
+  index.host_sync = intervals::Subtract(intervals::Merge(std::move(sync)), index.data_loader);
   intervals::List device_sync;
   for (const auto& s : rec.syncs) device_sync.push_back(s.time);
   index.device_sync = intervals::Merge(std::move(device_sync));

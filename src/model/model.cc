@@ -49,6 +49,12 @@ void ImportStats::AddIssue(IssueSeverity severity, std::string_view kind, std::s
   issues.push_back(ImportIssue{severity, std::string(kind), std::move(message), 1});
 }
 
+const ImportIssue* ImportStats::FindIssue(std::string_view kind) const {
+  for (const auto& issue : issues)
+    if (issue.kind == kind) return &issue;
+  return nullptr;
+}
+
 const Device* Recording::FindDevice(int id) const {
   for (const auto& d : devices)
     if (d.id == id) return &d;

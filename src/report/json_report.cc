@@ -5,6 +5,7 @@
 
 #include "gputriage/report.h"
 #include "gputriage/version.h"
+#include "src/analysis/kernel_taxonomy.h"
 
 namespace gputriage {
 namespace {
@@ -13,7 +14,6 @@ using nlohmann::json;
 
 /// NaN ("not measured") becomes null rather than an invalid JSON number.
 json Num(double v) { return std::isnan(v) || std::isinf(v) ? json(nullptr) : json(v); }
-double Ms(TimeNs ns) { return static_cast<double>(ns) / 1e6; }
 
 json EvidenceJson(const Evidence& e) {
   json j = {{"name", e.name}, {"value", Num(e.value)}, {"unit", e.unit}, {"source", e.source}};
@@ -40,18 +40,18 @@ json FindingJson(const Finding& f) {
 }
 
 json BreakdownJson(const StepBreakdown& b) {
-  json j = {{"total_ms", Ms(b.total())}};
+  json j = {{"total_ms", ToMs(b.total())}};
   for (int c = 0; c < kNumStepCategories; ++c) {
     const std::string name = StepCategoryName(static_cast<StepCategory>(c));
-    j[name + "_ms"] = Ms(b.ns[c]);
+    j[name + "_ms"] = ToMs(b.ns[c]);
     j[name + "_percent"] = b.total() > 0 ? Num(100.0 * static_cast<double>(b.ns[c]) / static_cast<double>(b.total())) : json(nullptr);
   }
   return j;
 }
 
 json IdleJson(const IdleBreakdown& idle) {
-  json j = {{"total_ms", Ms(idle.total())}, {"gaps", idle.gaps}};
-  for (int c = 0; c < kNumIdleCauses; ++c) j[std::string(IdleCauseName(static_cast<IdleCause>(c))) + "_ms"] = Ms(idle.ns[c]);
+  json j = {{"total_ms", ToMs(idle.total())}, {"gaps", idle.gaps}};
+  for (int c = 0; c < kNumIdleCauses; ++c) j[std::string(IdleCauseName(static_cast<IdleCause>(c))) + "_ms"] = ToMs(idle.ns[c]);
   return j;
 }
 
@@ -74,14 +74,8 @@ json RecordingJson(const Recording& rec, const RecordingAnalysis& a) {
     j["import"]["issues"].push_back({{"kind", i.kind}, {"count", i.count}, {"first", i.message},
                                      {"severity", i.severity == IssueSeverity::kInfo ? "info" : i.severity == IssueSeverity::kWarning ? "warning" : "error"}});
   j["steps_from_markers"] = a.steps_from_markers;
-  j["avg_step_ms"] = Ms(a.avg_step_ns);
+  j["avg_step_ms"] = ToMs(a.avg_step_ns);
   j["step_breakdown"] = {{"average", BreakdownJson(a.average)}, {"steps", json::array()}};
-  j["step_breakdown"]["average"]["total_ms"] = Ms(a.avg_step_ns);
-  for (int c = 0; c < kNumStepCategories; ++c) {
-    const std::string name = StepCategoryName(static_cast<StepCategory>(c));
-    j["step_breakdown"]["average"][name + "_percent"] =
-        a.avg_step_ns > 0 ? Num(100.0 * static_cast<double>(a.average.ns[c]) / static_cast<double>(a.avg_step_ns)) : json(nullptr);
-  }
   for (const auto& s : a.steps) {
     json sj = BreakdownJson(s);
     sj["step"] = s.number >= 0 ? json(s.number) : json(nullptr);
@@ -93,32 +87,32 @@ json RecordingJson(const Recording& rec, const RecordingAnalysis& a) {
     j["gpus"].push_back({{"device", g.device}, {"busy_percent", Num(g.busy_percent)},
                          {"sm_efficiency_percent", Num(g.sm_efficiency_percent)},
                          {"achieved_occupancy_percent", Num(g.achieved_occupancy_percent)},
-                         {"window_ms", Ms(g.window_ns)}, {"busy_ms", Ms(g.busy_ns)}});
+                         {"window_ms", ToMs(g.window_ns)}, {"busy_ms", ToMs(g.busy_ns)}});
   j["idle"] = IdleJson(a.device_idle);
   j["idle"]["streams"] = json::array();
   for (const auto& s : a.streams) {
     json sj = IdleJson(s.idle);
     sj["stream"] = s.stream;
-    sj["busy_ms"] = Ms(s.busy_ns);
+    sj["busy_ms"] = ToMs(s.busy_ns);
     j["idle"]["streams"].push_back(sj);
   }
-  json precision = {{"matrix_ms", Ms(a.precision.matrix_total_ns)}, {"kernel_ms", Ms(a.precision.kernel_total_ns)},
+  json precision = {{"matrix_ms", ToMs(a.precision.matrix_total_ns)}, {"kernel_ms", ToMs(a.precision.kernel_total_ns)},
                     {"matrix_percent_of_kernel_time", Num(a.precision.matrix_percent_of_kernels)},
                     {"tensor_core_percent_of_matrix_time", Num(a.precision.tensor_core_percent_of_matrix)}};
   precision["matrix_ms_by_precision"] = json::object();
-  static const char* kPrecisions[] = {"fp64", "fp32", "tf32", "fp16", "bf16", "fp8", "fp4", "int8", "tensor_core_unknown", "unknown"};
-  for (int p = 0; p < 10; ++p)
-    if (a.precision.matrix_ns[p] > 0) precision["matrix_ms_by_precision"][kPrecisions[p]] = Ms(a.precision.matrix_ns[p]);
+  for (int p = 0; p < kNumPrecisions; ++p)
+    if (a.precision.matrix_ns[p] > 0)
+      precision["matrix_ms_by_precision"][PrecisionName(static_cast<Precision>(p))] = ToMs(a.precision.matrix_ns[p]);
   j["precision"] = precision;
-  j["attention"] = {{"backend", a.attention.backend}, {"fused_ms", Ms(a.attention.fused_ns)},
-                    {"softmax_ms", Ms(a.attention.softmax_ns)}, {"softmax_kernels", a.attention.softmax_kernels},
-                    {"batched_gemm_ms", Ms(a.attention.batched_gemm_ns)}};
+  j["attention"] = {{"backend", a.attention.backend}, {"fused_ms", ToMs(a.attention.fused_ns)},
+                    {"softmax_ms", ToMs(a.attention.softmax_ns)}, {"softmax_kernels", a.attention.softmax_kernels},
+                    {"batched_gemm_ms", ToMs(a.attention.batched_gemm_ns)}};
   j["launch"] = {{"kernels", a.launch.kernels}, {"kernels_per_step", Num(a.launch.kernels_per_step)},
                  {"median_kernel_us", Num(a.launch.median_kernel_us)}, {"short_kernel_percent", Num(a.launch.short_kernel_percent)},
                  {"mean_launch_interval_us", Num(a.launch.mean_launch_interval_us)},
                  {"median_launch_delay_us", Num(a.launch.median_launch_delay_us)}, {"graph_launches", a.launch.graph_launches}};
-  j["communication"] = {{"kernel_ms", Ms(a.comm.kernel_ns)}, {"wall_ms", Ms(a.comm.union_ns)},
-                        {"overlapped_ms", Ms(a.comm.overlapped_ns)}, {"exposed_ms", Ms(a.comm.exposed_ns)},
+  j["communication"] = {{"kernel_ms", ToMs(a.comm.kernel_ns)}, {"wall_ms", ToMs(a.comm.union_ns)},
+                        {"overlapped_ms", ToMs(a.comm.overlapped_ns)}, {"exposed_ms", ToMs(a.comm.exposed_ns)},
                         {"percent_of_kernel_time", Num(a.comm.share_of_kernel_time_percent)},
                         {"overlap_percent", Num(a.comm.overlap_percent)}};
   j["throughput"] = {{"available", a.throughput.available}, {"flops_per_step", Num(a.throughput.flops_per_step)},
@@ -126,7 +120,7 @@ json RecordingJson(const Recording& rec, const RecordingAnalysis& a) {
   j["kernels"] = {{"distinct_names", a.kernel_names}, {"top", json::array()}};
   for (const auto& k : a.top_kernels)
     j["kernels"]["top"].push_back({{"name", k.name}, {"class", k.kernel_class}, {"precision", k.precision.empty() ? json(nullptr) : json(k.precision)},
-                                   {"tensor_cores", k.tensor_cores}, {"count", k.count}, {"total_ms", Ms(k.total_ns)},
+                                   {"tensor_cores", k.tensor_cores}, {"count", k.count}, {"total_ms", ToMs(k.total_ns)},
                                    {"mean_us", k.count ? static_cast<double>(k.total_ns) / static_cast<double>(k.count) / 1000.0 : 0.0},
                                    {"mean_blocks_per_sm", Num(k.mean_blocks_per_sm)}, {"mean_occupancy_percent", Num(k.mean_occupancy_percent)}});
   j["limitations"] = a.limitations;

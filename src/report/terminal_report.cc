@@ -9,7 +9,6 @@
 namespace gputriage {
 namespace {
 
-double Ms(TimeNs ns) { return static_cast<double>(ns) / 1e6; }
 
 struct Style {
   bool on;
@@ -54,10 +53,10 @@ void RenderRecording(std::string& out, const Recording& rec, const RecordingAnal
     out += "   no steps and no activity to measure\n";
   } else {
     out += fmt::format("   {} {}, average {:.2f} ms\n", a.steps.size(), a.steps_from_markers ? "steps (ProfilerStep)" : "window (whole trace)",
-                       Ms(a.avg_step_ns));
+                       ToMs(a.avg_step_ns));
     out += "   step time:";
     for (int c = 0; c < kNumStepCategories; ++c) {
-      out += fmt::format(" {} {:.2f} ms ({:.1f}%)", StepCategoryName(static_cast<StepCategory>(c)), Ms(a.average.ns[c]),
+      out += fmt::format(" {} {:.2f} ms ({:.1f}%)", StepCategoryName(static_cast<StepCategory>(c)), ToMs(a.average.ns[c]),
                          100.0 * static_cast<double>(a.average.ns[c]) / static_cast<double>(a.avg_step_ns));
       if (c == 3) out += "\n             ";
       else if (c < kNumStepCategories - 1) out += ",";
@@ -71,14 +70,14 @@ void RenderRecording(std::string& out, const Recording& rec, const RecordingAnal
     const double steps = static_cast<double>(a.steps.size());
     out += "   GPU idle per step by cause:";
     for (int c = 0; c < kNumIdleCauses; ++c)
-      out += fmt::format(" {} {:.2f} ms{}", IdleCauseName(static_cast<IdleCause>(c)), Ms(a.device_idle.ns[c]) / steps,
+      out += fmt::format(" {} {:.2f} ms{}", IdleCauseName(static_cast<IdleCause>(c)), ToMs(a.device_idle.ns[c]) / steps,
                          c < kNumIdleCauses - 1 ? "," : "\n");
     out += fmt::format("   launches: {:.0f} kernels/step, median {:.1f} µs, {:.0f}% under 10 µs, median launch delay {:.1f} µs\n",
                        a.launch.kernels_per_step, a.launch.median_kernel_us, a.launch.short_kernel_percent,
                        a.launch.median_launch_delay_us);
     if (a.comm.kernel_ns > 0)
       out += fmt::format("   communication: {:.1f}% of kernel time, {} overlapped with compute, {:.2f} ms exposed per step\n",
-                         a.comm.share_of_kernel_time_percent, Pct(a.comm.overlap_percent), Ms(a.comm.exposed_ns) / steps);
+                         a.comm.share_of_kernel_time_percent, Pct(a.comm.overlap_percent), ToMs(a.comm.exposed_ns) / steps);
     if (a.attention.backend != "none") out += fmt::format("   attention: {}\n", a.attention.backend);
     if (a.throughput.available)
       out += fmt::format("   throughput: {:.1f} TFLOP/s achieved, MFU {}\n", a.throughput.achieved_tflops, Pct(a.throughput.mfu_percent));
@@ -87,7 +86,7 @@ void RenderRecording(std::string& out, const Recording& rec, const RecordingAnal
     out += fmt::format("   top kernels ({} distinct):\n", a.kernel_names);
     for (int i = 0; i < o.max_kernels && i < static_cast<int>(a.top_kernels.size()); ++i) {
       const auto& k = a.top_kernels[static_cast<size_t>(i)];
-      out += fmt::format("     {:>9.2f} ms {:>6} × {:<13} {:<6} {}\n", Ms(k.total_ns), k.count, k.kernel_class,
+      out += fmt::format("     {:>9.2f} ms {:>6} × {:<13} {:<6} {}\n", ToMs(k.total_ns), k.count, k.kernel_class,
                          k.precision.empty() ? "" : k.precision, Shorten(k.name, 90));
     }
   }

@@ -42,37 +42,36 @@ class RawSourceBase : public ByteSource {
   bool compressed() const override { return inflater_ != nullptr; }
 
   StatusOr<size_t> Read(char* out, size_t capacity) override {
-    if (!inflater_) return ReadRaw(out, capacity);
-    return ReadInflated(out, capacity);
+    if (inflater_) return ReadInflated(out, capacity);
+    // Plain data: the bytes read while sniffing come first.
+    const size_t served = std::min(capacity, sniffed_.size());
+    std::memcpy(out, sniffed_.data(), served);
+    sniffed_.erase(0, served);
+    if (served == capacity) return served;
+    ASSIGN_OR_RETURN(size_t got, ReadRaw(out + served, capacity - served));
+    return served + got;
   }
 
  protected:
-  /// Raw bytes; 0 at end.
+  /// Raw bytes from the medium; 0 at end.
   virtual StatusOr<size_t> ReadRaw(char* out, size_t capacity) = 0;
 
   Status DetectCompression() {
     unsigned char magic[2] = {0, 0};
     ASSIGN_OR_RETURN(size_t got, ReadRaw(reinterpret_cast<char*>(magic), 2));
-    pending_.assign(reinterpret_cast<char*>(magic), got);
     if (got == 2 && magic[0] == kGzipMagic0 && magic[1] == kGzipMagic1) {
       inflater_ = std::make_unique<Inflater>();
       if (!inflater_->ok()) return InternalError("zlib inflateInit2 failed");
-      input_.assign(pending_.begin(), pending_.end());
-      pending_.clear();
+      input_.assign(magic, magic + got);
+    } else {
+      sniffed_.assign(reinterpret_cast<char*>(magic), got);
     }
     return Status::Ok();
   }
 
-  std::string pending_;  // bytes read while sniffing, served first in raw mode
-
  private:
   StatusOr<size_t> ReadInflated(char* out, size_t capacity) {
     z_stream& zs = inflater_->stream();
-    if (finished_ && !pending_error_.ok()) {
-      Status error = pending_error_;
-      pending_error_ = Status::Ok();
-      return error;
-    }
     size_t produced = 0;
     while (produced < capacity && !finished_) {
       if (zs.avail_in == 0) {
@@ -132,6 +131,7 @@ class RawSourceBase : public ByteSource {
   }
 
   std::string name_;
+  std::string sniffed_;  // bytes read to detect gzip, served first when the data is plain
   std::unique_ptr<Inflater> inflater_;
   std::vector<char> input_;
   size_t input_offset_ = 0;
@@ -151,18 +151,9 @@ class FileSource : public RawSourceBase {
 
  protected:
   StatusOr<size_t> ReadRaw(char* out, size_t capacity) override {
-    size_t served = 0;
-    if (!pending_.empty()) {
-      served = std::min(capacity, pending_.size());
-      std::memcpy(out, pending_.data(), served);
-      pending_.erase(0, served);
-      if (served == capacity) return served;
-    }
-    const size_t got = std::fread(out + served, 1, capacity - served, file_);
-    if (got < capacity - served && std::ferror(file_)) {
-      return IoError(name() + ": read failed: " + std::strerror(errno));
-    }
-    return served + got;
+    const size_t got = std::fread(out, 1, capacity, file_);
+    if (got < capacity && std::ferror(file_)) return IoError(name() + ": read failed: " + std::strerror(errno));
+    return got;
   }
 
  private:
@@ -177,16 +168,10 @@ class BufferSource : public RawSourceBase {
 
  protected:
   StatusOr<size_t> ReadRaw(char* out, size_t capacity) override {
-    size_t served = 0;
-    if (!pending_.empty()) {
-      served = std::min(capacity, pending_.size());
-      std::memcpy(out, pending_.data(), served);
-      pending_.erase(0, served);
-    }
-    const size_t take = std::min(capacity - served, size_ - offset_);
-    if (take > 0) std::memcpy(out + served, data_ + offset_, take);
+    const size_t take = std::min(capacity, size_ - offset_);
+    if (take > 0) std::memcpy(out, data_ + offset_, take);
     offset_ += take;
-    return served + take;
+    return take;
   }
 
  private:

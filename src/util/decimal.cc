@@ -2,6 +2,8 @@
 
 #include <limits>
 
+#include "src/util/strings.h"
+
 namespace gputriage {
 namespace {
 
@@ -12,13 +14,7 @@ bool IsDigit(char c) { return c >= '0' && c <= '9'; }
 }  // namespace
 
 std::optional<int64_t> ParseMicrosecondsToNs(std::string_view text) {
-  // Trim surrounding whitespace (raw JSON tokens may carry trailing blanks).
-  while (!text.empty() && (text.front() == ' ' || text.front() == '\t' || text.front() == '\n' ||
-                           text.front() == '\r'))
-    text.remove_prefix(1);
-  while (!text.empty() && (text.back() == ' ' || text.back() == '\t' || text.back() == '\n' ||
-                           text.back() == '\r'))
-    text.remove_suffix(1);
+  text = TrimAsciiSpace(text);  // raw JSON tokens may carry trailing blanks
   size_t i = 0;
   const size_t n = text.size();
   bool negative = false;

@@ -33,7 +33,6 @@ constexpr double kComputeLimitBusyPercent = 85.0;
 constexpr double kTensorActiveTarget = 50.0;    // dense transformers: >50 % tensor activity
 
 double Percent(double part, double whole) { return whole > 0 ? 100.0 * part / whole : 0.0; }
-double Ms(TimeNs ns) { return static_cast<double>(ns) / 1e6; }
 double StepCount(const RecordingAnalysis& a) { return a.steps.empty() ? 1.0 : static_cast<double>(a.steps.size()); }
 
 Evidence E(std::string name, double value, std::string unit, std::string source,
@@ -62,7 +61,7 @@ struct Context {
 };
 
 void InputBound(const Context& c, std::vector<Finding>& out) {
-  const double wait_ms = Ms(c.a.average.ns[static_cast<int>(StepCategory::kDataLoader)]);
+  const double wait_ms = ToMs(c.a.average.ns[static_cast<int>(StepCategory::kDataLoader)]);
   const double wait_pct = Percent(wait_ms, c.step_ms);
   if (wait_pct < kInputModeratePercent) return;
   Finding f;
@@ -78,7 +77,7 @@ void InputBound(const Context& c, std::vector<Finding>& out) {
                          f.severity == Severity::kHigh ? kInputHighPercent : kInputModeratePercent, ">="));
   f.evidence.push_back(E("data_wait_ms_per_step", wait_ms, "ms", "mean over steps"));
   f.evidence.push_back(E("gpu_busy_percent", c.a.gpu.busy_percent, "percent", "union of kernel time / step time"));
-  const double idle_loader = Percent(Ms(c.a.device_idle.ns[static_cast<int>(IdleCause::kDataLoader)]) /
+  const double idle_loader = Percent(ToMs(c.a.device_idle.ns[static_cast<int>(IdleCause::kDataLoader)]) /
                                          StepCount(c.a),
                                      c.step_ms);
   f.evidence.push_back(E("gpu_idle_waiting_for_data_percent", idle_loader, "percent",
@@ -93,7 +92,7 @@ void InputBound(const Context& c, std::vector<Finding>& out) {
       {"cache the dataset on local NVMe (or in memory) instead of network storage",
        "removes I/O latency when workers are already saturated"},
   };
-  const double expected = std::max(c.step_ms - wait_ms, Ms(c.a.gpu.busy_ns) / StepCount(c.a));
+  const double expected = std::max(c.step_ms - wait_ms, ToMs(c.a.gpu.busy_ns) / StepCount(c.a));
   f.gain = StepGain(c.step_ms, expected,
                     "step time if the data wait overlapped with compute (bounded below by GPU busy time)");
   out.push_back(std::move(f));
@@ -117,17 +116,24 @@ void LowPrecision(const Context& c, std::vector<Finding>& out) {
   Finding f;
   f.verdict = "low_precision";
   f.severity = severity;
+  const bool fp32_fired = fp32 >= kFp32ModeratePercent;  // else the tf32 rule fired
   const std::string half = has_bf16 ? "bf16" : "fp16";
-  f.title = fmt::format("Matrix math in {} on a GPU with {} tensor cores", fp32 >= kFp32ModeratePercent ? "fp32" : "tf32", half);
+  f.title = fmt::format("Matrix math in {} on a GPU with {} tensor cores", fp32_fired ? "fp32" : "tf32", half);
   f.detail = fmt::format(
       "{:.0f}% of matrix (GEMM/convolution) kernel time runs in fp32 on CUDA cores and {:.0f}% in tf32; "
       "{} (compute capability {}.{}) runs {} matrix math on tensor cores at a much higher peak.",
       fp32, tf32, c.a.device.name.empty() ? "this GPU" : c.a.device.name, c.a.device.compute_major,
       c.a.device.compute_minor, half);
-  f.evidence.push_back(E("fp32_simt_percent_of_matrix_time", fp32, "percent",
-                         "kernel-name precision families (e.g. *sgemm*, cudnn engines <float>)",
-                         severity == Severity::kHigh ? kFp32HighPercent : kFp32ModeratePercent, ">="));
-  f.evidence.push_back(E("tf32_percent_of_matrix_time", tf32, "percent", "kernel-name precision families"));
+  // The threshold goes on the number whose rule fired.
+  const char* families = "kernel-name precision families (e.g. *sgemm*, cudnn engines <float>, *s1688gemm*)";
+  if (fp32_fired) {
+    f.evidence.push_back(E("fp32_simt_percent_of_matrix_time", fp32, "percent", families,
+                           severity == Severity::kHigh ? kFp32HighPercent : kFp32ModeratePercent, ">="));
+    f.evidence.push_back(E("tf32_percent_of_matrix_time", tf32, "percent", families));
+  } else {
+    f.evidence.push_back(E("fp32_simt_percent_of_matrix_time", fp32, "percent", families));
+    f.evidence.push_back(E("tf32_percent_of_matrix_time", tf32, "percent", families, kTf32ModeratePercent, ">="));
+  }
   f.evidence.push_back(E("tensor_core_percent_of_matrix_time", p.tensor_core_percent_of_matrix, "percent",
                          "matrix kernel time on tensor cores"));
   f.evidence.push_back(E("matrix_percent_of_kernel_time", p.matrix_percent_of_kernels, "percent",
@@ -137,8 +143,9 @@ void LowPrecision(const Context& c, std::vector<Finding>& out) {
   if (has_bf16) {
     f.recommendations.push_back({"with torch.autocast(device_type=\"cuda\", dtype=torch.bfloat16): around forward and loss",
                                  "bf16 matrix math on tensor cores; no loss scaling needed"});
-    f.recommendations.push_back({"torch.set_float32_matmul_precision(\"high\") (tf32) if autocast is not possible",
-                                 "keeps fp32 storage but runs matmuls on tensor cores"});
+    if (fp32_fired)
+      f.recommendations.push_back({"torch.set_float32_matmul_precision(\"high\") (tf32) if autocast is not possible",
+                                   "keeps fp32 storage but runs matmuls on tensor cores"});
   } else {
     f.recommendations.push_back({"with torch.autocast(device_type=\"cuda\", dtype=torch.float16): plus torch.cuda.amp.GradScaler()",
                                  "fp16 tensor cores; this GPU has no bf16 tensor cores, so fp16 needs loss scaling"});
@@ -158,9 +165,9 @@ void LowPrecision(const Context& c, std::vector<Finding>& out) {
       saved += tf32_ms * (1.0 - 1.0 / std::min(target / spec->tf32_tflops, kMatrixSpeedupCap));
     f.evidence.push_back(E("convertible_matrix_ms_per_step", fp32_ms + tf32_ms, "ms", "fp32+tf32 matrix kernel time per step"));
     f.gain = StepGain(c.step_ms, c.step_ms - saved,
-                      fmt::format("fp32/tf32 matrix kernels {} faster in {} ({} peak {:.0f} vs fp32 {:.1f} TFLOP/s, "
+                      fmt::format("fp32/tf32 matrix kernels become faster in {} ({} peak {:.0f} vs fp32 {:.1f} TFLOP/s, "
                                   "speedup capped at {:.0f}x); other kernels unchanged",
-                                  "become", half, spec->model, target, spec->fp32_tflops, kMatrixSpeedupCap));
+                                  half, spec->model, target, spec->fp32_tflops, kMatrixSpeedupCap));
   }
   out.push_back(std::move(f));
 }
@@ -180,7 +187,7 @@ void UnfusedAttention(const Context& c, std::vector<Finding>& out) {
   f.evidence.push_back(E("unfused_attention_percent_of_kernel_time", share, "percent",
                          "softmax + batched GEMM kernel time", kAttentionMinPercent, ">="));
   f.evidence.push_back(E("softmax_kernels", static_cast<double>(at.softmax_kernels), "count", "kernel names containing softmax"));
-  f.evidence.push_back(E("fused_attention_ms", Ms(at.fused_ns), "ms", "flash/fmha/efficient_attention kernels", 0.0, "=="));
+  f.evidence.push_back(E("fused_attention_ms", ToMs(at.fused_ns), "ms", "flash/fmha/efficient_attention kernels", 0.0, "=="));
   f.recommendations = {
       {"torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=...) instead of softmax(q @ k.T) @ v",
        "dispatches to FlashAttention / memory-efficient kernels"},
@@ -197,7 +204,7 @@ void UnfusedAttention(const Context& c, std::vector<Finding>& out) {
 void CommunicationBound(const Context& c, std::vector<Finding>& out) {
   const auto& cm = c.a.comm;
   const double total_ms = c.step_ms * static_cast<double>(c.a.steps.size());
-  const double exposed = Percent(Ms(cm.exposed_ns), total_ms);
+  const double exposed = Percent(ToMs(cm.exposed_ns), total_ms);
   if (exposed < kCommModeratePercent) return;
   Finding f;
   f.verdict = "communication_bound";
@@ -220,7 +227,7 @@ void CommunicationBound(const Context& c, std::vector<Finding>& out) {
       {"larger per-GPU batch, or fewer/larger collectives; check NCCL_DEBUG=INFO for the transport (NVLink/IB vs TCP)",
        "raises compute per byte communicated; a slow transport shows up there"},
   };
-  f.gain = StepGain(c.step_ms, c.step_ms - Ms(cm.exposed_ns) / StepCount(c.a),
+  f.gain = StepGain(c.step_ms, c.step_ms - ToMs(cm.exposed_ns) / StepCount(c.a),
                     "step time if exposed communication were fully overlapped with compute");
   out.push_back(std::move(f));
 }
@@ -228,8 +235,8 @@ void CommunicationBound(const Context& c, std::vector<Finding>& out) {
 void LaunchBound(const Context& c, std::vector<Finding>& out) {
   const auto& idle = c.a.device_idle;
   const double steps = StepCount(c.a);
-  const double host_ms = (Ms(idle.ns[static_cast<int>(IdleCause::kHostWait)]) +
-                          Ms(idle.ns[static_cast<int>(IdleCause::kLaunchOverhead)])) / steps;
+  const double host_ms = (ToMs(idle.ns[static_cast<int>(IdleCause::kHostWait)]) +
+                          ToMs(idle.ns[static_cast<int>(IdleCause::kLaunchOverhead)])) / steps;
   const double host_pct = Percent(host_ms, c.step_ms);
   const auto& l = c.a.launch;
   if (host_pct < kLaunchModeratePercent || l.kernels_per_step < kLaunchMinKernelsPerStep) return;
@@ -268,9 +275,10 @@ void LaunchBound(const Context& c, std::vector<Finding>& out) {
   out.push_back(std::move(f));
 }
 
-void Idle(const Context& c, const std::vector<Finding>& found, std::vector<Finding>& out) {
+/// Reads the findings so far; appends only when none of them explains the idle time.
+void Idle(const Context& c, std::vector<Finding>& out) {
   if (!c.a.has_gpu_activity || c.a.gpu.busy_percent >= kIdleBusyPercent) return;
-  for (const auto& f : found)  // idleness already explained by a cause of idle time
+  for (const auto& f : out)  // idleness already explained by a cause of idle time
     if (f.severity >= Severity::kModerate &&
         (f.verdict == "input_bound" || f.verdict == "launch_bound" || f.verdict == "communication_bound"))
       return;
@@ -292,7 +300,7 @@ void Idle(const Context& c, const std::vector<Finding>& found, std::vector<Findi
   f.evidence.push_back(E("kernels_per_step", c.a.launch.kernels_per_step, "count", "kernels inside steps"));
   for (int i = 0; i < kNumIdleCauses; ++i) {
     f.evidence.push_back(E(std::string("idle_") + IdleCauseName(static_cast<IdleCause>(i)) + "_percent",
-                           Percent(Ms(idle.ns[i]), c.step_ms * static_cast<double>(StepCount(c.a))),
+                           Percent(ToMs(idle.ns[i]), c.step_ms * StepCount(c.a)),
                            "percent", "share of step time"));
   }
   f.recommendations = {
@@ -304,9 +312,10 @@ void Idle(const Context& c, const std::vector<Finding>& found, std::vector<Findi
   out.push_back(std::move(f));
 }
 
-void ComputeLimit(const Context& c, const std::vector<Finding>& found, std::vector<Finding>& out) {
+/// Reads the findings so far; appends only when none of them is moderate or worse.
+void ComputeLimit(const Context& c, std::vector<Finding>& out) {
   if (!c.a.has_gpu_activity || c.a.gpu.busy_percent < kComputeLimitBusyPercent) return;
-  for (const auto& f : found)
+  for (const auto& f : out)
     if (f.severity >= Severity::kModerate) return;
   Finding f;
   f.verdict = "at_compute_limit";
@@ -336,9 +345,9 @@ void NoGpuActivity(const RecordingAnalysis& a, std::vector<Finding>& out) {
       "The trace has {} step(s) of {:.1f} ms on average but records no GPU kernels or copies (a CPU-only rank, "
       "a non-CUDA backend, or a profiler started without CUDA activities). GPU utilization, precision and "
       "kernel efficiency cannot be concluded from it.",
-      a.steps.size(), Ms(a.avg_step_ns));
+      a.steps.size(), ToMs(a.avg_step_ns));
   f.evidence.push_back(E("kernels", 0, "count", "kernel events in the trace"));
-  f.evidence.push_back(E("avg_step_ms", Ms(a.avg_step_ns), "ms", "host step spans"));
+  f.evidence.push_back(E("avg_step_ms", ToMs(a.avg_step_ns), "ms", "host step spans"));
   f.recommendations = {{"profile with activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA] on a GPU rank",
                         "records kernels so the GPU side can be diagnosed"}};
   out.push_back(std::move(f));
@@ -353,14 +362,14 @@ std::vector<Finding> JudgeRecording(const RecordingAnalysis& a) {
     return out;
   }
   if (a.steps.empty() || a.avg_step_ns <= 0) return out;
-  const Context c{a, Ms(a.avg_step_ns), Ms(a.average.ns[static_cast<int>(StepCategory::kKernel)])};
+  const Context c{a, ToMs(a.avg_step_ns), ToMs(a.average.ns[static_cast<int>(StepCategory::kKernel)])};
   InputBound(c, out);
   LowPrecision(c, out);
   UnfusedAttention(c, out);
   CommunicationBound(c, out);
   LaunchBound(c, out);
-  Idle(c, out, out);
-  ComputeLimit(c, out, out);
+  Idle(c, out);
+  ComputeLimit(c, out);
   for (auto& f : out) f.rank = a.rank;
   return out;
 }
@@ -390,10 +399,10 @@ Diagnosis Diagnose(const Run& run) {
     s.gpu_busy_percent += a.gpu.busy_percent;
     s.data_wait_percent += Percent(static_cast<double>(a.average.ns[static_cast<int>(StepCategory::kDataLoader)]),
                                    static_cast<double>(a.avg_step_ns));
-    s.avg_step_ms += Ms(a.avg_step_ns);
+    s.avg_step_ms += ToMs(a.avg_step_ns);
     s.steps += static_cast<int64_t>(a.steps.size());
     s.exposed_communication_percent +=
-        Percent(Ms(a.comm.exposed_ns), Ms(a.avg_step_ns) * static_cast<double>(a.steps.size()));
+        Percent(ToMs(a.comm.exposed_ns), ToMs(a.avg_step_ns) * static_cast<double>(a.steps.size()));
     if (!std::isnan(a.gpu.sm_efficiency_percent)) sm += a.gpu.sm_efficiency_percent, ++n_sm;
     if (!std::isnan(a.gpu.achieved_occupancy_percent)) occ += a.gpu.achieved_occupancy_percent, ++n_occ;
     if (!std::isnan(a.precision.tensor_core_percent_of_matrix)) tc += a.precision.tensor_core_percent_of_matrix, ++n_tc;

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "src/util/decimal.h"
+#include "src/util/strings.h"
 
 namespace gputriage::kineto {
 namespace {
@@ -22,10 +23,7 @@ std::optional<int64_t> AsInt(value v) {
   json_type type;
   if (v.type().get(type)) return std::nullopt;
   if (type == json_type::number) {
-    std::string_view raw = v.raw_json_token();
-    while (!raw.empty() && (raw.back() == ' ' || raw.back() == '\n' || raw.back() == '\r' || raw.back() == '\t'))
-      raw.remove_suffix(1);
-    if (auto parsed = ParseInt64(raw)) return parsed;
+    if (auto parsed = ParseInt64(TrimAsciiSpace(v.raw_json_token()))) return parsed;
     double d;
     if (v.get_double().get(d) || !std::isfinite(d) || std::fabs(d) > 9.2e18) return std::nullopt;
     return static_cast<int64_t>(d);

@@ -1,6 +1,7 @@
 // Kineto trace → canonical model. The splitter finds events, the simdjson adapter
 // reads each one, and this file decides what each event means.
 #include <algorithm>
+#include <limits>
 #include <string>
 
 #include <fmt/format.h>
@@ -9,22 +10,17 @@
 #include "src/sources/kineto/kineto_json.h"
 #include "src/sources/kineto/trace_json_splitter.h"
 #include "src/util/byte_source.h"
+#include "src/util/decimal.h"
+#include "src/util/strings.h"
 
 namespace gputriage {
 namespace {
 
-/// Lower-cases ASCII into a small stack buffer (category names are short).
-std::string Lower(std::string_view s) {
-  std::string out(s);
-  for (auto& c : out) c = static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
-  return out;
-}
-
-bool StartsWith(std::string_view s, std::string_view prefix) { return s.substr(0, prefix.size()) == prefix; }
-bool EndsWith(std::string_view s, std::string_view suffix) {
-  return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
-}
-bool Contains(std::string_view s, std::string_view part) { return s.find(part) != std::string_view::npos; }
+// Timestamps beyond ±2^62 ns (±146 years) or single events longer than 2^50 ns
+// (13 days) are corrupt; rejecting them keeps every sum and difference of times
+// inside int64.
+constexpr TimeNs kMaxAbsTimeNs = TimeNs{1} << 62;
+constexpr TimeNs kMaxDurationNs = TimeNs{1} << 50;
 
 enum class Category {
   kKernel, kMemcpy, kMemset, kRuntime, kDriver, kCpu, kPythonOp, kUserAnnotation,
@@ -34,24 +30,29 @@ enum class Category {
 Category Classify(std::string_view cat) {
   // Both schema generations: 2021 ("Kernel", "Runtime", "Operator", "Memcpy") and
   // 2022+ ("kernel", "cuda_runtime", "cpu_op", "gpu_memcpy"); ROCm reuses them.
-  const std::string c = Lower(cat);
-  if (c == "kernel") return Category::kKernel;
-  if (c == "gpu_memcpy" || c == "memcpy") return Category::kMemcpy;
-  if (c == "gpu_memset" || c == "memset") return Category::kMemset;
-  if (c == "cuda_runtime" || c == "runtime" || c == "mtia_runtime" || c == "xpu_runtime" ||
-      c == "privateuse1_runtime" || c == "glow_runtime")
-    return Category::kRuntime;
-  if (c == "cuda_driver" || c == "privateuse1_driver") return Category::kDriver;
-  if (c == "cpu_op" || c == "operator") return Category::kCpu;
-  if (c == "python") return Category::kPythonOp;
-  if (c == "user_annotation") return Category::kUserAnnotation;
-  if (c == "gpu_user_annotation") return Category::kGpuAnnotation;
-  if (c == "python_function") return Category::kPythonFunction;
-  if (c == "cuda_sync") return Category::kSync;
-  if (c == "trace") return Category::kTrace;
-  if (c == "overhead" || c == "cuda_profiler_range" || c == "cpu_instant_event" ||
-      c == "ac2g" || c == "async" || c == "fwdbwd" || c == "async_cpu_to_gpu")
-    return Category::kIgnored;
+  // Called once per event: compares case-insensitively without allocating.
+  struct Entry {
+    std::string_view lower;
+    Category category;
+  };
+  static constexpr Entry kTable[] = {
+      {"kernel", Category::kKernel},           {"gpu_memcpy", Category::kMemcpy},
+      {"memcpy", Category::kMemcpy},           {"gpu_memset", Category::kMemset},
+      {"memset", Category::kMemset},           {"cuda_runtime", Category::kRuntime},
+      {"runtime", Category::kRuntime},         {"mtia_runtime", Category::kRuntime},
+      {"xpu_runtime", Category::kRuntime},     {"privateuse1_runtime", Category::kRuntime},
+      {"glow_runtime", Category::kRuntime},    {"cuda_driver", Category::kDriver},
+      {"privateuse1_driver", Category::kDriver}, {"cpu_op", Category::kCpu},
+      {"operator", Category::kCpu},            {"python", Category::kPythonOp},
+      {"user_annotation", Category::kUserAnnotation}, {"gpu_user_annotation", Category::kGpuAnnotation},
+      {"python_function", Category::kPythonFunction}, {"cuda_sync", Category::kSync},
+      {"trace", Category::kTrace},             {"overhead", Category::kIgnored},
+      {"cuda_profiler_range", Category::kIgnored}, {"cpu_instant_event", Category::kIgnored},
+      {"ac2g", Category::kIgnored},            {"async", Category::kIgnored},
+      {"fwdbwd", Category::kIgnored},          {"async_cpu_to_gpu", Category::kIgnored},
+  };
+  for (const auto& entry : kTable)
+    if (EqualsLowered(cat, entry.lower)) return entry.category;
   return Category::kUnknown;
 }
 
@@ -86,7 +87,7 @@ bool IsCommunicationOpName(std::string_view name) {
 }
 
 Vendor GuessVendor(const Device& d, const std::map<std::string, std::string>& metadata) {
-  const std::string n = Lower(d.name);
+  const std::string n = AsciiLower(d.name);
   if (Contains(n, "nvidia") || Contains(n, "tesla") || Contains(n, "quadro") || Contains(n, "geforce") ||
       Contains(n, "rtx"))
     return Vendor::kNvidia;
@@ -133,9 +134,19 @@ class KinetoImporter {
     for (auto& d : rec_.devices) d.vendor = GuessVendor(d, rec_.metadata);
     // Kineto ≥ 2024 writes ts relative to baseTimeNanoseconds, often *after* the
     // events, so the shift is applied once everything is read.
-    TimeNs base = header_.base_time_ns.value_or(0);
-    if (base != 0) Shift(base);
-    rec_.clock_is_absolute = base != 0 || first_ts_ > 100 * kNsPerS * 1000 * 1000;  // after ~1973
+    const TimeNs base = header_.base_time_ns.value_or(0);
+    const bool any_time = first_ts_ <= last_ts_;
+    if (base != 0 && any_time &&
+        (base > kMaxAbsTimeNs || base < -kMaxAbsTimeNs || base + last_ts_ > kMaxAbsTimeNs ||
+         base + first_ts_ < -kMaxAbsTimeNs)) {
+      rec_.stats.AddIssue(IssueSeverity::kWarning, "bad_base_time",
+                          fmt::format("{}: baseTimeNanoseconds {} puts events beyond ±146 years; times kept "
+                                      "relative to the trace's own zero",
+                                      rec_.source_path, base));
+    } else if (base != 0) {
+      Shift(base);
+    }
+    rec_.clock_is_absolute = any_time && first_ts_ > 100 * kNsPerS * 1000 * 1000;  // after ~1973
     Sort();
   }
 
@@ -178,8 +189,16 @@ class KinetoImporter {
                           fmt::format("{}: byte {}: event with negative \"dur\" skipped", rec_.source_path, offset));
       return;
     }
+    if (*e.ts_ns > kMaxAbsTimeNs || *e.ts_ns < -kMaxAbsTimeNs || *e.dur_ns > kMaxDurationNs) {
+      rec_.stats.AddIssue(IssueSeverity::kWarning, "time_out_of_range",
+                          fmt::format("{}: byte {}: event with \"ts\" beyond ±146 years or \"dur\" over 13 days "
+                                      "skipped",
+                                      rec_.source_path, offset));
+      return;
+    }
     const Interval time{*e.ts_ns, *e.ts_ns + *e.dur_ns};
-    if (first_ts_ == 0 || time.start < first_ts_) first_ts_ = time.start;
+    first_ts_ = std::min(first_ts_, time.start);
+    last_ts_ = std::max(last_ts_, time.end);
     ++rec_.stats.events_used;
     switch (category) {
       case Category::kKernel: {
@@ -233,7 +252,14 @@ class KinetoImporter {
         if (category != Category::kPythonOp && StartsWith(e.name, "ProfilerStep#")) {
           Step step;
           step.host = time;
-          step.number = std::strtoll(std::string(e.name.substr(13)).c_str(), nullptr, 10);
+          const auto number = ParseInt64(e.name.substr(13));
+          if (!number) {
+            rec_.stats.AddIssue(IssueSeverity::kWarning, "bad_step_name",
+                                fmt::format("{}: byte {}: step marker \"{}\" has no step number; skipped",
+                                            rec_.source_path, offset, e.name));
+            break;
+          }
+          step.number = *number;
           rec_.steps.push_back(step);
           break;
         }
@@ -255,7 +281,6 @@ class KinetoImporter {
       case Category::kGpuAnnotation:
         // GPU-lane copies of record_function ranges (ProfilerStep#N among them, on
         // ROCm almost zero-length): steps are counted once, from the host lane.
-        ++gpu_annotations_;
         break;
       case Category::kSync: {
         SyncActivity s;
@@ -286,6 +311,7 @@ class KinetoImporter {
     for (auto& s : rec_.steps) shift(s.host);
     if (rec_.profiler_window.end != 0) shift(rec_.profiler_window);
     first_ts_ += base;
+    last_ts_ += base;
   }
 
   void Sort() {
@@ -309,8 +335,8 @@ class KinetoImporter {
   kineto::EventParser parser_;
   kineto::RawEvent event_;
   kineto::TraceHeader header_;
-  TimeNs first_ts_ = 0;
-  int64_t gpu_annotations_ = 0;
+  TimeNs first_ts_ = std::numeric_limits<TimeNs>::max();  // earliest start of a used event
+  TimeNs last_ts_ = std::numeric_limits<TimeNs>::min();   // latest end
 };
 
 StatusOr<Recording> ImportFromSource(ByteSource& source, size_t chunk_bytes = size_t{4} << 20) {
@@ -328,11 +354,10 @@ StatusOr<Recording> ImportFromSource(ByteSource& source, size_t chunk_bytes = si
     return UnimplementedError(fmt::format(
         "{}: JSON without a \"traceEvents\" array: not a PyTorch profiler / Chrome trace", source.name()));
   }
-  if (outcome.events > 0 && rec.stats.events_seen > 0 && rec.stats.events_used == 0 &&
-      rec.stats.issues.size() > 0 && rec.stats.issues.front().kind == "bad_event" &&
-      rec.stats.issues.front().count == rec.stats.events_seen) {
+  if (const ImportIssue* unreadable = rec.stats.FindIssue("bad_event");
+      unreadable != nullptr && unreadable->count == rec.stats.events_seen) {
     return DataLossError(fmt::format("{}: none of the {} events could be read; first problem: {}", source.name(),
-                                     rec.stats.events_seen, rec.stats.issues.front().message));
+                                     rec.stats.events_seen, unreadable->message));
   }
   importer.Finish(outcome);
   return rec;

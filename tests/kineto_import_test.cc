@@ -199,6 +199,15 @@ TEST(KinetoImport, ImpossibleTimesAreNamedNotOverflowed) {
   EXPECT_NE(rec->stats.FindIssue("bad_base_time"), nullptr);
 }
 
+TEST(KinetoImport, BaseTimeWithoutTimedEventsIsHarmless) {
+  // Found by the fuzzer: no usable event, so there is nothing to shift.
+  auto rec = ImportKinetoTraceFromMemory(
+      "meta_only.json", R"json({"traceEvents": [{"ph": "M", "name": "process_name"}], "baseTimeNanoseconds": -700000000000000000})json");
+  ASSERT_TRUE(rec.ok()) << rec.status().ToString();
+  EXPECT_TRUE(rec->kernels.empty());
+  EXPECT_FALSE(rec->clock_is_absolute);
+}
+
 TEST(KinetoImport, EmptyAndWrongFormatInputsAreClearErrors) {
   auto empty = ImportKinetoTraceFromMemory("empty.json", "");
   ASSERT_FALSE(empty.ok());

@@ -143,7 +143,7 @@ class KinetoImporter {
                           fmt::format("{}: baseTimeNanoseconds {} puts events beyond ±146 years; times kept "
                                       "relative to the trace's own zero",
                                       rec_.source_path, base));
-    } else if (base != 0) {
+    } else if (base != 0 && any_time) {
       Shift(base);
     }
     rec_.clock_is_absolute = any_time && first_ts_ > 100 * kNsPerS * 1000 * 1000;  // after ~1973

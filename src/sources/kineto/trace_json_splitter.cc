@@ -21,37 +21,56 @@ std::string Printable(int c) {
 }
 
 
-/// First byte in [p, limit) that matters to the scanner: inside a string '"' or
-/// '\\'; outside, '"' and the brackets. 16 bytes at a time where SSE2 exists
-/// (every x86-64): the splitter touches every byte of the file, so this loop is
-/// the importer's hot path.
-const char* FindStructural(const char* p, const char* limit, bool in_string) {
+/// Where the bytes that matter to the scanner sit in a 64-byte block: bit i
+/// stands for byte i. Reads 64 bytes; the buffer's padding makes that safe.
+struct BlockMasks {
+  uint64_t quote = 0;
+  uint64_t backslash = 0;
+  uint64_t open = 0;   // '{' or '['
+  uint64_t close = 0;  // '}' or ']'
+};
+
+BlockMasks ClassifyBlock(const char* p) {
+  BlockMasks m;
 #if defined(__SSE2__)
-  const __m128i quote = _mm_set1_epi8('"');
-  const __m128i backslash = _mm_set1_epi8('\\');
-  const __m128i open_brace = _mm_set1_epi8('{');
-  const __m128i close_brace = _mm_set1_epi8('}');
-  const __m128i open_bracket = _mm_set1_epi8('[');
-  const __m128i close_bracket = _mm_set1_epi8(']');
-  while (limit - p >= 16) {
-    const __m128i chunk = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
-    __m128i hits = _mm_cmpeq_epi8(chunk, quote);
-    if (in_string) {
-      hits = _mm_or_si128(hits, _mm_cmpeq_epi8(chunk, backslash));
-    } else {
-      hits = _mm_or_si128(hits, _mm_or_si128(_mm_cmpeq_epi8(chunk, open_brace), _mm_cmpeq_epi8(chunk, close_brace)));
-      hits = _mm_or_si128(hits, _mm_or_si128(_mm_cmpeq_epi8(chunk, open_bracket), _mm_cmpeq_epi8(chunk, close_bracket)));
+  // 16 bytes per compare; the splitter touches every byte of the file, so this is
+  // the importer's hot loop.
+  for (int part = 0; part < 4; ++part) {
+    const __m128i chunk = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16 * part));
+    auto bits = [&](char c) {
+      return static_cast<uint64_t>(static_cast<unsigned>(_mm_movemask_epi8(_mm_cmpeq_epi8(chunk, _mm_set1_epi8(c)))))
+             << (16 * part);
+    };
+    m.quote |= bits('"');
+    m.backslash |= bits('\\');
+    m.open |= bits('{') | bits('[');
+    m.close |= bits('}') | bits(']');
+  }
+#else
+  for (int i = 0; i < 64; ++i) {
+    const uint64_t bit = uint64_t{1} << i;
+    switch (p[i]) {
+      case '"': m.quote |= bit; break;
+      case '\\': m.backslash |= bit; break;
+      case '{': case '[': m.open |= bit; break;
+      case '}': case ']': m.close |= bit; break;
+      default: break;
     }
-    const int mask = _mm_movemask_epi8(hits);
-    if (mask != 0) return p + __builtin_ctz(static_cast<unsigned>(mask));
-    p += 16;
   }
 #endif
-  for (; p < limit; ++p) {
-    const char c = *p;
-    if (c == '"' || (in_string ? c == '\\' : (c == '{' || c == '}' || c == '[' || c == ']'))) return p;
-  }
-  return limit;
+  return m;
+}
+
+/// Bit i set when an odd number of bits at positions <= i are set: with quote
+/// bits in, the bytes inside strings (from the opening quote on).
+uint64_t PrefixXor(uint64_t x) {
+  x ^= x << 1;
+  x ^= x << 2;
+  x ^= x << 4;
+  x ^= x << 8;
+  x ^= x << 16;
+  x ^= x << 32;
+  return x;
 }
 
 }  // namespace
@@ -106,72 +125,79 @@ StatusOr<TraceJsonSplitter::ScanResult> TraceJsonSplitter::ScanValue(size_t* len
   size_t offset = 0;
   int depth = 0;
   bool in_string = false;
-  bool scalar = false;
-  bool started = false;
+  bool escaped = false;  // the previous byte was a backslash inside a string
+  enum class Kind { kUnknown, kContainer, kString, kScalar } kind = Kind::kUnknown;
   while (true) {
     const char* start = buffer_.data() + begin_;
     const char* p = start + offset;
     const char* const limit = buffer_.data() + end_;
-    if (!started && p < limit) {
-      started = true;
-      const char c = *p;
-      if (c == '"') {
-        in_string = true;
-        ++p;
-      } else if (c != '{' && c != '[') {
-        scalar = true;
-      }
+    if (kind == Kind::kUnknown && p < limit) {
+      kind = (*p == '{' || *p == '[') ? Kind::kContainer : *p == '"' ? Kind::kString : Kind::kScalar;
     }
-    if (scalar) {
-      while (p < limit) {
-        const char c = *p;
-        if (c == ',' || c == '}' || c == ']' || IsSpace(c)) {
-          *length = static_cast<size_t>(p - start);
-          return ScanResult::kComplete;
-        }
-        ++p;
+    auto complete_at = [&](const char* end) {
+      *length = static_cast<size_t>(end - start);
+      return ScanResult::kComplete;
+    };
+    if (kind == Kind::kScalar) {
+      for (; p < limit; ++p) {
+        if (*p == ',' || *p == '}' || *p == ']' || IsSpace(*p)) return complete_at(p);
       }
-    } else {
+    } else if (kind == Kind::kString) {
+      // Member names and string members: short, read byte by byte.
+      if (offset == 0) ++p;  // the opening quote
+      for (; p < limit; ++p) {
+        if (escaped) escaped = false;
+        else if (*p == '\\') escaped = true;
+        else if (*p == '"') return complete_at(p + 1);
+      }
+    } else if (kind == Kind::kContainer) {
       while (p < limit) {
-        p = FindStructural(p, limit, in_string);
-        if (p >= limit) break;
-        const char c = *p;
-        if (in_string) {
-          if (c == '\\') {  // skip the escaped character (may lie past the buffer end)
-            p += 2;
-            continue;
-          }
-          in_string = false;  // closing quote
-          ++p;
-          if (depth == 0) {
-            *length = static_cast<size_t>(p - start);
-            return ScanResult::kComplete;
-          }
-          continue;
-        }
-        ++p;
-        switch (c) {
-          case '"': in_string = true; break;
-          case '{':
-          case '[': ++depth; break;
-          default:  // '}' or ']'
-            if (--depth == 0) {
-              *length = static_cast<size_t>(p - start);
-              return ScanResult::kComplete;
+        const size_t n = std::min<size_t>(64, static_cast<size_t>(limit - p));
+        const uint64_t valid = n == 64 ? ~uint64_t{0} : (uint64_t{1} << n) - 1;
+        const BlockMasks m = ClassifyBlock(p);
+        const uint64_t quote = m.quote & valid;
+        if ((m.backslash & valid) == 0 && !escaped) {
+          // No escapes: string extents follow from the quote parity alone.
+          const uint64_t inside = PrefixXor(quote) ^ (in_string ? ~uint64_t{0} : 0);
+          uint64_t brackets = (m.open | m.close) & valid & ~inside;
+          while (brackets != 0) {
+            const int i = __builtin_ctzll(brackets);
+            if ((m.open >> i) & 1) {
+              ++depth;
+            } else if (--depth == 0) {
+              return complete_at(p + i + 1);
+            } else if (depth < 0) {
+              return ScanResult::kMalformed;
             }
-            if (depth < 0) return ScanResult::kMalformed;
-            break;
+            brackets &= brackets - 1;
+          }
+          in_string ^= (__builtin_popcountll(quote) & 1) != 0;
+        } else {
+          // A block with escapes (rare in traces): byte by byte.
+          for (size_t i = 0; i < n; ++i) {
+            const char c = p[i];
+            if (in_string) {
+              if (escaped) escaped = false;
+              else if (c == '\\') escaped = true;
+              else if (c == '"') in_string = false;
+            } else if (c == '"') {
+              in_string = true;
+            } else if (c == '{' || c == '[') {
+              ++depth;
+            } else if (c == '}' || c == ']') {
+              if (--depth == 0) return complete_at(p + i + 1);
+              if (depth < 0) return ScanResult::kMalformed;
+            }
+          }
         }
+        p += n;
       }
     }
     offset = static_cast<size_t>(p - start);
     if (eof_) {
-      if (scalar && offset > 0) {  // a bare scalar may end the data
-        *length = std::min(offset, end_ - begin_);
-        return ScanResult::kComplete;
-      }
-      *length = std::min(offset, end_ - begin_);
-      return ScanResult::kNeedMore;
+      *length = offset;
+      // A bare scalar may end the data; anything else is cut off.
+      return kind == Kind::kScalar && offset > 0 ? ScanResult::kComplete : ScanResult::kNeedMore;
     }
     RETURN_IF_ERROR(Fill());
   }

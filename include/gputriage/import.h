@@ -2,6 +2,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "gputriage/model.h"
@@ -23,7 +24,35 @@ StatusOr<Recording> ImportKinetoTrace(const std::string& path);
 /// The same from bytes in memory (tests, fuzzing); `name` is used in messages.
 StatusOr<Recording> ImportKinetoTraceFromMemory(const std::string& name, std::string_view bytes);
 
-/// Imports several files as the recordings (ranks) of one run.
-StatusOr<Run> ImportRun(const std::vector<std::string>& paths);
+/// How to read inputs whose content does not say everything.
+struct ImportOptions {
+  /// "auto" (detect from the content) or one of kInputFormats.
+  std::string format = "auto";
+  /// Column list for a headerless nvidia-smi CSV: the --query-gpu fields in order.
+  std::vector<std::string> smi_columns;
+  /// Sampling interval of sources that write no timestamps; 0 = the source's
+  /// default: 1 s for nvidia-smi dmon (-d) and dcgmi dmon (-d 1000), and 15 s
+  /// between untimed dcgm-exporter scrapes (the Helm chart's scrape interval).
+  TimeNs sample_interval_ns = 0;
+};
+
+/// Formats `--format` accepts.
+inline constexpr const char* kInputFormats[] = {"kineto", "nvidia-smi-csv", "nvidia-smi-q", "nvidia-smi-dmon",
+                                                "dcgmi-dmon", "dcgm-exporter", "capture-bundle"};
+
+/// Imports one input: a Kineto trace, a GPU metric log (nvidia-smi CSV, -q text,
+/// dmon, dcgmi dmon, dcgm-exporter scrapes, an nvidia-smi capture bundle), or a
+/// directory of dcgm-exporter scrapes. The format is detected from the content
+/// unless `options.format` names it. A capture bundle with idle/load phases gives
+/// one recording per phase.
+StatusOr<std::vector<Recording>> ImportFile(const std::string& path, const ImportOptions& options = {});
+
+/// A metric log from bytes in memory (tests, fuzzing); `format` as in ImportOptions.
+StatusOr<std::vector<Recording>> ImportMetricLogFromMemory(const std::string& name, std::string_view bytes,
+                                                           const ImportOptions& options = {});
+
+/// Imports several inputs as the recordings of one run: traces of several ranks,
+/// and metric logs of the same job, diagnosed together.
+StatusOr<Run> ImportRun(const std::vector<std::string>& paths, const ImportOptions& options = {});
 
 }  // namespace gputriage

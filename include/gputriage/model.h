@@ -15,6 +15,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "gputriage/metrics.h"
+
 namespace gputriage {
 
 using TimeNs = int64_t;
@@ -155,14 +157,6 @@ struct Step {
   Interval host;
 };
 
-/// Room for sampled metrics (nvidia-smi, DCGM, NVML) that later sources add.
-struct TimeSeries {
-  std::string metric;  // canonical metric name, e.g. "gpu_utilization"
-  std::string unit;    // "percent", "W", "MHz", ...
-  int device = -1;
-  std::vector<std::pair<TimeNs, double>> samples;
-};
-
 enum class IssueSeverity { kInfo, kWarning, kError };
 
 /// A problem met while importing: counted by kind, never fatal on its own.
@@ -189,7 +183,7 @@ struct ImportStats {
 /// Everything one source file (one rank / process) recorded.
 struct Recording {
   std::string source_path;
-  std::string format;  // "kineto"
+  std::string format;  // "kineto", "nvidia-smi-csv", "nvidia-smi-q", "nvidia-smi-dmon", "dcgmi-dmon", "dcgm-exporter"
   int rank = -1;
   int world_size = -1;
   std::string comm_backend;  // "nccl", "gloo", ...
@@ -203,7 +197,7 @@ struct Recording {
   std::vector<CpuSpan> cpu_spans;
   std::vector<SyncActivity> syncs;
   std::vector<Step> steps;
-  std::vector<TimeSeries> series;
+  MetricSet metrics;  // sampled GPU metrics (nvidia-smi, dmon, dcgmi, dcgm-exporter)
   Interval profiler_window;  // the "PyTorch Profiler (0)" span, if recorded
   std::map<std::string, std::string> metadata;
 

@@ -376,14 +376,4 @@ StatusOr<Recording> ImportKinetoTraceFromMemory(const std::string& name, std::st
   return ImportFromSource(*source, std::clamp<size_t>(bytes.size(), 4096, size_t{4} << 20));
 }
 
-StatusOr<Run> ImportRun(const std::vector<std::string>& paths) {
-  Run run;
-  for (size_t i = 0; i < paths.size(); ++i) {
-    ASSIGN_OR_RETURN(Recording rec, ImportKinetoTrace(paths[i]));
-    if (rec.rank < 0 && paths.size() > 1) rec.rank = static_cast<int>(i);
-    run.recordings.push_back(std::move(rec));
-  }
-  return run;
-}
-
 }  // namespace gputriage

@@ -1,0 +1,202 @@
+// Sampled GPU metrics in the canonical model: what nvidia-smi, dmon, dcgmi and
+// dcgm-exporter logs (and later NVML recordings) become.
+//
+// Every importer normalises units on the way in (percent 0-100, bytes, bytes/s,
+// watts, MHz, degrees C, joules), so analyses never see a source's unit.
+//
+// Memory is bounded: a series keeps a streaming sketch (exact counts, a value
+// histogram, a decimated timeline and a periodicity accumulator), not its samples,
+// so a multi-gigabyte log costs the same memory as a short one.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace gputriage {
+
+using TimeNs = int64_t;
+
+/// Canonical metrics. Utilizations and activities are percent (0-100) even when
+/// the source reports a 0-1 ratio (DCGM profiling fields, dcgm-exporter >= 4.9).
+enum class Metric : uint8_t {
+  kGpuUtil,          // NVML utilization.gpu / DCGM_FI_DEV_GPU_UTIL: share of time any kernel runs
+  kMemCopyUtil,      // utilization.memory / MEM_COPY_UTIL: share of time device memory is read or written
+  kEncoderUtil,      // NVENC
+  kDecoderUtil,      // NVDEC
+  kGrEngineActive,   // DCGM_FI_PROF_GR_ENGINE_ACTIVE / GPM GRAPHICS_UTIL
+  kSmActive,         // DCGM_FI_PROF_SM_ACTIVE / GPM SM_UTIL
+  kSmOccupancy,      // DCGM_FI_PROF_SM_OCCUPANCY / GPM SM_OCCUPANCY
+  kTensorActive,     // DCGM_FI_PROF_PIPE_TENSOR_ACTIVE / GPM ANY_TENSOR_UTIL
+  kDramActive,       // DCGM_FI_PROF_DRAM_ACTIVE / GPM DRAM_BW_UTIL
+  kFp64Active,
+  kFp32Active,
+  kFp16Active,
+  kPcieRxBytesPerS,  // host → device
+  kPcieTxBytesPerS,
+  kNvlinkRxBytesPerS,
+  kNvlinkTxBytesPerS,
+  kPowerW,
+  kPowerLimitW,      // enforced/current board power limit
+  kSmClockMHz,
+  kMemClockMHz,
+  kGpuTempC,
+  kMemTempC,
+  kFbUsedBytes,
+  kFbFreeBytes,
+  kFbTotalBytes,
+  kClockEventReasons,  // NVML clocks_event_reasons bitmask (stored as a double holding an integer)
+  kEnergyJ,            // cumulative energy counter
+  kCount,
+};
+constexpr int kNumMetrics = static_cast<int>(Metric::kCount);
+
+/// Stable snake_case id ("gpu_util", "tensor_active") used in JSON and docs.
+const char* MetricName(Metric m);
+/// Canonical unit: "percent", "bytes", "bytes/s", "W", "MHz", "C", "J", "bitmask".
+const char* MetricUnit(Metric m);
+/// True for metrics on a 0-100 scale.
+bool IsPercentMetric(Metric m);
+
+/// NVML clock event (throttle) reason bits (nvml.h nvmlClocksEventReason*).
+namespace clock_event {
+constexpr uint64_t kGpuIdle = 0x1;
+constexpr uint64_t kApplicationsClocksSetting = 0x2;
+constexpr uint64_t kSwPowerCap = 0x4;
+constexpr uint64_t kHwSlowdown = 0x8;
+constexpr uint64_t kSyncBoost = 0x10;
+constexpr uint64_t kSwThermalSlowdown = 0x20;
+constexpr uint64_t kHwThermalSlowdown = 0x40;
+constexpr uint64_t kHwPowerBrakeSlowdown = 0x80;
+constexpr uint64_t kDisplayClockSetting = 0x100;
+/// Reasons that cost performance while the GPU has work (idle and settings do not).
+constexpr uint64_t kPerformanceLimiting =
+    kSwPowerCap | kHwSlowdown | kSwThermalSlowdown | kHwThermalSlowdown | kHwPowerBrakeSlowdown;
+}  // namespace clock_event
+
+/// A streaming summary of one series. Exact: count, sum, min, max, first/last
+/// time. Quantiles: exact for integer values 0..4095 (what percent and MHz
+/// readings are), else from a log-linear histogram (relative error < 0.4 %).
+/// Timeline: at most kTimelineBuckets means, merged pairwise as the series grows.
+/// Periodicity: mean autocorrelation over blocks of kRhythmBlock regular samples.
+class SeriesSketch {
+ public:
+  static constexpr int kTimelineBuckets = 512;
+  static constexpr int kRhythmBlock = 256;
+  static constexpr int kRhythmMaxLag = 96;
+
+  SeriesSketch();
+  ~SeriesSketch();
+  SeriesSketch(SeriesSketch&&) noexcept;
+  SeriesSketch& operator=(SeriesSketch&&) noexcept;
+
+  /// Adds one sample. Times should not decrease; an out-of-order sample still
+  /// counts in the distribution but not in the timeline or periodicity.
+  void Add(TimeNs t, double value);
+  /// Turns on the periodicity accumulator (costly: only for utilization series).
+  void EnableRhythm();
+
+  int64_t count() const { return count_; }
+  double mean() const { return count_ ? sum_ / static_cast<double>(count_) : 0.0; }
+  double min() const { return min_; }
+  double max() const { return max_; }
+  TimeNs first_time() const { return first_t_; }
+  TimeNs last_time() const { return last_t_; }
+  int64_t out_of_order() const { return out_of_order_; }
+  /// The q-quantile (0..1) of the values.
+  double Quantile(double q) const;
+  /// Share (0..1) of samples with value <= x / >= x.
+  double ShareAtMost(double x) const;
+  double ShareAtLeast(double x) const;
+  /// Median spacing of consecutive samples (0 with fewer than 2).
+  TimeNs MedianInterval() const;
+  /// Largest spacing of consecutive samples.
+  TimeNs MaxInterval() const { return max_interval_; }
+
+  struct TimelinePoint {
+    TimeNs start = 0;
+    double mean = 0;
+    double min = 0;
+    double max = 0;
+    int64_t count = 0;
+  };
+  std::vector<TimelinePoint> Timeline() const;
+  TimeNs timeline_bucket_ns() const { return bucket_ns_; }
+
+  struct Rhythm {
+    int blocks = 0;            // blocks of regular samples with variation
+    int period_samples = 0;    // lag of the strongest autocorrelation peak, 0 if none
+    TimeNs period_ns = 0;      // period_samples × median interval
+    double strength = 0;       // mean autocorrelation at that lag (-1..1)
+    double swing_p50 = 0;      // median within-block p90 - p10 (units of the series)
+  };
+  Rhythm rhythm() const;
+
+ private:
+  struct Histogram;
+  struct RhythmState;
+  void AddTimeline(TimeNs t, double value);
+  void FlushRhythmBlock();
+
+  int64_t count_ = 0;
+  double sum_ = 0;
+  double min_ = 0;
+  double max_ = 0;
+  TimeNs first_t_ = 0;
+  TimeNs last_t_ = 0;
+  TimeNs max_interval_ = 0;
+  int64_t out_of_order_ = 0;
+  std::unique_ptr<Histogram> values_;
+  std::unique_ptr<Histogram> intervals_;
+  std::vector<TimelinePoint> timeline_;
+  TimeNs bucket_ns_ = 0;
+  std::unique_ptr<RhythmState> rhythm_;
+};
+
+/// Identity and static facts of one GPU (or MIG instance) as a metric source saw it.
+struct MetricDevice {
+  int index = -1;            // nvidia-smi / DCGM GPU index, -1 if not given
+  std::string uuid;
+  std::string pci_bus_id;
+  std::string mig_profile;   // "1g.5gb" for a MIG instance
+  int mig_instance = -1;     // GPU_I_ID
+  std::string name;          // "NVIDIA H100 80GB HBM3"
+  std::string architecture;  // "Hopper" (nvidia-smi -q)
+  std::string driver_version;
+  std::string hostname;
+  bool mig_mode = false;     // MIG enabled on the physical GPU
+  double power_limit_w = 0;  // 0 when unknown
+  double max_sm_clock_mhz = 0;
+  int64_t memory_total_bytes = 0;
+  /// Kubernetes attribution and other labels (pod, namespace, container, ...).
+  std::map<std::string, std::string> labels;
+  std::array<SeriesSketch, kNumMetrics> series;
+
+  /// "GPU 0", "GPU 0 / MIG 1g.5gb (13)", or the uuid when no index is known.
+  std::string Label() const;
+  bool Has(Metric m) const { return series[static_cast<int>(m)].count() > 0; }
+  const SeriesSketch& Get(Metric m) const { return series[static_cast<int>(m)]; }
+};
+
+/// All metric series of one recording, keyed by device.
+struct MetricSet {
+  std::vector<MetricDevice> devices;
+  int64_t samples = 0;       // values added
+  int64_t rows = 0;          // source rows / scrapes read
+  bool timestamps_synthetic = false;  // the source had no clock: times are row × interval
+  std::string clock_note;    // e.g. "local time of the logging host (nvidia-smi writes no zone)"
+
+  bool empty() const { return samples == 0 && devices.empty(); }
+  /// Finds or adds a device by the best key available (uuid, pci bus id + MIG
+  /// instance, index). Returns its position. Bounded: at most kMaxDevices.
+  static constexpr size_t kMaxDevices = 4096;
+  std::optional<size_t> FindOrAdd(int index, std::string_view uuid, std::string_view pci_bus_id, int mig_instance);
+  void Add(size_t device, Metric m, TimeNs t, double value);
+};
+
+}  // namespace gputriage

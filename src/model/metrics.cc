@@ -1,0 +1,348 @@
+#include "gputriage/metrics.h"
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <unordered_map>
+
+namespace gputriage {
+
+namespace {
+
+struct MetricInfo {
+  const char* name;
+  const char* unit;
+};
+
+constexpr MetricInfo kMetricInfo[kNumMetrics] = {
+    {"gpu_util", "percent"},         {"mem_copy_util", "percent"},     {"encoder_util", "percent"},
+    {"decoder_util", "percent"},     {"gr_engine_active", "percent"},  {"sm_active", "percent"},
+    {"sm_occupancy", "percent"},     {"tensor_active", "percent"},     {"dram_active", "percent"},
+    {"fp64_active", "percent"},      {"fp32_active", "percent"},       {"fp16_active", "percent"},
+    {"pcie_rx", "bytes/s"},          {"pcie_tx", "bytes/s"},           {"nvlink_rx", "bytes/s"},
+    {"nvlink_tx", "bytes/s"},        {"power", "W"},                   {"power_limit", "W"},
+    {"sm_clock", "MHz"},             {"mem_clock", "MHz"},             {"gpu_temp", "C"},
+    {"mem_temp", "C"},               {"fb_used", "bytes"},             {"fb_free", "bytes"},
+    {"fb_total", "bytes"},           {"clock_event_reasons", "bitmask"}, {"energy", "J"},
+};
+
+// Integer readings 0..4095 (percent, MHz up to 4 GHz, degrees, watts without
+// decimals) are counted exactly; anything else goes to log-linear buckets.
+constexpr int kExactValues = 4096;
+constexpr int kMantissaBits = 8;  // 256 buckets per octave: < 0.4 % relative error
+
+int32_t LogBucket(double v) {
+  // Sign, exponent and the top mantissa bits of the IEEE-754 representation give
+  // a monotone bucket index for positive values; negatives mirror it.
+  const double a = std::fabs(v);
+  if (a < 1e-300) return 0;
+  const uint64_t bits = std::bit_cast<uint64_t>(a);
+  const int32_t key = static_cast<int32_t>(bits >> (52 - kMantissaBits)) & 0x7FFFFFFF;
+  return v < 0 ? -key : key;
+}
+
+double BucketValue(int32_t key) {
+  if (key == 0) return 0.0;
+  const bool negative = key < 0;
+  const uint64_t k = static_cast<uint64_t>(negative ? -static_cast<int64_t>(key) : key);
+  // Midpoint of the bucket: set the next mantissa bit.
+  const uint64_t bits = (k << (52 - kMantissaBits)) | (uint64_t{1} << (51 - kMantissaBits));
+  const double v = std::bit_cast<double>(bits);
+  return negative ? -v : v;
+}
+
+}  // namespace
+
+const char* MetricName(Metric m) { return kMetricInfo[static_cast<int>(m)].name; }
+const char* MetricUnit(Metric m) { return kMetricInfo[static_cast<int>(m)].unit; }
+bool IsPercentMetric(Metric m) { return std::strcmp(MetricUnit(m), "percent") == 0; }
+
+struct SeriesSketch::Histogram {
+  std::vector<int64_t> exact;  // lazily sized kExactValues
+  std::unordered_map<int32_t, int64_t> buckets;
+  int64_t total = 0;
+
+  void Add(double v) {
+    ++total;
+    if (v >= 0 && v < kExactValues && v == std::floor(v)) {
+      if (exact.empty()) exact.assign(kExactValues, 0);
+      ++exact[static_cast<size_t>(v)];
+      return;
+    }
+    ++buckets[LogBucket(v)];
+  }
+
+  /// (value, count) pairs in increasing value order.
+  std::vector<std::pair<double, int64_t>> Sorted() const {
+    std::vector<std::pair<double, int64_t>> out;
+    out.reserve(buckets.size() + 64);
+    for (const auto& [key, n] : buckets) out.emplace_back(BucketValue(key), n);
+    for (size_t i = 0; i < exact.size(); ++i)
+      if (exact[i] > 0) out.emplace_back(static_cast<double>(i), exact[i]);
+    std::sort(out.begin(), out.end());
+    return out;
+  }
+
+  double Quantile(double q) const {
+    if (total == 0) return NAN;
+    const auto sorted = Sorted();
+    const double target = std::clamp(q, 0.0, 1.0) * static_cast<double>(total - 1);
+    int64_t seen = 0;
+    for (const auto& [value, n] : sorted) {
+      seen += n;
+      if (static_cast<double>(seen) > target) return value;
+    }
+    return sorted.back().first;
+  }
+};
+
+struct SeriesSketch::RhythmState {
+  std::vector<double> values;
+  std::vector<TimeNs> times;
+  std::array<double, kRhythmMaxLag + 1> acf_sum{};
+  int blocks = 0;
+  Histogram swings;
+};
+
+SeriesSketch::SeriesSketch() = default;
+SeriesSketch::~SeriesSketch() = default;
+SeriesSketch::SeriesSketch(SeriesSketch&&) noexcept = default;
+SeriesSketch& SeriesSketch::operator=(SeriesSketch&&) noexcept = default;
+
+void SeriesSketch::EnableRhythm() {
+  if (!rhythm_) {
+    rhythm_ = std::make_unique<RhythmState>();
+    rhythm_->values.reserve(kRhythmBlock);
+    rhythm_->times.reserve(kRhythmBlock);
+  }
+}
+
+void SeriesSketch::Add(TimeNs t, double value) {
+  if (!std::isfinite(value)) return;
+  if (!values_) values_ = std::make_unique<Histogram>();
+  values_->Add(value);
+  if (count_ == 0) {
+    min_ = max_ = value;
+    first_t_ = last_t_ = t;
+  } else {
+    min_ = std::min(min_, value);
+    max_ = std::max(max_, value);
+  }
+  sum_ += value;
+  ++count_;
+  if (count_ > 1) {
+    if (t < last_t_) {
+      ++out_of_order_;
+      return;
+    }
+    const TimeNs dt = t - last_t_;
+    if (!intervals_) intervals_ = std::make_unique<Histogram>();
+    intervals_->Add(static_cast<double>(dt));
+    max_interval_ = std::max(max_interval_, dt);
+    last_t_ = t;
+  }
+  AddTimeline(t, value);
+  if (rhythm_) {
+    auto& r = *rhythm_;
+    // A gap of several sampling intervals breaks the regular spacing the
+    // autocorrelation assumes: start the block again.
+    if (r.times.size() >= 2) {
+      const TimeNs first_dt = r.times[1] - r.times[0];
+      if (t - r.times.back() > 4 * std::max<TimeNs>(first_dt, 1)) {
+        r.values.clear();
+        r.times.clear();
+      }
+    }
+    r.values.push_back(value);
+    r.times.push_back(t);
+    if (static_cast<int>(r.values.size()) == kRhythmBlock) FlushRhythmBlock();
+  }
+}
+
+void SeriesSketch::AddTimeline(TimeNs t, double value) {
+  if (timeline_.empty()) {
+    timeline_.push_back({t, value, value, value, 1});
+    return;
+  }
+  if (bucket_ns_ == 0) {
+    const TimeNs dt = t - first_t_;
+    if (dt <= 0) {  // same instant as the first sample
+      auto& p = timeline_[0];
+      p.mean += (value - p.mean) / static_cast<double>(++p.count);
+      p.min = std::min(p.min, value);
+      p.max = std::max(p.max, value);
+      return;
+    }
+    bucket_ns_ = std::max<TimeNs>(dt, 1'000'000);
+  }
+  TimeNs index = (t - first_t_) / bucket_ns_;
+  while (index >= kTimelineBuckets) {
+    // Merge neighbours: the timeline keeps its shape at half the resolution.
+    std::vector<TimelinePoint> merged((timeline_.size() + 1) / 2);
+    for (size_t i = 0; i < timeline_.size(); ++i) {
+      auto& m = merged[i / 2];
+      const auto& p = timeline_[i];
+      if (p.count == 0) continue;
+      if (m.count == 0) {
+        m = p;
+        m.start = first_t_ + static_cast<TimeNs>(i / 2) * bucket_ns_ * 2;
+        continue;
+      }
+      const double total = static_cast<double>(m.count + p.count);
+      m.mean = (m.mean * static_cast<double>(m.count) + p.mean * static_cast<double>(p.count)) / total;
+      m.min = std::min(m.min, p.min);
+      m.max = std::max(m.max, p.max);
+      m.count += p.count;
+    }
+    timeline_ = std::move(merged);
+    bucket_ns_ *= 2;
+    index = (t - first_t_) / bucket_ns_;
+  }
+  if (static_cast<size_t>(index) >= timeline_.size()) timeline_.resize(static_cast<size_t>(index) + 1);
+  auto& p = timeline_[static_cast<size_t>(index)];
+  if (p.count == 0) {
+    p = {first_t_ + index * bucket_ns_, value, value, value, 1};
+  } else {
+    p.mean += (value - p.mean) / static_cast<double>(++p.count);
+    p.min = std::min(p.min, value);
+    p.max = std::max(p.max, value);
+  }
+}
+
+void SeriesSketch::FlushRhythmBlock() {
+  auto& r = *rhythm_;
+  const size_t n = r.values.size();
+  std::vector<double> x = r.values;
+  r.values.clear();
+  r.times.clear();
+  double mean = 0;
+  for (double v : x) mean += v;
+  mean /= static_cast<double>(n);
+  double var = 0;
+  for (auto& v : x) {
+    v -= mean;
+    var += v * v;
+  }
+  // A flat block (always 0 or always 100) has no rhythm to measure.
+  if (var <= 1e-9 * static_cast<double>(n)) return;
+  for (int lag = 1; lag <= kRhythmMaxLag; ++lag) {
+    double s = 0;
+    for (size_t i = 0; i + static_cast<size_t>(lag) < n; ++i) s += x[i] * x[i + static_cast<size_t>(lag)];
+    r.acf_sum[static_cast<size_t>(lag)] += s / var;
+  }
+  ++r.blocks;
+  // Within-block swing: p90 - p10, robust to single spikes.
+  std::vector<double> sorted(x);
+  std::sort(sorted.begin(), sorted.end());
+  const double swing = sorted[n * 9 / 10] - sorted[n / 10];
+  r.swings.Add(swing);
+}
+
+double SeriesSketch::Quantile(double q) const { return values_ ? values_->Quantile(q) : NAN; }
+
+double SeriesSketch::ShareAtMost(double x) const {
+  if (!values_ || count_ == 0) return 0;
+  int64_t n = 0;
+  for (const auto& [value, c] : values_->Sorted())
+    if (value <= x) n += c;
+  return static_cast<double>(n) / static_cast<double>(count_);
+}
+
+double SeriesSketch::ShareAtLeast(double x) const {
+  if (!values_ || count_ == 0) return 0;
+  int64_t n = 0;
+  for (const auto& [value, c] : values_->Sorted())
+    if (value >= x) n += c;
+  return static_cast<double>(n) / static_cast<double>(count_);
+}
+
+TimeNs SeriesSketch::MedianInterval() const {
+  if (!intervals_ || intervals_->total == 0) return 0;
+  return static_cast<TimeNs>(std::llround(intervals_->Quantile(0.5)));
+}
+
+std::vector<SeriesSketch::TimelinePoint> SeriesSketch::Timeline() const {
+  std::vector<TimelinePoint> out;
+  for (const auto& p : timeline_)
+    if (p.count > 0) out.push_back(p);
+  return out;
+}
+
+SeriesSketch::Rhythm SeriesSketch::rhythm() const {
+  Rhythm out;
+  if (!rhythm_ || rhythm_->blocks == 0) return out;
+  const auto& r = *rhythm_;
+  out.blocks = r.blocks;
+  out.swing_p50 = r.swings.Quantile(0.5);
+  std::array<double, kRhythmMaxLag + 1> acf{};
+  for (int k = 1; k <= kRhythmMaxLag; ++k) acf[static_cast<size_t>(k)] = r.acf_sum[static_cast<size_t>(k)] / r.blocks;
+  // The strongest local maximum after the autocorrelation first dips: lag 1 is
+  // always high for smooth series and is not a rhythm.
+  double lowest = acf[1];
+  for (int k = 2; k < kRhythmMaxLag; ++k) {
+    const double a = acf[static_cast<size_t>(k)];
+    lowest = std::min(lowest, acf[static_cast<size_t>(k - 1)]);
+    const bool peak = a > acf[static_cast<size_t>(k - 1)] && a >= acf[static_cast<size_t>(k + 1)];
+    if (peak && a - lowest >= 0.1 && a > out.strength) {
+      out.strength = a;
+      out.period_samples = k;
+    }
+  }
+  out.period_ns = out.period_samples * MedianInterval();
+  return out;
+}
+
+std::string MetricDevice::Label() const {
+  std::string out;
+  if (index >= 0) out = "GPU " + std::to_string(index);
+  else if (!uuid.empty()) out = uuid;
+  else if (!pci_bus_id.empty()) out = pci_bus_id;
+  else out = "GPU ?";
+  if (mig_instance >= 0 || !mig_profile.empty()) {
+    out += " / MIG";
+    if (!mig_profile.empty()) out += " " + mig_profile;
+    if (mig_instance >= 0) out += " (" + std::to_string(mig_instance) + ")";
+  }
+  return out;
+}
+
+std::optional<size_t> MetricSet::FindOrAdd(int index, std::string_view uuid, std::string_view pci_bus_id,
+                                           int mig_instance) {
+  for (size_t i = 0; i < devices.size(); ++i) {
+    const auto& d = devices[i];
+    if (d.mig_instance != mig_instance) continue;
+    if (!uuid.empty() && !d.uuid.empty()) {
+      if (d.uuid == uuid) return i;
+      continue;
+    }
+    if (!pci_bus_id.empty() && !d.pci_bus_id.empty()) {
+      if (d.pci_bus_id == pci_bus_id) return i;
+      continue;
+    }
+    if (index >= 0 && d.index == index) {
+      auto& known = devices[i];  // a later source row may name the device more fully
+      if (known.uuid.empty() && !uuid.empty()) known.uuid = std::string(uuid);
+      if (known.pci_bus_id.empty() && !pci_bus_id.empty()) known.pci_bus_id = std::string(pci_bus_id);
+      return i;
+    }
+    if (index < 0 && uuid.empty() && pci_bus_id.empty() && d.index < 0) return i;
+  }
+  if (devices.size() >= kMaxDevices) return std::nullopt;
+  MetricDevice d;
+  d.index = index;
+  d.uuid = std::string(uuid);
+  d.pci_bus_id = std::string(pci_bus_id);
+  d.mig_instance = mig_instance;
+  d.series[static_cast<int>(Metric::kGpuUtil)].EnableRhythm();
+  d.series[static_cast<int>(Metric::kGrEngineActive)].EnableRhythm();
+  devices.push_back(std::move(d));
+  return devices.size() - 1;
+}
+
+void MetricSet::Add(size_t device, Metric m, TimeNs t, double value) {
+  devices[device].series[static_cast<int>(m)].Add(t, value);
+  ++samples;
+}
+
+}  // namespace gputriage

@@ -1,0 +1,352 @@
+// Column-table monitors: `nvidia-smi dmon` and `dcgmi dmon`.
+//
+// nvidia-smi dmon prints a '#'-prefixed header of column names, then a '#' line
+// of units, then one whitespace-separated row per GPU per interval ("-" when a
+// value is unavailable). -s selects column groups, -o DT/T adds date/time
+// columns, --gpm-metrics adds GPM columns, --format csv separates by commas.
+//
+// dcgmi dmon prints "#Entity  GPUTL  SMACT ..." and an "ID" line, then rows like
+// "GPU 0   45   0.912" (N/A when unavailable). DCGM profiling fields are 0-1
+// ratios; they become percent here.
+//
+// Neither writes timestamps unless asked (-o DT): rows are then spaced by the
+// sampling interval (dmon -d / dcgmi -d), one interval per cycle over the GPUs.
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "src/sources/metrics/metric_readers.h"
+#include "src/sources/metrics/metric_text.h"
+#include "src/util/strings.h"
+
+namespace gputriage {
+namespace {
+
+enum class Role { kIgnored, kDate, kTime, kGpuIndex, kMetric, kMaxSmClock };
+
+struct ColumnSpec {
+  Role role = Role::kIgnored;
+  Metric metric = Metric::kCount;
+  double scale = 1.0;  // source unit → canonical unit
+  std::string name;
+};
+
+struct NameEntry {
+  std::string_view name;  // lower case
+  Role role;
+  Metric metric;
+  double scale;
+};
+
+constexpr double kMiB = 1024.0 * 1024.0;
+
+// nvidia-smi dmon column names (-s p,u,c,v,m,e,t and --gpm-metrics).
+constexpr NameEntry kSmiDmonColumns[] = {
+    {"date", Role::kDate, Metric::kCount, 1},
+    {"time", Role::kTime, Metric::kCount, 1},
+    {"gpu", Role::kGpuIndex, Metric::kCount, 1},
+    {"idx", Role::kGpuIndex, Metric::kCount, 1},
+    {"pwr", Role::kMetric, Metric::kPowerW, 1},
+    {"gtemp", Role::kMetric, Metric::kGpuTempC, 1},
+    {"mtemp", Role::kMetric, Metric::kMemTempC, 1},
+    {"sm", Role::kMetric, Metric::kGpuUtil, 1},  // dmon's "sm" is NVML utilization.gpu
+    {"mem", Role::kMetric, Metric::kMemCopyUtil, 1},
+    {"enc", Role::kMetric, Metric::kEncoderUtil, 1},
+    {"dec", Role::kMetric, Metric::kDecoderUtil, 1},
+    {"mclk", Role::kMetric, Metric::kMemClockMHz, 1},
+    {"pclk", Role::kMetric, Metric::kSmClockMHz, 1},  // processor (graphics) clock, equal to SM clock
+    {"fb", Role::kMetric, Metric::kFbUsedBytes, kMiB},
+    {"rxpci", Role::kMetric, Metric::kPcieRxBytesPerS, 1e6},  // MB/s
+    {"txpci", Role::kMetric, Metric::kPcieTxBytesPerS, 1e6},
+    // GPM (Hopper+): percentages 0-100; PCIe/NVLink in MiB/s per the NVML header.
+    {"gract", Role::kMetric, Metric::kGrEngineActive, 1},
+    {"grutil", Role::kMetric, Metric::kGrEngineActive, 1},
+    {"smutil", Role::kMetric, Metric::kSmActive, 1},
+    {"smact", Role::kMetric, Metric::kSmActive, 1},
+    {"smocc", Role::kMetric, Metric::kSmOccupancy, 1},
+    {"mmaact", Role::kMetric, Metric::kTensorActive, 1},
+    {"anytensor", Role::kMetric, Metric::kTensorActive, 1},
+    {"tensor", Role::kMetric, Metric::kTensorActive, 1},
+    {"dram", Role::kMetric, Metric::kDramActive, 1},
+    {"drama", Role::kMetric, Metric::kDramActive, 1},
+    {"fp64", Role::kMetric, Metric::kFp64Active, 1},
+    {"fp32", Role::kMetric, Metric::kFp32Active, 1},
+    {"fp16", Role::kMetric, Metric::kFp16Active, 1},
+    {"pcirx", Role::kMetric, Metric::kPcieRxBytesPerS, kMiB},
+    {"pcitx", Role::kMetric, Metric::kPcieTxBytesPerS, kMiB},
+    {"nvlrx", Role::kMetric, Metric::kNvlinkRxBytesPerS, kMiB},
+    {"nvltx", Role::kMetric, Metric::kNvlinkTxBytesPerS, kMiB},
+};
+
+// dcgmi dmon field tags (dcgm_fields.h short names). Ratios become percent.
+constexpr NameEntry kDcgmiColumns[] = {
+    {"gputl", Role::kMetric, Metric::kGpuUtil, 1},
+    {"mcutl", Role::kMetric, Metric::kMemCopyUtil, 1},
+    {"ecutl", Role::kMetric, Metric::kEncoderUtil, 1},
+    {"dcutl", Role::kMetric, Metric::kDecoderUtil, 1},
+    {"gract", Role::kMetric, Metric::kGrEngineActive, 100},
+    {"smact", Role::kMetric, Metric::kSmActive, 100},
+    {"smocc", Role::kMetric, Metric::kSmOccupancy, 100},
+    {"tenso", Role::kMetric, Metric::kTensorActive, 100},
+    {"drama", Role::kMetric, Metric::kDramActive, 100},
+    {"fp64a", Role::kMetric, Metric::kFp64Active, 100},
+    {"fp32a", Role::kMetric, Metric::kFp32Active, 100},
+    {"fp16a", Role::kMetric, Metric::kFp16Active, 100},
+    {"pcitx", Role::kMetric, Metric::kPcieTxBytesPerS, 1},
+    {"pcirx", Role::kMetric, Metric::kPcieRxBytesPerS, 1},
+    {"nvltx", Role::kMetric, Metric::kNvlinkTxBytesPerS, 1},
+    {"nvlrx", Role::kMetric, Metric::kNvlinkRxBytesPerS, 1},
+    {"power", Role::kMetric, Metric::kPowerW, 1},
+    {"powr", Role::kMetric, Metric::kPowerW, 1},
+    {"pwlmt", Role::kMetric, Metric::kPowerLimitW, 1},
+    {"tmptr", Role::kMetric, Metric::kGpuTempC, 1},
+    {"gput", Role::kMetric, Metric::kGpuTempC, 1},
+    {"mmtmp", Role::kMetric, Metric::kMemTempC, 1},
+    {"smclk", Role::kMetric, Metric::kSmClockMHz, 1},
+    {"mmclk", Role::kMetric, Metric::kMemClockMHz, 1},
+    {"maxsmclk", Role::kMaxSmClock, Metric::kCount, 1},
+    {"fbusd", Role::kMetric, Metric::kFbUsedBytes, kMiB},
+    {"fbfre", Role::kMetric, Metric::kFbFreeBytes, kMiB},
+    {"fbttl", Role::kMetric, Metric::kFbTotalBytes, kMiB},
+    {"totec", Role::kMetric, Metric::kEnergyJ, 1e-3},  // mJ
+    {"dvccr", Role::kMetric, Metric::kClockEventReasons, 1},
+};
+
+template <size_t N>
+ColumnSpec Lookup(const NameEntry (&table)[N], std::string_view name) {
+  ColumnSpec spec;
+  spec.name = AsciiLower(name);
+  for (const auto& e : table)
+    if (spec.name == e.name) {
+      spec.role = e.role;
+      spec.metric = e.metric;
+      spec.scale = e.scale;
+      break;
+    }
+  return spec;
+}
+
+/// Shared machinery: a column table, rows keyed by an entity, synthetic times.
+class TableReader : public MetricLineReader {
+ protected:
+  explicit TableReader(MetricReaderContext* ctx) : ctx_(ctx), metrics_(ctx->recording->metrics) {}
+
+  Status Finish() override {
+    if (columns_.empty() && metrics_.rows == 0)
+      return DataLossError(ctx_->file + ": no " + ctx_->recording->format + " header or rows");
+    return Status::Ok();
+  }
+
+  void ReportUnknownColumns(int64_t line_no) {
+    std::string unknown;
+    for (const auto& c : columns_)
+      if (c.role == Role::kIgnored && c.name != "entity" && c.name != "id") unknown += (unknown.empty() ? "" : ", ") + c.name;
+    if (!unknown.empty())
+      ctx_->Issue(IssueSeverity::kInfo, "unused_columns", [&] {
+        return fmt::format("{}: columns not used by the analysis: {}", ctx_->Where(line_no), unknown);
+      });
+  }
+
+  /// Time for a row of `entity`: a new interval starts when an entity repeats.
+  TimeNs SyntheticTime(const std::string& entity) {
+    if (std::find(cycle_.begin(), cycle_.end(), entity) != cycle_.end()) {
+      cycle_.clear();
+      ++cycle_index_;
+    }
+    cycle_.push_back(entity);
+    metrics_.timestamps_synthetic = true;
+    return ctx_->anchor_ns + cycle_index_ * ctx_->options.sample_interval_ns;
+  }
+
+  void AddValue(size_t dev, const ColumnSpec& col, std::string_view text, TimeNs t, int64_t line_no) {
+    if (metric_text::IsMissing(text)) return;
+    auto v = metric_text::ParseNumber(text);
+    if (!v) {
+      ctx_->Issue(IssueSeverity::kWarning, "bad_value", [&] {
+        return fmt::format("{}: column '{}' has unreadable value '{}'; value skipped", ctx_->Where(line_no), col.name, text);
+      });
+      return;
+    }
+    if (col.role == Role::kMaxSmClock) {
+      metrics_.devices[dev].max_sm_clock_mhz = std::max(metrics_.devices[dev].max_sm_clock_mhz, *v);
+      return;
+    }
+    const double value = *v * col.scale;
+    if (col.metric == Metric::kPowerLimitW) metrics_.devices[dev].power_limit_w = value;
+    if (col.metric == Metric::kFbTotalBytes) metrics_.devices[dev].memory_total_bytes = static_cast<int64_t>(value);
+    metrics_.Add(dev, col.metric, t, value);
+  }
+
+  std::optional<size_t> DeviceFor(int index, int mig_instance, int64_t line_no) {
+    auto found = metrics_.FindOrAdd(index, {}, {}, mig_instance);
+    if (!found)
+      ctx_->Issue(IssueSeverity::kError, "too_many_devices", [&] {
+        return fmt::format("{}: more than {} distinct GPUs; further devices ignored", ctx_->Where(line_no),
+                           MetricSet::kMaxDevices);
+      });
+    return found;
+  }
+
+  MetricReaderContext* ctx_;
+  MetricSet& metrics_;
+  std::vector<ColumnSpec> columns_;
+  std::vector<std::string_view> fields_;
+  std::vector<std::string> cycle_;
+  int64_t cycle_index_ = 0;
+};
+
+class SmiDmonReader final : public TableReader {
+ public:
+  explicit SmiDmonReader(MetricReaderContext* ctx) : TableReader(ctx) { ctx->recording->format = "nvidia-smi-dmon"; }
+
+  void Line(std::string_view line, int64_t line_no) override {
+    std::string_view body = TrimAsciiSpace(line);
+    if (body.empty()) return;
+    const bool comment = body.front() == '#';
+    if (comment) body = TrimAsciiSpace(body.substr(1));
+    Split(body);
+    if (comment) {
+      // "# gpu pwr ..." names the columns; "# Idx W C ..." gives units.
+      bool names = false;
+      for (auto f : fields_)
+        if (EqualsLowered(f, "gpu")) names = true;
+      if (names) {
+        columns_.clear();
+        for (auto f : fields_) columns_.push_back(Lookup(kSmiDmonColumns, f));
+        ReportUnknownColumns(line_no);
+      }
+      return;
+    }
+    if (columns_.empty()) {
+      ctx_->Issue(IssueSeverity::kWarning, "row_before_header", [&] {
+        return fmt::format("{}: data row before the '# gpu ...' header; row skipped", ctx_->Where(line_no));
+      });
+      return;
+    }
+    if (fields_.size() != columns_.size()) {
+      if (metric_text::IsGpuLost(line))
+        ctx_->Issue(IssueSeverity::kError, "gpu_lost", [&] {
+          return fmt::format("{}: nvidia-smi reports a lost GPU: {}", ctx_->Where(line_no), body);
+        });
+      else
+        ctx_->Issue(IssueSeverity::kWarning, "bad_row", [&] {
+          return fmt::format("{}: {} fields where the header has {}; row skipped", ctx_->Where(line_no),
+                             fields_.size(), columns_.size());
+        });
+      return;
+    }
+    ++metrics_.rows;
+    int index = -1;
+    std::string_view date, time;
+    for (size_t c = 0; c < columns_.size(); ++c) {
+      if (columns_[c].role == Role::kGpuIndex) {
+        auto v = metric_text::ParseNumber(fields_[c]);
+        if (v && *v >= 0 && *v < 1e6) index = static_cast<int>(*v);
+      } else if (columns_[c].role == Role::kDate) {
+        date = fields_[c];
+      } else if (columns_[c].role == Role::kTime) {
+        time = fields_[c];
+      }
+    }
+    TimeNs t = 0;
+    if (!time.empty()) {
+      std::optional<TimeNs> parsed;
+      if (!date.empty()) {
+        parsed = metric_text::ParseTimestamp(std::string(date) + " " + std::string(time));
+      } else if (auto tod = metric_text::ParseTimeOfDay(time)) {
+        // -o T: time of day only. Days roll over when the clock goes back by hours.
+        if (have_last_tod_ && *tod + 12 * 3600 * kNsPerS < last_tod_) day_offset_ += 86400 * kNsPerS;
+        last_tod_ = *tod;
+        have_last_tod_ = true;
+        parsed = ctx_->anchor_ns - ctx_->anchor_ns % (86400 * kNsPerS) + day_offset_ + *tod;
+      }
+      if (!parsed) {
+        ctx_->Issue(IssueSeverity::kWarning, "bad_timestamp", [&] {
+          return fmt::format("{}: unreadable date/time '{} {}'; row skipped", ctx_->Where(line_no), date, time);
+        });
+        return;
+      }
+      t = *parsed;
+    } else {
+      t = SyntheticTime(std::to_string(index));
+    }
+    auto dev = DeviceFor(index, -1, line_no);
+    if (!dev) return;
+    for (size_t c = 0; c < columns_.size(); ++c)
+      if (columns_[c].role == Role::kMetric) AddValue(*dev, columns_[c], fields_[c], t, line_no);
+  }
+
+ private:
+  void Split(std::string_view body) {
+    if (body.find(',') != std::string_view::npos) metric_text::SplitTrimmed(body, ',', fields_);
+    else metric_text::SplitWhitespace(body, fields_);
+  }
+
+  TimeNs last_tod_ = 0;
+  bool have_last_tod_ = false;
+  TimeNs day_offset_ = 0;
+};
+
+class DcgmiDmonReader final : public TableReader {
+ public:
+  explicit DcgmiDmonReader(MetricReaderContext* ctx) : TableReader(ctx) { ctx->recording->format = "dcgmi-dmon"; }
+
+  void Line(std::string_view line, int64_t line_no) override {
+    std::string_view body = TrimAsciiSpace(line);
+    if (body.empty()) return;
+    if (body.front() == '#') {
+      metric_text::SplitWhitespace(TrimAsciiSpace(body.substr(1)), fields_);
+      if (!fields_.empty() && EqualsLowered(fields_[0], "entity")) {
+        columns_.clear();
+        for (size_t i = 1; i < fields_.size(); ++i) columns_.push_back(Lookup(kDcgmiColumns, fields_[i]));
+        ReportUnknownColumns(line_no);
+      }
+      return;
+    }
+    if (EqualsLowered(body, "id")) return;  // second header line
+    metric_text::SplitWhitespace(body, fields_);
+    if (columns_.empty()) {
+      ctx_->Issue(IssueSeverity::kWarning, "row_before_header", [&] {
+        return fmt::format("{}: data row before the '#Entity ...' header; row skipped", ctx_->Where(line_no));
+      });
+      return;
+    }
+    // "GPU 0 v1 v2 ..." / "GPU-I 3 ..." : entity type, id, then one value per column.
+    if (fields_.size() != columns_.size() + 2) {
+      ctx_->Issue(IssueSeverity::kWarning, "bad_row", [&] {
+        return fmt::format("{}: {} values where the header has {} fields; row skipped", ctx_->Where(line_no),
+                           fields_.size() >= 2 ? fields_.size() - 2 : 0, columns_.size());
+      });
+      return;
+    }
+    auto id = metric_text::ParseNumber(fields_[1]);
+    const std::string_view type = fields_[0];
+    if (!id || *id < 0 || *id >= 1e6 || (type != "GPU" && type != "GPU-I" && type != "GPU-CI")) {
+      ctx_->Issue(IssueSeverity::kInfo, "other_entity", [&] {
+        return fmt::format("{}: entity '{} {}' is not a GPU or GPU instance; row skipped", ctx_->Where(line_no), type,
+                           fields_[1]);
+      });
+      return;
+    }
+    ++metrics_.rows;
+    const int entity = static_cast<int>(*id);
+    const bool instance = type != "GPU";
+    const TimeNs t = SyntheticTime(std::string(type) + " " + std::string(fields_[1]));
+    auto dev = DeviceFor(instance ? -1 : entity, instance ? entity : -1, line_no);
+    if (!dev) return;
+    for (size_t c = 0; c < columns_.size(); ++c)
+      if (columns_[c].role != Role::kIgnored) AddValue(*dev, columns_[c], fields_[c + 2], t, line_no);
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<MetricLineReader> MakeSmiDmonReader(MetricReaderContext* ctx) {
+  return std::make_unique<SmiDmonReader>(ctx);
+}
+std::unique_ptr<MetricLineReader> MakeDcgmiDmonReader(MetricReaderContext* ctx) {
+  return std::make_unique<DcgmiDmonReader>(ctx);
+}
+
+}  // namespace gputriage

@@ -1,0 +1,281 @@
+// Metric logs: format detection, the file/directory drivers, and nvidia-smi
+// capture bundles (one file of "# $ nvidia-smi ..." sections, as collected by
+// nvidia_gpu_exporter's capture script and by hand in bug reports).
+#include <algorithm>
+#include <filesystem>
+#include <system_error>
+
+#include <fmt/format.h>
+
+#include "src/sources/metrics/metric_readers.h"
+#include "src/sources/metrics/metric_text.h"
+#include "src/util/line_reader.h"
+#include "src/util/strings.h"
+
+namespace gputriage {
+
+bool SmiCsvHeaderLine(std::string_view line);                    // smi_csv_reader.cc
+void StartDcgmExporterScrape(MetricLineReader* reader, TimeNs t);  // dcgm_exporter_reader.cc
+
+namespace {
+
+bool IsRule(std::string_view line) {
+  line = TrimAsciiSpace(line);
+  return line.size() >= 20 && line.find_first_not_of('#') == std::string_view::npos;
+}
+
+/// Which reader a capture-bundle command needs ("" to skip the section).
+std::string FormatForCommand(std::string_view command) {
+  if (Contains(command, "dcgmi") && Contains(command, "dmon")) return "dcgmi-dmon";
+  if (!Contains(command, "nvidia-smi")) return "";
+  if (Contains(command, "--query-gpu")) return "nvidia-smi-csv";
+  if (Contains(command, " dmon")) return "nvidia-smi-dmon";
+  if (EndsWith(TrimAsciiSpace(command), " -q") || Contains(command, " -q ") || Contains(command, " --query ")) return "nvidia-smi-q";
+  return "";
+}
+
+/// The field list of a "--query-gpu=a,b,c" command (for headerless output).
+std::vector<std::string> QueryColumns(std::string_view command) {
+  std::vector<std::string> out;
+  const size_t at = command.find("--query-gpu=");
+  if (at == std::string_view::npos) return out;
+  std::string_view list = command.substr(at + 12);
+  const size_t end = list.find(' ');
+  if (end != std::string_view::npos) list = list.substr(0, end);
+  std::vector<std::string_view> parts;
+  metric_text::SplitTrimmed(list, ',', parts);
+  for (auto p : parts) out.emplace_back(p);
+  return out;
+}
+
+std::unique_ptr<MetricLineReader> MakeReader(const std::string& format, MetricReaderContext* ctx) {
+  if (format == "nvidia-smi-csv") return MakeSmiCsvReader(ctx);
+  if (format == "nvidia-smi-q") return MakeSmiQueryReader(ctx);
+  if (format == "nvidia-smi-dmon") return MakeSmiDmonReader(ctx);
+  if (format == "dcgmi-dmon") return MakeDcgmiDmonReader(ctx);
+  if (format == "dcgm-exporter") return MakeDcgmExporterReader(ctx);
+  return nullptr;
+}
+
+TimeNs LatestTime(const MetricSet& set) {
+  TimeNs latest = 0;
+  for (const auto& d : set.devices)
+    for (const auto& s : d.series)
+      if (s.count() > 0) latest = std::max(latest, s.last_time());
+  return latest;
+}
+
+ImportOptions WithDefaultInterval(ImportOptions options, const std::string& format) {
+  if (options.sample_interval_ns <= 0 && format != "dcgm-exporter") options.sample_interval_ns = kNsPerS;
+  return options;
+}
+
+/// One phase ("idle", "load") of a capture bundle.
+struct Phase {
+  std::string name;
+  Recording recording;
+};
+
+StatusOr<std::vector<Recording>> ReadBundle(LineReader& lines, const std::string& path, const ImportOptions& options) {
+  std::vector<Phase> phases;
+  std::unique_ptr<MetricLineReader> reader;
+  MetricReaderContext ctx;
+  Phase* current = nullptr;
+  bool in_header = false;
+  std::string header_phase, header_command;
+  auto finish_section = [&]() -> Status {
+    if (!reader) return Status::Ok();
+    Status s = reader->Finish();
+    reader.reset();
+    if (!s.ok()) {
+      // One unreadable section does not lose the others: count it.
+      current->recording.stats.AddIssue(IssueSeverity::kWarning, "bad_section", s.message());
+    }
+    return Status::Ok();
+  };
+  std::string_view line;
+  while (lines.Next(line)) {
+    if (IsRule(line)) {
+      if (!in_header) {
+        RETURN_IF_ERROR(finish_section());
+        in_header = true;
+        header_phase.clear();
+        header_command.clear();
+      } else {
+        in_header = false;
+        const std::string format = FormatForCommand(header_command);
+        if (format.empty() || header_phase == "capabilities") continue;
+        auto it = std::find_if(phases.begin(), phases.end(), [&](const Phase& p) { return p.name == header_phase; });
+        if (it == phases.end()) {
+          phases.push_back(Phase{header_phase, Recording{}});
+          it = phases.end() - 1;
+          it->recording.source_path = path + "#" + header_phase;
+          it->recording.metadata["phase"] = header_phase;
+        }
+        current = &*it;
+        ctx = MetricReaderContext{};
+        ctx.recording = &current->recording;
+        ctx.file = path;
+        ctx.options = WithDefaultInterval(options, format);
+        ctx.options.smi_columns = QueryColumns(header_command);
+        const TimeNs latest = LatestTime(current->recording.metrics);
+        ctx.anchor_ns = latest > 0 ? latest + ctx.options.sample_interval_ns : 0;
+        reader = MakeReader(format, &ctx);
+        current->recording.metadata["sections"] += (current->recording.metadata["sections"].empty() ? "" : ", ") + format;
+      }
+      continue;
+    }
+    if (in_header) {
+      std::string_view h = TrimAsciiSpace(line);
+      if (StartsWith(h, "# $ ")) header_command = std::string(TrimAsciiSpace(h.substr(4)));
+      else if (StartsWith(h, "# ") && Contains(h, " :: ")) header_phase = std::string(TrimAsciiSpace(h.substr(2, h.find(" :: ") - 2)));
+      continue;
+    }
+    if (reader) reader->Line(line, lines.line_number());
+  }
+  RETURN_IF_ERROR(lines.status());
+  RETURN_IF_ERROR(finish_section());
+  std::vector<Recording> out;
+  for (auto& p : phases) {
+    if (p.recording.metrics.devices.empty()) continue;
+    p.recording.format = "capture-bundle";
+    p.recording.stats.bytes_read = lines.bytes_consumed();
+    out.push_back(std::move(p.recording));
+  }
+  if (out.empty()) return DataLossError(path + ": capture bundle without a readable nvidia-smi -q, --query-gpu or dmon section");
+  return out;
+}
+
+StatusOr<std::vector<Recording>> ReadMetricLines(std::unique_ptr<ByteSource> source, const std::string& format,
+                                                 const ImportOptions& options) {
+  const std::string path = source->name();
+  LineReader lines(std::move(source));
+  if (format == "capture-bundle") return ReadBundle(lines, path, options);
+  Recording rec;
+  rec.source_path = path;
+  MetricReaderContext ctx;
+  ctx.recording = &rec;
+  ctx.file = path;
+  ctx.options = WithDefaultInterval(options, format);
+  auto reader = MakeReader(format, &ctx);
+  if (!reader) return InvalidArgumentError("unknown metric format '" + format + "'");
+  std::string_view line;
+  while (lines.Next(line)) reader->Line(line, lines.line_number());
+  RETURN_IF_ERROR(lines.status());
+  RETURN_IF_ERROR(reader->Finish());
+  rec.stats.bytes_read = lines.bytes_consumed();
+  if (rec.metrics.timestamps_synthetic)
+    rec.metrics.clock_note = "no timestamps in the source: samples spaced by the sampling interval from 0";
+  else if (format == "nvidia-smi-csv" || format == "nvidia-smi-q" || format == "nvidia-smi-dmon")
+    rec.metrics.clock_note = "local time of the logging host (nvidia-smi writes no time zone)";
+  rec.clock_is_absolute = !rec.metrics.timestamps_synthetic;
+  std::vector<Recording> out;
+  out.push_back(std::move(rec));
+  return out;
+}
+
+}  // namespace
+
+std::string SniffMetricFormat(std::string_view head) {
+  // Look at the first lines that carry content.
+  bool prom = false;
+  int examined = 0;
+  size_t pos = 0;
+  while (pos < head.size() && examined < 64) {
+    size_t end = head.find('\n', pos);
+    if (end == std::string_view::npos) end = head.size();
+    std::string_view line = TrimAsciiSpace(head.substr(pos, end - pos));
+    pos = end + 1;
+    if (line.empty()) continue;
+    ++examined;
+    if (StartsWith(line, "# $ nvidia-smi") || StartsWith(line, "# $ dcgmi")) return "capture-bundle";
+    if (Contains(line, "NVSMI LOG")) return "nvidia-smi-q";
+    if (StartsWith(line, "#Entity") || StartsWith(line, "# Entity")) return "dcgmi-dmon";
+    if (line[0] == '#') {
+      std::string_view rest = TrimAsciiSpace(line.substr(1));
+      if (StartsWith(rest, "HELP ") || StartsWith(rest, "TYPE ")) {
+        prom = true;
+        continue;
+      }
+      std::vector<std::string_view> fields;
+      if (rest.find(',') != std::string_view::npos) metric_text::SplitTrimmed(rest, ',', fields);
+      else metric_text::SplitWhitespace(rest, fields);
+      bool gpu = false, dmon_col = false;
+      for (auto f : fields) {
+        if (EqualsLowered(f, "gpu")) gpu = true;
+        if (EqualsLowered(f, "pwr") || EqualsLowered(f, "sm") || EqualsLowered(f, "smutil") || EqualsLowered(f, "mclk") ||
+            EqualsLowered(f, "rxpci") || EqualsLowered(f, "fb") || EqualsLowered(f, "gtemp"))
+          dmon_col = true;
+      }
+      if (gpu && dmon_col) return "nvidia-smi-dmon";
+      continue;
+    }
+    if (StartsWith(line, "DCGM_FI_") || StartsWith(line, "dcgm_")) return "dcgm-exporter";
+    if (SmiCsvHeaderLine(line)) return "nvidia-smi-csv";
+    if (prom && line.find(' ') != std::string_view::npos) return "dcgm-exporter";
+    // A headerless nvidia-smi CSV row starts with its timestamp.
+    const size_t comma = line.find(',');
+    if (comma != std::string_view::npos && metric_text::ParseTimestamp(line.substr(0, comma))) return "nvidia-smi-csv";
+  }
+  return prom ? "dcgm-exporter" : "";
+}
+
+StatusOr<std::vector<Recording>> ImportMetricFile(const std::string& path, const std::string& format,
+                                                  const ImportOptions& options) {
+  ASSIGN_OR_RETURN(auto source, OpenFileSource(path));
+  return ReadMetricLines(std::move(source), format, options);
+}
+
+StatusOr<std::vector<Recording>> ImportMetricLogFromMemory(const std::string& name, std::string_view bytes,
+                                                           const ImportOptions& options) {
+  std::string format = options.format;
+  if (format.empty() || format == "auto") {
+    format = SniffMetricFormat(bytes.substr(0, 1 << 16));
+    if (format.empty()) return UnimplementedError(name + ": not a recognised GPU metric log");
+  }
+  return ReadMetricLines(MemorySource(name, bytes.data(), bytes.size()), format, options);
+}
+
+StatusOr<Recording> ImportScrapeDirectory(const std::string& path, const ImportOptions& options) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  std::vector<fs::path> files;
+  for (fs::directory_iterator it(path, ec), end; !ec && it != end; it.increment(ec))
+    if (it->is_regular_file(ec)) files.push_back(it->path());
+  if (ec) return IoError(path + ": cannot list directory: " + ec.message());
+  if (files.empty()) return NotFoundError(path + ": directory holds no scrape files");
+  std::sort(files.begin(), files.end());
+  Recording rec;
+  rec.source_path = path;
+  MetricReaderContext ctx;
+  ctx.recording = &rec;
+  ctx.file = path;
+  ctx.options = options;
+  auto reader = MakeDcgmExporterReader(&ctx);
+  bool mtime_used = false;
+  for (const auto& f : files) {
+    ASSIGN_OR_RETURN(auto source, OpenFileSource(f.string()));
+    LineReader lines(std::move(source));
+    ctx.file = f.string();
+    // Scrape time: a "# TIME" line inside the file wins; else the file's mtime.
+    const auto mtime = fs::last_write_time(f, ec);
+    if (!ec) {
+      const auto since_epoch = std::chrono::duration_cast<std::chrono::nanoseconds>(
+          mtime - fs::file_time_type::clock::now() + std::chrono::system_clock::now().time_since_epoch());
+      StartDcgmExporterScrape(reader.get(), since_epoch.count());
+      mtime_used = true;
+    }
+    std::string_view line;
+    while (lines.Next(line)) reader->Line(line, lines.line_number());
+    RETURN_IF_ERROR(lines.status());
+    rec.stats.bytes_read += lines.bytes_consumed();
+  }
+  ctx.file = path;
+  RETURN_IF_ERROR(reader->Finish());
+  rec.metrics.rows = static_cast<int64_t>(files.size());
+  rec.metrics.clock_note = mtime_used ? "scrape times from '# TIME' lines, else file modification times"
+                                      : "scrape times from '# TIME' lines";
+  return rec;
+}
+
+}  // namespace gputriage

@@ -1,0 +1,74 @@
+// Line-fed readers for the GPU metric logs. Each reader is fed one line at a time
+// (so the capture-bundle reader can hand sections of one file to different
+// readers) and writes into a Recording's MetricSet and import issues.
+//
+// Per-line problems are counted as import issues (kind + first occurrence with
+// file:line) and the line is skipped; only a problem that makes the whole input
+// unreadable (e.g. a headerless CSV with no column list) is a returned error.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "gputriage/import.h"
+#include "gputriage/model.h"
+#include "gputriage/status.h"
+
+namespace gputriage {
+
+class MetricLineReader {
+ public:
+  virtual ~MetricLineReader() = default;
+  /// One line without its newline; `line_no` is 1-based in the file.
+  virtual void Line(std::string_view line, int64_t line_no) = 0;
+  /// End of input (or of the section). Returns a fatal error, if any.
+  virtual Status Finish() = 0;
+};
+
+struct MetricReaderContext {
+  Recording* recording = nullptr;
+  std::string file;          // for messages
+  ImportOptions options;
+  /// For sources without a clock: the time of their first row (a capture
+  /// bundle anchors dmon rows to the phase's first timestamp). 0 = none.
+  TimeNs anchor_ns = 0;
+
+  /// Counts an issue; formats the message only for the first occurrence.
+  template <typename MakeMessage>
+  void Issue(IssueSeverity severity, std::string_view kind, MakeMessage&& make) {
+    auto& stats = recording->stats;
+    for (auto& i : stats.issues)
+      if (i.kind == kind) {
+        ++i.count;
+        return;
+      }
+    stats.issues.push_back(ImportIssue{severity, std::string(kind), make(), 1});
+  }
+  std::string Where(int64_t line_no) const { return file + ":" + std::to_string(line_no); }
+};
+
+/// nvidia-smi --query-gpu=... --format=csv[,noheader][,nounits]
+std::unique_ptr<MetricLineReader> MakeSmiCsvReader(MetricReaderContext* ctx);
+/// nvidia-smi -q (full text of one or more devices)
+std::unique_ptr<MetricLineReader> MakeSmiQueryReader(MetricReaderContext* ctx);
+/// nvidia-smi dmon (text or csv, any -s selection, -o DT/T, --gpm-metrics)
+std::unique_ptr<MetricLineReader> MakeSmiDmonReader(MetricReaderContext* ctx);
+/// dcgmi dmon -e ...
+std::unique_ptr<MetricLineReader> MakeDcgmiDmonReader(MetricReaderContext* ctx);
+/// dcgm-exporter /metrics (Prometheus text), one or more scrapes
+std::unique_ptr<MetricLineReader> MakeDcgmExporterReader(MetricReaderContext* ctx);
+
+/// Which metric-log format a text starts with ("" when none); `head` is the
+/// first bytes of the (decompressed) file.
+std::string SniffMetricFormat(std::string_view head);
+
+/// Imports a metric log (already sniffed or forced as `format`) into one
+/// recording, or several for a capture bundle with phases.
+StatusOr<std::vector<Recording>> ImportMetricFile(const std::string& path, const std::string& format,
+                                                  const ImportOptions& options);
+/// A directory of dcgm-exporter scrapes, one file per scrape.
+StatusOr<Recording> ImportScrapeDirectory(const std::string& path, const ImportOptions& options);
+
+}  // namespace gputriage

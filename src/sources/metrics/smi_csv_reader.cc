@@ -1,0 +1,413 @@
+// nvidia-smi --query-gpu=FIELDS --format=csv[,noheader][,nounits] [-l N | -lms N]
+//
+// Any subset and order of fields. Units come from the header ("power.draw [W]")
+// or the values ("631.95 W"). Several GPUs are interleaved, one row per GPU per
+// interval; rows are keyed by uuid, pci.bus_id or index, and positionally when
+// none of those was logged (by `count`, else by rows sharing a timestamp).
+#include <algorithm>
+#include <cmath>
+#include <unordered_map>
+
+#include <fmt/format.h>
+
+#include "src/sources/metrics/metric_readers.h"
+#include "src/sources/metrics/metric_text.h"
+#include "src/util/strings.h"
+
+namespace gputriage {
+namespace {
+
+enum class Column {
+  kIgnored, kTimestamp, kIndex, kUuid, kPciBusId, kName, kCount, kDriver, kMigMode, kHostname,
+  kMetric,        // a canonical metric
+  kPowerFallback, // power.draw.average / .instant: used when power.draw is absent
+  kReasonsActive, // clocks_event_reasons.active bitmask
+  kReasonBit,     // one clocks_event_reasons.<reason> column, "Active" / "Not Active"
+};
+
+struct ColumnSpec {
+  Column kind = Column::kIgnored;
+  Metric metric = Metric::kCount;
+  uint64_t reason_bit = 0;
+  std::string unit;  // from the header's "[unit]"
+  std::string name;
+};
+
+struct FieldEntry {
+  std::string_view name;
+  Column kind;
+  Metric metric;
+  uint64_t bit;
+};
+
+// nvidia-smi --help-query-gpu names (and their older aliases).
+constexpr FieldEntry kFields[] = {
+    {"timestamp", Column::kTimestamp, Metric::kCount, 0},
+    {"index", Column::kIndex, Metric::kCount, 0},
+    {"uuid", Column::kUuid, Metric::kCount, 0},
+    {"gpu_uuid", Column::kUuid, Metric::kCount, 0},
+    {"pci.bus_id", Column::kPciBusId, Metric::kCount, 0},
+    {"gpu_bus_id", Column::kPciBusId, Metric::kCount, 0},
+    {"name", Column::kName, Metric::kCount, 0},
+    {"gpu_name", Column::kName, Metric::kCount, 0},
+    {"count", Column::kCount, Metric::kCount, 0},
+    {"driver_version", Column::kDriver, Metric::kCount, 0},
+    {"mig.mode.current", Column::kMigMode, Metric::kCount, 0},
+    {"hostname", Column::kHostname, Metric::kCount, 0},
+    {"utilization.gpu", Column::kMetric, Metric::kGpuUtil, 0},
+    {"utilization.memory", Column::kMetric, Metric::kMemCopyUtil, 0},
+    {"utilization.encoder", Column::kMetric, Metric::kEncoderUtil, 0},
+    {"utilization.decoder", Column::kMetric, Metric::kDecoderUtil, 0},
+    {"power.draw", Column::kMetric, Metric::kPowerW, 0},
+    {"power.draw.average", Column::kPowerFallback, Metric::kPowerW, 0},
+    {"power.draw.instant", Column::kPowerFallback, Metric::kPowerW, 0},
+    {"power.limit", Column::kMetric, Metric::kPowerLimitW, 0},
+    {"enforced.power.limit", Column::kMetric, Metric::kPowerLimitW, 0},
+    {"clocks.sm", Column::kMetric, Metric::kSmClockMHz, 0},
+    {"clocks.current.sm", Column::kMetric, Metric::kSmClockMHz, 0},
+    {"clocks.mem", Column::kMetric, Metric::kMemClockMHz, 0},
+    {"clocks.current.memory", Column::kMetric, Metric::kMemClockMHz, 0},
+    {"clocks.max.sm", Column::kMetric, Metric::kCount, 0},  // a device fact, handled below
+    {"clocks.max.sm_clock", Column::kMetric, Metric::kCount, 0},
+    {"temperature.gpu", Column::kMetric, Metric::kGpuTempC, 0},
+    {"temperature.memory", Column::kMetric, Metric::kMemTempC, 0},
+    {"memory.used", Column::kMetric, Metric::kFbUsedBytes, 0},
+    {"memory.free", Column::kMetric, Metric::kFbFreeBytes, 0},
+    {"memory.total", Column::kMetric, Metric::kFbTotalBytes, 0},
+    {"clocks_event_reasons.active", Column::kReasonsActive, Metric::kClockEventReasons, 0},
+    {"clocks_throttle_reasons.active", Column::kReasonsActive, Metric::kClockEventReasons, 0},
+    {"clocks_event_reasons.gpu_idle", Column::kReasonBit, Metric::kClockEventReasons, clock_event::kGpuIdle},
+    {"clocks_event_reasons.applications_clocks_setting", Column::kReasonBit, Metric::kClockEventReasons,
+     clock_event::kApplicationsClocksSetting},
+    {"clocks_event_reasons.sw_power_cap", Column::kReasonBit, Metric::kClockEventReasons, clock_event::kSwPowerCap},
+    {"clocks_event_reasons.hw_slowdown", Column::kReasonBit, Metric::kClockEventReasons, clock_event::kHwSlowdown},
+    {"clocks_event_reasons.hw_thermal_slowdown", Column::kReasonBit, Metric::kClockEventReasons,
+     clock_event::kHwThermalSlowdown},
+    {"clocks_event_reasons.hw_power_brake_slowdown", Column::kReasonBit, Metric::kClockEventReasons,
+     clock_event::kHwPowerBrakeSlowdown},
+    {"clocks_event_reasons.sw_thermal_slowdown", Column::kReasonBit, Metric::kClockEventReasons,
+     clock_event::kSwThermalSlowdown},
+    {"clocks_event_reasons.sync_boost", Column::kReasonBit, Metric::kClockEventReasons, clock_event::kSyncBoost},
+    {"clocks_throttle_reasons.gpu_idle", Column::kReasonBit, Metric::kClockEventReasons, clock_event::kGpuIdle},
+    {"clocks_throttle_reasons.sw_power_cap", Column::kReasonBit, Metric::kClockEventReasons, clock_event::kSwPowerCap},
+    {"clocks_throttle_reasons.hw_slowdown", Column::kReasonBit, Metric::kClockEventReasons, clock_event::kHwSlowdown},
+    {"clocks_throttle_reasons.hw_thermal_slowdown", Column::kReasonBit, Metric::kClockEventReasons,
+     clock_event::kHwThermalSlowdown},
+    {"clocks_throttle_reasons.hw_power_brake_slowdown", Column::kReasonBit, Metric::kClockEventReasons,
+     clock_event::kHwPowerBrakeSlowdown},
+    {"clocks_throttle_reasons.sw_thermal_slowdown", Column::kReasonBit, Metric::kClockEventReasons,
+     clock_event::kSwThermalSlowdown},
+};
+
+/// Splits "power.draw [W]" into the field name and the unit.
+ColumnSpec SpecFor(std::string_view header_field) {
+  ColumnSpec spec;
+  std::string_view name = header_field;
+  const size_t bracket = name.find(" [");
+  if (bracket != std::string_view::npos && name.back() == ']') {
+    spec.unit = std::string(name.substr(bracket + 2, name.size() - bracket - 3));
+    name = name.substr(0, bracket);
+  }
+  name = TrimAsciiSpace(name);
+  spec.name = AsciiLower(name);
+  for (const auto& f : kFields) {
+    if (spec.name == f.name) {
+      spec.kind = f.kind;
+      spec.metric = f.metric;
+      spec.reason_bit = f.bit;
+      break;
+    }
+  }
+  return spec;
+}
+
+bool IsKnownField(std::string_view header_field) { return SpecFor(header_field).kind != Column::kIgnored; }
+
+class SmiCsvReader final : public MetricLineReader {
+ public:
+  explicit SmiCsvReader(MetricReaderContext* ctx) : ctx_(ctx), metrics_(ctx->recording->metrics) {
+    ctx_->recording->format = "nvidia-smi-csv";
+    if (!ctx_->options.smi_columns.empty()) {
+      std::vector<std::string_view> names(ctx_->options.smi_columns.begin(), ctx_->options.smi_columns.end());
+      SetColumns(names);
+    }
+  }
+
+  void Line(std::string_view line, int64_t line_no) override {
+    if (TrimAsciiSpace(line).empty()) return;
+    if (line.front() == '#') return;  // comments a logging script may add
+    metric_text::SplitTrimmed(line, ',', fields_);
+    if (LooksLikeHeader()) {
+      SetColumns(fields_);
+      header_seen_ = true;
+      return;
+    }
+    if (columns_.empty()) {
+      if (fatal_.ok())
+        fatal_ = InvalidArgumentError(fmt::format(
+            "{}: no CSV header (logged with --format=csv,noheader?): pass the --query-gpu field list "
+            "with --smi-columns, e.g. --smi-columns timestamp,index,utilization.gpu,power.draw",
+            ctx_->Where(line_no)));
+      return;
+    }
+    if (fields_.size() != columns_.size()) {
+      // nvidia-smi writes its errors into the same stream.
+      if (metric_text::IsGpuLost(line)) {
+        ctx_->Issue(IssueSeverity::kError, "gpu_lost", [&] {
+          return fmt::format("{}: nvidia-smi reports a lost GPU: {}", ctx_->Where(line_no), TrimAsciiSpace(line));
+        });
+      } else {
+        ctx_->Issue(IssueSeverity::kWarning, "bad_row", [&] {
+          return fmt::format("{}: {} fields where the header has {}; row skipped", ctx_->Where(line_no),
+                             fields_.size(), columns_.size());
+        });
+      }
+      return;
+    }
+    Row(line_no);
+  }
+
+  Status Finish() override {
+    if (!fatal_.ok()) return fatal_;
+    if (metrics_.rows == 0 && !header_seen_ && columns_.empty())
+      return DataLossError(ctx_->file + ": no nvidia-smi CSV rows");
+    return Status::Ok();
+  }
+
+ private:
+  bool LooksLikeHeader() const {
+    // A header names known fields; a data row never does (its first field is a
+    // timestamp, number or GPU name). Data rows usually start with a digit: the
+    // common case costs one comparison.
+    if (!columns_.empty() && !fields_[0].empty() && fields_[0][0] >= '0' && fields_[0][0] <= '9') return false;
+    int known = 0;
+    for (auto f : fields_) known += IsKnownField(f) ? 1 : 0;
+    return known > 0 && known * 2 >= static_cast<int>(std::min<size_t>(fields_.size(), 4)) &&
+           !metric_text::ParseTimestamp(fields_[0]).has_value() && !metric_text::ParseNumber(fields_[0]).has_value();
+  }
+
+  void SetColumns(const std::vector<std::string_view>& names) {
+    columns_.clear();
+    has_key_ = has_power_draw_ = false;
+    time_col_ = count_col_ = -1;
+    for (auto n : names) {
+      columns_.push_back(SpecFor(n));
+      const auto& c = columns_.back();
+      if (c.kind == Column::kIndex || c.kind == Column::kUuid || c.kind == Column::kPciBusId) has_key_ = true;
+      if (c.kind == Column::kMetric && c.metric == Metric::kPowerW) has_power_draw_ = true;
+      if (c.kind == Column::kTimestamp) time_col_ = static_cast<int>(columns_.size() - 1);
+      if (c.kind == Column::kCount) count_col_ = static_cast<int>(columns_.size() - 1);
+    }
+  }
+
+  std::optional<TimeNs> RowTime(std::string_view text) {
+    // Rows of one log share the date: parse it once, then only the time of day.
+    if (text.size() > 11 && text.substr(0, 11) == cached_date_text_) {
+      auto tod = metric_text::ParseTimeOfDay(text.substr(11));
+      if (tod) return cached_day_ns_ + *tod;
+    }
+    auto t = metric_text::ParseTimestamp(text);
+    if (t && text.size() > 11 && (text[10] == ' ') && metric_text::ParseTimeOfDay(text.substr(11))) {
+      cached_date_text_ = std::string(text.substr(0, 11));
+      cached_day_ns_ = *t - *metric_text::ParseTimeOfDay(text.substr(11));
+    }
+    return t;
+  }
+
+  std::optional<size_t> Device(int64_t line_no, TimeNs t, int index, std::string_view uuid, std::string_view pci,
+                               int count) {
+    if (!has_key_) {
+      // Positional: nvidia-smi prints GPUs in index order, one row each per interval.
+      if (count > 0) {
+        index = static_cast<int>(positional_row_ % count);
+      } else if (time_col_ >= 0) {
+        if (positional_row_ == 0 || t - cycle_start_ > 20 * kNsPerMs || t < cycle_start_) {
+          cycle_start_ = t;
+          cycle_pos_ = 0;
+        } else {
+          ++cycle_pos_;
+        }
+        index = cycle_pos_;
+      } else {
+        index = 0;
+      }
+      ++positional_row_;
+    }
+    std::string_view key = !uuid.empty() ? uuid : !pci.empty() ? pci : std::string_view{};
+    for (const auto& [k, i, idx] : cache_)
+      if (idx == index && k == key) return i;
+    auto found = metrics_.FindOrAdd(index, uuid, pci, -1);
+    if (!found) {
+      ctx_->Issue(IssueSeverity::kError, "too_many_devices", [&] {
+        return fmt::format("{}: more than {} distinct GPUs; further devices ignored", ctx_->Where(line_no),
+                           MetricSet::kMaxDevices);
+      });
+      return std::nullopt;
+    }
+    if (cache_.size() < 64) cache_.push_back({std::string(key), *found, index});
+    return found;
+  }
+
+  void Row(int64_t line_no) {
+    ++metrics_.rows;
+    TimeNs t = 0;
+    if (time_col_ >= 0) {
+      auto parsed = RowTime(fields_[static_cast<size_t>(time_col_)]);
+      if (!parsed) {
+        ctx_->Issue(IssueSeverity::kWarning, "bad_timestamp", [&] {
+          return fmt::format("{}: unreadable timestamp '{}'; row skipped", ctx_->Where(line_no),
+                             fields_[static_cast<size_t>(time_col_)]);
+        });
+        return;
+      }
+      t = *parsed;
+    } else {
+      // No clock logged: rows are one interval apart per GPU cycle.
+      t = ctx_->anchor_ns + static_cast<TimeNs>(synthetic_cycle_) * ctx_->options.sample_interval_ns;
+      metrics_.timestamps_synthetic = true;
+    }
+    int index = -1, count = 0;
+    std::string_view uuid, pci;
+    for (size_t c = 0; c < columns_.size(); ++c) {
+      const auto kind = columns_[c].kind;
+      if (kind == Column::kIndex) {
+        if (auto v = metric_text::ParseNumber(fields_[c]); v && *v >= 0 && *v < 1e6) index = static_cast<int>(*v);
+      } else if (kind == Column::kUuid && !metric_text::IsMissing(fields_[c])) {
+        uuid = fields_[c];
+      } else if (kind == Column::kPciBusId && !metric_text::IsMissing(fields_[c])) {
+        pci = fields_[c];
+      } else if (kind == Column::kCount) {
+        if (auto v = metric_text::ParseNumber(fields_[c]); v && *v > 0 && *v < 4096) count = static_cast<int>(*v);
+      }
+    }
+    if (time_col_ < 0 && has_key_) {
+      // Without timestamps a new cycle starts when a GPU repeats.
+      if (std::find(cycle_seen_.begin(), cycle_seen_.end(), index) != cycle_seen_.end()) {
+        cycle_seen_.clear();
+        ++synthetic_cycle_;
+        t = ctx_->anchor_ns + static_cast<TimeNs>(synthetic_cycle_) * ctx_->options.sample_interval_ns;
+      }
+      cycle_seen_.push_back(index);
+    } else if (time_col_ < 0) {
+      // Positional GPUs and no clock: `count` rows make one interval.
+      t = ctx_->anchor_ns + (count > 0 ? positional_row_ / count : positional_row_) * ctx_->options.sample_interval_ns;
+    }
+    auto dev = Device(line_no, t, index, uuid, pci, count);
+    if (!dev) return;
+    MetricDevice& d = metrics_.devices[*dev];
+    uint64_t reason_bits = 0;
+    bool reason_bits_seen = false, reasons_active_seen = false, power_seen = false;
+    double power_fallback = NAN;
+    for (size_t c = 0; c < columns_.size(); ++c) {
+      const ColumnSpec& col = columns_[c];
+      const std::string_view text = fields_[c];
+      switch (col.kind) {
+        case Column::kName:
+          if (d.name.empty() && !metric_text::IsMissing(text)) d.name = std::string(text);
+          break;
+        case Column::kDriver:
+          if (d.driver_version.empty() && !metric_text::IsMissing(text)) d.driver_version = std::string(text);
+          break;
+        case Column::kHostname:
+          if (d.hostname.empty() && !metric_text::IsMissing(text)) d.hostname = std::string(text);
+          break;
+        case Column::kMigMode:
+          if (text == "Enabled") d.mig_mode = true;
+          break;
+        case Column::kMetric:
+        case Column::kPowerFallback:
+        case Column::kReasonsActive: {
+          if (metric_text::IsMissing(text)) {
+            if (metric_text::IsGpuLost(text))
+              ctx_->Issue(IssueSeverity::kError, "gpu_lost", [&] {
+                return fmt::format("{}: {} reports '{}'", ctx_->Where(line_no), col.name, text);
+              });
+            break;
+          }
+          auto v = metric_text::ParseValueWithUnit(text);
+          if (!v) {
+            ctx_->Issue(IssueSeverity::kWarning, "bad_value", [&] {
+              return fmt::format("{}: column '{}' has unreadable value '{}'; value skipped", ctx_->Where(line_no),
+                                 col.name, text);
+            });
+            break;
+          }
+          double value = v->value;
+          if (col.kind == Column::kReasonsActive) {
+            reason_bits = static_cast<uint64_t>(value);
+            reasons_active_seen = true;
+            break;
+          }
+          if (col.kind == Column::kPowerFallback) {
+            if (std::isnan(power_fallback)) power_fallback = value;
+            break;
+          }
+          if (col.metric == Metric::kCount) {  // clocks.max.sm: a fact
+            d.max_sm_clock_mhz = std::max(d.max_sm_clock_mhz, value);
+            break;
+          }
+          if (col.metric == Metric::kFbUsedBytes || col.metric == Metric::kFbFreeBytes ||
+              col.metric == Metric::kFbTotalBytes) {
+            const std::string_view unit = !v->unit.empty() ? v->unit : std::string_view(col.unit);
+            const double scale = metric_text::BytesPerUnit(unit.empty() ? "MiB" : unit);
+            value *= scale > 0 ? scale : 1024.0 * 1024.0;
+            if (col.metric == Metric::kFbTotalBytes) d.memory_total_bytes = static_cast<int64_t>(value);
+          }
+          if (col.metric == Metric::kPowerLimitW) d.power_limit_w = value;
+          if (col.metric == Metric::kPowerW) power_seen = true;
+          metrics_.Add(*dev, col.metric, t, value);
+          break;
+        }
+        case Column::kReasonBit:
+          if (text == "Active") reason_bits |= col.reason_bit, reason_bits_seen = true;
+          else if (text == "Not Active") reason_bits_seen = true;
+          break;
+        default:
+          break;
+      }
+    }
+    if (!power_seen && !std::isnan(power_fallback)) metrics_.Add(*dev, Metric::kPowerW, t, power_fallback);
+    if (reasons_active_seen || reason_bits_seen)
+      metrics_.Add(*dev, Metric::kClockEventReasons, t, static_cast<double>(reason_bits));
+  }
+
+  MetricReaderContext* ctx_;
+  MetricSet& metrics_;
+  std::vector<ColumnSpec> columns_;
+  std::vector<std::string_view> fields_;
+  bool header_seen_ = false;
+  bool has_key_ = false;
+  bool has_power_draw_ = false;
+  int time_col_ = -1;
+  int count_col_ = -1;
+  std::string cached_date_text_;
+  TimeNs cached_day_ns_ = 0;
+  struct CacheEntry {
+    std::string key;
+    size_t device;
+    int index;
+  };
+  std::vector<CacheEntry> cache_;
+  int64_t positional_row_ = 0;
+  TimeNs cycle_start_ = 0;
+  int cycle_pos_ = 0;
+  int64_t synthetic_cycle_ = 0;
+  std::vector<int> cycle_seen_;
+  Status fatal_;
+};
+
+}  // namespace
+
+std::unique_ptr<MetricLineReader> MakeSmiCsvReader(MetricReaderContext* ctx) {
+  return std::make_unique<SmiCsvReader>(ctx);
+}
+
+bool SmiCsvHeaderLine(std::string_view line) {
+  std::vector<std::string_view> fields;
+  metric_text::SplitTrimmed(line, ',', fields);
+  int known = 0;
+  for (auto f : fields) known += IsKnownField(f) ? 1 : 0;
+  return known >= 1 && fields.size() >= 1 && IsKnownField(fields[0]);
+}
+
+}  // namespace gputriage

@@ -1,0 +1,75 @@
+#include "src/util/line_reader.h"
+
+#include <cstring>
+
+namespace gputriage {
+
+namespace {
+constexpr size_t kChunk = 1 << 20;
+}
+
+LineReader::LineReader(std::unique_ptr<ByteSource> source) : source_(std::move(source)) {
+  buffer_.resize(kChunk + kMaxLineBytes);
+}
+
+bool LineReader::Fill() {
+  // Move the partial line to the front, then read more after it.
+  if (begin_ > 0) {
+    std::memmove(buffer_.data(), buffer_.data() + begin_, end_ - begin_);
+    end_ -= begin_;
+    begin_ = 0;
+  }
+  if (eof_ || end_ >= buffer_.size()) return false;
+  auto n = source_->Read(buffer_.data() + end_, buffer_.size() - end_);
+  if (!n.ok()) {
+    status_ = n.status();
+    eof_ = true;
+    return false;
+  }
+  if (*n == 0) {
+    eof_ = true;
+    return false;
+  }
+  end_ += *n;
+  return true;
+}
+
+bool LineReader::Next(std::string_view& line) {
+  if (!status_.ok()) return false;
+  size_t scanned = begin_;
+  while (true) {
+    const void* nl = std::memchr(buffer_.data() + scanned, '\n', end_ - scanned);
+    if (nl != nullptr) {
+      const size_t pos = static_cast<size_t>(static_cast<const char*>(nl) - buffer_.data());
+      size_t stop = pos;
+      if (stop > begin_ && buffer_[stop - 1] == '\r') --stop;
+      line = std::string_view(buffer_.data() + begin_, stop - begin_);
+      consumed_ += static_cast<int64_t>(pos + 1 - begin_);
+      begin_ = pos + 1;
+      ++line_number_;
+      return true;
+    }
+    if (end_ - begin_ > kMaxLineBytes) {
+      status_ = DataLossError(source_->name() + ":" + std::to_string(line_number_ + 1) + ": line longer than " +
+                              std::to_string(kMaxLineBytes) + " bytes (not a metric log?)");
+      return false;
+    }
+    const size_t pending = end_ - begin_;
+    if (!Fill()) {
+      if (!status_.ok()) return false;
+      if (end_ > begin_) {  // last line without a newline
+        size_t stop = end_;
+        if (buffer_[stop - 1] == '\r') --stop;
+        line = std::string_view(buffer_.data() + begin_, stop - begin_);
+        consumed_ += static_cast<int64_t>(end_ - begin_);
+        begin_ = end_;
+        ++line_number_;
+        return true;
+      }
+      return false;
+    }
+    scanned = begin_ + pending;
+  }
+}
+
+}  // namespace gputriage

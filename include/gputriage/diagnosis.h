@@ -4,6 +4,8 @@
 #pragma once
 
 #include <array>
+#include <map>
+#include <string_view>
 #include <cmath>
 #include <optional>
 #include <string>
@@ -120,6 +122,52 @@ struct ThroughputStats {
   double mfu_percent = NAN;    // against the device's bf16/fp16 dense peak
 };
 
+/// A distribution of one metric series (canonical units, see metrics.h).
+struct MetricDistribution {
+  int64_t samples = 0;
+  double mean = NAN;
+  double p5 = NAN;
+  double p50 = NAN;
+  double p95 = NAN;
+  double min = NAN;
+  double max = NAN;
+};
+
+/// What one GPU's metric series say, over the whole recording.
+struct DeviceMetricAnalysis {
+  std::string label;   // "GPU 0", "GPU 0 / MIG 1g.5gb (13)"
+  std::string name;    // model as reported
+  std::string uuid;
+  std::string hostname;
+  bool mig_instance = false;
+  bool mig_mode = false;
+  std::map<std::string, std::string> labels;  // Kubernetes attribution
+  TimeNs first_ns = 0;
+  TimeNs last_ns = 0;
+  TimeNs median_interval_ns = 0;
+  double hours = 0;              // observed span + one interval, 0 for a single sample
+  bool timestamps_synthetic = false;
+  std::array<MetricDistribution, kNumMetrics> metrics;  // samples == 0 when not logged
+  // utilization.gpu (else GR engine activity) shape
+  std::string busy_metric;       // which series "busy" means here ("gpu_util", "gr_engine_active", "")
+  double busy_mean_percent = NAN;
+  double near_zero_share = NAN;  // share of samples <= 5 %
+  double near_full_share = NAN;  // share of samples >= 95 %
+  SeriesSketch::Rhythm rhythm;   // of the busy series
+  // power and clocks
+  double power_limit_w = 0;      // logged limit, else the spec's board power
+  std::string power_limit_source;
+  double power_mean_percent_of_limit = NAN;
+  double max_sm_clock_mhz = 0;
+  double sm_clock_mean_percent_of_max = NAN;
+  int64_t reason_samples = 0;
+  double limiting_reason_share = NAN;  // share of samples with a performance-limiting clock event
+  std::vector<std::string> active_reasons;  // names of reasons seen
+  double pcie_rx_p95_over_mean = NAN;       // burstiness of host→device traffic
+  double memory_used_max_percent = NAN;     // of total memory
+  std::vector<SeriesSketch::TimelinePoint> busy_timeline;  // decimated, for plots
+};
+
 /// Everything measured on one recording (one rank).
 struct RecordingAnalysis {
   std::string source;
@@ -142,6 +190,10 @@ struct RecordingAnalysis {
   CommStats comm;
   ThroughputStats throughput;
   std::vector<std::string> limitations;  // what this recording cannot tell
+  // Sampled GPU metrics (metric logs); empty for a trace-only recording.
+  bool has_trace = false;
+  std::string phase;  // capture-bundle phase ("idle", "load"), else empty
+  std::vector<DeviceMetricAnalysis> metric_devices;
 };
 
 // ---- Verdicts -------------------------------------------------------------
@@ -179,13 +231,90 @@ struct Finding {
   std::string title;    // one line
   std::string detail;   // a few sentences
   int rank = -1;
+  std::string origin = "trace";  // "trace" (profiler timeline) or "metrics" (sampled GPU metrics)
+  std::string scope;  // what it is about when not a rank: "GPU 0 (load phase)", a source file
   std::vector<Evidence> evidence;
+  /// When the evidence cannot separate causes: the other verdicts still possible
+  /// and the measurement that would tell them apart.
+  std::vector<std::string> cannot_exclude;
+  std::string to_separate;
   std::vector<Recommendation> recommendations;
   std::optional<ExpectedGain> gain;
 };
 
+/// What a workload class should reach, for judging metric levels.
+enum class WorkloadClass { kUnspecified, kDenseTransformer, kCnn, kMoe, kRl, kMultimodal, kInference };
+const char* WorkloadClassName(WorkloadClass w);
+std::optional<WorkloadClass> ParseWorkloadClass(std::string_view name);
+
+struct WorkloadTargets {
+  double util_good_percent;       // utilization.gpu a healthy job of this class reaches
+  double util_investigate_percent;  // below this, the job merits investigation
+  double sm_active_percent;
+  double tensor_active_percent;
+  std::string basis;              // where the targets come from
+};
+WorkloadTargets TargetsFor(WorkloadClass w);
+
+struct DiagnoseOptions {
+  WorkloadClass workload = WorkloadClass::kUnspecified;
+  std::optional<double> price_per_gpu_hour;  // USD
+  std::optional<double> monthly_spend;       // USD per month on the GPUs observed
+};
+
+/// One row of the what-if table: raise utilization to `target`.
+struct WhatIf {
+  double from_percent = 0;
+  double to_percent = 0;
+  double more_compute_percent = 0;  // to/from − 1, same spend
+  double spend_saved_percent = 0;   // 1 − from/to, same work
+  std::optional<double> monthly_saving_usd;
+};
+
+struct DeviceCost {
+  std::string label;
+  std::string name;
+  double hours = 0;
+  double price_per_hour = 0;
+  std::string price_source;
+  double cost_usd = 0;
+  double util_percent = NAN;           // nvidia-smi utilization (or GR engine on MIG)
+  double idle_cost_by_util_usd = NAN;
+  double sm_active_percent = NAN;
+  double idle_cost_by_sm_usd = NAN;
+};
+
+struct CostReport {
+  bool available = false;        // a price or spend was known
+  std::string price_basis;       // "--price-per-gpu-hour", "default table: ...", "--monthly-spend"
+  std::vector<DeviceCost> devices;
+  double gpu_hours = 0;
+  double cost_usd = 0;
+  double idle_cost_by_util_usd = NAN;
+  double idle_cost_by_sm_usd = NAN;
+  std::optional<double> monthly_spend_usd;
+  double monthly_idle_by_util_usd = NAN;
+  double monthly_idle_by_sm_usd = NAN;
+  double util_mean_percent = NAN;   // GPU-hour weighted
+  double sm_active_mean_percent = NAN;
+  std::vector<WhatIf> what_if;
+  std::vector<std::string> notes;
+};
+
+/// Idle capacity of a monthly spend at a utilization: spend × (1 − util).
+double IdleMonthlyCost(double monthly_spend, double util_percent);
+/// The what-if row for raising utilization from `from` to `to` percent.
+WhatIf MakeWhatIf(double from_percent, double to_percent, std::optional<double> monthly_spend);
+
 struct Summary {
   double gpu_busy_percent = 0;
+  std::string gpu_busy_source;   // which measure gpu_busy_percent is
+  int devices = 0;               // GPUs (or MIG instances) observed
+  double gpu_hours = 0;
+  double gpu_util_mean_percent = NAN;  // nvidia-smi utilization.gpu, GPU-hour weighted
+  std::optional<double> idle_cost_usd;            // this run, by utilization.gpu (needs a price)
+  std::optional<double> idle_cost_usd_per_month;  // with --monthly-spend
+  std::string workload;
   double data_wait_percent = 0;  // DataLoader share of step time
   double avg_step_ms = 0;
   int64_t steps = 0;
@@ -201,12 +330,13 @@ struct Diagnosis {
   std::vector<RecordingAnalysis> recordings;
   std::vector<Finding> findings;  // most severe first
   Summary summary;
+  CostReport cost;
 };
 
 /// Measures one recording (pure: no I/O).
 RecordingAnalysis AnalyzeRecording(const Recording& recording);
 
 /// Measures every recording of a run and draws the verdicts.
-Diagnosis Diagnose(const Run& run);
+Diagnosis Diagnose(const Run& run, const DiagnoseOptions& options = {});
 
 }  // namespace gputriage

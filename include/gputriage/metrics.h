@@ -176,6 +176,10 @@ struct MetricDevice {
   /// Kubernetes attribution and other labels (pod, namespace, container, ...).
   std::map<std::string, std::string> labels;
   std::array<SeriesSketch, kNumMetrics> series;
+  /// Clock-event reason samples: how many had each bit (index = bit position)
+  /// and how many had any performance-limiting reason.
+  std::array<int64_t, 9> reason_counts{};
+  int64_t limiting_reason_samples = 0;
 
   /// "GPU 0", "GPU 0 / MIG 1g.5gb (13)", or the uuid when no index is known.
   std::string Label() const;

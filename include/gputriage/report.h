@@ -18,6 +18,12 @@ struct TerminalOptions {
 /// Human-readable report: verdicts first, then evidence, then fixes, then the numbers.
 std::string RenderTerminal(const Run& run, const Diagnosis& diagnosis, const TerminalOptions& options);
 
+/// "$22,000" (whole dollars from 1,000 up, else cents); "n/a" for NaN.
+std::string FormatUsd(double usd);
+
+/// One what-if row as a sentence: "40% → 75%: +87% more compute for the same spend, ...".
+std::string WhatIfLine(const WhatIf& w);
+
 /// The JSON document; `indent` < 0 for one line.
 std::string RenderJson(const Run& run, const Diagnosis& diagnosis, int indent = 2);
 

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "gputriage/diagnosis.h"
+#include "src/analysis/metric_analysis.h"
 #include "src/analysis/analysis_internal.h"
 #include "src/analysis/gpu_specs.h"
 #include "src/analysis/kernel_taxonomy.h"
@@ -148,6 +149,10 @@ RecordingAnalysis AnalyzeRecording(const Recording& rec) {
   RecordingAnalysis a;
   a.source = rec.source_path;
   a.rank = rec.rank;
+  a.has_trace = rec.format == "kineto";
+  if (auto it = rec.metadata.find("phase"); it != rec.metadata.end()) a.phase = it->second;
+  a.metric_devices = AnalyzeMetrics(rec.metrics);
+  if (!a.has_trace) return a;
 
   // Classify each distinct kernel name once.
   std::unordered_map<NameId, NameAccumulator> by_name;

@@ -1,35 +1,83 @@
 #include "src/analysis/gpu_specs.h"
 
+#include <cctype>
 #include <string>
+
+#include "src/util/strings.h"
 
 namespace gputriage {
 namespace {
 
-// Dense peaks (TFLOP/s) from vendor datasheets at boost clock.
+// Dense peaks (TFLOP/s), bandwidth (GB/s), memory (GB), board power (W).
+// Datasheets state tensor throughput "with sparsity"; the dense figure is half.
 constexpr GpuSpec kSpecs[] = {
-    // name fragment matched in order: more specific first.
-    {"H200", 67.0, 494.7, 989.4, 989.4, 1978.9, "NVIDIA H200 datasheet (SXM)"},
-    {"H100 PCIe", 51.2, 378.0, 756.0, 756.0, 1513.0, "NVIDIA H100 datasheet (PCIe)"},
-    {"H100", 67.0, 494.7, 989.4, 989.4, 1978.9, "NVIDIA H100 datasheet (SXM)"},
-    {"GH200", 67.0, 494.7, 989.4, 989.4, 1978.9, "NVIDIA GH200 datasheet"},
-    {"B200", 0.0, 1100.0, 2250.0, 2250.0, 4500.0, "NVIDIA HGX B200 datasheet (per GPU)"},
-    {"A100", 19.5, 156.0, 312.0, 312.0, 0.0, "NVIDIA A100 datasheet"},
-    {"L40S", 91.6, 183.0, 362.0, 362.0, 733.0, "NVIDIA L40S datasheet"},
-    {"V100-PCIE", 14.0, 0.0, 112.0, 0.0, 0.0, "NVIDIA V100 datasheet (PCIe)"},
-    {"V100", 15.7, 0.0, 125.0, 0.0, 0.0, "NVIDIA V100 datasheet (SXM2/DGX)"},
-    {"T4", 8.1, 0.0, 65.0, 0.0, 0.0, "NVIDIA T4 datasheet"},
-    {"MI300X", 81.7, 653.7, 1307.4, 1307.4, 2614.9, "AMD Instinct MI300X datasheet"},
-    {"MI250X", 47.9, 0.0, 383.0, 383.0, 0.0, "AMD Instinct MI250X datasheet"},
-    {"MI250", 45.3, 0.0, 362.1, 362.1, 0.0, "AMD Instinct MI250 datasheet"},
+    // model, match, fp32, tf32, fp16, bf16, fp8, GB/s, GB, W, tensor cores, source
+    {"H200 SXM", "H200", 67.0, 494.7, 989.4, 989.4, 1978.9, 4800, 141, 700, "4th gen (Hopper)",
+     "NVIDIA H200 Tensor Core GPU datasheet (SXM)"},
+    {"H100 PCIe", "H100 PCIe", 51.2, 378.0, 756.0, 756.0, 1513.0, 2000, 80, 350, "4th gen (Hopper)",
+     "NVIDIA H100 Tensor Core GPU datasheet (PCIe)"},
+    {"H100 NVL", "H100 NVL", 60.0, 417.5, 835.5, 835.5, 1670.5, 3900, 94, 400, "4th gen (Hopper)",
+     "NVIDIA H100 Tensor Core GPU datasheet (NVL)"},
+    {"GH200", "GH200", 67.0, 494.7, 989.4, 989.4, 1978.9, 4000, 96, 1000, "4th gen (Hopper)",
+     "NVIDIA GH200 Grace Hopper Superchip datasheet (GPU figures; power is the module range's top)"},
+    {"H100 SXM", "H100", 67.0, 494.7, 989.4, 989.4, 1978.9, 3350, 80, 700, "4th gen (Hopper)",
+     "NVIDIA H100 Tensor Core GPU datasheet (SXM)"},
+    {"B200", "B200", 0.0, 1125.0, 2250.0, 2250.0, 4500.0, 8000, 180, 1000, "5th gen (Blackwell)",
+     "NVIDIA HGX B200 datasheet, per GPU (platform figures / 8); fp32 not published per GPU"},
+    {"A100 SXM4 80GB", "A100-SXM4-80GB", 19.5, 156.0, 312.0, 312.0, 0.0, 2039, 80, 400, "3rd gen (Ampere)",
+     "NVIDIA A100 Tensor Core GPU datasheet (SXM 80GB)"},
+    {"A100 PCIe 80GB", "A100 80GB PCIe", 19.5, 156.0, 312.0, 312.0, 0.0, 1935, 80, 300, "3rd gen (Ampere)",
+     "NVIDIA A100 Tensor Core GPU datasheet (PCIe 80GB)"},
+    {"A100 PCIe 40GB", "A100-PCIE-40GB", 19.5, 156.0, 312.0, 312.0, 0.0, 1555, 40, 250, "3rd gen (Ampere)",
+     "NVIDIA A100 Tensor Core GPU datasheet (PCIe 40GB)"},
+    {"A100 SXM4 40GB", "A100", 19.5, 156.0, 312.0, 312.0, 0.0, 1555, 40, 400, "3rd gen (Ampere)",
+     "NVIDIA A100 Tensor Core GPU datasheet (SXM 40GB); other A100 names default here"},
+    {"A10G", "A10G", 0.0, 0.0, 0.0, 0.0, 0.0, 0, 24, 0, "3rd gen (Ampere)",
+     "AWS EC2 G5 documentation (24 GB); NVIDIA publishes no A10G datasheet, so peaks are unknown"},
+    {"A10", "A10", 31.2, 62.5, 125.0, 125.0, 0.0, 600, 24, 150, "3rd gen (Ampere)", "NVIDIA A10 Tensor Core GPU datasheet"},
+    {"L40S", "L40S", 91.6, 183.0, 362.05, 362.05, 733.0, 864, 48, 350, "4th gen (Ada Lovelace)", "NVIDIA L40S datasheet"},
+    {"L4", "L4", 30.3, 60.0, 121.0, 121.0, 242.5, 300, 24, 72, "4th gen (Ada Lovelace)", "NVIDIA L4 Tensor Core GPU datasheet"},
+    {"V100 PCIe", "V100-PCIE", 14.0, 0.0, 112.0, 0.0, 0.0, 900, 32, 250, "1st gen (Volta)",
+     "NVIDIA Tesla V100 datasheet (PCIe)"},
+    {"V100 SXM2", "V100", 15.7, 0.0, 125.0, 0.0, 0.0, 900, 32, 300, "1st gen (Volta)",
+     "NVIDIA Tesla V100 datasheet (SXM2; DGX Station parts default here)"},
+    {"T4", "T4", 8.1, 0.0, 65.0, 0.0, 0.0, 320, 16, 70, "2nd gen (Turing)", "NVIDIA T4 Tensor Core GPU datasheet"},
+    {"GeForce RTX 4090", "RTX 4090", 82.6, 82.6, 165.2, 165.2, 0.0, 1008, 24, 450, "4th gen (Ada Lovelace)",
+     "NVIDIA Ada GPU architecture whitepaper, RTX 4090 (fp16/bf16 with fp32 accumulate, dense)"},
+    {"GeForce RTX 3090", "RTX 3090", 35.6, 35.6, 71.0, 71.0, 0.0, 936, 24, 350, "3rd gen (Ampere)",
+     "NVIDIA Ampere GA102 GPU architecture whitepaper, RTX 3090 (fp16 with fp32 accumulate, dense)"},
+    {"GeForce RTX 2080 SUPER", "RTX 2080 SUPER", 11.2, 0.0, 44.6, 0.0, 0.0, 496, 8, 250, "2nd gen (Turing)",
+     "NVIDIA GeForce RTX 2080 SUPER specifications (memory, power); peaks derived from 3072 CUDA cores x 1815 MHz "
+     "boost (fp16 tensor with fp32 accumulate at the GeForce half rate)"},
+    {"MI300X", "MI300X", 81.7, 653.7, 1307.4, 1307.4, 2614.9, 5300, 192, 750, "CDNA 3 matrix cores",
+     "AMD Instinct MI300X datasheet"},
+    {"MI250X", "MI250X", 47.9, 0.0, 383.0, 383.0, 0.0, 3277, 128, 560, "CDNA 2 matrix cores", "AMD Instinct MI250X datasheet"},
+    {"MI250", "MI250", 45.3, 0.0, 362.1, 362.1, 0.0, 3277, 128, 560, "CDNA 2 matrix cores", "AMD Instinct MI250 datasheet"},
 };
+
+bool IsAlnum(char c) { return std::isalnum(static_cast<unsigned char>(c)) != 0; }
+
+/// `fragment` occurs in `name` as a whole token: "L4" matches "NVIDIA L4" but
+/// not "NVIDIA L40S"; "A10" does not match "A100".
+bool TokenMatch(std::string_view name, std::string_view fragment) {
+  for (size_t at = name.find(fragment); at != std::string_view::npos; at = name.find(fragment, at + 1)) {
+    const size_t end = at + fragment.size();
+    const bool left = at == 0 || !IsAlnum(name[at - 1]);
+    const bool right = end == name.size() || !IsAlnum(name[end]) || !IsAlnum(fragment.back());
+    if (left && right) return true;
+  }
+  return false;
+}
 
 }  // namespace
 
 std::optional<GpuSpec> FindGpuSpec(std::string_view device_name) {
-  const std::string name(device_name);
-  for (const auto& spec : kSpecs) {
-    if (name.find(spec.model) != std::string::npos) return spec;
-  }
+  for (const auto& spec : kSpecs)
+    if (TokenMatch(device_name, spec.match)) return spec;
+  // Names without separators ("Tesla V100-SXM2-32GB" has them; some tools print
+  // "A100SXM4"): fall back to a plain substring match.
+  for (const auto& spec : kSpecs)
+    if (Contains(device_name, spec.match)) return spec;
   return std::nullopt;
 }
 
@@ -43,5 +91,7 @@ double PeakTflops(const GpuSpec& spec, Precision p) {
     default: return 0.0;
   }
 }
+
+std::span<const GpuSpec> AllGpuSpecs() { return kSpecs; }
 
 }  // namespace gputriage

@@ -5,10 +5,12 @@
 //   0  the diagnosis was printed (and no finding reached --fail-on)
 //   1  a finding reached the --fail-on severity
 //   2  usage error (bad flag or value)
-//   3  an input could not be read (missing, unreadable, not a trace, corrupt)
+//   3  an input could not be read (missing, unreadable, not a trace or metric log, corrupt)
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdio>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -27,59 +29,146 @@ constexpr int kExitFindings = 1;
 constexpr int kExitUsage = 2;
 constexpr int kExitInput = 3;
 
-int RunDiagnose(const std::vector<std::string>& files, bool json, const std::string& color,
-                const std::string& fail_on, int kernels) {
-  auto run = gputriage::ImportRun(files);
+struct DiagnoseArgs {
+  std::vector<std::string> files;
+  bool json = false;
+  std::string color = "auto";
+  std::string fail_on = "none";
+  int kernels = 10;
+  std::string format = "auto";
+  std::vector<std::string> smi_columns;
+  double sample_interval_s = 0;
+  std::string workload = "unspecified";
+  std::optional<double> price_per_gpu_hour;
+  std::optional<double> monthly_spend;
+};
+
+void Print(const std::string& out) { std::fwrite(out.data(), 1, out.size(), stdout); }
+
+int RunDiagnose(const DiagnoseArgs& args) {
+  gputriage::ImportOptions import;
+  import.format = args.format;
+  import.smi_columns = args.smi_columns;
+  import.sample_interval_ns = static_cast<gputriage::TimeNs>(std::llround(args.sample_interval_s * 1e9));
+  auto run = gputriage::ImportRun(args.files, import);
   if (!run.ok()) {
     std::fprintf(stderr, "gputriage: error: %s\n", run.status().ToString().c_str());
     return kExitInput;
   }
-  const gputriage::Diagnosis diagnosis = gputriage::Diagnose(*run);
-  if (json) {
-    std::string out = gputriage::RenderJson(*run, diagnosis);
-    std::fwrite(out.data(), 1, out.size(), stdout);
+  gputriage::DiagnoseOptions options;
+  options.workload = *gputriage::ParseWorkloadClass(args.workload);
+  options.price_per_gpu_hour = args.price_per_gpu_hour;
+  options.monthly_spend = args.monthly_spend;
+  const gputriage::Diagnosis diagnosis = gputriage::Diagnose(*run, options);
+  if (args.json) {
+    Print(gputriage::RenderJson(*run, diagnosis));
     std::fputc('\n', stdout);
   } else {
-    gputriage::TerminalOptions options;
-    options.color = color == "always" || (color == "auto" && isatty(fileno(stdout)));
-    options.max_kernels = kernels;
-    std::string out = gputriage::RenderTerminal(*run, diagnosis, options);
-    std::fwrite(out.data(), 1, out.size(), stdout);
+    gputriage::TerminalOptions terminal;
+    terminal.color = args.color == "always" || (args.color == "auto" && isatty(fileno(stdout)));
+    terminal.max_kernels = args.kernels;
+    Print(gputriage::RenderTerminal(*run, diagnosis, terminal));
   }
   for (const auto& r : run->recordings)
     if (r.stats.truncated)
       std::fprintf(stderr, "gputriage: warning: %s: %s\n", r.source_path.c_str(), r.stats.truncation_note.c_str());
-  if (fail_on != "none") {
-    const gputriage::Severity threshold = fail_on == "high"       ? gputriage::Severity::kHigh
-                                          : fail_on == "moderate" ? gputriage::Severity::kModerate
-                                          : fail_on == "low"      ? gputriage::Severity::kLow
-                                                                  : gputriage::Severity::kInfo;
+  if (args.fail_on != "none") {
+    const gputriage::Severity threshold = args.fail_on == "high"       ? gputriage::Severity::kHigh
+                                          : args.fail_on == "moderate" ? gputriage::Severity::kModerate
+                                          : args.fail_on == "low"      ? gputriage::Severity::kLow
+                                                                       : gputriage::Severity::kInfo;
     for (const auto& f : diagnosis.findings)
       if (f.severity >= threshold) return kExitFindings;
   }
   return kExitOk;
 }
 
+struct CostArgs {
+  double monthly_spend = 0;
+  double utilization = 0;
+  std::optional<double> sm_active;
+  std::vector<double> targets;
+  bool json = false;
+};
+
+/// Fleet arithmetic without a log: what idle capacity costs at a utilization.
+int RunCost(const CostArgs& args) {
+  const double idle = gputriage::IdleMonthlyCost(args.monthly_spend, args.utilization);
+  std::vector<double> targets = args.targets;
+  if (targets.empty()) targets = {50, 75, 90};
+  std::vector<gputriage::WhatIf> rows;
+  for (double t : targets)
+    if (t > args.utilization) rows.push_back(gputriage::MakeWhatIf(args.utilization, t, args.monthly_spend));
+  if (args.json) {
+    std::string out = fmt::format("{{\"monthly_spend_usd\": {}, \"utilization_percent\": {}, \"idle_cost_usd_per_month\": {}",
+                                  args.monthly_spend, args.utilization, idle);
+    if (args.sm_active)
+      out += fmt::format(", \"sm_active_percent\": {}, \"idle_cost_by_sm_usd_per_month\": {}", *args.sm_active,
+                         gputriage::IdleMonthlyCost(args.monthly_spend, *args.sm_active));
+    out += ", \"what_if\": [";
+    for (size_t i = 0; i < rows.size(); ++i)
+      out += fmt::format("{}{{\"from_percent\": {}, \"to_percent\": {}, \"more_compute_percent\": {}, \"spend_saved_percent\": {}, "
+                         "\"monthly_saving_usd\": {}}}",
+                         i ? ", " : "", rows[i].from_percent, rows[i].to_percent, rows[i].more_compute_percent,
+                         rows[i].spend_saved_percent, rows[i].monthly_saving_usd.value_or(0));
+    out += "]}\n";
+    Print(out);
+    return kExitOk;
+  }
+  Print(fmt::format("{}/month at {:g}% average utilization: {}/month of idle capacity\n",
+                    gputriage::FormatUsd(args.monthly_spend), args.utilization, gputriage::FormatUsd(idle)));
+  if (args.sm_active)
+    Print(fmt::format("by SM activity ({:g}%): {}/month of idle capacity\n", *args.sm_active,
+                      gputriage::FormatUsd(gputriage::IdleMonthlyCost(args.monthly_spend, *args.sm_active))));
+  for (const auto& w : rows) Print("  " + gputriage::WhatIfLine(w) + "\n");
+  return kExitOk;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"gputriage: why your GPUs sit idle, with the evidence, the fix and the gain"};
+  CLI::App app{"gputriage: why your GPUs sit idle, with the evidence, the fix, the gain and the cost"};
   app.set_version_flag("--version", std::string("gputriage ") + gputriage::kGputriageVersion);
   app.require_subcommand(1);
 
-  auto* diagnose = app.add_subcommand("diagnose", "Diagnose PyTorch profiler (Kineto) traces; several files = ranks of one run");
-  std::vector<std::string> files;
-  bool json = false;
-  std::string color = "auto";
-  std::string fail_on = "none";
-  int kernels = 10;
-  diagnose->add_option("FILE", files, "trace files (.json or .json.gz)")->required();
-  diagnose->add_flag("--json", json, "print the versioned JSON report (docs/json-schema.md)");
-  diagnose->add_option("--color", color, "colour the terminal report: auto (on a TTY), always, never")
+  auto* diagnose = app.add_subcommand(
+      "diagnose",
+      "Diagnose PyTorch profiler (Kineto) traces and GPU metric logs (nvidia-smi CSV / -q / dmon, dcgmi dmon, "
+      "dcgm-exporter scrapes); all files are one run");
+  DiagnoseArgs d;
+  diagnose->add_option("FILE", d.files, "traces (.json/.json.gz), metric logs, or a directory of dcgm-exporter scrapes")->required();
+  diagnose->add_flag("--json", d.json, "print the versioned JSON report (docs/json-schema.md)");
+  diagnose->add_option("--color", d.color, "colour the terminal report: auto (on a TTY), always, never")
       ->check(CLI::IsMember({"auto", "always", "never"}));
-  diagnose->add_option("--fail-on", fail_on, "exit 1 when a finding has at least this severity")
+  diagnose->add_option("--fail-on", d.fail_on, "exit 1 when a finding has at least this severity")
       ->check(CLI::IsMember({"none", "info", "low", "moderate", "high"}));
-  diagnose->add_option("--kernels", kernels, "rows of the kernel table")->check(CLI::Range(0, 1000));
+  diagnose->add_option("--kernels", d.kernels, "rows of the kernel table")->check(CLI::Range(0, 1000));
+  std::vector<std::string> formats = {"auto"};
+  for (const char* f : gputriage::kInputFormats) formats.emplace_back(f);
+  diagnose->add_option("--format", d.format, "input format; auto detects it from the content")->check(CLI::IsMember(formats));
+  diagnose->add_option("--smi-columns", d.smi_columns,
+                       "field list of a headerless nvidia-smi CSV (the --query-gpu list, comma separated)")
+      ->delimiter(',');
+  diagnose->add_option("--sample-interval", d.sample_interval_s,
+                       "seconds between samples of sources without timestamps (default: dmon/dcgmi 1 s, "
+                       "dcgm-exporter scrapes 15 s)")
+      ->check(CLI::Range(0.001, 86400.0));
+  diagnose->add_option("--workload", d.workload, "workload class the targets are judged against")
+      ->check(CLI::IsMember({"unspecified", "dense-transformer", "cnn", "moe", "rl", "multimodal", "inference"}));
+  diagnose->add_option("--price-per-gpu-hour", d.price_per_gpu_hour, "USD per GPU-hour (default: the dated price table)")
+      ->check(CLI::Range(0.0, 1e6));
+  diagnose->add_option("--monthly-spend", d.monthly_spend, "USD per month spent on these GPUs, for the monthly idle cost")
+      ->check(CLI::Range(0.0, 1e12));
+
+  auto* cost = app.add_subcommand("cost", "Idle capacity and what-if table for a fleet's spend and average utilization");
+  CostArgs c;
+  cost->add_option("--monthly-spend", c.monthly_spend, "USD per month spent on GPUs")->required()->check(CLI::Range(0.0, 1e12));
+  cost->add_option("--utilization", c.utilization, "average GPU utilization, percent")->required()->check(CLI::Range(0.0, 100.0));
+  cost->add_option("--sm-active", c.sm_active, "average SM activity, percent (DCGM), for the stricter idle figure")
+      ->check(CLI::Range(0.0, 100.0));
+  cost->add_option("--target", c.targets, "utilization targets for the what-if table (default 50 75 90)")
+      ->check(CLI::Range(0.0, 100.0));
+  cost->add_flag("--json", c.json, "print JSON");
 
   try {
     app.parse(argc, argv);
@@ -87,6 +176,7 @@ int main(int argc, char** argv) {
     const int code = app.exit(e);
     return code == 0 ? kExitOk : kExitUsage;
   }
-  if (diagnose->parsed()) return RunDiagnose(files, json, color, fail_on, kernels);
+  if (diagnose->parsed()) return RunDiagnose(d);
+  if (cost->parsed()) return RunCost(c);
   return kExitUsage;
 }

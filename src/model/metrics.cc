@@ -341,7 +341,14 @@ std::optional<size_t> MetricSet::FindOrAdd(int index, std::string_view uuid, std
 }
 
 void MetricSet::Add(size_t device, Metric m, TimeNs t, double value) {
-  devices[device].series[static_cast<int>(m)].Add(t, value);
+  auto& d = devices[device];
+  if (m == Metric::kClockEventReasons && value >= 0 && value < 1.8e19) {
+    const auto bits = static_cast<uint64_t>(value);
+    for (size_t b = 0; b < d.reason_counts.size(); ++b)
+      if (bits & (uint64_t{1} << b)) ++d.reason_counts[b];
+    if (bits & clock_event::kPerformanceLimiting) ++d.limiting_reason_samples;
+  }
+  d.series[static_cast<int>(m)].Add(t, value);
   ++samples;
 }
 

@@ -24,7 +24,10 @@ json EvidenceJson(const Evidence& e) {
 
 json FindingJson(const Finding& f) {
   json j = {{"verdict", f.verdict}, {"severity", SeverityName(f.severity)}, {"title", f.title},
-            {"detail", f.detail}, {"rank", f.rank >= 0 ? json(f.rank) : json(nullptr)}};
+            {"detail", f.detail}, {"rank", f.rank >= 0 ? json(f.rank) : json(nullptr)}, {"origin", f.origin},
+            {"scope", f.scope.empty() ? json(nullptr) : json(f.scope)}};
+  j["cannot_exclude"] = f.cannot_exclude;
+  j["to_separate"] = f.to_separate.empty() ? json(nullptr) : json(f.to_separate);
   j["evidence"] = json::array();
   for (const auto& e : f.evidence) j["evidence"].push_back(EvidenceJson(e));
   j["recommendations"] = json::array();
@@ -52,6 +55,69 @@ json BreakdownJson(const StepBreakdown& b) {
 json IdleJson(const IdleBreakdown& idle) {
   json j = {{"total_ms", ToMs(idle.total())}, {"gaps", idle.gaps}};
   for (int c = 0; c < kNumIdleCauses; ++c) j[std::string(IdleCauseName(static_cast<IdleCause>(c))) + "_ms"] = ToMs(idle.ns[c]);
+  return j;
+}
+
+json DistributionJson(const MetricDistribution& m) {
+  return {{"samples", m.samples}, {"mean", Num(m.mean)}, {"p5", Num(m.p5)}, {"p50", Num(m.p50)},
+          {"p95", Num(m.p95)}, {"min", Num(m.min)}, {"max", Num(m.max)}};
+}
+
+json MetricDeviceJson(const DeviceMetricAnalysis& d) {
+  json j = {{"label", d.label}, {"name", d.name}, {"uuid", d.uuid.empty() ? json(nullptr) : json(d.uuid)},
+            {"hostname", d.hostname.empty() ? json(nullptr) : json(d.hostname)}, {"mig_instance", d.mig_instance},
+            {"mig_mode", d.mig_mode}, {"labels", d.labels}, {"first_ns", d.first_ns}, {"last_ns", d.last_ns},
+            {"median_interval_s", static_cast<double>(d.median_interval_ns) / 1e9}, {"hours", d.hours},
+            {"timestamps_synthetic", d.timestamps_synthetic},
+            {"busy_metric", d.busy_metric.empty() ? json(nullptr) : json(d.busy_metric)},
+            {"busy_mean_percent", Num(d.busy_mean_percent)}, {"near_zero_share", Num(d.near_zero_share)},
+            {"near_full_share", Num(d.near_full_share)}};
+  j["rhythm"] = {{"blocks", d.rhythm.blocks}, {"period_s", d.rhythm.period_samples > 0 ? json(static_cast<double>(d.rhythm.period_ns) / 1e9) : json(nullptr)},
+                 {"strength", Num(d.rhythm.strength)}, {"sawtooth_depth_percent", Num(d.rhythm.swing_p50)}};
+  j["metrics"] = json::object();
+  for (int m = 0; m < kNumMetrics; ++m)
+    if (d.metrics[m].samples > 0) {
+      json mj = DistributionJson(d.metrics[m]);
+      mj["unit"] = MetricUnit(static_cast<Metric>(m));
+      j["metrics"][MetricName(static_cast<Metric>(m))] = mj;
+    }
+  j["power"] = {{"limit_w", d.power_limit_w > 0 ? json(d.power_limit_w) : json(nullptr)},
+                {"limit_source", d.power_limit_source.empty() ? json(nullptr) : json(d.power_limit_source)},
+                {"mean_percent_of_limit", Num(d.power_mean_percent_of_limit)}};
+  j["clocks"] = {{"max_sm_mhz", d.max_sm_clock_mhz > 0 ? json(d.max_sm_clock_mhz) : json(nullptr)},
+                 {"sm_mean_percent_of_max", Num(d.sm_clock_mean_percent_of_max)},
+                 {"event_samples", d.reason_samples}, {"limiting_event_share", Num(d.limiting_reason_share)},
+                 {"events_seen", d.active_reasons}};
+  j["memory_used_max_percent"] = Num(d.memory_used_max_percent);
+  j["pcie_rx_p95_over_mean"] = Num(d.pcie_rx_p95_over_mean);
+  j["busy_timeline"] = json::array();
+  for (const auto& p : d.busy_timeline)
+    j["busy_timeline"].push_back({{"start_ns", p.start}, {"mean", p.mean}, {"min", p.min}, {"max", p.max}, {"samples", p.count}});
+  return j;
+}
+
+json CostJson(const CostReport& c) {
+  json j = {{"available", c.available}, {"price_basis", c.price_basis.empty() ? json(nullptr) : json(c.price_basis)},
+            {"gpu_hours", c.gpu_hours}, {"cost_usd", c.available ? json(c.cost_usd) : json(nullptr)},
+            {"idle_cost_by_util_usd", Num(c.idle_cost_by_util_usd)}, {"idle_cost_by_sm_usd", Num(c.idle_cost_by_sm_usd)},
+            {"monthly_spend_usd", c.monthly_spend_usd ? json(*c.monthly_spend_usd) : json(nullptr)},
+            {"monthly_idle_by_util_usd", Num(c.monthly_idle_by_util_usd)},
+            {"monthly_idle_by_sm_usd", Num(c.monthly_idle_by_sm_usd)}, {"util_mean_percent", Num(c.util_mean_percent)},
+            {"sm_active_mean_percent", Num(c.sm_active_mean_percent)}, {"notes", c.notes}};
+  j["devices"] = json::array();
+  for (const auto& d : c.devices)
+    j["devices"].push_back({{"label", d.label}, {"name", d.name}, {"hours", d.hours},
+                            {"price_per_hour", d.price_per_hour > 0 ? json(d.price_per_hour) : json(nullptr)},
+                            {"price_source", d.price_source.empty() ? json(nullptr) : json(d.price_source)},
+                            {"cost_usd", d.price_per_hour > 0 ? json(d.cost_usd) : json(nullptr)},
+                            {"util_percent", Num(d.util_percent)}, {"idle_cost_by_util_usd", Num(d.idle_cost_by_util_usd)},
+                            {"sm_active_percent", Num(d.sm_active_percent)}, {"idle_cost_by_sm_usd", Num(d.idle_cost_by_sm_usd)}});
+  j["what_if"] = json::array();
+  for (const auto& w : c.what_if)
+    j["what_if"].push_back({{"from_percent", w.from_percent}, {"to_percent", w.to_percent},
+                            {"more_compute_percent", w.more_compute_percent}, {"spend_saved_percent", w.spend_saved_percent},
+                            {"monthly_saving_usd", w.monthly_saving_usd ? json(*w.monthly_saving_usd) : json(nullptr)},
+                            {"text", WhatIfLine(w)}});
   return j;
 }
 
@@ -124,6 +190,12 @@ json RecordingJson(const Recording& rec, const RecordingAnalysis& a) {
                                    {"mean_us", k.count ? static_cast<double>(k.total_ns) / static_cast<double>(k.count) / 1000.0 : 0.0},
                                    {"mean_blocks_per_sm", Num(k.mean_blocks_per_sm)}, {"mean_occupancy_percent", Num(k.mean_occupancy_percent)}});
   j["limitations"] = a.limitations;
+  j["phase"] = a.phase.empty() ? json(nullptr) : json(a.phase);
+  j["metric_rows"] = rec.metrics.rows;
+  j["metric_samples"] = rec.metrics.samples;
+  j["clock_note"] = rec.metrics.clock_note.empty() ? json(nullptr) : json(rec.metrics.clock_note);
+  j["metric_devices"] = json::array();
+  for (const auto& d : a.metric_devices) j["metric_devices"].push_back(MetricDeviceJson(d));
   return j;
 }
 
@@ -141,7 +213,13 @@ std::string RenderJson(const Run& run, const Diagnosis& d, int indent) {
                   {"achieved_occupancy_percent", Num(s.achieved_occupancy_percent)},
                   {"tensor_core_percent_of_matrix_time", Num(s.tensor_core_percent_of_matrix)},
                   {"exposed_communication_percent", Num(s.exposed_communication_percent)},
-                  {"device", s.device}, {"recordings", s.recordings}};
+                  {"device", s.device}, {"recordings", s.recordings},
+                  {"gpu_busy_source", s.gpu_busy_source}, {"devices", s.devices}, {"gpu_hours", s.gpu_hours},
+                  {"gpu_util_mean_percent", Num(s.gpu_util_mean_percent)},
+                  {"idle_cost_usd", s.idle_cost_usd ? json(*s.idle_cost_usd) : json(nullptr)},
+                  {"idle_cost_usd_per_month", s.idle_cost_usd_per_month ? json(*s.idle_cost_usd_per_month) : json(nullptr)},
+                  {"workload", s.workload}};
+  j["cost"] = CostJson(d.cost);
   j["findings"] = json::array();
   for (const auto& f : d.findings) j["findings"].push_back(FindingJson(f));
   j["recordings"] = json::array();

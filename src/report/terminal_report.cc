@@ -38,9 +38,104 @@ std::string FormatValue(const Evidence& e) {
 
 std::string Shorten(const std::string& s, size_t n) { return s.size() <= n ? s : s.substr(0, n - 3) + "..."; }
 
+std::string GainLine(const ExpectedGain& g) {
+  if (g.unit == "ms")
+    return fmt::format("{:.2f} → {:.2f} ms per step ({:+.0f}% throughput)", g.current, g.expected, g.speedup_percent);
+  return fmt::format("{} {:.1f}% → {:.1f}% ({:+.0f}% work done in the same GPU time)", g.metric, g.current, g.expected,
+                     g.speedup_percent);
+}
+
+std::string Dist(const MetricDistribution& m, const char* unit) {
+  if (m.samples == 0) return "not logged";
+  return fmt::format("mean {:.1f}{u} (p5 {:.0f}, p50 {:.0f}, p95 {:.0f}{u})", m.mean, m.p5, m.p50, m.p95,
+                     fmt::arg("u", unit));
+}
+
+void RenderMetricDevices(std::string& out, const Recording& rec, const RecordingAnalysis& a) {
+  out += fmt::format("   {} rows, {} samples{}\n", rec.metrics.rows, rec.metrics.samples,
+                     rec.metrics.clock_note.empty() ? "" : "; clock: " + rec.metrics.clock_note);
+  for (const auto& d : a.metric_devices) {
+    out += fmt::format("   {}: {}{}{}\n", d.label, d.name.empty() ? "(model not logged)" : d.name,
+                       d.hostname.empty() ? "" : " on " + d.hostname, d.mig_mode && !d.mig_instance ? " [MIG enabled]" : "");
+    if (!d.labels.empty()) {
+      std::string labels;
+      for (const auto& [k, v] : d.labels) labels += (labels.empty() ? "" : ", ") + k + "=" + v;
+      out += fmt::format("     labels: {}\n", labels);
+    }
+    out += fmt::format("     span {:.2f} h, sampled every {:.2f} s\n", d.hours, static_cast<double>(d.median_interval_ns) / 1e9);
+    if (!d.busy_metric.empty()) {
+      out += fmt::format("     {}: {}; {:.0f}% of samples ≤ 5%, {:.0f}% ≥ 95%\n", d.busy_metric,
+                         Dist(d.metrics[static_cast<int>(d.busy_metric == "gpu_util" ? Metric::kGpuUtil : Metric::kGrEngineActive)], "%"),
+                         100.0 * d.near_zero_share, 100.0 * d.near_full_share);
+      if (d.rhythm.period_samples > 0)
+        out += fmt::format("     rhythm: period {:.2f} s (autocorrelation {:.2f}), sawtooth depth {:.0f} points\n",
+                           static_cast<double>(d.rhythm.period_ns) / 1e9, d.rhythm.strength, d.rhythm.swing_p50);
+    }
+    for (Metric m : {Metric::kSmActive, Metric::kSmOccupancy, Metric::kTensorActive, Metric::kDramActive, Metric::kFp32Active,
+                     Metric::kFp16Active, Metric::kEncoderUtil, Metric::kDecoderUtil})
+      if (d.metrics[static_cast<int>(m)].samples > 0)
+        out += fmt::format("     {}: {}\n", MetricName(m), Dist(d.metrics[static_cast<int>(m)], "%"));
+    const auto& power = d.metrics[static_cast<int>(Metric::kPowerW)];
+    if (power.samples > 0)
+      out += fmt::format("     power: mean {:.0f} W, p95 {:.0f} W{}\n", power.mean, power.p95,
+                         d.power_limit_w > 0 ? fmt::format(" of {:.0f} W ({:.0f}%)", d.power_limit_w, d.power_mean_percent_of_limit) : "");
+    const auto& clock = d.metrics[static_cast<int>(Metric::kSmClockMHz)];
+    if (clock.samples > 0)
+      out += fmt::format("     SM clock: mean {:.0f} MHz{}\n", clock.mean,
+                         d.max_sm_clock_mhz > 0 ? fmt::format(" of max {:.0f} MHz", d.max_sm_clock_mhz) : "");
+    if (d.reason_samples > 0) {
+      std::string reasons;
+      for (const auto& r : d.active_reasons) reasons += (reasons.empty() ? "" : ", ") + r;
+      out += fmt::format("     clock events: {:.0f}% of samples performance-limiting{}\n", 100.0 * d.limiting_reason_share,
+                         reasons.empty() ? "" : " (seen: " + reasons + ")");
+    }
+    if (!std::isnan(d.memory_used_max_percent)) out += fmt::format("     memory used: peak {:.0f}% of total\n", d.memory_used_max_percent);
+    const auto& rx = d.metrics[static_cast<int>(Metric::kPcieRxBytesPerS)];
+    if (rx.samples > 0) out += fmt::format("     PCIe RX: mean {:.1f} MB/s, p95 {:.1f} MB/s\n", rx.mean / 1e6, rx.p95 / 1e6);
+  }
+}
+
+void RenderCost(std::string& out, const CostReport& c) {
+  if (c.devices.empty()) return;
+  out += "\nCOST\n";
+  if (c.available) out += fmt::format("  price: {}\n", c.price_basis);
+  for (const auto& d : c.devices) {
+    if (d.price_per_hour <= 0) continue;
+    out += fmt::format("  {:<28} {:>7.2f} GPU-h × {}/h = {:>10}   idle by utilization {:>10}{}\n", Shorten(d.label, 28), d.hours,
+                       FormatUsd(d.price_per_hour), FormatUsd(d.cost_usd), FormatUsd(d.idle_cost_by_util_usd),
+                       std::isnan(d.idle_cost_by_sm_usd) ? "" : fmt::format(", by SM activity {}", FormatUsd(d.idle_cost_by_sm_usd)));
+  }
+  if (!std::isnan(c.idle_cost_by_util_usd))
+    out += fmt::format("  this run: {} of GPU time, {} idle by utilization.gpu{}\n", FormatUsd(c.cost_usd), FormatUsd(c.idle_cost_by_util_usd),
+                       std::isnan(c.idle_cost_by_sm_usd) ? "" : fmt::format(", {} idle by SM activity", FormatUsd(c.idle_cost_by_sm_usd)));
+  if (c.monthly_spend_usd && !std::isnan(c.monthly_idle_by_util_usd))
+    out += fmt::format("  per month: {} spend at {:.0f}% utilization = {} of idle capacity{}\n", FormatUsd(*c.monthly_spend_usd),
+                       c.util_mean_percent, FormatUsd(c.monthly_idle_by_util_usd),
+                       std::isnan(c.monthly_idle_by_sm_usd)
+                           ? ""
+                           : fmt::format(" ({} by SM activity at {:.0f}%)", FormatUsd(c.monthly_idle_by_sm_usd), c.sm_active_mean_percent));
+  if (!c.what_if.empty()) {
+    out += "  what if utilization rose:\n";
+    for (const auto& w : c.what_if) out += "    " + WhatIfLine(w) + "\n";
+  }
+  for (const auto& n : c.notes) out += fmt::format("  note: {}\n", n);
+  for (const auto& d : c.devices)
+    if (!d.price_source.empty() && d.price_source != "--price-per-gpu-hour") {
+      out += fmt::format("  price source ({}): {}\n", d.name, d.price_source);
+      break;
+    }
+}
+
 void RenderRecording(std::string& out, const Recording& rec, const RecordingAnalysis& a, const TerminalOptions& o,
                      const Style& st) {
-  out += st(fmt::format("\n== {}{}\n", a.source, a.rank >= 0 ? fmt::format(" (rank {})", a.rank) : ""), "1");
+  out += st(fmt::format("\n== {}{} [{}]\n", a.source, a.rank >= 0 ? fmt::format(" (rank {})", a.rank) : "", rec.format), "1");
+  if (!a.has_trace) {
+    for (const auto& issue : rec.stats.issues)
+      out += fmt::format("   import {}: {} × {} (first: {})\n", issue.severity == IssueSeverity::kInfo ? "note" : "warning",
+                         issue.count, issue.kind, Shorten(issue.message, 160));
+    RenderMetricDevices(out, rec, a);
+    return;
+  }
   if (!a.device.name.empty())
     out += fmt::format("   device {}: {} ({}, compute capability {}.{}, {} SMs)\n", a.device.id, a.device.name,
                        VendorName(a.device.vendor), a.device.compute_major, a.device.compute_minor, a.device.num_sms);
@@ -95,6 +190,26 @@ void RenderRecording(std::string& out, const Recording& rec, const RecordingAnal
 
 }  // namespace
 
+std::string FormatUsd(double v) {
+  if (std::isnan(v)) return "n/a";
+  // Thousands separators: dollar figures are read by people planning budgets.
+  const bool negative = v < 0;
+  const double a = std::fabs(v);
+  const long long whole_part = a >= 1000 ? std::llround(a) : static_cast<long long>(a);
+  std::string whole = std::to_string(whole_part);
+  for (int i = static_cast<int>(whole.size()) - 3; i > 0; i -= 3) whole.insert(static_cast<size_t>(i), ",");
+  if (a >= 1000) return fmt::format("{}${}", negative ? "-" : "", whole);
+  const long long cents = std::llround(a * 100.0);
+  return fmt::format("{}${}.{:02d}", negative ? "-" : "", cents / 100, cents % 100);
+}
+
+std::string WhatIfLine(const WhatIf& w) {
+  // Whole percents rounded down: the table should never promise more than the arithmetic gives.
+  return fmt::format("{:.0f}% → {:.0f}%: +{:.0f}% more compute for the same spend, or the same work for {:.0f}% less spend{}",
+                     w.from_percent, w.to_percent, std::floor(w.more_compute_percent + 1e-9), std::floor(w.spend_saved_percent + 1e-9),
+                     w.monthly_saving_usd ? fmt::format(" ({}/month)", FormatUsd(*w.monthly_saving_usd)) : "");
+}
+
 std::string RenderTerminal(const Run& run, const Diagnosis& d, const TerminalOptions& o) {
   const Style st{o.color};
   std::string out;
@@ -104,23 +219,31 @@ std::string RenderTerminal(const Run& run, const Diagnosis& d, const TerminalOpt
   if (s.steps > 0)
     out += fmt::format("GPU busy {:.1f}% · data wait {:.1f}% of step · avg step {:.2f} ms over {} step(s)\n",
                        s.gpu_busy_percent, s.data_wait_percent, s.avg_step_ms, s.steps);
+  if (!std::isnan(s.gpu_util_mean_percent))
+    out += fmt::format("{} GPU(s) · {:.2f} GPU-hours · utilization.gpu mean {:.1f}% · busy {:.1f}% ({}) · judged as {}\n",
+                       s.devices, s.gpu_hours, s.gpu_util_mean_percent, s.gpu_busy_percent, s.gpu_busy_source, s.workload);
 
   out += st("\nVERDICTS\n", "1");
   if (d.findings.empty()) out += "  none: no rule crossed its threshold (see the measurements below)\n";
   for (const auto& f : d.findings) {
-    out += fmt::format("  {} {:<20} {}\n", st(fmt::format("{:<9}", SeverityName(f.severity)), SeverityColor(f.severity)),
-                       f.verdict, f.title);
+    out += fmt::format("  {} {:<20} {}{}\n", st(fmt::format("{:<9}", SeverityName(f.severity)), SeverityColor(f.severity)),
+                       f.verdict, f.scope.empty() ? "" : "[" + f.scope + "] ", f.title);
     if (f.gain && f.gain->expected > 0)
-      out += fmt::format("  {:<9} {:<20} expected: {:.2f} → {:.2f} ms per step ({:+.0f}% throughput)\n", "", "",
-                         f.gain->current, f.gain->expected, f.gain->speedup_percent);
+      out += fmt::format("  {:<9} {:<20} expected: {}\n", "", "", GainLine(*f.gain));
   }
 
   int n = 0;
   for (const auto& f : d.findings) {
-    out += st(fmt::format("\n[{}] {} ({}){}\n", ++n, f.verdict, SeverityName(f.severity),
-                          f.rank >= 0 ? fmt::format(", rank {}", f.rank) : ""),
+    out += st(fmt::format("\n[{}] {} ({}){}{}\n", ++n, f.verdict, SeverityName(f.severity),
+                          f.rank >= 0 ? fmt::format(", rank {}", f.rank) : "", f.scope.empty() ? "" : ", " + f.scope),
               "1");
     out += fmt::format("    {}\n", f.detail);
+    if (!f.cannot_exclude.empty()) {
+      std::string alt;
+      for (const auto& c : f.cannot_exclude) alt += (alt.empty() ? "" : ", ") + c;
+      out += fmt::format("    cannot exclude: {}\n", alt);
+    }
+    if (!f.to_separate.empty()) out += fmt::format("    to tell them apart: {}\n", f.to_separate);
     out += "    evidence:\n";
     for (const auto& e : f.evidence) {
       std::string threshold = e.threshold ? fmt::format(" (threshold {} {})", e.comparison, *e.threshold) : "";
@@ -128,10 +251,9 @@ std::string RenderTerminal(const Run& run, const Diagnosis& d, const TerminalOpt
     }
     if (!f.recommendations.empty()) out += "    fix:\n";
     for (const auto& r : f.recommendations) out += fmt::format("      - {}\n        ({})\n", r.action, r.why);
-    if (f.gain)
-      out += fmt::format("    expected gain: {:.2f} → {:.2f} ms per step ({:+.0f}%); {}\n", f.gain->current, f.gain->expected,
-                         f.gain->speedup_percent, f.gain->basis);
+    if (f.gain) out += fmt::format("    expected gain: {}; {}\n", GainLine(*f.gain), f.gain->basis);
   }
+  RenderCost(out, d.cost);
 
   out += st("\nMEASUREMENTS\n", "1");
   for (size_t i = 0; i < d.recordings.size() && i < run.recordings.size(); ++i)

@@ -213,6 +213,7 @@ class DcgmExporterReader final : public MetricLineReader {
   void StartScrape(TimeNs t) {
     scrape_time_ = t;
     have_scrape_time_ = true;
+    scrape_counted_ = false;
     ResetSeen();
   }
 
@@ -345,10 +346,15 @@ class DcgmExporterReader final : public MetricLineReader {
         }
         scrape_time_ += Interval();
         if (!have_scrape_time_) metrics_.timestamps_synthetic = true;
+        scrape_counted_ = false;
       }
       seen_[*dev] |= bit;
       if (!have_scrape_time_ && scrape_time_ == 0) scrape_time_ = ctx_->anchor_ns;
       t = scrape_time_;
+    }
+    if (!scrape_counted_) {  // rows = scrapes
+      ++metrics_.rows;
+      scrape_counted_ = true;
     }
     double v = *value * family.scale;
     MetricDevice& d = metrics_.devices[*dev];
@@ -420,6 +426,7 @@ class DcgmExporterReader final : public MetricLineReader {
   std::vector<uint32_t> seen_;
   TimeNs scrape_time_ = 0;
   bool have_scrape_time_ = false;
+  bool scrape_counted_ = false;
   int64_t samples_seen_ = 0;
   int64_t families_seen_ = 0;
 };

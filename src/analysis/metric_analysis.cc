@@ -1,0 +1,119 @@
+#include "src/analysis/metric_analysis.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "src/analysis/gpu_specs.h"
+
+namespace gputriage {
+namespace {
+
+MetricDistribution Distribution(const SeriesSketch& s) {
+  MetricDistribution d;
+  d.samples = s.count();
+  if (d.samples == 0) return d;
+  d.mean = s.mean();
+  d.p5 = s.Quantile(0.05);
+  d.p50 = s.Quantile(0.5);
+  d.p95 = s.Quantile(0.95);
+  d.min = s.min();
+  d.max = s.max();
+  return d;
+}
+
+const char* ReasonName(size_t bit) {
+  static constexpr const char* kNames[] = {"gpu_idle",     "applications_clocks_setting", "sw_power_cap",
+                                           "hw_slowdown",  "sync_boost",                  "sw_thermal_slowdown",
+                                           "hw_thermal_slowdown", "hw_power_brake_slowdown", "display_clock_setting"};
+  return bit < 9 ? kNames[bit] : "other";
+}
+
+}  // namespace
+
+std::vector<DeviceMetricAnalysis> AnalyzeMetrics(const MetricSet& metrics) {
+  std::vector<DeviceMetricAnalysis> out;
+  for (const auto& d : metrics.devices) {
+    DeviceMetricAnalysis a;
+    a.label = d.Label();
+    a.name = d.name;
+    a.uuid = d.uuid;
+    a.hostname = d.hostname;
+    a.mig_instance = d.mig_instance >= 0;
+    a.mig_mode = d.mig_mode;
+    a.labels = d.labels;
+    a.timestamps_synthetic = metrics.timestamps_synthetic;
+    for (int m = 0; m < kNumMetrics; ++m) a.metrics[m] = Distribution(d.series[m]);
+
+    // The observed span: earliest to latest sample of any series, plus one
+    // sampling interval for the last sample's own period.
+    bool any = false;
+    TimeNs interval = 0;
+    for (const auto& s : d.series) {
+      if (s.count() == 0) continue;
+      a.first_ns = any ? std::min(a.first_ns, s.first_time()) : s.first_time();
+      a.last_ns = any ? std::max(a.last_ns, s.last_time()) : s.last_time();
+      any = true;
+      interval = std::max(interval, s.MedianInterval());
+    }
+    a.median_interval_ns = interval;
+    if (any && a.last_ns > a.first_ns)
+      a.hours = static_cast<double>(a.last_ns - a.first_ns + interval) / 3.6e12;
+
+    // Busy: utilization.gpu; on MIG (where NVML gives none) the GR engine activity.
+    const SeriesSketch* busy = nullptr;
+    if (d.Has(Metric::kGpuUtil)) {
+      busy = &d.Get(Metric::kGpuUtil);
+      a.busy_metric = MetricName(Metric::kGpuUtil);
+    } else if (d.Has(Metric::kGrEngineActive)) {
+      busy = &d.Get(Metric::kGrEngineActive);
+      a.busy_metric = MetricName(Metric::kGrEngineActive);
+    }
+    if (busy) {
+      a.busy_mean_percent = busy->mean();
+      a.near_zero_share = busy->ShareAtMost(kNearZeroPercent);
+      a.near_full_share = busy->ShareAtLeast(kNearFullPercent);
+      a.rhythm = busy->rhythm();
+      a.busy_timeline = busy->Timeline();
+    }
+
+    // Power against the limit: the logged limit, else the board power of the model.
+    const auto spec = FindGpuSpec(d.name);
+    if (d.power_limit_w > 0) {
+      a.power_limit_w = d.power_limit_w;
+      a.power_limit_source = "logged power limit";
+    } else if (d.Has(Metric::kPowerLimitW)) {
+      a.power_limit_w = d.Get(Metric::kPowerLimitW).max();
+      a.power_limit_source = "logged power limit";
+    } else if (spec && spec->board_power_w > 0) {
+      a.power_limit_w = spec->board_power_w;
+      a.power_limit_source = std::string("board power of the ") + spec->model + " (" + spec->source + ")";
+    }
+    if (a.power_limit_w > 0 && d.Has(Metric::kPowerW))
+      a.power_mean_percent_of_limit = 100.0 * d.Get(Metric::kPowerW).mean() / a.power_limit_w;
+
+    a.max_sm_clock_mhz = d.max_sm_clock_mhz;
+    if (a.max_sm_clock_mhz <= 0 && d.Has(Metric::kSmClockMHz)) a.max_sm_clock_mhz = d.Get(Metric::kSmClockMHz).max();
+    if (a.max_sm_clock_mhz > 0 && d.Has(Metric::kSmClockMHz))
+      a.sm_clock_mean_percent_of_max = 100.0 * d.Get(Metric::kSmClockMHz).mean() / a.max_sm_clock_mhz;
+
+    a.reason_samples = d.Get(Metric::kClockEventReasons).count();
+    if (a.reason_samples > 0) {
+      a.limiting_reason_share = static_cast<double>(d.limiting_reason_samples) / static_cast<double>(a.reason_samples);
+      for (size_t b = 0; b < d.reason_counts.size(); ++b)
+        if (d.reason_counts[b] > 0) a.active_reasons.emplace_back(ReasonName(b));
+    }
+    if (d.Has(Metric::kPcieRxBytesPerS)) {
+      const auto& rx = d.Get(Metric::kPcieRxBytesPerS);
+      if (rx.mean() > 0) a.pcie_rx_p95_over_mean = rx.Quantile(0.95) / rx.mean();
+    }
+    double total = static_cast<double>(d.memory_total_bytes);
+    if (total <= 0 && d.Has(Metric::kFbTotalBytes)) total = d.Get(Metric::kFbTotalBytes).max();
+    if (total <= 0 && d.Has(Metric::kFbUsedBytes) && d.Has(Metric::kFbFreeBytes))
+      total = d.Get(Metric::kFbUsedBytes).mean() + d.Get(Metric::kFbFreeBytes).mean();
+    if (total > 0 && d.Has(Metric::kFbUsedBytes)) a.memory_used_max_percent = 100.0 * d.Get(Metric::kFbUsedBytes).max() / total;
+    out.push_back(std::move(a));
+  }
+  return out;
+}
+
+}  // namespace gputriage

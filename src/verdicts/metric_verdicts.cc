@@ -1,0 +1,474 @@
+// Verdicts from sampled GPU metrics (nvidia-smi, dmon, dcgmi, dcgm-exporter), in
+// the same vocabulary as trace verdicts. Levels are judged against the workload
+// class's targets; where the logged metrics cannot separate two causes the
+// finding says so and names the metric that would.
+//
+// Signatures (DCGM profiling-metric guidance and ../shared/reference/gpu-metrics.md §2.4):
+//   idle              utilization ≈ 0 most of the time, power near idle
+//   input_bound       utilization well below target, stop-and-go (periodic or bimodal), PCIe RX bursts
+//   undersized_work   utilization high (a kernel is running) but SM activity < 50 %
+//   memory_bound      DRAM activity ≥ 50 % (practical ceiling ~80 %), tensor pipes modest
+//   low_precision     FP32 pipe busy, tensor pipe ≈ 0 on a tensor-core GPU
+//   throttled         performance-limiting clock events (power cap, thermal, HW slowdown)
+//   at_compute_limit  busy at the class target with SM and tensor activity at target
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "src/analysis/gpu_specs.h"
+#include "src/analysis/metric_analysis.h"
+#include "src/verdicts/verdicts_internal.h"
+
+namespace gputriage {
+namespace {
+
+// Thresholds, with where they come from.
+constexpr double kIdleShare = 0.75;              // three quarters of samples at <= 5 %
+constexpr double kVideoEnginePercent = 20.0;     // NVENC/NVDEC busy while SMs are not
+constexpr double kThrottleModerateShare = 0.10;  // samples with a performance-limiting clock event
+constexpr double kThrottleHighShare = 0.50;
+constexpr double kFp32PipePercent = 20.0;        // FP32 pipe busy ...
+constexpr double kTensorIdlePercent = 5.0;       // ... while the tensor pipe is idle
+constexpr double kDramModeratePercent = 50.0;    // DCGM: ~0.8 is the practical DRAM ceiling
+constexpr double kDramHighPercent = 70.0;
+constexpr double kSmLowPercent = 50.0;           // DCGM: SM activity < 0.5 "likely ineffective"
+constexpr double kBusyForSmCheckPercent = 80.0;  // a kernel is running most of the time
+constexpr double kRhythmStrength = 0.3;          // mean autocorrelation at the period
+constexpr double kRhythmSwingPercent = 30.0;     // p90 − p10 within a block
+constexpr double kStopAndGoZeroShare = 0.10;     // dips to ~0 ...
+constexpr double kBimodalZeroShare = 0.20;       // ... or a bimodal on/off pattern
+constexpr double kBimodalHighPercent = 80.0;
+constexpr double kPowerWorkingPercent = 40.0;    // board power well above idle: the GPU does work
+constexpr int kMinSamplesForRun = 3;             // fewer samples are an instant, not a run
+constexpr double kMinSecondsForRun = 60.0;       // a shorter capture is a snapshot of the job
+
+Evidence E(std::string name, double value, std::string unit, std::string source,
+           std::optional<double> threshold = std::nullopt, std::string comparison = "") {
+  return Evidence{std::move(name), value, std::move(unit), threshold, std::move(comparison), std::move(source)};
+}
+
+double Mean(const DeviceMetricAnalysis& d, Metric m) { return d.metrics[static_cast<int>(m)].mean; }
+bool Has(const DeviceMetricAnalysis& d, Metric m) { return d.metrics[static_cast<int>(m)].samples > 0; }
+
+bool HasAny(const std::vector<Finding>& out, std::initializer_list<const char*> verdicts, Severity at_least) {
+  for (const auto& f : out)
+    for (const char* v : verdicts)
+      if (f.verdict == v && f.severity >= at_least) return true;
+  return false;
+}
+
+struct Ctx {
+  const RecordingAnalysis& rec;
+  const DeviceMetricAnalysis& d;
+  const WorkloadTargets& t;
+  std::optional<GpuSpec> spec;
+  std::string scope;
+  std::string source;  // "nvidia-smi utilization.gpu" etc.
+  int64_t busy_samples = 0;
+  bool snapshot = false;  // too few samples or too short a span to speak for a whole run
+};
+
+Finding Make(const Ctx& c, std::string verdict, Severity severity) {
+  Finding f;
+  f.verdict = std::move(verdict);
+  f.severity = severity;
+  f.origin = "metrics";
+  f.scope = c.scope;
+  return f;
+}
+
+std::string ProfilingMetricsHint(const DeviceMetricAnalysis& d) {
+  std::vector<std::string> missing;
+  if (!Has(d, Metric::kSmActive)) missing.emplace_back("DCGM_FI_PROF_SM_ACTIVE");
+  if (!Has(d, Metric::kTensorActive)) missing.emplace_back("DCGM_FI_PROF_PIPE_TENSOR_ACTIVE");
+  if (!Has(d, Metric::kDramActive)) missing.emplace_back("DCGM_FI_PROF_DRAM_ACTIVE");
+  if (missing.empty()) return {};
+  std::string list;
+  for (size_t i = 0; i < missing.size(); ++i) list += (i ? ", " : "") + missing[i];
+  return fmt::format("collect {} via dcgm-exporter (uncomment them in its counters CSV), or the GPM metrics on Hopper "
+                     "and newer (nvidia-smi dmon --gpm-metrics 2,3,5,10,12)",
+                     list);
+}
+
+void AddBusyEvidence(const Ctx& c, Finding& f, std::optional<double> threshold = std::nullopt, std::string cmp = "") {
+  f.evidence.push_back(E("gpu_util_mean_percent", c.d.busy_mean_percent, "percent", c.source, threshold, std::move(cmp)));
+  const auto& m = c.d.metrics[static_cast<int>(c.d.busy_metric == "gpu_util" ? Metric::kGpuUtil : Metric::kGrEngineActive)];
+  f.evidence.push_back(E("gpu_util_p50_percent", m.p50, "percent", c.source));
+  f.evidence.push_back(E("samples", static_cast<double>(c.busy_samples), "count", c.source));
+}
+
+void AddPowerEvidence(const Ctx& c, Finding& f, std::optional<double> threshold = std::nullopt, std::string cmp = "") {
+  if (!Has(c.d, Metric::kPowerW)) return;
+  f.evidence.push_back(E("power_mean_w", Mean(c.d, Metric::kPowerW), "W", "board power draw"));
+  if (!std::isnan(c.d.power_mean_percent_of_limit))
+    f.evidence.push_back(E("power_percent_of_limit", c.d.power_mean_percent_of_limit, "percent",
+                           fmt::format("mean draw / {:.0f} W ({})", c.d.power_limit_w, c.d.power_limit_source), threshold,
+                           std::move(cmp)));
+}
+
+ExpectedGain UtilGain(double current, double target, std::string basis) {
+  ExpectedGain g;
+  g.metric = "gpu_util_percent";
+  g.unit = "percent";
+  g.current = current;
+  g.expected = target;
+  g.speedup_percent = current > 0 ? (target / current - 1.0) * 100.0 : 0.0;
+  g.basis = std::move(basis);
+  return g;
+}
+
+/// MIG hides utilization.gpu (NVML and DCGM report none per instance).
+bool UtilizationUnavailable(const Ctx& c, std::vector<Finding>& out) {
+  if (!c.d.busy_metric.empty()) return false;
+  // Say so only where it matters: the GPU shows other signs of life (power) or
+  // runs MIG. A device with a few static gauges gets no verdict at all.
+  if (!Has(c.d, Metric::kPowerW) && !c.d.mig_mode) return true;
+  Finding f = Make(c, "utilization_unavailable", Severity::kInfo);
+  const bool working = !std::isnan(c.d.power_mean_percent_of_limit) && c.d.power_mean_percent_of_limit >= kPowerWorkingPercent;
+  f.title = c.d.mig_mode ? "No utilization reported: MIG mode hides utilization.gpu" : "No utilization metric was logged";
+  f.detail = fmt::format(
+      "Neither utilization.gpu nor GR engine activity is in this source{}. {}No utilization verdict is drawn.",
+      c.d.mig_mode ? " (with MIG enabled NVML and DCGM report no device utilization; dmon prints '-')" : "",
+      working ? fmt::format("The board draws {:.0f}% of its power limit, so it is doing work: do not read the gap as idle. ",
+                            c.d.power_mean_percent_of_limit)
+              : std::string(""));
+  AddPowerEvidence(c, f);
+  f.to_separate = "collect DCGM_FI_PROF_GR_ENGINE_ACTIVE (per GPU instance under MIG) via dcgm-exporter, or GPM "
+                  "metrics (nvidia-smi dmon --gpm-metrics 1,2,5,10)";
+  out.push_back(std::move(f));
+  return true;
+}
+
+bool VideoEngineBusy(const Ctx& c, std::vector<Finding>& out) {
+  const double enc = Has(c.d, Metric::kEncoderUtil) ? Mean(c.d, Metric::kEncoderUtil) : 0.0;
+  const double dec = Has(c.d, Metric::kDecoderUtil) ? Mean(c.d, Metric::kDecoderUtil) : 0.0;
+  const double engine = std::max(enc, dec);
+  if (engine < kVideoEnginePercent || c.d.busy_mean_percent >= 50.0) return false;
+  Finding f = Make(c, "video_engine_busy", Severity::kInfo);
+  f.title = fmt::format("Busy on the video engines ({} {:.0f}%), not on the SMs ({:.0f}%)", enc >= dec ? "NVENC" : "NVDEC",
+                        engine, c.d.busy_mean_percent);
+  f.detail = "utilization.gpu counts only the graphics/compute engine; encode/decode work runs on separate engines. "
+             "This GPU is not idle, and compute verdicts (precision, batch size) do not apply to this load.";
+  f.evidence.push_back(E("encoder_util_mean_percent", enc, "percent", "utilization.encoder / dmon enc",
+                         kVideoEnginePercent, ">="));
+  f.evidence.push_back(E("decoder_util_mean_percent", dec, "percent", "utilization.decoder / dmon dec"));
+  AddBusyEvidence(c, f);
+  out.push_back(std::move(f));
+  return true;
+}
+
+bool Idle(const Ctx& c, std::vector<Finding>& out) {
+  const auto& busy = c.d.metrics[static_cast<int>(c.d.busy_metric == "gpu_util" ? Metric::kGpuUtil : Metric::kGrEngineActive)];
+  if (!(busy.p50 <= kNearZeroPercent && c.d.near_zero_share >= kIdleShare)) return false;
+  if (Has(c.d, Metric::kSmActive) && Mean(c.d, Metric::kSmActive) > kNearZeroPercent * 2) return false;
+  const bool instant = c.snapshot;
+  Finding f = Make(c, "idle", instant ? Severity::kLow : Severity::kHigh);
+  f.title = fmt::format("GPU idle: utilization ≤ {:.0f}% in {:.0f}% of {} sample{}", kNearZeroPercent,
+                        100.0 * c.d.near_zero_share, c.busy_samples, c.busy_samples == 1 ? "" : "s");
+  const double mem = c.d.memory_used_max_percent;
+  f.detail = fmt::format(
+      "No kernel ran in most samples.{}{}",
+      !std::isnan(mem) && mem >= 10.0
+          ? fmt::format(" {:.0f}% of device memory is allocated: a process holds the GPU without using it.", mem)
+          : std::string(""),
+      instant ? fmt::format(" The source covers {:.0f} s ({} samples), a snapshot rather than a run: confirm with a log "
+                            "over the job's lifetime.",
+                            c.d.hours * 3600.0, c.busy_samples)
+              : std::string(""));
+  AddBusyEvidence(c, f);
+  f.evidence.push_back(E("near_zero_share_percent", 100.0 * c.d.near_zero_share, "percent",
+                         fmt::format("samples with utilization <= {:.0f}%", kNearZeroPercent), 100.0 * kIdleShare, ">="));
+  AddPowerEvidence(c, f);
+  if (!std::isnan(mem)) f.evidence.push_back(E("memory_used_max_percent", mem, "percent", "peak memory used / total"));
+  f.recommendations = {
+      {"release idle GPUs (end interactive sessions, scale inference replicas down, fix jobs that hang after training)",
+       "an idle GPU costs the same per hour as a busy one"},
+      {"share small or bursty work (MIG instances, MPS, time-slicing)", "several light jobs fill one GPU"},
+  };
+  out.push_back(std::move(f));
+  return true;
+}
+
+void Throttled(const Ctx& c, std::vector<Finding>& out) {
+  if (c.d.reason_samples < 1 || std::isnan(c.d.limiting_reason_share) || c.d.limiting_reason_share < kThrottleModerateShare)
+    return;
+  if (!std::isnan(c.d.busy_mean_percent) && c.d.busy_mean_percent < 20.0) return;  // clocks do not matter when idle
+  Finding f = Make(c, "throttled",
+                   c.d.limiting_reason_share >= kThrottleHighShare ? Severity::kHigh : Severity::kModerate);
+  std::string reasons;
+  for (const auto& r : c.d.active_reasons)
+    if (r != "gpu_idle" && r != "applications_clocks_setting" && r != "display_clock_setting" && r != "sync_boost")
+      reasons += (reasons.empty() ? "" : ", ") + r;
+  f.title = fmt::format("Clocks throttled in {:.0f}% of samples ({})", 100.0 * c.d.limiting_reason_share, reasons);
+  f.detail = "The driver lowered clocks below what the work asked for: power cap, thermal limit or a hardware "
+             "slowdown. Every kernel runs slower by the clock ratio, whatever the code does.";
+  f.evidence.push_back(E("limiting_clock_event_share_percent", 100.0 * c.d.limiting_reason_share, "percent",
+                         "samples with sw_power_cap, hw_slowdown, sw/hw_thermal_slowdown or hw_power_brake_slowdown",
+                         100.0 * (f.severity == Severity::kHigh ? kThrottleHighShare : kThrottleModerateShare), ">="));
+  if (!std::isnan(c.d.sm_clock_mean_percent_of_max))
+    f.evidence.push_back(E("sm_clock_mean_percent_of_max", c.d.sm_clock_mean_percent_of_max, "percent",
+                           fmt::format("mean SM clock / max {:.0f} MHz", c.d.max_sm_clock_mhz)));
+  AddPowerEvidence(c, f);
+  if (Has(c.d, Metric::kGpuTempC)) f.evidence.push_back(E("gpu_temp_max_c", c.d.metrics[static_cast<int>(Metric::kGpuTempC)].max, "C", "GPU temperature"));
+  f.recommendations = {
+      {"check cooling and inlet temperature (thermal slowdowns) and the power limit (nvidia-smi -q -d POWER)",
+       "a thermally or power-limited GPU cannot reach its rated clocks"},
+      {"report HW slowdown / power brake to the operator: it points at the node (PSU, board), not the job",
+       "hardware slowdowns are not fixable in code"},
+  };
+  out.push_back(std::move(f));
+}
+
+void LowPrecision(const Ctx& c, std::vector<Finding>& out) {
+  if (!Has(c.d, Metric::kFp32Active) || !Has(c.d, Metric::kTensorActive)) return;
+  const double fp32 = Mean(c.d, Metric::kFp32Active), tensor = Mean(c.d, Metric::kTensorActive);
+  if (fp32 < kFp32PipePercent || tensor >= kTensorIdlePercent) return;
+  if (c.spec && std::string(c.spec->tensor_cores) == "none") return;
+  Finding f = Make(c, "low_precision", Severity::kHigh);
+  f.title = fmt::format("FP32 pipe busy {:.0f}% while the tensor pipe is idle ({:.1f}%)", fp32, tensor);
+  f.detail = "Arithmetic runs on the FP32 pipes, not on tensor cores: matrix math in fp32 (or non-matrix fp32 work) "
+             "on a GPU whose tensor cores are several times faster.";
+  f.evidence.push_back(E("fp32_active_mean_percent", fp32, "percent", "DCGM_FI_PROF_PIPE_FP32_ACTIVE / GPM FP32_UTIL",
+                         kFp32PipePercent, ">="));
+  f.evidence.push_back(E("tensor_active_mean_percent", tensor, "percent", "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE / GPM ANY_TENSOR_UTIL",
+                         kTensorIdlePercent, "<"));
+  if (Has(c.d, Metric::kSmActive))
+    f.evidence.push_back(E("sm_active_mean_percent", Mean(c.d, Metric::kSmActive), "percent", "DCGM_FI_PROF_SM_ACTIVE"));
+  const bool bf16 = c.spec && c.spec->bf16_tflops > 0;
+  f.recommendations = {
+      {bf16 ? "with torch.autocast(device_type=\"cuda\", dtype=torch.bfloat16): around forward and loss"
+            : "with torch.autocast(device_type=\"cuda\", dtype=torch.float16): plus torch.cuda.amp.GradScaler()",
+       "matrix math moves to tensor cores"},
+      {"torch.set_float32_matmul_precision(\"high\") where autocast is not possible", "tf32 tensor cores for fp32 matmuls"},
+  };
+  out.push_back(std::move(f));
+}
+
+void MemoryBound(const Ctx& c, std::vector<Finding>& out) {
+  if (!Has(c.d, Metric::kDramActive)) return;
+  const double dram = Mean(c.d, Metric::kDramActive);
+  if (dram < kDramModeratePercent) return;
+  const double tensor = Has(c.d, Metric::kTensorActive) ? Mean(c.d, Metric::kTensorActive) : NAN;
+  if (!std::isnan(tensor) && tensor >= c.t.tensor_active_percent) return;
+  Finding f = Make(c, "memory_bound", dram >= kDramHighPercent ? Severity::kHigh : Severity::kModerate);
+  f.title = fmt::format("Memory-bound: DRAM busy {:.0f}% of cycles{}", dram,
+                        std::isnan(tensor) ? std::string() : fmt::format(", tensor pipe {:.0f}%", tensor));
+  f.detail = "Device memory is the bottleneck (about 80% is the practical ceiling): kernels move more bytes than they "
+             "compute on. Elementwise chains, normalisation and small-batch matmuls behave like this.";
+  f.evidence.push_back(E("dram_active_mean_percent", dram, "percent", "DCGM_FI_PROF_DRAM_ACTIVE / GPM DRAM_BW_UTIL",
+                         f.severity == Severity::kHigh ? kDramHighPercent : kDramModeratePercent, ">="));
+  if (!std::isnan(tensor))
+    f.evidence.push_back(E("tensor_active_mean_percent", tensor, "percent", "tensor pipe", c.t.tensor_active_percent, "<"));
+  if (c.spec && c.spec->memory_bandwidth_gbs > 0)
+    f.evidence.push_back(E("memory_bandwidth_gbs", c.spec->memory_bandwidth_gbs, "GB/s", c.spec->source));
+  f.recommendations = {
+      {"torch.compile(model) to fuse elementwise chains", "fewer round trips through device memory"},
+      {"increase the batch (or sequence) size per GPU", "matmuls gain arithmetic intensity with larger dimensions"},
+      {"use fused kernels (fused optimizers: torch.optim.AdamW(fused=True); flash attention via SDPA)",
+       "one pass over the data instead of several"},
+  };
+  out.push_back(std::move(f));
+}
+
+void UndersizedWork(const Ctx& c, std::vector<Finding>& out) {
+  if (!Has(c.d, Metric::kSmActive) || std::isnan(c.d.busy_mean_percent)) return;
+  const double sm = Mean(c.d, Metric::kSmActive);
+  if (c.d.busy_mean_percent < kBusyForSmCheckPercent || sm >= kSmLowPercent) return;
+  Finding f = Make(c, "undersized_work", sm < kSmLowPercent / 2 ? Severity::kHigh : Severity::kModerate);
+  f.title = fmt::format("Undersized work: a kernel runs {:.0f}% of the time but SMs are active only {:.0f}%",
+                        c.d.busy_mean_percent, sm);
+  f.detail = "utilization.gpu counts time with any kernel running; SM activity counts how much of the chip those "
+             "kernels occupy. Kernels too small to fill the GPU (small batch, small layers, many tiny kernels) "
+             "leave most SMs empty while the GPU looks busy.";
+  AddBusyEvidence(c, f, kBusyForSmCheckPercent, ">=");
+  f.evidence.push_back(E("sm_active_mean_percent", sm, "percent", "DCGM_FI_PROF_SM_ACTIVE / GPM SM_UTIL", kSmLowPercent, "<"));
+  if (Has(c.d, Metric::kSmOccupancy))
+    f.evidence.push_back(E("sm_occupancy_mean_percent", Mean(c.d, Metric::kSmOccupancy), "percent", "DCGM_FI_PROF_SM_OCCUPANCY"));
+  f.recommendations = {
+      {"increase the per-GPU batch size (gradient accumulation keeps the optimizer batch but does not fill tensor cores)",
+       "larger kernels occupy more SMs"},
+      {"capture the step with CUDA graphs or torch.compile(mode=\"reduce-overhead\")",
+       "removes launch gaps between many small kernels"},
+      {"pad bf16/fp16 matrix dimensions to multiples of 8 (ideally 64/128)", "tensor-core tiles are filled"},
+  };
+  f.gain = UtilGain(sm, std::max(c.t.sm_active_percent, sm), "SM activity rising to the workload class target");
+  f.gain->metric = "sm_active_percent";
+  out.push_back(std::move(f));
+}
+
+bool StopAndGo(const Ctx& c, bool& periodic) {
+  const auto& r = c.d.rhythm;
+  periodic = r.period_samples > 0 && r.strength >= kRhythmStrength && r.swing_p50 >= kRhythmSwingPercent &&
+             c.d.near_zero_share >= kStopAndGoZeroShare;
+  const auto& busy = c.d.metrics[static_cast<int>(c.d.busy_metric == "gpu_util" ? Metric::kGpuUtil : Metric::kGrEngineActive)];
+  const bool bimodal = c.d.near_zero_share >= kBimodalZeroShare && busy.p95 >= kBimodalHighPercent;
+  return periodic || bimodal;
+}
+
+void InputBound(const Ctx& c, std::vector<Finding>& out) {
+  if (std::isnan(c.d.busy_mean_percent) || c.d.busy_mean_percent >= c.t.util_good_percent) return;
+  if (c.busy_samples < 16) return;  // a pattern needs a series
+  bool periodic = false;
+  if (!StopAndGo(c, periodic)) return;
+  Finding f = Make(c, "input_bound", Severity::kModerate);
+  const auto& r = c.d.rhythm;
+  f.title = periodic ? fmt::format("Stop-and-go utilization: a {:.1f} s sawtooth between ~0 and {:.0f}% (mean {:.0f}%)",
+                                   static_cast<double>(r.period_ns) / 1e9,
+                                   c.d.metrics[static_cast<int>(Metric::kGpuUtil)].p95, c.d.busy_mean_percent)
+                     : fmt::format("Stop-and-go utilization: {:.0f}% of samples near 0, the rest near full (mean {:.0f}%)",
+                                   100.0 * c.d.near_zero_share, c.d.busy_mean_percent);
+  f.detail = "The GPU alternates between running flat out and waiting with nothing to do, in the rhythm of batches: "
+             "the signature of a data pipeline that cannot keep up (DataLoader workers, storage, CPU preprocessing). "
+             "Utilization alone cannot prove the wait is for data rather than other host-side work.";
+  AddBusyEvidence(c, f, c.t.util_good_percent, "<");
+  f.evidence.push_back(E("near_zero_share_percent", 100.0 * c.d.near_zero_share, "percent",
+                         fmt::format("samples with utilization <= {:.0f}%", kNearZeroPercent),
+                         100.0 * (periodic ? kStopAndGoZeroShare : kBimodalZeroShare), ">="));
+  if (r.blocks > 0) {
+    f.evidence.push_back(E("rhythm_period_s", static_cast<double>(r.period_ns) / 1e9, "s",
+                           fmt::format("strongest autocorrelation peak over {} blocks of {} samples", r.blocks,
+                                       SeriesSketch::kRhythmBlock)));
+    f.evidence.push_back(E("rhythm_strength", r.strength, "correlation", "mean autocorrelation at the period",
+                           periodic ? std::optional<double>(kRhythmStrength) : std::nullopt, periodic ? ">=" : ""));
+    f.evidence.push_back(E("sawtooth_depth_percent", r.swing_p50, "percent", "median p90 − p10 utilization within a block",
+                           periodic ? std::optional<double>(kRhythmSwingPercent) : std::nullopt, periodic ? ">=" : ""));
+  }
+  if (!std::isnan(c.d.pcie_rx_p95_over_mean))
+    f.evidence.push_back(E("pcie_rx_p95_over_mean", c.d.pcie_rx_p95_over_mean, "ratio", "host→device traffic burstiness"));
+  AddPowerEvidence(c, f);
+  f.cannot_exclude = {"launch_bound", "host-side stalls (checkpointing, evaluation, logging, synchronisation)"};
+  f.to_separate = "time data loading against compute: a PyTorch profiler trace of a few steps, or gputriage step "
+                  "markers (a data wait of 20% or more of compute time is input-bound)";
+  f.recommendations = {
+      {"DataLoader(num_workers=<cores per GPU>, pin_memory=True, persistent_workers=True, prefetch_factor=4)",
+       "loading and preprocessing run in parallel with compute"},
+      {"cache the dataset on local NVMe (or in RAM) instead of network storage", "removes I/O stalls"},
+      {"move heavy augmentation to the GPU (e.g. torchvision.transforms.v2 on CUDA tensors, DALI)", "unloads the CPU"},
+  };
+  f.gain = UtilGain(c.d.busy_mean_percent, c.t.util_good_percent,
+                    fmt::format("utilization rising to the target for {} once the GPU no longer waits", c.t.basis));
+  out.push_back(std::move(f));
+}
+
+void LowTensorActivity(const Ctx& c, std::vector<Finding>& out) {
+  if (!Has(c.d, Metric::kTensorActive) || std::isnan(c.d.busy_mean_percent)) return;
+  if (c.d.busy_mean_percent < c.t.util_good_percent) return;
+  if (Has(c.d, Metric::kSmActive) && Mean(c.d, Metric::kSmActive) < kSmLowPercent) return;  // undersized work instead
+  if (HasAny(out, {"low_precision", "memory_bound"}, Severity::kModerate)) return;
+  const double tensor = Mean(c.d, Metric::kTensorActive);
+  if (tensor >= c.t.tensor_active_percent) return;
+  Finding f = Make(c, "low_tensor_activity", Severity::kModerate);
+  f.title = fmt::format("Busy but inefficient: tensor pipe active {:.0f}% (target > {:.0f}% for {})", tensor,
+                        c.t.tensor_active_percent, c.t.basis);
+  f.detail = "The GPU is kept busy, but little of that time is tensor-core math: non-matrix kernels (elementwise, "
+             "normalisation, unfused attention softmax) or matmuls with shapes that miss tensor-core tiles dominate.";
+  AddBusyEvidence(c, f);
+  f.evidence.push_back(E("tensor_active_mean_percent", tensor, "percent", "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE / GPM ANY_TENSOR_UTIL",
+                         c.t.tensor_active_percent, "<"));
+  if (Has(c.d, Metric::kSmActive))
+    f.evidence.push_back(E("sm_active_mean_percent", Mean(c.d, Metric::kSmActive), "percent", "DCGM_FI_PROF_SM_ACTIVE"));
+  f.cannot_exclude = {"unfused_attention", "low_precision"};
+  f.to_separate = "a PyTorch profiler trace of a few steps shows which kernels take the non-tensor time";
+  f.recommendations = {
+      {"torch.nn.functional.scaled_dot_product_attention (flash backend) for attention", "fused attention on tensor cores"},
+      {"torch.compile(model)", "fuses the elementwise work around matmuls"},
+      {"bf16 autocast and matrix dimensions padded to multiples of 8/64", "more of the math fits tensor-core tiles"},
+  };
+  out.push_back(std::move(f));
+}
+
+void Underutilized(const Ctx& c, std::vector<Finding>& out) {
+  if (std::isnan(c.d.busy_mean_percent) || c.d.busy_mean_percent >= c.t.util_investigate_percent) return;
+  if (HasAny(out, {"idle", "input_bound", "undersized_work", "video_engine_busy"}, Severity::kInfo)) return;
+  const bool instant = c.snapshot;
+  Finding f = Make(c, "underutilized", instant ? Severity::kLow : Severity::kModerate);
+  f.title = fmt::format("Underutilized: mean utilization {:.0f}%, below the {:.0f}% that merits investigation for {}",
+                        c.d.busy_mean_percent, c.t.util_investigate_percent, c.t.basis);
+  const std::string hint = ProfilingMetricsHint(c.d);
+  f.detail = fmt::format(
+      "The GPU has no kernel to run for {:.0f}% of the time, without a clear stop-and-go rhythm. The logged metrics "
+      "cannot tell which cause it is.{}",
+      100.0 - c.d.busy_mean_percent,
+      instant ? " The source is a snapshot of a few samples, not a run." : "");
+  AddBusyEvidence(c, f, c.t.util_investigate_percent, "<");
+  AddPowerEvidence(c, f);
+  f.cannot_exclude = {"input_bound", "launch_bound", "undersized_work", "communication_bound"};
+  f.to_separate = hint.empty() ? std::string("time data loading against compute with a profiler trace or gputriage step markers")
+                               : fmt::format("only utilization was logged for these causes: {}; and time data loading "
+                                             "against compute (profiler trace or gputriage step markers)",
+                                             hint);
+  f.recommendations = {{"record a PyTorch profiler trace of ~10 steps and run gputriage diagnose on it",
+                        "the trace separates data wait, launch overhead and communication"}};
+  f.gain = UtilGain(c.d.busy_mean_percent, c.t.util_good_percent, fmt::format("the target for {}", c.t.basis));
+  out.push_back(std::move(f));
+}
+
+void ComputeLimit(const Ctx& c, std::vector<Finding>& out) {
+  if (std::isnan(c.d.busy_mean_percent) || c.d.busy_mean_percent < c.t.util_good_percent) return;
+  for (const auto& f : out)
+    if (f.severity >= Severity::kModerate) return;
+  const bool has_sm = Has(c.d, Metric::kSmActive), has_tensor = Has(c.d, Metric::kTensorActive);
+  if (has_sm && Mean(c.d, Metric::kSmActive) < c.t.sm_active_percent) return;
+  if (has_tensor && Mean(c.d, Metric::kTensorActive) < c.t.tensor_active_percent) return;
+  Finding f = Make(c, "at_compute_limit", Severity::kInfo);
+  f.title = fmt::format("At the compute limit: utilization {:.0f}%{}", c.d.busy_mean_percent,
+                        has_tensor ? fmt::format(", tensor pipe {:.0f}%", Mean(c.d, Metric::kTensorActive))
+                                   : std::string(" (tensor activity not logged)"));
+  f.detail = fmt::format(
+      "The GPU is as busy as {} should be, and no cheap fix shows in these metrics.{}",
+      c.t.basis,
+      has_sm && has_tensor ? ""
+                           : " Utilization only says a kernel is running: without SM and tensor activity the "
+                             "efficiency of that time is unknown.");
+  AddBusyEvidence(c, f, c.t.util_good_percent, ">=");
+  if (has_sm) f.evidence.push_back(E("sm_active_mean_percent", Mean(c.d, Metric::kSmActive), "percent", "DCGM_FI_PROF_SM_ACTIVE", c.t.sm_active_percent, ">="));
+  if (has_tensor)
+    f.evidence.push_back(E("tensor_active_mean_percent", Mean(c.d, Metric::kTensorActive), "percent",
+                           "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", c.t.tensor_active_percent, ">="));
+  AddPowerEvidence(c, f);
+  if (!std::isnan(c.d.sm_clock_mean_percent_of_max))
+    f.evidence.push_back(E("sm_clock_mean_percent_of_max", c.d.sm_clock_mean_percent_of_max, "percent",
+                           fmt::format("mean SM clock / max {:.0f} MHz", c.d.max_sm_clock_mhz)));
+  if (!has_sm || !has_tensor) {
+    f.cannot_exclude = {"undersized_work", "low_precision", "memory_bound"};
+    f.to_separate = ProfilingMetricsHint(c.d);
+  }
+  out.push_back(std::move(f));
+}
+
+}  // namespace
+
+std::vector<Finding> JudgeMetrics(const RecordingAnalysis& a, const WorkloadTargets& targets) {
+  std::vector<Finding> all;
+  for (const auto& d : a.metric_devices) {
+    Ctx c{a, d, targets, FindGpuSpec(d.name), {}, {}, 0};
+    c.scope = d.label + (d.name.empty() ? "" : " (" + d.name + ")") + (a.phase.empty() ? "" : ", " + a.phase + " phase");
+    c.source = d.busy_metric == "gpu_util" ? "utilization.gpu (share of time a kernel runs)"
+                                           : "GR engine activity (DCGM_FI_PROF_GR_ENGINE_ACTIVE)";
+    if (!d.busy_metric.empty())
+      c.busy_samples = d.metrics[static_cast<int>(d.busy_metric == "gpu_util" ? Metric::kGpuUtil : Metric::kGrEngineActive)].samples;
+    c.snapshot = c.busy_samples < kMinSamplesForRun || d.hours * 3600.0 < kMinSecondsForRun;
+    std::vector<Finding> out;
+    if (UtilizationUnavailable(c, out)) {
+      all.insert(all.end(), out.begin(), out.end());
+      continue;
+    }
+    if (VideoEngineBusy(c, out) || Idle(c, out)) {
+      all.insert(all.end(), out.begin(), out.end());
+      continue;
+    }
+    Throttled(c, out);
+    LowPrecision(c, out);
+    MemoryBound(c, out);
+    UndersizedWork(c, out);
+    InputBound(c, out);
+    LowTensorActivity(c, out);
+    Underutilized(c, out);
+    ComputeLimit(c, out);
+    all.insert(all.end(), std::make_move_iterator(out.begin()), std::make_move_iterator(out.end()));
+  }
+  return all;
+}
+
+}  // namespace gputriage

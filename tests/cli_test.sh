@@ -44,7 +44,7 @@ check "missing file" 3 "$bin" diagnose "$tmp/nope.json"
 grep -q "nope.json" "$tmp/err" || { echo "FAIL: error does not name the file"; fail=1; }
 printf 'a,b\n1,2\n' > "$tmp/metrics.csv"
 check "wrong format" 3 "$bin" diagnose "$tmp/metrics.csv"
-grep -q "not a JSON trace" "$tmp/err" || { echo "FAIL: wrong-format message"; cat "$tmp/err"; fail=1; }
+grep -q "not a recognised input" "$tmp/err" || { echo "FAIL: wrong-format message"; cat "$tmp/err"; fail=1; }
 : > "$tmp/empty.json"
 check "empty file" 3 "$bin" diagnose "$tmp/empty.json"
 zcat "$nw0" | head -c 5000000 > "$tmp/truncated.json"

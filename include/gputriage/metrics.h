@@ -139,6 +139,7 @@ class SeriesSketch {
 
  private:
   struct Histogram;
+  struct IntervalCounts;
   struct RhythmState;
   void AddTimeline(TimeNs t, double value);
   void FlushRhythmBlock();
@@ -152,7 +153,7 @@ class SeriesSketch {
   TimeNs max_interval_ = 0;
   int64_t out_of_order_ = 0;
   std::unique_ptr<Histogram> values_;
-  std::unique_ptr<Histogram> intervals_;
+  std::unique_ptr<IntervalCounts> intervals_;
   std::vector<TimelinePoint> timeline_;
   TimeNs bucket_ns_ = 0;
   std::unique_ptr<RhythmState> rhythm_;

@@ -149,7 +149,9 @@ RecordingAnalysis AnalyzeRecording(const Recording& rec) {
   RecordingAnalysis a;
   a.source = rec.source_path;
   a.rank = rec.rank;
-  a.has_trace = rec.format == "kineto";
+  // A trace recording: any timeline content (tests build recordings without a format).
+  a.has_trace = rec.format == "kineto" || !rec.kernels.empty() || !rec.memory_ops.empty() || !rec.cpu_spans.empty() ||
+                !rec.runtime_calls.empty() || !rec.steps.empty();
   if (auto it = rec.metadata.find("phase"); it != rec.metadata.end()) a.phase = it->second;
   a.metric_devices = AnalyzeMetrics(rec.metrics);
   if (!a.has_trace) return a;

@@ -97,6 +97,40 @@ struct SeriesSketch::Histogram {
   }
 };
 
+/// Sampling intervals: exact while there are few distinct spacings (the usual
+/// case: a fixed interval with millisecond jitter), rounded to 3 significant
+/// digits once there are many, so memory stays bounded.
+struct SeriesSketch::IntervalCounts {
+  static constexpr size_t kMaxExact = 4096;
+  std::unordered_map<int64_t, int64_t> counts;
+  int64_t total = 0;
+  void Add(int64_t dt) {
+    ++total;
+    auto it = counts.find(dt);
+    if (it != counts.end()) {
+      ++it->second;
+      return;
+    }
+    if (counts.size() >= kMaxExact) {
+      int64_t scale = 1;
+      while (dt / scale >= 1000) scale *= 10;
+      dt = dt / scale * scale;
+    }
+    ++counts[dt];
+  }
+  int64_t Median() const {
+    if (total == 0) return 0;
+    std::vector<std::pair<int64_t, int64_t>> sorted(counts.begin(), counts.end());
+    std::sort(sorted.begin(), sorted.end());
+    int64_t seen = 0;
+    for (const auto& [dt, n] : sorted) {
+      seen += n;
+      if (2 * seen > total) return dt;
+    }
+    return sorted.back().first;
+  }
+};
+
 struct SeriesSketch::RhythmState {
   std::vector<double> values;
   std::vector<TimeNs> times;
@@ -137,8 +171,8 @@ void SeriesSketch::Add(TimeNs t, double value) {
       return;
     }
     const TimeNs dt = t - last_t_;
-    if (!intervals_) intervals_ = std::make_unique<Histogram>();
-    intervals_->Add(static_cast<double>(dt));
+    if (!intervals_) intervals_ = std::make_unique<IntervalCounts>();
+    intervals_->Add(dt);
     max_interval_ = std::max(max_interval_, dt);
     last_t_ = t;
   }
@@ -257,10 +291,7 @@ double SeriesSketch::ShareAtLeast(double x) const {
   return static_cast<double>(n) / static_cast<double>(count_);
 }
 
-TimeNs SeriesSketch::MedianInterval() const {
-  if (!intervals_ || intervals_->total == 0) return 0;
-  return static_cast<TimeNs>(std::llround(intervals_->Quantile(0.5)));
-}
+TimeNs SeriesSketch::MedianInterval() const { return intervals_ ? intervals_->Median() : 0; }
 
 std::vector<SeriesSketch::TimelinePoint> SeriesSketch::Timeline() const {
   std::vector<TimelinePoint> out;

@@ -18,7 +18,7 @@ namespace gputriage {
 namespace {
 
 enum class Column {
-  kIgnored, kTimestamp, kIndex, kUuid, kPciBusId, kName, kCount, kDriver, kMigMode, kHostname,
+  kIgnored, kTimestamp, kIndex, kUuid, kPciBusId, kName, kCount, kDriver, kMigMode, kHostname, kDriverModel,
   kMetric,        // a canonical metric
   kPowerFallback, // power.draw.average / .instant: used when power.draw is absent
   kReasonsActive, // clocks_event_reasons.active bitmask
@@ -54,6 +54,7 @@ constexpr FieldEntry kFields[] = {
     {"driver_version", Column::kDriver, Metric::kCount, 0},
     {"mig.mode.current", Column::kMigMode, Metric::kCount, 0},
     {"hostname", Column::kHostname, Metric::kCount, 0},
+    {"driver_model.current", Column::kDriverModel, Metric::kCount, 0},
     {"utilization.gpu", Column::kMetric, Metric::kGpuUtil, 0},
     {"utilization.memory", Column::kMetric, Metric::kMemCopyUtil, 0},
     {"utilization.encoder", Column::kMetric, Metric::kEncoderUtil, 0},
@@ -311,6 +312,9 @@ class SmiCsvReader final : public MetricLineReader {
         case Column::kHostname:
           if (d.hostname.empty() && !metric_text::IsMissing(text)) d.hostname = std::string(text);
           break;
+        case Column::kDriverModel:
+          if (!metric_text::IsMissing(text) && !d.labels.count("driver_model")) d.labels["driver_model"] = std::string(text);
+          break;
         case Column::kMigMode:
           if (text == "Enabled") d.mig_mode = true;
           break;
@@ -324,7 +328,13 @@ class SmiCsvReader final : public MetricLineReader {
               });
             break;
           }
-          auto v = metric_text::ParseValueWithUnit(text);
+          // The reasons bitmask is hex ("0x0000000000000004"): a number-with-unit parse would stop at the 'x'.
+          std::optional<metric_text::ValueWithUnit> v;
+          if (col.kind == Column::kReasonsActive) {
+            if (auto n = metric_text::ParseNumber(text)) v = metric_text::ValueWithUnit{*n, {}};
+          } else {
+            v = metric_text::ParseValueWithUnit(text);
+          }
           if (!v) {
             ctx_->Issue(IssueSeverity::kWarning, "bad_value", [&] {
               return fmt::format("{}: column '{}' has unreadable value '{}'; value skipped", ctx_->Where(line_no),

@@ -140,6 +140,8 @@ class SmiQueryReader final : public MetricLineReader {
     }
     if (section == "MIG Mode" && key == "Current") {
       d.mig_mode = value == "Enabled";
+    } else if (section == "Driver Model" && key == "Current") {
+      if (!metric_text::IsMissing(value)) d.labels["driver_model"] = std::string(value);  // WDDM / TCC on Windows
     } else if (section == "FB Memory Usage") {
       auto v = metric_text::ParseValueWithUnit(value);
       if (!v) return;

@@ -1,0 +1,305 @@
+// Series sketches, metric verdicts, workload targets, cost and the GPU spec
+// table. Verdict tests feed synthetic logs in the real formats through the real
+// importers, shaped like the physics of each problem (a starved input pipeline
+// makes a sawtooth, a tiny batch keeps SM activity low while a kernel is always
+// running, ...).
+#include <cmath>
+#include <functional>
+#include <random>
+#include <string>
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include "gputriage/diagnosis.h"
+#include "gputriage/import.h"
+#include "gputriage/metrics.h"
+#include "gputriage/report.h"
+#include "src/analysis/gpu_specs.h"
+
+namespace gputriage {
+namespace {
+
+// ---- sketches -------------------------------------------------------------------
+
+TEST(SeriesSketch, ExactStatisticsAndQuantiles) {
+  SeriesSketch s;
+  for (int i = 0; i < 101; ++i) s.Add(i * kNsPerS, i);  // 0..100
+  EXPECT_EQ(s.count(), 101);
+  EXPECT_DOUBLE_EQ(s.mean(), 50.0);
+  EXPECT_DOUBLE_EQ(s.Quantile(0.5), 50.0);
+  EXPECT_DOUBLE_EQ(s.Quantile(0.05), 5.0);
+  EXPECT_DOUBLE_EQ(s.Quantile(0.95), 95.0);
+  EXPECT_NEAR(s.ShareAtMost(5.0), 6.0 / 101, 1e-12);
+  EXPECT_NEAR(s.ShareAtLeast(95.0), 6.0 / 101, 1e-12);
+  EXPECT_EQ(s.MedianInterval(), kNsPerS);
+  // Non-integer values: log-linear buckets, within 0.4 %.
+  SeriesSketch p;
+  for (int i = 0; i < 1000; ++i) p.Add(i, 600.0 + i * 0.05);  // 600 .. 649.95
+  EXPECT_NEAR(p.Quantile(0.5), 625.0, 625.0 * 0.004);
+}
+
+TEST(SeriesSketch, TimelineStaysBoundedAndKeepsTheMean) {
+  SeriesSketch s;
+  for (int64_t i = 0; i < 200000; ++i) s.Add(i * 100 * kNsPerMs, i < 100000 ? 10.0 : 90.0);
+  const auto tl = s.Timeline();
+  EXPECT_LE(tl.size(), static_cast<size_t>(SeriesSketch::kTimelineBuckets));
+  EXPECT_GE(tl.size(), static_cast<size_t>(SeriesSketch::kTimelineBuckets / 2));
+  EXPECT_DOUBLE_EQ(tl.front().mean, 10.0);
+  EXPECT_DOUBLE_EQ(tl.back().mean, 90.0);
+  int64_t total = 0;
+  for (const auto& p : tl) total += p.count;
+  EXPECT_EQ(total, 200000);
+}
+
+TEST(SeriesSketch, RhythmFindsASawtoothAndNotNoise) {
+  SeriesSketch saw;
+  saw.EnableRhythm();
+  for (int i = 0; i < 5000; ++i) saw.Add(i * kNsPerS, (i % 12) < 4 ? 0.0 : 100.0);  // 12 s period
+  const auto r = saw.rhythm();
+  EXPECT_EQ(r.period_samples, 12);
+  EXPECT_EQ(r.period_ns, 12 * kNsPerS);
+  EXPECT_GT(r.strength, 0.8);
+  EXPECT_DOUBLE_EQ(r.swing_p50, 100.0);
+
+  SeriesSketch noise;
+  noise.EnableRhythm();
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<double> u(0, 100);
+  for (int i = 0; i < 5000; ++i) noise.Add(i * kNsPerS, std::round(u(rng)));
+  EXPECT_LT(noise.rhythm().strength, 0.2);
+
+  SeriesSketch flat;
+  flat.EnableRhythm();
+  for (int i = 0; i < 5000; ++i) flat.Add(i * kNsPerS, 100.0);
+  EXPECT_EQ(flat.rhythm().blocks, 0);
+  EXPECT_EQ(flat.rhythm().period_samples, 0);
+}
+
+// ---- synthetic logs in real formats ------------------------------------------------
+
+/// nvidia-smi --query-gpu CSV at 1 s for `seconds`, one GPU; `util(t)` per second.
+std::string SmiLog(int seconds, const std::function<double(int)>& util, double power = 300, const char* reasons = nullptr,
+                   const char* name = "NVIDIA A100-SXM4-80GB") {
+  std::string out = "timestamp, index, name, utilization.gpu [%], power.draw [W], power.limit [W], memory.used [MiB], memory.total [MiB]";
+  out += reasons ? ", clocks_event_reasons.active\n" : "\n";
+  for (int t = 0; t < seconds; ++t) {
+    out += fmt::format("2026/03/01 {:02d}:{:02d}:{:02d}.000, 0, {}, {:.0f}, {:.2f}, 400.00, 30000, 81920", 10 + t / 3600,
+                       (t / 60) % 60, t % 60, name, util(t), power);
+    out += reasons ? fmt::format(", {}\n", reasons) : "\n";
+  }
+  return out;
+}
+
+/// dcgmi dmon rows (profiling ratios) at 1 s for `seconds`.
+std::string DcgmiLog(int seconds, double gputl, double smact, double tenso, double drama, double fp32a) {
+  std::string out = "#Entity   GPUTL  SMACT  SMOCC  TENSO  DRAMA  FP32A  POWER\nID\n";
+  for (int t = 0; t < seconds; ++t)
+    out += fmt::format("GPU 0     {:.0f}     {:.3f}  0.150  {:.3f}  {:.3f}  {:.3f}  300.0\n", gputl, smact, tenso, drama, fp32a);
+  return out;
+}
+
+Diagnosis DiagnoseText(const std::string& text, DiagnoseOptions options = {}) {
+  auto recs = ImportMetricLogFromMemory("synthetic.log", text);
+  EXPECT_TRUE(recs.ok()) << recs.status().ToString();
+  gputriage::Run run;
+  if (recs.ok()) run.recordings = std::move(*recs);
+  return Diagnose(run, options);
+}
+
+const Finding* Find(const Diagnosis& d, const std::string& verdict) {
+  for (const auto& f : d.findings)
+    if (f.verdict == verdict) return &f;
+  return nullptr;
+}
+
+std::string Verdicts(const Diagnosis& d) {
+  std::string s;
+  for (const auto& f : d.findings) s += f.verdict + "(" + SeverityName(f.severity) + ") ";
+  return s;
+}
+
+TEST(MetricVerdicts, StarvedInputPipelineIsASawtooth) {
+  // 8 s batches-of-work rhythm: 5 s at ~97 %, 3 s at 0 % while the loader refills.
+  const Diagnosis d = DiagnoseText(SmiLog(1800, [](int t) { return (t % 8) < 5 ? 97.0 : 0.0; }, 180));
+  const Finding* f = Find(d, "input_bound");
+  ASSERT_TRUE(f) << Verdicts(d);
+  EXPECT_EQ(f->origin, "metrics");
+  EXPECT_FALSE(f->cannot_exclude.empty());
+  EXPECT_NE(f->to_separate.find("step markers"), std::string::npos);
+  bool period = false;
+  for (const auto& e : f->evidence)
+    if (e.name == "rhythm_period_s") period = std::abs(e.value - 8.0) < 1e-9;
+  EXPECT_TRUE(period);
+  EXPECT_FALSE(Find(d, "idle"));
+  EXPECT_FALSE(Find(d, "underutilized"));
+  ASSERT_TRUE(f->gain);
+  EXPECT_NEAR(f->gain->current, 97.0 * 5 / 8, 0.1);
+}
+
+TEST(MetricVerdicts, SmallBatchKeepsSmActivityLow) {
+  const Diagnosis d = DiagnoseText(DcgmiLog(600, 98, 0.30, 0.10, 0.20, 0.05));
+  ASSERT_TRUE(Find(d, "undersized_work")) << Verdicts(d);
+  EXPECT_FALSE(Find(d, "at_compute_limit"));
+}
+
+TEST(MetricVerdicts, Fp32OnATensorCoreGpu) {
+  const Diagnosis d = DiagnoseText(DcgmiLog(600, 99, 0.88, 0.0, 0.22, 0.62));
+  const Finding* f = Find(d, "low_precision");
+  ASSERT_TRUE(f) << Verdicts(d);
+  EXPECT_EQ(f->severity, Severity::kHigh);
+}
+
+TEST(MetricVerdicts, MemoryBound) {
+  const Diagnosis d = DiagnoseText(DcgmiLog(600, 99, 0.85, 0.10, 0.75, 0.10));
+  const Finding* f = Find(d, "memory_bound");
+  ASSERT_TRUE(f) << Verdicts(d);
+  EXPECT_EQ(f->severity, Severity::kHigh);
+}
+
+TEST(MetricVerdicts, HealthyDenseTrainingIsAtTheComputeLimit) {
+  const Diagnosis d = DiagnoseText(DcgmiLog(600, 100, 0.91, 0.60, 0.41, 0.05));
+  ASSERT_TRUE(Find(d, "at_compute_limit")) << Verdicts(d);
+  for (const auto& f : d.findings) EXPECT_EQ(f.severity, Severity::kInfo) << f.verdict;
+}
+
+TEST(MetricVerdicts, BusyButLowTensorActivity) {
+  const Diagnosis d = DiagnoseText(DcgmiLog(600, 99, 0.85, 0.15, 0.30, 0.10));
+  ASSERT_TRUE(Find(d, "low_tensor_activity")) << Verdicts(d);
+  EXPECT_FALSE(Find(d, "at_compute_limit"));
+}
+
+TEST(MetricVerdicts, IdleAllocation) {
+  const Diagnosis d = DiagnoseText(SmiLog(3600, [](int) { return 0.0; }, 62));
+  const Finding* f = Find(d, "idle");
+  ASSERT_TRUE(f) << Verdicts(d);
+  EXPECT_EQ(f->severity, Severity::kHigh);
+  EXPECT_NE(f->detail.find("allocated"), std::string::npos);  // 30 GB held, no kernels
+}
+
+TEST(MetricVerdicts, PowerCapThrottling) {
+  const Diagnosis d = DiagnoseText(SmiLog(600, [](int) { return 99.0; }, 399, "0x0000000000000004"));
+  const Finding* f = Find(d, "throttled");
+  ASSERT_TRUE(f) << Verdicts(d);
+  EXPECT_EQ(f->severity, Severity::kHigh);
+  EXPECT_NE(f->title.find("sw_power_cap"), std::string::npos);
+}
+
+TEST(MetricVerdicts, UtilizationOnlyLowSaysWhichMetricWouldTell) {
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<double> u(25, 45);  // steady ~35 %, no rhythm, no zeros
+  const Diagnosis d = DiagnoseText(SmiLog(1200, [&](int) { return std::round(u(rng)); }));
+  const Finding* f = Find(d, "underutilized");
+  ASSERT_TRUE(f) << Verdicts(d);
+  EXPECT_NE(f->to_separate.find("DCGM_FI_PROF_DRAM_ACTIVE"), std::string::npos);
+  EXPECT_NE(f->to_separate.find("DCGM_FI_PROF_PIPE_TENSOR_ACTIVE"), std::string::npos);
+  EXPECT_NE(f->to_separate.find("GPM"), std::string::npos);
+  EXPECT_GE(f->cannot_exclude.size(), 2u);
+}
+
+TEST(MetricVerdicts, WorkloadClassChangesTheTarget) {
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<double> u(30, 50);  // ~40 %
+  const std::string log = SmiLog(1200, [&](int) { return std::round(u(rng)); });
+  EXPECT_TRUE(Find(DiagnoseText(log), "underutilized"));
+  DiagnoseOptions rl;
+  rl.workload = WorkloadClass::kRl;
+  const Diagnosis d = DiagnoseText(log, rl);
+  EXPECT_FALSE(Find(d, "underutilized")) << Verdicts(d);
+  EXPECT_EQ(d.summary.workload, "rl");
+  EXPECT_EQ(TargetsFor(WorkloadClass::kDenseTransformer).util_good_percent, 70);
+  EXPECT_EQ(TargetsFor(WorkloadClass::kDenseTransformer).tensor_active_percent, 50);
+  EXPECT_EQ(TargetsFor(WorkloadClass::kDenseTransformer).sm_active_percent, 70);
+  EXPECT_EQ(TargetsFor(WorkloadClass::kDenseTransformer).util_investigate_percent, 50);
+  EXPECT_LT(TargetsFor(WorkloadClass::kMoe).util_good_percent, 70);
+  EXPECT_EQ(ParseWorkloadClass("multimodal"), WorkloadClass::kMultimodal);
+  EXPECT_FALSE(ParseWorkloadClass("bogus"));
+}
+
+// ---- cost ---------------------------------------------------------------------------
+
+TEST(Cost, FleetIdleCapacityAndWhatIf) {
+  EXPECT_DOUBLE_EQ(IdleMonthlyCost(40000, 45), 22000);
+  const WhatIf w = MakeWhatIf(40, 75, 40000);
+  EXPECT_DOUBLE_EQ(w.more_compute_percent, 87.5);
+  EXPECT_NEAR(w.spend_saved_percent, 46.6667, 1e-3);
+  const std::string line = WhatIfLine(w);
+  EXPECT_NE(line.find("40% → 75%: +87% more compute for the same spend"), std::string::npos) << line;
+  EXPECT_EQ(FormatUsd(22000), "$22,000");
+  EXPECT_EQ(FormatUsd(3.9), "$3.90");
+}
+
+TEST(Cost, MonthlySpendAtMeasuredUtilization) {
+  // A fleet log at 45 % average utilization and a 40,000 $/month spend.
+  DiagnoseOptions o;
+  o.monthly_spend = 40000;
+  const Diagnosis d = DiagnoseText(SmiLog(3600, [](int t) { return t % 2 ? 40.0 : 50.0; }), o);
+  ASSERT_TRUE(d.summary.idle_cost_usd_per_month);
+  EXPECT_NEAR(*d.summary.idle_cost_usd_per_month, 22000, 1e-6);
+  EXPECT_NEAR(d.summary.gpu_util_mean_percent, 45, 1e-9);
+  const std::string text = RenderTerminal(gputriage::Run{}, d, {});
+  EXPECT_NE(text.find("$22,000 of idle capacity"), std::string::npos) << text;
+}
+
+TEST(Cost, PricePerGpuHourPerDeviceAndRun) {
+  DiagnoseOptions o;
+  o.price_per_gpu_hour = 2.0;
+  // 2 GPUs for one hour (3600 samples each at 1 s; the last sample covers its own second): 25 % and 75 % busy.
+  std::string log = "timestamp, index, utilization.gpu [%]\n";
+  for (int t = 0; t < 3600; ++t)
+    for (int g = 0; g < 2; ++g)
+      log += fmt::format("2026/03/01 10:{:02d}:{:02d}.000, {}, {}\n", t / 60, t % 60, g, g == 0 ? 25 : 75);
+  const Diagnosis d = DiagnoseText(log, o);
+  EXPECT_EQ(d.summary.devices, 2);
+  EXPECT_NEAR(d.summary.gpu_hours, 2.0, 1e-9);
+  ASSERT_TRUE(d.summary.idle_cost_usd);
+  EXPECT_NEAR(*d.summary.idle_cost_usd, 2.0 * 0.75 + 2.0 * 0.25, 1e-6);
+  EXPECT_NEAR(d.cost.cost_usd, 4.0, 1e-6);
+  EXPECT_EQ(d.cost.price_basis, "--price-per-gpu-hour");
+  EXPECT_NE(d.summary.gpu_busy_source.find("utilization.gpu"), std::string::npos);
+}
+
+TEST(Cost, DefaultPricesAreDatedAndSourced) {
+  DiagnoseOptions none;
+  const Diagnosis d = DiagnoseText(SmiLog(600, [](int) { return 50.0; }, 300, nullptr, "NVIDIA H100 80GB HBM3"), none);
+  ASSERT_EQ(d.cost.devices.size(), 1u);
+  EXPECT_GT(d.cost.devices[0].price_per_hour, 0);
+  EXPECT_NE(d.cost.devices[0].price_source.find("2026"), std::string::npos);
+  // A model without a sourced price asks for one instead of guessing.
+  const Diagnosis t4 = DiagnoseText(SmiLog(600, [](int) { return 50.0; }, 60, nullptr, "Tesla T4"), none);
+  EXPECT_FALSE(t4.cost.available);
+  EXPECT_FALSE(t4.summary.idle_cost_usd);
+}
+
+// ---- GPU specs --------------------------------------------------------------------
+
+TEST(GpuSpecs, NamesResolveToTheRightRow) {
+  auto model = [](const char* name) { auto s = FindGpuSpec(name); return s ? std::string(s->model) : std::string("-"); };
+  EXPECT_EQ(model("NVIDIA H100 80GB HBM3"), "H100 SXM");
+  EXPECT_EQ(model("NVIDIA H100 PCIe"), "H100 PCIe");
+  EXPECT_EQ(model("NVIDIA H200"), "H200 SXM");
+  EXPECT_EQ(model("NVIDIA B200"), "B200");
+  EXPECT_EQ(model("NVIDIA A100-SXM4-40GB"), "A100 SXM4 40GB");
+  EXPECT_EQ(model("NVIDIA A100-SXM4-80GB"), "A100 SXM4 80GB");
+  EXPECT_EQ(model("NVIDIA A100 80GB PCIe"), "A100 PCIe 80GB");
+  EXPECT_EQ(model("NVIDIA A10G"), "A10G");
+  EXPECT_EQ(model("NVIDIA A10"), "A10");
+  EXPECT_EQ(model("NVIDIA L4"), "L4");
+  EXPECT_EQ(model("NVIDIA L40S"), "L40S");
+  EXPECT_EQ(model("Tesla T4"), "T4");
+  EXPECT_EQ(model("Tesla V100-SXM2-32GB"), "V100 SXM2");
+  EXPECT_EQ(model("Tesla V100-PCIE-16GB"), "V100 PCIe");
+  EXPECT_EQ(model("NVIDIA GeForce RTX 2080 SUPER"), "GeForce RTX 2080 SUPER");
+  EXPECT_EQ(model("Some Future GPU"), "-");
+  for (const auto& s : AllGpuSpecs()) {
+    EXPECT_GT(std::string(s.source).size(), 10u) << s.model;
+    EXPECT_GT(std::string(s.tensor_cores).size(), 3u) << s.model;
+    // Dense tensor peaks are at least the non-tensor fp32 peak where both are published.
+    if (s.fp32_tflops > 0 && s.bf16_tflops > 0) {
+      EXPECT_GE(s.bf16_tflops, s.fp32_tflops) << s.model;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace gputriage

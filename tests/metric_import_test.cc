@@ -1,0 +1,518 @@
+// Format tests for the metric-log readers, written from the published formats
+// (nvidia-smi --help-query-gpu and its CSV conventions, nvidia-smi dmon, dcgmi
+// dmon, dcgm-exporter's render template and DCGM 4.6/4.7 names). Real captures
+// are in metric_golden_test.cc.
+#include <zlib.h>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "gputriage/import.h"
+#include "gputriage/metrics.h"
+#include "src/sources/metrics/metric_readers.h"
+#include "src/sources/metrics/metric_text.h"
+#include "src/util/line_reader.h"
+
+namespace gputriage {
+namespace {
+
+constexpr double kMiB = 1024.0 * 1024.0;
+
+Recording ImportOne(const std::string& text, ImportOptions options = {}) {
+  auto recs = ImportMetricLogFromMemory("test.log", text, options);
+  EXPECT_TRUE(recs.ok()) << recs.status().ToString();
+  if (!recs.ok() || recs->empty()) return Recording{};
+  EXPECT_EQ(recs->size(), 1u);
+  return std::move(recs->front());
+}
+
+const MetricDevice* FindIndex(const Recording& rec, int index, int instance = -1) {
+  for (const auto& d : rec.metrics.devices)
+    if (d.index == index && d.mig_instance == instance) return &d;
+  return nullptr;
+}
+
+// ---- shared text pieces ---------------------------------------------------
+
+TEST(MetricText, TimestampFormats) {
+  using metric_text::ParseTimestamp;
+  const TimeNs day = metric_text::DaysFromCivil(2026, 7, 14) * 86400 * kNsPerS;
+  const TimeNs tod = ((8 * 60 + 12) * 60 + 38) * kNsPerS;
+  EXPECT_EQ(ParseTimestamp("2026/07/14 08:12:38.696"), day + tod + 696 * kNsPerMs);
+  EXPECT_EQ(ParseTimestamp("2026-07-14T08:12:38Z"), day + tod);
+  EXPECT_EQ(ParseTimestamp("2026-07-14T10:12:38+02:00"), day + tod);
+  EXPECT_EQ(ParseTimestamp("2026-07-14 08:12:38.5"), day + tod + 500 * kNsPerMs);
+  EXPECT_EQ(ParseTimestamp("20260714 08:12:38"), day + tod);
+  EXPECT_EQ(ParseTimestamp("Tue Jul 14 08:12:38 2026"), day + tod);
+  EXPECT_EQ(ParseTimestamp("Sat Feb  1 00:00:00 2025"), metric_text::DaysFromCivil(2025, 2, 1) * 86400 * kNsPerS);
+  EXPECT_EQ(ParseTimestamp("1752480758.5"), 1752480758500000000LL);
+  EXPECT_FALSE(ParseTimestamp("2026/13/14 08:12:38"));
+  EXPECT_FALSE(ParseTimestamp("yesterday"));
+  EXPECT_FALSE(ParseTimestamp("2026/07/14 25:00:00"));
+  EXPECT_FALSE(ParseTimestamp("12345"));
+}
+
+TEST(MetricText, MissingValuesAndUnits) {
+  for (const char* t : {"[N/A]", "N/A", "-", "", "[Not Supported]", "[Unknown Error]", "[GPU is lost]",
+                        "[Requested functionality has been deprecated]", "[Insufficient Permissions]"})
+    EXPECT_TRUE(metric_text::IsMissing(t)) << t;
+  EXPECT_FALSE(metric_text::IsMissing("0"));
+  auto v = metric_text::ParseValueWithUnit("631.95 W");
+  ASSERT_TRUE(v);
+  EXPECT_DOUBLE_EQ(v->value, 631.95);
+  EXPECT_EQ(v->unit, "W");
+  EXPECT_EQ(metric_text::ParseNumber("0x00000000000001FF"), 511.0);
+  EXPECT_EQ(metric_text::BytesPerUnit("MiB"), kMiB);
+  EXPECT_EQ(metric_text::BytesPerUnit("KB/s"), 1e3);
+  EXPECT_FALSE(metric_text::ParseNumber("12abc"));
+}
+
+// ---- nvidia-smi --query-gpu CSV -----------------------------------------
+
+TEST(SmiCsv, HeaderUnitsInterleavedGpus) {
+  // nvidia-smi --query-gpu=timestamp,index,name,utilization.gpu,memory.used,memory.total,power.draw,power.limit
+  //   --format=csv,nounits -l 1
+  const std::string log =
+      "timestamp, index, name, utilization.gpu [%], memory.used [MiB], memory.total [MiB], power.draw [W], power.limit [W]\n"
+      "2026/07/14 08:00:00.100, 0, NVIDIA A100-SXM4-80GB, 90, 40000, 81920, 350.5, 400.00\n"
+      "2026/07/14 08:00:00.102, 1, NVIDIA A100-SXM4-80GB, 10, 1000, 81920, 90.0, 400.00\n"
+      "2026/07/14 08:00:01.100, 0, NVIDIA A100-SXM4-80GB, 100, 40000, 81920, 380.5, 400.00\n"
+      "2026/07/14 08:00:01.102, 1, NVIDIA A100-SXM4-80GB, [N/A], 1000, 81920, 92.0, 400.00\n";
+  Recording rec = ImportOne(log);
+  EXPECT_EQ(rec.format, "nvidia-smi-csv");
+  ASSERT_EQ(rec.metrics.devices.size(), 2u);
+  const MetricDevice* g0 = FindIndex(rec, 0);
+  const MetricDevice* g1 = FindIndex(rec, 1);
+  ASSERT_TRUE(g0 && g1);
+  EXPECT_EQ(g0->name, "NVIDIA A100-SXM4-80GB");
+  EXPECT_DOUBLE_EQ(g0->Get(Metric::kGpuUtil).mean(), 95.0);
+  EXPECT_EQ(g1->Get(Metric::kGpuUtil).count(), 1);  // [N/A] is missing, not 0
+  EXPECT_DOUBLE_EQ(g0->Get(Metric::kFbUsedBytes).mean(), 40000 * kMiB);
+  EXPECT_EQ(g0->memory_total_bytes, static_cast<int64_t>(81920 * kMiB));
+  EXPECT_DOUBLE_EQ(g0->power_limit_w, 400.0);
+  EXPECT_EQ(g0->Get(Metric::kGpuUtil).MedianInterval(), kNsPerS);
+  EXPECT_EQ(rec.metrics.rows, 4);
+  EXPECT_FALSE(rec.metrics.timestamps_synthetic);
+}
+
+TEST(SmiCsv, UnitsInValuesAndAnyColumnOrder) {
+  // --format=csv (units in the values), fields in an unusual order, keyed by uuid.
+  const std::string log =
+      "power.draw [W], utilization.gpu [%], uuid, clocks.sm [MHz], clocks.max.sm [MHz], timestamp, temperature.gpu\n"
+      "250.10 W, 45 %, GPU-aaaa, 1410 MHz, 1410 MHz, 2026/01/02 03:04:05.000, 60\n"
+      "120.00 W, 5 %, GPU-bbbb, 1005 MHz, 1410 MHz, 2026/01/02 03:04:05.010, 50\n"
+      "260.10 W, 55 %, GPU-aaaa, 1410 MHz, 1410 MHz, 2026/01/02 03:04:06.000, 61\n";
+  Recording rec = ImportOne(log);
+  ASSERT_EQ(rec.metrics.devices.size(), 2u);
+  const auto& a = rec.metrics.devices[0];
+  EXPECT_EQ(a.uuid, "GPU-aaaa");
+  EXPECT_DOUBLE_EQ(a.Get(Metric::kGpuUtil).mean(), 50.0);
+  EXPECT_DOUBLE_EQ(a.Get(Metric::kPowerW).mean(), 255.1);
+  EXPECT_DOUBLE_EQ(a.max_sm_clock_mhz, 1410);
+  EXPECT_DOUBLE_EQ(rec.metrics.devices[1].Get(Metric::kSmClockMHz).mean(), 1005);
+}
+
+TEST(SmiCsv, PositionalGpusWithoutKeyColumns) {
+  // No index/uuid/bus id: rows of one interval share a timestamp (within ms).
+  const std::string log =
+      "timestamp, utilization.gpu [%]\n"
+      "2026/01/02 03:04:05.000, 10\n2026/01/02 03:04:05.003, 20\n"
+      "2026/01/02 03:04:06.000, 30\n2026/01/02 03:04:06.004, 40\n";
+  Recording rec = ImportOne(log);
+  ASSERT_EQ(rec.metrics.devices.size(), 2u);
+  EXPECT_DOUBLE_EQ(FindIndex(rec, 0)->Get(Metric::kGpuUtil).mean(), 20.0);
+  EXPECT_DOUBLE_EQ(FindIndex(rec, 1)->Get(Metric::kGpuUtil).mean(), 30.0);
+}
+
+TEST(SmiCsv, HeaderlessNeedsTheColumnList) {
+  const std::string log = "2026/01/02 03:04:05.000, 0, 77\n2026/01/02 03:04:06.000, 0, 79\n";
+  ImportOptions bad;
+  bad.format = "nvidia-smi-csv";
+  auto recs = ImportMetricLogFromMemory("headerless.csv", log, bad);
+  ASSERT_FALSE(recs.ok());
+  EXPECT_NE(recs.status().message().find("--smi-columns"), std::string::npos);
+  EXPECT_NE(recs.status().message().find("headerless.csv:1"), std::string::npos);
+  ImportOptions good;
+  good.smi_columns = {"timestamp", "index", "utilization.gpu"};
+  Recording rec = ImportOne(log, good);  // detected as nvidia-smi CSV by the timestamp
+  ASSERT_EQ(rec.metrics.devices.size(), 1u);
+  EXPECT_DOUBLE_EQ(rec.metrics.devices[0].Get(Metric::kGpuUtil).mean(), 78.0);
+}
+
+TEST(SmiCsv, MalformedLinesAreCountedWithFileAndLine) {
+  const std::string log =
+      "timestamp, index, utilization.gpu [%], power.draw [W]\n"
+      "2026/01/02 03:04:05.000, 0, 50, 100\n"
+      "2026/01/02 03:04:06.000, 0, 50\n"                        // short row
+      "not-a-time, 0, 50, 100\n"                                // bad timestamp
+      "2026/01/02 03:04:07.000, 0, fifty, 100\n"                // bad value
+      "Unable to determine the device handle for GPU0000:3B:00.0: GPU is lost.  Reboot the system\n"
+      "2026/01/02 03:04:08.000, 0, 70, 120\n";
+  Recording rec = ImportOne(log);
+  const auto* short_row = rec.stats.FindIssue("bad_row");
+  ASSERT_TRUE(short_row);
+  EXPECT_NE(short_row->message.find("test.log:3"), std::string::npos) << short_row->message;
+  ASSERT_TRUE(rec.stats.FindIssue("bad_timestamp"));
+  EXPECT_NE(rec.stats.FindIssue("bad_timestamp")->message.find("test.log:4"), std::string::npos);
+  ASSERT_TRUE(rec.stats.FindIssue("bad_value"));
+  EXPECT_NE(rec.stats.FindIssue("bad_value")->message.find("'fifty'"), std::string::npos);
+  ASSERT_TRUE(rec.stats.FindIssue("gpu_lost"));
+  EXPECT_EQ(rec.stats.FindIssue("gpu_lost")->severity, IssueSeverity::kError);
+  const auto& g = rec.metrics.devices.at(0);
+  EXPECT_EQ(g.Get(Metric::kGpuUtil).count(), 2);  // rows 2 and 7; row 5 kept its power only
+  EXPECT_EQ(g.Get(Metric::kPowerW).count(), 3);
+}
+
+TEST(SmiCsv, RepeatedHeaderAndClockEventReasons) {
+  const std::string log =
+      "timestamp, index, utilization.gpu [%], clocks_event_reasons.active\n"
+      "2026/01/02 03:04:05.000, 0, 99, 0x0000000000000004\n"
+      "timestamp, index, clocks_event_reasons.hw_slowdown, utilization.gpu [%]\n"  // a second run appended
+      "2026/01/02 04:00:00.000, 0, Active, 98\n"
+      "2026/01/02 04:00:01.000, 0, Not Active, 97\n";
+  Recording rec = ImportOne(log);
+  const auto& g = rec.metrics.devices.at(0);
+  EXPECT_EQ(g.Get(Metric::kGpuUtil).count(), 3);
+  EXPECT_EQ(g.Get(Metric::kClockEventReasons).count(), 3);
+  EXPECT_EQ(g.limiting_reason_samples, 2);  // sw_power_cap, then hw_slowdown
+  EXPECT_EQ(g.reason_counts[2], 1);         // bit 2 = sw_power_cap
+  EXPECT_EQ(g.reason_counts[3], 1);         // bit 3 = hw_slowdown
+}
+
+TEST(SmiCsv, GzipFileThroughImportFile) {
+  const std::string path = (std::filesystem::temp_directory_path() / "gputriage_smi_test.csv.gz").string();
+  gzFile gz = gzopen(path.c_str(), "wb");
+  ASSERT_NE(gz, nullptr);
+  const std::string text = "timestamp, index, utilization.gpu [%]\n2026/01/02 03:04:05.000, 0, 33\n";
+  gzwrite(gz, text.data(), static_cast<unsigned>(text.size()));
+  gzclose(gz);
+  auto recs = ImportFile(path);
+  ASSERT_TRUE(recs.ok()) << recs.status().ToString();
+  EXPECT_DOUBLE_EQ(recs->at(0).metrics.devices.at(0).Get(Metric::kGpuUtil).mean(), 33.0);
+  std::filesystem::remove(path);
+}
+
+// ---- nvidia-smi dmon --------------------------------------------------------
+
+TEST(SmiDmon, DefaultColumnsSyntheticTimePerCycle) {
+  const std::string log =
+      "# gpu    pwr  gtemp  mtemp     sm    mem    enc    dec   mclk   pclk\n"
+      "# Idx      W      C      C      %      %      %      %    MHz    MHz\n"
+      "    0    300     60     -      95     40      0      0   1593   1410\n"
+      "    1     60     35     -       0      0      0      0   1593    210\n"
+      "    0    310     61     -      97     42      0      0   1593   1410\n"
+      "    1     61     35     -       0      0      0      0   1593    210\n";
+  Recording rec = ImportOne(log);
+  EXPECT_EQ(rec.format, "nvidia-smi-dmon");
+  ASSERT_EQ(rec.metrics.devices.size(), 2u);
+  const auto* g0 = FindIndex(rec, 0);
+  EXPECT_DOUBLE_EQ(g0->Get(Metric::kGpuUtil).mean(), 96.0);  // dmon "sm" = utilization.gpu
+  EXPECT_EQ(g0->Get(Metric::kMemTempC).count(), 0);          // "-" is missing
+  EXPECT_EQ(g0->Get(Metric::kGpuUtil).MedianInterval(), kNsPerS);
+  EXPECT_TRUE(rec.metrics.timestamps_synthetic);
+  ImportOptions fast;
+  fast.sample_interval_ns = 100 * kNsPerMs;
+  Recording rec2 = ImportOne(log, fast);
+  EXPECT_EQ(FindIndex(rec2, 0)->Get(Metric::kGpuUtil).MedianInterval(), 100 * kNsPerMs);
+}
+
+TEST(SmiDmon, DateTimeSelectionsAndGpmColumns) {
+  // nvidia-smi dmon -s pucmt -o DT --gpm-metrics 2,3,5,10,12
+  const std::string log =
+      "#Date       Time        gpu    pwr  gtemp  mtemp     sm    mem    enc    dec   mclk   pclk     fb   bar1  rxpci  txpci "
+      "smutil  smocc  mmaact  dram  fp32\n"
+      "#YYYYMMDD   HH:MM:SS    Idx      W      C      C      %      %      %      %    MHz    MHz     MB     MB   MB/s   MB/s "
+      "     %      %       %     %     %\n"
+      " 20260714   08:12:53      0    631     63     57    100     10      0      0   2619   1980  15690      1   1200     30 "
+      "    92     40      55    45     3\n"
+      " 20260714   08:12:54      0    633     63     58    100      9      0      0   2619   1980  15690      1   1000     30 "
+      "    94     42      57    47     3\n";
+  Recording rec = ImportOne(log);
+  const auto& g = rec.metrics.devices.at(0);
+  EXPECT_FALSE(rec.metrics.timestamps_synthetic);
+  EXPECT_EQ(g.Get(Metric::kGpuUtil).first_time(),
+            metric_text::DaysFromCivil(2026, 7, 14) * 86400 * kNsPerS + ((8 * 60 + 12) * 60 + 53) * kNsPerS);
+  EXPECT_DOUBLE_EQ(g.Get(Metric::kSmActive).mean(), 93.0);
+  EXPECT_DOUBLE_EQ(g.Get(Metric::kSmOccupancy).mean(), 41.0);
+  EXPECT_DOUBLE_EQ(g.Get(Metric::kTensorActive).mean(), 56.0);
+  EXPECT_DOUBLE_EQ(g.Get(Metric::kDramActive).mean(), 46.0);
+  EXPECT_DOUBLE_EQ(g.Get(Metric::kFp32Active).mean(), 3.0);
+  EXPECT_DOUBLE_EQ(g.Get(Metric::kFbUsedBytes).mean(), 15690 * kMiB);
+  EXPECT_DOUBLE_EQ(g.Get(Metric::kPcieRxBytesPerS).mean(), 1100e6);
+  ASSERT_TRUE(rec.stats.FindIssue("unused_columns"));  // bar1
+}
+
+TEST(SmiDmon, CsvFormat) {
+  // nvidia-smi dmon --format csv: comma separated, header kept.
+  const std::string log =
+      "#gpu, pwr, gtemp, mtemp, sm, mem, enc, dec, mclk, pclk\n"
+      "#Idx, W, C, C, %, %, %, %, MHz, MHz\n"
+      "0, 80, 40, -, 12, 3, 0, 0, 1215, 300\n"
+      "0, 82, 41, -, 14, 3, 0, 0, 1215, 300\n";
+  Recording rec = ImportOne(log);
+  EXPECT_DOUBLE_EQ(rec.metrics.devices.at(0).Get(Metric::kGpuUtil).mean(), 13.0);
+}
+
+TEST(SmiDmon, MalformedRows) {
+  const std::string log =
+      "0 1 2 3\n"  // before the header
+      "# gpu    pwr     sm\n# Idx      W      %\n"
+      "    0    300     95\n"
+      "    0    300\n"
+      "    0    abc     95\n";
+  Recording rec = ImportOne(log, ImportOptions{"nvidia-smi-dmon", {}, 0});
+  ASSERT_TRUE(rec.stats.FindIssue("row_before_header"));
+  ASSERT_TRUE(rec.stats.FindIssue("bad_row"));
+  EXPECT_NE(rec.stats.FindIssue("bad_row")->message.find("test.log:5"), std::string::npos);
+  ASSERT_TRUE(rec.stats.FindIssue("bad_value"));
+  EXPECT_EQ(rec.metrics.devices.at(0).Get(Metric::kGpuUtil).count(), 2);
+}
+
+// ---- dcgmi dmon ---------------------------------------------------------------
+
+TEST(DcgmiDmon, RatiosBecomePercentAndInstancesAreDevices) {
+  // dcgmi dmon -e 203,252,1001,1002,1004,1005,155
+  const std::string log =
+      "#Entity   GPUTL  FBUSD  GRACT  SMACT  TENSO  DRAMA  POWER\n"
+      "ID\n"
+      "GPU 0     98     70000  0.990  0.350  0.020  0.100  250.5\n"
+      "GPU 1     N/A    500    0.000  0.000  0.000  0.000  60.0\n"
+      "GPU-I 3   N/A    N/A    0.500  0.400  0.300  0.200  N/A\n"
+      "GPU 0     96     70000  0.970  0.330  0.040  0.100  251.5\n"
+      "GPU 1     N/A    500    0.000  0.000  0.000  0.000  60.0\n"
+      "GPU-I 3   N/A    N/A    0.700  0.600  0.500  0.400  N/A\n"
+      "GPU 7     1 2\n"        // wrong column count
+      "Switch 0  1 2 3 4 5 6 7\n";  // not a GPU
+  Recording rec = ImportOne(log);
+  EXPECT_EQ(rec.format, "dcgmi-dmon");
+  const auto* g0 = FindIndex(rec, 0);
+  ASSERT_TRUE(g0);
+  EXPECT_DOUBLE_EQ(g0->Get(Metric::kGpuUtil).mean(), 97.0);
+  EXPECT_NEAR(g0->Get(Metric::kSmActive).mean(), 34.0, 1e-9);
+  EXPECT_NEAR(g0->Get(Metric::kTensorActive).mean(), 3.0, 1e-9);
+  EXPECT_DOUBLE_EQ(g0->Get(Metric::kFbUsedBytes).mean(), 70000 * kMiB);
+  EXPECT_EQ(g0->Get(Metric::kGpuUtil).MedianInterval(), kNsPerS);
+  const auto* inst = FindIndex(rec, -1, 3);
+  ASSERT_TRUE(inst);
+  EXPECT_NEAR(inst->Get(Metric::kGrEngineActive).mean(), 60.0, 1e-9);
+  EXPECT_TRUE(rec.stats.FindIssue("bad_row"));
+  EXPECT_TRUE(rec.stats.FindIssue("other_entity"));
+}
+
+// ---- dcgm-exporter ------------------------------------------------------------
+
+TEST(DcgmExporter, LegacyNamesHelpUnitsLabelsAndSentinels) {
+  const std::string scrape =
+      "# HELP DCGM_FI_DEV_SM_CLOCK SM clock frequency (in MHz).\n"
+      "# TYPE DCGM_FI_DEV_SM_CLOCK gauge\n"
+      "DCGM_FI_DEV_SM_CLOCK{gpu=\"0\",UUID=\"GPU-a\",pci_bus_id=\"00000000:18:00.0\",device=\"nvidia0\","
+      "modelName=\"NVIDIA H100 80GB HBM3\",Hostname=\"node-7\",DCGM_FI_DRIVER_VERSION=\"550.127.05\","
+      "container=\"trainer\",namespace=\"ml\",pod=\"llm-0\"} 1755\n"
+      "# HELP DCGM_FI_DEV_GPU_UTIL GPU utilization (in %).\n"
+      "DCGM_FI_DEV_GPU_UTIL{gpu=\"0\",UUID=\"GPU-a\",modelName=\"NVIDIA H100 80GB HBM3\"} 100\n"
+      "DCGM_FI_PROF_SM_ACTIVE{gpu=\"0\",UUID=\"GPU-a\"} 0.912305\n"
+      "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE{gpu=\"0\",UUID=\"GPU-a\"} 0.47\n"
+      "DCGM_FI_DEV_FB_USED{gpu=\"0\",UUID=\"GPU-a\"} 77201\n"
+      "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION{gpu=\"0\",UUID=\"GPU-a\"} 88412650331\n"
+      "DCGM_FI_DEV_MEMORY_TEMP{gpu=\"0\",UUID=\"GPU-a\"} 9223372036854775794\n"
+      "DCGM_FI_PROF_DRAM_ACTIVE{gpu=\"0\",UUID=\"GPU-a\"} 140737488355330\n"
+      "DCGM_FI_DEV_GPU_TEMP{gpu=\"0\",UUID=\"GPU-a\",exported_pod=\"renamed\"} 61\n";
+  Recording rec = ImportOne(scrape);
+  EXPECT_EQ(rec.format, "dcgm-exporter");
+  ASSERT_EQ(rec.metrics.devices.size(), 1u);
+  const auto& g = rec.metrics.devices[0];
+  EXPECT_EQ(g.name, "NVIDIA H100 80GB HBM3");
+  EXPECT_EQ(g.hostname, "node-7");
+  EXPECT_EQ(g.driver_version, "550.127.05");
+  EXPECT_EQ(g.labels.at("pod"), "llm-0");
+  EXPECT_EQ(g.labels.at("namespace"), "ml");
+  EXPECT_EQ(g.labels.at("container"), "trainer");
+  EXPECT_DOUBLE_EQ(g.Get(Metric::kSmClockMHz).mean(), 1755);
+  EXPECT_DOUBLE_EQ(g.Get(Metric::kGpuUtil).mean(), 100);
+  EXPECT_NEAR(g.Get(Metric::kSmActive).mean(), 91.2305, 1e-9);
+  EXPECT_DOUBLE_EQ(g.Get(Metric::kFbUsedBytes).mean(), 77201 * kMiB);
+  EXPECT_NEAR(g.Get(Metric::kEnergyJ).mean(), 88412650.331, 1e-3);
+  EXPECT_EQ(g.Get(Metric::kMemTempC).count(), 0);     // DCGM_INT64 not-supported sentinel
+  EXPECT_EQ(g.Get(Metric::kDramActive).count(), 0);   // DCGM_FP64 blank + 2
+  ASSERT_TRUE(rec.stats.FindIssue("dcgm_blank_value"));
+  EXPECT_EQ(rec.stats.FindIssue("dcgm_blank_value")->count, 2);
+}
+
+TEST(DcgmExporter, NewNamesAndUnits) {
+  // DCGM 4.6/4.7 canonical names (dcgm-exporter 4.9): ratios, Hz, bytes, joules.
+  const std::string scrape =
+      "DCGM_FI_DEV_GPU_UTIL_RATIO{gpu=\"1\",UUID=\"GPU-b\",hostname=\"n\",DCGM_FI_SYSTEM_DRIVER_VERSION=\"580.1\"} 0.38\n"
+      "DCGM_FI_PROF_SM_UTIL_RATIO{gpu=\"1\",UUID=\"GPU-b\"} 0.31\n"
+      "DCGM_FI_PROF_TENSOR_UTIL_RATIO{gpu=\"1\",UUID=\"GPU-b\"} 0.05\n"
+      "DCGM_FI_PROF_DRAM_UTIL_RATIO{gpu=\"1\",UUID=\"GPU-b\"} 0.08\n"
+      "DCGM_FI_DEV_SM_CLOCK_HZ{gpu=\"1\",UUID=\"GPU-b\"} 1980000000\n"
+      "DCGM_FI_DEV_FB_USED_BYTES{gpu=\"1\",UUID=\"GPU-b\"} 21474836480\n"
+      "DCGM_FI_DEV_FB_CAPACITY_BYTES{gpu=\"1\",UUID=\"GPU-b\"} 85899345920\n"
+      "DCGM_FI_DEV_BOARD_POWER_WATTS{gpu=\"1\",UUID=\"GPU-b\"} 231.5\n"
+      "DCGM_FI_DEV_GPU_TEMP_CELSIUS{gpu=\"1\",UUID=\"GPU-b\"} 44\n"
+      "DCGM_FI_DEV_CLOCKS_EVENT_REASONS{gpu=\"1\",UUID=\"GPU-b\"} 8\n";
+  Recording rec = ImportOne(scrape);
+  ASSERT_EQ(rec.metrics.devices.size(), 1u);
+  const auto& g = rec.metrics.devices[0];
+  EXPECT_EQ(g.driver_version, "580.1");
+  EXPECT_NEAR(g.Get(Metric::kGpuUtil).mean(), 38.0, 1e-9);
+  EXPECT_NEAR(g.Get(Metric::kSmActive).mean(), 31.0, 1e-9);
+  EXPECT_NEAR(g.Get(Metric::kSmClockMHz).mean(), 1980.0, 1e-6);
+  EXPECT_DOUBLE_EQ(g.Get(Metric::kFbUsedBytes).mean(), 21474836480.0);
+  EXPECT_EQ(g.memory_total_bytes, 85899345920LL);
+  EXPECT_DOUBLE_EQ(g.Get(Metric::kPowerW).mean(), 231.5);
+  EXPECT_EQ(g.limiting_reason_samples, 1);
+}
+
+TEST(DcgmExporter, OldNamespaceAndMig) {
+  const std::string scrape =
+      "dcgm_gpu_utilization{gpu=\"0\",uuid=\"GPU-c\",device=\"nvidia0\",pod_name=\"p\",pod_namespace=\"ns\",container_name=\"c\"} 44\n"
+      "dcgm_fi_prof_dram_active{gpu=\"0\",uuid=\"GPU-c\"} 0.5\n"
+      "DCGM_FI_PROF_GR_ENGINE_ACTIVE{gpu=\"0\",UUID=\"GPU-c\",GPU_I_PROFILE=\"1g.10gb\",GPU_I_ID=\"7\"} 0.25\n";
+  Recording rec = ImportOne(scrape);
+  ASSERT_EQ(rec.metrics.devices.size(), 2u);
+  const auto& whole = rec.metrics.devices[0];
+  EXPECT_DOUBLE_EQ(whole.Get(Metric::kGpuUtil).mean(), 44);
+  EXPECT_DOUBLE_EQ(whole.Get(Metric::kDramActive).mean(), 50);
+  EXPECT_EQ(whole.labels.at("pod"), "p");
+  const auto& mig = rec.metrics.devices[1];
+  EXPECT_EQ(mig.mig_instance, 7);
+  EXPECT_EQ(mig.mig_profile, "1g.10gb");
+  EXPECT_DOUBLE_EQ(mig.Get(Metric::kGrEngineActive).mean(), 25);
+  EXPECT_EQ(mig.Label(), "GPU 0 / MIG 1g.10gb (7)");
+}
+
+TEST(DcgmExporter, ScrapeSeriesInOneFile) {
+  std::string timed;
+  for (int i = 0; i < 4; ++i) {
+    timed += "# TIME 2026-07-14T08:00:" + std::string(i < 1 ? "0" : "") + std::to_string(i * 15) + "Z\n";
+    timed += "DCGM_FI_DEV_GPU_UTIL{gpu=\"0\",UUID=\"GPU-a\"} " + std::to_string(i * 10) + "\n";
+  }
+  Recording rec = ImportOne(timed);
+  const auto& u = rec.metrics.devices.at(0).Get(Metric::kGpuUtil);
+  EXPECT_EQ(u.count(), 4);
+  EXPECT_EQ(u.MedianInterval(), 15 * kNsPerS);
+  EXPECT_FALSE(rec.metrics.timestamps_synthetic);
+  EXPECT_EQ(rec.metrics.rows, 4);
+
+  // Untimed repeats: each repeat of a series starts the next scrape, 15 s apart by default.
+  const std::string untimed = "DCGM_FI_DEV_GPU_UTIL{gpu=\"0\"} 1\nDCGM_FI_DEV_POWER_USAGE{gpu=\"0\"} 100\n"
+                              "DCGM_FI_DEV_GPU_UTIL{gpu=\"0\"} 3\nDCGM_FI_DEV_POWER_USAGE{gpu=\"0\"} 110\n";
+  Recording rec2 = ImportOne(untimed);
+  EXPECT_EQ(rec2.metrics.devices.at(0).Get(Metric::kGpuUtil).MedianInterval(), 15 * kNsPerS);
+  EXPECT_TRUE(rec2.metrics.timestamps_synthetic);
+  EXPECT_EQ(rec2.metrics.rows, 2);
+
+  // Prometheus sample timestamps (ms).
+  const std::string stamped = "DCGM_FI_DEV_GPU_UTIL{gpu=\"0\"} 5 1752480000000\nDCGM_FI_DEV_GPU_UTIL{gpu=\"0\"} 7 1752480030000\n";
+  Recording rec3 = ImportOne(stamped);
+  EXPECT_EQ(rec3.metrics.devices.at(0).Get(Metric::kGpuUtil).MedianInterval(), 30 * kNsPerS);
+}
+
+TEST(DcgmExporter, MalformedLines) {
+  const std::string scrape =
+      "DCGM_FI_DEV_GPU_UTIL{gpu=\"0\" 5\n"         // unterminated labels
+      "DCGM_FI_DEV_GPU_UTIL{gpu=\"0\"} five\n"      // bad value
+      "DCGM_FI_DEV_GPU_UTIL{gpu=\"0\"} 5 6 7\n"     // too many fields
+      "DCGM_FI_DEV_GPU_UTIL 9\n"                    // no gpu label
+      "DCGM_FI_DEV_GPU_UTIL{gpu=\"0\"} 5\n";
+  Recording rec = ImportOne(scrape);
+  const auto* bad = rec.stats.FindIssue("bad_sample");
+  ASSERT_TRUE(bad);
+  EXPECT_EQ(bad->count, 3);
+  EXPECT_NE(bad->message.find("test.log:1"), std::string::npos);
+  EXPECT_TRUE(rec.stats.FindIssue("unlabelled_series"));
+  EXPECT_EQ(rec.metrics.devices.at(0).Get(Metric::kGpuUtil).count(), 1);
+}
+
+TEST(DcgmExporter, DirectoryOfScrapes) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / "gputriage_scrapes_test";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  for (int i = 0; i < 3; ++i) {
+    std::ofstream f(dir / ("scrape-" + std::to_string(i) + ".prom"));
+    f << "# TIME 2026-07-14T08:00:" << (i * 20 + 10) << "Z\n";
+    f << "DCGM_FI_DEV_GPU_UTIL{gpu=\"0\",UUID=\"GPU-a\"} " << (i * 10) << "\n";
+  }
+  auto recs = ImportFile(dir.string());
+  ASSERT_TRUE(recs.ok()) << recs.status().ToString();
+  const auto& u = recs->at(0).metrics.devices.at(0).Get(Metric::kGpuUtil);
+  EXPECT_EQ(u.count(), 3);
+  EXPECT_EQ(u.MedianInterval(), 20 * kNsPerS);
+  EXPECT_DOUBLE_EQ(u.mean(), 10.0);
+  fs::remove_all(dir);
+}
+
+// ---- nvidia-smi -q -------------------------------------------------------------
+
+TEST(SmiQuery, OlderDriverLayoutAndTwoGpus) {
+  // R470-era layout: "Power Readings" with "Power Draw"/"Power Limit", "Clocks Throttle Reasons".
+  const std::string text =
+      "==============NVSMI LOG==============\n\n"
+      "Timestamp                                 : Mon Mar  1 10:00:00 2021\n"
+      "Driver Version                            : 470.57.02\n\n"
+      "Attached GPUs                             : 2\n"
+      "GPU 00000000:3B:00.0\n"
+      "    Product Name                          : Tesla V100-SXM2-32GB\n"
+      "    Clocks Throttle Reasons\n"
+      "        Idle                              : Not Active\n"
+      "        SW Power Cap                      : Active\n"
+      "    Utilization\n"
+      "        Gpu                               : 87 %\n"
+      "    Power Readings\n"
+      "        Power Draw                        : 290.11 W\n"
+      "        Power Limit                       : 300.00 W\n"
+      "    Max Clocks\n"
+      "        SM                                : 1530 MHz\n"
+      "GPU 00000000:5E:00.0\n"
+      "    Product Name                          : Tesla V100-SXM2-32GB\n"
+      "    Utilization\n"
+      "        Gpu                               : 0 %\n";
+  Recording rec = ImportOne(text);
+  EXPECT_EQ(rec.format, "nvidia-smi-q");
+  ASSERT_EQ(rec.metrics.devices.size(), 2u);
+  const auto& a = rec.metrics.devices[0];
+  EXPECT_EQ(a.pci_bus_id, "00000000:3B:00.0");
+  EXPECT_EQ(a.driver_version, "470.57.02");
+  EXPECT_DOUBLE_EQ(a.power_limit_w, 300.0);
+  EXPECT_DOUBLE_EQ(a.max_sm_clock_mhz, 1530);
+  EXPECT_DOUBLE_EQ(a.Get(Metric::kGpuUtil).mean(), 87);
+  EXPECT_EQ(a.limiting_reason_samples, 1);
+  EXPECT_EQ(a.Get(Metric::kGpuUtil).first_time(), metric_text::DaysFromCivil(2021, 3, 1) * 86400 * kNsPerS + 10 * 3600 * kNsPerS);
+  EXPECT_DOUBLE_EQ(rec.metrics.devices[1].Get(Metric::kGpuUtil).mean(), 0);
+}
+
+// ---- detection -------------------------------------------------------------------
+
+TEST(MetricSniff, EachFormatIsRecognised) {
+  EXPECT_EQ(SniffMetricFormat("timestamp, index, utilization.gpu [%]\n"), "nvidia-smi-csv");
+  EXPECT_EQ(SniffMetricFormat("\n==============NVSMI LOG==============\n"), "nvidia-smi-q");
+  EXPECT_EQ(SniffMetricFormat("# gpu   pwr  gtemp  sm\n# Idx W C %\n"), "nvidia-smi-dmon");
+  EXPECT_EQ(SniffMetricFormat("#Entity   GPUTL\nID\n"), "dcgmi-dmon");
+  EXPECT_EQ(SniffMetricFormat("# HELP DCGM_FI_DEV_SM_CLOCK x\n# TYPE DCGM_FI_DEV_SM_CLOCK gauge\n"), "dcgm-exporter");
+  EXPECT_EQ(SniffMetricFormat("####\n# idle :: query\n# $ nvidia-smi -q\n"), "capture-bundle");
+  EXPECT_EQ(SniffMetricFormat("a,b\n1,2\n"), "");
+}
+
+TEST(MetricImport, UnrecognisedAndEmptyInputsAreErrors) {
+  auto r = ImportMetricLogFromMemory("x.txt", "hello world\n");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("x.txt"), std::string::npos);
+  auto empty = ImportMetricLogFromMemory("e.prom", "", ImportOptions{"dcgm-exporter", {}, 0});
+  ASSERT_FALSE(empty.ok());
+  EXPECT_NE(empty.status().message().find("e.prom"), std::string::npos);
+  std::string long_line(LineReader::kMaxLineBytes + 10, 'x');
+  auto too_long = ImportMetricLogFromMemory("long.csv", "timestamp, utilization.gpu\n" + long_line,
+                                            ImportOptions{"nvidia-smi-csv", {}, 0});
+  ASSERT_FALSE(too_long.ok());
+  EXPECT_NE(too_long.status().message().find("long.csv:2"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace gputriage

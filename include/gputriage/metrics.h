@@ -156,6 +156,8 @@ class SeriesSketch {
   std::unique_ptr<IntervalCounts> intervals_;
   std::vector<TimelinePoint> timeline_;
   TimeNs bucket_ns_ = 0;
+  size_t current_ = 0;         // bucket of the latest sample
+  TimeNs current_start_ = 0;
   std::unique_ptr<RhythmState> rhythm_;
 };
 

@@ -59,7 +59,12 @@ const char* MetricUnit(Metric m) { return kMetricInfo[static_cast<int>(m)].unit;
 bool IsPercentMetric(Metric m) { return std::strcmp(MetricUnit(m), "percent") == 0; }
 
 struct SeriesSketch::Histogram {
+  // Log buckets live in a dense window of keys while the values span a few
+  // octaves (the usual case: power between idle and the limit), in a map beyond.
+  static constexpr size_t kMaxDense = 1 << 14;
   std::vector<int64_t> exact;  // lazily sized kExactValues
+  std::vector<int64_t> dense;
+  int32_t dense_base = 0;
   std::unordered_map<int32_t, int64_t> buckets;
   int64_t total = 0;
 
@@ -70,7 +75,26 @@ struct SeriesSketch::Histogram {
       ++exact[static_cast<size_t>(v)];
       return;
     }
-    ++buckets[LogBucket(v)];
+    const int32_t key = LogBucket(v);
+    if (dense.empty()) {
+      dense.assign(256, 0);
+      dense_base = key - 128;
+    }
+    if (key >= dense_base && key < dense_base + static_cast<int32_t>(dense.size())) {
+      ++dense[static_cast<size_t>(key - dense_base)];
+      return;
+    }
+    // Grow the window to cover the key when it stays small; else use the map.
+    const int64_t lo = std::min<int64_t>(dense_base, key), hi = std::max<int64_t>(dense_base + static_cast<int64_t>(dense.size()), int64_t{key} + 1);
+    if (hi - lo <= static_cast<int64_t>(kMaxDense)) {
+      std::vector<int64_t> grown(static_cast<size_t>(hi - lo), 0);
+      std::copy(dense.begin(), dense.end(), grown.begin() + (dense_base - lo));
+      dense = std::move(grown);
+      dense_base = static_cast<int32_t>(lo);
+      ++dense[static_cast<size_t>(key - dense_base)];
+      return;
+    }
+    ++buckets[key];
   }
 
   /// (value, count) pairs in increasing value order.
@@ -78,6 +102,8 @@ struct SeriesSketch::Histogram {
     std::vector<std::pair<double, int64_t>> out;
     out.reserve(buckets.size() + 64);
     for (const auto& [key, n] : buckets) out.emplace_back(BucketValue(key), n);
+    for (size_t i = 0; i < dense.size(); ++i)
+      if (dense[i] > 0) out.emplace_back(BucketValue(dense_base + static_cast<int32_t>(i)), dense[i]);
     for (size_t i = 0; i < exact.size(); ++i)
       if (exact[i] > 0) out.emplace_back(static_cast<double>(i), exact[i]);
     std::sort(out.begin(), out.end());
@@ -104,11 +130,19 @@ struct SeriesSketch::IntervalCounts {
   static constexpr size_t kMaxExact = 4096;
   std::unordered_map<int64_t, int64_t> counts;
   int64_t total = 0;
+  int64_t last_dt = -1;
+  int64_t* last_count = nullptr;  // map nodes are stable: the common repeat skips the lookup
   void Add(int64_t dt) {
     ++total;
+    if (dt == last_dt) {
+      ++*last_count;
+      return;
+    }
     auto it = counts.find(dt);
     if (it != counts.end()) {
       ++it->second;
+      last_dt = dt;
+      last_count = &it->second;
       return;
     }
     if (counts.size() >= kMaxExact) {
@@ -203,12 +237,23 @@ void SeriesSketch::AddTimeline(TimeNs t, double value) {
     const TimeNs dt = t - first_t_;
     if (dt <= 0) {  // same instant as the first sample
       auto& p = timeline_[0];
-      p.mean += (value - p.mean) / static_cast<double>(++p.count);
+      p.mean += value;
+      ++p.count;
       p.min = std::min(p.min, value);
       p.max = std::max(p.max, value);
       return;
     }
     bucket_ns_ = std::max<TimeNs>(dt, 1'000'000);
+  }
+  if (t >= current_start_ && t < current_start_ + bucket_ns_ && current_ < timeline_.size()) {
+    auto& p = timeline_[current_];  // still inside the current bucket: the common case
+    if (p.count > 0) {
+      p.mean += value;  // a running sum until Timeline() divides
+      ++p.count;
+      p.min = std::min(p.min, value);
+      p.max = std::max(p.max, value);
+      return;
+    }
   }
   TimeNs index = (t - first_t_) / bucket_ns_;
   while (index >= kTimelineBuckets) {
@@ -223,8 +268,7 @@ void SeriesSketch::AddTimeline(TimeNs t, double value) {
         m.start = first_t_ + static_cast<TimeNs>(i / 2) * bucket_ns_ * 2;
         continue;
       }
-      const double total = static_cast<double>(m.count + p.count);
-      m.mean = (m.mean * static_cast<double>(m.count) + p.mean * static_cast<double>(p.count)) / total;
+      m.mean += p.mean;  // sums
       m.min = std::min(m.min, p.min);
       m.max = std::max(m.max, p.max);
       m.count += p.count;
@@ -234,11 +278,14 @@ void SeriesSketch::AddTimeline(TimeNs t, double value) {
     index = (t - first_t_) / bucket_ns_;
   }
   if (static_cast<size_t>(index) >= timeline_.size()) timeline_.resize(static_cast<size_t>(index) + 1);
+  current_ = static_cast<size_t>(index);
+  current_start_ = first_t_ + index * bucket_ns_;
   auto& p = timeline_[static_cast<size_t>(index)];
   if (p.count == 0) {
     p = {first_t_ + index * bucket_ns_, value, value, value, 1};
   } else {
-    p.mean += (value - p.mean) / static_cast<double>(++p.count);
+    p.mean += value;
+    ++p.count;
     p.min = std::min(p.min, value);
     p.max = std::max(p.max, value);
   }
@@ -260,10 +307,19 @@ void SeriesSketch::FlushRhythmBlock() {
   }
   // A flat block (always 0 or always 100) has no rhythm to measure.
   if (var <= 1e-9 * static_cast<double>(n)) return;
-  for (int lag = 1; lag <= kRhythmMaxLag; ++lag) {
-    double s = 0;
-    for (size_t i = 0; i + static_cast<size_t>(lag) < n; ++i) s += x[i] * x[i + static_cast<size_t>(lag)];
-    r.acf_sum[static_cast<size_t>(lag)] += s / var;
+  for (size_t lag = 1; lag <= static_cast<size_t>(kRhythmMaxLag); ++lag) {
+    // Four accumulators let the compiler keep the multiply-adds in flight.
+    double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+    const size_t m = n - lag;
+    size_t i = 0;
+    for (; i + 4 <= m; i += 4) {
+      s0 += x[i] * x[i + lag];
+      s1 += x[i + 1] * x[i + 1 + lag];
+      s2 += x[i + 2] * x[i + 2 + lag];
+      s3 += x[i + 3] * x[i + 3 + lag];
+    }
+    for (; i < m; ++i) s0 += x[i] * x[i + lag];
+    r.acf_sum[lag] += (s0 + s1 + s2 + s3) / var;
   }
   ++r.blocks;
   // Within-block swing: p90 - p10, robust to single spikes.
@@ -295,8 +351,11 @@ TimeNs SeriesSketch::MedianInterval() const { return intervals_ ? intervals_->Me
 
 std::vector<SeriesSketch::TimelinePoint> SeriesSketch::Timeline() const {
   std::vector<TimelinePoint> out;
-  for (const auto& p : timeline_)
-    if (p.count > 0) out.push_back(p);
+  for (auto p : timeline_) {
+    if (p.count == 0) continue;
+    p.mean /= static_cast<double>(p.count);  // buckets hold sums while accumulating
+    out.push_back(p);
+  }
   return out;
 }
 

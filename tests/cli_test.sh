@@ -50,6 +50,50 @@ check "empty file" 3 "$bin" diagnose "$tmp/empty.json"
 zcat "$nw0" | head -c 5000000 > "$tmp/truncated.json"
 check "truncated trace imports what is complete" 0 "$bin" diagnose "$tmp/truncated.json"
 grep -q "truncated\|not closed\|ends inside" "$tmp/err" || { echo "FAIL: truncation not stated"; cat "$tmp/err"; fail=1; }
+# ---- GPU metric logs ----
+h100=$data/metrics/nvidia-smi/linux-x86_64__nvidia-h100-80gb-hbm3__590.48.01.txt
+check "diagnose an nvidia-smi capture" 0 "$bin" diagnose "$h100"
+grep -q "at_compute_limit" "$tmp/out" || { echo "FAIL: no at_compute_limit for the gpu-burn load phase"; fail=1; }
+grep -q "NVIDIA H100 80GB HBM3" "$tmp/out" || { echo "FAIL: device model not reported"; fail=1; }
+
+# A fleet log at 45 % mean utilization priced at 40,000 $/month.
+python3 - "$tmp/fleet.csv" <<'PY'
+import sys
+with open(sys.argv[1], "w") as f:
+    f.write("timestamp, index, name, utilization.gpu [%]\n")
+    for t in range(7200):
+        for g in range(4):
+            f.write(f"2026/03/01 {10 + t // 3600:02d}:{t // 60 % 60:02d}:{t % 60:02d}.000, {g}, NVIDIA A100-SXM4-80GB, "
+                    f"{30 if (t + g) % 2 else 60}\n")
+PY
+check "monthly spend on a metric log" 0 "$bin" diagnose --monthly-spend 40000 --json "$tmp/fleet.csv"
+python3 - "$tmp/out" <<'PY' || fail=1
+import json, sys
+d = json.load(open(sys.argv[1]))
+s = d["summary"]
+assert s["devices"] == 4, s
+assert abs(s["gpu_hours"] - 8.0) < 1e-6, s
+assert abs(s["gpu_util_mean_percent"] - 45.0) < 1e-9, s
+assert abs(s["idle_cost_usd_per_month"] - 22000) < 1e-6, s
+assert s["idle_cost_usd"] is not None  # the A100 80GB has a dated default price
+assert "utilization.gpu" in s["gpu_busy_source"], s
+assert d["cost"]["what_if"], d["cost"]
+print("ok: summary devices, gpu_hours, utilization, idle cost")
+PY
+check "price per GPU-hour" 0 "$bin" diagnose --price-per-gpu-hour 2 --json "$tmp/fleet.csv"
+python3 -c 'import json,sys; s=json.load(open(sys.argv[1]))["summary"]; assert abs(s["idle_cost_usd"]-8.8)<1e-6, s; print("ok: idle_cost_usd = 8 GPU-h x $2 x 55%")' "$tmp/out" || fail=1
+
+check "cost: 40,000 \$/month at 45%" 0 "$bin" cost --monthly-spend 40000 --utilization 45
+grep -q '\$22,000/month of idle capacity' "$tmp/out" || { echo "FAIL: 22,000 idle"; cat "$tmp/out"; fail=1; }
+check "cost what-if 40% -> 75%" 0 "$bin" cost --monthly-spend 40000 --utilization 40 --target 75
+grep -q '40% → 75%: +87% more compute' "$tmp/out" || { echo "FAIL: +87% what-if"; cat "$tmp/out"; fail=1; }
+
+printf '2026/03/01 10:00:00.000, 0, 50\n' > "$tmp/headerless.csv"
+check "headerless CSV without --smi-columns" 3 "$bin" diagnose --format nvidia-smi-csv "$tmp/headerless.csv"
+grep -q "headerless.csv:1" "$tmp/err" && grep -q -- "--smi-columns" "$tmp/err" || { echo "FAIL: headerless error"; cat "$tmp/err"; fail=1; }
+check "headerless CSV with --smi-columns" 0 "$bin" diagnose --smi-columns timestamp,index,utilization.gpu "$tmp/headerless.csv"
+check "bad workload" 2 "$bin" diagnose --workload llm "$h100"
+
 check "bad flag" 2 "$bin" diagnose --colour=pink "$nw0"
 check "no subcommand" 2 "$bin"
 exit $fail

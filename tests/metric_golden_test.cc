@@ -4,6 +4,8 @@
 // come from the captures' documented states (shared/data/README.md), not from
 // running the code.
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
 #include <string>
 
 #include <gtest/gtest.h>
@@ -190,6 +192,37 @@ TEST(MetricGolden, BlankSentinelIsMissing) {
   EXPECT_DOUBLE_EQ(g.Get(Metric::kSmClockMHz).mean(), 139);
   EXPECT_DOUBLE_EQ(g.Get(Metric::kMemClockMHz).mean(), 405);
   ASSERT_TRUE(rec.stats.FindIssue("dcgm_blank_value"));
+}
+
+TEST(MetricGolden, TraceAndMetricLogOfOneRunGiveOneDiagnosis) {
+  // The ResNet-50 num_workers=0 trace (input-bound by its DataLoader share) with an
+  // nvidia-smi log of the same kind of run: a sawtooth in the rhythm of batches.
+  const std::string csv = (std::filesystem::temp_directory_path() / "gputriage_same_run.csv").string();
+  {
+    std::ofstream f(csv);
+    f << "timestamp, index, name, utilization.gpu [%], power.draw [W]\n";
+    for (int t = 0; t < 1200; ++t)
+      f << "2021/05/10 12:" << (t / 60 < 10 ? "0" : "") << t / 60 << ":" << (t % 60 < 10 ? "0" : "") << t % 60
+        << ".000, 0, Tesla V100-DGXS-32GB, " << ((t % 6) < 4 ? 96 : 0) << ", 180.00\n";
+  }
+  auto run = ImportRun({std::string(GPUTRIAGE_TEST_DATA_DIR) + "/traces/kineto-resnet50-v100/num_workers_0.pt.trace.json.gz", csv});
+  ASSERT_TRUE(run.ok()) << run.status().ToString();
+  ASSERT_EQ(run->recordings.size(), 2u);
+  const Diagnosis d = Diagnose(*run);
+  int input_bound = 0;
+  for (const auto& f : d.findings) {
+    if (f.verdict != "input_bound") continue;
+    ++input_bound;
+    EXPECT_EQ(f.origin, "trace");  // the trace measures the data wait; the metrics corroborate
+    bool from_metrics = false;
+    for (const auto& e : f.evidence) from_metrics |= e.source.rfind("metrics, ", 0) == 0;
+    EXPECT_TRUE(from_metrics);
+  }
+  EXPECT_EQ(input_bound, 1);
+  EXPECT_NE(d.summary.gpu_busy_source.find("trace"), std::string::npos);
+  EXPECT_NEAR(d.summary.gpu_util_mean_percent, 64.0, 0.01);
+  EXPECT_EQ(d.summary.devices, 1);
+  std::filesystem::remove(csv);
 }
 
 TEST(MetricGolden, EveryCaptureRendersBothReports) {

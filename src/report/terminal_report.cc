@@ -195,12 +195,17 @@ std::string FormatUsd(double v) {
   // Thousands separators: dollar figures are read by people planning budgets.
   const bool negative = v < 0;
   const double a = std::fabs(v);
-  const long long whole_part = a >= 1000 ? std::llround(a) : static_cast<long long>(a);
-  std::string whole = std::to_string(whole_part);
-  for (int i = static_cast<int>(whole.size()) - 3; i > 0; i -= 3) whole.insert(static_cast<size_t>(i), ",");
-  if (a >= 1000) return fmt::format("{}${}", negative ? "-" : "", whole);
-  const long long cents = std::llround(a * 100.0);
-  return fmt::format("{}${}.{:02d}", negative ? "-" : "", cents / 100, cents % 100);
+  if (a < 1000) {
+    const long long cents = std::llround(a * 100.0);
+    return fmt::format("{}${}.{:02d}", negative ? "-" : "", cents / 100, cents % 100);
+  }
+  const std::string digits = std::to_string(std::llround(a));
+  std::string grouped;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) grouped += ',';
+    grouped += digits[i];
+  }
+  return fmt::format("{}${}", negative ? "-" : "", grouped);
 }
 
 std::string WhatIfLine(const WhatIf& w) {

@@ -1,15 +1,19 @@
 #include "src/util/line_reader.h"
 
+#include <algorithm>
 #include <cstring>
 
 namespace gputriage {
 
 namespace {
-constexpr size_t kChunk = 1 << 20;
+constexpr size_t kInitialBuffer = 1 << 18;
+constexpr size_t kMaxBuffer = (1 << 20) + LineReader::kMaxLineBytes;
 }
 
+// The buffer starts small (short inputs cost little) and doubles up to 1 MiB of
+// read-ahead plus the longest allowed line.
 LineReader::LineReader(std::unique_ptr<ByteSource> source) : source_(std::move(source)) {
-  buffer_.resize(kChunk + kMaxLineBytes);
+  buffer_.resize(kInitialBuffer);
 }
 
 bool LineReader::Fill() {
@@ -19,7 +23,11 @@ bool LineReader::Fill() {
     end_ -= begin_;
     begin_ = 0;
   }
-  if (eof_ || end_ >= buffer_.size()) return false;
+  if (eof_) return false;
+  if (end_ >= buffer_.size()) {
+    if (buffer_.size() >= kMaxBuffer) return false;
+    buffer_.resize(std::min(buffer_.size() * 2, kMaxBuffer));
+  }
   auto n = source_->Read(buffer_.data() + end_, buffer_.size() - end_);
   if (!n.ok()) {
     status_ = n.status();

@@ -1,7 +1,7 @@
 // gputriage command line: a thin layer over import → analysis → verdicts → report.
 // CLI11 is used only here; its exceptions stay inside this file.
 //
-// Exit codes (docs/cli.md):
+// Exit codes (README "Use"):
 //   0  the diagnosis was printed (and no finding reached --fail-on)
 //   1  a finding reached the --fail-on severity
 //   2  usage error (bad flag or value)

@@ -388,14 +388,8 @@ class DcgmExporterReader final : public MetricLineReader {
       });
       return std::nullopt;
     }
-    auto found = metrics_.FindOrAdd(index, uuid, pci, instance);
-    if (!found) {
-      ctx_->Issue(IssueSeverity::kError, "too_many_devices", [&] {
-        return fmt::format("{}: more than {} distinct GPUs; further devices ignored", ctx_->Where(line_no),
-                           MetricSet::kMaxDevices);
-      });
-      return std::nullopt;
-    }
+    auto found = ctx_->Device(index, uuid, pci, instance, line_no);
+    if (!found) return std::nullopt;
     MetricDevice& d = metrics_.devices[*found];
     for (const auto& [k, v] : labels_) {
       if (v.empty()) continue;

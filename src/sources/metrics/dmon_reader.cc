@@ -179,13 +179,13 @@ class TableReader : public MetricLineReader {
   }
 
   std::optional<size_t> DeviceFor(int index, int mig_instance, int64_t line_no) {
-    auto found = metrics_.FindOrAdd(index, {}, {}, mig_instance);
-    if (!found)
-      ctx_->Issue(IssueSeverity::kError, "too_many_devices", [&] {
-        return fmt::format("{}: more than {} distinct GPUs; further devices ignored", ctx_->Where(line_no),
-                           MetricSet::kMaxDevices);
-      });
-    return found;
+    return ctx_->Device(index, {}, {}, mig_instance, line_no);
+  }
+
+  void RowBeforeHeader(int64_t line_no, std::string_view header) {
+    ctx_->Issue(IssueSeverity::kWarning, "row_before_header", [&] {
+      return fmt::format("{}: data row before the '{}' header; row skipped", ctx_->Where(line_no), header);
+    });
   }
 
   MetricReaderContext* ctx_;
@@ -218,12 +218,7 @@ class SmiDmonReader final : public TableReader {
       }
       return;
     }
-    if (columns_.empty()) {
-      ctx_->Issue(IssueSeverity::kWarning, "row_before_header", [&] {
-        return fmt::format("{}: data row before the '# gpu ...' header; row skipped", ctx_->Where(line_no));
-      });
-      return;
-    }
+    if (columns_.empty()) return RowBeforeHeader(line_no, "# gpu ...");
     if (fields_.size() != columns_.size()) {
       if (metric_text::IsGpuLost(line))
         ctx_->Issue(IssueSeverity::kError, "gpu_lost", [&] {
@@ -306,12 +301,7 @@ class DcgmiDmonReader final : public TableReader {
     }
     if (EqualsLowered(body, "id")) return;  // second header line
     metric_text::SplitWhitespace(body, fields_);
-    if (columns_.empty()) {
-      ctx_->Issue(IssueSeverity::kWarning, "row_before_header", [&] {
-        return fmt::format("{}: data row before the '#Entity ...' header; row skipped", ctx_->Where(line_no));
-      });
-      return;
-    }
+    if (columns_.empty()) return RowBeforeHeader(line_no, "#Entity ...");
     // "GPU 0 v1 v2 ..." / "GPU-I 3 ..." : entity type, id, then one value per column.
     if (fields_.size() != columns_.size() + 2) {
       ctx_->Issue(IssueSeverity::kWarning, "bad_row", [&] {

@@ -176,6 +176,16 @@ StatusOr<std::vector<Recording>> ReadMetricLines(std::unique_ptr<ByteSource> sou
 
 }  // namespace
 
+std::optional<size_t> MetricReaderContext::Device(int index, std::string_view uuid, std::string_view pci_bus_id,
+                                                  int mig_instance, int64_t line_no) {
+  auto found = recording->metrics.FindOrAdd(index, uuid, pci_bus_id, mig_instance);
+  if (!found)
+    Issue(IssueSeverity::kError, "too_many_devices", [&] {
+      return fmt::format("{}: more than {} distinct GPUs; further devices ignored", Where(line_no), MetricSet::kMaxDevices);
+    });
+  return found;
+}
+
 std::string SniffMetricFormat(std::string_view head) {
   // Look at the first lines that carry content.
   bool prom = false;

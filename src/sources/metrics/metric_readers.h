@@ -8,6 +8,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -47,6 +48,11 @@ struct MetricReaderContext {
     stats.issues.push_back(ImportIssue{severity, std::string(kind), make(), 1});
   }
   std::string Where(int64_t line_no) const { return file + ":" + std::to_string(line_no); }
+
+  /// Finds or adds a GPU in the recording; past MetricSet::kMaxDevices it counts
+  /// a `too_many_devices` error and returns nothing.
+  std::optional<size_t> Device(int index, std::string_view uuid, std::string_view pci_bus_id, int mig_instance,
+                               int64_t line_no);
 };
 
 /// nvidia-smi --query-gpu=... --format=csv[,noheader][,nounits]

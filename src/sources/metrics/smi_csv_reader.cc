@@ -237,14 +237,8 @@ class SmiCsvReader final : public MetricLineReader {
     std::string_view key = !uuid.empty() ? uuid : !pci.empty() ? pci : std::string_view{};
     for (const auto& [k, i, idx] : cache_)
       if (idx == index && k == key) return i;
-    auto found = metrics_.FindOrAdd(index, uuid, pci, -1);
-    if (!found) {
-      ctx_->Issue(IssueSeverity::kError, "too_many_devices", [&] {
-        return fmt::format("{}: more than {} distinct GPUs; further devices ignored", ctx_->Where(line_no),
-                           MetricSet::kMaxDevices);
-      });
-      return std::nullopt;
-    }
+    auto found = ctx_->Device(index, uuid, pci, -1, line_no);
+    if (!found) return std::nullopt;
     if (cache_.size() < 64) cache_.push_back({std::string(key), *found, index});
     return found;
   }

@@ -96,12 +96,8 @@ class SmiQueryReader final : public MetricLineReader {
 
   void StartGpu(std::string_view bus_id, int64_t line_no) {
     sections_.clear();
-    auto found = metrics_.FindOrAdd(gpu_position_++, {}, TrimAsciiSpace(bus_id), -1);
-    if (!found) {
-      ctx_->Issue(IssueSeverity::kError, "too_many_devices",
-                  [&] { return fmt::format("{}: too many GPUs; further devices ignored", ctx_->Where(line_no)); });
-      return;
-    }
+    auto found = ctx_->Device(gpu_position_++, {}, TrimAsciiSpace(bus_id), -1, line_no);
+    if (!found) return;
     device_ = found;
     ++metrics_.rows;
     reasons_ = 0;

@@ -163,6 +163,41 @@ TEST(MetricVerdicts, HealthyDenseTrainingIsAtTheComputeLimit) {
   for (const auto& f : d.findings) EXPECT_EQ(f.severity, Severity::kInfo) << f.verdict;
 }
 
+TEST(MetricVerdicts, TensorThroughputEstimateAgainstThePeak) {
+  // An H100 scrape: tensor pipe 50 % at full clock is an estimated half of the 989 TFLOP/s bf16 peak.
+  std::string scrape;
+  for (int i = 0; i < 40; ++i) {
+    scrape += "# TIME 2026-07-14T08:" + fmt::format("{:02d}:{:02d}", i / 4, (i % 4) * 15) + "Z\n";
+    for (const char* line : {"DCGM_FI_DEV_GPU_UTIL{gpu=\"0\",UUID=\"GPU-h\",modelName=\"NVIDIA H100 80GB HBM3\"} 99",
+                             "DCGM_FI_PROF_SM_ACTIVE{gpu=\"0\",UUID=\"GPU-h\"} 0.90",
+                             "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE{gpu=\"0\",UUID=\"GPU-h\"} 0.50",
+                             "DCGM_FI_DEV_SM_CLOCK{gpu=\"0\",UUID=\"GPU-h\"} 1980"})
+      scrape += std::string(line) + "\n";
+  }
+  const Diagnosis d = DiagnoseText(scrape);
+  const Finding* f = Find(d, "at_compute_limit");
+  ASSERT_TRUE(f) << Verdicts(d);
+  bool estimated = false;
+  for (const auto& e : f->evidence)
+    if (e.name == "estimated_tensor_tflops") estimated = std::abs(e.value - 0.5 * 989.4) < 1e-6;
+  EXPECT_TRUE(estimated);
+  // 40 scrapes 15 s apart: 10 minutes observed.
+  EXPECT_NEAR(d.summary.gpu_hours, 600.0 / 3600.0, 1e-9);
+}
+
+TEST(MetricVerdicts, HolesInTheLogAreNotObservedTime) {
+  // One hour logged, a three-hour hole, another hour: two hours observed, one gap.
+  std::string log = "timestamp, index, utilization.gpu [%]\n";
+  for (int t = 0; t < 3600; ++t) log += fmt::format("2026/03/01 10:{:02d}:{:02d}.000, 0, 90\n", t / 60, t % 60);
+  for (int t = 0; t < 3600; ++t) log += fmt::format("2026/03/01 14:{:02d}:{:02d}.000, 0, 90\n", t / 60, t % 60);
+  const Diagnosis d = DiagnoseText(log);
+  ASSERT_EQ(d.recordings.at(0).metric_devices.size(), 1u);
+  const auto& g = d.recordings[0].metric_devices[0];
+  EXPECT_NEAR(g.hours, 2.0, 1e-9);
+  EXPECT_EQ(g.sampling_gaps, 1);
+  EXPECT_NEAR(g.span_hours, (4 * 3600 + 3599) / 3600.0, 1e-9);
+}
+
 TEST(MetricVerdicts, BusyButLowTensorActivity) {
   const Diagnosis d = DiagnoseText(DcgmiLog(600, 99, 0.85, 0.15, 0.30, 0.10));
   ASSERT_TRUE(Find(d, "low_tensor_activity")) << Verdicts(d);

@@ -355,7 +355,8 @@ TEST(DcgmExporter, NewNamesAndUnits) {
       "DCGM_FI_DEV_FB_CAPACITY_BYTES{gpu=\"1\",UUID=\"GPU-b\"} 85899345920\n"
       "DCGM_FI_DEV_BOARD_POWER_WATTS{gpu=\"1\",UUID=\"GPU-b\"} 231.5\n"
       "DCGM_FI_DEV_GPU_TEMP_CELSIUS{gpu=\"1\",UUID=\"GPU-b\"} 44\n"
-      "DCGM_FI_DEV_CLOCKS_EVENT_REASONS{gpu=\"1\",UUID=\"GPU-b\"} 8\n";
+      "DCGM_FI_DEV_CLOCKS_EVENT_REASONS{gpu=\"1\",UUID=\"GPU-b\"} 8\n"
+      "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION_JOULES{gpu=\"1\",UUID=\"GPU-b\"} 88412650.5\n";
   Recording rec = ImportOne(scrape);
   ASSERT_EQ(rec.metrics.devices.size(), 1u);
   const auto& g = rec.metrics.devices[0];
@@ -367,6 +368,7 @@ TEST(DcgmExporter, NewNamesAndUnits) {
   EXPECT_EQ(g.memory_total_bytes, 85899345920LL);
   EXPECT_DOUBLE_EQ(g.Get(Metric::kPowerW).mean(), 231.5);
   EXPECT_EQ(g.limiting_reason_samples, 1);
+  EXPECT_DOUBLE_EQ(g.Get(Metric::kEnergyJ).mean(), 88412650.5);  // joules stay joules (legacy mJ are divided)
 }
 
 TEST(DcgmExporter, OldNamespaceAndMig) {

@@ -145,7 +145,9 @@ struct DeviceMetricAnalysis {
   TimeNs first_ns = 0;
   TimeNs last_ns = 0;
   TimeNs median_interval_ns = 0;
-  double hours = 0;              // observed span + one interval, 0 for a single sample
+  double hours = 0;              // observed time: sample spacings without gaps, + one interval; 0 for one sample
+  double span_hours = 0;         // first to last sample, gaps included
+  int64_t sampling_gaps = 0;     // spacings > 4x the median (logging stopped, job paused)
   bool timestamps_synthetic = false;
   std::array<MetricDistribution, kNumMetrics> metrics;  // samples == 0 when not logged
   // utilization.gpu (else GR engine activity) shape

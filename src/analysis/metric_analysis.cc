@@ -44,20 +44,23 @@ std::vector<DeviceMetricAnalysis> AnalyzeMetrics(const MetricSet& metrics) {
     a.timestamps_synthetic = metrics.timestamps_synthetic;
     for (int m = 0; m < kNumMetrics; ++m) a.metrics[m] = Distribution(d.series[m]);
 
-    // The observed span: earliest to latest sample of any series, plus one
-    // sampling interval for the last sample's own period.
+    // Observed time: from the best-sampled series, its spacings up to 4x the
+    // median (a hole in the log is not GPU time anyone saw), plus one interval.
     bool any = false;
-    TimeNs interval = 0;
+    const SeriesSketch* densest = nullptr;
     for (const auto& s : d.series) {
       if (s.count() == 0) continue;
       a.first_ns = any ? std::min(a.first_ns, s.first_time()) : s.first_time();
       a.last_ns = any ? std::max(a.last_ns, s.last_time()) : s.last_time();
       any = true;
-      interval = std::max(interval, s.MedianInterval());
+      if (!densest || s.count() > densest->count()) densest = &s;
     }
-    a.median_interval_ns = interval;
-    if (any && a.last_ns > a.first_ns)
-      a.hours = static_cast<double>(a.last_ns - a.first_ns + interval) / 3.6e12;
+    if (densest) {
+      a.median_interval_ns = densest->MedianInterval();
+      a.hours = static_cast<double>(densest->CoveredTime()) / 3.6e12;
+      a.sampling_gaps = densest->Gaps();
+    }
+    if (any && a.last_ns > a.first_ns) a.span_hours = static_cast<double>(a.last_ns - a.first_ns) / 3.6e12;
 
     // Busy: utilization.gpu; on MIG (where NVML gives none) the GR engine activity.
     const SeriesSketch* busy = nullptr;

@@ -349,6 +349,24 @@ double SeriesSketch::ShareAtLeast(double x) const {
 
 TimeNs SeriesSketch::MedianInterval() const { return intervals_ ? intervals_->Median() : 0; }
 
+TimeNs SeriesSketch::CoveredTime() const {
+  if (!intervals_ || intervals_->total == 0) return 0;
+  const int64_t median = intervals_->Median();
+  const int64_t cap = 4 * median;
+  TimeNs covered = median;  // the last sample's own interval
+  for (const auto& [dt, n] : intervals_->counts) covered += (dt <= cap ? dt : median) * n;
+  return covered;
+}
+
+int64_t SeriesSketch::Gaps() const {
+  if (!intervals_) return 0;
+  const int64_t cap = 4 * intervals_->Median();
+  int64_t gaps = 0;
+  for (const auto& [dt, n] : intervals_->counts)
+    if (dt > cap) gaps += n;
+  return gaps;
+}
+
 std::vector<SeriesSketch::TimelinePoint> SeriesSketch::Timeline() const {
   std::vector<TimelinePoint> out;
   for (auto p : timeline_) {

@@ -68,6 +68,7 @@ json MetricDeviceJson(const DeviceMetricAnalysis& d) {
             {"hostname", d.hostname.empty() ? json(nullptr) : json(d.hostname)}, {"mig_instance", d.mig_instance},
             {"mig_mode", d.mig_mode}, {"labels", d.labels}, {"first_ns", d.first_ns}, {"last_ns", d.last_ns},
             {"median_interval_s", static_cast<double>(d.median_interval_ns) / 1e9}, {"hours", d.hours},
+            {"span_hours", d.span_hours}, {"sampling_gaps", d.sampling_gaps},
             {"timestamps_synthetic", d.timestamps_synthetic},
             {"busy_metric", d.busy_metric.empty() ? json(nullptr) : json(d.busy_metric)},
             {"busy_mean_percent", Num(d.busy_mean_percent)}, {"near_zero_share", Num(d.near_zero_share)},

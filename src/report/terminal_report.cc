@@ -62,7 +62,10 @@ void RenderMetricDevices(std::string& out, const Recording& rec, const Recording
       for (const auto& [k, v] : d.labels) labels += (labels.empty() ? "" : ", ") + k + "=" + v;
       out += fmt::format("     labels: {}\n", labels);
     }
-    out += fmt::format("     span {:.2f} h, sampled every {:.2f} s\n", d.hours, static_cast<double>(d.median_interval_ns) / 1e9);
+    out += fmt::format("     observed {:.2f} h, sampled every {:.2f} s{}\n", d.hours, static_cast<double>(d.median_interval_ns) / 1e9,
+                       d.sampling_gaps > 0 ? fmt::format(" ({} gap{} in the log; span {:.2f} h)", d.sampling_gaps,
+                                                         d.sampling_gaps == 1 ? "" : "s", d.span_hours)
+                                           : std::string());
     if (!d.busy_metric.empty()) {
       out += fmt::format("     {}: {}; {:.0f}% of samples ≤ 5%, {:.0f}% ≥ 95%\n", d.busy_metric,
                          Dist(d.metrics[static_cast<int>(d.busy_metric == "gpu_util" ? Metric::kGpuUtil : Metric::kGrEngineActive)], "%"),

@@ -107,6 +107,24 @@ void AddPowerEvidence(const Ctx& c, Finding& f, std::optional<double> threshold 
                            std::move(cmp)));
 }
 
+/// Below-theoretical check: tensor activity scaled to the model's dense peak and
+/// the live clock. A community estimator (TorchBench, NVIDIA/DCGM#251); DCGM's
+/// maintainers warn pipe ratios do not convert exactly to FLOP/s (NVIDIA/DCGM#164).
+void AddTensorThroughputEvidence(const Ctx& c, Finding& f) {
+  if (!c.spec || !Has(c.d, Metric::kTensorActive)) return;
+  const bool bf16 = c.spec->bf16_tflops > 0;
+  const double peak = bf16 ? c.spec->bf16_tflops : c.spec->fp16_tflops;
+  if (peak <= 0) return;
+  const double clock = std::isnan(c.d.sm_clock_mean_percent_of_max) ? 1.0 : c.d.sm_clock_mean_percent_of_max / 100.0;
+  const double estimate = Mean(c.d, Metric::kTensorActive) / 100.0 * peak * clock;
+  f.evidence.push_back(E("estimated_tensor_tflops", estimate, "TFLOP/s",
+                         fmt::format("tensor activity x {} dense {} peak {:.0f} TFLOP/s{} (an estimate: pipe activity "
+                                     "does not convert exactly to FLOP/s)",
+                                     c.spec->model, bf16 ? "bf16" : "fp16", peak,
+                                     std::isnan(c.d.sm_clock_mean_percent_of_max) ? "" : " x SM clock / max clock")));
+  f.evidence.push_back(E("tensor_peak_tflops", peak, "TFLOP/s", c.spec->source));
+}
+
 ExpectedGain UtilGain(double current, double target, std::string basis) {
   ExpectedGain g;
   g.metric = "gpu_util_percent";
@@ -368,6 +386,7 @@ void LowTensorActivity(const Ctx& c, std::vector<Finding>& out) {
                          c.t.tensor_active_percent, "<"));
   if (Has(c.d, Metric::kSmActive))
     f.evidence.push_back(E("sm_active_mean_percent", Mean(c.d, Metric::kSmActive), "percent", "DCGM_FI_PROF_SM_ACTIVE"));
+  AddTensorThroughputEvidence(c, f);
   f.cannot_exclude = {"unfused_attention", "low_precision"};
   f.to_separate = "a PyTorch profiler trace of a few steps shows which kernels take the non-tensor time";
   f.recommendations = {
@@ -430,6 +449,7 @@ void ComputeLimit(const Ctx& c, std::vector<Finding>& out) {
   if (!std::isnan(c.d.sm_clock_mean_percent_of_max))
     f.evidence.push_back(E("sm_clock_mean_percent_of_max", c.d.sm_clock_mean_percent_of_max, "percent",
                            fmt::format("mean SM clock / max {:.0f} MHz", c.d.max_sm_clock_mhz)));
+  AddTensorThroughputEvidence(c, f);
   if (!has_sm || !has_tensor) {
     f.cannot_exclude = {"undersized_work", "low_precision", "memory_bound"};
     f.to_separate = ProfilingMetricsHint(c.d);

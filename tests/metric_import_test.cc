@@ -258,6 +258,13 @@ TEST(SmiDmon, CsvFormat) {
   EXPECT_DOUBLE_EQ(rec.metrics.devices.at(0).Get(Metric::kGpuUtil).mean(), 13.0);
 }
 
+TEST(SmiDmon, CsvHeaderWithoutHash) {
+  const std::string log = "gpu, pwr, sm, smutil\nIdx, W, %, %\n0, 80, 12, 5\n0, 82, 14, 7\n";
+  Recording rec = ImportOne(log);
+  EXPECT_EQ(rec.format, "nvidia-smi-dmon");
+  EXPECT_DOUBLE_EQ(rec.metrics.devices.at(0).Get(Metric::kSmActive).mean(), 6.0);
+}
+
 TEST(SmiDmon, MalformedRows) {
   const std::string log =
       "0 1 2 3\n"  // before the header

@@ -206,18 +206,18 @@ class SmiDmonReader final : public TableReader {
     const bool comment = body.front() == '#';
     if (comment) body = TrimAsciiSpace(body.substr(1));
     Split(body);
-    if (comment) {
-      // "# gpu pwr ..." names the columns; "# Idx W C ..." gives units.
-      bool names = false;
-      for (auto f : fields_)
-        if (EqualsLowered(f, "gpu")) names = true;
-      if (names) {
-        columns_.clear();
-        for (auto f : fields_) columns_.push_back(Lookup(kSmiDmonColumns, f));
-        ReportUnknownColumns(line_no);
-      }
+    // "# gpu pwr ..." names the columns ("gpu, pwr, ..." without '#' in some csv
+    // output); "# Idx W C ..." gives units.
+    bool names = false;
+    for (auto f : fields_)
+      if (EqualsLowered(f, "gpu")) names = true;
+    if (names) {
+      columns_.clear();
+      for (auto f : fields_) columns_.push_back(Lookup(kSmiDmonColumns, f));
+      ReportUnknownColumns(line_no);
       return;
     }
+    if (comment || (!fields_.empty() && EqualsLowered(fields_[0], "idx"))) return;
     if (columns_.empty()) return RowBeforeHeader(line_no, "# gpu ...");
     if (fields_.size() != columns_.size()) {
       if (metric_text::IsGpuLost(line))

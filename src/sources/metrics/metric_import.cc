@@ -201,12 +201,14 @@ std::string SniffMetricFormat(std::string_view head) {
     if (StartsWith(line, "# $ nvidia-smi") || StartsWith(line, "# $ dcgmi")) return "capture-bundle";
     if (Contains(line, "NVSMI LOG")) return "nvidia-smi-q";
     if (StartsWith(line, "#Entity") || StartsWith(line, "# Entity")) return "dcgmi-dmon";
-    if (line[0] == '#') {
-      std::string_view rest = TrimAsciiSpace(line.substr(1));
-      if (StartsWith(rest, "HELP ") || StartsWith(rest, "TYPE ")) {
-        prom = true;
-        continue;
-      }
+    const bool comment = line[0] == '#';
+    std::string_view rest = comment ? TrimAsciiSpace(line.substr(1)) : line;
+    if (comment && (StartsWith(rest, "HELP ") || StartsWith(rest, "TYPE "))) {
+      prom = true;
+      continue;
+    }
+    {
+      // nvidia-smi dmon's header names "gpu" and its own columns ('#' optional in csv output).
       std::vector<std::string_view> fields;
       if (rest.find(',') != std::string_view::npos) metric_text::SplitTrimmed(rest, ',', fields);
       else metric_text::SplitWhitespace(rest, fields);
@@ -218,8 +220,8 @@ std::string SniffMetricFormat(std::string_view head) {
           dmon_col = true;
       }
       if (gpu && dmon_col) return "nvidia-smi-dmon";
-      continue;
     }
+    if (comment) continue;
     if (StartsWith(line, "DCGM_FI_") || StartsWith(line, "dcgm_")) return "dcgm-exporter";
     if (SmiCsvHeaderLine(line)) return "nvidia-smi-csv";
     if (prom && line.find(' ') != std::string_view::npos) return "dcgm-exporter";

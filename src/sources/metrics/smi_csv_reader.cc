@@ -141,6 +141,7 @@ class SmiCsvReader final : public MetricLineReader {
     if (LooksLikeHeader()) {
       SetColumns(fields_);
       header_seen_ = true;
+      ReportUnusedColumns(line_no);
       return;
     }
     if (columns_.empty()) {
@@ -189,16 +190,26 @@ class SmiCsvReader final : public MetricLineReader {
 
   void SetColumns(const std::vector<std::string_view>& names) {
     columns_.clear();
-    has_key_ = has_power_draw_ = false;
-    time_col_ = count_col_ = -1;
+    has_key_ = false;
+    time_col_ = -1;
     for (auto n : names) {
       columns_.push_back(SpecFor(n));
       const auto& c = columns_.back();
       if (c.kind == Column::kIndex || c.kind == Column::kUuid || c.kind == Column::kPciBusId) has_key_ = true;
-      if (c.kind == Column::kMetric && c.metric == Metric::kPowerW) has_power_draw_ = true;
       if (c.kind == Column::kTimestamp) time_col_ = static_cast<int>(columns_.size() - 1);
-      if (c.kind == Column::kCount) count_col_ = static_cast<int>(columns_.size() - 1);
     }
+  }
+
+  void ReportUnusedColumns(int64_t line_no) {
+    std::string unused;
+    int n = 0;
+    for (const auto& c : columns_)
+      if (c.kind == Column::kIgnored && ++n <= 8) unused += (unused.empty() ? "" : ", ") + c.name;
+    if (n == 0) return;
+    ctx_->Issue(IssueSeverity::kInfo, "unused_columns", [&] {
+      return fmt::format("{}: {} column(s) not used by the analysis: {}{}", ctx_->Where(line_no), n, unused,
+                         n > 8 ? ", ..." : "");
+    });
   }
 
   std::optional<TimeNs> RowTime(std::string_view text) {
@@ -381,9 +392,7 @@ class SmiCsvReader final : public MetricLineReader {
   std::vector<std::string_view> fields_;
   bool header_seen_ = false;
   bool has_key_ = false;
-  bool has_power_draw_ = false;
   int time_col_ = -1;
-  int count_col_ = -1;
   std::string cached_date_text_;
   TimeNs cached_day_ns_ = 0;
   struct CacheEntry {

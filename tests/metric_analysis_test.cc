@@ -212,6 +212,18 @@ TEST(MetricVerdicts, IdleAllocation) {
   EXPECT_NE(f->detail.find("allocated"), std::string::npos);  // 30 GB held, no kernels
 }
 
+TEST(MetricVerdicts, OneProblemOnManyGpusIsOneFinding) {
+  std::string log = "timestamp, index, name, utilization.gpu [%]\n";
+  for (int t = 0; t < 600; ++t)
+    for (int g = 0; g < 4; ++g) log += fmt::format("2026/03/01 10:{:02d}:{:02d}.000, {}, NVIDIA L4, 0\n", t / 60, t % 60, g);
+  const Diagnosis d = DiagnoseText(log);
+  ASSERT_EQ(d.findings.size(), 1u) << Verdicts(d);
+  EXPECT_EQ(d.findings[0].verdict, "idle");
+  EXPECT_NE(d.findings[0].scope.find("and 3 more"), std::string::npos);
+  EXPECT_NE(d.findings[0].detail.find("GPU 3"), std::string::npos);
+  EXPECT_EQ(d.recordings.at(0).metric_devices.size(), 4u);
+}
+
 TEST(MetricVerdicts, PowerCapThrottling) {
   const Diagnosis d = DiagnoseText(SmiLog(600, [](int) { return 99.0; }, 399, "0x0000000000000004"));
   const Finding* f = Find(d, "throttled");

@@ -488,7 +488,30 @@ std::vector<Finding> JudgeMetrics(const RecordingAnalysis& a, const WorkloadTarg
     ComputeLimit(c, out);
     all.insert(all.end(), std::make_move_iterator(out.begin()), std::make_move_iterator(out.end()));
   }
-  return all;
+  // An 8-GPU node with one problem should read as one finding, not eight: the
+  // same verdict and severity on several GPUs of a recording becomes one finding
+  // that names them all (each GPU's numbers stay in the measurements).
+  std::vector<Finding> grouped;
+  std::vector<std::vector<std::string>> members;
+  for (auto& f : all) {
+    auto same = std::find_if(grouped.begin(), grouped.end(),
+                             [&](const Finding& g) { return g.verdict == f.verdict && g.severity == f.severity; });
+    if (same == grouped.end()) {
+      members.push_back({f.scope});
+      grouped.push_back(std::move(f));
+    } else {
+      members[static_cast<size_t>(same - grouped.begin())].push_back(f.scope);
+    }
+  }
+  for (size_t i = 0; i < grouped.size(); ++i) {
+    if (members[i].size() < 2) continue;
+    std::string others;
+    for (size_t k = 1; k < members[i].size(); ++k) others += (k > 1 ? "; " : "") + members[i][k];
+    grouped[i].detail += fmt::format(" The same holds for {} more GPU(s): {} (their numbers are under MEASUREMENTS).",
+                                     members[i].size() - 1, others);
+    grouped[i].scope += fmt::format(" and {} more", members[i].size() - 1);
+  }
+  return grouped;
 }
 
 }  // namespace gputriage

@@ -62,7 +62,8 @@ void RenderMetricDevices(std::string& out, const Recording& rec, const Recording
       for (const auto& [k, v] : d.labels) labels += (labels.empty() ? "" : ", ") + k + "=" + v;
       out += fmt::format("     labels: {}\n", labels);
     }
-    out += fmt::format("     observed {:.2f} h, sampled every {:.2f} s{}\n", d.hours, static_cast<double>(d.median_interval_ns) / 1e9,
+    if (d.median_interval_ns == 0) out += "     one sample (a snapshot, no time span)\n";
+    else out += fmt::format("     observed {:.2f} h, sampled every {:.2f} s{}\n", d.hours, static_cast<double>(d.median_interval_ns) / 1e9,
                        d.sampling_gaps > 0 ? fmt::format(" ({} gap{} in the log; span {:.2f} h)", d.sampling_gaps,
                                                          d.sampling_gaps == 1 ? "" : "s", d.span_hours)
                                            : std::string());
@@ -227,9 +228,10 @@ std::string RenderTerminal(const Run& run, const Diagnosis& d, const TerminalOpt
   if (s.steps > 0)
     out += fmt::format("GPU busy {:.1f}% · data wait {:.1f}% of step · avg step {:.2f} ms over {} step(s)\n",
                        s.gpu_busy_percent, s.data_wait_percent, s.avg_step_ms, s.steps);
-  if (!std::isnan(s.gpu_util_mean_percent))
-    out += fmt::format("{} GPU(s) · {:.2f} GPU-hours · utilization.gpu mean {:.1f}% · busy {:.1f}% ({}) · judged as {}\n",
-                       s.devices, s.gpu_hours, s.gpu_util_mean_percent, s.gpu_busy_percent, s.gpu_busy_source, s.workload);
+  if (!d.cost.devices.empty())
+    out += fmt::format("{} GPU(s) · {:.2f} GPU-hours · utilization.gpu mean {} · busy {:.1f}% ({}) · judged as {}\n",
+                       s.devices, s.gpu_hours, Pct(s.gpu_util_mean_percent), s.gpu_busy_percent, s.gpu_busy_source,
+                       s.workload);
 
   out += st("\nVERDICTS\n", "1");
   if (d.findings.empty()) out += "  none: no rule crossed its threshold (see the measurements below)\n";

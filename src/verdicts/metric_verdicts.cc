@@ -69,6 +69,9 @@ struct Ctx {
   bool snapshot = false;  // too few samples or too short a span to speak for a whole run
 };
 
+/// What "busy" is on this GPU: NVML utilization, or DCGM's GR engine activity where that is absent (MIG).
+const char* BusyName(const Ctx& c) { return c.d.busy_metric == "gpu_util" ? "utilization" : "GR engine activity"; }
+
 Finding Make(const Ctx& c, std::string verdict, Severity severity) {
   Finding f;
   f.verdict = std::move(verdict);
@@ -182,7 +185,7 @@ bool Idle(const Ctx& c, std::vector<Finding>& out) {
   if (Has(c.d, Metric::kSmActive) && Mean(c.d, Metric::kSmActive) > kNearZeroPercent * 2) return false;
   const bool instant = c.snapshot;
   Finding f = Make(c, "idle", instant ? Severity::kLow : Severity::kHigh);
-  f.title = fmt::format("GPU idle: utilization ≤ {:.0f}% in {:.0f}% of {} sample{}", kNearZeroPercent,
+  f.title = fmt::format("GPU idle: {} ≤ {:.0f}% in {:.0f}% of {} sample{}", BusyName(c), kNearZeroPercent,
                         100.0 * c.d.near_zero_share, c.busy_samples, c.busy_samples == 1 ? "" : "s");
   const double mem = c.d.memory_used_max_percent;
   f.detail = fmt::format(
@@ -402,7 +405,7 @@ void Underutilized(const Ctx& c, std::vector<Finding>& out) {
   if (HasAny(out, {"idle", "input_bound", "undersized_work", "video_engine_busy"}, Severity::kInfo)) return;
   const bool instant = c.snapshot;
   Finding f = Make(c, "underutilized", instant ? Severity::kLow : Severity::kModerate);
-  f.title = fmt::format("Underutilized: mean utilization {:.0f}%, below the {:.0f}% that merits investigation for {}",
+  f.title = fmt::format("Underutilized: mean {} {:.0f}%, below the {:.0f}% that merits investigation for {}", BusyName(c),
                         c.d.busy_mean_percent, c.t.util_investigate_percent, c.t.basis);
   const std::string hint = ProfilingMetricsHint(c.d);
   f.detail = fmt::format(
@@ -431,15 +434,16 @@ void ComputeLimit(const Ctx& c, std::vector<Finding>& out) {
   if (has_sm && Mean(c.d, Metric::kSmActive) < c.t.sm_active_percent) return;
   if (has_tensor && Mean(c.d, Metric::kTensorActive) < c.t.tensor_active_percent) return;
   Finding f = Make(c, "at_compute_limit", Severity::kInfo);
-  f.title = fmt::format("At the compute limit: utilization {:.0f}%{}", c.d.busy_mean_percent,
+  f.title = fmt::format("At the compute limit: {} {:.0f}%{}", BusyName(c), c.d.busy_mean_percent,
                         has_tensor ? fmt::format(", tensor pipe {:.0f}%", Mean(c.d, Metric::kTensorActive))
                                    : std::string(" (tensor activity not logged)"));
+  const char* missing = !has_sm && !has_tensor ? "SM and tensor activity" : !has_sm ? "SM activity" : "tensor activity";
   f.detail = fmt::format(
-      "The GPU is as busy as {} should be, and no cheap fix shows in these metrics.{}",
-      c.t.basis,
-      has_sm && has_tensor ? ""
-                           : " Utilization only says a kernel is running: without SM and tensor activity the "
-                             "efficiency of that time is unknown.");
+      "The GPU is as busy as {} should be, and no cheap fix shows in these metrics.{}", c.t.basis,
+      has_sm && has_tensor ? std::string()
+                           : fmt::format(" Busy time only says a kernel is running: without {} how much of the chip "
+                                         "that work uses is not known.",
+                                         missing));
   AddBusyEvidence(c, f, c.t.util_good_percent, ">=");
   if (has_sm) f.evidence.push_back(E("sm_active_mean_percent", Mean(c.d, Metric::kSmActive), "percent", "DCGM_FI_PROF_SM_ACTIVE", c.t.sm_active_percent, ">="));
   if (has_tensor)

@@ -520,7 +520,17 @@ Diagnosis Diagnose(const Run& run, const DiagnoseOptions& options) {
   if (metric_devices > 0) {
     s.devices = metric_devices;
     s.gpu_hours = d.cost.gpu_hours;
-    s.gpu_util_mean_percent = d.cost.util_mean_percent;
+    // nvidia-smi utilization.gpu only (GR engine activity is not the same number).
+    double util_sum = 0, util_w = 0;
+    for (const auto& a : d.recordings)
+      for (const auto& m : a.metric_devices) {
+        const auto& util = m.metrics[static_cast<int>(Metric::kGpuUtil)];
+        if (util.samples == 0) continue;
+        const double w = m.hours > 0 ? m.hours : 1e-9;
+        util_sum += w * util.mean;
+        util_w += w;
+      }
+    if (util_w > 0) s.gpu_util_mean_percent = util_sum / util_w;
   } else {
     for (const auto& a : d.recordings)
       if (a.has_gpu_activity) {

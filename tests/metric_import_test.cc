@@ -311,6 +311,24 @@ TEST(DcgmiDmon, RatiosBecomePercentAndInstancesAreDevices) {
   EXPECT_TRUE(rec.stats.FindIssue("other_entity"));
 }
 
+TEST(DcgmiDmon, CsvWithEpochTimestamps) {
+  // The CSV scripts write around dcgmi / DCGM's bindings: entity id, field tags, epoch seconds.
+  const std::string log =
+      "EntityId,GRACT,FBUSD,TimeStamp\n"
+      "0,0.000,4,1657289505\n0,0.972,3934,1657289516\n0,0.486,3934,1657289596\n"
+      "0,bad,3934,1657289597\n"
+      "0,0.5,3934\n";
+  Recording rec = ImportOne(log);
+  EXPECT_EQ(rec.format, "dcgmi-dmon");
+  const auto& g = rec.metrics.devices.at(0);
+  EXPECT_NEAR(g.Get(Metric::kGrEngineActive).mean(), (0 + 97.2 + 48.6) / 3, 1e-9);
+  EXPECT_EQ(g.Get(Metric::kGrEngineActive).first_time(), 1657289505LL * kNsPerS);
+  EXPECT_EQ(g.Get(Metric::kFbUsedBytes).count(), 4);
+  EXPECT_FALSE(rec.metrics.timestamps_synthetic);
+  EXPECT_TRUE(rec.stats.FindIssue("bad_value"));
+  EXPECT_TRUE(rec.stats.FindIssue("bad_row"));
+}
+
 // ---- dcgm-exporter ------------------------------------------------------------
 
 TEST(DcgmExporter, LegacyNamesHelpUnitsLabelsAndSentinels) {

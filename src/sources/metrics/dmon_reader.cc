@@ -127,6 +127,25 @@ ColumnSpec Lookup(const NameEntry (&table)[N], std::string_view name) {
   return spec;
 }
 
+/// A dcgmi dmon tag (GRACT, FBUSD, ...) from the field table.
+bool IsDcgmiTag(std::string_view name) {
+  for (const auto& e : kDcgmiColumns)
+    if (EqualsLowered(name, e.name)) return true;
+  return false;
+}
+
+bool IsEntityColumn(std::string_view name) {
+  for (std::string_view n : {"entity", "entityid", "entity_id", "gpu", "gpuid", "gpu_id", "id"})
+    if (EqualsLowered(name, n)) return true;
+  return false;
+}
+
+bool IsTimeColumn(std::string_view name) {
+  for (std::string_view n : {"timestamp", "time", "ts", "datetime"})
+    if (EqualsLowered(name, n)) return true;
+  return false;
+}
+
 /// Shared machinery: a column table, rows keyed by an entity, synthetic times.
 class TableReader : public MetricLineReader {
  protected:
@@ -141,7 +160,8 @@ class TableReader : public MetricLineReader {
   void ReportUnknownColumns(int64_t line_no) {
     std::string unknown;
     for (const auto& c : columns_)
-      if (c.role == Role::kIgnored && c.name != "entity" && c.name != "id") unknown += (unknown.empty() ? "" : ", ") + c.name;
+      if (c.role == Role::kIgnored && !IsEntityColumn(c.name) && !IsTimeColumn(c.name) && c.name != "date")
+        unknown += (unknown.empty() ? "" : ", ") + c.name;
     if (!unknown.empty())
       ctx_->Issue(IssueSeverity::kInfo, "unused_columns", [&] {
         return fmt::format("{}: columns not used by the analysis: {}", ctx_->Where(line_no), unknown);
@@ -293,6 +313,7 @@ class DcgmiDmonReader final : public TableReader {
     if (body.front() == '#') {
       metric_text::SplitWhitespace(TrimAsciiSpace(body.substr(1)), fields_);
       if (!fields_.empty() && EqualsLowered(fields_[0], "entity")) {
+        csv_ = false;
         columns_.clear();
         for (size_t i = 1; i < fields_.size(); ++i) columns_.push_back(Lookup(kDcgmiColumns, fields_[i]));
         ReportUnknownColumns(line_no);
@@ -300,16 +321,11 @@ class DcgmiDmonReader final : public TableReader {
       return;
     }
     if (EqualsLowered(body, "id")) return;  // second header line
+    if (body.find(',') != std::string_view::npos) return CsvLine(body, line_no);
     metric_text::SplitWhitespace(body, fields_);
     if (columns_.empty()) return RowBeforeHeader(line_no, "#Entity ...");
     // "GPU 0 v1 v2 ..." / "GPU-I 3 ..." : entity type, id, then one value per column.
-    if (fields_.size() != columns_.size() + 2) {
-      ctx_->Issue(IssueSeverity::kWarning, "bad_row", [&] {
-        return fmt::format("{}: {} values where the header has {} fields; row skipped", ctx_->Where(line_no),
-                           fields_.size() >= 2 ? fields_.size() - 2 : 0, columns_.size());
-      });
-      return;
-    }
+    if (fields_.size() != columns_.size() + 2) return BadRow(line_no, fields_.size() >= 2 ? fields_.size() - 2 : 0);
     auto id = metric_text::ParseNumber(fields_[1]);
     const std::string_view type = fields_[0];
     if (!id || *id < 0 || *id >= 1e6 || (type != "GPU" && type != "GPU-I" && type != "GPU-CI")) {
@@ -328,6 +344,71 @@ class DcgmiDmonReader final : public TableReader {
     for (size_t c = 0; c < columns_.size(); ++c)
       if (columns_[c].role != Role::kIgnored) AddValue(*dev, columns_[c], fields_[c + 2], t, line_no);
   }
+
+ private:
+  void BadRow(int64_t line_no, size_t values) {
+    ctx_->Issue(IssueSeverity::kWarning, "bad_row", [&] {
+      return fmt::format("{}: {} values where the header has {} fields; row skipped", ctx_->Where(line_no), values,
+                         columns_.size());
+    });
+  }
+
+  /// The CSV that scripts around dcgmi (or DCGM's Python bindings) write:
+  /// "EntityId,GRACT,FBUSD,TimeStamp" with epoch-second or ISO timestamps.
+  void CsvLine(std::string_view body, int64_t line_no) {
+    metric_text::SplitTrimmed(body, ',', fields_);
+    bool tag = false;
+    for (auto f : fields_) tag |= IsDcgmiTag(f);
+    if (tag && !metric_text::ParseNumber(fields_[0])) {
+      csv_ = true;
+      columns_.clear();
+      entity_col_ = time_col_ = -1;
+      for (size_t i = 0; i < fields_.size(); ++i) {
+        if (IsEntityColumn(fields_[i]) && entity_col_ < 0) entity_col_ = static_cast<int>(i);
+        else if (IsTimeColumn(fields_[i]) && time_col_ < 0) time_col_ = static_cast<int>(i);
+        columns_.push_back(Lookup(kDcgmiColumns, fields_[i]));
+      }
+      ReportUnknownColumns(line_no);
+      return;
+    }
+    if (!csv_) return RowBeforeHeader(line_no, "EntityId,<tags>,TimeStamp");
+    if (fields_.size() != columns_.size()) return BadRow(line_no, fields_.size());
+    int entity = 0;
+    if (entity_col_ >= 0) {
+      auto id = metric_text::ParseNumber(fields_[static_cast<size_t>(entity_col_)]);
+      if (!id || *id < 0 || *id >= 1e6) {
+        ctx_->Issue(IssueSeverity::kWarning, "bad_value", [&] {
+          return fmt::format("{}: unreadable entity id '{}'; row skipped", ctx_->Where(line_no),
+                             fields_[static_cast<size_t>(entity_col_)]);
+        });
+        return;
+      }
+      entity = static_cast<int>(*id);
+    }
+    TimeNs t;
+    if (time_col_ >= 0) {
+      auto parsed = metric_text::ParseTimestamp(fields_[static_cast<size_t>(time_col_)]);
+      if (!parsed) {
+        ctx_->Issue(IssueSeverity::kWarning, "bad_timestamp", [&] {
+          return fmt::format("{}: unreadable timestamp '{}'; row skipped", ctx_->Where(line_no),
+                             fields_[static_cast<size_t>(time_col_)]);
+        });
+        return;
+      }
+      t = *parsed;
+    } else {
+      t = SyntheticTime(std::to_string(entity));
+    }
+    ++metrics_.rows;
+    auto dev = DeviceFor(entity, -1, line_no);
+    if (!dev) return;
+    for (size_t c = 0; c < columns_.size(); ++c)
+      if (columns_[c].role != Role::kIgnored) AddValue(*dev, columns_[c], fields_[c], t, line_no);
+  }
+
+  bool csv_ = false;
+  int entity_col_ = -1;
+  int time_col_ = -1;
 };
 
 }  // namespace
@@ -338,5 +419,7 @@ std::unique_ptr<MetricLineReader> MakeSmiDmonReader(MetricReaderContext* ctx) {
 std::unique_ptr<MetricLineReader> MakeDcgmiDmonReader(MetricReaderContext* ctx) {
   return std::make_unique<DcgmiDmonReader>(ctx);
 }
+
+bool IsDcgmiFieldTag(std::string_view name) { return IsDcgmiTag(name); }
 
 }  // namespace gputriage

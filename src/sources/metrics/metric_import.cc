@@ -15,6 +15,7 @@
 namespace gputriage {
 
 bool SmiCsvHeaderLine(std::string_view line);                    // smi_csv_reader.cc
+bool IsDcgmiFieldTag(std::string_view name);                     // dmon_reader.cc
 void StartDcgmExporterScrape(MetricLineReader* reader, TimeNs t);  // dcgm_exporter_reader.cc
 
 namespace {
@@ -220,6 +221,12 @@ std::string SniffMetricFormat(std::string_view head) {
           dmon_col = true;
       }
       if (gpu && dmon_col) return "nvidia-smi-dmon";
+      // A CSV of dcgmi field tags ("EntityId,GRACT,FBUSD,TimeStamp").
+      if (!comment && fields.size() > 1 && rest.find(',') != std::string_view::npos && !SmiCsvHeaderLine(line)) {
+        int tags = 0;
+        for (auto f : fields) tags += IsDcgmiFieldTag(f) ? 1 : 0;
+        if (tags > 0) return "dcgmi-dmon";
+      }
     }
     if (comment) continue;
     if (StartsWith(line, "DCGM_FI_") || StartsWith(line, "dcgm_")) return "dcgm-exporter";

@@ -276,12 +276,7 @@ class SmiDmonReader final : public TableReader {
         have_last_tod_ = true;
         parsed = ctx_->anchor_ns - ctx_->anchor_ns % (86400 * kNsPerS) + day_offset_ + *tod;
       }
-      if (!parsed) {
-        ctx_->Issue(IssueSeverity::kWarning, "bad_timestamp", [&] {
-          return fmt::format("{}: unreadable date/time '{} {}'; row skipped", ctx_->Where(line_no), date, time);
-        });
-        return;
-      }
+      if (!parsed) return ctx_->BadTimestamp(line_no, std::string(date) + " " + std::string(time));
       t = *parsed;
     } else {
       t = SyntheticTime(std::to_string(index));
@@ -388,13 +383,7 @@ class DcgmiDmonReader final : public TableReader {
     TimeNs t;
     if (time_col_ >= 0) {
       auto parsed = metric_text::ParseTimestamp(fields_[static_cast<size_t>(time_col_)]);
-      if (!parsed) {
-        ctx_->Issue(IssueSeverity::kWarning, "bad_timestamp", [&] {
-          return fmt::format("{}: unreadable timestamp '{}'; row skipped", ctx_->Where(line_no),
-                             fields_[static_cast<size_t>(time_col_)]);
-        });
-        return;
-      }
+      if (!parsed) return ctx_->BadTimestamp(line_no, fields_[static_cast<size_t>(time_col_)]);
       t = *parsed;
     } else {
       t = SyntheticTime(std::to_string(entity));

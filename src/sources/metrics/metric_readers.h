@@ -49,6 +49,12 @@ struct MetricReaderContext {
   }
   std::string Where(int64_t line_no) const { return file + ":" + std::to_string(line_no); }
 
+  /// Counts an unreadable timestamp (the row is skipped).
+  void BadTimestamp(int64_t line_no, std::string_view text) {
+    Issue(IssueSeverity::kWarning, "bad_timestamp",
+          [&] { return Where(line_no) + ": unreadable timestamp '" + std::string(text) + "'; row skipped"; });
+  }
+
   /// Finds or adds a GPU in the recording; past MetricSet::kMaxDevices it counts
   /// a `too_many_devices` error and returns nothing.
   std::optional<size_t> Device(int index, std::string_view uuid, std::string_view pci_bus_id, int mig_instance,

@@ -259,13 +259,7 @@ class SmiCsvReader final : public MetricLineReader {
     TimeNs t = 0;
     if (time_col_ >= 0) {
       auto parsed = RowTime(fields_[static_cast<size_t>(time_col_)]);
-      if (!parsed) {
-        ctx_->Issue(IssueSeverity::kWarning, "bad_timestamp", [&] {
-          return fmt::format("{}: unreadable timestamp '{}'; row skipped", ctx_->Where(line_no),
-                             fields_[static_cast<size_t>(time_col_)]);
-        });
-        return;
-      }
+      if (!parsed) return ctx_->BadTimestamp(line_no, fields_[static_cast<size_t>(time_col_)]);
       t = *parsed;
     } else {
       // No clock logged: rows are one interval apart per GPU cycle.

@@ -165,6 +165,9 @@ class SeriesSketch {
   size_t current_ = 0;         // bucket of the latest sample
   TimeNs current_start_ = 0;
   std::unique_ptr<RhythmState> rhythm_;
+  const std::vector<std::pair<double, int64_t>>& SortedValues() const;
+  mutable std::vector<std::pair<double, int64_t>> sorted_;  // (value, count), valid for sorted_count_ samples
+  mutable int64_t sorted_count_ = -1;
 };
 
 /// Identity and static facts of one GPU (or MIG instance) as a metric source saw it.

@@ -63,6 +63,7 @@ struct SeriesSketch::Histogram {
   // octaves (the usual case: power between idle and the limit), in a map beyond.
   static constexpr size_t kMaxDense = 1 << 14;
   std::vector<int64_t> exact;  // lazily sized kExactValues
+  size_t exact_end = 0;        // one past the largest exact value seen
   std::vector<int64_t> dense;
   int32_t dense_base = 0;
   std::unordered_map<int32_t, int64_t> buckets;
@@ -72,7 +73,9 @@ struct SeriesSketch::Histogram {
     ++total;
     if (v >= 0 && v < kExactValues && v == std::floor(v)) {
       if (exact.empty()) exact.assign(kExactValues, 0);
-      ++exact[static_cast<size_t>(v)];
+      const auto i = static_cast<size_t>(v);
+      ++exact[i];
+      exact_end = std::max(exact_end, i + 1);
       return;
     }
     const int32_t key = LogBucket(v);
@@ -104,7 +107,7 @@ struct SeriesSketch::Histogram {
     for (const auto& [key, n] : buckets) out.emplace_back(BucketValue(key), n);
     for (size_t i = 0; i < dense.size(); ++i)
       if (dense[i] > 0) out.emplace_back(BucketValue(dense_base + static_cast<int32_t>(i)), dense[i]);
-    for (size_t i = 0; i < exact.size(); ++i)
+    for (size_t i = 0; i < exact_end; ++i)
       if (exact[i] > 0) out.emplace_back(static_cast<double>(i), exact[i]);
     std::sort(out.begin(), out.end());
     return out;
@@ -329,20 +332,39 @@ void SeriesSketch::FlushRhythmBlock() {
   r.swings.Add(swing);
 }
 
-double SeriesSketch::Quantile(double q) const { return values_ ? values_->Quantile(q) : NAN; }
+const std::vector<std::pair<double, int64_t>>& SeriesSketch::SortedValues() const {
+  // Reports ask for several quantiles and shares of each series: sort once.
+  if (sorted_count_ != count_) {
+    sorted_ = values_ ? values_->Sorted() : std::vector<std::pair<double, int64_t>>{};
+    sorted_count_ = count_;
+  }
+  return sorted_;
+}
+
+double SeriesSketch::Quantile(double q) const {
+  if (count_ == 0) return NAN;
+  const auto& sorted = SortedValues();
+  const double target = std::clamp(q, 0.0, 1.0) * static_cast<double>(count_ - 1);
+  int64_t seen = 0;
+  for (const auto& [value, n] : sorted) {
+    seen += n;
+    if (static_cast<double>(seen) > target) return value;
+  }
+  return sorted.back().first;
+}
 
 double SeriesSketch::ShareAtMost(double x) const {
-  if (!values_ || count_ == 0) return 0;
+  if (count_ == 0) return 0;
   int64_t n = 0;
-  for (const auto& [value, c] : values_->Sorted())
+  for (const auto& [value, c] : SortedValues())
     if (value <= x) n += c;
   return static_cast<double>(n) / static_cast<double>(count_);
 }
 
 double SeriesSketch::ShareAtLeast(double x) const {
-  if (!values_ || count_ == 0) return 0;
+  if (count_ == 0) return 0;
   int64_t n = 0;
-  for (const auto& [value, c] : values_->Sorted())
+  for (const auto& [value, c] : SortedValues())
     if (value >= x) n += c;
   return static_cast<double>(n) / static_cast<double>(count_);
 }

@@ -52,6 +52,18 @@ double BucketValue(int32_t key) {
   return negative ? -v : v;
 }
 
+/// The q-quantile of `total` values given as sorted (value, count) pairs.
+double QuantileOfSorted(const std::vector<std::pair<double, int64_t>>& sorted, int64_t total, double q) {
+  if (total == 0 || sorted.empty()) return NAN;
+  const double target = std::clamp(q, 0.0, 1.0) * static_cast<double>(total - 1);
+  int64_t seen = 0;
+  for (const auto& [value, n] : sorted) {
+    seen += n;
+    if (static_cast<double>(seen) > target) return value;
+  }
+  return sorted.back().first;
+}
+
 }  // namespace
 
 const char* MetricName(Metric m) { return kMetricInfo[static_cast<int>(m)].name; }
@@ -113,17 +125,7 @@ struct SeriesSketch::Histogram {
     return out;
   }
 
-  double Quantile(double q) const {
-    if (total == 0) return NAN;
-    const auto sorted = Sorted();
-    const double target = std::clamp(q, 0.0, 1.0) * static_cast<double>(total - 1);
-    int64_t seen = 0;
-    for (const auto& [value, n] : sorted) {
-      seen += n;
-      if (static_cast<double>(seen) > target) return value;
-    }
-    return sorted.back().first;
-  }
+  double Quantile(double q) const { return QuantileOfSorted(Sorted(), total, q); }
 };
 
 /// Sampling intervals: exact while there are few distinct spacings (the usual
@@ -341,17 +343,7 @@ const std::vector<std::pair<double, int64_t>>& SeriesSketch::SortedValues() cons
   return sorted_;
 }
 
-double SeriesSketch::Quantile(double q) const {
-  if (count_ == 0) return NAN;
-  const auto& sorted = SortedValues();
-  const double target = std::clamp(q, 0.0, 1.0) * static_cast<double>(count_ - 1);
-  int64_t seen = 0;
-  for (const auto& [value, n] : sorted) {
-    seen += n;
-    if (static_cast<double>(seen) > target) return value;
-  }
-  return sorted.back().first;
-}
+double SeriesSketch::Quantile(double q) const { return QuantileOfSorted(SortedValues(), count_, q); }
 
 double SeriesSketch::ShareAtMost(double x) const {
   if (count_ == 0) return 0;

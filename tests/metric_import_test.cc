@@ -247,6 +247,19 @@ TEST(SmiDmon, DateTimeSelectionsAndGpmColumns) {
   ASSERT_TRUE(rec.stats.FindIssue("unused_columns"));  // bar1
 }
 
+TEST(SmiDmon, TimeOnlyColumnRollsOverMidnight) {
+  // nvidia-smi dmon -o T: time of day only; a jump back by hours is the next day.
+  const std::string log =
+      "#Time        gpu    pwr     sm\n#HH:MM:SS    Idx      W      %\n"
+      " 23:59:59      0    300     90\n 00:00:00      0    300     92\n 00:00:01      0    300     94\n";
+  Recording rec = ImportOne(log);
+  const auto& u = rec.metrics.devices.at(0).Get(Metric::kGpuUtil);
+  EXPECT_EQ(u.count(), 3);
+  EXPECT_EQ(u.MedianInterval(), kNsPerS);
+  EXPECT_EQ(u.out_of_order(), 0);
+  EXPECT_EQ(u.last_time() - u.first_time(), 2 * kNsPerS);
+}
+
 TEST(SmiDmon, CsvFormat) {
   // nvidia-smi dmon --format csv: comma separated, header kept.
   const std::string log =

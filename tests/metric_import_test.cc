@@ -55,6 +55,9 @@ TEST(MetricText, TimestampFormats) {
   EXPECT_FALSE(ParseTimestamp("yesterday"));
   EXPECT_FALSE(ParseTimestamp("2026/07/14 25:00:00"));
   EXPECT_FALSE(ParseTimestamp("12345"));
+  // Fuzzer find: a far-future asctime year overflowed int64 nanoseconds.
+  EXPECT_FALSE(ParseTimestamp("Tue Jul 14 08:12:38 9999"));
+  EXPECT_FALSE(ParseTimestamp("Tue Jul 123456789012345678901 08:12:38 2026"));
 }
 
 TEST(MetricText, MissingValuesAndUnits) {

@@ -222,7 +222,7 @@ void SeriesSketch::Add(TimeNs t, double value) {
     // autocorrelation assumes: start the block again.
     if (r.times.size() >= 2) {
       const TimeNs first_dt = r.times[1] - r.times[0];
-      if (t - r.times.back() > 4 * std::max<TimeNs>(first_dt, 1)) {
+      if ((t - r.times.back()) / 4 > std::max<TimeNs>(first_dt, 1)) {
         r.values.clear();
         r.times.clear();
       }
@@ -366,18 +366,19 @@ TimeNs SeriesSketch::MedianInterval() const { return intervals_ ? intervals_->Me
 TimeNs SeriesSketch::CoveredTime() const {
   if (!intervals_ || intervals_->total == 0) return 0;
   const int64_t median = intervals_->Median();
-  const int64_t cap = 4 * median;
-  TimeNs covered = median;  // the last sample's own interval
-  for (const auto& [dt, n] : intervals_->counts) covered += (dt <= cap ? dt : median) * n;
-  return covered;
+  // In double: sums of corrupt spacings must not overflow.
+  double covered = static_cast<double>(median);  // the last sample's own interval
+  for (const auto& [dt, n] : intervals_->counts)
+    covered += static_cast<double>(dt / 4 <= median ? dt : median) * static_cast<double>(n);
+  return covered >= 9.0e18 ? TimeNs{9'000'000'000'000'000'000} : static_cast<TimeNs>(covered);
 }
 
 int64_t SeriesSketch::Gaps() const {
   if (!intervals_) return 0;
-  const int64_t cap = 4 * intervals_->Median();
+  const int64_t median = intervals_->Median();
   int64_t gaps = 0;
   for (const auto& [dt, n] : intervals_->counts)
-    if (dt > cap) gaps += n;
+    if (dt / 4 > median) gaps += n;
   return gaps;
 }
 

@@ -318,7 +318,8 @@ class DcgmExporterReader final : public MetricLineReader {
     std::optional<TimeNs> sample_time;
     if (rest.size() == 2) {
       auto ms = metric_text::ParseNumber(rest[1]);
-      if (!ms || *ms < 0 || *ms > 1e15) return Bad(line_no, fmt::format("unreadable sample timestamp '{}'", rest[1]));
+      // Milliseconds since the epoch, up to the year 2200 (int64 nanoseconds stay in range).
+      if (!ms || *ms < 0 || *ms > 7.2e12) return Bad(line_no, fmt::format("unreadable sample timestamp '{}'", rest[1]));
       sample_time = static_cast<TimeNs>(*ms) * kNsPerMs;
     }
     auto dev = DeviceFromLabels(line_no);
@@ -344,7 +345,7 @@ class DcgmExporterReader final : public MetricLineReader {
             return fmt::format("{}: {} repeats within one timed scrape; taken as the next interval", ctx_->Where(line_no), name);
           });
         }
-        scrape_time_ += Interval();
+        scrape_time_ = ctx_->Advance(scrape_time_, 1, Interval(), line_no);
         if (!have_scrape_time_) metrics_.timestamps_synthetic = true;
         scrape_counted_ = false;
       }

@@ -169,14 +169,14 @@ class TableReader : public MetricLineReader {
   }
 
   /// Time for a row of `entity`: a new interval starts when an entity repeats.
-  TimeNs SyntheticTime(const std::string& entity) {
+  TimeNs SyntheticTime(const std::string& entity, int64_t line_no) {
     if (std::find(cycle_.begin(), cycle_.end(), entity) != cycle_.end()) {
       cycle_.clear();
       ++cycle_index_;
     }
     cycle_.push_back(entity);
     metrics_.timestamps_synthetic = true;
-    return ctx_->anchor_ns + cycle_index_ * ctx_->options.sample_interval_ns;
+    return ctx_->SyntheticTime(cycle_index_, ctx_->options.sample_interval_ns, line_no);
   }
 
   void AddValue(size_t dev, const ColumnSpec& col, std::string_view text, TimeNs t, int64_t line_no) {
@@ -271,7 +271,9 @@ class SmiDmonReader final : public TableReader {
         parsed = metric_text::ParseTimestamp(std::string(date) + " " + std::string(time));
       } else if (auto tod = metric_text::ParseTimeOfDay(time)) {
         // -o T: time of day only. Days roll over when the clock goes back by hours.
-        if (have_last_tod_ && *tod + 12 * 3600 * kNsPerS < last_tod_) day_offset_ += 86400 * kNsPerS;
+        // (bounded: a log that "rolls over" more than 100 years of days is corrupt)
+        if (have_last_tod_ && *tod + 12 * 3600 * kNsPerS < last_tod_ && day_offset_ < TimeNs{36500} * 86400 * kNsPerS)
+          day_offset_ += 86400 * kNsPerS;
         last_tod_ = *tod;
         have_last_tod_ = true;
         parsed = ctx_->anchor_ns - ctx_->anchor_ns % (86400 * kNsPerS) + day_offset_ + *tod;
@@ -279,7 +281,7 @@ class SmiDmonReader final : public TableReader {
       if (!parsed) return ctx_->BadTimestamp(line_no, std::string(date) + " " + std::string(time));
       t = *parsed;
     } else {
-      t = SyntheticTime(std::to_string(index));
+      t = SyntheticTime(std::to_string(index), line_no);
     }
     auto dev = DeviceFor(index, -1, line_no);
     if (!dev) return;
@@ -333,7 +335,7 @@ class DcgmiDmonReader final : public TableReader {
     ++metrics_.rows;
     const int entity = static_cast<int>(*id);
     const bool instance = type != "GPU";
-    const TimeNs t = SyntheticTime(std::string(type) + " " + std::string(fields_[1]));
+    const TimeNs t = SyntheticTime(std::string(type) + " " + std::string(fields_[1]), line_no);
     auto dev = DeviceFor(instance ? -1 : entity, instance ? entity : -1, line_no);
     if (!dev) return;
     for (size_t c = 0; c < columns_.size(); ++c)
@@ -386,7 +388,7 @@ class DcgmiDmonReader final : public TableReader {
       if (!parsed) return ctx_->BadTimestamp(line_no, fields_[static_cast<size_t>(time_col_)]);
       t = *parsed;
     } else {
-      t = SyntheticTime(std::to_string(entity));
+      t = SyntheticTime(std::to_string(entity), line_no);
     }
     ++metrics_.rows;
     auto dev = DeviceFor(entity, -1, line_no);

@@ -49,6 +49,26 @@ struct MetricReaderContext {
   }
   std::string Where(int64_t line_no) const { return file + ":" + std::to_string(line_no); }
 
+  /// Latest time a metric sample may carry: int64 nanoseconds of year 2200 and
+  /// every sum of two sample times stay representable.
+  static constexpr TimeNs kMaxSampleTime = TimeNs{1} << 62;
+
+  /// from + n × step, saturating at kMaxSampleTime (counted as a `time_overflow`
+  /// issue) instead of overflowing: sources without a clock space rows this way.
+  TimeNs Advance(TimeNs from, int64_t n, TimeNs step, int64_t line_no) {
+    TimeNs offset = 0, t = 0;
+    if (__builtin_mul_overflow(n, step, &offset) || __builtin_add_overflow(from, offset, &t) || t > kMaxSampleTime) {
+      Issue(IssueSeverity::kWarning, "time_overflow", [&] {
+        return Where(line_no) + ": sample times beyond the year 2200 (too many rows for the sampling interval); "
+                                "later rows share the last time";
+      });
+      return kMaxSampleTime;
+    }
+    return t;
+  }
+  /// The time of the n-th interval of a source without a clock.
+  TimeNs SyntheticTime(int64_t n, TimeNs interval, int64_t line_no) { return Advance(anchor_ns, n, interval, line_no); }
+
   /// Counts an unreadable timestamp (the row is skipped).
   void BadTimestamp(int64_t line_no, std::string_view text) {
     Issue(IssueSeverity::kWarning, "bad_timestamp",

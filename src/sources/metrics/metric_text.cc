@@ -202,7 +202,7 @@ std::optional<TimeNs> ParseTimestamp(std::string_view text) {
     while (i < text.size() && text[i] == ' ') ++i;
     int64_t day = 0;
     size_t j = i;
-    while (j < text.size() && text[j] >= '0' && text[j] <= '9') day = day * 10 + (text[j++] - '0');
+    while (j < text.size() && j - i < 2 && text[j] >= '0' && text[j] <= '9') day = day * 10 + (text[j++] - '0');
     if (month == 0 || j == i || j >= text.size() || text[j] != ' ') return std::nullopt;
     size_t used = 0;
     auto tod = TimeAt(text.substr(j + 1), used);
@@ -210,7 +210,8 @@ std::optional<TimeNs> ParseTimestamp(std::string_view text) {
     int64_t year = 0;
     const std::string_view year_text = TrimAsciiSpace(text.substr(j + 1 + used));
     if (year_text.size() != 4 || !Digits(year_text, 0, 4, year)) return std::nullopt;
-    if (day < 1 || day > 31) return std::nullopt;
+    // int64 nanoseconds reach 2262: years outside 1970-2200 are corrupt, not dates.
+    if (day < 1 || day > 31 || year < 1970 || year > 2200) return std::nullopt;
     return DaysFromCivil(year, static_cast<unsigned>(month), static_cast<unsigned>(day)) * 86400 * kNsPerS + *tod;
   } else {
     // Epoch seconds, as shell loggers write with `date +%s.%N`.

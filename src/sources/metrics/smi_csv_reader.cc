@@ -263,7 +263,7 @@ class SmiCsvReader final : public MetricLineReader {
       t = *parsed;
     } else {
       // No clock logged: rows are one interval apart per GPU cycle.
-      t = ctx_->anchor_ns + static_cast<TimeNs>(synthetic_cycle_) * ctx_->options.sample_interval_ns;
+      t = ctx_->SyntheticTime(synthetic_cycle_, ctx_->options.sample_interval_ns, line_no);
       metrics_.timestamps_synthetic = true;
     }
     int index = -1, count = 0;
@@ -285,12 +285,13 @@ class SmiCsvReader final : public MetricLineReader {
       if (std::find(cycle_seen_.begin(), cycle_seen_.end(), index) != cycle_seen_.end()) {
         cycle_seen_.clear();
         ++synthetic_cycle_;
-        t = ctx_->anchor_ns + static_cast<TimeNs>(synthetic_cycle_) * ctx_->options.sample_interval_ns;
+        t = ctx_->SyntheticTime(synthetic_cycle_, ctx_->options.sample_interval_ns, line_no);
       }
       cycle_seen_.push_back(index);
     } else if (time_col_ < 0) {
       // Positional GPUs and no clock: `count` rows make one interval.
-      t = ctx_->anchor_ns + (count > 0 ? positional_row_ / count : positional_row_) * ctx_->options.sample_interval_ns;
+      t = ctx_->SyntheticTime(count > 0 ? positional_row_ / count : positional_row_, ctx_->options.sample_interval_ns,
+                              line_no);
     }
     auto dev = Device(line_no, t, index, uuid, pci, count);
     if (!dev) return;

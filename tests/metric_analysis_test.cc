@@ -39,6 +39,18 @@ TEST(SeriesSketch, ExactStatisticsAndQuantiles) {
   EXPECT_NEAR(p.Quantile(0.5), 625.0, 625.0 * 0.004);
 }
 
+TEST(SeriesSketch, ExtremeValuesStayDefined) {
+  // Values at both ends of the double range land in log buckets far apart.
+  SeriesSketch s;
+  s.Add(0, -1e308);
+  s.Add(1, 1e308);
+  s.Add(2, -1e-300);
+  s.Add(3, 0.5);
+  EXPECT_EQ(s.count(), 4);
+  EXPECT_NEAR(s.Quantile(0.0) / -1e308, 1.0, 0.01);
+  EXPECT_NEAR(s.Quantile(1.0) / 1e308, 1.0, 0.01);
+}
+
 TEST(SeriesSketch, TimelineStaysBoundedAndKeepsTheMean) {
   SeriesSketch s;
   for (int64_t i = 0; i < 200000; ++i) s.Add(i * 100 * kNsPerMs, i < 100000 ? 10.0 : 90.0);

@@ -77,7 +77,7 @@ struct SeriesSketch::Histogram {
   std::vector<int64_t> exact;  // lazily sized kExactValues
   size_t exact_end = 0;        // one past the largest exact value seen
   std::vector<int64_t> dense;
-  int32_t dense_base = 0;
+  int64_t dense_base = 0;  // int64: keys span the whole int32 range
   std::unordered_map<int32_t, int64_t> buckets;
   int64_t total = 0;
 
@@ -90,26 +90,27 @@ struct SeriesSketch::Histogram {
       exact_end = std::max(exact_end, i + 1);
       return;
     }
-    const int32_t key = LogBucket(v);
+    const int64_t key = LogBucket(v);
     if (dense.empty()) {
       dense.assign(256, 0);
       dense_base = key - 128;
     }
-    if (key >= dense_base && key < dense_base + static_cast<int32_t>(dense.size())) {
+    const int64_t size = static_cast<int64_t>(dense.size());
+    if (key >= dense_base && key < dense_base + size) {
       ++dense[static_cast<size_t>(key - dense_base)];
       return;
     }
     // Grow the window to cover the key when it stays small; else use the map.
-    const int64_t lo = std::min<int64_t>(dense_base, key), hi = std::max<int64_t>(dense_base + static_cast<int64_t>(dense.size()), int64_t{key} + 1);
+    const int64_t lo = std::min(dense_base, key), hi = std::max(dense_base + size, key + 1);
     if (hi - lo <= static_cast<int64_t>(kMaxDense)) {
       std::vector<int64_t> grown(static_cast<size_t>(hi - lo), 0);
       std::copy(dense.begin(), dense.end(), grown.begin() + (dense_base - lo));
       dense = std::move(grown);
-      dense_base = static_cast<int32_t>(lo);
+      dense_base = lo;
       ++dense[static_cast<size_t>(key - dense_base)];
       return;
     }
-    ++buckets[key];
+    ++buckets[static_cast<int32_t>(key)];
   }
 
   /// (value, count) pairs in increasing value order.
@@ -118,7 +119,7 @@ struct SeriesSketch::Histogram {
     out.reserve(buckets.size() + 64);
     for (const auto& [key, n] : buckets) out.emplace_back(BucketValue(key), n);
     for (size_t i = 0; i < dense.size(); ++i)
-      if (dense[i] > 0) out.emplace_back(BucketValue(dense_base + static_cast<int32_t>(i)), dense[i]);
+      if (dense[i] > 0) out.emplace_back(BucketValue(static_cast<int32_t>(dense_base + static_cast<int64_t>(i))), dense[i]);
     for (size_t i = 0; i < exact_end; ++i)
       if (exact[i] > 0) out.emplace_back(static_cast<double>(i), exact[i]);
     std::sort(out.begin(), out.end());
@@ -412,7 +413,9 @@ SeriesSketch::Rhythm SeriesSketch::rhythm() const {
       out.period_samples = k;
     }
   }
-  out.period_ns = out.period_samples * MedianInterval();
+  // In double: a corrupt log's median spacing times the lag must not overflow.
+  const double period = static_cast<double>(out.period_samples) * static_cast<double>(MedianInterval());
+  out.period_ns = period >= 9.0e18 ? TimeNs{9'000'000'000'000'000'000} : static_cast<TimeNs>(period);
   return out;
 }
 

@@ -1,0 +1,96 @@
+// Our own declarations of the NVML C ABI subset gputriage calls. No NVIDIA header
+// is installable here (nvml.h ships in non-free packages), and NVIDIA's header
+// carries its notice, so the types, enums and signatures are written from the
+// published API (shared/reference/gpu-metrics.md §3, checked against go-nvml's
+// nvml.h): layouts and sizes must match the driver's library exactly.
+//
+// Used by the loader (nvml_library.cc) and by the fake library the tests load
+// through it (tests/fake_nvml/), so both sides agree on one definition.
+#pragma once
+
+#include <cstdint>
+
+extern "C" {
+
+typedef int nvmlReturn_t;
+enum : int {
+  NVML_SUCCESS = 0,
+  NVML_ERROR_UNINITIALIZED = 1,
+  NVML_ERROR_INVALID_ARGUMENT = 2,
+  NVML_ERROR_NOT_SUPPORTED = 3,
+  NVML_ERROR_NO_PERMISSION = 4,
+  NVML_ERROR_NOT_FOUND = 6,
+  NVML_ERROR_INSUFFICIENT_SIZE = 7,
+  NVML_ERROR_DRIVER_NOT_LOADED = 9,
+  NVML_ERROR_LIBRARY_NOT_FOUND = 12,
+  NVML_ERROR_FUNCTION_NOT_FOUND = 13,
+  NVML_ERROR_GPU_IS_LOST = 15,
+  NVML_ERROR_LIB_RM_VERSION_MISMATCH = 18,
+  NVML_ERROR_NO_DATA = 21,
+  NVML_ERROR_ARGUMENT_VERSION_MISMATCH = 25,
+  NVML_ERROR_DEPRECATED = 26,
+  NVML_ERROR_NOT_READY = 27,
+  NVML_ERROR_GPU_NOT_FOUND = 28,
+  NVML_ERROR_UNKNOWN = 999,
+};
+
+struct nvmlDevice_st;
+typedef struct nvmlDevice_st* nvmlDevice_t;  // pointer-sized opaque handle
+
+typedef struct nvmlUtilization_st {
+  unsigned int gpu;     // % of the sample period with a kernel executing
+  unsigned int memory;  // % of the sample period with device memory read or written
+} nvmlUtilization_t;
+
+typedef struct nvmlMemory_st {
+  unsigned long long total;
+  unsigned long long free;
+  unsigned long long used;
+} nvmlMemory_t;
+
+typedef struct nvmlPciInfo_st {
+  char busIdLegacy[16];
+  unsigned int domain;
+  unsigned int bus;
+  unsigned int device;
+  unsigned int pciDeviceId;
+  unsigned int pciSubSystemId;
+  char busId[32];
+} nvmlPciInfo_t;
+
+typedef int nvmlClockType_t;
+enum : int { NVML_CLOCK_GRAPHICS = 0, NVML_CLOCK_SM = 1, NVML_CLOCK_MEM = 2, NVML_CLOCK_VIDEO = 3 };
+
+typedef int nvmlTemperatureSensors_t;
+enum : int { NVML_TEMPERATURE_GPU = 0 };
+
+typedef int nvmlPcieUtilCounter_t;
+enum : int { NVML_PCIE_UTIL_TX_BYTES = 0, NVML_PCIE_UTIL_RX_BYTES = 1 };
+
+constexpr unsigned int NVML_DEVICE_NAME_BUFFER_SIZE = 96;
+constexpr unsigned int NVML_DEVICE_UUID_BUFFER_SIZE = 96;
+constexpr unsigned int NVML_SYSTEM_DRIVER_VERSION_BUFFER_SIZE = 80;
+
+// Function signatures, as pointer types the loader resolves with dlsym.
+using nvmlInit_fn = nvmlReturn_t (*)();
+using nvmlShutdown_fn = nvmlReturn_t (*)();
+using nvmlErrorString_fn = const char* (*)(nvmlReturn_t);
+using nvmlSystemGetDriverVersion_fn = nvmlReturn_t (*)(char*, unsigned int);
+using nvmlDeviceGetCount_fn = nvmlReturn_t (*)(unsigned int*);
+using nvmlDeviceGetHandleByIndex_fn = nvmlReturn_t (*)(unsigned int, nvmlDevice_t*);
+using nvmlDeviceGetString_fn = nvmlReturn_t (*)(nvmlDevice_t, char*, unsigned int);  // name, UUID
+using nvmlDeviceGetPciInfo_fn = nvmlReturn_t (*)(nvmlDevice_t, nvmlPciInfo_t*);
+using nvmlDeviceGetUtilizationRates_fn = nvmlReturn_t (*)(nvmlDevice_t, nvmlUtilization_t*);
+using nvmlDeviceGetMemoryInfo_fn = nvmlReturn_t (*)(nvmlDevice_t, nvmlMemory_t*);
+using nvmlDeviceGetUInt_fn = nvmlReturn_t (*)(nvmlDevice_t, unsigned int*);  // power (mW), limit (mW)
+using nvmlDeviceGetClockInfo_fn = nvmlReturn_t (*)(nvmlDevice_t, nvmlClockType_t, unsigned int*);
+using nvmlDeviceGetTemperature_fn = nvmlReturn_t (*)(nvmlDevice_t, nvmlTemperatureSensors_t, unsigned int*);
+using nvmlDeviceGetClocksEventReasons_fn = nvmlReturn_t (*)(nvmlDevice_t, unsigned long long*);
+using nvmlDeviceGetPcieThroughput_fn = nvmlReturn_t (*)(nvmlDevice_t, nvmlPcieUtilCounter_t, unsigned int*);
+using nvmlDeviceGetMigMode_fn = nvmlReturn_t (*)(nvmlDevice_t, unsigned int*, unsigned int*);
+
+}  // extern "C"
+
+static_assert(sizeof(nvmlUtilization_t) == 8);
+static_assert(sizeof(nvmlMemory_t) == 24);
+static_assert(sizeof(nvmlPciInfo_t) == 68);

@@ -1,0 +1,322 @@
+// A fake libnvidia-ml.so.1: the same C ABI as NVML (src/sources/nvml/nvml_api.h),
+// driven by a scenario file, so the real loader and sampler can be tested on
+// machines without a GPU. With no scenario it presents one healthy GPU.
+//
+// Scenario ($GPUTRIAGE_FAKE_NVML_SCENARIO), one directive per line, '#' comments:
+//   driver 550.54.15
+//   init_error 9                     nvmlInit returns this code (9 = driver not loaded)
+//   device name="NVIDIA H100 80GB HBM3" uuid=GPU-1 bus=00000000:18:00.0 power_limit_w=700
+//          max_sm_mhz=1980 memory_total_mib=81559 mig=0
+//   series gpu_util 97 97 0 0        for the last device; cycles, one value per sample
+//          (gpu_util mem_util power_w sm_mhz mem_mhz temp_c mem_used_mib reasons pcie_rx_kbs pcie_tx_kbs)
+//   unsupported power reasons        these calls return NVML_ERROR_NOT_SUPPORTED
+//   lost_after 20                    from the 21st sample on, every call returns GPU_IS_LOST
+//   error util 4                     this call always returns the code (4 = no permission)
+// A "sample" is one nvmlDeviceGetUtilizationRates call on that device (the
+// sampler asks for utilization first); other getters read the current sample.
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "src/sources/nvml/nvml_api.h"
+
+namespace {
+
+struct FakeDevice {
+  std::string name = "Fake GPU (gputriage test)";
+  std::string uuid = "GPU-fake-0000";
+  std::string bus = "00000000:01:00.0";
+  unsigned power_limit_w = 300;
+  unsigned max_sm_mhz = 1500;
+  unsigned long long memory_total_mib = 16384;
+  unsigned mig = 0;
+  std::map<std::string, std::vector<double>> series;
+  std::map<std::string, int> errors;  // call → return code
+  long lost_after = -1;
+  long sample = -1;  // advanced by each utilization call
+};
+
+struct Scenario {
+  bool loaded = false;
+  std::string driver = "999.99.99-fake";
+  int init_error = 0;
+  bool initialised = false;
+  std::vector<FakeDevice> devices;
+};
+
+Scenario& State() {
+  static Scenario s;
+  return s;
+}
+
+std::map<std::string, std::string> KeyValues(std::istringstream& in) {
+  std::map<std::string, std::string> kv;
+  std::string rest;
+  std::getline(in, rest);
+  size_t i = 0;
+  while (i < rest.size()) {
+    while (i < rest.size() && rest[i] == ' ') ++i;
+    const size_t eq = rest.find('=', i);
+    if (eq == std::string::npos) break;
+    const std::string key = rest.substr(i, eq - i);
+    std::string value;
+    size_t j = eq + 1;
+    if (j < rest.size() && rest[j] == '"') {
+      const size_t close = rest.find('"', j + 1);
+      value = rest.substr(j + 1, close - j - 1);
+      j = close == std::string::npos ? rest.size() : close + 1;
+    } else {
+      const size_t sp = rest.find(' ', j);
+      value = rest.substr(j, sp == std::string::npos ? std::string::npos : sp - j);
+      j = sp == std::string::npos ? rest.size() : sp;
+    }
+    kv[key] = value;
+    i = j;
+  }
+  return kv;
+}
+
+void Load() {
+  Scenario& s = State();
+  if (s.loaded) return;
+  s.loaded = true;
+  const char* path = std::getenv("GPUTRIAGE_FAKE_NVML_SCENARIO");
+  if (path == nullptr || *path == '\0') {
+    FakeDevice healthy;
+    healthy.series["gpu_util"] = {95};
+    healthy.series["power_w"] = {250};
+    healthy.series["sm_mhz"] = {1500};
+    s.devices.push_back(healthy);
+    return;
+  }
+  std::ifstream file(path);
+  std::string line;
+  while (std::getline(file, line)) {
+    const size_t hash = line.find('#');
+    if (hash != std::string::npos) line.resize(hash);
+    std::istringstream in(line);
+    std::string word;
+    if (!(in >> word)) continue;
+    if (word == "driver") {
+      in >> s.driver;
+    } else if (word == "init_error") {
+      in >> s.init_error;
+    } else if (word == "device") {
+      FakeDevice d;
+      d.uuid = "GPU-fake-" + std::to_string(s.devices.size());
+      auto kv = KeyValues(in);
+      if (kv.count("name")) d.name = kv["name"];
+      if (kv.count("uuid")) d.uuid = kv["uuid"];
+      if (kv.count("bus")) d.bus = kv["bus"];
+      if (kv.count("power_limit_w")) d.power_limit_w = static_cast<unsigned>(std::stoul(kv["power_limit_w"]));
+      if (kv.count("max_sm_mhz")) d.max_sm_mhz = static_cast<unsigned>(std::stoul(kv["max_sm_mhz"]));
+      if (kv.count("memory_total_mib")) d.memory_total_mib = std::stoull(kv["memory_total_mib"]);
+      if (kv.count("mig")) d.mig = static_cast<unsigned>(std::stoul(kv["mig"]));
+      s.devices.push_back(d);
+    } else if (!s.devices.empty()) {
+      FakeDevice& d = s.devices.back();
+      if (word == "series") {
+        std::string metric;
+        in >> metric;
+        double v;
+        while (in >> v) d.series[metric].push_back(v);
+      } else if (word == "unsupported") {
+        std::string call;
+        while (in >> call) d.errors[call] = NVML_ERROR_NOT_SUPPORTED;
+      } else if (word == "error") {
+        std::string call;
+        int code = 0;
+        in >> call >> code;
+        d.errors[call] = code;
+      } else if (word == "lost_after") {
+        in >> d.lost_after;
+      }
+    }
+  }
+}
+
+FakeDevice* Get(nvmlDevice_t handle) {
+  Scenario& s = State();
+  const auto index = reinterpret_cast<uintptr_t>(handle);
+  if (!s.initialised || index == 0 || index > s.devices.size()) return nullptr;
+  return &s.devices[index - 1];
+}
+
+/// The code a call returns on this device now (0 = success).
+int Outcome(FakeDevice& d, const std::string& call) {
+  if (d.lost_after >= 0 && d.sample >= d.lost_after) return NVML_ERROR_GPU_IS_LOST;
+  auto it = d.errors.find(call);
+  return it == d.errors.end() ? NVML_SUCCESS : it->second;
+}
+
+double Value(const FakeDevice& d, const std::string& metric, double fallback) {
+  auto it = d.series.find(metric);
+  if (it == d.series.end() || it->second.empty()) return fallback;
+  const long i = d.sample < 0 ? 0 : d.sample;
+  return it->second[static_cast<size_t>(i) % it->second.size()];
+}
+
+void Copy(const std::string& text, char* out, unsigned int length) {
+  if (length == 0) return;
+  std::snprintf(out, length, "%s", text.c_str());
+}
+
+}  // namespace
+
+#define FAKE_API extern "C" __attribute__((visibility("default")))
+
+FAKE_API nvmlReturn_t nvmlInit_v2() {
+  // Each init reads the scenario afresh: a test process loads the library
+  // several times, and dlclose need not unload it.
+  State() = Scenario{};
+  Load();
+  Scenario& s = State();
+  if (s.init_error != 0) return s.init_error;
+  s.initialised = true;
+  return NVML_SUCCESS;
+}
+
+FAKE_API nvmlReturn_t nvmlShutdown() {
+  State().initialised = false;
+  return NVML_SUCCESS;
+}
+
+FAKE_API const char* nvmlErrorString(nvmlReturn_t code) {
+  switch (code) {
+    case NVML_SUCCESS: return "Success";
+    case NVML_ERROR_NOT_SUPPORTED: return "Not Supported";
+    case NVML_ERROR_NO_PERMISSION: return "Insufficient Permissions";
+    case NVML_ERROR_DRIVER_NOT_LOADED: return "Driver Not Loaded";
+    case NVML_ERROR_GPU_IS_LOST: return "GPU is lost";
+    default: return "Unknown Error";
+  }
+}
+
+FAKE_API nvmlReturn_t nvmlSystemGetDriverVersion(char* version, unsigned int length) {
+  if (!State().initialised) return NVML_ERROR_UNINITIALIZED;
+  Copy(State().driver, version, length);
+  return NVML_SUCCESS;
+}
+
+FAKE_API nvmlReturn_t nvmlDeviceGetCount_v2(unsigned int* count) {
+  if (!State().initialised) return NVML_ERROR_UNINITIALIZED;
+  *count = static_cast<unsigned int>(State().devices.size());
+  return NVML_SUCCESS;
+}
+
+FAKE_API nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned int index, nvmlDevice_t* device) {
+  if (!State().initialised) return NVML_ERROR_UNINITIALIZED;
+  if (index >= State().devices.size()) return NVML_ERROR_INVALID_ARGUMENT;
+  *device = reinterpret_cast<nvmlDevice_t>(static_cast<uintptr_t>(index) + 1);
+  return NVML_SUCCESS;
+}
+
+FAKE_API nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t device, char* name, unsigned int length) {
+  FakeDevice* d = Get(device);
+  if (!d) return NVML_ERROR_INVALID_ARGUMENT;
+  Copy(d->name, name, length);
+  return NVML_SUCCESS;
+}
+
+FAKE_API nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t device, char* uuid, unsigned int length) {
+  FakeDevice* d = Get(device);
+  if (!d) return NVML_ERROR_INVALID_ARGUMENT;
+  Copy(d->uuid, uuid, length);
+  return NVML_SUCCESS;
+}
+
+FAKE_API nvmlReturn_t nvmlDeviceGetPciInfo_v3(nvmlDevice_t device, nvmlPciInfo_t* pci) {
+  FakeDevice* d = Get(device);
+  if (!d) return NVML_ERROR_INVALID_ARGUMENT;
+  std::memset(pci, 0, sizeof *pci);
+  Copy(d->bus, pci->busId, sizeof pci->busId);
+  return NVML_SUCCESS;
+}
+
+FAKE_API nvmlReturn_t nvmlDeviceGetMigMode(nvmlDevice_t device, unsigned int* current, unsigned int* pending) {
+  FakeDevice* d = Get(device);
+  if (!d) return NVML_ERROR_INVALID_ARGUMENT;
+  *current = *pending = d->mig;
+  return NVML_SUCCESS;
+}
+
+FAKE_API nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device, nvmlUtilization_t* u) {
+  FakeDevice* d = Get(device);
+  if (!d) return NVML_ERROR_INVALID_ARGUMENT;
+  ++d->sample;
+  if (d->mig) return NVML_ERROR_NOT_SUPPORTED;  // NVML reports no utilization under MIG
+  if (int rc = Outcome(*d, "util")) return rc;
+  u->gpu = static_cast<unsigned>(Value(*d, "gpu_util", 0));
+  u->memory = static_cast<unsigned>(Value(*d, "mem_util", 0));
+  return NVML_SUCCESS;
+}
+
+FAKE_API nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t* m) {
+  FakeDevice* d = Get(device);
+  if (!d) return NVML_ERROR_INVALID_ARGUMENT;
+  if (int rc = Outcome(*d, "memory")) return rc;
+  m->total = d->memory_total_mib << 20;
+  m->used = static_cast<unsigned long long>(Value(*d, "mem_used_mib", 0)) << 20;
+  m->free = m->total > m->used ? m->total - m->used : 0;
+  return NVML_SUCCESS;
+}
+
+FAKE_API nvmlReturn_t nvmlDeviceGetPowerUsage(nvmlDevice_t device, unsigned int* milliwatts) {
+  FakeDevice* d = Get(device);
+  if (!d) return NVML_ERROR_INVALID_ARGUMENT;
+  if (int rc = Outcome(*d, "power")) return rc;
+  *milliwatts = static_cast<unsigned>(Value(*d, "power_w", 0) * 1000.0);
+  return NVML_SUCCESS;
+}
+
+FAKE_API nvmlReturn_t nvmlDeviceGetEnforcedPowerLimit(nvmlDevice_t device, unsigned int* milliwatts) {
+  FakeDevice* d = Get(device);
+  if (!d) return NVML_ERROR_INVALID_ARGUMENT;
+  *milliwatts = d->power_limit_w * 1000;
+  return NVML_SUCCESS;
+}
+
+FAKE_API nvmlReturn_t nvmlDeviceGetClockInfo(nvmlDevice_t device, nvmlClockType_t type, unsigned int* mhz) {
+  FakeDevice* d = Get(device);
+  if (!d) return NVML_ERROR_INVALID_ARGUMENT;
+  if (int rc = Outcome(*d, "clocks")) return rc;
+  *mhz = static_cast<unsigned>(type == NVML_CLOCK_MEM ? Value(*d, "mem_mhz", 1593) : Value(*d, "sm_mhz", 0));
+  return NVML_SUCCESS;
+}
+
+FAKE_API nvmlReturn_t nvmlDeviceGetMaxClockInfo(nvmlDevice_t device, nvmlClockType_t type, unsigned int* mhz) {
+  FakeDevice* d = Get(device);
+  if (!d) return NVML_ERROR_INVALID_ARGUMENT;
+  *mhz = type == NVML_CLOCK_SM ? d->max_sm_mhz : 1593;
+  return NVML_SUCCESS;
+}
+
+FAKE_API nvmlReturn_t nvmlDeviceGetTemperature(nvmlDevice_t device, nvmlTemperatureSensors_t, unsigned int* celsius) {
+  FakeDevice* d = Get(device);
+  if (!d) return NVML_ERROR_INVALID_ARGUMENT;
+  if (int rc = Outcome(*d, "temperature")) return rc;
+  *celsius = static_cast<unsigned>(Value(*d, "temp_c", 50));
+  return NVML_SUCCESS;
+}
+
+// Only the pre-R535 name, so the loader's fallback is what finds it.
+FAKE_API nvmlReturn_t nvmlDeviceGetCurrentClocksThrottleReasons(nvmlDevice_t device, unsigned long long* reasons) {
+  FakeDevice* d = Get(device);
+  if (!d) return NVML_ERROR_INVALID_ARGUMENT;
+  if (int rc = Outcome(*d, "reasons")) return rc;
+  *reasons = static_cast<unsigned long long>(Value(*d, "reasons", 0));
+  return NVML_SUCCESS;
+}
+
+FAKE_API nvmlReturn_t nvmlDeviceGetPcieThroughput(nvmlDevice_t device, nvmlPcieUtilCounter_t counter, unsigned int* kbs) {
+  FakeDevice* d = Get(device);
+  if (!d) return NVML_ERROR_INVALID_ARGUMENT;
+  if (int rc = Outcome(*d, "pcie")) return rc;
+  *kbs = static_cast<unsigned>(counter == NVML_PCIE_UTIL_RX_BYTES ? Value(*d, "pcie_rx_kbs", 0) : Value(*d, "pcie_tx_kbs", 0));
+  return NVML_SUCCESS;
+}

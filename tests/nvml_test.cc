@@ -1,0 +1,172 @@
+// The NVML loader and sampler through the real dlopen path, against the fake
+// libnvidia-ml.so.1 built in tests/fake_nvml and driven by scenario files.
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "gputriage/diagnosis.h"
+#include "src/sources/nvml/nvml_library.h"
+#include "src/sources/nvml/nvml_sampler.h"
+
+namespace gputriage {
+namespace {
+
+const std::string kFake = GPUTRIAGE_FAKE_NVML;
+
+class Nvml : public ::testing::Test {
+ protected:
+  void TearDown() override {
+    unsetenv("GPUTRIAGE_FAKE_NVML_SCENARIO");
+    unsetenv(NvmlLibrary::kPathEnv);
+    if (!scenario_.empty()) std::filesystem::remove(scenario_);
+  }
+  void Scenario(const std::string& text) {
+    scenario_ = (std::filesystem::temp_directory_path() /
+                 ("gputriage_nvml_" + std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()) + ".txt"))
+                    .string();
+    std::ofstream(scenario_) << text;
+    setenv("GPUTRIAGE_FAKE_NVML_SCENARIO", scenario_.c_str(), 1);
+  }
+  /// Loads the fake through the real loader, samples `n` times `interval` apart.
+  Recording Record(int n, TimeNs interval = 100 * kNsPerMs) {
+    auto nvml = NvmlLibrary::Load(kFake);
+    EXPECT_TRUE(nvml.ok()) << nvml.status().ToString();
+    Recording rec;
+    if (!nvml.ok()) return rec;
+    auto sampler = NvmlSampler::Open(**nvml, rec);
+    EXPECT_TRUE(sampler.ok()) << sampler.status().ToString();
+    if (!sampler.ok()) return rec;
+    const TimeNs start = 1'700'000'000 * kNsPerS;
+    for (int i = 0; i < n; ++i) sampler->Sample(start + i * interval, rec);
+    lost_ = sampler->lost_devices();
+    return rec;
+  }
+  std::string scenario_;
+  int lost_ = 0;
+};
+
+TEST_F(Nvml, NoScenarioIsOneHealthyGpu) {
+  Recording rec = Record(10);
+  EXPECT_EQ(rec.format, "nvml");
+  ASSERT_EQ(rec.metrics.devices.size(), 1u);
+  const auto& d = rec.metrics.devices[0];
+  EXPECT_EQ(d.name, "Fake GPU (gputriage test)");
+  EXPECT_EQ(d.uuid, "GPU-fake-0000");
+  EXPECT_EQ(d.pci_bus_id, "00000000:01:00.0");
+  EXPECT_EQ(d.driver_version, "999.99.99-fake");
+  EXPECT_DOUBLE_EQ(d.power_limit_w, 300);
+  EXPECT_EQ(d.Get(Metric::kGpuUtil).count(), 10);
+  EXPECT_DOUBLE_EQ(d.Get(Metric::kGpuUtil).mean(), 95);
+  EXPECT_DOUBLE_EQ(d.Get(Metric::kPowerW).mean(), 250);
+  EXPECT_EQ(d.Get(Metric::kGpuUtil).MedianInterval(), 100 * kNsPerMs);
+  EXPECT_EQ(rec.metrics.rows, 10);
+}
+
+TEST_F(Nvml, InputBoundSawtoothThroughTheLoaderEndsInTheSameVerdict) {
+  Scenario(
+      "driver 550.54.15\n"
+      "device name=\"NVIDIA H100 80GB HBM3\" uuid=GPU-h100 bus=00000000:18:00.0 power_limit_w=700 max_sm_mhz=1980\n"
+      "series gpu_util 97 97 97 97 97 0 0 0   # the loader refills for 0.3 s of every 0.8 s\n"
+      "series power_w 420 430 440 430 420 120 110 115\n"
+      "series sm_mhz 1980\n"
+      "series mem_used_mib 60000\n"
+      "series pcie_rx_kbs 2000 2000 2000 2000 2000 900000 900000 900000\n");
+  Recording rec = Record(6000);  // 10 minutes at 100 ms
+  const auto& d = rec.metrics.devices.at(0);
+  EXPECT_EQ(d.name, "NVIDIA H100 80GB HBM3");
+  EXPECT_DOUBLE_EQ(d.max_sm_clock_mhz, 1980);
+  EXPECT_EQ(d.memory_total_bytes, 16384LL << 20);
+  EXPECT_DOUBLE_EQ(d.Get(Metric::kPcieRxBytesPerS).max(), 900000e3);
+  gputriage::Run run;
+  run.recordings.push_back(std::move(rec));
+  const Diagnosis diagnosis = Diagnose(run);
+  const Finding* input = nullptr;
+  for (const auto& f : diagnosis.findings)
+    if (f.verdict == "input_bound") input = &f;
+  ASSERT_TRUE(input);
+  bool period = false;
+  for (const auto& e : input->evidence)
+    if (e.name == "rhythm_period_s") period = std::abs(e.value - 0.8) < 1e-9;
+  EXPECT_TRUE(period);
+  EXPECT_NEAR(diagnosis.summary.gpu_util_mean_percent, 97.0 * 5 / 8, 1e-9);
+}
+
+TEST_F(Nvml, GpuLostMidRunKeepsWhatWasSampled) {
+  Scenario("device name=\"NVIDIA A100-SXM4-80GB\"\nseries gpu_util 90\nlost_after 20\n"
+           "device name=\"NVIDIA A100-SXM4-80GB\" uuid=GPU-second\nseries gpu_util 80\n");
+  Recording rec = Record(50);
+  EXPECT_EQ(lost_, 1);
+  ASSERT_EQ(rec.metrics.devices.size(), 2u);
+  EXPECT_EQ(rec.metrics.devices[0].Get(Metric::kGpuUtil).count(), 20);
+  EXPECT_EQ(rec.metrics.devices[1].Get(Metric::kGpuUtil).count(), 50);  // the other GPU goes on
+  const auto* lost = rec.stats.FindIssue("gpu_lost");
+  ASSERT_TRUE(lost);
+  EXPECT_EQ(lost->severity, IssueSeverity::kError);
+  EXPECT_EQ(lost->count, 1);
+  EXPECT_NE(lost->message.find("GPU 0"), std::string::npos);
+}
+
+TEST_F(Nvml, UnsupportedMetricsAreMissingAndSamplingGoesOn) {
+  Scenario("device name=\"Tesla T4\"\nseries gpu_util 40\nseries power_w 35\nunsupported power reasons pcie\n"
+           "error temperature 4\n");
+  Recording rec = Record(30);
+  const auto& d = rec.metrics.devices.at(0);
+  EXPECT_EQ(d.Get(Metric::kGpuUtil).count(), 30);
+  EXPECT_EQ(d.Get(Metric::kPowerW).count(), 0);
+  EXPECT_EQ(d.Get(Metric::kClockEventReasons).count(), 0);
+  EXPECT_EQ(d.Get(Metric::kPcieRxBytesPerS).count(), 0);
+  EXPECT_EQ(d.Get(Metric::kGpuTempC).count(), 0);
+  const auto* unsupported = rec.stats.FindIssue("nvml_not_supported");
+  ASSERT_TRUE(unsupported);
+  EXPECT_EQ(unsupported->count, 4);  // power, reasons, PCIe RX and TX: asked once each, then not again
+  const auto* permission = rec.stats.FindIssue("nvml_no_permission");
+  ASSERT_TRUE(permission);
+  EXPECT_NE(permission->message.find("Insufficient Permissions"), std::string::npos);
+}
+
+TEST_F(Nvml, MigHidesUtilizationButNotPower) {
+  Scenario("device name=\"NVIDIA H100 80GB HBM3\" power_limit_w=700 mig=1\nseries power_w 438\n");
+  Recording rec = Record(100, kNsPerS);
+  const auto& d = rec.metrics.devices.at(0);
+  EXPECT_TRUE(d.mig_mode);
+  EXPECT_EQ(d.Get(Metric::kGpuUtil).count(), 0);
+  gputriage::Run run;
+  run.recordings.push_back(std::move(rec));
+  const Diagnosis diagnosis = Diagnose(run);
+  ASSERT_FALSE(diagnosis.findings.empty());
+  EXPECT_EQ(diagnosis.findings[0].verdict, "utilization_unavailable");
+  for (const auto& f : diagnosis.findings) EXPECT_NE(f.verdict, "idle");
+}
+
+TEST_F(Nvml, NoDriverIsAClearError) {
+  auto missing = NvmlLibrary::Load("/nonexistent/libnvidia-ml.so.1");
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.status().code(), StatusCode::kNotFound);
+  EXPECT_NE(missing.status().message().find("/nonexistent/libnvidia-ml.so.1"), std::string::npos);
+  EXPECT_NE(missing.status().message().find("--nvml-library"), std::string::npos);
+
+  Scenario("init_error 9\n");  // the library is there, the kernel driver is not
+  auto not_loaded = NvmlLibrary::Load(kFake);
+  ASSERT_FALSE(not_loaded.ok());
+  EXPECT_NE(not_loaded.status().message().find("Driver Not Loaded"), std::string::npos);
+
+  auto not_nvml = NvmlLibrary::Load("libz.so.1");  // loads, but is not NVML
+  ASSERT_FALSE(not_nvml.ok());
+  EXPECT_EQ(not_nvml.status().code(), StatusCode::kUnimplemented);
+  EXPECT_NE(not_nvml.status().message().find("nvmlInit_v2"), std::string::npos);
+}
+
+TEST_F(Nvml, EnvironmentNamesTheLibrary) {
+  setenv(NvmlLibrary::kPathEnv, kFake.c_str(), 1);
+  auto nvml = NvmlLibrary::Load();
+  ASSERT_TRUE(nvml.ok()) << nvml.status().ToString();
+  EXPECT_EQ((*nvml)->path(), kFake);
+  // The fake exports only the pre-R535 throttle-reasons name: the fallback finds it.
+  EXPECT_NE((*nvml)->api().DeviceGetClocksEventReasons, nullptr);
+}
+
+}  // namespace
+}  // namespace gputriage

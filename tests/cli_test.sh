@@ -3,6 +3,7 @@
 set -u
 bin=$1
 data=$2
+fake_nvml=${3:-}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fail=0
@@ -93,6 +94,34 @@ check "headerless CSV without --smi-columns" 3 "$bin" diagnose --format nvidia-s
 grep -q "headerless.csv:1" "$tmp/err" && grep -q -- "--smi-columns" "$tmp/err" || { echo "FAIL: headerless error"; cat "$tmp/err"; fail=1; }
 check "headerless CSV with --smi-columns" 0 "$bin" diagnose --smi-columns timestamp,index,utilization.gpu "$tmp/headerless.csv"
 check "bad workload" 2 "$bin" diagnose --workload llm "$h100"
+
+# ---- record ----
+check "record without a driver still runs the job and returns its exit code" 7 \
+  "$bin" record --nvml-library /nonexistent/libnvidia-ml.so.1 -- sh -c 'exit 7'
+grep -q "GPU metrics unavailable" "$tmp/err" || { echo "FAIL: no-driver note"; cat "$tmp/err"; fail=1; }
+check "record: a command that cannot start" 3 "$bin" record --nvml-library /nonexistent/x.so -- /nonexistent/command
+grep -q "/nonexistent/command" "$tmp/err" || { echo "FAIL: exec error names the command"; cat "$tmp/err"; fail=1; }
+check "record: a job killed by a signal" 137 "$bin" record --nvml-library /nonexistent/x.so -- sh -c 'kill -9 $$'
+if [ -n "$fake_nvml" ]; then
+  check "record through the fake NVML" 0 "$bin" record --nvml-library "$fake_nvml" --interval 0.02 --json "$tmp/rec.json" -- sleep 0.3
+  grep -q "at_compute_limit" "$tmp/err" || { echo "FAIL: no diagnosis after record"; cat "$tmp/err"; fail=1; }
+  python3 - "$tmp/rec.json" <<'PY' || fail=1
+import json, sys
+d = json.load(open(sys.argv[1]))
+dev = d["recordings"][0]["metric_devices"][0]
+assert dev["name"] == "Fake GPU (gputriage test)", dev["name"]
+assert dev["metrics"]["gpu_util"]["samples"] >= 5, dev["metrics"]["gpu_util"]
+assert d["recordings"][0]["format"] == "nvml"
+print("ok: record JSON")
+PY
+  # SIGTERM to the recorder reaches the job; the recorder exits with the job's status.
+  "$bin" record --nvml-library "$fake_nvml" -- sleep 30 >"$tmp/out" 2>"$tmp/err" &
+  rec_pid=$!
+  sleep 0.5
+  kill -TERM "$rec_pid"
+  wait "$rec_pid"; got=$?
+  if [ "$got" = 143 ]; then echo "ok: SIGTERM forwarded (exit 143)"; else echo "FAIL: SIGTERM forwarding: exit $got"; fail=1; fi
+fi
 
 check "bad flag" 2 "$bin" diagnose --colour=pink "$nw0"
 check "no subcommand" 2 "$bin"

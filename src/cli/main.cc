@@ -5,7 +5,9 @@
 //   0  the diagnosis was printed (and no finding reached --fail-on)
 //   1  a finding reached the --fail-on severity
 //   2  usage error (bad flag or value)
-//   3  an input could not be read (missing, unreadable, not a trace or metric log, corrupt)
+//   3  an input could not be read (missing, unreadable, not a trace or metric log, corrupt),
+//      or `record` could not start its command
+// `record` exits with the recorded command's exit code (128 + N when signal N killed it).
 #include <unistd.h>
 
 #include <cmath>
@@ -21,6 +23,7 @@
 #include "gputriage/import.h"
 #include "gputriage/report.h"
 #include "gputriage/version.h"
+#include "src/record/recorder.h"
 
 namespace {
 
@@ -124,6 +127,53 @@ int RunCost(const CostArgs& args) {
   return kExitOk;
 }
 
+struct RecordArgs {
+  std::vector<std::string> command;
+  double interval_s = 0.1;
+  std::string nvml_library;
+  std::string json_path;
+  std::string workload = "unspecified";
+  std::optional<double> price_per_gpu_hour;
+};
+
+/// Runs the job, then prints the diagnosis of what was sampled to stderr (the
+/// job's stdout stays its own) and exits with the job's exit code.
+int RunRecord(const RecordArgs& args) {
+  gputriage::RecordOptions options;
+  options.command = args.command;
+  options.interval_ns = static_cast<gputriage::TimeNs>(std::llround(args.interval_s * 1e9));
+  options.nvml_library = args.nvml_library;
+  auto result = gputriage::RecordCommand(options);
+  if (!result.ok()) {
+    std::fprintf(stderr, "gputriage: error: %s\n", result.status().ToString().c_str());
+    return kExitInput;
+  }
+  if (!result->gpu_metrics)
+    std::fprintf(stderr, "gputriage: GPU metrics unavailable: %s\n", result->gpu_note.c_str());
+  gputriage::Run run;
+  run.recordings.push_back(std::move(result->recording));
+  gputriage::DiagnoseOptions diagnose;
+  diagnose.workload = *gputriage::ParseWorkloadClass(args.workload);
+  diagnose.price_per_gpu_hour = args.price_per_gpu_hour;
+  const gputriage::Diagnosis diagnosis = gputriage::Diagnose(run, diagnose);
+  if (result->gpu_metrics) {
+    const std::string text = gputriage::RenderTerminal(run, diagnosis, {});
+    std::fwrite(text.data(), 1, text.size(), stderr);
+  }
+  if (!args.json_path.empty()) {
+    FILE* f = std::fopen(args.json_path.c_str(), "w");
+    if (f == nullptr) {
+      std::fprintf(stderr, "gputriage: error: cannot write %s\n", args.json_path.c_str());
+    } else {
+      const std::string json = gputriage::RenderJson(run, diagnosis);
+      std::fwrite(json.data(), 1, json.size(), f);
+      std::fputc('\n', f);
+      std::fclose(f);
+    }
+  }
+  return result->exit_code;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -170,6 +220,18 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0.0, 100.0));
   cost->add_flag("--json", c.json, "print JSON");
 
+  auto* record = app.add_subcommand(
+      "record", "Run a command and record its GPUs through NVML, then diagnose the recording (report on stderr)");
+  RecordArgs r;
+  record->add_option("--interval", r.interval_s, "seconds between samples (default 0.1)")->check(CLI::Range(0.001, 3600.0));
+  record->add_option("--nvml-library", r.nvml_library,
+                     "NVML library to load (default: $GPUTRIAGE_NVML_LIBRARY, then libnvidia-ml.so.1)");
+  record->add_option("--json", r.json_path, "also write the JSON report to this file");
+  record->add_option("--workload", r.workload, "workload class the targets are judged against")
+      ->check(CLI::IsMember({"unspecified", "dense-transformer", "cnn", "moe", "rl", "multimodal", "inference"}));
+  record->add_option("--price-per-gpu-hour", r.price_per_gpu_hour, "USD per GPU-hour")->check(CLI::Range(0.0, 1e6));
+  record->add_option("COMMAND", r.command, "the command to run, after --")->required();
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -178,5 +240,6 @@ int main(int argc, char** argv) {
   }
   if (diagnose->parsed()) return RunDiagnose(d);
   if (cost->parsed()) return RunCost(c);
+  if (record->parsed()) return RunRecord(r);
   return kExitUsage;
 }

@@ -1,0 +1,146 @@
+#include "src/record/recorder.h"
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <fcntl.h>
+
+#include <cerrno>
+#include <cstring>
+#include <memory>
+
+#include "src/sources/nvml/nvml_library.h"
+#include "src/sources/nvml/nvml_sampler.h"
+
+namespace gputriage {
+namespace {
+
+volatile sig_atomic_t g_forward_signal = 0;
+
+void RememberSignal(int sig) { g_forward_signal = sig; }
+
+TimeNs WallNs() {
+  timespec ts{};
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<TimeNs>(ts.tv_sec) * kNsPerS + ts.tv_nsec;
+}
+
+TimeNs MonotonicNs() {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<TimeNs>(ts.tv_sec) * kNsPerS + ts.tv_nsec;
+}
+
+/// Restores the recorder's signal dispositions when recording ends.
+class SignalScope {
+ public:
+  SignalScope() {
+    struct sigaction forward {};
+    forward.sa_handler = RememberSignal;
+    sigemptyset(&forward.sa_mask);
+    sigaction(SIGTERM, &forward, &old_term_);
+    sigaction(SIGHUP, &forward, &old_hup_);
+    struct sigaction ignore {};
+    ignore.sa_handler = SIG_IGN;
+    sigemptyset(&ignore.sa_mask);
+    sigaction(SIGINT, &ignore, &old_int_);
+    sigaction(SIGQUIT, &ignore, &old_quit_);
+  }
+  ~SignalScope() {
+    sigaction(SIGTERM, &old_term_, nullptr);
+    sigaction(SIGHUP, &old_hup_, nullptr);
+    sigaction(SIGINT, &old_int_, nullptr);
+    sigaction(SIGQUIT, &old_quit_, nullptr);
+  }
+
+ private:
+  struct sigaction old_term_ {}, old_hup_ {}, old_int_ {}, old_quit_ {};
+};
+
+}  // namespace
+
+StatusOr<RecordResult> RecordCommand(const RecordOptions& options) {
+  if (options.command.empty()) return InvalidArgumentError("record: no command given (usage: gputriage record -- CMD ARGS...)");
+  if (options.interval_ns < kNsPerMs) return InvalidArgumentError("record: the sampling interval must be at least 1 ms");
+  RecordResult result;
+  result.recording.source_path = "record: " + options.command.front();
+  result.recording.format = "nvml";
+
+  // NVML first, so a missing driver is reported before the job's own output.
+  std::unique_ptr<NvmlLibrary> nvml;
+  std::unique_ptr<NvmlSampler> sampler;
+  if (auto lib = NvmlLibrary::Load(options.nvml_library); lib.ok()) {
+    nvml = std::move(*lib);
+    if (auto s = NvmlSampler::Open(*nvml, result.recording); s.ok()) {
+      sampler = std::make_unique<NvmlSampler>(std::move(*s));
+      result.gpu_metrics = sampler->devices() > 0;
+      if (!result.gpu_metrics) result.gpu_note = "NVML reports no GPUs on this machine";
+    } else {
+      result.gpu_note = s.status().message();
+    }
+  } else {
+    result.gpu_note = lib.status().message();
+  }
+
+  // The exec'd job must not inherit the recorder's signal dispositions: set them after fork in the parent only.
+  std::vector<char*> argv;
+  for (const auto& a : options.command) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  int exec_errno_pipe[2];
+  if (pipe2(exec_errno_pipe, O_CLOEXEC) != 0) return IoError(std::string("record: pipe: ") + std::strerror(errno));
+  g_forward_signal = 0;
+  const pid_t child = fork();
+  if (child < 0) return IoError(std::string("record: fork: ") + std::strerror(errno));
+  if (child == 0) {
+    close(exec_errno_pipe[0]);
+    execvp(argv[0], argv.data());
+    const int err = errno;  // tell the parent why exec failed
+    (void)!write(exec_errno_pipe[1], &err, sizeof err);
+    _exit(127);
+  }
+  close(exec_errno_pipe[1]);
+  int exec_errno = 0;
+  const ssize_t got = read(exec_errno_pipe[0], &exec_errno, sizeof exec_errno);
+  close(exec_errno_pipe[0]);
+  if (got == static_cast<ssize_t>(sizeof exec_errno)) {
+    waitpid(child, nullptr, 0);
+    return NotFoundError("record: cannot run '" + options.command.front() + "': " + std::strerror(exec_errno));
+  }
+
+  SignalScope signals;
+  result.started_ns = WallNs();
+  TimeNs next = MonotonicNs();
+  int status = 0;
+  while (true) {
+    const pid_t done = waitpid(child, &status, WNOHANG);
+    if (done == child) break;
+    if (done < 0 && errno != EINTR) return IoError(std::string("record: waitpid: ") + std::strerror(errno));
+    if (g_forward_signal != 0) {
+      kill(child, g_forward_signal);
+      g_forward_signal = 0;
+    }
+    if (sampler) sampler->Sample(WallNs(), result.recording);
+    // Sleep to the next tick on the monotonic clock (no drift, no catch-up bursts).
+    next += options.interval_ns;
+    const TimeNs now = MonotonicNs();
+    if (next < now) next = now;
+    timespec sleep_for{static_cast<time_t>((next - now) / kNsPerS), static_cast<long>((next - now) % kNsPerS)};
+    while (nanosleep(&sleep_for, &sleep_for) != 0 && errno == EINTR) {
+      if (g_forward_signal != 0) break;  // forward promptly
+    }
+  }
+  result.ended_ns = WallNs();
+  if (WIFEXITED(status)) result.exit_code = WEXITSTATUS(status);
+  else if (WIFSIGNALED(status)) result.exit_code = 128 + WTERMSIG(status);
+  result.recording.metadata["command"] = [&] {
+    std::string c;
+    for (const auto& a : options.command) c += (c.empty() ? "" : " ") + a;
+    return c;
+  }();
+  result.recording.metadata["exit_code"] = std::to_string(result.exit_code);
+  return result;
+}
+
+}  // namespace gputriage

@@ -1,0 +1,35 @@
+// `gputriage record -- CMD ARGS...`: runs a command, samples the GPUs through
+// NVML while it runs, and hands back its exit status and the recording.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "gputriage/model.h"
+#include "gputriage/status.h"
+
+namespace gputriage {
+
+struct RecordOptions {
+  std::vector<std::string> command;  // argv of the job
+  TimeNs interval_ns = 100 * kNsPerMs;
+  std::string nvml_library;          // "" = $GPUTRIAGE_NVML_LIBRARY, then the driver's
+};
+
+struct RecordResult {
+  Recording recording;
+  int exit_code = 0;          // the command's, or 128 + signal (the shell convention)
+  bool gpu_metrics = false;   // false when NVML could not be used: the job still ran
+  std::string gpu_note;       // why GPU metrics are missing, if they are
+  TimeNs started_ns = 0;
+  TimeNs ended_ns = 0;
+};
+
+/// Starts the command (PATH lookup), samples every `interval_ns` until it exits,
+/// forwards SIGTERM/SIGHUP to it (SIGINT/SIGQUIT from a terminal reach it
+/// directly; the recorder keeps sampling until the job is gone). A missing or
+/// unusable NVML is not an error: the job runs and `gpu_note` says why there are
+/// no GPU metrics. Errors: the command could not be started.
+StatusOr<RecordResult> RecordCommand(const RecordOptions& options);
+
+}  // namespace gputriage

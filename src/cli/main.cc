@@ -12,6 +12,8 @@
 
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -24,6 +26,7 @@
 #include "gputriage/report.h"
 #include "gputriage/version.h"
 #include "src/record/recorder.h"
+#include "src/store/run_store.h"
 
 namespace {
 
@@ -44,6 +47,7 @@ struct DiagnoseArgs {
   std::string workload = "unspecified";
   std::optional<double> price_per_gpu_hour;
   std::optional<double> monthly_spend;
+  std::string store_path;
 };
 
 void Print(const std::string& out) { std::fwrite(out.data(), 1, out.size(), stdout); }
@@ -53,10 +57,35 @@ int RunDiagnose(const DiagnoseArgs& args) {
   import.format = args.format;
   import.smi_columns = args.smi_columns;
   import.sample_interval_ns = static_cast<gputriage::TimeNs>(std::llround(args.sample_interval_s * 1e9));
-  auto run = gputriage::ImportRun(args.files, import);
+  // A bare number that is not a file names a stored run.
+  std::vector<std::string> files;
+  std::vector<int64_t> run_ids;
+  for (const auto& f : args.files) {
+    std::error_code ec;
+    if (!f.empty() && f.find_first_not_of("0123456789") == std::string::npos && !std::filesystem::exists(f, ec))
+      run_ids.push_back(std::stoll(f));
+    else
+      files.push_back(f);
+  }
+  auto run = gputriage::ImportRun(files, import);
   if (!run.ok()) {
     std::fprintf(stderr, "gputriage: error: %s\n", run.status().ToString().c_str());
     return kExitInput;
+  }
+  if (!run_ids.empty()) {
+    auto store = gputriage::RunStore::Open(args.store_path.empty() ? gputriage::RunStore::DefaultPath() : args.store_path);
+    if (!store.ok()) {
+      std::fprintf(stderr, "gputriage: error: %s\n", store.status().ToString().c_str());
+      return kExitInput;
+    }
+    for (int64_t id : run_ids) {
+      auto rec = (*store)->LoadRun(id);
+      if (!rec.ok()) {
+        std::fprintf(stderr, "gputriage: error: %s\n", rec.status().ToString().c_str());
+        return kExitInput;
+      }
+      run->recordings.push_back(std::move(*rec));
+    }
   }
   gputriage::DiagnoseOptions options;
   options.workload = *gputriage::ParseWorkloadClass(args.workload);
@@ -129,6 +158,10 @@ int RunCost(const CostArgs& args) {
 
 struct RecordArgs {
   std::vector<std::string> command;
+  std::string store_path;
+  bool no_store = false;
+  std::string name;
+  std::vector<std::string> tags;
   double interval_s = 0.1;
   std::string nvml_library;
   std::string json_path;
@@ -143,6 +176,28 @@ int RunRecord(const RecordArgs& args) {
   options.command = args.command;
   options.interval_ns = static_cast<gputriage::TimeNs>(std::llround(args.interval_s * 1e9));
   options.nvml_library = args.nvml_library;
+  std::unique_ptr<gputriage::RunStore> store;
+  if (!args.no_store) {
+    auto opened = gputriage::RunStore::Open(args.store_path.empty() ? gputriage::RunStore::DefaultPath() : args.store_path);
+    if (!opened.ok()) {
+      std::fprintf(stderr, "gputriage: error: %s (use --no-store to record without one)\n", opened.status().ToString().c_str());
+      return kExitInput;
+    }
+    store = std::move(*opened);
+    options.store = store.get();
+  }
+  options.info.name = args.name;
+  char host[256] = {};
+  if (gethostname(host, sizeof host - 1) == 0) options.info.host = host;
+  for (const auto& tag : args.tags) {
+    const size_t eq = tag.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      std::fprintf(stderr, "gputriage: error: --tag %s: expected KEY=VALUE\n", tag.c_str());
+      return kExitUsage;
+    }
+    options.info.metadata[tag.substr(0, eq)] = tag.substr(eq + 1);
+  }
+  options.info.metadata["interval_s"] = fmt::format("{:g}", args.interval_s);
   auto result = gputriage::RecordCommand(options);
   if (!result.ok()) {
     std::fprintf(stderr, "gputriage: error: %s\n", result.status().ToString().c_str());
@@ -156,6 +211,13 @@ int RunRecord(const RecordArgs& args) {
   diagnose.workload = *gputriage::ParseWorkloadClass(args.workload);
   diagnose.price_per_gpu_hour = args.price_per_gpu_hour;
   const gputriage::Diagnosis diagnosis = gputriage::Diagnose(run, diagnose);
+  if (store && result->run_id > 0) {
+    if (auto s = store->EndRun(result->run_id, result->ended_ns, result->exit_code, diagnosis.findings); !s.ok())
+      std::fprintf(stderr, "gputriage: error: %s\n", s.ToString().c_str());
+    else
+      std::fprintf(stderr, "gputriage: stored as run %lld in %s\n", static_cast<long long>(result->run_id),
+                   store->path().c_str());
+  }
   if (result->gpu_metrics) {
     const std::string text = gputriage::RenderTerminal(run, diagnosis, {});
     std::fwrite(text.data(), 1, text.size(), stderr);
@@ -174,6 +236,59 @@ int RunRecord(const RecordArgs& args) {
   return result->exit_code;
 }
 
+/// A JSON string literal (quotes, backslashes and control characters escaped).
+std::string JsonQuote(const std::string& text) {
+  std::string out = "\"";
+  for (const char c : text) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      out += fmt::format("\\u{:04x}", static_cast<int>(c));
+    } else {
+      out += c;
+    }
+  }
+  return out + "\"";
+}
+
+int RunRuns(const std::string& store_path, bool json) {
+  auto store = gputriage::RunStore::Open(store_path.empty() ? gputriage::RunStore::DefaultPath() : store_path);
+  if (!store.ok()) {
+    std::fprintf(stderr, "gputriage: error: %s\n", store.status().ToString().c_str());
+    return kExitInput;
+  }
+  auto runs = (*store)->ListRuns();
+  if (!runs.ok()) {
+    std::fprintf(stderr, "gputriage: error: %s\n", runs.status().ToString().c_str());
+    return kExitInput;
+  }
+  std::string out;
+  if (json) {
+    out = "[";
+    for (size_t i = 0; i < runs->size(); ++i) {
+      const auto& r = (*runs)[i];
+      std::string meta;
+      for (const auto& [k, v] : r.metadata) meta += fmt::format("{}{}: {}", meta.empty() ? "" : ", ", JsonQuote(k), JsonQuote(v));
+      out += fmt::format("{}{{\"id\": {}, \"name\": {}, \"status\": {}, \"command\": {}, \"host\": {}, "
+                         "\"started_ns\": {}, \"ended_ns\": {}, \"exit_code\": {}, \"devices\": {}, \"samples\": {}, "
+                         "\"metadata\": {{{}}}}}",
+                         i ? ", " : "", r.id, JsonQuote(r.name), JsonQuote(r.status), JsonQuote(r.command), JsonQuote(r.host),
+                         r.started_ns, r.ended_ns,
+                         r.exit_code ? std::to_string(*r.exit_code) : "null", r.devices, r.samples, meta);
+    }
+    out += "]\n";
+  } else {
+    out = fmt::format("{:>5}  {:<10}  {:>5}  {:>4}  {:>9}  {}\n", "run", "status", "exit", "gpus", "samples", "command");
+    for (const auto& r : *runs)
+      out += fmt::format("{:>5}  {:<10}  {:>5}  {:>4}  {:>9}  {}{}\n", r.id, r.status,
+                         r.exit_code ? std::to_string(*r.exit_code) : "-", r.devices, r.samples,
+                         r.name.empty() ? "" : "[" + r.name + "] ", r.command);
+  }
+  Print(out);
+  return kExitOk;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -186,7 +301,9 @@ int main(int argc, char** argv) {
       "Diagnose PyTorch profiler (Kineto) traces and GPU metric logs (nvidia-smi CSV / -q / dmon, dcgmi dmon, "
       "dcgm-exporter scrapes); all files are one run");
   DiagnoseArgs d;
-  diagnose->add_option("FILE", d.files, "traces (.json/.json.gz), metric logs, or a directory of dcgm-exporter scrapes")->required();
+  diagnose->add_option("FILE", d.files,
+                       "traces (.json/.json.gz), metric logs, a directory of dcgm-exporter scrapes, or RUN_IDs of the run store")
+      ->required();
   diagnose->add_flag("--json", d.json, "print the versioned JSON report (docs/json-schema.md)");
   diagnose->add_option("--color", d.color, "colour the terminal report: auto (on a TTY), always, never")
       ->check(CLI::IsMember({"auto", "always", "never"}));
@@ -220,6 +337,13 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0.0, 100.0));
   cost->add_flag("--json", c.json, "print JSON");
 
+  auto* runs = app.add_subcommand("runs", "List the runs in the run store");
+  std::string runs_store;
+  bool runs_json = false;
+  runs->add_option("--store", runs_store, "run store (default: $GPUTRIAGE_STORE, else ~/.local/share/gputriage/runs.db)");
+  runs->add_flag("--json", runs_json, "print JSON");
+  diagnose->add_option("--store", d.store_path, "run store for RUN_ID arguments");
+
   auto* record = app.add_subcommand(
       "record", "Run a command and record its GPUs through NVML, then diagnose the recording (report on stderr)");
   RecordArgs r;
@@ -230,6 +354,10 @@ int main(int argc, char** argv) {
   record->add_option("--workload", r.workload, "workload class the targets are judged against")
       ->check(CLI::IsMember({"unspecified", "dense-transformer", "cnn", "moe", "rl", "multimodal", "inference"}));
   record->add_option("--price-per-gpu-hour", r.price_per_gpu_hour, "USD per GPU-hour")->check(CLI::Range(0.0, 1e6));
+  record->add_option("--store", r.store_path, "run store (default: $GPUTRIAGE_STORE, else ~/.local/share/gputriage/runs.db)");
+  record->add_flag("--no-store", r.no_store, "do not keep the run");
+  record->add_option("--name", r.name, "a name for the run");
+  record->add_option("--tag", r.tags, "KEY=VALUE settings kept with the run (batch size, ...)");
   record->add_option("COMMAND", r.command, "the command to run, after --")->required();
 
   try {
@@ -241,5 +369,6 @@ int main(int argc, char** argv) {
   if (diagnose->parsed()) return RunDiagnose(d);
   if (cost->parsed()) return RunCost(c);
   if (record->parsed()) return RunRecord(r);
+  if (runs->parsed()) return RunRuns(runs_store, runs_json);
   return kExitUsage;
 }

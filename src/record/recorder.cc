@@ -111,6 +111,23 @@ StatusOr<RecordResult> RecordCommand(const RecordOptions& options) {
 
   SignalScope signals;
   result.started_ns = WallNs();
+  if (options.store) {
+    RunInfo info = options.info;
+    info.started_ns = result.started_ns;
+    if (info.command.empty())
+      for (const auto& a : options.command) info.command += (info.command.empty() ? "" : " ") + a;
+    auto id = options.store->BeginRun(info);
+    if (id.ok()) {
+      result.run_id = *id;
+      (void)options.store->PutDevices(result.run_id, result.recording.metrics);
+      if (sampler)
+        sampler->set_sink([store = options.store, run = result.run_id](size_t device, Metric m, TimeNs t, double v) {
+          store->AddSample(run, device, m, t, v);
+        });
+    } else {
+      result.recording.stats.AddIssue(IssueSeverity::kError, "store_unavailable", id.status().message());
+    }
+  }
   TimeNs next = MonotonicNs();
   int status = 0;
   while (true) {
@@ -132,6 +149,10 @@ StatusOr<RecordResult> RecordCommand(const RecordOptions& options) {
     }
   }
   result.ended_ns = WallNs();
+  if (options.store && result.run_id > 0) {
+    if (Status s = options.store->Flush(); !s.ok())
+      result.recording.stats.AddIssue(IssueSeverity::kError, "store_write_failed", s.message());
+  }
   if (WIFEXITED(status)) result.exit_code = WEXITSTATUS(status);
   else if (WIFSIGNALED(status)) result.exit_code = 128 + WTERMSIG(status);
   result.recording.metadata["command"] = [&] {

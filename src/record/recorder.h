@@ -7,6 +7,7 @@
 
 #include "gputriage/model.h"
 #include "gputriage/status.h"
+#include "src/store/run_store.h"
 
 namespace gputriage {
 
@@ -14,6 +15,8 @@ struct RecordOptions {
   std::vector<std::string> command;  // argv of the job
   TimeNs interval_ns = 100 * kNsPerMs;
   std::string nvml_library;          // "" = $GPUTRIAGE_NVML_LIBRARY, then the driver's
+  RunStore* store = nullptr;         // where the run is kept as it is recorded (may be null)
+  RunInfo info;                      // name, host, metadata for the store
 };
 
 struct RecordResult {
@@ -23,6 +26,7 @@ struct RecordResult {
   std::string gpu_note;       // why GPU metrics are missing, if they are
   TimeNs started_ns = 0;
   TimeNs ended_ns = 0;
+  int64_t run_id = 0;         // in the store, 0 without one
 };
 
 /// Starts the command (PATH lookup), samples every `interval_ns` until it exits,

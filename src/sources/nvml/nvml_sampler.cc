@@ -100,6 +100,10 @@ bool NvmlSampler::Check(nvmlReturn_t rc, Gpu& gpu, Call call, Recording& recordi
 void NvmlSampler::Sample(TimeNs t, Recording& recording) {
   const NvmlApi& api = nvml_->api();
   MetricSet& set = recording.metrics;
+  auto put = [&](size_t device, Metric m, TimeNs at, double value) {
+    set.Add(device, m, at, value);
+    if (sink_) sink_(device, m, at, value);
+  };
   for (auto& gpu : devices_) {
     if (gpu.lost) continue;
     const size_t dev = gpu.metric_device;
@@ -107,40 +111,40 @@ void NvmlSampler::Sample(TimeNs t, Recording& recording) {
     if (want(kUtil, api.DeviceGetUtilizationRates != nullptr)) {
       nvmlUtilization_t u{};
       if (Check(api.DeviceGetUtilizationRates(gpu.handle, &u), gpu, kUtil, recording)) {
-        set.Add(dev, Metric::kGpuUtil, t, u.gpu);
-        set.Add(dev, Metric::kMemCopyUtil, t, u.memory);
+        put(dev, Metric::kGpuUtil, t, u.gpu);
+        put(dev, Metric::kMemCopyUtil, t, u.memory);
       }
     }
     if (want(kMemory, api.DeviceGetMemoryInfo != nullptr)) {
       nvmlMemory_t m{};
       if (Check(api.DeviceGetMemoryInfo(gpu.handle, &m), gpu, kMemory, recording)) {
-        set.Add(dev, Metric::kFbUsedBytes, t, static_cast<double>(m.used));
-        set.Add(dev, Metric::kFbFreeBytes, t, static_cast<double>(m.free));
+        put(dev, Metric::kFbUsedBytes, t, static_cast<double>(m.used));
+        put(dev, Metric::kFbFreeBytes, t, static_cast<double>(m.free));
       }
     }
     unsigned int v = 0;
     if (want(kPower, api.DeviceGetPowerUsage != nullptr) &&
         Check(api.DeviceGetPowerUsage(gpu.handle, &v), gpu, kPower, recording))
-      set.Add(dev, Metric::kPowerW, t, v / 1000.0);  // mW
+      put(dev, Metric::kPowerW, t, v / 1000.0);  // mW
     if (want(kSmClock, api.DeviceGetClockInfo != nullptr) &&
         Check(api.DeviceGetClockInfo(gpu.handle, NVML_CLOCK_SM, &v), gpu, kSmClock, recording))
-      set.Add(dev, Metric::kSmClockMHz, t, v);
+      put(dev, Metric::kSmClockMHz, t, v);
     if (want(kMemClock, api.DeviceGetClockInfo != nullptr) &&
         Check(api.DeviceGetClockInfo(gpu.handle, NVML_CLOCK_MEM, &v), gpu, kMemClock, recording))
-      set.Add(dev, Metric::kMemClockMHz, t, v);
+      put(dev, Metric::kMemClockMHz, t, v);
     if (want(kTemp, api.DeviceGetTemperature != nullptr) &&
         Check(api.DeviceGetTemperature(gpu.handle, NVML_TEMPERATURE_GPU, &v), gpu, kTemp, recording))
-      set.Add(dev, Metric::kGpuTempC, t, v);
+      put(dev, Metric::kGpuTempC, t, v);
     unsigned long long reasons = 0;
     if (want(kReasons, api.DeviceGetClocksEventReasons != nullptr) &&
         Check(api.DeviceGetClocksEventReasons(gpu.handle, &reasons), gpu, kReasons, recording))
-      set.Add(dev, Metric::kClockEventReasons, t, static_cast<double>(reasons));
+      put(dev, Metric::kClockEventReasons, t, static_cast<double>(reasons));
     if (want(kPcieRx, api.DeviceGetPcieThroughput != nullptr) &&
         Check(api.DeviceGetPcieThroughput(gpu.handle, NVML_PCIE_UTIL_RX_BYTES, &v), gpu, kPcieRx, recording))
-      set.Add(dev, Metric::kPcieRxBytesPerS, t, v * 1000.0);  // KB/s
+      put(dev, Metric::kPcieRxBytesPerS, t, v * 1000.0);  // KB/s
     if (want(kPcieTx, api.DeviceGetPcieThroughput != nullptr) &&
         Check(api.DeviceGetPcieThroughput(gpu.handle, NVML_PCIE_UTIL_TX_BYTES, &v), gpu, kPcieTx, recording))
-      set.Add(dev, Metric::kPcieTxBytesPerS, t, v * 1000.0);
+      put(dev, Metric::kPcieTxBytesPerS, t, v * 1000.0);
   }
   ++set.rows;
 }

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <array>
+#include <functional>
 #include <vector>
 
 #include "gputriage/model.h"
@@ -24,6 +25,10 @@ class NvmlSampler {
   /// other failures are counted per call. Never fails as a whole.
   void Sample(TimeNs t, Recording& recording);
 
+  /// Also hands every sample to `sink` (the run store), after the recording has it.
+  using Sink = std::function<void(size_t device, Metric metric, TimeNs t, double value)>;
+  void set_sink(Sink sink) { sink_ = std::move(sink); }
+
   size_t devices() const { return devices_.size(); }
   int lost_devices() const;
 
@@ -41,6 +46,7 @@ class NvmlSampler {
 
   const NvmlLibrary* nvml_;
   std::vector<Gpu> devices_;
+  Sink sink_;
 };
 
 }  // namespace gputriage

@@ -1,0 +1,331 @@
+#include "src/store/run_store.h"
+
+#include <sqlite3.h>
+#include <time.h>
+
+#include <cstdlib>
+#include <filesystem>
+
+namespace gputriage {
+namespace {
+
+constexpr int64_t kFlushEveryMs = 1000;
+
+int64_t MonotonicMs() {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1000 + ts.tv_nsec / 1'000'000;
+}
+
+/// A prepared statement that finalizes itself.
+class Statement {
+ public:
+  Statement(sqlite3* db, const char* sql) { rc_ = sqlite3_prepare_v2(db, sql, -1, &stmt_, nullptr); }
+  ~Statement() { sqlite3_finalize(stmt_); }
+  Statement(const Statement&) = delete;
+  Statement& operator=(const Statement&) = delete;
+  bool ok() const { return rc_ == SQLITE_OK; }
+  sqlite3_stmt* get() { return stmt_; }
+  void Bind(int i, int64_t v) { sqlite3_bind_int64(stmt_, i, v); }
+  void Bind(int i, double v) { sqlite3_bind_double(stmt_, i, v); }
+  void Bind(int i, const std::string& v) { sqlite3_bind_text(stmt_, i, v.c_str(), static_cast<int>(v.size()), SQLITE_TRANSIENT); }
+  void BindNull(int i) { sqlite3_bind_null(stmt_, i); }
+  int Step() { return sqlite3_step(stmt_); }
+  void Reset() {
+    sqlite3_reset(stmt_);
+    sqlite3_clear_bindings(stmt_);
+  }
+  int64_t Int(int col) { return sqlite3_column_int64(stmt_, col); }
+  double Real(int col) { return sqlite3_column_double(stmt_, col); }
+  bool Null(int col) { return sqlite3_column_type(stmt_, col) == SQLITE_NULL; }
+  std::string Text(int col) {
+    const auto* p = sqlite3_column_text(stmt_, col);
+    return p ? std::string(reinterpret_cast<const char*>(p)) : std::string();
+  }
+
+ private:
+  sqlite3_stmt* stmt_ = nullptr;
+  int rc_ = SQLITE_ERROR;
+};
+
+// Schema migrations: entry N brings a store from version N to N + 1.
+constexpr const char* kMigrations[] = {
+    // 0 → 1
+    "CREATE TABLE runs(id INTEGER PRIMARY KEY, name TEXT, command TEXT, host TEXT, status TEXT NOT NULL,"
+    " started_ns INTEGER, ended_ns INTEGER, exit_code INTEGER);"
+    "CREATE TABLE run_metadata(run_id INTEGER NOT NULL REFERENCES runs(id), key TEXT NOT NULL, value TEXT,"
+    " PRIMARY KEY(run_id, key));"
+    "CREATE TABLE devices(run_id INTEGER NOT NULL REFERENCES runs(id), device INTEGER NOT NULL, gpu_index INTEGER,"
+    " uuid TEXT, pci_bus_id TEXT, name TEXT, driver_version TEXT, power_limit_w REAL, max_sm_clock_mhz REAL,"
+    " memory_total_bytes INTEGER, mig_mode INTEGER, mig_instance INTEGER, mig_profile TEXT,"
+    " PRIMARY KEY(run_id, device));"
+    "CREATE TABLE samples(run_id INTEGER NOT NULL, device INTEGER NOT NULL, metric TEXT NOT NULL,"
+    " t_ns INTEGER NOT NULL, value REAL NOT NULL);"
+    "CREATE INDEX samples_by_run ON samples(run_id, device, metric, t_ns);"
+    "CREATE TABLE findings(run_id INTEGER NOT NULL REFERENCES runs(id), position INTEGER NOT NULL,"
+    " verdict TEXT NOT NULL, severity TEXT NOT NULL, title TEXT, scope TEXT, PRIMARY KEY(run_id, position));",
+};
+static_assert(sizeof(kMigrations) / sizeof(kMigrations[0]) == RunStore::kSchemaVersion);
+
+std::optional<Metric> MetricFromName(const std::string& name) {
+  for (int m = 0; m < kNumMetrics; ++m)
+    if (name == MetricName(static_cast<Metric>(m))) return static_cast<Metric>(m);
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::string RunStore::DefaultPath() {
+  if (const char* p = std::getenv("GPUTRIAGE_STORE"); p && *p) return p;
+  if (const char* xdg = std::getenv("XDG_DATA_HOME"); xdg && *xdg) return std::string(xdg) + "/gputriage/runs.db";
+  const char* home = std::getenv("HOME");
+  return std::string(home && *home ? home : ".") + "/.local/share/gputriage/runs.db";
+}
+
+StatusOr<std::unique_ptr<RunStore>> RunStore::Open(const std::string& path) {
+  std::error_code ec;
+  const auto dir = std::filesystem::path(path).parent_path();
+  if (!dir.empty()) std::filesystem::create_directories(dir, ec);
+  std::unique_ptr<RunStore> store(new RunStore());
+  store->path_ = path;
+  if (sqlite3_open_v2(path.c_str(), &store->db_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr) != SQLITE_OK)
+    return IoError(path + ": cannot open the run store: " + (store->db_ ? sqlite3_errmsg(store->db_) : "out of memory"));
+  sqlite3_busy_timeout(store->db_, 5000);  // a second recorder may hold the write lock briefly
+  // WAL: readers never block the recorder, and a crash loses only uncommitted transactions.
+  RETURN_IF_ERROR(store->Exec("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON;"));
+  RETURN_IF_ERROR(store->Migrate());
+  store->last_flush_ms_ = MonotonicMs();
+  return store;
+}
+
+RunStore::~RunStore() {
+  (void)Flush();
+  if (db_) sqlite3_close_v2(db_);
+}
+
+Status RunStore::Exec(const char* sql) {
+  char* err = nullptr;
+  if (sqlite3_exec(db_, sql, nullptr, nullptr, &err) != SQLITE_OK) {
+    std::string message = path_ + ": " + (err ? err : sqlite3_errmsg(db_));
+    sqlite3_free(err);
+    return IoError(message);
+  }
+  return Status::Ok();
+}
+
+Status RunStore::Migrate() {
+  Statement version(db_, "PRAGMA user_version");
+  if (!version.ok() || version.Step() != SQLITE_ROW)
+    return DataLossError(path_ + ": not a gputriage run store (" + sqlite3_errmsg(db_) + ")");
+  const int64_t current = version.Int(0);
+  if (current > kSchemaVersion)
+    return UnimplementedError(path_ + ": store schema version " + std::to_string(current) +
+                              " is newer than this gputriage (" + std::to_string(kSchemaVersion) + "); upgrade gputriage");
+  if (current == 0) {
+    // A non-empty file without our version is someone else's database: leave it alone.
+    Statement tables(db_, "SELECT count(*) FROM sqlite_master");
+    if (tables.ok() && tables.Step() == SQLITE_ROW && tables.Int(0) > 0)
+      return DataLossError(path_ + ": an SQLite file that is not a gputriage run store");
+  }
+  for (int64_t v = current; v < kSchemaVersion; ++v) {
+    RETURN_IF_ERROR(Exec("BEGIN IMMEDIATE"));
+    Status s = Exec(kMigrations[v]);
+    if (s.ok()) s = Exec(("PRAGMA user_version=" + std::to_string(v + 1)).c_str());
+    if (!s.ok()) {
+      (void)Exec("ROLLBACK");
+      return s;
+    }
+    RETURN_IF_ERROR(Exec("COMMIT"));
+  }
+  return Status::Ok();
+}
+
+StatusOr<int64_t> RunStore::BeginRun(const RunInfo& info) {
+  Statement insert(db_, "INSERT INTO runs(name, command, host, status, started_ns) VALUES(?, ?, ?, 'incomplete', ?)");
+  if (!insert.ok()) return IoError(path_ + ": " + sqlite3_errmsg(db_));
+  insert.Bind(1, info.name);
+  insert.Bind(2, info.command);
+  insert.Bind(3, info.host);
+  insert.Bind(4, static_cast<int64_t>(info.started_ns));
+  if (insert.Step() != SQLITE_DONE) return IoError(path_ + ": cannot start a run: " + sqlite3_errmsg(db_));
+  const int64_t id = sqlite3_last_insert_rowid(db_);
+  Statement meta(db_, "INSERT OR REPLACE INTO run_metadata(run_id, key, value) VALUES(?, ?, ?)");
+  for (const auto& [k, v] : info.metadata) {
+    meta.Bind(1, id);
+    meta.Bind(2, k);
+    meta.Bind(3, v);
+    if (meta.Step() != SQLITE_DONE) return IoError(path_ + ": cannot store metadata: " + sqlite3_errmsg(db_));
+    meta.Reset();
+  }
+  return id;
+}
+
+Status RunStore::PutDevices(int64_t run, const MetricSet& metrics) {
+  Statement put(db_,
+                "INSERT OR REPLACE INTO devices(run_id, device, gpu_index, uuid, pci_bus_id, name, driver_version,"
+                " power_limit_w, max_sm_clock_mhz, memory_total_bytes, mig_mode, mig_instance, mig_profile)"
+                " VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+  if (!put.ok()) return IoError(path_ + ": " + sqlite3_errmsg(db_));
+  for (size_t i = 0; i < metrics.devices.size(); ++i) {
+    const auto& d = metrics.devices[i];
+    put.Bind(1, run);
+    put.Bind(2, static_cast<int64_t>(i));
+    put.Bind(3, static_cast<int64_t>(d.index));
+    put.Bind(4, d.uuid);
+    put.Bind(5, d.pci_bus_id);
+    put.Bind(6, d.name);
+    put.Bind(7, d.driver_version);
+    put.Bind(8, d.power_limit_w);
+    put.Bind(9, d.max_sm_clock_mhz);
+    put.Bind(10, d.memory_total_bytes);
+    put.Bind(11, static_cast<int64_t>(d.mig_mode ? 1 : 0));
+    put.Bind(12, static_cast<int64_t>(d.mig_instance));
+    put.Bind(13, d.mig_profile);
+    if (put.Step() != SQLITE_DONE) return IoError(path_ + ": cannot store devices: " + sqlite3_errmsg(db_));
+    put.Reset();
+  }
+  return Status::Ok();
+}
+
+void RunStore::AddSample(int64_t run, size_t device, Metric metric, TimeNs t, double value) {
+  pending_.push_back({run, static_cast<int64_t>(device), static_cast<int>(metric), t, value});
+  if (MonotonicMs() - last_flush_ms_ >= kFlushEveryMs) (void)Flush();
+}
+
+Status RunStore::Flush() {
+  last_flush_ms_ = MonotonicMs();
+  if (pending_.empty() || db_ == nullptr) return Status::Ok();
+  // One transaction per second of samples: cheap for 10 Hz x 8 GPUs, and a crash
+  // loses at most this batch.
+  RETURN_IF_ERROR(Exec("BEGIN"));
+  Statement insert(db_, "INSERT INTO samples(run_id, device, metric, t_ns, value) VALUES(?, ?, ?, ?, ?)");
+  if (!insert.ok()) {
+    (void)Exec("ROLLBACK");
+    return IoError(path_ + ": " + sqlite3_errmsg(db_));
+  }
+  for (const auto& s : pending_) {
+    insert.Bind(1, s.run);
+    insert.Bind(2, s.device);
+    insert.Bind(3, std::string(MetricName(static_cast<Metric>(s.metric))));
+    insert.Bind(4, static_cast<int64_t>(s.t));
+    insert.Bind(5, s.value);
+    if (insert.Step() != SQLITE_DONE) {
+      const std::string err = sqlite3_errmsg(db_);
+      insert.Reset();
+      (void)Exec("ROLLBACK");
+      return IoError(path_ + ": cannot store samples: " + err);
+    }
+    insert.Reset();
+  }
+  pending_.clear();
+  return Exec("COMMIT");
+}
+
+Status RunStore::EndRun(int64_t run, TimeNs ended_ns, std::optional<int> exit_code, const std::vector<Finding>& findings) {
+  RETURN_IF_ERROR(Flush());
+  RETURN_IF_ERROR(Exec("BEGIN"));
+  Statement end(db_, "UPDATE runs SET status='complete', ended_ns=?, exit_code=? WHERE id=?");
+  end.Bind(1, static_cast<int64_t>(ended_ns));
+  if (exit_code) end.Bind(2, static_cast<int64_t>(*exit_code));
+  else end.BindNull(2);
+  end.Bind(3, run);
+  if (!end.ok() || end.Step() != SQLITE_DONE) {
+    (void)Exec("ROLLBACK");
+    return IoError(path_ + ": cannot end the run: " + sqlite3_errmsg(db_));
+  }
+  Statement put(db_, "INSERT OR REPLACE INTO findings(run_id, position, verdict, severity, title, scope) VALUES(?, ?, ?, ?, ?, ?)");
+  for (size_t i = 0; i < findings.size(); ++i) {
+    put.Bind(1, run);
+    put.Bind(2, static_cast<int64_t>(i));
+    put.Bind(3, findings[i].verdict);
+    put.Bind(4, std::string(SeverityName(findings[i].severity)));
+    put.Bind(5, findings[i].title);
+    put.Bind(6, findings[i].scope);
+    if (put.Step() != SQLITE_DONE) {
+      (void)Exec("ROLLBACK");
+      return IoError(path_ + ": cannot store findings: " + sqlite3_errmsg(db_));
+    }
+    put.Reset();
+  }
+  return Exec("COMMIT");
+}
+
+StatusOr<std::vector<RunInfo>> RunStore::ListRuns() {
+  Statement q(db_,
+              "SELECT r.id, r.name, r.command, r.host, r.status, r.started_ns, r.ended_ns, r.exit_code,"
+              " (SELECT count(*) FROM samples s WHERE s.run_id = r.id),"
+              " (SELECT count(*) FROM devices d WHERE d.run_id = r.id) FROM runs r ORDER BY r.id");
+  if (!q.ok()) return IoError(path_ + ": " + sqlite3_errmsg(db_));
+  std::vector<RunInfo> out;
+  while (q.Step() == SQLITE_ROW) {
+    RunInfo r;
+    r.id = q.Int(0);
+    r.name = q.Text(1);
+    r.command = q.Text(2);
+    r.host = q.Text(3);
+    r.status = q.Text(4);
+    r.started_ns = q.Int(5);
+    r.ended_ns = q.Int(6);
+    if (!q.Null(7)) r.exit_code = static_cast<int>(q.Int(7));
+    r.samples = q.Int(8);
+    r.devices = static_cast<int>(q.Int(9));
+    out.push_back(std::move(r));
+  }
+  Statement meta(db_, "SELECT run_id, key, value FROM run_metadata");
+  while (meta.ok() && meta.Step() == SQLITE_ROW)
+    for (auto& r : out)
+      if (r.id == meta.Int(0)) r.metadata[meta.Text(1)] = meta.Text(2);
+  return out;
+}
+
+StatusOr<Recording> RunStore::LoadRun(int64_t run) {
+  Statement head(db_, "SELECT name, command, status FROM runs WHERE id=?");
+  head.Bind(1, run);
+  if (!head.ok() || head.Step() != SQLITE_ROW)
+    return NotFoundError(path_ + ": no run " + std::to_string(run) + " (gputriage runs lists them)");
+  Recording rec;
+  rec.format = "nvml";
+  rec.source_path = "run " + std::to_string(run) + (head.Text(0).empty() ? "" : " (" + head.Text(0) + ")");
+  rec.metadata["command"] = head.Text(1);
+  rec.metadata["status"] = head.Text(2);
+  if (head.Text(2) != "complete")
+    rec.stats.AddIssue(IssueSeverity::kWarning, "incomplete_run",
+                       "run " + std::to_string(run) + " was not completed (the recorder stopped early); samples up to its last second are kept");
+  Statement devs(db_,
+                 "SELECT device, gpu_index, uuid, pci_bus_id, name, driver_version, power_limit_w, max_sm_clock_mhz,"
+                 " memory_total_bytes, mig_mode, mig_instance, mig_profile FROM devices WHERE run_id=? ORDER BY device");
+  devs.Bind(1, run);
+  std::vector<size_t> position;  // stored device → recording device
+  while (devs.ok() && devs.Step() == SQLITE_ROW) {
+    auto pos = rec.metrics.FindOrAdd(static_cast<int>(devs.Int(1)), devs.Text(2), devs.Text(3), static_cast<int>(devs.Int(10)));
+    if (!pos) break;
+    auto& d = rec.metrics.devices[*pos];
+    d.name = devs.Text(4);
+    d.driver_version = devs.Text(5);
+    d.power_limit_w = devs.Real(6);
+    d.max_sm_clock_mhz = devs.Real(7);
+    d.memory_total_bytes = devs.Int(8);
+    d.mig_mode = devs.Int(9) != 0;
+    d.mig_profile = devs.Text(11);
+    const auto stored = static_cast<size_t>(devs.Int(0));
+    if (position.size() <= stored) position.resize(stored + 1, SIZE_MAX);
+    position[stored] = *pos;
+  }
+  // Samples stream in time order per series, through the same sketches a live recording fills.
+  Statement samples(db_, "SELECT device, metric, t_ns, value FROM samples WHERE run_id=? ORDER BY t_ns");
+  samples.Bind(1, run);
+  while (samples.ok() && samples.Step() == SQLITE_ROW) {
+    const auto device = static_cast<size_t>(samples.Int(0));
+    const auto metric = MetricFromName(samples.Text(1));
+    if (device >= position.size() || position[device] == SIZE_MAX || !metric) {
+      rec.stats.AddIssue(IssueSeverity::kWarning, "bad_stored_sample", "run " + std::to_string(run) + ": a sample of an unknown device or metric");
+      continue;
+    }
+    rec.metrics.Add(position[device], *metric, samples.Int(2), samples.Real(3));
+  }
+  rec.clock_is_absolute = true;
+  rec.metrics.clock_note = "host wall clock at each NVML sample";
+  return rec;
+}
+
+}  // namespace gputriage

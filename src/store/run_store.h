@@ -1,0 +1,89 @@
+// The run store: every recorded run, its GPUs, samples, findings and settings,
+// in one SQLite file (WAL mode, versioned schema with migrations). SQLite is used
+// only in run_store.cc.
+//
+// Crash safety: a run is inserted as "incomplete" when recording starts and
+// marked "complete" when it ends; samples are written in transactions at most
+// one second apart, so a kill -9 of the recorder leaves a consistent store whose
+// run is marked incomplete and has lost at most the last second of samples.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "gputriage/diagnosis.h"
+#include "gputriage/model.h"
+#include "gputriage/status.h"
+
+struct sqlite3;
+struct sqlite3_stmt;
+
+namespace gputriage {
+
+struct RunInfo {
+  int64_t id = 0;
+  std::string name;
+  std::string command;
+  std::string host;
+  std::string status;  // "incomplete", "complete"
+  TimeNs started_ns = 0;
+  TimeNs ended_ns = 0;
+  std::optional<int> exit_code;
+  int64_t samples = 0;
+  int devices = 0;
+  std::map<std::string, std::string> metadata;  // tags and settings (--tag k=v)
+};
+
+class RunStore {
+ public:
+  /// The schema version this build writes; older stores are migrated on open.
+  static constexpr int kSchemaVersion = 1;
+
+  /// $GPUTRIAGE_STORE, else $XDG_DATA_HOME/gputriage/runs.db, else ~/.local/share/gputriage/runs.db.
+  static std::string DefaultPath();
+
+  /// Opens (creating the file and its directory if needed) and migrates.
+  /// A file that is not a gputriage store, or is newer than this build, is an error.
+  static StatusOr<std::unique_ptr<RunStore>> Open(const std::string& path);
+  ~RunStore();
+
+  /// Starts a run (status "incomplete") and returns its id.
+  StatusOr<int64_t> BeginRun(const RunInfo& info);
+  /// Records the GPUs of a run as the recording knows them (call again when new ones appear).
+  Status PutDevices(int64_t run, const MetricSet& metrics);
+  /// Buffers one sample; written by Flush() or automatically once a second.
+  void AddSample(int64_t run, size_t device, Metric metric, TimeNs t, double value);
+  /// Writes buffered samples in one transaction.
+  Status Flush();
+  /// Marks the run complete with its end, exit code and findings.
+  Status EndRun(int64_t run, TimeNs ended_ns, std::optional<int> exit_code, const std::vector<Finding>& findings);
+
+  StatusOr<std::vector<RunInfo>> ListRuns();
+  /// Rebuilds a stored run as a Recording (devices, facts, every sample).
+  StatusOr<Recording> LoadRun(int64_t run);
+
+  const std::string& path() const { return path_; }
+
+ private:
+  RunStore() = default;
+  Status Exec(const char* sql);
+  Status Migrate();
+
+  sqlite3* db_ = nullptr;
+  std::string path_;
+  struct PendingSample {
+    int64_t run;
+    int64_t device;
+    int metric;
+    TimeNs t;
+    double value;
+  };
+  std::vector<PendingSample> pending_;
+  int64_t last_flush_ms_ = 0;
+};
+
+}  // namespace gputriage

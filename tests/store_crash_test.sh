@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Kills the recorder with SIGKILL during a run, 20 times, against the fake NVML:
+# the store must always open, pass SQLite's integrity check, and hold every run
+# as complete or incomplete, with the samples written up to about a second
+# before the kill.
+set -u
+bin=$1
+fake_nvml=$2
+tmp=$(mktemp -d)
+trap 'pkill -9 -f "gputriage-crash-marker" 2>/dev/null; rm -rf "$tmp"' EXIT
+store=$tmp/runs.db
+fail=0
+for i in $(seq 1 20); do
+  "$bin" record --store "$store" --nvml-library "$fake_nvml" --interval 0.01 --name "crash-$i" \
+    -- sh -c "sleep 30; : gputriage-crash-marker" >/dev/null 2>"$tmp/err.$i" &
+  rec=$!
+  # Kill at a different moment each time: 0.3 s to 1.6 s into the run.
+  sleep "$(python3 -c "print(0.3 + ($i * 37 % 14) / 10)")"
+  kill -9 "$rec"
+  wait "$rec" 2>/dev/null
+  pkill -9 -f "gputriage-crash-marker" 2>/dev/null  # the orphaned job
+  python3 - "$store" "$i" <<'PY' || fail=1
+import sqlite3, sys
+path, i = sys.argv[1], int(sys.argv[2])
+db = sqlite3.connect(path)
+assert db.execute("PRAGMA integrity_check").fetchone()[0] == "ok", "integrity"
+runs = db.execute("SELECT id, status FROM runs ORDER BY id").fetchall()
+assert len(runs) == i, (len(runs), i)
+assert all(s in ("complete", "incomplete") for _, s in runs), runs
+assert runs[-1][1] == "incomplete", runs[-1]
+PY
+done
+# Every run opens for diagnosis, and a run killed after its first second kept samples.
+python3 - "$store" <<'PY' || fail=1
+import sqlite3, sys
+db = sqlite3.connect(sys.argv[1])
+with_samples = db.execute("SELECT count(DISTINCT run_id) FROM samples").fetchone()[0]
+assert with_samples >= 10, with_samples
+print(f"ok: 20 SIGKILLs, store consistent, {with_samples} runs kept samples")
+PY
+"$bin" runs --store "$store" >/dev/null || { echo "FAIL: runs"; fail=1; }
+"$bin" diagnose --store "$store" 20 >"$tmp/diag" 2>&1 || { echo "FAIL: diagnose an incomplete run"; cat "$tmp/diag"; fail=1; }
+grep -q "incomplete_run" "$tmp/diag" || { echo "FAIL: incomplete run not flagged"; fail=1; }
+# A normal run after the crashes still completes.
+"$bin" record --store "$store" --nvml-library "$fake_nvml" --interval 0.01 -- true >/dev/null 2>&1 || fail=1
+"$bin" runs --store "$store" | tail -1 | grep -q complete || { echo "FAIL: run after crashes"; fail=1; }
+exit $fail

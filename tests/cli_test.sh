@@ -6,6 +6,7 @@ data=$2
 fake_nvml=${3:-}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
+export GPUTRIAGE_STORE=$tmp/runs.db  # never the user's own run store
 fail=0
 check() {  # description, expected exit code, command...
   local what=$1 want=$2; shift 2

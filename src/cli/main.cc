@@ -198,7 +198,24 @@ int RunRecord(const RecordArgs& args) {
     options.info.metadata[tag.substr(0, eq)] = tag.substr(eq + 1);
   }
   options.info.metadata["interval_s"] = fmt::format("{:g}", args.interval_s);
+  const bool tty = isatty(fileno(stderr)) != 0;
+  if (tty) {
+    // One status line, rewritten in place: elapsed time and each GPU's latest utilization and power.
+    options.on_second = [](const gputriage::Recording& rec, gputriage::TimeNs elapsed) {
+      std::string line = fmt::format("\r[gputriage] {:02d}:{:02d}", elapsed / 60'000'000'000, elapsed / 1'000'000'000 % 60);
+      for (const auto& d : rec.metrics.devices) {
+        const auto tl = d.Get(gputriage::Metric::kGpuUtil).Timeline();
+        const auto pw = d.Get(gputriage::Metric::kPowerW).Timeline();
+        line += fmt::format(" | GPU{} {}{}", d.index, tl.empty() ? std::string("-") : fmt::format("{:.0f}%", tl.back().mean),
+                            pw.empty() ? std::string() : fmt::format(" {:.0f}W", pw.back().mean));
+        if (line.size() > 150) break;
+      }
+      std::fprintf(stderr, "%s\033[K", line.c_str());
+      std::fflush(stderr);
+    };
+  }
   auto result = gputriage::RecordCommand(options);
+  if (tty) std::fprintf(stderr, "\r\033[K");
   if (!result.ok()) {
     std::fprintf(stderr, "gputriage: error: %s\n", result.status().ToString().c_str());
     return kExitInput;

@@ -129,6 +129,8 @@ StatusOr<RecordResult> RecordCommand(const RecordOptions& options) {
     }
   }
   TimeNs next = MonotonicNs();
+  const TimeNs began = next;
+  TimeNs next_status = began + kNsPerS;
   int status = 0;
   while (true) {
     const pid_t done = waitpid(child, &status, WNOHANG);
@@ -139,6 +141,10 @@ StatusOr<RecordResult> RecordCommand(const RecordOptions& options) {
       g_forward_signal = 0;
     }
     if (sampler) sampler->Sample(WallNs(), result.recording);
+    if (options.on_second && MonotonicNs() >= next_status) {
+      options.on_second(result.recording, MonotonicNs() - began);
+      next_status += kNsPerS;
+    }
     // Sleep to the next tick on the monotonic clock (no drift, no catch-up bursts).
     next += options.interval_ns;
     const TimeNs now = MonotonicNs();

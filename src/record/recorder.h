@@ -2,6 +2,7 @@
 // NVML while it runs, and hands back its exit status and the recording.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,8 @@ struct RecordOptions {
   std::string nvml_library;          // "" = $GPUTRIAGE_NVML_LIBRARY, then the driver's
   RunStore* store = nullptr;         // where the run is kept as it is recorded (may be null)
   RunInfo info;                      // name, host, metadata for the store
+  /// Called about once a second while the job runs (the CLI's live status line).
+  std::function<void(const Recording& recording, TimeNs elapsed_ns)> on_second;
 };
 
 struct RecordResult {

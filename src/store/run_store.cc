@@ -59,9 +59,11 @@ constexpr const char* kMigrations[] = {
     " uuid TEXT, pci_bus_id TEXT, name TEXT, driver_version TEXT, power_limit_w REAL, max_sm_clock_mhz REAL,"
     " memory_total_bytes INTEGER, mig_mode INTEGER, mig_instance INTEGER, mig_profile TEXT,"
     " PRIMARY KEY(run_id, device));"
-    "CREATE TABLE samples(run_id INTEGER NOT NULL, device INTEGER NOT NULL, metric TEXT NOT NULL,"
+    // Metric names are stored once; samples refer to them by a small integer.
+    "CREATE TABLE metrics(id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE);"
+    "CREATE TABLE samples(run_id INTEGER NOT NULL, device INTEGER NOT NULL, metric INTEGER NOT NULL REFERENCES metrics(id),"
     " t_ns INTEGER NOT NULL, value REAL NOT NULL);"
-    "CREATE INDEX samples_by_run ON samples(run_id, device, metric, t_ns);"
+    "CREATE INDEX samples_by_run ON samples(run_id, t_ns);"
     "CREATE TABLE findings(run_id INTEGER NOT NULL REFERENCES runs(id), position INTEGER NOT NULL,"
     " verdict TEXT NOT NULL, severity TEXT NOT NULL, title TEXT, scope TEXT, PRIMARY KEY(run_id, position));",
 };
@@ -94,6 +96,7 @@ StatusOr<std::unique_ptr<RunStore>> RunStore::Open(const std::string& path) {
   // WAL: readers never block the recorder, and a crash loses only uncommitted transactions.
   RETURN_IF_ERROR(store->Exec("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON;"));
   RETURN_IF_ERROR(store->Migrate());
+  RETURN_IF_ERROR(store->LoadMetricIds());
   store->last_flush_ms_ = MonotonicMs();
   return store;
 }
@@ -137,6 +140,26 @@ Status RunStore::Migrate() {
     }
     RETURN_IF_ERROR(Exec("COMMIT"));
   }
+  return Status::Ok();
+}
+
+Status RunStore::LoadMetricIds() {
+  // Ids are per store (a later build may add or reorder metrics): map by name.
+  RETURN_IF_ERROR(Exec("BEGIN IMMEDIATE"));
+  Statement add(db_, "INSERT OR IGNORE INTO metrics(name) VALUES(?)");
+  for (int m = 0; m < kNumMetrics; ++m) {
+    add.Bind(1, std::string(MetricName(static_cast<Metric>(m))));
+    if (!add.ok() || add.Step() != SQLITE_DONE) {
+      const std::string why = sqlite3_errmsg(db_);
+      (void)Exec("ROLLBACK");
+      return IoError(path_ + ": cannot register metrics: " + why);
+    }
+    add.Reset();
+  }
+  RETURN_IF_ERROR(Exec("COMMIT"));
+  Statement ids(db_, "SELECT id, name FROM metrics");
+  while (ids.ok() && ids.Step() == SQLITE_ROW)
+    if (auto m = MetricFromName(ids.Text(1))) metric_ids_[static_cast<size_t>(*m)] = ids.Int(0);
   return Status::Ok();
 }
 
@@ -206,7 +229,7 @@ Status RunStore::Flush() {
   for (const auto& s : pending_) {
     insert.Bind(1, s.run);
     insert.Bind(2, s.device);
-    insert.Bind(3, std::string(MetricName(static_cast<Metric>(s.metric))));
+    insert.Bind(3, metric_ids_[static_cast<size_t>(s.metric)]);
     insert.Bind(4, static_cast<int64_t>(s.t));
     insert.Bind(5, s.value);
     if (insert.Step() != SQLITE_DONE) {
@@ -312,7 +335,9 @@ StatusOr<Recording> RunStore::LoadRun(int64_t run) {
     position[stored] = *pos;
   }
   // Samples stream in time order per series, through the same sketches a live recording fills.
-  Statement samples(db_, "SELECT device, metric, t_ns, value FROM samples WHERE run_id=? ORDER BY t_ns");
+  Statement samples(db_,
+                    "SELECT s.device, m.name, s.t_ns, s.value FROM samples s JOIN metrics m ON m.id = s.metric"
+                    " WHERE s.run_id=? ORDER BY s.t_ns");
   samples.Bind(1, run);
   while (samples.ok() && samples.Step() == SQLITE_ROW) {
     const auto device = static_cast<size_t>(samples.Int(0));

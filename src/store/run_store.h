@@ -8,6 +8,7 @@
 // run is marked incomplete and has lost at most the last second of samples.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -72,6 +73,7 @@ class RunStore {
   RunStore() = default;
   Status Exec(const char* sql);
   Status Migrate();
+  Status LoadMetricIds();
 
   sqlite3* db_ = nullptr;
   std::string path_;
@@ -83,6 +85,7 @@ class RunStore {
     double value;
   };
   std::vector<PendingSample> pending_;
+  std::array<int64_t, kNumMetrics> metric_ids_{};
   int64_t last_flush_ms_ = 0;
 };
 

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Benchmark (not a test): CPU the recorder spends per sample per GPU, against the
+# fake NVML (8 GPUs), with the run store on. Baseline in the same run: the same
+# record command with sampling impossible (no NVML), so process start, the
+# job's wait loop and the report are subtracted. Prints the share of one core
+# the recorder would use at 10 Hz x 8 GPUs (goal < 0.5 %).
+#
+#   bash bench/recorder_benchmark.sh [SECONDS]
+# The fake library answers instantly; a real driver's NVML calls cost more (ioctls).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+seconds=${1:-10}
+bin=build/release/src/cli/gputriage
+fake=build/release/fake_nvml/libnvidia-ml.so.1
+[ -x "$bin" ] && [ -f "$fake" ] || { cmake --preset release >/dev/null && cmake --build --preset release --target gputriage fake_nvml; }
+out=${BENCH_DIR:-bench/out}
+mkdir -p "$out"
+scenario=$out/eight_gpus.txt
+: >"$scenario"
+for g in 0 1 2 3 4 5 6 7; do
+  cat >>"$scenario" <<EOT
+device name="NVIDIA H100 80GB HBM3" uuid=GPU-bench-$g bus=00000000:1$g:00.0 power_limit_w=700 max_sm_mhz=1980
+series gpu_util 97 97 97 97 97 0 0 0
+series power_w 600 610 620 630 640 150 140 130
+series sm_mhz 1980
+series mem_used_mib 60000
+series pcie_rx_kbs 2000 2000 900000
+EOT
+done
+interval=0.01  # 100 Hz for a measurable total; the share is scaled to 10 Hz below
+measure() {  # command... -> "user_s sys_s"
+  /usr/bin/time -f "%U %S" -o "$out/time.txt" "$@" >/dev/null 2>&1
+  cat "$out/time.txt"
+}
+rm -f "$out/bench_store.db"*
+read -r base_u base_s < <(measure "$bin" record --no-store --nvml-library /nonexistent --interval "$interval" -- sleep "$seconds")
+read -r rec_u rec_s < <(GPUTRIAGE_FAKE_NVML_SCENARIO="$scenario" measure "$bin" record --store "$out/bench_store.db" \
+  --nvml-library "$fake" --interval "$interval" -- sleep "$seconds")
+samples=$(python3 -c "import sqlite3,sys; print(sqlite3.connect(sys.argv[1]).execute('select count(distinct t_ns) from samples').fetchone()[0])" "$out/bench_store.db")
+python3 - "$base_u" "$base_s" "$rec_u" "$rec_s" "$samples" <<'PY'
+import sys
+bu, bs, ru, rs = map(float, sys.argv[1:5]); samples = int(sys.argv[5])
+gpus = 8
+base, rec = bu + bs, ru + rs
+per = max(rec - base, 0.0) / max(samples * gpus, 1)
+share = per * 10 * gpus * 100
+print(f"baseline (no NVML): {base:.3f} s CPU; recording: {rec:.3f} s CPU; {samples} samples x {gpus} GPUs")
+print(f"recorder CPU per sample per GPU: {per*1e6:.1f} us (store on)")
+print(f"share of one core at 10 Hz x 8 GPUs: {share:.3f} % (goal < 0.5 %)")
+PY

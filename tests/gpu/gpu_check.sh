@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# The prepared GPU check (issue 4): on a machine with an NVIDIA GPU and PyTorch,
+# records four labelled workloads for ~30 s each with `gputriage record` (NVML)
+# while nvidia-smi logs the same run (a --query-gpu CSV and, on Hopper or newer,
+# GPM metrics through dmon), checks the verdicts, and leaves every recording in
+# OUT as files the CPU-side tests can read (the CSV/dmon logs, the store, the
+# JSON reports). One call, about 3 minutes:
+#
+#   bash tests/gpu/gpu_check.sh [OUT] [SECONDS]
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+out=${1:-${OUT:-gpu-check-out}}
+seconds=${2:-30}
+mkdir -p "$out"
+bin=build/release/src/cli/gputriage
+if [ ! -x "$bin" ]; then
+  cmake --preset release >/dev/null && cmake --build --preset release -j "$(nproc)" --target gputriage || exit 2
+fi
+nvidia-smi -q >"$out/nvidia-smi-q.txt" 2>&1
+nvidia-smi --query-gpu=name,driver_version,compute_cap --format=csv >"$out/gpu.txt" 2>&1
+cat "$out/gpu.txt"
+declare -A expect=([input_bound]="input_bound" [tiny_batch]="undersized_work launch_bound underutilized"
+                   [fp32]="low_precision" [bf16]="at_compute_limit")
+status=0
+for w in input_bound tiny_batch fp32 bf16; do
+  echo "== $w"
+  nvidia-smi --query-gpu=timestamp,index,uuid,name,utilization.gpu,utilization.memory,memory.used,memory.total,power.draw,power.limit,clocks.sm,clocks.max.sm,temperature.gpu,clocks_event_reasons.active \
+    --format=csv -lms 100 -i 0 >"$out/$w.nvidia-smi.csv" 2>"$out/$w.nvidia-smi.err" &
+  smi=$!
+  nvidia-smi dmon -i 0 --gpm-metrics 1,2,3,5,10,12,13 -o DT -d 1 >"$out/$w.gpm-dmon.txt" 2>"$out/$w.gpm.err" &
+  gpm=$!
+  "$bin" record --store "$out/gpu_runs.db" --name "$w" --tag workload="$w" --interval 0.1 --json "$out/$w.record.json" \
+    -- python3 tests/gpu/workloads.py "$w" --seconds "$seconds" 2>"$out/$w.record.txt"
+  rc=$?
+  kill "$smi" "$gpm" 2>/dev/null; wait "$smi" "$gpm" 2>/dev/null
+  echo "   record exit $rc"
+  inputs=("$out/$w.nvidia-smi.csv")
+  grep -qi smutil "$out/$w.gpm-dmon.txt" 2>/dev/null && inputs+=("$out/$w.gpm-dmon.txt")
+  "$bin" diagnose --json "${inputs[@]}" >"$out/$w.logs.json" 2>"$out/$w.logs.err"
+  python3 - "$w" "${expect[$w]}" "$out/$w.record.json" "$out/$w.logs.json" <<'PY' || status=1
+import json, sys
+w, expected = sys.argv[1], sys.argv[2].split()
+ok = False
+for path in sys.argv[3:]:
+    try:
+        d = json.load(open(path))
+    except Exception as e:
+        print(f"   {path}: unreadable ({e})")
+        continue
+    got = [f["verdict"] for f in d["findings"]]
+    print(f"   {path.split('/')[-1]}: {got}, util {d['summary'].get('gpu_util_mean_percent')}")
+    ok |= any(v in got for v in expected)
+print(f"   {'PASS' if ok else 'FAIL'}: expected one of {expected}")
+sys.exit(0 if ok else 1)
+PY
+done
+"$bin" runs --store "$out/gpu_runs.db"
+exit $status

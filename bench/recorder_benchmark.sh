@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Benchmark (not a test): CPU the recorder spends per sample per GPU, against the
-# fake NVML (8 GPUs), with the run store on. Baseline in the same run: the same
+# fake NVML (8 GPUs, GPM on), with the run store on. Baseline in the same run: the same
 # record command with sampling impossible (no NVML), so process start, the
 # job's wait loop and the report are subtracted. Prints the share of one core
 # the recorder would use at 10 Hz x 8 GPUs (goal < 0.5 %).
@@ -19,12 +19,16 @@ scenario=$out/eight_gpus.txt
 : >"$scenario"
 for g in 0 1 2 3 4 5 6 7; do
   cat >>"$scenario" <<EOT
-device name="NVIDIA H100 80GB HBM3" uuid=GPU-bench-$g bus=00000000:1$g:00.0 power_limit_w=700 max_sm_mhz=1980
+device name="NVIDIA H100 80GB HBM3" uuid=GPU-bench-$g bus=00000000:1$g:00.0 power_limit_w=700 max_sm_mhz=1980 gpm=1
 series gpu_util 97 97 97 97 97 0 0 0
 series power_w 600 610 620 630 640 150 140 130
 series sm_mhz 1980
 series mem_used_mib 60000
 series pcie_rx_kbs 2000 2000 900000
+series sm_active 90 90 90 90 90 2 2 2
+series tensor_active 60 60 60 60 60 0 0 0
+series dram_active 40
+series fp32_active 5
 EOT
 done
 interval=0.01  # 100 Hz for a measurable total; the share is scaled to 10 Hz below

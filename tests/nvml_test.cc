@@ -94,6 +94,60 @@ TEST_F(Nvml, InputBoundSawtoothThroughTheLoaderEndsInTheSameVerdict) {
   EXPECT_NEAR(diagnosis.summary.gpu_util_mean_percent, 97.0 * 5 / 8, 1e-9);
 }
 
+/// The first verdict of `diagnosis` with this id, or null.
+const Finding* FindVerdict(const Diagnosis& d, const std::string& verdict) {
+  for (const auto& f : d.findings)
+    if (f.verdict == verdict) return &f;
+  return nullptr;
+}
+
+Diagnosis DiagnoseRecording(Recording rec) {
+  gputriage::Run run;
+  run.recordings.push_back(std::move(rec));
+  return Diagnose(run);
+}
+
+TEST_F(Nvml, GpmSmallBatchIsUndersizedWork) {
+  Scenario("device name=\"NVIDIA H100 80GB HBM3\" power_limit_w=700 gpm=1\n"
+           "series gpu_util 98\nseries power_w 250\nseries sm_active 22\nseries sm_occupancy 8\n"
+           "series tensor_active 3\nseries dram_active 10\nseries fp32_active 5\n");
+  Recording rec = Record(600);  // 60 s at 100 ms
+  const auto& d = rec.metrics.devices.at(0);
+  EXPECT_GT(d.Get(Metric::kSmActive).count(), 500);
+  EXPECT_DOUBLE_EQ(d.Get(Metric::kSmActive).mean(), 22);
+  EXPECT_FALSE(rec.stats.FindIssue("gpm_unavailable"));
+  EXPECT_TRUE(FindVerdict(DiagnoseRecording(std::move(rec)), "undersized_work"));
+}
+
+TEST_F(Nvml, GpmFp32IsLowPrecision) {
+  Scenario("device name=\"NVIDIA H100 80GB HBM3\" gpm=1\n"
+           "series gpu_util 99\nseries sm_active 88\nseries tensor_active 0\nseries fp32_active 62\nseries dram_active 22\n");
+  EXPECT_TRUE(FindVerdict(DiagnoseRecording(Record(600)), "low_precision"));
+}
+
+TEST_F(Nvml, GpmHealthyBf16IsAtTheComputeLimit) {
+  Scenario("device name=\"NVIDIA H100 80GB HBM3\" gpm=1\n"
+           "series gpu_util 100\nseries sm_active 91\nseries tensor_active 62\nseries fp32_active 4\nseries dram_active 41\n"
+           "series sm_mhz 1980\n");
+  const Diagnosis d = DiagnoseRecording(Record(600));
+  const Finding* f = FindVerdict(d, "at_compute_limit");
+  ASSERT_TRUE(f);
+  EXPECT_TRUE(f->cannot_exclude.empty());  // SM and tensor activity were measured
+  for (const auto& finding : d.findings) EXPECT_EQ(finding.severity, Severity::kInfo) << finding.verdict;
+}
+
+TEST_F(Nvml, GpmUnsupportedSaysWhatIsMissing) {
+  Scenario("device name=\"NVIDIA A100-SXM4-80GB\" gpm=0\nseries gpu_util 100\n");
+  Recording rec = Record(100);
+  ASSERT_TRUE(rec.stats.FindIssue("gpm_unavailable"));
+  EXPECT_EQ(rec.metrics.devices.at(0).Get(Metric::kSmActive).count(), 0);
+  const Diagnosis d = DiagnoseRecording(std::move(rec));
+  const Finding* f = FindVerdict(d, "at_compute_limit");
+  ASSERT_TRUE(f);
+  EXPECT_FALSE(f->cannot_exclude.empty());
+  EXPECT_NE(f->to_separate.find("DCGM_FI_PROF_SM_ACTIVE"), std::string::npos);
+}
+
 TEST_F(Nvml, GpuLostMidRunKeepsWhatWasSampled) {
   Scenario("device name=\"NVIDIA A100-SXM4-80GB\"\nseries gpu_util 90\nlost_after 20\n"
            "device name=\"NVIDIA A100-SXM4-80GB\" uuid=GPU-second\nseries gpu_util 80\n");

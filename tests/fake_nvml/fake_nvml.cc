@@ -12,6 +12,8 @@
 //   unsupported power reasons        these calls return NVML_ERROR_NOT_SUPPORTED
 //   lost_after 20                    from the 21st sample on, every call returns GPU_IS_LOST
 //   error util 4                     this call always returns the code (4 = no permission)
+//   gpm 1                            GPM supported; series sm_active tensor_active dram_active fp32_active
+//                                    fp16_active fp64_active gr_engine sm_occupancy give its percentages
 // A "sample" is one nvmlDeviceGetUtilizationRates call on that device (the
 // sampler asks for utilization first); other getters read the current sample.
 #include <cstdio>
@@ -35,6 +37,7 @@ struct FakeDevice {
   unsigned max_sm_mhz = 1500;
   unsigned long long memory_total_mib = 16384;
   unsigned mig = 0;
+  unsigned gpm = 0;
   std::map<std::string, std::vector<double>> series;
   std::map<std::string, int> errors;  // call → return code
   long lost_after = -1;
@@ -117,6 +120,7 @@ void Load() {
       if (kv.count("max_sm_mhz")) d.max_sm_mhz = static_cast<unsigned>(std::stoul(kv["max_sm_mhz"]));
       if (kv.count("memory_total_mib")) d.memory_total_mib = std::stoull(kv["memory_total_mib"]);
       if (kv.count("mig")) d.mig = static_cast<unsigned>(std::stoul(kv["mig"]));
+      if (kv.count("gpm")) d.gpm = static_cast<unsigned>(std::stoul(kv["gpm"]));
       s.devices.push_back(d);
     } else if (!s.devices.empty()) {
       FakeDevice& d = s.devices.back();
@@ -135,6 +139,8 @@ void Load() {
         d.errors[call] = code;
       } else if (word == "lost_after") {
         in >> d.lost_after;
+      } else if (word == "gpm") {
+        in >> d.gpm;
       }
     }
   }
@@ -318,5 +324,69 @@ FAKE_API nvmlReturn_t nvmlDeviceGetPcieThroughput(nvmlDevice_t device, nvmlPcieU
   if (!d) return NVML_ERROR_INVALID_ARGUMENT;
   if (int rc = Outcome(*d, "pcie")) return rc;
   *kbs = static_cast<unsigned>(counter == NVML_PCIE_UTIL_RX_BYTES ? Value(*d, "pcie_rx_kbs", 0) : Value(*d, "pcie_tx_kbs", 0));
+  return NVML_SUCCESS;
+}
+
+// ---- GPM ----------------------------------------------------------------------
+
+struct nvmlGpmSample_st {
+  FakeDevice* device = nullptr;
+  long sample = -1;
+};
+
+FAKE_API nvmlReturn_t nvmlGpmQueryDeviceSupport(nvmlDevice_t device, nvmlGpmSupport_t* support) {
+  FakeDevice* d = Get(device);
+  if (!d || support == nullptr || support->version != NVML_GPM_SUPPORT_VERSION) return NVML_ERROR_INVALID_ARGUMENT;
+  support->isSupportedDevice = d->gpm;
+  return NVML_SUCCESS;
+}
+
+FAKE_API nvmlReturn_t nvmlGpmSampleAlloc(nvmlGpmSample_t* sample) {
+  *sample = new nvmlGpmSample_st();
+  return NVML_SUCCESS;
+}
+
+FAKE_API nvmlReturn_t nvmlGpmSampleFree(nvmlGpmSample_t sample) {
+  delete sample;
+  return NVML_SUCCESS;
+}
+
+FAKE_API nvmlReturn_t nvmlGpmSampleGet(nvmlDevice_t device, nvmlGpmSample_t sample) {
+  FakeDevice* d = Get(device);
+  if (!d || sample == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  if (!d->gpm) return NVML_ERROR_NOT_SUPPORTED;
+  if (int rc = Outcome(*d, "gpm")) return rc;
+  sample->device = d;
+  sample->sample = d->sample;
+  return NVML_SUCCESS;
+}
+
+FAKE_API nvmlReturn_t nvmlGpmMetricsGet(nvmlGpmMetricsGet_t* request) {
+  if (request == nullptr || request->version != NVML_GPM_METRICS_GET_VERSION || request->sample1 == nullptr ||
+      request->sample2 == nullptr || request->sample2->device == nullptr || request->numMetrics > kNvmlGpmMetricMax)
+    return NVML_ERROR_INVALID_ARGUMENT;
+  FakeDevice d = *request->sample2->device;
+  d.sample = request->sample2->sample;  // the average "between" the samples: the later tick's value
+  for (unsigned i = 0; i < request->numMetrics; ++i) {
+    auto& m = request->metrics[i];
+    const char* name = nullptr;
+    switch (m.metricId) {
+      case NVML_GPM_METRIC_GRAPHICS_UTIL: name = "gr_engine"; break;
+      case NVML_GPM_METRIC_SM_UTIL: name = "sm_active"; break;
+      case NVML_GPM_METRIC_SM_OCCUPANCY: name = "sm_occupancy"; break;
+      case NVML_GPM_METRIC_ANY_TENSOR_UTIL: name = "tensor_active"; break;
+      case NVML_GPM_METRIC_DRAM_BW_UTIL: name = "dram_active"; break;
+      case NVML_GPM_METRIC_FP64_UTIL: name = "fp64_active"; break;
+      case NVML_GPM_METRIC_FP32_UTIL: name = "fp32_active"; break;
+      case NVML_GPM_METRIC_FP16_UTIL: name = "fp16_active"; break;
+      default: break;
+    }
+    if (name == nullptr || !d.series.count(name)) {
+      m.nvmlReturn = NVML_ERROR_NOT_SUPPORTED;
+      continue;
+    }
+    m.nvmlReturn = NVML_SUCCESS;
+    m.value = Value(d, name, 0);
+  }
   return NVML_SUCCESS;
 }

@@ -71,6 +71,47 @@ constexpr unsigned int NVML_DEVICE_NAME_BUFFER_SIZE = 96;
 constexpr unsigned int NVML_DEVICE_UUID_BUFFER_SIZE = 96;
 constexpr unsigned int NVML_SYSTEM_DRIVER_VERSION_BUFFER_SIZE = 80;
 
+// GPM (GPU performance monitoring, Hopper and newer): DCGM's profiling metrics
+// without DCGM. The metrics array grew across NVML releases (98, 210, 333 entries)
+// while the struct version stayed 1: declare the largest and read numMetrics only.
+struct nvmlGpmSample_st;
+typedef struct nvmlGpmSample_st* nvmlGpmSample_t;
+constexpr unsigned int NVML_GPM_METRICS_GET_VERSION = 1;
+constexpr unsigned int NVML_GPM_SUPPORT_VERSION = 1;
+constexpr int kNvmlGpmMetricMax = 333;
+enum : unsigned int {
+  NVML_GPM_METRIC_GRAPHICS_UTIL = 1,
+  NVML_GPM_METRIC_SM_UTIL = 2,
+  NVML_GPM_METRIC_SM_OCCUPANCY = 3,
+  NVML_GPM_METRIC_ANY_TENSOR_UTIL = 5,
+  NVML_GPM_METRIC_DRAM_BW_UTIL = 10,
+  NVML_GPM_METRIC_FP64_UTIL = 11,
+  NVML_GPM_METRIC_FP32_UTIL = 12,
+  NVML_GPM_METRIC_FP16_UTIL = 13,
+};
+typedef struct {
+  char* shortName;
+  char* longName;
+  char* unit;
+} nvmlGpmMetricMetricInfo_t;
+typedef struct {
+  unsigned int metricId;
+  nvmlReturn_t nvmlReturn;
+  double value;  // percent for the *_UTIL metrics
+  nvmlGpmMetricMetricInfo_t metricInfo;
+} nvmlGpmMetric_t;
+typedef struct {
+  unsigned int version;
+  unsigned int numMetrics;
+  nvmlGpmSample_t sample1;
+  nvmlGpmSample_t sample2;
+  nvmlGpmMetric_t metrics[kNvmlGpmMetricMax];
+} nvmlGpmMetricsGet_t;
+typedef struct {
+  unsigned int version;
+  unsigned int isSupportedDevice;
+} nvmlGpmSupport_t;
+
 // Function signatures, as pointer types the loader resolves with dlsym.
 using nvmlInit_fn = nvmlReturn_t (*)();
 using nvmlShutdown_fn = nvmlReturn_t (*)();
@@ -88,9 +129,16 @@ using nvmlDeviceGetTemperature_fn = nvmlReturn_t (*)(nvmlDevice_t, nvmlTemperatu
 using nvmlDeviceGetClocksEventReasons_fn = nvmlReturn_t (*)(nvmlDevice_t, unsigned long long*);
 using nvmlDeviceGetPcieThroughput_fn = nvmlReturn_t (*)(nvmlDevice_t, nvmlPcieUtilCounter_t, unsigned int*);
 using nvmlDeviceGetMigMode_fn = nvmlReturn_t (*)(nvmlDevice_t, unsigned int*, unsigned int*);
+using nvmlGpmQueryDeviceSupport_fn = nvmlReturn_t (*)(nvmlDevice_t, nvmlGpmSupport_t*);
+using nvmlGpmSampleAlloc_fn = nvmlReturn_t (*)(nvmlGpmSample_t*);
+using nvmlGpmSampleFree_fn = nvmlReturn_t (*)(nvmlGpmSample_t);
+using nvmlGpmSampleGet_fn = nvmlReturn_t (*)(nvmlDevice_t, nvmlGpmSample_t);
+using nvmlGpmMetricsGet_fn = nvmlReturn_t (*)(nvmlGpmMetricsGet_t*);
 
 }  // extern "C"
 
 static_assert(sizeof(nvmlUtilization_t) == 8);
 static_assert(sizeof(nvmlMemory_t) == 24);
 static_assert(sizeof(nvmlPciInfo_t) == 68);
+static_assert(sizeof(nvmlGpmMetric_t) == 40);
+static_assert(sizeof(nvmlGpmMetricsGet_t) == 24 + 40 * kNvmlGpmMetricMax);

@@ -97,6 +97,11 @@ StatusOr<std::unique_ptr<NvmlLibrary>> NvmlLibrary::Load(const std::string& path
       handle, {"nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetCurrentClocksThrottleReasons"});
   a.DeviceGetPcieThroughput = Resolve<nvmlDeviceGetPcieThroughput_fn>(handle, {"nvmlDeviceGetPcieThroughput"});
   a.DeviceGetMigMode = Resolve<nvmlDeviceGetMigMode_fn>(handle, {"nvmlDeviceGetMigMode"});
+  a.GpmQueryDeviceSupport = Resolve<nvmlGpmQueryDeviceSupport_fn>(handle, {"nvmlGpmQueryDeviceSupport"});
+  a.GpmSampleAlloc = Resolve<nvmlGpmSampleAlloc_fn>(handle, {"nvmlGpmSampleAlloc"});
+  a.GpmSampleFree = Resolve<nvmlGpmSampleFree_fn>(handle, {"nvmlGpmSampleFree"});
+  a.GpmSampleGet = Resolve<nvmlGpmSampleGet_fn>(handle, {"nvmlGpmSampleGet"});
+  a.GpmMetricsGet = Resolve<nvmlGpmMetricsGet_fn>(handle, {"nvmlGpmMetricsGet"});
 
   const nvmlReturn_t rc = init();
   if (rc != NVML_SUCCESS) {

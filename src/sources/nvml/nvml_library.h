@@ -35,6 +35,12 @@ struct NvmlApi {
   nvmlDeviceGetClocksEventReasons_fn DeviceGetClocksEventReasons = nullptr;
   nvmlDeviceGetPcieThroughput_fn DeviceGetPcieThroughput = nullptr;
   nvmlDeviceGetMigMode_fn DeviceGetMigMode = nullptr;
+  // GPM (NVML 11.8+, Hopper+ devices)
+  nvmlGpmQueryDeviceSupport_fn GpmQueryDeviceSupport = nullptr;
+  nvmlGpmSampleAlloc_fn GpmSampleAlloc = nullptr;
+  nvmlGpmSampleFree_fn GpmSampleFree = nullptr;
+  nvmlGpmSampleGet_fn GpmSampleGet = nullptr;
+  nvmlGpmMetricsGet_fn GpmMetricsGet = nullptr;
 };
 
 class NvmlLibrary {

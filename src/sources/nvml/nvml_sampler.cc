@@ -1,13 +1,29 @@
 #include "src/sources/nvml/nvml_sampler.h"
 
 #include <cstring>
+#include <iterator>
+#include <utility>
 #include <string>
 
 namespace gputriage {
 namespace {
 
 constexpr const char* kCallNames[] = {"utilization", "memory info", "power usage", "SM clock", "memory clock",
-                                      "temperature", "clock event reasons", "PCIe RX throughput", "PCIe TX throughput"};
+                                      "temperature", "clock event reasons", "PCIe RX throughput", "PCIe TX throughput",
+                                      "GPM metrics"};
+
+// GPM metric → canonical metric (DCGM computes its PROF fields from the same ids on Hopper+).
+struct GpmMapping {
+  unsigned int id;
+  Metric metric;
+};
+constexpr GpmMapping kGpmMetrics[] = {
+    {NVML_GPM_METRIC_GRAPHICS_UTIL, Metric::kGrEngineActive}, {NVML_GPM_METRIC_SM_UTIL, Metric::kSmActive},
+    {NVML_GPM_METRIC_SM_OCCUPANCY, Metric::kSmOccupancy},     {NVML_GPM_METRIC_ANY_TENSOR_UTIL, Metric::kTensorActive},
+    {NVML_GPM_METRIC_DRAM_BW_UTIL, Metric::kDramActive},      {NVML_GPM_METRIC_FP64_UTIL, Metric::kFp64Active},
+    {NVML_GPM_METRIC_FP32_UTIL, Metric::kFp32Active},         {NVML_GPM_METRIC_FP16_UTIL, Metric::kFp16Active},
+};
+constexpr TimeNs kGpmMinInterval = 100 * kNsPerMs;  // "due to the internal sample refresh rate"
 
 std::string Text(const char* buffer, size_t size) { return std::string(buffer, strnlen(buffer, size)); }
 
@@ -63,9 +79,60 @@ StatusOr<NvmlSampler> NvmlSampler::Open(const NvmlLibrary& nvml, Recording& reco
     Gpu gpu;
     gpu.handle = handle;
     gpu.metric_device = *pos;
+    // GPM where the device supports it (Hopper+, not under MIG, where it needs instance handles).
+    bool gpm = false;
+    if (api.GpmQueryDeviceSupport && api.GpmSampleAlloc && api.GpmSampleFree && api.GpmSampleGet && api.GpmMetricsGet &&
+        !d.mig_mode) {
+      nvmlGpmSupport_t support{};
+      support.version = NVML_GPM_SUPPORT_VERSION;
+      gpm = api.GpmQueryDeviceSupport(handle, &support) == NVML_SUCCESS && support.isSupportedDevice != 0 &&
+            api.GpmSampleAlloc(&gpu.gpm_previous) == NVML_SUCCESS && api.GpmSampleAlloc(&gpu.gpm_current) == NVML_SUCCESS &&
+            api.GpmSampleGet(handle, gpu.gpm_previous) == NVML_SUCCESS;
+    }
+    if (!gpm) {
+      gpu.unsupported[kGpm] = true;
+      recording.stats.AddIssue(IssueSeverity::kInfo, "gpm_unavailable",
+                               d.Label() + ": no GPM metrics (needs Hopper or newer and NVML 11.8+, and no MIG): SM, "
+                                           "tensor and DRAM activity will be missing");
+    }
     sampler.devices_.push_back(gpu);
   }
   return sampler;
+}
+
+NvmlSampler::NvmlSampler(NvmlSampler&& other) noexcept : nvml_(other.nvml_), devices_(std::move(other.devices_)),
+                                                        sink_(std::move(other.sink_)) {
+  other.devices_.clear();
+}
+
+NvmlSampler::~NvmlSampler() {
+  const NvmlApi& api = nvml_->api();
+  for (auto& gpu : devices_) {
+    if (gpu.gpm_previous && api.GpmSampleFree) api.GpmSampleFree(gpu.gpm_previous);
+    if (gpu.gpm_current && api.GpmSampleFree) api.GpmSampleFree(gpu.gpm_current);
+  }
+}
+
+void NvmlSampler::SampleGpm(Gpu& gpu, TimeNs t, Recording& recording) {
+  if (gpu.unsupported[kGpm] || gpu.lost || t - gpu.gpm_previous_t < kGpmMinInterval) return;
+  const NvmlApi& api = nvml_->api();
+  if (!Check(api.GpmSampleGet(gpu.handle, gpu.gpm_current), gpu, kGpm, recording)) return;
+  nvmlGpmMetricsGet_t request{};  // ~13 KB: the struct for every NVML release's metric count
+  request.version = NVML_GPM_METRICS_GET_VERSION;
+  request.numMetrics = static_cast<unsigned int>(std::size(kGpmMetrics));
+  request.sample1 = gpu.gpm_previous;
+  request.sample2 = gpu.gpm_current;
+  for (size_t i = 0; i < std::size(kGpmMetrics); ++i) request.metrics[i].metricId = kGpmMetrics[i].id;
+  const bool first = gpu.gpm_previous_t == 0;  // the Open() sample's time is unknown: skip its interval
+  std::swap(gpu.gpm_previous, gpu.gpm_current);
+  gpu.gpm_previous_t = t;
+  if (first || !Check(api.GpmMetricsGet(&request), gpu, kGpm, recording)) return;
+  for (size_t i = 0; i < std::size(kGpmMetrics); ++i) {
+    const auto& m = request.metrics[i];
+    if (m.nvmlReturn != NVML_SUCCESS) continue;  // that counter is not on this chip: stays missing
+    recording.metrics.Add(gpu.metric_device, kGpmMetrics[i].metric, t, m.value);
+    if (sink_) sink_(gpu.metric_device, kGpmMetrics[i].metric, t, m.value);
+  }
 }
 
 int NvmlSampler::lost_devices() const {
@@ -145,6 +212,7 @@ void NvmlSampler::Sample(TimeNs t, Recording& recording) {
     if (want(kPcieTx, api.DeviceGetPcieThroughput != nullptr) &&
         Check(api.DeviceGetPcieThroughput(gpu.handle, NVML_PCIE_UTIL_TX_BYTES, &v), gpu, kPcieTx, recording))
       put(dev, Metric::kPcieTxBytesPerS, t, v * 1000.0);
+    SampleGpm(gpu, t, recording);
   }
   ++set.rows;
 }

@@ -18,6 +18,10 @@ class NvmlSampler {
   /// Enumerates the GPUs and records their facts (name, uuid, bus id, power
   /// limit, max SM clock, memory, MIG mode, driver) in `recording`.
   static StatusOr<NvmlSampler> Open(const NvmlLibrary& nvml, Recording& recording);
+  ~NvmlSampler();  // frees GPM samples
+  NvmlSampler(NvmlSampler&& other) noexcept;
+  NvmlSampler& operator=(NvmlSampler&&) = delete;
+  NvmlSampler(const NvmlSampler&) = delete;
 
   /// One sample of every GPU at time `t`. A metric the device does not support is
   /// recorded as missing from then on (one `nvml_not_supported` issue naming it);
@@ -33,13 +37,18 @@ class NvmlSampler {
   int lost_devices() const;
 
  private:
-  enum Call { kUtil, kMemory, kPower, kSmClock, kMemClock, kTemp, kReasons, kPcieRx, kPcieTx, kNumCalls };
+  enum Call { kUtil, kMemory, kPower, kSmClock, kMemClock, kTemp, kReasons, kPcieRx, kPcieTx, kGpm, kNumCalls };
   struct Gpu {
     nvmlDevice_t handle = nullptr;
     size_t metric_device = 0;  // position in recording.metrics.devices
     bool lost = false;
     std::array<bool, kNumCalls> unsupported{};
+    // GPM: metrics are averages between two samples at least 100 ms apart.
+    nvmlGpmSample_t gpm_previous = nullptr;
+    nvmlGpmSample_t gpm_current = nullptr;
+    TimeNs gpm_previous_t = 0;
   };
+  void SampleGpm(Gpu& gpu, TimeNs t, Recording& recording);
   explicit NvmlSampler(const NvmlLibrary& nvml) : nvml_(&nvml) {}
   /// True when the value is usable; handles and counts every other outcome.
   bool Check(nvmlReturn_t rc, Gpu& gpu, Call call, Recording& recording);

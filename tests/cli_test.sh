@@ -115,6 +115,25 @@ assert dev["metrics"]["gpu_util"]["samples"] >= 5, dev["metrics"]["gpu_util"]
 assert d["recordings"][0]["format"] == "nvml"
 print("ok: record JSON")
 PY
+  # The stored run, exported, diagnoses the same on "another machine".
+  check "runs lists the recording" 0 "$bin" runs --json
+  run_id=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))[-1]["id"])' "$tmp/out")
+  check "export a stored run" 0 "$bin" export "$run_id" -o "$tmp/exported.prom"
+  check "diagnose the stored run" 0 "$bin" diagnose --json "$run_id"
+  cp "$tmp/out" "$tmp/stored.json"
+  check "diagnose the exported file" 0 "$bin" diagnose --json "$tmp/exported.prom"
+  python3 - "$tmp/stored.json" "$tmp/out" <<'PY' || fail=1
+import json, sys
+a, b = (json.load(open(p)) for p in sys.argv[1:3])
+va = sorted(f["verdict"] for f in a["findings"]); vb = sorted(f["verdict"] for f in b["findings"])
+assert va == vb, (va, vb)
+ua, ub = a["summary"]["gpu_util_mean_percent"], b["summary"]["gpu_util_mean_percent"]
+assert abs(ua - ub) < 1e-9, (ua, ub)
+da, db = a["recordings"][0]["metric_devices"][0], b["recordings"][0]["metric_devices"][0]
+assert da["name"] == db["name"] and da["power"]["limit_w"] == db["power"]["limit_w"], (da["name"], db["name"])
+print("ok: exported run diagnoses the same as the stored one")
+PY
+  check "export an unknown run" 3 "$bin" export 999999 -o "$tmp/none.prom"
   # SIGTERM to the recorder reaches the job; the recorder exits with the job's status.
   "$bin" record --nvml-library "$fake_nvml" -- sleep 30 >"$tmp/out" 2>"$tmp/err" &
   rec_pid=$!

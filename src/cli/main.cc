@@ -26,6 +26,7 @@
 #include "gputriage/report.h"
 #include "gputriage/version.h"
 #include "src/record/recorder.h"
+#include "src/store/run_export.h"
 #include "src/store/run_store.h"
 
 namespace {
@@ -269,6 +270,23 @@ std::string JsonQuote(const std::string& text) {
   return out + "\"";
 }
 
+int RunExport(const std::string& store_path, int64_t run, std::string out_path) {
+  auto store = gputriage::RunStore::Open(store_path.empty() ? gputriage::RunStore::DefaultPath() : store_path);
+  if (!store.ok()) {
+    std::fprintf(stderr, "gputriage: error: %s\n", store.status().ToString().c_str());
+    return kExitInput;
+  }
+  if (out_path.empty()) out_path = fmt::format("gputriage-run-{}.prom", run);
+  auto written = gputriage::ExportRun(**store, run, out_path);
+  if (!written.ok()) {
+    std::fprintf(stderr, "gputriage: error: %s\n", written.status().ToString().c_str());
+    return kExitInput;
+  }
+  std::fprintf(stderr, "gputriage: run %lld: %lld samples written to %s (gputriage diagnose %s)\n",
+               static_cast<long long>(run), static_cast<long long>(*written), out_path.c_str(), out_path.c_str());
+  return kExitOk;
+}
+
 int RunRuns(const std::string& store_path, bool json) {
   auto store = gputriage::RunStore::Open(store_path.empty() ? gputriage::RunStore::DefaultPath() : store_path);
   if (!store.ok()) {
@@ -361,6 +379,13 @@ int main(int argc, char** argv) {
   runs->add_flag("--json", runs_json, "print JSON");
   diagnose->add_option("--store", d.store_path, "run store for RUN_ID arguments");
 
+  auto* export_cmd = app.add_subcommand("export", "Write a stored run as a file `diagnose` reads on another machine");
+  std::string export_store, export_out;
+  int64_t export_run = 0;
+  export_cmd->add_option("RUN_ID", export_run, "the run (gputriage runs lists them)")->required()->check(CLI::PositiveNumber);
+  export_cmd->add_option("--store", export_store, "run store (default: $GPUTRIAGE_STORE, else ~/.local/share/gputriage/runs.db)");
+  export_cmd->add_option("-o,--output", export_out, "output file (default gputriage-run-<id>.prom)");
+
   auto* record = app.add_subcommand(
       "record", "Run a command and record its GPUs through NVML, then diagnose the recording (report on stderr)");
   RecordArgs r;
@@ -387,5 +412,6 @@ int main(int argc, char** argv) {
   if (cost->parsed()) return RunCost(c);
   if (record->parsed()) return RunRecord(r);
   if (runs->parsed()) return RunRuns(runs_store, runs_json);
+  if (export_cmd->parsed()) return RunExport(export_store, export_run, export_out);
   return kExitUsage;
 }

@@ -354,3 +354,44 @@ StatusOr<Recording> RunStore::LoadRun(int64_t run) {
 }
 
 }  // namespace gputriage
+
+namespace gputriage {
+
+Status RunStore::ForEachSample(int64_t run,
+                               const std::function<void(const MetricDevice&, Metric, TimeNs, double)>& fn) {
+  // The devices (facts, identity) as LoadRun reads them, without their samples.
+  Statement devs(db_,
+                 "SELECT device, gpu_index, uuid, pci_bus_id, name, driver_version, power_limit_w, max_sm_clock_mhz,"
+                 " memory_total_bytes, mig_mode, mig_instance, mig_profile FROM devices WHERE run_id=? ORDER BY device");
+  devs.Bind(1, run);
+  std::map<int64_t, MetricDevice> devices;
+  while (devs.ok() && devs.Step() == SQLITE_ROW) {
+    MetricDevice d;
+    d.index = static_cast<int>(devs.Int(1));
+    d.uuid = devs.Text(2);
+    d.pci_bus_id = devs.Text(3);
+    d.name = devs.Text(4);
+    d.driver_version = devs.Text(5);
+    d.power_limit_w = devs.Real(6);
+    d.max_sm_clock_mhz = devs.Real(7);
+    d.memory_total_bytes = devs.Int(8);
+    d.mig_mode = devs.Int(9) != 0;
+    d.mig_instance = static_cast<int>(devs.Int(10));
+    d.mig_profile = devs.Text(11);
+    devices.emplace(devs.Int(0), std::move(d));
+  }
+  if (devices.empty()) return NotFoundError(path_ + ": run " + std::to_string(run) + " has no GPUs recorded");
+  Statement samples(db_,
+                    "SELECT s.device, m.name, s.t_ns, s.value FROM samples s JOIN metrics m ON m.id = s.metric"
+                    " WHERE s.run_id=? ORDER BY m.name, s.device, s.t_ns");
+  samples.Bind(1, run);
+  while (samples.ok() && samples.Step() == SQLITE_ROW) {
+    auto dev = devices.find(samples.Int(0));
+    auto metric = MetricFromName(samples.Text(1));
+    if (dev == devices.end() || !metric) continue;
+    fn(dev->second, *metric, samples.Int(2), samples.Real(3));
+  }
+  return Status::Ok();
+}
+
+}  // namespace gputriage

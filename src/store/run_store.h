@@ -10,6 +10,7 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -66,6 +67,10 @@ class RunStore {
   StatusOr<std::vector<RunInfo>> ListRuns();
   /// Rebuilds a stored run as a Recording (devices, facts, every sample).
   StatusOr<Recording> LoadRun(int64_t run);
+  /// Every sample of a run in (metric, device, time) order, with its device as
+  /// LoadRun builds it (for export). Unknown metrics are skipped.
+  Status ForEachSample(int64_t run,
+                       const std::function<void(const MetricDevice& device, Metric metric, TimeNs t, double value)>& fn);
 
   const std::string& path() const { return path_; }
 

@@ -11,6 +11,7 @@
 // Scrape times: a sample's own timestamp (ms) when present; else a comment line
 // "# TIME <timestamp>" written between scrapes (e.g. by a curl loop); else a new
 // scrape starts when a series repeats, spaced by the sampling interval.
+#include <algorithm>
 #include <cmath>
 #include <map>
 
@@ -82,6 +83,7 @@ struct Family {
   bool known = false;
   Metric metric = Metric::kCount;
   double scale = 1;
+  bool max_sm_clock = false;  // DCGM_FI_DEV_MAX_SM_CLOCK: the device's maximum, kept as a fact
 };
 
 Unit UnitFromHelp(std::string_view help) {
@@ -137,6 +139,13 @@ Family Classify(std::string_view name, std::string_view help) {
     }
   }
   Family f;
+  if (base == "MAX_SM_CLOCK") {
+    f.known = true;
+    f.max_sm_clock = true;
+    f.metric = Metric::kSmClockMHz;
+    f.scale = Scale(suffix_unit == Unit::kNone ? Unit::kMHz : suffix_unit);
+    return f;
+  }
   for (const auto& e : kStems) {
     if (base != e.stem) continue;
     if (e.metric == Metric::kFbUsedBytes && suffix_unit == Unit::kPercent) return f;  // FB_USED_PERCENT: derived
@@ -359,6 +368,10 @@ class DcgmExporterReader final : public MetricLineReader {
     }
     double v = *value * family.scale;
     MetricDevice& d = metrics_.devices[*dev];
+    if (family.max_sm_clock) {  // a device fact, not a series
+      d.max_sm_clock_mhz = std::max(d.max_sm_clock_mhz, v);
+      return;
+    }
     if (family.metric == Metric::kPowerLimitW) d.power_limit_w = v;
     if (family.metric == Metric::kFbTotalBytes) d.memory_total_bytes = static_cast<int64_t>(v);
     metrics_.Add(*dev, family.metric, t, v);

@@ -75,6 +75,21 @@ std::optional<Metric> MetricFromName(const std::string& name) {
   return std::nullopt;
 }
 
+constexpr const char* kSelectDevices =
+    "SELECT device, gpu_index, uuid, pci_bus_id, name, driver_version, power_limit_w, max_sm_clock_mhz,"
+    " memory_total_bytes, mig_mode, mig_instance, mig_profile FROM devices WHERE run_id=? ORDER BY device";
+
+/// Device facts from a kSelectDevices row (column 0, the stored position, is the caller's).
+void ReadDeviceFacts(Statement& row, MetricDevice& d) {
+  d.name = row.Text(4);
+  d.driver_version = row.Text(5);
+  d.power_limit_w = row.Real(6);
+  d.max_sm_clock_mhz = row.Real(7);
+  d.memory_total_bytes = row.Int(8);
+  d.mig_mode = row.Int(9) != 0;
+  d.mig_profile = row.Text(11);
+}
+
 }  // namespace
 
 std::string RunStore::DefaultPath() {
@@ -314,22 +329,13 @@ StatusOr<Recording> RunStore::LoadRun(int64_t run) {
   if (head.Text(2) != "complete")
     rec.stats.AddIssue(IssueSeverity::kWarning, "incomplete_run",
                        "run " + std::to_string(run) + " was not completed (the recorder stopped early); samples up to its last second are kept");
-  Statement devs(db_,
-                 "SELECT device, gpu_index, uuid, pci_bus_id, name, driver_version, power_limit_w, max_sm_clock_mhz,"
-                 " memory_total_bytes, mig_mode, mig_instance, mig_profile FROM devices WHERE run_id=? ORDER BY device");
+  Statement devs(db_, kSelectDevices);
   devs.Bind(1, run);
   std::vector<size_t> position;  // stored device → recording device
   while (devs.ok() && devs.Step() == SQLITE_ROW) {
     auto pos = rec.metrics.FindOrAdd(static_cast<int>(devs.Int(1)), devs.Text(2), devs.Text(3), static_cast<int>(devs.Int(10)));
     if (!pos) break;
-    auto& d = rec.metrics.devices[*pos];
-    d.name = devs.Text(4);
-    d.driver_version = devs.Text(5);
-    d.power_limit_w = devs.Real(6);
-    d.max_sm_clock_mhz = devs.Real(7);
-    d.memory_total_bytes = devs.Int(8);
-    d.mig_mode = devs.Int(9) != 0;
-    d.mig_profile = devs.Text(11);
+    ReadDeviceFacts(devs, rec.metrics.devices[*pos]);
     const auto stored = static_cast<size_t>(devs.Int(0));
     if (position.size() <= stored) position.resize(stored + 1, SIZE_MAX);
     position[stored] = *pos;
@@ -360,9 +366,7 @@ namespace gputriage {
 Status RunStore::ForEachSample(int64_t run,
                                const std::function<void(const MetricDevice&, Metric, TimeNs, double)>& fn) {
   // The devices (facts, identity) as LoadRun reads them, without their samples.
-  Statement devs(db_,
-                 "SELECT device, gpu_index, uuid, pci_bus_id, name, driver_version, power_limit_w, max_sm_clock_mhz,"
-                 " memory_total_bytes, mig_mode, mig_instance, mig_profile FROM devices WHERE run_id=? ORDER BY device");
+  Statement devs(db_, kSelectDevices);
   devs.Bind(1, run);
   std::map<int64_t, MetricDevice> devices;
   while (devs.ok() && devs.Step() == SQLITE_ROW) {
@@ -370,14 +374,8 @@ Status RunStore::ForEachSample(int64_t run,
     d.index = static_cast<int>(devs.Int(1));
     d.uuid = devs.Text(2);
     d.pci_bus_id = devs.Text(3);
-    d.name = devs.Text(4);
-    d.driver_version = devs.Text(5);
-    d.power_limit_w = devs.Real(6);
-    d.max_sm_clock_mhz = devs.Real(7);
-    d.memory_total_bytes = devs.Int(8);
-    d.mig_mode = devs.Int(9) != 0;
     d.mig_instance = static_cast<int>(devs.Int(10));
-    d.mig_profile = devs.Text(11);
+    ReadDeviceFacts(devs, d);
     devices.emplace(devs.Int(0), std::move(d));
   }
   if (devices.empty()) return NotFoundError(path_ + ": run " + std::to_string(run) + " has no GPUs recorded");

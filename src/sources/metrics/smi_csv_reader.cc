@@ -321,13 +321,8 @@ class SmiCsvReader final : public MetricLineReader {
         case Column::kMetric:
         case Column::kPowerFallback:
         case Column::kReasonsActive: {
-          if (metric_text::IsMissing(text)) {
-            if (metric_text::IsGpuLost(text))
-              ctx_->Issue(IssueSeverity::kError, "gpu_lost", [&] {
-                return fmt::format("{}: {} reports '{}'", ctx_->Where(line_no), col.name, text);
-              });
-            break;
-          }
+          // Numbers first: nearly every cell is one, and the placeholders ("[N/A]",
+          // "[GPU is lost]") only need checking when the parse fails.
           // The reasons bitmask is hex ("0x0000000000000004"): a number-with-unit parse would stop at the 'x'.
           std::optional<metric_text::ValueWithUnit> v;
           if (col.kind == Column::kReasonsActive) {
@@ -336,6 +331,13 @@ class SmiCsvReader final : public MetricLineReader {
             v = metric_text::ParseValueWithUnit(text);
           }
           if (!v) {
+            if (metric_text::IsMissing(text)) {
+              if (metric_text::IsGpuLost(text))
+                ctx_->Issue(IssueSeverity::kError, "gpu_lost", [&] {
+                  return fmt::format("{}: {} reports '{}'", ctx_->Where(line_no), col.name, text);
+                });
+              break;
+            }
             ctx_->Issue(IssueSeverity::kWarning, "bad_value", [&] {
               return fmt::format("{}: column '{}' has unreadable value '{}'; value skipped", ctx_->Where(line_no),
                                  col.name, text);

@@ -152,6 +152,12 @@ struct DeviceMetricAnalysis {
   std::array<MetricDistribution, kNumMetrics> metrics;  // samples == 0 when not logged
   // utilization.gpu (else GR engine activity) shape
   std::string busy_metric;       // which series "busy" means here ("gpu_util", "gr_engine_active", "")
+  Metric busy_series = Metric::kCount;  // the same as a Metric; kCount when neither was logged
+  /// The busy series' distribution (empty when there is none).
+  const MetricDistribution& Busy() const {
+    static const MetricDistribution kNone;
+    return busy_series == Metric::kCount ? kNone : metrics[static_cast<int>(busy_series)];
+  }
   double busy_mean_percent = NAN;
   double near_zero_share = NAN;  // share of samples <= 5 %
   double near_full_share = NAN;  // share of samples >= 95 %

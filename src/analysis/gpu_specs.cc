@@ -1,6 +1,5 @@
 #include "src/analysis/gpu_specs.h"
 
-#include <cctype>
 #include <string>
 
 #include "src/util/strings.h"
@@ -55,25 +54,11 @@ constexpr GpuSpec kSpecs[] = {
     {"MI250", "MI250", 45.3, 0.0, 362.1, 362.1, 0.0, 3277, 128, 560, "CDNA 2 matrix cores", "AMD Instinct MI250 datasheet"},
 };
 
-bool IsAlnum(char c) { return std::isalnum(static_cast<unsigned char>(c)) != 0; }
-
-/// `fragment` occurs in `name` as a whole token: "L4" matches "NVIDIA L4" but
-/// not "NVIDIA L40S"; "A10" does not match "A100".
-bool TokenMatch(std::string_view name, std::string_view fragment) {
-  for (size_t at = name.find(fragment); at != std::string_view::npos; at = name.find(fragment, at + 1)) {
-    const size_t end = at + fragment.size();
-    const bool left = at == 0 || !IsAlnum(name[at - 1]);
-    const bool right = end == name.size() || !IsAlnum(name[end]) || !IsAlnum(fragment.back());
-    if (left && right) return true;
-  }
-  return false;
-}
-
 }  // namespace
 
 std::optional<GpuSpec> FindGpuSpec(std::string_view device_name) {
   for (const auto& spec : kSpecs)
-    if (TokenMatch(device_name, spec.match)) return spec;
+    if (ContainsToken(device_name, spec.match)) return spec;
   // Names without separators ("Tesla V100-SXM2-32GB" has them; some tools print
   // "A100SXM4"): fall back to a plain substring match.
   for (const auto& spec : kSpecs)

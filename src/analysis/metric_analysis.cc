@@ -66,9 +66,11 @@ std::vector<DeviceMetricAnalysis> AnalyzeMetrics(const MetricSet& metrics) {
     const SeriesSketch* busy = nullptr;
     if (d.Has(Metric::kGpuUtil)) {
       busy = &d.Get(Metric::kGpuUtil);
+      a.busy_series = Metric::kGpuUtil;
       a.busy_metric = MetricName(Metric::kGpuUtil);
     } else if (d.Has(Metric::kGrEngineActive)) {
       busy = &d.Get(Metric::kGrEngineActive);
+      a.busy_series = Metric::kGrEngineActive;
       a.busy_metric = MetricName(Metric::kGrEngineActive);
     }
     if (busy) {

@@ -69,7 +69,7 @@ void RenderMetricDevices(std::string& out, const Recording& rec, const Recording
                                            : std::string());
     if (!d.busy_metric.empty()) {
       out += fmt::format("     {}: {}; {:.0f}% of samples ≤ 5%, {:.0f}% ≥ 95%\n", d.busy_metric,
-                         Dist(d.metrics[static_cast<int>(d.busy_metric == "gpu_util" ? Metric::kGpuUtil : Metric::kGrEngineActive)], "%"),
+                         Dist(d.Busy(), "%"),
                          100.0 * d.near_zero_share, 100.0 * d.near_full_share);
       if (d.rhythm.period_samples > 0)
         out += fmt::format("     rhythm: period {:.2f} s (autocorrelation {:.2f}), sawtooth depth {:.0f} points\n",

@@ -30,6 +30,23 @@ inline bool EqualsLowered(std::string_view s, std::string_view lower) {
   return true;
 }
 
+inline bool IsAsciiAlnum(char c) {
+  return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
+}
+
+/// `fragment` occurs in `text` as a whole token: "L4" matches "NVIDIA L4" but not
+/// "NVIDIA L40S"; "A10" does not match "A100" (device names in spec and price tables).
+inline bool ContainsToken(std::string_view text, std::string_view fragment) {
+  if (fragment.empty()) return false;
+  for (size_t at = text.find(fragment); at != std::string_view::npos; at = text.find(fragment, at + 1)) {
+    const size_t end = at + fragment.size();
+    const bool left = at == 0 || !IsAsciiAlnum(text[at - 1]);
+    const bool right = end == text.size() || !IsAsciiAlnum(text[end]) || !IsAsciiAlnum(fragment.back());
+    if (left && right) return true;
+  }
+  return false;
+}
+
 inline bool IsAsciiSpace(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
 
 inline std::string_view TrimAsciiSpace(std::string_view s) {

@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "src/util/strings.h"
 #include "src/verdicts/verdicts_internal.h"
 
 namespace gputriage {
@@ -31,19 +32,11 @@ constexpr GpuPrice kPrices[] = {
      "costnimbus.com 'GPU cost management for ML teams', March 2026"},
 };
 
-bool TokenMatch(std::string_view name, std::string_view fragment) {
-  const size_t at = name.find(fragment);
-  if (at == std::string_view::npos) return false;
-  const size_t end = at + fragment.size();
-  auto alnum = [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); };
-  return (at == 0 || !alnum(name[at - 1])) && (end == name.size() || !alnum(name[end]));
-}
-
 }  // namespace
 
 std::optional<GpuPrice> DefaultGpuPrice(std::string_view device_name) {
   for (const auto& p : kPrices)
-    if (TokenMatch(device_name, p.match)) return p;
+    if (ContainsToken(device_name, p.match)) return p;
   return std::nullopt;
 }
 

@@ -70,7 +70,7 @@ struct Ctx {
 };
 
 /// What "busy" is on this GPU: NVML utilization, or DCGM's GR engine activity where that is absent (MIG).
-const char* BusyName(const Ctx& c) { return c.d.busy_metric == "gpu_util" ? "utilization" : "GR engine activity"; }
+const char* BusyName(const Ctx& c) { return c.d.busy_series == Metric::kGpuUtil ? "utilization" : "GR engine activity"; }
 
 Finding Make(const Ctx& c, std::string verdict, Severity severity) {
   Finding f;
@@ -96,7 +96,7 @@ std::string ProfilingMetricsHint(const DeviceMetricAnalysis& d) {
 
 void AddBusyEvidence(const Ctx& c, Finding& f, std::optional<double> threshold = std::nullopt, std::string cmp = "") {
   f.evidence.push_back(E("gpu_util_mean_percent", c.d.busy_mean_percent, "percent", c.source, threshold, std::move(cmp)));
-  const auto& m = c.d.metrics[static_cast<int>(c.d.busy_metric == "gpu_util" ? Metric::kGpuUtil : Metric::kGrEngineActive)];
+  const auto& m = c.d.Busy();
   f.evidence.push_back(E("gpu_util_p50_percent", m.p50, "percent", c.source));
   f.evidence.push_back(E("samples", static_cast<double>(c.busy_samples), "count", c.source));
 }
@@ -180,7 +180,7 @@ bool VideoEngineBusy(const Ctx& c, std::vector<Finding>& out) {
 }
 
 bool Idle(const Ctx& c, std::vector<Finding>& out) {
-  const auto& busy = c.d.metrics[static_cast<int>(c.d.busy_metric == "gpu_util" ? Metric::kGpuUtil : Metric::kGrEngineActive)];
+  const auto& busy = c.d.Busy();
   if (!(busy.p50 <= kNearZeroPercent && c.d.near_zero_share >= kIdleShare)) return false;
   if (Has(c.d, Metric::kSmActive) && Mean(c.d, Metric::kSmActive) > kNearZeroPercent * 2) return false;
   const bool instant = c.snapshot;
@@ -322,7 +322,7 @@ bool StopAndGo(const Ctx& c, bool& periodic) {
   const auto& r = c.d.rhythm;
   periodic = r.period_samples > 0 && r.strength >= kRhythmStrength && r.swing_p50 >= kRhythmSwingPercent &&
              c.d.near_zero_share >= kStopAndGoZeroShare;
-  const auto& busy = c.d.metrics[static_cast<int>(c.d.busy_metric == "gpu_util" ? Metric::kGpuUtil : Metric::kGrEngineActive)];
+  const auto& busy = c.d.Busy();
   const bool bimodal = c.d.near_zero_share >= kBimodalZeroShare && busy.p95 >= kBimodalHighPercent;
   return periodic || bimodal;
 }
@@ -468,10 +468,9 @@ std::vector<Finding> JudgeMetrics(const RecordingAnalysis& a, const WorkloadTarg
   for (const auto& d : a.metric_devices) {
     Ctx c{a, d, targets, FindGpuSpec(d.name), {}, {}, 0};
     c.scope = d.label + (d.name.empty() ? "" : " (" + d.name + ")") + (a.phase.empty() ? "" : ", " + a.phase + " phase");
-    c.source = d.busy_metric == "gpu_util" ? "utilization.gpu (share of time a kernel runs)"
+    c.source = d.busy_series == Metric::kGpuUtil ? "utilization.gpu (share of time a kernel runs)"
                                            : "GR engine activity (DCGM_FI_PROF_GR_ENGINE_ACTIVE)";
-    if (!d.busy_metric.empty())
-      c.busy_samples = d.metrics[static_cast<int>(d.busy_metric == "gpu_util" ? Metric::kGpuUtil : Metric::kGrEngineActive)].samples;
+    c.busy_samples = d.Busy().samples;
     c.snapshot = c.busy_samples < kMinSamplesForRun || d.hours * 3600.0 < kMinSecondsForRun;
     std::vector<Finding> out;
     if (UtilizationUnavailable(c, out)) {

@@ -4,10 +4,16 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <unordered_set>
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <gtest/gtest.h>
 
 #include "gputriage/diagnosis.h"
+#include "src/record/process_tree.h"
 #include "src/sources/nvml/nvml_library.h"
 #include "src/sources/nvml/nvml_sampler.h"
 
@@ -30,8 +36,10 @@ class Nvml : public ::testing::Test {
     std::ofstream(scenario_) << text;
     setenv("GPUTRIAGE_FAKE_NVML_SCENARIO", scenario_.c_str(), 1);
   }
-  /// Loads the fake through the real loader, samples `n` times `interval` apart.
-  Recording Record(int n, TimeNs interval = 100 * kNsPerMs) {
+  /// Loads the fake through the real loader, samples `n` times `interval` apart
+  /// (and the processes every `process_every` samples, `job` being the job's pids).
+  Recording Record(int n, TimeNs interval = 100 * kNsPerMs, const std::unordered_set<unsigned int>& job = {},
+                   int process_every = 0) {
     auto nvml = NvmlLibrary::Load(kFake);
     EXPECT_TRUE(nvml.ok()) << nvml.status().ToString();
     Recording rec;
@@ -40,7 +48,14 @@ class Nvml : public ::testing::Test {
     EXPECT_TRUE(sampler.ok()) << sampler.status().ToString();
     if (!sampler.ok()) return rec;
     const TimeNs start = 1'700'000'000 * kNsPerS;
-    for (int i = 0; i < n; ++i) sampler->Sample(start + i * interval, rec);
+    for (int i = 0; i < n; ++i) {
+      sampler->Sample(start + i * interval, rec);
+      if (process_every > 0 && i % process_every == 0) sampler->SampleProcesses(start + i * interval, job, rec);
+    }
+    if (process_every > 0) {
+      sampler->FinishAttribution(rec);
+      AttributeGpusToJob(rec);
+    }
     lost_ = sampler->lost_devices();
     return rec;
   }
@@ -175,7 +190,8 @@ TEST_F(Nvml, UnsupportedMetricsAreMissingAndSamplingGoesOn) {
   EXPECT_EQ(d.Get(Metric::kGpuTempC).count(), 0);
   const auto* unsupported = rec.stats.FindIssue("nvml_not_supported");
   ASSERT_TRUE(unsupported);
-  EXPECT_EQ(unsupported->count, 4);  // power, reasons, PCIe RX and TX: asked once each, then not again
+  // power, reasons, PCIe RX and TX, and the utilization buffer this scenario has none of: asked once each
+  EXPECT_EQ(unsupported->count, 5);
   const auto* permission = rec.stats.FindIssue("nvml_no_permission");
   ASSERT_TRUE(permission);
   EXPECT_NE(permission->message.find("Insufficient Permissions"), std::string::npos);
@@ -220,6 +236,169 @@ TEST_F(Nvml, EnvironmentNamesTheLibrary) {
   EXPECT_EQ((*nvml)->path(), kFake);
   // The fake exports only the pre-R535 throttle-reasons name: the fallback finds it.
   EXPECT_NE((*nvml)->api().DeviceGetClocksEventReasons, nullptr);
+}
+
+}  // namespace
+}  // namespace gputriage
+
+namespace gputriage {
+namespace {
+
+TEST_F(Nvml, HighRateBufferSeesWhatPollingAliases) {
+  // A 120 ms sawtooth (6 buffer entries of 20 ms): polling every 100 ms would
+  // alias it; the driver's buffer, on a boot-based clock, resolves it.
+  Scenario("device name=\"NVIDIA A100-SXM4-80GB\"\nbuffer 5 boot\nseries gpu_util 50\n"
+           "series gpu_util_fast 100 100 100 0 0 0\n");
+  const TimeNs start = 1'700'000'000 * kNsPerS;
+  Recording rec = Record(600);
+  const auto& util = rec.metrics.devices.at(0).Get(Metric::kGpuUtil);
+  // The first read only anchors the clock (its entries predate the recording);
+  // then 5 entries per poll.
+  EXPECT_EQ(util.count(), 1 + 599 * 5);
+  EXPECT_EQ(util.MedianInterval(), 20 * kNsPerMs);
+  EXPECT_NEAR(util.mean(), 50, 0.5);
+  EXPECT_GE(util.first_time(), start);
+  EXPECT_LE(util.last_time(), start + 599 * 100 * kNsPerMs);
+  EXPECT_EQ(util.out_of_order(), 0);
+  // Really 0 or 100, not the polled 50 (which only the anchoring first poll records).
+  EXPECT_DOUBLE_EQ(util.ShareAtLeast(100) + util.ShareAtMost(0), static_cast<double>(util.count() - 1) / util.count());
+  EXPECT_EQ(rec.stats.FindIssue("nvml_not_supported"), nullptr);
+}
+
+TEST_F(Nvml, DryBufferFallsBackToPolledUtilization) {
+  // An idle GPU: the driver stops filling the buffer; the polled 0 % stands in.
+  Scenario("device\nbuffer 4 dry\nseries gpu_util 0\n");
+  Recording rec = Record(50);
+  const auto& util = rec.metrics.devices.at(0).Get(Metric::kGpuUtil);
+  EXPECT_EQ(util.count(), 50);
+  EXPECT_EQ(util.max(), 0);
+  EXPECT_EQ(util.MedianInterval(), 100 * kNsPerMs);
+}
+
+TEST_F(Nvml, ProcessesAttributeGpusToTheJob) {
+  Scenario(
+      "device name=\"NVIDIA H100 80GB HBM3\" uuid=GPU-a\nseries gpu_util 90\n"
+      "process pid=4242 sm=70 used_mib=30000\nprocess pid=777 sm=20 used_mib=1000\n"
+      "device name=\"NVIDIA H100 80GB HBM3\" uuid=GPU-b\nseries gpu_util 60\nprocess pid=555 sm=60\n"
+      "device name=\"NVIDIA H100 80GB HBM3\" uuid=GPU-c\nseries gpu_util 0\n");
+  Recording rec = Record(100, 100 * kNsPerMs, {4242, 4243}, 10);
+  // GPU-b ran someone else's process and GPU-c none: only GPU-a is the job's.
+  ASSERT_EQ(rec.metrics.devices.size(), 1u);
+  const auto& d = rec.metrics.devices[0];
+  EXPECT_EQ(d.uuid, "GPU-a");
+  EXPECT_EQ(d.job_use, MetricDevice::JobUse::kUsed);
+  EXPECT_DOUBLE_EQ(d.Get(Metric::kJobFbUsedBytes).max(), 30000.0 * (1 << 20));
+  // The first per-process read is the driver's history: 9 of 10 reads count.
+  EXPECT_EQ(d.Get(Metric::kJobSmUtil).count(), 9);
+  EXPECT_DOUBLE_EQ(d.Get(Metric::kJobSmUtil).mean(), 70);
+  EXPECT_DOUBLE_EQ(d.Get(Metric::kOtherSmUtil).mean(), 20);
+  ASSERT_EQ(d.other_processes.size(), 1u);
+  EXPECT_EQ(d.other_processes[0], "pid 777");
+  const auto* gpus = rec.stats.FindIssue("job_gpus");
+  ASSERT_TRUE(gpus);
+  EXPECT_NE(gpus->message.find("GPU 0"), std::string::npos) << gpus->message;
+  EXPECT_NE(gpus->message.find("left out as not the job's: GPU 1 GPU 2"), std::string::npos) << gpus->message;
+  const auto* shared = rec.stats.FindIssue("gpu_shared");
+  ASSERT_TRUE(shared);
+  EXPECT_NE(shared->message.find("pid 777 (their SM utilization averaged 20%"), std::string::npos) << shared->message;
+}
+
+TEST_F(Nvml, JobInAnotherPidNamespaceKeepsEveryGpu) {
+  Scenario("device\nprocess pid=31337 sm=50\ndevice\n");
+  Recording rec = Record(20, 100 * kNsPerMs, {100}, 5);
+  EXPECT_EQ(rec.metrics.devices.size(), 2u);
+  EXPECT_TRUE(rec.stats.FindIssue("job_not_on_gpu"));
+}
+
+TEST_F(Nvml, UnlistableProcessesLeaveAttributionUnknown) {
+  Scenario("device\nunsupported processes\n");
+  Recording rec = Record(20, 100 * kNsPerMs, {100}, 5);
+  ASSERT_EQ(rec.metrics.devices.size(), 1u);
+  EXPECT_EQ(rec.metrics.devices[0].job_use, MetricDevice::JobUse::kUnknown);
+  EXPECT_FALSE(rec.stats.FindIssue("job_not_on_gpu"));
+  EXPECT_FALSE(rec.stats.FindIssue("job_gpus"));
+}
+
+TEST_F(Nvml, MigInstancesGetTheirOwnGpmAndProcesses) {
+  Scenario(
+      "device name=\"NVIDIA H100 80GB HBM3\" uuid=GPU-h bus=00000000:18:00.0 power_limit_w=700 mig=1 gpm=1\n"
+      "series power_w 350\n"
+      "instance gi=1 profile=3g.40gb memory_total_mib=40192 gpm=1\n"
+      "series sm_active 85\nseries tensor_active 62\nseries mem_used_mib 30000\nprocess pid=900 sm=0 used_mib=30000\n"
+      "instance gi=2 profile=3g.40gb memory_total_mib=40192 gpm=1\n"
+      "series sm_active 5\nprocess pid=1234 used_mib=2000\n");
+  Recording rec = Record(50, 200 * kNsPerMs, {900}, 5);
+  // The board (power, clocks) and the job's instance stay; the other instance is someone else's.
+  ASSERT_EQ(rec.metrics.devices.size(), 2u);
+  const auto& board = rec.metrics.devices[0];
+  const auto& mine = rec.metrics.devices[1];
+  EXPECT_EQ(board.mig_instance, -1);
+  EXPECT_TRUE(board.mig_mode);
+  EXPECT_DOUBLE_EQ(board.Get(Metric::kPowerW).mean(), 350);
+  EXPECT_EQ(board.Get(Metric::kSmActive).count(), 0);  // GPM is per instance under MIG
+  EXPECT_EQ(mine.mig_instance, 1);
+  EXPECT_EQ(mine.mig_profile, "3g.40gb");
+  EXPECT_EQ(mine.uuid, "MIG-fake-0-1");
+  EXPECT_EQ(mine.pci_bus_id, "00000000:18:00.0");
+  EXPECT_EQ(mine.memory_total_bytes, 40192LL << 20);
+  EXPECT_EQ(mine.Label(), "GPU 0 / MIG 3g.40gb (1)");
+  EXPECT_DOUBLE_EQ(mine.Get(Metric::kSmActive).mean(), 85);
+  EXPECT_DOUBLE_EQ(mine.Get(Metric::kTensorActive).mean(), 62);
+  EXPECT_DOUBLE_EQ(mine.Get(Metric::kFbUsedBytes).mean(), 30000.0 * (1 << 20));
+  EXPECT_EQ(mine.Get(Metric::kGpuUtil).count(), 0);
+  const auto* gpus = rec.stats.FindIssue("job_gpus");
+  ASSERT_TRUE(gpus);
+  EXPECT_NE(gpus->message.find("GPU 0 / MIG 3g.40gb (2)"), std::string::npos) << gpus->message;
+}
+
+TEST(ProcessTree, FollowsParentsThroughOddCommandNames) {
+  const auto root = std::filesystem::temp_directory_path() / "gputriage_proc_test";
+  std::filesystem::remove_all(root);
+  auto stat = [&](int pid, const std::string& comm, int ppid) {
+    std::filesystem::create_directories(root / std::to_string(pid));
+    std::ofstream(root / std::to_string(pid) / "stat") << pid << " (" << comm << ") S " << ppid << " 1 1 0 -1\n";
+  };
+  stat(100, "python", 1);
+  stat(101, "pt_data_worker) S 1", 100);  // a name with ") S 1" inside it
+  stat(102, "nested worker", 101);
+  stat(200, "other", 1);
+  std::filesystem::create_directories(root / "self");
+  std::filesystem::create_directories(root / "300");  // exited between the listing and the read: no stat
+  std::unordered_set<unsigned int> pids;
+  AddProcessTree(100, pids, root.string());
+  EXPECT_EQ(pids, (std::unordered_set<unsigned int>{100, 101, 102}));
+  std::filesystem::remove_all(root);
+  AddProcessTree(100, pids, root.string());  // nothing to read: what was seen stays
+  EXPECT_EQ(pids.size(), 3u);
+}
+
+TEST(ProcessTree, FindsARealGrandchild) {
+  int ready[2];
+  ASSERT_EQ(pipe(ready), 0);
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    const pid_t grandchild = fork();
+    if (grandchild == 0) {
+      pause();
+      _exit(0);
+    }
+    (void)!write(ready[1], &grandchild, sizeof grandchild);
+    pause();
+    _exit(0);
+  }
+  pid_t grandchild = 0;
+  ASSERT_EQ(read(ready[0], &grandchild, sizeof grandchild), static_cast<ssize_t>(sizeof grandchild));
+  std::unordered_set<unsigned int> pids;
+  AddProcessTree(child, pids);
+  EXPECT_TRUE(pids.count(static_cast<unsigned int>(child)));
+  EXPECT_TRUE(pids.count(static_cast<unsigned int>(grandchild)));
+  EXPECT_FALSE(pids.count(static_cast<unsigned int>(getpid())));
+  kill(grandchild, SIGKILL);
+  kill(child, SIGKILL);
+  waitpid(child, nullptr, 0);
+  close(ready[0]);
+  close(ready[1]);
 }
 
 }  // namespace

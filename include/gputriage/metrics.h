@@ -52,6 +52,10 @@ enum class Metric : uint8_t {
   kFbTotalBytes,
   kClockEventReasons,  // NVML clocks_event_reasons bitmask (stored as a double holding an integer)
   kEnergyJ,            // cumulative energy counter
+  // Live recordings only (NVML per-process accounting of the recorded job's process tree):
+  kJobSmUtil,          // summed per-process SM utilization of the job's processes on this GPU
+  kOtherSmUtil,        // the same for processes outside the job (another user, a stale process)
+  kJobFbUsedBytes,     // device memory held by the job's processes
   kCount,
 };
 constexpr int kNumMetrics = static_cast<int>(Metric::kCount);
@@ -185,6 +189,12 @@ struct MetricDevice {
   double power_limit_w = 0;  // 0 when unknown
   double max_sm_clock_mhz = 0;
   int64_t memory_total_bytes = 0;
+  /// Whether the recorded job ran here. A live recording attributes GPUs through
+  /// the job's process tree (NVML's running processes); logs leave it unknown.
+  enum class JobUse : uint8_t { kUnknown, kUsed, kNotUsed };
+  JobUse job_use = JobUse::kUnknown;
+  /// Processes outside the job seen on this GPU during a recording ("pid 4242"), at most 8.
+  std::vector<std::string> other_processes;
   /// Kubernetes attribution and other labels (pod, namespace, container, ...).
   std::map<std::string, std::string> labels;
   std::array<SeriesSketch, kNumMetrics> series;
@@ -213,6 +223,10 @@ struct MetricSet {
   static constexpr size_t kMaxDevices = 4096;
   std::optional<size_t> FindOrAdd(int index, std::string_view uuid, std::string_view pci_bus_id, int mig_instance);
   void Add(size_t device, Metric m, TimeNs t, double value);
+  /// Leaves out the GPUs known not to be the recorded job's, when at least one
+  /// is known to be (GPUs of unknown use stay). Returns the labels of the GPUs
+  /// left out; nothing changes when no GPU is known to be the job's.
+  std::vector<std::string> KeepJobDevices();
 };
 
 }  // namespace gputriage

@@ -206,6 +206,11 @@ struct Recording {
   const Device* FindDevice(int id) const;
 };
 
+/// After a live recording (and when a stored one is loaded): keeps the GPUs the
+/// job's process tree used, when NVML could tell, and says as import issues
+/// which GPUs were left out and which were shared with other processes.
+void AttributeGpusToJob(Recording& recording);
+
 /// A run: one or more recordings of the same job (e.g. one trace per rank).
 struct Run {
   std::vector<Recording> recordings;

@@ -25,6 +25,7 @@ constexpr MetricInfo kMetricInfo[kNumMetrics] = {
     {"sm_clock", "MHz"},             {"mem_clock", "MHz"},             {"gpu_temp", "C"},
     {"mem_temp", "C"},               {"fb_used", "bytes"},             {"fb_free", "bytes"},
     {"fb_total", "bytes"},           {"clock_event_reasons", "bitmask"}, {"energy", "J"},
+    {"job_sm_util", "percent"},      {"other_sm_util", "percent"},     {"job_fb_used", "bytes"},
 };
 
 // Integer readings 0..4095 (percent, MHz up to 4 GHz, degrees, watts without
@@ -476,6 +477,27 @@ void MetricSet::Add(size_t device, Metric m, TimeNs t, double value) {
   }
   d.series[static_cast<int>(m)].Add(t, value);
   ++samples;
+}
+
+}  // namespace gputriage
+
+namespace gputriage {
+
+std::vector<std::string> MetricSet::KeepJobDevices() {
+  auto used = [](const MetricDevice& d) { return d.job_use == MetricDevice::JobUse::kUsed; };
+  if (std::none_of(devices.begin(), devices.end(), used)) return {};
+  // Unknown stays: a GPU whose processes could not be listed may be the job's.
+  auto keep = [](const MetricDevice& d) { return d.job_use != MetricDevice::JobUse::kNotUsed; };
+  std::vector<bool> kept_flags;  // decided before any device moves
+  for (const auto& d : devices) kept_flags.push_back(keep(d));
+  std::vector<std::string> dropped;
+  std::vector<MetricDevice> kept;
+  for (size_t i = 0; i < devices.size(); ++i) {
+    if (kept_flags[i]) kept.push_back(std::move(devices[i]));
+    else dropped.push_back(devices[i].Label());
+  }
+  devices = std::move(kept);
+  return dropped;
 }
 
 }  // namespace gputriage

@@ -61,4 +61,39 @@ const Device* Recording::FindDevice(int id) const {
   return nullptr;
 }
 
+void AttributeGpusToJob(Recording& recording) {
+  MetricSet& set = recording.metrics;
+  std::string used, shared;
+  bool any_listed = false;
+  for (const auto& d : set.devices) {
+    if (d.job_use == MetricDevice::JobUse::kUsed) used += (used.empty() ? "" : ", ") + d.Label();
+    any_listed = any_listed || d.job_use != MetricDevice::JobUse::kUnknown;
+    const SeriesSketch& other = d.Get(Metric::kOtherSmUtil);
+    if (d.job_use == MetricDevice::JobUse::kUsed && !d.other_processes.empty()) {
+      std::string who;
+      for (const auto& p : d.other_processes) who += (who.empty() ? "" : ", ") + p;
+      shared += (shared.empty() ? "" : "; ") + d.Label() + " also ran " + who +
+                (other.count() > 0 ? " (their SM utilization averaged " + std::to_string(static_cast<int>(other.mean() + 0.5)) +
+                                         "%, peak " + std::to_string(static_cast<int>(other.max() + 0.5)) + "%)"
+                                   : "");
+    }
+  }
+  const std::vector<std::string> dropped = set.KeepJobDevices();
+  if (!used.empty()) {
+    std::string message = "the job ran on " + used + " (its process tree, from NVML's running processes)";
+    if (!dropped.empty()) {
+      message += "; left out as not the job's:";
+      for (const auto& label : dropped) message += " " + label;
+    }
+    recording.stats.AddIssue(IssueSeverity::kInfo, "job_gpus", message);
+  } else if (any_listed) {
+    recording.stats.AddIssue(IssueSeverity::kWarning, "job_not_on_gpu",
+                             "no process of the job's tree appeared on any GPU (a job that did not use the GPU, or "
+                             "one in another PID namespace such as a container); every GPU is diagnosed");
+  }
+  if (!shared.empty())
+    recording.stats.AddIssue(IssueSeverity::kWarning, "gpu_shared",
+                             shared + ": utilization and memory are not all this job's");
+}
+
 }  // namespace gputriage

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <memory>
 
+#include "src/record/process_tree.h"
 #include "src/sources/nvml/nvml_library.h"
 #include "src/sources/nvml/nvml_sampler.h"
 
@@ -131,6 +132,8 @@ StatusOr<RecordResult> RecordCommand(const RecordOptions& options) {
   TimeNs next = MonotonicNs();
   const TimeNs began = next;
   TimeNs next_status = began + kNsPerS;
+  TimeNs next_processes = began;  // the process tree and GPU processes, once a second
+  std::unordered_set<unsigned int> job_pids;
   int status = 0;
   while (true) {
     const pid_t done = waitpid(child, &status, WNOHANG);
@@ -140,7 +143,14 @@ StatusOr<RecordResult> RecordCommand(const RecordOptions& options) {
       kill(child, g_forward_signal);
       g_forward_signal = 0;
     }
-    if (sampler) sampler->Sample(WallNs(), result.recording);
+    if (sampler) {
+      sampler->Sample(WallNs(), result.recording);
+      if (MonotonicNs() >= next_processes) {
+        AddProcessTree(child, job_pids);
+        sampler->SampleProcesses(WallNs(), job_pids, result.recording);
+        next_processes += kNsPerS;
+      }
+    }
     if (options.on_second && MonotonicNs() >= next_status) {
       options.on_second(result.recording, MonotonicNs() - began);
       next_status += kNsPerS;
@@ -155,6 +165,12 @@ StatusOr<RecordResult> RecordCommand(const RecordOptions& options) {
     }
   }
   result.ended_ns = WallNs();
+  if (sampler) {
+    sampler->FinishAttribution(result.recording);
+    // Stored with every GPU (sample rows refer to positions), attributed on load.
+    if (options.store && result.run_id > 0) (void)options.store->PutDevices(result.run_id, result.recording.metrics);
+    AttributeGpusToJob(result.recording);
+  }
   if (options.store && result.run_id > 0) {
     if (Status s = options.store->Flush(); !s.ok())
       result.recording.stats.AddIssue(IssueSeverity::kError, "store_write_failed", s.message());

@@ -66,6 +66,11 @@ constexpr const char* kMigrations[] = {
     "CREATE INDEX samples_by_run ON samples(run_id, t_ns);"
     "CREATE TABLE findings(run_id INTEGER NOT NULL REFERENCES runs(id), position INTEGER NOT NULL,"
     " verdict TEXT NOT NULL, severity TEXT NOT NULL, title TEXT, scope TEXT, PRIMARY KEY(run_id, position));",
+    // 1 → 2: which GPUs the job used (process attribution), and training steps.
+    "ALTER TABLE devices ADD COLUMN job_use INTEGER NOT NULL DEFAULT 0;"
+    "ALTER TABLE devices ADD COLUMN other_processes TEXT;"
+    "CREATE TABLE steps(run_id INTEGER NOT NULL REFERENCES runs(id), step INTEGER NOT NULL, start_ns INTEGER NOT NULL,"
+    " end_ns INTEGER NOT NULL, PRIMARY KEY(run_id, step, start_ns));",
 };
 static_assert(sizeof(kMigrations) / sizeof(kMigrations[0]) == RunStore::kSchemaVersion);
 
@@ -77,7 +82,8 @@ std::optional<Metric> MetricFromName(const std::string& name) {
 
 constexpr const char* kSelectDevices =
     "SELECT device, gpu_index, uuid, pci_bus_id, name, driver_version, power_limit_w, max_sm_clock_mhz,"
-    " memory_total_bytes, mig_mode, mig_instance, mig_profile FROM devices WHERE run_id=? ORDER BY device";
+    " memory_total_bytes, mig_mode, mig_instance, mig_profile, job_use, other_processes FROM devices WHERE run_id=?"
+    " ORDER BY device";
 
 /// Device facts from a kSelectDevices row (column 0, the stored position, is the caller's).
 void ReadDeviceFacts(Statement& row, MetricDevice& d) {
@@ -88,6 +94,16 @@ void ReadDeviceFacts(Statement& row, MetricDevice& d) {
   d.memory_total_bytes = row.Int(8);
   d.mig_mode = row.Int(9) != 0;
   d.mig_profile = row.Text(11);
+  const int64_t use = row.Int(12);
+  d.job_use = use == 1 ? MetricDevice::JobUse::kUsed : use == 2 ? MetricDevice::JobUse::kNotUsed : MetricDevice::JobUse::kUnknown;
+  d.other_processes.clear();
+  const std::string others = row.Text(13);
+  for (size_t at = 0; at < others.size();) {
+    size_t comma = others.find(", ", at);
+    if (comma == std::string::npos) comma = others.size();
+    if (comma > at) d.other_processes.push_back(others.substr(at, comma - at));
+    at = comma + 2;
+  }
 }
 
 }  // namespace
@@ -201,8 +217,8 @@ StatusOr<int64_t> RunStore::BeginRun(const RunInfo& info) {
 Status RunStore::PutDevices(int64_t run, const MetricSet& metrics) {
   Statement put(db_,
                 "INSERT OR REPLACE INTO devices(run_id, device, gpu_index, uuid, pci_bus_id, name, driver_version,"
-                " power_limit_w, max_sm_clock_mhz, memory_total_bytes, mig_mode, mig_instance, mig_profile)"
-                " VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+                " power_limit_w, max_sm_clock_mhz, memory_total_bytes, mig_mode, mig_instance, mig_profile, job_use,"
+                " other_processes) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
   if (!put.ok()) return IoError(path_ + ": " + sqlite3_errmsg(db_));
   for (size_t i = 0; i < metrics.devices.size(); ++i) {
     const auto& d = metrics.devices[i];
@@ -219,6 +235,12 @@ Status RunStore::PutDevices(int64_t run, const MetricSet& metrics) {
     put.Bind(11, static_cast<int64_t>(d.mig_mode ? 1 : 0));
     put.Bind(12, static_cast<int64_t>(d.mig_instance));
     put.Bind(13, d.mig_profile);
+    put.Bind(14, static_cast<int64_t>(d.job_use == MetricDevice::JobUse::kUsed      ? 1
+                                      : d.job_use == MetricDevice::JobUse::kNotUsed ? 2
+                                                                                     : 0));
+    std::string others;
+    for (const auto& p : d.other_processes) others += (others.empty() ? "" : ", ") + p;
+    put.Bind(15, others);
     if (put.Step() != SQLITE_DONE) return IoError(path_ + ": cannot store devices: " + sqlite3_errmsg(db_));
     put.Reset();
   }
@@ -282,6 +304,24 @@ Status RunStore::EndRun(int64_t run, TimeNs ended_ns, std::optional<int> exit_co
     if (put.Step() != SQLITE_DONE) {
       (void)Exec("ROLLBACK");
       return IoError(path_ + ": cannot store findings: " + sqlite3_errmsg(db_));
+    }
+    put.Reset();
+  }
+  return Exec("COMMIT");
+}
+
+Status RunStore::PutSteps(int64_t run, const std::vector<Step>& steps) {
+  RETURN_IF_ERROR(Exec("BEGIN"));
+  Statement put(db_, "INSERT OR REPLACE INTO steps(run_id, step, start_ns, end_ns) VALUES(?, ?, ?, ?)");
+  for (const auto& step : steps) {
+    put.Bind(1, run);
+    put.Bind(2, step.number);
+    put.Bind(3, static_cast<int64_t>(step.host.start));
+    put.Bind(4, static_cast<int64_t>(step.host.end));
+    if (!put.ok() || put.Step() != SQLITE_DONE) {
+      const std::string why = sqlite3_errmsg(db_);
+      (void)Exec("ROLLBACK");
+      return IoError(path_ + ": cannot store steps: " + why);
     }
     put.Reset();
   }
@@ -354,8 +394,17 @@ StatusOr<Recording> RunStore::LoadRun(int64_t run) {
     }
     rec.metrics.Add(position[device], *metric, samples.Int(2), samples.Real(3));
   }
+  Statement steps(db_, "SELECT step, start_ns, end_ns FROM steps WHERE run_id=? ORDER BY start_ns, step");
+  steps.Bind(1, run);
+  while (steps.ok() && steps.Step() == SQLITE_ROW) {
+    Step step;
+    step.number = steps.Int(0);
+    step.host = Interval{steps.Int(1), steps.Int(2)};
+    rec.steps.push_back(step);
+  }
   rec.clock_is_absolute = true;
   rec.metrics.clock_note = "host wall clock at each NVML sample";
+  AttributeGpusToJob(rec);  // the same GPUs as when the run was recorded
   return rec;
 }
 
@@ -379,6 +428,10 @@ Status RunStore::ForEachSample(int64_t run,
     devices.emplace(devs.Int(0), std::move(d));
   }
   if (devices.empty()) return NotFoundError(path_ + ": run " + std::to_string(run) + " has no GPUs recorded");
+  // The GPUs the job used, as LoadRun keeps them.
+  bool any_used = false;
+  for (const auto& [pos, d] : devices) any_used = any_used || d.job_use == MetricDevice::JobUse::kUsed;
+  if (any_used) std::erase_if(devices, [](const auto& e) { return e.second.job_use == MetricDevice::JobUse::kNotUsed; });
   Statement samples(db_,
                     "SELECT s.device, m.name, s.t_ns, s.value FROM samples s JOIN metrics m ON m.id = s.metric"
                     " WHERE s.run_id=? ORDER BY m.name, s.device, s.t_ns");

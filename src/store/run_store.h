@@ -43,7 +43,7 @@ struct RunInfo {
 class RunStore {
  public:
   /// The schema version this build writes; older stores are migrated on open.
-  static constexpr int kSchemaVersion = 1;
+  static constexpr int kSchemaVersion = 2;
 
   /// $GPUTRIAGE_STORE, else $XDG_DATA_HOME/gputriage/runs.db, else ~/.local/share/gputriage/runs.db.
   static std::string DefaultPath();
@@ -61,6 +61,8 @@ class RunStore {
   void AddSample(int64_t run, size_t device, Metric metric, TimeNs t, double value);
   /// Writes buffered samples in one transaction.
   Status Flush();
+  /// Records training steps (step markers, a trace's ProfilerStep spans) of a run.
+  Status PutSteps(int64_t run, const std::vector<Step>& steps);
   /// Marks the run complete with its end, exit code and findings.
   Status EndRun(int64_t run, TimeNs ended_ns, std::optional<int> exit_code, const std::vector<Finding>& findings);
 

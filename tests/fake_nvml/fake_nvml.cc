@@ -14,8 +14,21 @@
 //   error util 4                     this call always returns the code (4 = no permission)
 //   gpm 1                            GPM supported; series sm_active tensor_active dram_active fp32_active
 //                                    fp16_active fp64_active gr_engine sm_occupancy give its percentages
+//   buffer 5 boot                    the driver's utilization buffer: 5 entries per sample, spread over
+//                                    100 ms, values from series gpu_util_fast (else gpu_util) by entry
+//                                    number; "boot": timestamps on a boot-based clock (else Unix time);
+//                                    "dry": no entries while the value is 0 (an idle GPU)
+//   process child sm=60 used_mib=2000   a compute process: "child"/"grandchild" are the calling
+//                                    process's children/grandchildren (the recorded job), or pid=N
+//   instance gi=3 profile=3g.40gb memory_total_mib=40192 gpm=1
+//                                    a MIG instance of the last device (mig=1); later series,
+//                                    process and unsupported lines apply to it
 // A "sample" is one nvmlDeviceGetUtilizationRates call on that device (the
 // sampler asks for utilization first); other getters read the current sample.
+#include <dirent.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -28,6 +41,12 @@
 #include "src/sources/nvml/nvml_api.h"
 
 namespace {
+
+struct FakeProcess {
+  std::string who;  // "child", "grandchild" or a pid
+  unsigned sm = 0;
+  unsigned long long used_mib = 0;
+};
 
 struct FakeDevice {
   std::string name = "Fake GPU (gputriage test)";
@@ -42,6 +61,18 @@ struct FakeDevice {
   std::map<std::string, int> errors;  // call → return code
   long lost_after = -1;
   long sample = -1;  // advanced by each utilization call
+  std::vector<FakeProcess> processes;
+  // utilization buffer
+  int buffer_per_sample = 0;
+  bool buffer_boot_clock = false;
+  bool buffer_dry = false;
+  long buffer_entries = 0;
+  std::vector<nvmlSample_t> buffer;
+  // MIG
+  unsigned gpu_instance = 0;
+  std::string profile;
+  std::vector<FakeDevice> instances;
+  FakeDevice* parent = nullptr;
 };
 
 struct Scenario {
@@ -99,6 +130,7 @@ void Load() {
   }
   std::ifstream file(path);
   std::string line;
+  FakeDevice* current = nullptr;
   while (std::getline(file, line)) {
     const size_t hash = line.find('#');
     if (hash != std::string::npos) line.resize(hash);
@@ -122,8 +154,25 @@ void Load() {
       if (kv.count("mig")) d.mig = static_cast<unsigned>(std::stoul(kv["mig"]));
       if (kv.count("gpm")) d.gpm = static_cast<unsigned>(std::stoul(kv["gpm"]));
       s.devices.push_back(d);
-    } else if (!s.devices.empty()) {
-      FakeDevice& d = s.devices.back();
+      current = &s.devices.back();
+      for (auto& dev : s.devices)
+        for (auto& inst : dev.instances) inst.parent = &dev;  // the vector may have moved
+    } else if (word == "instance" && !s.devices.empty()) {
+      FakeDevice& parent = s.devices.back();
+      FakeDevice inst;
+      auto kv = KeyValues(in);
+      inst.gpu_instance = kv.count("gi") ? static_cast<unsigned>(std::stoul(kv["gi"])) : 0;
+      inst.profile = kv.count("profile") ? kv["profile"] : "1g.10gb";
+      inst.name = parent.name + " MIG " + inst.profile;
+      inst.uuid = "MIG-fake-" + std::to_string(s.devices.size() - 1) + "-" + std::to_string(inst.gpu_instance);
+      inst.bus = parent.bus;
+      if (kv.count("memory_total_mib")) inst.memory_total_mib = std::stoull(kv["memory_total_mib"]);
+      if (kv.count("gpm")) inst.gpm = static_cast<unsigned>(std::stoul(kv["gpm"]));
+      parent.instances.push_back(inst);
+      for (auto& i : parent.instances) i.parent = &parent;
+      current = &parent.instances.back();
+    } else if (current != nullptr) {
+      FakeDevice& d = *current;
       if (word == "series") {
         std::string metric;
         in >> metric;
@@ -141,16 +190,74 @@ void Load() {
         in >> d.lost_after;
       } else if (word == "gpm") {
         in >> d.gpm;
+      } else if (word == "buffer") {
+        in >> d.buffer_per_sample;
+        std::string flag;
+        while (in >> flag) {
+          if (flag == "boot") d.buffer_boot_clock = true;
+          if (flag == "dry") d.buffer_dry = true;
+        }
+      } else if (word == "process") {
+        FakeProcess p;
+        in >> p.who;
+        auto kv = KeyValues(in);
+        if (kv.count("sm")) p.sm = static_cast<unsigned>(std::stoul(kv["sm"]));
+        if (kv.count("used_mib")) p.used_mib = std::stoull(kv["used_mib"]);
+        if (p.who.rfind("pid=", 0) == 0) p.who = p.who.substr(4);
+        d.processes.push_back(p);
       }
     }
   }
 }
 
+// Handles: index + 1 for a GPU; (index + 1) | (instance + 1) << 16 for a MIG instance.
 FakeDevice* Get(nvmlDevice_t handle) {
   Scenario& s = State();
-  const auto index = reinterpret_cast<uintptr_t>(handle);
+  const auto value = reinterpret_cast<uintptr_t>(handle);
+  const uintptr_t index = value & 0xFFFF, instance = value >> 16;
   if (!s.initialised || index == 0 || index > s.devices.size()) return nullptr;
-  return &s.devices[index - 1];
+  FakeDevice& d = s.devices[index - 1];
+  if (instance == 0) return &d;
+  if (instance > d.instances.size()) return nullptr;
+  FakeDevice& inst = d.instances[instance - 1];
+  inst.sample = d.sample;  // an instance lives on its GPU's sample clock
+  inst.lost_after = d.lost_after;
+  return &inst;
+}
+
+/// Direct children of `parent` (from /proc), the processes a recorder starts.
+std::vector<unsigned> ChildrenOf(unsigned parent) {
+  std::vector<unsigned> out;
+  DIR* proc = opendir("/proc");
+  if (proc == nullptr) return out;
+  while (dirent* e = readdir(proc)) {
+    char* end = nullptr;
+    const unsigned long pid = std::strtoul(e->d_name, &end, 10);
+    if (end == e->d_name || *end != '\0') continue;
+    std::ifstream stat("/proc/" + std::string(e->d_name) + "/stat");
+    std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+    const size_t close = text.rfind(')');
+    if (close == std::string::npos) continue;
+    std::istringstream rest(text.substr(close + 1));
+    std::string state;
+    unsigned ppid = 0;
+    rest >> state >> ppid;
+    if (ppid == parent) out.push_back(static_cast<unsigned>(pid));
+  }
+  closedir(proc);
+  return out;
+}
+
+/// The pids a scripted process stands for now.
+std::vector<unsigned> Pids(const FakeProcess& p) {
+  if (p.who == "child") return ChildrenOf(static_cast<unsigned>(getpid()));
+  if (p.who == "grandchild") {
+    std::vector<unsigned> out;
+    for (unsigned c : ChildrenOf(static_cast<unsigned>(getpid())))
+      for (unsigned g : ChildrenOf(c)) out.push_back(g);
+    return out;
+  }
+  return {static_cast<unsigned>(std::strtoul(p.who.c_str(), nullptr, 10))};
 }
 
 /// The code a call returns on this device now (0 = success).
@@ -255,7 +362,19 @@ FAKE_API nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device, nvmlUti
   FakeDevice* d = Get(device);
   if (!d) return NVML_ERROR_INVALID_ARGUMENT;
   ++d->sample;
-  if (d->mig) return NVML_ERROR_NOT_SUPPORTED;  // NVML reports no utilization under MIG
+  if (d->mig || d->parent) return NVML_ERROR_NOT_SUPPORTED;  // NVML reports no utilization under MIG
+  // The driver keeps sampling between our polls: this sample's share of buffer entries.
+  const auto series = d->series.count("gpu_util_fast") ? d->series["gpu_util_fast"] : d->series["gpu_util"];
+  for (int i = 0; i < d->buffer_per_sample; ++i, ++d->buffer_entries) {
+    const double v = series.empty() ? 0 : series[static_cast<size_t>(d->buffer_entries) % series.size()];
+    if (d->buffer_dry && v == 0) continue;
+    nvmlSample_t e{};
+    const unsigned long long base = d->buffer_boot_clock ? 5'000'000'000ULL : 1'700'000'000'000'000ULL;  // µs
+    e.timeStamp = base + static_cast<unsigned long long>(d->buffer_entries) * (100'000ULL / d->buffer_per_sample);
+    e.sampleValue.uiVal = static_cast<unsigned>(v);
+    d->buffer.push_back(e);
+    if (d->buffer.size() > 120) d->buffer.erase(d->buffer.begin());  // a ring: the oldest go
+  }
   if (int rc = Outcome(*d, "util")) return rc;
   u->gpu = static_cast<unsigned>(Value(*d, "gpu_util", 0));
   u->memory = static_cast<unsigned>(Value(*d, "mem_util", 0));
@@ -388,5 +507,89 @@ FAKE_API nvmlReturn_t nvmlGpmMetricsGet(nvmlGpmMetricsGet_t* request) {
     m.nvmlReturn = NVML_SUCCESS;
     m.value = Value(d, name, 0);
   }
+  return NVML_SUCCESS;
+}
+
+// ---- processes, sample buffer, MIG --------------------------------------------
+
+FAKE_API nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t device, unsigned int* count,
+                                                              nvmlProcessInfo_t* infos) {
+  FakeDevice* d = Get(device);
+  if (!d || count == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  if (int rc = Outcome(*d, "processes")) return rc;
+  std::vector<nvmlProcessInfo_t> all;
+  for (const auto& p : d->processes)
+    for (unsigned pid : Pids(p))
+      all.push_back({pid, p.used_mib << 20, d->parent ? d->gpu_instance : ~0u, d->parent ? 0u : ~0u});
+  const unsigned room = *count;
+  *count = static_cast<unsigned>(all.size());
+  if (all.size() > room || (infos == nullptr && !all.empty())) return NVML_ERROR_INSUFFICIENT_SIZE;
+  std::copy(all.begin(), all.end(), infos);
+  return NVML_SUCCESS;
+}
+
+FAKE_API nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device, nvmlProcessUtilizationSample_t* out,
+                                                      unsigned int* count, unsigned long long last_seen) {
+  FakeDevice* d = Get(device);
+  if (!d || count == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  if (d->parent) return NVML_ERROR_NOT_SUPPORTED;
+  if (int rc = Outcome(*d, "process_util")) return rc;
+  // One entry per process with activity, stamped at the current sample (µs).
+  const unsigned long long now = 1'700'000'000'000'000ULL + static_cast<unsigned long long>(d->sample + 1) * 100'000ULL;
+  if (now <= last_seen) return NVML_ERROR_NOT_FOUND;
+  std::vector<nvmlProcessUtilizationSample_t> all;
+  for (const auto& p : d->processes)
+    if (p.sm > 0)
+      for (unsigned pid : Pids(p)) all.push_back({pid, now, p.sm, 0, 0, 0});
+  if (all.empty()) return NVML_ERROR_NOT_FOUND;
+  const unsigned room = *count;
+  *count = static_cast<unsigned>(all.size());
+  if (out == nullptr || all.size() > room) return NVML_ERROR_INSUFFICIENT_SIZE;
+  std::copy(all.begin(), all.end(), out);
+  return NVML_SUCCESS;
+}
+
+FAKE_API nvmlReturn_t nvmlDeviceGetSamples(nvmlDevice_t device, nvmlSamplingType_t type, unsigned long long last_seen,
+                                           nvmlValueType_t* value_type, unsigned int* count, nvmlSample_t* samples) {
+  FakeDevice* d = Get(device);
+  if (!d || count == nullptr || value_type == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  if (type != NVML_GPU_UTILIZATION_SAMPLES || d->buffer_per_sample == 0 || d->parent) return NVML_ERROR_NOT_SUPPORTED;
+  if (int rc = Outcome(*d, "buffer")) return rc;
+  std::vector<nvmlSample_t> newer;
+  for (const auto& e : d->buffer)
+    if (e.timeStamp > last_seen) newer.push_back(e);
+  if (newer.empty()) return NVML_ERROR_NOT_FOUND;
+  *value_type = NVML_VALUE_TYPE_UNSIGNED_INT;
+  if (samples == nullptr) {  // sizing call: how many the buffer could hold
+    *count = static_cast<unsigned>(d->buffer.size());
+    return NVML_SUCCESS;
+  }
+  const size_t n = std::min<size_t>(*count, newer.size());
+  std::copy(newer.end() - static_cast<long>(n), newer.end(), samples);
+  *count = static_cast<unsigned>(n);
+  return NVML_SUCCESS;
+}
+
+FAKE_API nvmlReturn_t nvmlDeviceGetMaxMigDeviceCount(nvmlDevice_t device, unsigned int* count) {
+  FakeDevice* d = Get(device);
+  if (!d || d->parent || count == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  if (!d->mig) return NVML_ERROR_NOT_SUPPORTED;
+  *count = 7;  // an H100/A100 has room for seven instances
+  return NVML_SUCCESS;
+}
+
+FAKE_API nvmlReturn_t nvmlDeviceGetMigDeviceHandleByIndex(nvmlDevice_t device, unsigned int index, nvmlDevice_t* mig) {
+  FakeDevice* d = Get(device);
+  if (!d || d->parent || mig == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  if (index >= d->instances.size()) return NVML_ERROR_NOT_FOUND;
+  *mig = reinterpret_cast<nvmlDevice_t>(reinterpret_cast<uintptr_t>(device) | (static_cast<uintptr_t>(index) + 1) << 16);
+  return NVML_SUCCESS;
+}
+
+FAKE_API nvmlReturn_t nvmlDeviceGetGpuInstanceId(nvmlDevice_t device, unsigned int* id) {
+  FakeDevice* d = Get(device);
+  if (!d || id == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  if (!d->parent) return NVML_ERROR_INVALID_ARGUMENT;  // only MIG device handles have one
+  *id = d->gpu_instance;
   return NVML_SUCCESS;
 }

@@ -112,6 +112,57 @@ typedef struct {
   unsigned int isSupportedDevice;
 } nvmlGpmSupport_t;
 
+// Running processes. The _v3/_v2 entry points fill the 24-byte struct (MIG
+// instance ids added); the plain, pre-R470 one fills the 16-byte v1 struct.
+typedef struct nvmlProcessInfo_st {
+  unsigned int pid;
+  unsigned long long usedGpuMemory;  // bytes; NVML_VALUE_NOT_AVAILABLE on WDDM
+  unsigned int gpuInstanceId;        // 0xFFFFFFFF when not MIG
+  unsigned int computeInstanceId;
+} nvmlProcessInfo_t;
+typedef struct nvmlProcessInfo_v1_st {
+  unsigned int pid;
+  unsigned long long usedGpuMemory;
+} nvmlProcessInfo_v1_t;
+constexpr unsigned long long NVML_VALUE_NOT_AVAILABLE = ~0ULL;
+
+// Per-process utilization since a timestamp (one sample per process with activity).
+typedef struct nvmlProcessUtilizationSample_st {
+  unsigned int pid;
+  unsigned long long timeStamp;  // CPU timestamp, microseconds
+  unsigned int smUtil;
+  unsigned int memUtil;
+  unsigned int encUtil;
+  unsigned int decUtil;
+} nvmlProcessUtilizationSample_t;
+
+// The driver's high-rate sample ring buffers (nvmlDeviceGetSamples).
+typedef int nvmlSamplingType_t;
+enum : int { NVML_TOTAL_POWER_SAMPLES = 0, NVML_GPU_UTILIZATION_SAMPLES = 1, NVML_MEMORY_UTILIZATION_SAMPLES = 2 };
+typedef int nvmlValueType_t;
+enum : int {
+  NVML_VALUE_TYPE_DOUBLE = 0,
+  NVML_VALUE_TYPE_UNSIGNED_INT = 1,
+  NVML_VALUE_TYPE_UNSIGNED_LONG = 2,
+  NVML_VALUE_TYPE_UNSIGNED_LONG_LONG = 3,
+  NVML_VALUE_TYPE_SIGNED_LONG_LONG = 4,
+  NVML_VALUE_TYPE_SIGNED_INT = 5,
+  NVML_VALUE_TYPE_UNSIGNED_SHORT = 6,
+};
+typedef union nvmlValue_st {
+  double dVal;
+  int siVal;
+  unsigned int uiVal;
+  unsigned long ulVal;
+  unsigned long long ullVal;
+  signed long long sllVal;
+  unsigned short usVal;
+} nvmlValue_t;
+typedef struct nvmlSample_st {
+  unsigned long long timeStamp;  // CPU timestamp, microseconds (boot-based on some drivers)
+  nvmlValue_t sampleValue;
+} nvmlSample_t;
+
 // Function signatures, as pointer types the loader resolves with dlsym.
 using nvmlInit_fn = nvmlReturn_t (*)();
 using nvmlShutdown_fn = nvmlReturn_t (*)();
@@ -129,6 +180,15 @@ using nvmlDeviceGetTemperature_fn = nvmlReturn_t (*)(nvmlDevice_t, nvmlTemperatu
 using nvmlDeviceGetClocksEventReasons_fn = nvmlReturn_t (*)(nvmlDevice_t, unsigned long long*);
 using nvmlDeviceGetPcieThroughput_fn = nvmlReturn_t (*)(nvmlDevice_t, nvmlPcieUtilCounter_t, unsigned int*);
 using nvmlDeviceGetMigMode_fn = nvmlReturn_t (*)(nvmlDevice_t, unsigned int*, unsigned int*);
+using nvmlDeviceGetComputeRunningProcesses_fn = nvmlReturn_t (*)(nvmlDevice_t, unsigned int*, nvmlProcessInfo_t*);
+using nvmlDeviceGetComputeRunningProcessesV1_fn = nvmlReturn_t (*)(nvmlDevice_t, unsigned int*, nvmlProcessInfo_v1_t*);
+using nvmlDeviceGetProcessUtilization_fn =
+    nvmlReturn_t (*)(nvmlDevice_t, nvmlProcessUtilizationSample_t*, unsigned int*, unsigned long long);
+using nvmlDeviceGetSamples_fn = nvmlReturn_t (*)(nvmlDevice_t, nvmlSamplingType_t, unsigned long long, nvmlValueType_t*,
+                                                 unsigned int*, nvmlSample_t*);
+using nvmlDeviceGetMaxMigDeviceCount_fn = nvmlReturn_t (*)(nvmlDevice_t, unsigned int*);
+using nvmlDeviceGetMigDeviceHandleByIndex_fn = nvmlReturn_t (*)(nvmlDevice_t, unsigned int, nvmlDevice_t*);
+using nvmlDeviceGetGpuInstanceId_fn = nvmlReturn_t (*)(nvmlDevice_t, unsigned int*);
 using nvmlGpmQueryDeviceSupport_fn = nvmlReturn_t (*)(nvmlDevice_t, nvmlGpmSupport_t*);
 using nvmlGpmSampleAlloc_fn = nvmlReturn_t (*)(nvmlGpmSample_t*);
 using nvmlGpmSampleFree_fn = nvmlReturn_t (*)(nvmlGpmSample_t);
@@ -141,4 +201,8 @@ static_assert(sizeof(nvmlUtilization_t) == 8);
 static_assert(sizeof(nvmlMemory_t) == 24);
 static_assert(sizeof(nvmlPciInfo_t) == 68);
 static_assert(sizeof(nvmlGpmMetric_t) == 40);
+static_assert(sizeof(nvmlProcessInfo_t) == 24);
+static_assert(sizeof(nvmlProcessInfo_v1_t) == 16);
+static_assert(sizeof(nvmlProcessUtilizationSample_t) == 32);
+static_assert(sizeof(nvmlSample_t) == 16);
 static_assert(sizeof(nvmlGpmMetricsGet_t) == 24 + 40 * kNvmlGpmMetricMax);

@@ -25,6 +25,7 @@ const char* FallbackName(nvmlReturn_t code) {
     case NVML_ERROR_NOT_SUPPORTED: return "Not Supported";
     case NVML_ERROR_NO_PERMISSION: return "Insufficient Permissions";
     case NVML_ERROR_NOT_FOUND: return "Not Found";
+    case NVML_ERROR_INSUFFICIENT_SIZE: return "Insufficient Size";
     case NVML_ERROR_DRIVER_NOT_LOADED: return "Driver Not Loaded";
     case NVML_ERROR_GPU_IS_LOST: return "GPU is lost";
     case NVML_ERROR_LIB_RM_VERSION_MISMATCH: return "RM has detected an NVML/RM version mismatch";
@@ -97,6 +98,18 @@ StatusOr<std::unique_ptr<NvmlLibrary>> NvmlLibrary::Load(const std::string& path
       handle, {"nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetCurrentClocksThrottleReasons"});
   a.DeviceGetPcieThroughput = Resolve<nvmlDeviceGetPcieThroughput_fn>(handle, {"nvmlDeviceGetPcieThroughput"});
   a.DeviceGetMigMode = Resolve<nvmlDeviceGetMigMode_fn>(handle, {"nvmlDeviceGetMigMode"});
+  a.DeviceGetComputeRunningProcesses = Resolve<nvmlDeviceGetComputeRunningProcesses_fn>(
+      handle, {"nvmlDeviceGetComputeRunningProcesses_v3", "nvmlDeviceGetComputeRunningProcesses_v2"});
+  if (!a.DeviceGetComputeRunningProcesses)
+    a.DeviceGetComputeRunningProcessesV1 =
+        Resolve<nvmlDeviceGetComputeRunningProcessesV1_fn>(handle, {"nvmlDeviceGetComputeRunningProcesses"});
+  a.DeviceGetProcessUtilization =
+      Resolve<nvmlDeviceGetProcessUtilization_fn>(handle, {"nvmlDeviceGetProcessUtilization"});
+  a.DeviceGetSamples = Resolve<nvmlDeviceGetSamples_fn>(handle, {"nvmlDeviceGetSamples"});
+  a.DeviceGetMaxMigDeviceCount = Resolve<nvmlDeviceGetMaxMigDeviceCount_fn>(handle, {"nvmlDeviceGetMaxMigDeviceCount"});
+  a.DeviceGetMigDeviceHandleByIndex =
+      Resolve<nvmlDeviceGetMigDeviceHandleByIndex_fn>(handle, {"nvmlDeviceGetMigDeviceHandleByIndex"});
+  a.DeviceGetGpuInstanceId = Resolve<nvmlDeviceGetGpuInstanceId_fn>(handle, {"nvmlDeviceGetGpuInstanceId"});
   a.GpmQueryDeviceSupport = Resolve<nvmlGpmQueryDeviceSupport_fn>(handle, {"nvmlGpmQueryDeviceSupport"});
   a.GpmSampleAlloc = Resolve<nvmlGpmSampleAlloc_fn>(handle, {"nvmlGpmSampleAlloc"});
   a.GpmSampleFree = Resolve<nvmlGpmSampleFree_fn>(handle, {"nvmlGpmSampleFree"});

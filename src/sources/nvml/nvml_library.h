@@ -35,6 +35,15 @@ struct NvmlApi {
   nvmlDeviceGetClocksEventReasons_fn DeviceGetClocksEventReasons = nullptr;
   nvmlDeviceGetPcieThroughput_fn DeviceGetPcieThroughput = nullptr;
   nvmlDeviceGetMigMode_fn DeviceGetMigMode = nullptr;
+  // Processes: the _v3/_v2 form, else the pre-R470 one (16-byte entries).
+  nvmlDeviceGetComputeRunningProcesses_fn DeviceGetComputeRunningProcesses = nullptr;
+  nvmlDeviceGetComputeRunningProcessesV1_fn DeviceGetComputeRunningProcessesV1 = nullptr;
+  nvmlDeviceGetProcessUtilization_fn DeviceGetProcessUtilization = nullptr;
+  nvmlDeviceGetSamples_fn DeviceGetSamples = nullptr;
+  // MIG instances (R450+)
+  nvmlDeviceGetMaxMigDeviceCount_fn DeviceGetMaxMigDeviceCount = nullptr;
+  nvmlDeviceGetMigDeviceHandleByIndex_fn DeviceGetMigDeviceHandleByIndex = nullptr;
+  nvmlDeviceGetGpuInstanceId_fn DeviceGetGpuInstanceId = nullptr;
   // GPM (NVML 11.8+, Hopper+ devices)
   nvmlGpmQueryDeviceSupport_fn GpmQueryDeviceSupport = nullptr;
   nvmlGpmSampleAlloc_fn GpmSampleAlloc = nullptr;

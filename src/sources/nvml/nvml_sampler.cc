@@ -1,7 +1,10 @@
 #include "src/sources/nvml/nvml_sampler.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <iterator>
+#include <map>
 #include <utility>
 #include <string>
 
@@ -10,7 +13,9 @@ namespace {
 
 constexpr const char* kCallNames[] = {"utilization", "memory info", "power usage", "SM clock", "memory clock",
                                       "temperature", "clock event reasons", "PCIe RX throughput", "PCIe TX throughput",
-                                      "GPM metrics"};
+                                      "GPM metrics", "utilization sample buffer", "running processes",
+                                      "per-process utilization"};
+static_assert(std::size(kCallNames) == 13);
 
 // GPM metric → canonical metric (DCGM computes its PROF fields from the same ids on Hopper+).
 struct GpmMapping {
@@ -26,6 +31,26 @@ constexpr GpmMapping kGpmMetrics[] = {
 constexpr TimeNs kGpmMinInterval = 100 * kNsPerMs;  // "due to the internal sample refresh rate"
 
 std::string Text(const char* buffer, size_t size) { return std::string(buffer, strnlen(buffer, size)); }
+
+/// A sample buffer value as a double, by the type the driver says it wrote.
+double ValueOf(nvmlValueType_t type, const nvmlValue_t& v) {
+  switch (type) {
+    case NVML_VALUE_TYPE_DOUBLE: return v.dVal;
+    case NVML_VALUE_TYPE_UNSIGNED_INT: return v.uiVal;
+    case NVML_VALUE_TYPE_UNSIGNED_LONG: return static_cast<double>(v.ulVal);
+    case NVML_VALUE_TYPE_UNSIGNED_LONG_LONG: return static_cast<double>(v.ullVal);
+    case NVML_VALUE_TYPE_SIGNED_LONG_LONG: return static_cast<double>(v.sllVal);
+    case NVML_VALUE_TYPE_SIGNED_INT: return v.siVal;
+    case NVML_VALUE_TYPE_UNSIGNED_SHORT: return v.usVal;
+    default: return NAN;
+  }
+}
+
+// Buffer timestamps within this of the host's wall clock are taken as Unix time;
+// others (a boot-based driver clock) are anchored at the first read.
+constexpr TimeNs kEpochTolerance = 10 * 60 * kNsPerS;
+constexpr size_t kMaxOtherProcesses = 8;
+constexpr unsigned long long kMaxBufferTimestampUs = 1ULL << 52;  // far past 2100 in µs: nonsense beyond
 
 }  // namespace
 
@@ -79,25 +104,98 @@ StatusOr<NvmlSampler> NvmlSampler::Open(const NvmlLibrary& nvml, Recording& reco
     Gpu gpu;
     gpu.handle = handle;
     gpu.metric_device = *pos;
-    // GPM where the device supports it (Hopper+, not under MIG, where it needs instance handles).
-    bool gpm = false;
-    if (api.GpmQueryDeviceSupport && api.GpmSampleAlloc && api.GpmSampleFree && api.GpmSampleGet && api.GpmMetricsGet &&
-        !d.mig_mode) {
-      nvmlGpmSupport_t support{};
-      support.version = NVML_GPM_SUPPORT_VERSION;
-      gpm = api.GpmQueryDeviceSupport(handle, &support) == NVML_SUCCESS && support.isSupportedDevice != 0 &&
-            api.GpmSampleAlloc(&gpu.gpm_previous) == NVML_SUCCESS && api.GpmSampleAlloc(&gpu.gpm_current) == NVML_SUCCESS &&
-            api.GpmSampleGet(handle, gpu.gpm_previous) == NVML_SUCCESS;
-    }
-    if (!gpm) {
-      gpu.unsupported[kGpm] = true;
-      recording.stats.AddIssue(IssueSeverity::kInfo, "gpm_unavailable",
-                               d.Label() + ": no GPM metrics (needs Hopper or newer and NVML 11.8+, and no MIG): SM, "
-                                           "tensor and DRAM activity will be missing");
-    }
+    // GPM where the device supports it (Hopper+); under MIG it is read per instance.
+    if (!d.mig_mode) sampler.SetUpGpm(gpu, recording);
+    else gpu.unsupported[kGpm] = true;
+    // The driver's high-rate utilization buffer replaces polled utilization where it has samples.
+    gpu.unsupported[kUtilBuffer] = d.mig_mode;  // not kept for MIG GPUs
     sampler.devices_.push_back(gpu);
+    if (d.mig_mode) sampler.OpenMigInstances(sampler.devices_.size() - 1, recording);
   }
   return sampler;
+}
+
+void NvmlSampler::SetUpGpm(Gpu& gpu, Recording& recording) {
+  const NvmlApi& api = nvml_->api();
+  bool gpm = false;
+  if (api.GpmQueryDeviceSupport && api.GpmSampleAlloc && api.GpmSampleFree && api.GpmSampleGet && api.GpmMetricsGet) {
+    nvmlGpmSupport_t support{};
+    support.version = NVML_GPM_SUPPORT_VERSION;
+    gpm = api.GpmQueryDeviceSupport(gpu.handle, &support) == NVML_SUCCESS && support.isSupportedDevice != 0 &&
+          api.GpmSampleAlloc(&gpu.gpm_previous) == NVML_SUCCESS && api.GpmSampleAlloc(&gpu.gpm_current) == NVML_SUCCESS &&
+          api.GpmSampleGet(gpu.handle, gpu.gpm_previous) == NVML_SUCCESS;
+  }
+  if (!gpm) {
+    gpu.unsupported[kGpm] = true;
+    recording.stats.AddIssue(IssueSeverity::kInfo, "gpm_unavailable",
+                             recording.metrics.devices[gpu.metric_device].Label() +
+                                 ": no GPM metrics (needs Hopper or newer and NVML 11.8+): SM, tensor and DRAM "
+                                 "activity will be missing");
+  }
+}
+
+void NvmlSampler::OpenMigInstances(size_t parent, Recording& recording) {
+  const NvmlApi& api = nvml_->api();
+  const Gpu physical = devices_[parent];
+  struct {
+    int index;
+    std::string pci_bus_id, name, driver_version, label;
+  } facts;  // copied: adding instances may move the devices
+  {
+    const MetricDevice& d = recording.metrics.devices[physical.metric_device];
+    facts = {d.index, d.pci_bus_id, d.name, d.driver_version, d.Label()};
+  }
+  unsigned int max = 0;
+  if (!api.DeviceGetMaxMigDeviceCount || !api.DeviceGetMigDeviceHandleByIndex ||
+      api.DeviceGetMaxMigDeviceCount(physical.handle, &max) != NVML_SUCCESS) {
+    recording.stats.AddIssue(IssueSeverity::kWarning, "mig_instances_unavailable",
+                             facts.label + " is in MIG mode but its instances could not be listed: only board "
+                                             "power, clocks and temperature are recorded");
+    return;
+  }
+  for (unsigned int i = 0; i < max; ++i) {
+    nvmlDevice_t handle = nullptr;
+    const nvmlReturn_t rc = api.DeviceGetMigDeviceHandleByIndex(physical.handle, i, &handle);
+    if (rc == NVML_ERROR_NOT_FOUND || rc == NVML_ERROR_INVALID_ARGUMENT) continue;  // no instance in that slot
+    if (rc != NVML_SUCCESS) {
+      recording.stats.AddIssue(IssueSeverity::kWarning, "mig_instances_unavailable",
+                               facts.label + ": MIG instance " + std::to_string(i) + ": " + nvml_->Describe(rc));
+      continue;
+    }
+    unsigned int gpu_instance = i;
+    if (api.DeviceGetGpuInstanceId) (void)api.DeviceGetGpuInstanceId(handle, &gpu_instance);
+    std::string uuid, name;
+    if (api.DeviceGetUUID) {
+      char buf[NVML_DEVICE_UUID_BUFFER_SIZE] = {};
+      if (api.DeviceGetUUID(handle, buf, sizeof buf) == NVML_SUCCESS) uuid = Text(buf, sizeof buf);
+    }
+    if (api.DeviceGetName) {
+      char buf[NVML_DEVICE_NAME_BUFFER_SIZE] = {};
+      if (api.DeviceGetName(handle, buf, sizeof buf) == NVML_SUCCESS) name = Text(buf, sizeof buf);
+    }
+    auto pos = recording.metrics.FindOrAdd(facts.index, uuid, facts.pci_bus_id, static_cast<int>(gpu_instance));
+    if (!pos) return;
+    MetricDevice& d = recording.metrics.devices[*pos];
+    d.name = facts.name;
+    d.driver_version = facts.driver_version;
+    d.mig_mode = true;
+    // The instance's name is "<board> MIG <profile>" ("NVIDIA H100 80GB HBM3 MIG 1g.10gb").
+    if (const size_t at = name.rfind("MIG "); at != std::string::npos) d.mig_profile = name.substr(at + 4);
+    if (api.DeviceGetMemoryInfo) {
+      nvmlMemory_t mem{};
+      if (api.DeviceGetMemoryInfo(handle, &mem) == NVML_SUCCESS) d.memory_total_bytes = static_cast<int64_t>(mem.total);
+    }
+    Gpu instance;
+    instance.handle = handle;
+    instance.metric_device = *pos;
+    instance.mig_instance = true;
+    instance.parent = static_cast<int>(parent);
+    for (Call c : {kUtil, kUtilBuffer, kPower, kSmClock, kMemClock, kTemp, kReasons, kPcieRx, kPcieTx, kProcessUtil})
+      instance.unsupported[c] = true;  // board-level readings stay on the physical GPU; NVML has no MIG utilization
+    SetUpGpm(instance, recording);
+    devices_.push_back(instance);
+    devices_[parent].unsupported[kProcesses] = true;  // listed per instance (the parent needs privileges)
+  }
 }
 
 NvmlSampler::NvmlSampler(NvmlSampler&& other) noexcept : nvml_(other.nvml_), devices_(std::move(other.devices_)),
@@ -130,8 +228,7 @@ void NvmlSampler::SampleGpm(Gpu& gpu, TimeNs t, Recording& recording) {
   for (size_t i = 0; i < std::size(kGpmMetrics); ++i) {
     const auto& m = request.metrics[i];
     if (m.nvmlReturn != NVML_SUCCESS) continue;  // that counter is not on this chip: stays missing
-    recording.metrics.Add(gpu.metric_device, kGpmMetrics[i].metric, t, m.value);
-    if (sink_) sink_(gpu.metric_device, kGpmMetrics[i].metric, t, m.value);
+    Put(gpu.metric_device, kGpmMetrics[i].metric, t, m.value, recording);
   }
 }
 
@@ -164,21 +261,160 @@ bool NvmlSampler::Check(nvmlReturn_t rc, Gpu& gpu, Call call, Recording& recordi
   return false;
 }
 
+void NvmlSampler::Put(size_t device, Metric m, TimeNs t, double value, Recording& recording) {
+  recording.metrics.Add(device, m, t, value);
+  if (sink_) sink_(device, m, t, value);
+}
+
+bool NvmlSampler::SampleUtilBuffer(Gpu& gpu, TimeNs t, Recording& recording) {
+  const NvmlApi& api = nvml_->api();
+  nvmlValueType_t type = NVML_VALUE_TYPE_UNSIGNED_INT;
+  unsigned int count = 0;
+  nvmlReturn_t rc = api.DeviceGetSamples(gpu.handle, NVML_GPU_UTILIZATION_SAMPLES, gpu.buffer_last_seen, &type, &count, nullptr);
+  if (rc == NVML_ERROR_NOT_FOUND || (rc == NVML_SUCCESS && count == 0)) return false;  // dry: the GPU idled
+  if (!Check(rc, gpu, kUtilBuffer, recording)) return false;
+  gpu.buffer.resize(std::min(count, 4096u));
+  count = static_cast<unsigned int>(gpu.buffer.size());
+  rc = api.DeviceGetSamples(gpu.handle, NVML_GPU_UTILIZATION_SAMPLES, gpu.buffer_last_seen, &type, &count, gpu.buffer.data());
+  if (rc == NVML_ERROR_NOT_FOUND) return false;
+  if (!Check(rc, gpu, kUtilBuffer, recording)) return false;
+  count = std::min<unsigned int>(count, static_cast<unsigned int>(gpu.buffer.size()));
+  std::sort(gpu.buffer.begin(), gpu.buffer.begin() + count,
+            [](const nvmlSample_t& a, const nvmlSample_t& b) { return a.timeStamp < b.timeStamp; });
+  if (count == 0) return false;
+  const unsigned long long newest = gpu.buffer[count - 1].timeStamp;
+  if (!gpu.buffer_anchored) {
+    // The first read returns what the driver buffered before the recording: it
+    // only fixes the clock and the starting point.
+    const TimeNs raw = static_cast<TimeNs>(std::min<unsigned long long>(newest, kMaxBufferTimestampUs)) * 1000;
+    gpu.buffer_offset_ns = std::llabs(raw - t) < kEpochTolerance ? 0 : t - raw;
+    gpu.buffer_anchored = true;
+    gpu.buffer_last_seen = newest;
+    return false;
+  }
+  int added = 0;
+  for (unsigned int i = 0; i < count; ++i) {
+    const nvmlSample_t& sample = gpu.buffer[i];
+    if (sample.timeStamp <= gpu.buffer_last_seen || sample.timeStamp > kMaxBufferTimestampUs) continue;
+    const double value = ValueOf(type, sample.sampleValue);
+    if (!std::isfinite(value) || value < 0 || value > 100) continue;
+    Put(gpu.metric_device, Metric::kGpuUtil, static_cast<TimeNs>(sample.timeStamp) * 1000 + gpu.buffer_offset_ns, value,
+        recording);
+    ++added;
+  }
+  gpu.buffer_last_seen = std::max(gpu.buffer_last_seen, newest);
+  return added > 0;
+}
+
+bool NvmlSampler::ListProcesses(Gpu& gpu, Recording& recording) {
+  const NvmlApi& api = nvml_->api();
+  if (gpu.unsupported[kProcesses] || (!api.DeviceGetComputeRunningProcesses && !api.DeviceGetComputeRunningProcessesV1))
+    return false;
+  if (gpu.processes.empty()) gpu.processes.resize(32);
+  for (int attempt = 0; attempt < 4; ++attempt) {
+    unsigned int n = static_cast<unsigned int>(gpu.processes.size());
+    nvmlReturn_t rc;
+    if (api.DeviceGetComputeRunningProcesses) {
+      rc = api.DeviceGetComputeRunningProcesses(gpu.handle, &n, gpu.processes.data());
+    } else {
+      std::vector<nvmlProcessInfo_v1_t> v1(gpu.processes.size());
+      rc = api.DeviceGetComputeRunningProcessesV1(gpu.handle, &n, v1.data());
+      for (unsigned int i = 0; rc == NVML_SUCCESS && i < n && i < v1.size(); ++i)
+        gpu.processes[i] = {v1[i].pid, v1[i].usedGpuMemory, ~0u, ~0u};
+    }
+    if (rc == NVML_ERROR_INSUFFICIENT_SIZE && n > gpu.processes.size() && n < 65536) {
+      gpu.processes.resize(n + 16);  // processes started between the calls
+      continue;
+    }
+    if (!Check(rc, gpu, kProcesses, recording)) return false;
+    gpu.processes.resize(std::min<size_t>(n, gpu.processes.size()));
+    gpu.processes_listed = true;
+    return true;
+  }
+  return false;
+}
+
+void NvmlSampler::SampleProcesses(TimeNs t, const std::unordered_set<unsigned int>& job, Recording& recording) {
+  const NvmlApi& api = nvml_->api();
+  for (auto& gpu : devices_) {
+    if (gpu.lost || (gpu.parent >= 0 && devices_[static_cast<size_t>(gpu.parent)].lost)) continue;
+    if (!ListProcesses(gpu, recording)) continue;
+    MetricDevice& d = recording.metrics.devices[gpu.metric_device];
+    double job_bytes = 0;
+    for (const auto& p : gpu.processes) {
+      if (job.count(p.pid)) {
+        gpu.job_seen = true;
+        d.job_use = MetricDevice::JobUse::kUsed;
+        if (p.usedGpuMemory != NVML_VALUE_NOT_AVAILABLE) job_bytes += static_cast<double>(p.usedGpuMemory);
+        continue;
+      }
+      const std::string who = "pid " + std::to_string(p.pid);
+      if (d.other_processes.size() < kMaxOtherProcesses &&
+          std::find(d.other_processes.begin(), d.other_processes.end(), who) == d.other_processes.end())
+        d.other_processes.push_back(who);
+    }
+    Put(gpu.metric_device, Metric::kJobFbUsedBytes, t, job_bytes, recording);
+    if (gpu.unsupported[kProcessUtil] || !api.DeviceGetProcessUtilization) continue;
+    // One sample per process with activity since the last call; NOT_FOUND: none had any.
+    unsigned int n = 0;
+    nvmlReturn_t rc = api.DeviceGetProcessUtilization(gpu.handle, nullptr, &n, gpu.process_util_last_seen);
+    if (rc == NVML_SUCCESS || rc == NVML_ERROR_INSUFFICIENT_SIZE) {
+      gpu.process_util.resize(std::min(n + 8u, 4096u));
+      n = static_cast<unsigned int>(gpu.process_util.size());
+      rc = api.DeviceGetProcessUtilization(gpu.handle, gpu.process_util.data(), &n, gpu.process_util_last_seen);
+    }
+    if (rc == NVML_ERROR_NOT_FOUND) n = 0;
+    else if (!Check(rc, gpu, kProcessUtil, recording)) continue;
+    n = std::min<unsigned int>(n, static_cast<unsigned int>(gpu.process_util.size()));
+    std::map<unsigned int, std::pair<double, int>> per_pid;  // sum, samples
+    unsigned long long newest = gpu.process_util_last_seen;
+    for (unsigned int i = 0; i < n; ++i) {
+      const auto& u = gpu.process_util[i];
+      newest = std::max(newest, u.timeStamp);
+      if (u.smUtil > 100) continue;
+      auto& [sum, samples] = per_pid[u.pid];
+      sum += u.smUtil;
+      ++samples;
+    }
+    const bool first = gpu.process_util_last_seen == 0;  // the driver's whole history: not this run's
+    gpu.process_util_last_seen = newest;
+    if (first && n > 0) continue;
+    double job_sm = 0, other_sm = 0;
+    for (const auto& [pid, acc] : per_pid) (job.count(pid) ? job_sm : other_sm) += acc.first / acc.second;
+    Put(gpu.metric_device, Metric::kJobSmUtil, t, std::min(job_sm, 100.0), recording);
+    Put(gpu.metric_device, Metric::kOtherSmUtil, t, std::min(other_sm, 100.0), recording);
+  }
+}
+
+void NvmlSampler::FinishAttribution(Recording& recording) {
+  for (const auto& gpu : devices_)
+    if (gpu.processes_listed && !gpu.job_seen)
+      recording.metrics.devices[gpu.metric_device].job_use = MetricDevice::JobUse::kNotUsed;
+  // A MIG-mode GPU is the job's when one of its instances is.
+  for (size_t i = 0; i < devices_.size(); ++i) {
+    if (devices_[i].parent < 0) continue;
+    const auto use = recording.metrics.devices[devices_[i].metric_device].job_use;
+    auto& parent = recording.metrics.devices[devices_[static_cast<size_t>(devices_[i].parent)].metric_device];
+    if (use == MetricDevice::JobUse::kUsed) parent.job_use = use;
+    else if (use == MetricDevice::JobUse::kNotUsed && parent.job_use == MetricDevice::JobUse::kUnknown) parent.job_use = use;
+  }
+}
+
 void NvmlSampler::Sample(TimeNs t, Recording& recording) {
   const NvmlApi& api = nvml_->api();
   MetricSet& set = recording.metrics;
-  auto put = [&](size_t device, Metric m, TimeNs at, double value) {
-    set.Add(device, m, at, value);
-    if (sink_) sink_(device, m, at, value);
-  };
+  auto put = [&](size_t device, Metric m, TimeNs at, double value) { Put(device, m, at, value, recording); };
   for (auto& gpu : devices_) {
-    if (gpu.lost) continue;
+    if (gpu.lost || (gpu.parent >= 0 && devices_[static_cast<size_t>(gpu.parent)].lost)) continue;
     const size_t dev = gpu.metric_device;
     auto want = [&](Call call, bool resolved) { return resolved && !gpu.unsupported[call] && !gpu.lost; };
     if (want(kUtil, api.DeviceGetUtilizationRates != nullptr)) {
       nvmlUtilization_t u{};
       if (Check(api.DeviceGetUtilizationRates(gpu.handle, &u), gpu, kUtil, recording)) {
-        put(dev, Metric::kGpuUtil, t, u.gpu);
+        // The driver's buffer has the utilization at its own, finer rate; the
+        // polled value stands in while the buffer is dry (an idle GPU).
+        const bool buffered = want(kUtilBuffer, api.DeviceGetSamples != nullptr) && SampleUtilBuffer(gpu, t, recording);
+        if (!buffered) put(dev, Metric::kGpuUtil, t, u.gpu);
         put(dev, Metric::kMemCopyUtil, t, u.memory);
       }
     }

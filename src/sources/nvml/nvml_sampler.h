@@ -5,6 +5,7 @@
 
 #include <array>
 #include <functional>
+#include <unordered_set>
 #include <vector>
 
 #include "gputriage/model.h"
@@ -29,6 +30,16 @@ class NvmlSampler {
   /// other failures are counted per call. Never fails as a whole.
   void Sample(TimeNs t, Recording& recording);
 
+  /// Lists each GPU's compute processes and their utilization since the last
+  /// call, and attributes them: `job` holds the pids of the recorded job's
+  /// process tree. Records job_sm_util, other_sm_util and job_fb_used, and marks
+  /// GPUs the job used (MetricDevice::job_use). Call about once a second: the
+  /// driver keeps per-process samples, so nothing is lost between calls.
+  void SampleProcesses(TimeNs t, const std::unordered_set<unsigned int>& job, Recording& recording);
+  /// Marks GPUs whose processes could be listed but never showed the job as not
+  /// used by it (call when the job has ended).
+  void FinishAttribution(Recording& recording);
+
   /// Also hands every sample to `sink` (the run store), after the recording has it.
   using Sink = std::function<void(size_t device, Metric metric, TimeNs t, double value)>;
   void set_sink(Sink sink) { sink_ = std::move(sink); }
@@ -37,21 +48,46 @@ class NvmlSampler {
   int lost_devices() const;
 
  private:
-  enum Call { kUtil, kMemory, kPower, kSmClock, kMemClock, kTemp, kReasons, kPcieRx, kPcieTx, kGpm, kNumCalls };
+  enum Call {
+    kUtil, kMemory, kPower, kSmClock, kMemClock, kTemp, kReasons, kPcieRx, kPcieTx, kGpm,
+    kUtilBuffer, kProcesses, kProcessUtil, kNumCalls
+  };
   struct Gpu {
     nvmlDevice_t handle = nullptr;
     size_t metric_device = 0;  // position in recording.metrics.devices
     bool lost = false;
+    bool mig_instance = false;  // a MIG device handle: memory, GPM and processes only
+    int parent = -1;            // for an instance: the physical GPU's position in devices_
     std::array<bool, kNumCalls> unsupported{};
+    // The driver's high-rate utilization buffer: raw timestamps (µs, on the
+    // driver's clock) map to wall time by one offset fixed at the first read.
+    unsigned long long buffer_last_seen = 0;
+    TimeNs buffer_offset_ns = 0;
+    bool buffer_anchored = false;
+    std::vector<nvmlSample_t> buffer;
+    // Processes.
+    unsigned long long process_util_last_seen = 0;
+    bool processes_listed = false;  // a listing succeeded at least once
+    bool job_seen = false;
+    std::vector<nvmlProcessInfo_t> processes;
+    std::vector<nvmlProcessUtilizationSample_t> process_util;
     // GPM: metrics are averages between two samples at least 100 ms apart.
     nvmlGpmSample_t gpm_previous = nullptr;
     nvmlGpmSample_t gpm_current = nullptr;
     TimeNs gpm_previous_t = 0;
   };
   void SampleGpm(Gpu& gpu, TimeNs t, Recording& recording);
+  /// New samples from the driver's utilization buffer; false when it has none
+  /// (it runs dry while the GPU idles) or is unsupported.
+  bool SampleUtilBuffer(Gpu& gpu, TimeNs t, Recording& recording);
+  void OpenMigInstances(size_t parent, Recording& recording);
+  void SetUpGpm(Gpu& gpu, Recording& recording);
+  bool ListProcesses(Gpu& gpu, Recording& recording);
   explicit NvmlSampler(const NvmlLibrary& nvml) : nvml_(&nvml) {}
   /// True when the value is usable; handles and counts every other outcome.
   bool Check(nvmlReturn_t rc, Gpu& gpu, Call call, Recording& recording);
+
+  void Put(size_t device, Metric m, TimeNs t, double value, Recording& recording);
 
   const NvmlLibrary* nvml_;
   std::vector<Gpu> devices_;

@@ -141,6 +141,44 @@ PY
   kill -TERM "$rec_pid"
   wait "$rec_pid"; got=$?
   if [ "$got" = 143 ]; then echo "ok: SIGTERM forwarded (exit 143)"; else echo "FAIL: SIGTERM forwarding: exit $got"; fail=1; fi
+
+  # The job's GPU is found through its process tree (the fake lists the
+  # recorder's grandchild, the shell's sleep, as the GPU process); a GPU with
+  # only someone else's process is left out, live and when the stored run is read.
+  cat >"$tmp/procs.txt" <<'EOF'
+device name="NVIDIA H100 80GB HBM3" uuid=GPU-job power_limit_w=700
+series gpu_util 95
+process grandchild sm=90 used_mib=20000
+process pid=1 sm=4 used_mib=100
+device name="NVIDIA H100 80GB HBM3" uuid=GPU-other power_limit_w=700
+series gpu_util 0
+process pid=1 sm=5 used_mib=500
+EOF
+  export GPUTRIAGE_FAKE_NVML_SCENARIO="$tmp/procs.txt"
+  check "record attributes GPUs through the job's process tree" 0 \
+    "$bin" record --nvml-library "$fake_nvml" --interval 0.05 --tag batch_size=64 --json "$tmp/procs.json" -- sh -c 'sleep 2.5; true'
+  unset GPUTRIAGE_FAKE_NVML_SCENARIO
+  grep -q "the job ran on GPU 0" "$tmp/err" || { echo "FAIL: no job_gpus note"; cat "$tmp/err"; fail=1; }
+  grep -q "outside the job: pid 1" "$tmp/err" || { echo "FAIL: no other-process line"; cat "$tmp/err"; fail=1; }
+  check "runs after the attributed recording" 0 "$bin" runs --json
+  cp "$tmp/out" "$tmp/runs.json"
+  run_id=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))[-1]["id"])' "$tmp/runs.json")
+  check "diagnose the attributed run from the store" 0 "$bin" diagnose --json "$run_id"
+  python3 - "$tmp/procs.json" "$tmp/out" "$tmp/runs.json" <<'PY' || fail=1
+import json, sys
+live, stored, runs = (json.load(open(p)) for p in sys.argv[1:4])
+for d in (live, stored):
+    devs = d["recordings"][0]["metric_devices"]
+    assert [x["uuid"] for x in devs] == ["GPU-job"], devs
+    assert devs[0]["job_use"] == "used" and devs[0]["other_processes"] == ["pid 1"], devs[0]
+    kinds = [i["kind"] for i in d["recordings"][0]["import"]["issues"]]
+    assert "job_gpus" in kinds and "gpu_shared" in kinds, kinds
+m = live["recordings"][0]["metric_devices"][0]["metrics"]
+assert m["job_sm_util"]["mean"] == 90 and m["job_fb_used"]["max"] == 20000 * 2**20, m.get("job_sm_util")
+meta = runs[-1]["metadata"]
+assert meta["batch_size"] == "64" and "cwd" in meta, meta
+print("ok: GPU attribution live and stored")
+PY
 fi
 
 check "bad flag" 2 "$bin" diagnose --colour=pink "$nw0"

@@ -105,3 +105,74 @@ TEST(RunStore, IncompleteRunIsFlagged) {
 
 }  // namespace
 }  // namespace gputriage
+
+namespace gputriage {
+namespace {
+
+TEST(RunStore, MigratesAVersionOneStoreKeepingItsRuns) {
+  // A store as the first schema wrote it (the 0 → 1 migration), with one run.
+  const std::string path = TempPath("v1.db");
+  Sql(path,
+      "CREATE TABLE runs(id INTEGER PRIMARY KEY, name TEXT, command TEXT, host TEXT, status TEXT NOT NULL,"
+      " started_ns INTEGER, ended_ns INTEGER, exit_code INTEGER);"
+      "CREATE TABLE run_metadata(run_id INTEGER NOT NULL REFERENCES runs(id), key TEXT NOT NULL, value TEXT,"
+      " PRIMARY KEY(run_id, key));"
+      "CREATE TABLE devices(run_id INTEGER NOT NULL REFERENCES runs(id), device INTEGER NOT NULL, gpu_index INTEGER,"
+      " uuid TEXT, pci_bus_id TEXT, name TEXT, driver_version TEXT, power_limit_w REAL, max_sm_clock_mhz REAL,"
+      " memory_total_bytes INTEGER, mig_mode INTEGER, mig_instance INTEGER, mig_profile TEXT,"
+      " PRIMARY KEY(run_id, device));"
+      "CREATE TABLE metrics(id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE);"
+      "CREATE TABLE samples(run_id INTEGER NOT NULL, device INTEGER NOT NULL, metric INTEGER NOT NULL REFERENCES metrics(id),"
+      " t_ns INTEGER NOT NULL, value REAL NOT NULL);"
+      "CREATE INDEX samples_by_run ON samples(run_id, t_ns);"
+      "CREATE TABLE findings(run_id INTEGER NOT NULL REFERENCES runs(id), position INTEGER NOT NULL,"
+      " verdict TEXT NOT NULL, severity TEXT NOT NULL, title TEXT, scope TEXT, PRIMARY KEY(run_id, position));"
+      "INSERT INTO runs VALUES(1, 'old', 'python train.py', 'node1', 'complete', 0, 2000000000, 0);"
+      "INSERT INTO devices VALUES(1, 0, 0, 'GPU-old', '', 'NVIDIA A100-SXM4-80GB', '535', 400, 1410, 0, 0, -1, '');"
+      "INSERT INTO metrics VALUES(7, 'gpu_util');"
+      "INSERT INTO samples VALUES(1, 0, 7, 0, 40), (1, 0, 7, 1000000000, 60);"
+      "PRAGMA user_version=1;");
+  auto store = RunStore::Open(path);
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  auto old = (*store)->LoadRun(1);
+  ASSERT_TRUE(old.ok()) << old.status().ToString();
+  ASSERT_EQ(old->metrics.devices.size(), 1u);
+  EXPECT_EQ(old->metrics.devices[0].job_use, MetricDevice::JobUse::kUnknown);
+  EXPECT_DOUBLE_EQ(old->metrics.devices[0].Get(Metric::kGpuUtil).mean(), 50);
+  // New runs use the new columns and tables.
+  auto id = (*store)->BeginRun({});
+  ASSERT_TRUE(id.ok());
+  Recording live;
+  for (const char* uuid : {"GPU-job", "GPU-other"}) {
+    auto pos = live.metrics.FindOrAdd(-1, uuid, "", -1);
+    live.metrics.devices[*pos].job_use = std::string(uuid) == "GPU-job" ? MetricDevice::JobUse::kUsed
+                                                                       : MetricDevice::JobUse::kNotUsed;
+  }
+  live.metrics.devices[0].other_processes = {"pid 7", "pid 8"};
+  ASSERT_TRUE((*store)->PutDevices(*id, live.metrics).ok());
+  (*store)->AddSample(*id, 0, Metric::kGpuUtil, 0, 90);
+  (*store)->AddSample(*id, 1, Metric::kGpuUtil, 0, 0);
+  std::vector<Step> steps(3);
+  for (int i = 0; i < 3; ++i) steps[i] = Step{i, Interval{i * kNsPerS, (i + 1) * kNsPerS - kNsPerMs}};
+  ASSERT_TRUE((*store)->PutSteps(*id, steps).ok());
+  ASSERT_TRUE((*store)->EndRun(*id, kNsPerS, 0, {}).ok());
+  auto rec = (*store)->LoadRun(*id);
+  ASSERT_TRUE(rec.ok());
+  // Loaded as recorded: only the job's GPU, with who else was on it.
+  ASSERT_EQ(rec->metrics.devices.size(), 1u);
+  EXPECT_EQ(rec->metrics.devices[0].uuid, "GPU-job");
+  EXPECT_EQ(rec->metrics.devices[0].other_processes, (std::vector<std::string>{"pid 7", "pid 8"}));
+  EXPECT_TRUE(rec->stats.FindIssue("job_gpus"));
+  ASSERT_EQ(rec->steps.size(), 3u);
+  EXPECT_EQ(rec->steps[2].number, 2);
+  EXPECT_EQ(rec->steps[2].host.end, 3 * kNsPerS - kNsPerMs);
+  int exported_devices = 0;
+  ASSERT_TRUE((*store)->ForEachSample(*id, [&](const MetricDevice& d, Metric, TimeNs, double) {
+    EXPECT_EQ(d.uuid, "GPU-job");
+    ++exported_devices;
+  }).ok());
+  EXPECT_EQ(exported_devices, 1);
+}
+
+}  // namespace
+}  // namespace gputriage

@@ -142,6 +142,8 @@ struct DeviceMetricAnalysis {
   bool mig_instance = false;
   bool mig_mode = false;
   std::map<std::string, std::string> labels;  // Kubernetes attribution
+  std::string job_use;                        // live recordings: "used" / "not_used" by the job, "" unknown
+  std::vector<std::string> other_processes;   // processes outside the job seen on this GPU ("pid 4242")
   TimeNs first_ns = 0;
   TimeNs last_ns = 0;
   TimeNs median_interval_ns = 0;

@@ -41,6 +41,10 @@ std::vector<DeviceMetricAnalysis> AnalyzeMetrics(const MetricSet& metrics) {
     a.mig_instance = d.mig_instance >= 0;
     a.mig_mode = d.mig_mode;
     a.labels = d.labels;
+    a.job_use = d.job_use == MetricDevice::JobUse::kUsed      ? "used"
+                : d.job_use == MetricDevice::JobUse::kNotUsed ? "not_used"
+                                                               : "";
+    a.other_processes = d.other_processes;
     a.timestamps_synthetic = metrics.timestamps_synthetic;
     for (int m = 0; m < kNumMetrics; ++m) a.metrics[m] = Distribution(d.series[m]);
 

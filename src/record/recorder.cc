@@ -8,7 +8,10 @@
 #include <fcntl.h>
 
 #include <cerrno>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <map>
 #include <memory>
 
 #include "src/record/process_tree.h"
@@ -60,7 +63,36 @@ class SignalScope {
   struct sigaction old_term_ {}, old_hup_ {}, old_int_ {}, old_quit_ {};
 };
 
+/// The first line a shell command prints ("" when it fails or prints nothing).
+std::string FirstLineOf(const char* command) {
+  FILE* pipe = popen(command, "r");
+  if (pipe == nullptr) return "";
+  char buf[256] = {};
+  const bool got = std::fgets(buf, sizeof buf, pipe) != nullptr;
+  const int status = pclose(pipe);
+  if (!got || status != 0) return "";
+  std::string line(buf);
+  while (!line.empty() && (line.back() == '\n' || line.back() == '\r')) line.pop_back();
+  return line;
+}
+
 }  // namespace
+
+std::map<std::string, std::string> CollectRunContext() {
+  std::map<std::string, std::string> context;
+  // The code that ran: the commit of the working directory's repository, and
+  // whether tracked files differed from it (a run of uncommitted code).
+  if (std::string commit = FirstLineOf("git rev-parse HEAD 2>/dev/null"); !commit.empty()) {
+    context["git_commit"] = commit;
+    context["git_dirty"] =
+        FirstLineOf("git status --porcelain --untracked-files=no 2>/dev/null | head -n 1").empty() ? "false" : "true";
+  }
+  if (char cwd[4096]; getcwd(cwd, sizeof cwd) != nullptr) context["cwd"] = cwd;
+  if (const char* user = std::getenv("USER"); user && *user) context["user"] = user;
+  if (const char* visible = std::getenv("CUDA_VISIBLE_DEVICES"); visible != nullptr)
+    context["cuda_visible_devices"] = visible;
+  return context;
+}
 
 StatusOr<RecordResult> RecordCommand(const RecordOptions& options) {
   if (options.command.empty()) return InvalidArgumentError("record: no command given (usage: gputriage record -- CMD ARGS...)");
@@ -84,6 +116,10 @@ StatusOr<RecordResult> RecordCommand(const RecordOptions& options) {
   } else {
     result.gpu_note = lib.status().message();
   }
+
+  // Read before the job starts, so sampling starts with it.
+  const std::map<std::string, std::string> context =
+      options.store ? CollectRunContext() : std::map<std::string, std::string>{};
 
   // The exec'd job must not inherit the recorder's signal dispositions: set them after fork in the parent only.
   std::vector<char*> argv;
@@ -115,6 +151,7 @@ StatusOr<RecordResult> RecordCommand(const RecordOptions& options) {
   if (options.store) {
     RunInfo info = options.info;
     info.started_ns = result.started_ns;
+    for (auto& [key, value] : context) info.metadata.try_emplace(key, value);  // --tag wins
     if (info.command.empty())
       for (const auto& a : options.command) info.command += (info.command.empty() ? "" : " ") + a;
     auto id = options.store->BeginRun(info);

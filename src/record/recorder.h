@@ -3,6 +3,7 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -38,5 +39,10 @@ struct RecordResult {
 /// unusable NVML is not an error: the job runs and `gpu_note` says why there are
 /// no GPU metrics. Errors: the command could not be started.
 StatusOr<RecordResult> RecordCommand(const RecordOptions& options);
+
+/// Where and what ran, kept with a stored run: git_commit and git_dirty (of the
+/// working directory's repository, when there is one and git is installed),
+/// cwd, user, cuda_visible_devices.
+std::map<std::string, std::string> CollectRunContext();
 
 }  // namespace gputriage

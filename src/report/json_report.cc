@@ -66,7 +66,9 @@ json DistributionJson(const MetricDistribution& m) {
 json MetricDeviceJson(const DeviceMetricAnalysis& d) {
   json j = {{"label", d.label}, {"name", d.name}, {"uuid", d.uuid.empty() ? json(nullptr) : json(d.uuid)},
             {"hostname", d.hostname.empty() ? json(nullptr) : json(d.hostname)}, {"mig_instance", d.mig_instance},
-            {"mig_mode", d.mig_mode}, {"labels", d.labels}, {"first_ns", d.first_ns}, {"last_ns", d.last_ns},
+            {"mig_mode", d.mig_mode}, {"labels", d.labels},
+            {"job_use", d.job_use.empty() ? json(nullptr) : json(d.job_use)}, {"other_processes", d.other_processes},
+            {"first_ns", d.first_ns}, {"last_ns", d.last_ns},
             {"median_interval_s", static_cast<double>(d.median_interval_ns) / 1e9}, {"hours", d.hours},
             {"span_hours", d.span_hours}, {"sampling_gaps", d.sampling_gaps},
             {"timestamps_synthetic", d.timestamps_synthetic},

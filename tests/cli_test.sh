@@ -181,6 +181,39 @@ print("ok: GPU attribution live and stored")
 PY
 fi
 
+# ---- record --dcgm-exporter, against a stand-in exporter on localhost ----
+python3 "$(dirname "$0")/fake_dcgm_exporter.py" "$tmp/port" &
+exporter_pid=$!
+for _ in $(seq 50); do [ -s "$tmp/port" ] && break; sleep 0.1; done
+port=$(cat "$tmp/port")
+check "record from a dcgm-exporter endpoint" 0 \
+  "$bin" record --dcgm-exporter "http://127.0.0.1:$port/metrics" --interval 0.1 --json "$tmp/exp.json" -- sleep 3
+grep -q "input_bound\|underutilized\|idle" "$tmp/err" || { echo "FAIL: no diagnosis from the scrapes"; cat "$tmp/err"; fail=1; }
+python3 - "$tmp/exp.json" <<'PY' || fail=1
+import json, sys
+d = json.load(open(sys.argv[1]))
+rec = d["recordings"][0]
+assert rec["format"] == "dcgm-exporter", rec["format"]
+devs = {x["uuid"]: x for x in rec["metric_devices"]}
+assert set(devs) == {"GPU-exp-0", "GPU-exp-1"}, list(devs)
+u0 = devs["GPU-exp-0"]["metrics"]["gpu_util"]
+assert u0["samples"] >= 15 and abs(u0["mean"] - 48.5) < 8, u0
+assert devs["GPU-exp-1"]["metrics"]["gpu_util"]["max"] == 0
+print("ok: record --dcgm-exporter JSON")
+PY
+check "record from an exporter between refreshes" 0 \
+  "$bin" record --no-store --dcgm-exporter "http://127.0.0.1:$port/static" --interval 0.1 --json "$tmp/static.json" -- sleep 1
+python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); n=d["recordings"][0]["metric_devices"][0]["metrics"]["gpu_util"]["samples"]; assert n == 1, n; print("ok: unchanged scrapes are not samples")' "$tmp/static.json" || fail=1
+check "record: an endpoint that is not dcgm-exporter" 3 "$bin" record --dcgm-exporter "http://127.0.0.1:$port/notdcgm" -- true
+grep -q "does not serve dcgm-exporter" "$tmp/err" || { echo "FAIL: unclear not-dcgm error"; cat "$tmp/err"; fail=1; }
+check "record: an endpoint that fails" 3 "$bin" record --dcgm-exporter "http://127.0.0.1:$port/error" -- true
+grep -q "HTTP 500" "$tmp/err" || { echo "FAIL: unclear HTTP error"; cat "$tmp/err"; fail=1; }
+kill "$exporter_pid"; wait "$exporter_pid" 2>/dev/null
+check "record: nothing listening" 3 "$bin" record --dcgm-exporter "http://127.0.0.1:$port/metrics" -- true
+grep -q "cannot scrape dcgm-exporter" "$tmp/err" || { echo "FAIL: unclear connection error"; cat "$tmp/err"; fail=1; }
+check "record: a bad URL" 2 "$bin" record --dcgm-exporter "ftp://node1/metrics" -- true
+check "record: NVML and an exporter at once" 2 "$bin" record --dcgm-exporter "http://x" --nvml-library /x.so -- true
+
 check "bad flag" 2 "$bin" diagnose --colour=pink "$nw0"
 check "no subcommand" 2 "$bin"
 exit $fail

@@ -11,6 +11,7 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -223,6 +224,9 @@ struct MetricSet {
   static constexpr size_t kMaxDevices = 4096;
   std::optional<size_t> FindOrAdd(int index, std::string_view uuid, std::string_view pci_bus_id, int mig_instance);
   void Add(size_t device, Metric m, TimeNs t, double value);
+  /// Called with every value Add() takes, after the sketch has it: while a run
+  /// is recorded, the run store's writer.
+  std::function<void(size_t device, Metric m, TimeNs t, double value)> observer;
   /// Leaves out the GPUs known not to be the recorded job's, when at least one
   /// is known to be (GPUs of unknown use stay). Returns the labels of the GPUs
   /// left out; nothing changes when no GPU is known to be the job's.

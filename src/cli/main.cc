@@ -164,7 +164,9 @@ struct RecordArgs {
   std::string name;
   std::vector<std::string> tags;
   double interval_s = 0.1;
+  bool interval_given = false;
   std::string nvml_library;
+  std::string dcgm_exporter_url;
   std::string json_path;
   std::string workload = "unspecified";
   std::optional<double> price_per_gpu_hour;
@@ -177,6 +179,9 @@ int RunRecord(const RecordArgs& args) {
   options.command = args.command;
   options.interval_ns = static_cast<gputriage::TimeNs>(std::llround(args.interval_s * 1e9));
   options.nvml_library = args.nvml_library;
+  options.dcgm_exporter_url = args.dcgm_exporter_url;
+  // dcgm-exporter refreshes every few seconds (its -c, 30 s by default): 1 s scrapes lose nothing.
+  if (!args.dcgm_exporter_url.empty() && !args.interval_given) options.interval_ns = 1'000'000'000;
   std::unique_ptr<gputriage::RunStore> store;
   if (!args.no_store) {
     auto opened = gputriage::RunStore::Open(args.store_path.empty() ? gputriage::RunStore::DefaultPath() : args.store_path);
@@ -198,7 +203,8 @@ int RunRecord(const RecordArgs& args) {
     }
     options.info.metadata[tag.substr(0, eq)] = tag.substr(eq + 1);
   }
-  options.info.metadata["interval_s"] = fmt::format("{:g}", args.interval_s);
+  options.info.metadata["interval_s"] = fmt::format("{:g}", static_cast<double>(options.interval_ns) / 1e9);
+  options.info.metadata["source"] = args.dcgm_exporter_url.empty() ? "nvml" : "dcgm-exporter " + args.dcgm_exporter_url;
   const bool tty = isatty(fileno(stderr)) != 0;
   if (tty) {
     // One status line, rewritten in place: elapsed time and each GPU's latest utilization and power.
@@ -219,7 +225,7 @@ int RunRecord(const RecordArgs& args) {
   if (tty) std::fprintf(stderr, "\r\033[K");
   if (!result.ok()) {
     std::fprintf(stderr, "gputriage: error: %s\n", result.status().ToString().c_str());
-    return kExitInput;
+    return result.status().code() == gputriage::StatusCode::kInvalidArgument ? kExitUsage : kExitInput;
   }
   if (!result->gpu_metrics)
     std::fprintf(stderr, "gputriage: GPU metrics unavailable: %s\n", result->gpu_note.c_str());
@@ -389,9 +395,15 @@ int main(int argc, char** argv) {
   auto* record = app.add_subcommand(
       "record", "Run a command and record its GPUs through NVML, then diagnose the recording (report on stderr)");
   RecordArgs r;
-  record->add_option("--interval", r.interval_s, "seconds between samples (default 0.1)")->check(CLI::Range(0.001, 3600.0));
-  record->add_option("--nvml-library", r.nvml_library,
+  record->add_option("--interval", r.interval_s, "seconds between samples (default 0.1; 1 with --dcgm-exporter)")
+      ->check(CLI::Range(0.001, 3600.0))
+      ->each([&r](const std::string&) { r.interval_given = true; });
+  auto* exporter_option = record->add_option(
+      "--dcgm-exporter", r.dcgm_exporter_url,
+      "record by scraping this dcgm-exporter endpoint (http://HOST:9400/metrics) instead of NVML");
+  auto* nvml_option = record->add_option("--nvml-library", r.nvml_library,
                      "NVML library to load (default: $GPUTRIAGE_NVML_LIBRARY, then libnvidia-ml.so.1)");
+  exporter_option->excludes(nvml_option);
   record->add_option("--json", r.json_path, "also write the JSON report to this file");
   record->add_option("--workload", r.workload, "workload class the targets are judged against")
       ->check(CLI::IsMember({"unspecified", "dense-transformer", "cnn", "moe", "rl", "multimodal", "inference"}));

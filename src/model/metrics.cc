@@ -477,6 +477,7 @@ void MetricSet::Add(size_t device, Metric m, TimeNs t, double value) {
   }
   d.series[static_cast<int>(m)].Add(t, value);
   ++samples;
+  if (observer) observer(device, m, t, value);
 }
 
 }  // namespace gputriage

@@ -14,6 +14,7 @@
 #include <map>
 #include <memory>
 
+#include "src/record/dcgm_exporter_source.h"
 #include "src/record/process_tree.h"
 #include "src/sources/nvml/nvml_library.h"
 #include "src/sources/nvml/nvml_sampler.h"
@@ -101,10 +102,14 @@ StatusOr<RecordResult> RecordCommand(const RecordOptions& options) {
   result.recording.source_path = "record: " + options.command.front();
   result.recording.format = "nvml";
 
-  // NVML first, so a missing driver is reported before the job's own output.
+  // The GPU source first, so a missing driver is reported before the job's own output.
   std::unique_ptr<NvmlLibrary> nvml;
   std::unique_ptr<NvmlSampler> sampler;
-  if (auto lib = NvmlLibrary::Load(options.nvml_library); lib.ok()) {
+  std::unique_ptr<DcgmExporterSource> scraper;
+  if (!options.dcgm_exporter_url.empty()) {
+    ASSIGN_OR_RETURN(scraper, DcgmExporterSource::Open(options.dcgm_exporter_url, WallNs(), result.recording));
+    result.gpu_metrics = true;
+  } else if (auto lib = NvmlLibrary::Load(options.nvml_library); lib.ok()) {
     nvml = std::move(*lib);
     if (auto s = NvmlSampler::Open(*nvml, result.recording); s.ok()) {
       sampler = std::make_unique<NvmlSampler>(std::move(*s));
@@ -158,10 +163,11 @@ StatusOr<RecordResult> RecordCommand(const RecordOptions& options) {
     if (id.ok()) {
       result.run_id = *id;
       (void)options.store->PutDevices(result.run_id, result.recording.metrics);
-      if (sampler)
-        sampler->set_sink([store = options.store, run = result.run_id](size_t device, Metric m, TimeNs t, double v) {
-          store->AddSample(run, device, m, t, v);
-        });
+      // Every value the recording takes from now on also goes to the store (batched there).
+      result.recording.metrics.observer = [store = options.store, run = result.run_id](size_t device, Metric m, TimeNs t,
+                                                                                      double v) {
+        store->AddSample(run, device, m, t, v);
+      };
     } else {
       result.recording.stats.AddIssue(IssueSeverity::kError, "store_unavailable", id.status().message());
     }
@@ -171,6 +177,7 @@ StatusOr<RecordResult> RecordCommand(const RecordOptions& options) {
   TimeNs next_status = began + kNsPerS;
   TimeNs next_processes = began;  // the process tree and GPU processes, once a second
   std::unordered_set<unsigned int> job_pids;
+  size_t stored_devices = result.recording.metrics.devices.size();
   int status = 0;
   while (true) {
     const pid_t done = waitpid(child, &status, WNOHANG);
@@ -188,6 +195,11 @@ StatusOr<RecordResult> RecordCommand(const RecordOptions& options) {
         next_processes += kNsPerS;
       }
     }
+    if (scraper) scraper->Sample(WallNs(), result.recording);
+    if (options.store && result.run_id > 0 && result.recording.metrics.devices.size() != stored_devices) {
+      stored_devices = result.recording.metrics.devices.size();  // a scrape named a new GPU
+      (void)options.store->PutDevices(result.run_id, result.recording.metrics);
+    }
     if (options.on_second && MonotonicNs() >= next_status) {
       options.on_second(result.recording, MonotonicNs() - began);
       next_status += kNsPerS;
@@ -202,12 +214,17 @@ StatusOr<RecordResult> RecordCommand(const RecordOptions& options) {
     }
   }
   result.ended_ns = WallNs();
-  if (sampler) {
-    sampler->FinishAttribution(result.recording);
-    // Stored with every GPU (sample rows refer to positions), attributed on load.
-    if (options.store && result.run_id > 0) (void)options.store->PutDevices(result.run_id, result.recording.metrics);
-    AttributeGpusToJob(result.recording);
+  result.recording.metrics.observer = nullptr;  // the store may not outlive the result
+  if (scraper) {
+    if (Status s = scraper->Finish(); !s.ok())
+      result.recording.stats.AddIssue(IssueSeverity::kError, "scrape_empty", s.message());
+    result.recording.metadata["scrapes"] = std::to_string(scraper->scrapes());
+    result.recording.metadata["unchanged_scrapes_skipped"] = std::to_string(scraper->unchanged());
   }
+  if (sampler) sampler->FinishAttribution(result.recording);
+  // Stored with every GPU (sample rows refer to positions; facts may have grown), attributed on load.
+  if (options.store && result.run_id > 0) (void)options.store->PutDevices(result.run_id, result.recording.metrics);
+  AttributeGpusToJob(result.recording);
   if (options.store && result.run_id > 0) {
     if (Status s = options.store->Flush(); !s.ok())
       result.recording.stats.AddIssue(IssueSeverity::kError, "store_write_failed", s.message());

@@ -17,6 +17,7 @@ struct RecordOptions {
   std::vector<std::string> command;  // argv of the job
   TimeNs interval_ns = 100 * kNsPerMs;
   std::string nvml_library;          // "" = $GPUTRIAGE_NVML_LIBRARY, then the driver's
+  std::string dcgm_exporter_url;     // scrape this dcgm-exporter instead of using NVML
   RunStore* store = nullptr;         // where the run is kept as it is recorded (may be null)
   RunInfo info;                      // name, host, metadata for the store
   /// Called about once a second while the job runs (the CLI's live status line).
@@ -37,7 +38,8 @@ struct RecordResult {
 /// forwards SIGTERM/SIGHUP to it (SIGINT/SIGQUIT from a terminal reach it
 /// directly; the recorder keeps sampling until the job is gone). A missing or
 /// unusable NVML is not an error: the job runs and `gpu_note` says why there are
-/// no GPU metrics. Errors: the command could not be started.
+/// no GPU metrics. Errors: the command could not be started, or the
+/// dcgm-exporter URL given cannot be scraped (checked before the job starts).
 StatusOr<RecordResult> RecordCommand(const RecordOptions& options);
 
 /// Where and what ran, kept with a stored run: git_commit and git_dirty (of the

@@ -16,7 +16,6 @@ namespace gputriage {
 
 bool SmiCsvHeaderLine(std::string_view line);                    // smi_csv_reader.cc
 bool IsDcgmiFieldTag(std::string_view name);                     // dmon_reader.cc
-void StartDcgmExporterScrape(MetricLineReader* reader, TimeNs t);  // dcgm_exporter_reader.cc
 
 namespace {
 

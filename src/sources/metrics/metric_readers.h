@@ -91,6 +91,9 @@ std::unique_ptr<MetricLineReader> MakeSmiDmonReader(MetricReaderContext* ctx);
 std::unique_ptr<MetricLineReader> MakeDcgmiDmonReader(MetricReaderContext* ctx);
 /// dcgm-exporter /metrics (Prometheus text), one or more scrapes
 std::unique_ptr<MetricLineReader> MakeDcgmExporterReader(MetricReaderContext* ctx);
+/// For a reader from MakeDcgmExporterReader: the lines that follow are one new
+/// scrape taken at `t` (a scrape file's mtime, a live scrape's wall time).
+void StartDcgmExporterScrape(MetricLineReader* reader, TimeNs t);
 
 /// Which metric-log format a text starts with ("" when none); `head` is the
 /// first bytes of the (decompressed) file.

@@ -198,8 +198,7 @@ void NvmlSampler::OpenMigInstances(size_t parent, Recording& recording) {
   }
 }
 
-NvmlSampler::NvmlSampler(NvmlSampler&& other) noexcept : nvml_(other.nvml_), devices_(std::move(other.devices_)),
-                                                        sink_(std::move(other.sink_)) {
+NvmlSampler::NvmlSampler(NvmlSampler&& other) noexcept : nvml_(other.nvml_), devices_(std::move(other.devices_)) {
   other.devices_.clear();
 }
 
@@ -228,7 +227,7 @@ void NvmlSampler::SampleGpm(Gpu& gpu, TimeNs t, Recording& recording) {
   for (size_t i = 0; i < std::size(kGpmMetrics); ++i) {
     const auto& m = request.metrics[i];
     if (m.nvmlReturn != NVML_SUCCESS) continue;  // that counter is not on this chip: stays missing
-    Put(gpu.metric_device, kGpmMetrics[i].metric, t, m.value, recording);
+    recording.metrics.Add(gpu.metric_device, kGpmMetrics[i].metric, t, m.value);
   }
 }
 
@@ -259,11 +258,6 @@ bool NvmlSampler::Check(nvmlReturn_t rc, Gpu& gpu, Call call, Recording& recordi
                              label + ": " + kCallNames[call] + ": " + nvml_->Describe(rc));
   }
   return false;
-}
-
-void NvmlSampler::Put(size_t device, Metric m, TimeNs t, double value, Recording& recording) {
-  recording.metrics.Add(device, m, t, value);
-  if (sink_) sink_(device, m, t, value);
 }
 
 bool NvmlSampler::SampleUtilBuffer(Gpu& gpu, TimeNs t, Recording& recording) {
@@ -298,8 +292,8 @@ bool NvmlSampler::SampleUtilBuffer(Gpu& gpu, TimeNs t, Recording& recording) {
     if (sample.timeStamp <= gpu.buffer_last_seen || sample.timeStamp > kMaxBufferTimestampUs) continue;
     const double value = ValueOf(type, sample.sampleValue);
     if (!std::isfinite(value) || value < 0 || value > 100) continue;
-    Put(gpu.metric_device, Metric::kGpuUtil, static_cast<TimeNs>(sample.timeStamp) * 1000 + gpu.buffer_offset_ns, value,
-        recording);
+    recording.metrics.Add(gpu.metric_device, Metric::kGpuUtil,
+                          static_cast<TimeNs>(sample.timeStamp) * 1000 + gpu.buffer_offset_ns, value);
     ++added;
   }
   gpu.buffer_last_seen = std::max(gpu.buffer_last_seen, newest);
@@ -353,7 +347,7 @@ void NvmlSampler::SampleProcesses(TimeNs t, const std::unordered_set<unsigned in
           std::find(d.other_processes.begin(), d.other_processes.end(), who) == d.other_processes.end())
         d.other_processes.push_back(who);
     }
-    Put(gpu.metric_device, Metric::kJobFbUsedBytes, t, job_bytes, recording);
+    recording.metrics.Add(gpu.metric_device, Metric::kJobFbUsedBytes, t, job_bytes);
     if (gpu.unsupported[kProcessUtil] || !api.DeviceGetProcessUtilization) continue;
     // One sample per process with activity since the last call; NOT_FOUND: none had any.
     unsigned int n = 0;
@@ -381,8 +375,8 @@ void NvmlSampler::SampleProcesses(TimeNs t, const std::unordered_set<unsigned in
     if (first && n > 0) continue;
     double job_sm = 0, other_sm = 0;
     for (const auto& [pid, acc] : per_pid) (job.count(pid) ? job_sm : other_sm) += acc.first / acc.second;
-    Put(gpu.metric_device, Metric::kJobSmUtil, t, std::min(job_sm, 100.0), recording);
-    Put(gpu.metric_device, Metric::kOtherSmUtil, t, std::min(other_sm, 100.0), recording);
+    recording.metrics.Add(gpu.metric_device, Metric::kJobSmUtil, t, std::min(job_sm, 100.0));
+    recording.metrics.Add(gpu.metric_device, Metric::kOtherSmUtil, t, std::min(other_sm, 100.0));
   }
 }
 
@@ -403,7 +397,7 @@ void NvmlSampler::FinishAttribution(Recording& recording) {
 void NvmlSampler::Sample(TimeNs t, Recording& recording) {
   const NvmlApi& api = nvml_->api();
   MetricSet& set = recording.metrics;
-  auto put = [&](size_t device, Metric m, TimeNs at, double value) { Put(device, m, at, value, recording); };
+  auto put = [&](size_t device, Metric m, TimeNs at, double value) { recording.metrics.Add(device, m, at, value); };
   for (auto& gpu : devices_) {
     if (gpu.lost || (gpu.parent >= 0 && devices_[static_cast<size_t>(gpu.parent)].lost)) continue;
     const size_t dev = gpu.metric_device;

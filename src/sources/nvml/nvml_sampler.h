@@ -40,9 +40,6 @@ class NvmlSampler {
   /// used by it (call when the job has ended).
   void FinishAttribution(Recording& recording);
 
-  /// Also hands every sample to `sink` (the run store), after the recording has it.
-  using Sink = std::function<void(size_t device, Metric metric, TimeNs t, double value)>;
-  void set_sink(Sink sink) { sink_ = std::move(sink); }
 
   size_t devices() const { return devices_.size(); }
   int lost_devices() const;
@@ -87,11 +84,9 @@ class NvmlSampler {
   /// True when the value is usable; handles and counts every other outcome.
   bool Check(nvmlReturn_t rc, Gpu& gpu, Call call, Recording& recording);
 
-  void Put(size_t device, Metric m, TimeNs t, double value, Recording& recording);
 
   const NvmlLibrary* nvml_;
   std::vector<Gpu> devices_;
-  Sink sink_;
 };
 
 }  // namespace gputriage

@@ -1,0 +1,73 @@
+#include "src/record/dcgm_exporter_source.h"
+
+#include <string_view>
+
+#include "src/sources/http/http_get.h"
+#include "src/sources/metrics/metric_readers.h"
+
+namespace gputriage {
+namespace {
+constexpr int kTimeoutMs = 5000;  // a scrape slower than this is a failed sample, not a stalled recorder
+}  // namespace
+
+struct DcgmExporterSource::Target {
+  HttpTarget http;
+};
+
+DcgmExporterSource::DcgmExporterSource() = default;
+DcgmExporterSource::~DcgmExporterSource() = default;
+
+StatusOr<std::unique_ptr<DcgmExporterSource>> DcgmExporterSource::Open(const std::string& url, TimeNs t,
+                                                                       Recording& recording) {
+  ASSIGN_OR_RETURN(HttpTarget http, ParseHttpUrl(url));
+  std::unique_ptr<DcgmExporterSource> source(new DcgmExporterSource());
+  source->url_ = url;
+  source->target_ = std::make_unique<Target>(Target{http});
+  auto body = HttpGet(http, kTimeoutMs);
+  if (!body.ok()) return IoError("cannot scrape dcgm-exporter: " + body.status().message());
+  source->context_ = std::make_unique<MetricReaderContext>();
+  source->context_->recording = &recording;
+  source->context_->file = url;
+  source->reader_ = MakeDcgmExporterReader(source->context_.get());
+  recording.source_path = url;
+  recording.metrics.clock_note = "recorder's wall clock at each scrape";
+  source->Feed(*body, t);
+  if (recording.metrics.devices.empty())
+    return DataLossError(url + " does not serve dcgm-exporter metrics (no DCGM_FI_* series with a gpu label in its reply)");
+  source->previous_ = std::move(*body);
+  return source;
+}
+
+void DcgmExporterSource::Feed(const std::string& body, TimeNs t) {
+  StartDcgmExporterScrape(reader_.get(), t);
+  context_->file = url_ + " (scrape " + std::to_string(scrapes_ + 1) + ")";  // messages name the scrape and its line
+  line_ = 0;
+  std::string_view rest(body);
+  while (!rest.empty()) {
+    const size_t nl = rest.find('\n');
+    std::string_view line = rest.substr(0, nl);
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    reader_->Line(line, ++line_);
+    rest = nl == std::string_view::npos ? std::string_view() : rest.substr(nl + 1);
+  }
+  ++scrapes_;
+}
+
+void DcgmExporterSource::Sample(TimeNs t, Recording& recording) {
+  context_->recording = &recording;
+  auto body = HttpGet(target_->http, kTimeoutMs);
+  if (!body.ok()) {
+    context_->Issue(IssueSeverity::kWarning, "scrape_failed", [&] { return body.status().message(); });
+    return;
+  }
+  if (*body == previous_) {
+    ++unchanged_;
+    return;
+  }
+  Feed(*body, t);
+  previous_ = std::move(*body);
+}
+
+Status DcgmExporterSource::Finish() { return reader_->Finish(); }
+
+}  // namespace gputriage

@@ -1,0 +1,51 @@
+#include "src/sources/http/http_get.h"
+
+#include <httplib.h>
+
+namespace gputriage {
+
+StatusOr<HttpTarget> ParseHttpUrl(const std::string& url) {
+  HttpTarget t;
+  std::string rest = url;
+  if (const size_t sep = rest.find("://"); sep != std::string::npos) {
+    t.scheme = rest.substr(0, sep);
+    rest = rest.substr(sep + 3);
+    if (t.scheme != "http" && t.scheme != "https")
+      return InvalidArgumentError(url + ": unsupported URL scheme '" + t.scheme + "' (use http:// or https://)");
+  } else {
+    t.scheme = "http";
+  }
+  const size_t slash = rest.find('/');
+  t.host = rest.substr(0, slash);
+  t.path = slash == std::string::npos ? "/metrics" : rest.substr(slash);
+  if (t.host.empty() || t.host.find_first_of(" \t\r\n@") != std::string::npos)
+    return InvalidArgumentError(url + ": no usable host in the URL (expected e.g. http://node1:9400/metrics)");
+  if (const size_t colon = t.host.rfind(':'); colon != std::string::npos && t.host.back() != ']') {
+    const std::string port = t.host.substr(colon + 1);
+    if (port.empty() || port.size() > 5 || port.find_first_not_of("0123456789") != std::string::npos ||
+        std::stoi(port) == 0 || std::stoi(port) > 65535)
+      return InvalidArgumentError(url + ": bad port '" + port + "'");
+  }
+  return t;
+}
+
+StatusOr<std::string> HttpGet(const HttpTarget& target, int timeout_ms) {
+  httplib::Client client(target.scheme + "://" + target.host);
+  const time_t seconds = timeout_ms / 1000;
+  const time_t micros = (timeout_ms % 1000) * 1000;
+  client.set_connection_timeout(seconds, micros);
+  client.set_read_timeout(seconds, micros);
+  client.set_follow_location(true);
+  const std::string where = target.scheme + "://" + target.host + target.path;
+  auto response = client.Get(target.path);
+  if (!response) return IoError(where + ": " + httplib::to_string(response.error()));
+  if (response->status != 200) {
+    std::string start = response->body.substr(0, 120);
+    for (char& c : start)
+      if (c == '\n' || c == '\r') c = ' ';
+    return IoError(where + ": HTTP " + std::to_string(response->status) + (start.empty() ? "" : ": " + start));
+  }
+  return std::move(response->body);
+}
+
+}  // namespace gputriage

@@ -264,12 +264,20 @@ bool NvmlSampler::SampleUtilBuffer(Gpu& gpu, TimeNs t, Recording& recording) {
   const NvmlApi& api = nvml_->api();
   nvmlValueType_t type = NVML_VALUE_TYPE_UNSIGNED_INT;
   unsigned int count = 0;
-  nvmlReturn_t rc = api.DeviceGetSamples(gpu.handle, NVML_GPU_UTILIZATION_SAMPLES, gpu.buffer_last_seen, &type, &count, nullptr);
-  if (rc == NVML_ERROR_NOT_FOUND || (rc == NVML_SUCCESS && count == 0)) return false;  // dry: the GPU idled
-  if (!Check(rc, gpu, kUtilBuffer, recording)) return false;
-  gpu.buffer.resize(std::min(count, 4096u));
-  count = static_cast<unsigned int>(gpu.buffer.size());
-  rc = api.DeviceGetSamples(gpu.handle, NVML_GPU_UTILIZATION_SAMPLES, gpu.buffer_last_seen, &type, &count, gpu.buffer.data());
+  nvmlReturn_t rc = NVML_SUCCESS;
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    if (gpu.buffer.empty() || rc == NVML_ERROR_INSUFFICIENT_SIZE) {
+      // The ring's capacity, asked once (samples = NULL) and again only if it grows.
+      rc = api.DeviceGetSamples(gpu.handle, NVML_GPU_UTILIZATION_SAMPLES, gpu.buffer_last_seen, &type, &count, nullptr);
+      if (rc == NVML_ERROR_NOT_FOUND || (rc == NVML_SUCCESS && count == 0)) return false;  // dry: the GPU idled
+      if (!Check(rc, gpu, kUtilBuffer, recording)) return false;
+      gpu.buffer.resize(std::min(count, 4096u));
+    }
+    count = static_cast<unsigned int>(gpu.buffer.size());
+    rc = api.DeviceGetSamples(gpu.handle, NVML_GPU_UTILIZATION_SAMPLES, gpu.buffer_last_seen, &type, &count,
+                              gpu.buffer.data());
+    if (rc != NVML_ERROR_INSUFFICIENT_SIZE) break;
+  }
   if (rc == NVML_ERROR_NOT_FOUND) return false;
   if (!Check(rc, gpu, kUtilBuffer, recording)) return false;
   count = std::min<unsigned int>(count, static_cast<unsigned int>(gpu.buffer.size()));

@@ -5,7 +5,7 @@ set -euo pipefail
 packages=(
   build-essential cmake ninja-build pkg-config clang libclang-rt-14-dev
   zlib1g-dev libsimdjson-dev libfmt-dev libcli11-dev nlohmann-json3-dev
-  libgtest-dev libbenchmark-dev libsqlite3-dev python3 procps time
+  libgtest-dev libbenchmark-dev libsqlite3-dev libcpp-httplib-dev python3 procps time
 )
 missing=()
 for p in "${packages[@]}"; do

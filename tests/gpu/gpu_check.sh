@@ -41,6 +41,7 @@ for w in input_bound tiny_batch fp32 bf16; do
 import json, sys
 w, expected = sys.argv[1], sys.argv[2].split()
 ok = False
+attributed = True
 for path in sys.argv[3:]:
     try:
         d = json.load(open(path))
@@ -50,9 +51,19 @@ for path in sys.argv[3:]:
     got = [f["verdict"] for f in d["findings"]]
     print(f"   {path.split('/')[-1]}: {got}, util {d['summary'].get('gpu_util_mean_percent')}")
     ok |= any(v in got for v in expected)
+    if path.endswith("record.json"):
+        devs = d["recordings"][0]["metric_devices"]
+        print("   attribution:", [(x["label"], x.get("job_use"), x["metrics"].get("job_sm_util", {}).get("mean")) for x in devs])
+        if not any(x.get("job_use") == "used" for x in devs):
+            print("   FAIL: the job's GPU was not found through its process tree")
+            attributed = False
 print(f"   {'PASS' if ok else 'FAIL'}: expected one of {expected}")
-sys.exit(0 if ok else 1)
+sys.exit(0 if ok and attributed else 1)
 PY
 done
 "$bin" runs --store "$out/gpu_runs.db"
+# Each stored run as a file the CPU-side tests can diagnose.
+for id in $("$bin" runs --store "$out/gpu_runs.db" --json | python3 -c 'import json,sys; print(" ".join(str(r["id"]) for r in json.load(sys.stdin)))'); do
+  "$bin" export "$id" --store "$out/gpu_runs.db" -o "$out/run-$id.prom"
+done
 exit $status

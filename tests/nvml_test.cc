@@ -261,7 +261,7 @@ TEST_F(Nvml, HighRateBufferSeesWhatPollingAliases) {
   EXPECT_LE(util.last_time(), start + 599 * 100 * kNsPerMs);
   EXPECT_EQ(util.out_of_order(), 0);
   // Really 0 or 100, not the polled 50 (which only the anchoring first poll records).
-  EXPECT_DOUBLE_EQ(util.ShareAtLeast(100) + util.ShareAtMost(0), static_cast<double>(util.count() - 1) / util.count());
+  EXPECT_DOUBLE_EQ(util.ShareAtLeast(100) + util.ShareAtMost(0), static_cast<double>(util.count() - 1) / static_cast<double>(util.count()));
   EXPECT_EQ(rec.stats.FindIssue("nvml_not_supported"), nullptr);
 }
 

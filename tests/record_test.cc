@@ -1,0 +1,141 @@
+// The whole recorder: RecordCommand runs a real job, samples the fake NVML
+// through the real loader in real time, writes the run store as it goes, and the
+// stored run re-diagnoses to the same verdicts as the live recording.
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "gputriage/diagnosis.h"
+#include "src/record/recorder.h"
+#include "src/store/run_store.h"
+
+namespace gputriage {
+namespace {
+
+const std::string kFake = GPUTRIAGE_FAKE_NVML;
+
+struct Scripted {
+  const char* name;
+  const char* scenario;
+  const char* verdict;  // expected in both the live and the stored diagnosis
+};
+
+// The scenario series cycle once per sample; at a 5 ms tick a 2 s job gives
+// ~400 samples, and GPM (≥ 100 ms apart) ~20 readings.
+const Scripted kScenarios[] = {
+    {"input_bound_sawtooth",
+     "device name=\"NVIDIA H100 80GB HBM3\" power_limit_w=700 max_sm_mhz=1980\n"
+     "series gpu_util 97 97 97 97 97 97 97 97 97 97 0 0 0 0 0 0 0 0\nseries power_w 450 450 450 450 450 450 450 450 450 "
+     "450 120 120 120 120 120 120 120 120\nseries sm_mhz 1980\nseries pcie_rx_kbs 2000 2000 2000 2000 2000 2000 2000 2000 "
+     "2000 2000 900000 900000 900000 900000 900000 900000 900000 900000\n",
+     "input_bound"},
+    {"small_batch_gpm",
+     "device name=\"NVIDIA H100 80GB HBM3\" power_limit_w=700 gpm=1\n"
+     "series gpu_util 98\nseries power_w 250\nseries sm_active 22\nseries sm_occupancy 8\nseries tensor_active 3\n"
+     "series dram_active 10\nseries fp32_active 5\n",
+     "undersized_work"},
+    {"fp32_gpm",
+     "device name=\"NVIDIA H100 80GB HBM3\" gpm=1\n"
+     "series gpu_util 99\nseries sm_active 88\nseries tensor_active 0\nseries fp32_active 62\nseries dram_active 22\n",
+     "low_precision"},
+    {"healthy_bf16_gpm",
+     "device name=\"NVIDIA H100 80GB HBM3\" gpm=1\n"
+     "series gpu_util 100\nseries sm_active 91\nseries tensor_active 62\nseries fp32_active 4\nseries dram_active 41\n"
+     "series sm_mhz 1980\n",
+     "at_compute_limit"},
+    {"gpm_unsupported", "device name=\"NVIDIA A100-SXM4-80GB\" gpm=0\nseries gpu_util 100\n", "at_compute_limit"},
+    {"gpu_lost_mid_run",
+     "device name=\"NVIDIA H100 80GB HBM3\" uuid=GPU-ok\nseries gpu_util 100\n"
+     "device name=\"NVIDIA H100 80GB HBM3\" uuid=GPU-lost\nseries gpu_util 0\nlost_after 50\n",
+     "idle"},
+};
+
+class Record : public ::testing::TestWithParam<Scripted> {};
+
+std::vector<std::string> Verdicts(const Diagnosis& d) {
+  std::vector<std::string> v;
+  for (const auto& f : d.findings) v.push_back(f.verdict + "@" + f.scope);
+  return v;
+}
+
+TEST_P(Record, LiveAndStoredRunsGiveTheSameVerdicts) {
+  const Scripted& s = GetParam();
+  const auto dir = std::filesystem::temp_directory_path() / (std::string("gputriage_record_") + s.name);
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "scenario.txt") << s.scenario;
+  setenv("GPUTRIAGE_FAKE_NVML_SCENARIO", (dir / "scenario.txt").c_str(), 1);
+  auto store = RunStore::Open((dir / "runs.db").string());
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+
+  RecordOptions options;
+  options.command = {"sleep", "2"};
+  options.interval_ns = 5 * kNsPerMs;
+  options.nvml_library = kFake;
+  options.store = store->get();
+  options.info.name = s.name;
+  auto result = RecordCommand(options);
+  unsetenv("GPUTRIAGE_FAKE_NVML_SCENARIO");
+  ASSERT_TRUE(result.ok()) << result.status().ToString();
+  EXPECT_EQ(result->exit_code, 0);
+  ASSERT_TRUE(result->gpu_metrics) << result->gpu_note;
+  ASSERT_GT(result->run_id, 0);
+
+  gputriage::Run live;
+  live.recordings.push_back(std::move(result->recording));
+  const Diagnosis live_diagnosis = Diagnose(live);
+  ASSERT_TRUE((*store)->EndRun(result->run_id, result->ended_ns, result->exit_code, live_diagnosis.findings).ok());
+
+  auto stored = (*store)->LoadRun(result->run_id);
+  ASSERT_TRUE(stored.ok()) << stored.status().ToString();
+  const auto& live_devices = live.recordings[0].metrics.devices;
+  ASSERT_EQ(stored->metrics.devices.size(), live_devices.size());
+  for (size_t i = 0; i < live_devices.size(); ++i)
+    for (int m = 0; m < kNumMetrics; ++m) {
+      // Every sample the live recording took is in the store (one transaction a second, flushed at the end).
+      EXPECT_EQ(stored->metrics.devices[i].series[m].count(), live_devices[i].series[m].count())
+          << live_devices[i].Label() << " " << MetricName(static_cast<Metric>(m));
+      EXPECT_DOUBLE_EQ(stored->metrics.devices[i].series[m].mean(), live_devices[i].series[m].mean());
+    }
+  gputriage::Run again;
+  again.recordings.push_back(std::move(*stored));
+  const Diagnosis stored_diagnosis = Diagnose(again);
+  EXPECT_EQ(Verdicts(stored_diagnosis), Verdicts(live_diagnosis));
+  bool found = false;
+  for (const auto& f : live_diagnosis.findings) found = found || f.verdict == s.verdict;
+  EXPECT_TRUE(found) << s.name << ": expected " << s.verdict << ", got " << ::testing::PrintToString(Verdicts(live_diagnosis));
+
+  if (std::string(s.name) == "gpu_lost_mid_run") {
+    EXPECT_TRUE(live.recordings[0].stats.FindIssue("gpu_lost"));
+    EXPECT_EQ(live_devices[1].Get(Metric::kGpuUtil).count(), 50);  // sampled until it fell off the bus
+  }
+  auto runs = (*store)->ListRuns();
+  ASSERT_TRUE(runs.ok());
+  ASSERT_EQ(runs->size(), 1u);
+  EXPECT_EQ(runs->at(0).status, "complete");
+  EXPECT_EQ(runs->at(0).exit_code, 0);
+  EXPECT_EQ(runs->at(0).command, "sleep 2");
+  store->reset();
+  std::filesystem::remove_all(dir);
+}
+
+INSTANTIATE_TEST_SUITE_P(FakeNvml, Record, ::testing::ValuesIn(kScenarios),
+                         [](const ::testing::TestParamInfo<Scripted>& p) { return std::string(p.param.name); });
+
+TEST(RecordNoDriver, TheJobStillRunsAndSaysWhy) {
+  RecordOptions options;
+  options.command = {"sh", "-c", "exit 3"};
+  options.nvml_library = "/nonexistent/libnvidia-ml.so.1";
+  auto result = RecordCommand(options);
+  ASSERT_TRUE(result.ok());
+  EXPECT_EQ(result->exit_code, 3);
+  EXPECT_FALSE(result->gpu_metrics);
+  EXPECT_NE(result->gpu_note.find("Is an NVIDIA driver installed?"), std::string::npos) << result->gpu_note;
+}
+
+}  // namespace
+}  // namespace gputriage

@@ -32,6 +32,20 @@ constexpr TimeNs kGpmMinInterval = 100 * kNsPerMs;  // "due to the internal samp
 
 std::string Text(const char* buffer, size_t size) { return std::string(buffer, strnlen(buffer, size)); }
 
+/// A device's name or UUID ("" when the call is missing or fails).
+std::string DeviceText(nvmlDeviceGetString_fn get, nvmlDevice_t handle) {
+  char buf[NVML_DEVICE_NAME_BUFFER_SIZE > NVML_DEVICE_UUID_BUFFER_SIZE ? NVML_DEVICE_NAME_BUFFER_SIZE
+                                                                       : NVML_DEVICE_UUID_BUFFER_SIZE] = {};
+  return get && get(handle, buf, sizeof buf) == NVML_SUCCESS ? Text(buf, sizeof buf) : std::string();
+}
+
+/// Device memory in bytes (0 when unknown).
+int64_t MemoryTotal(const NvmlApi& api, nvmlDevice_t handle) {
+  nvmlMemory_t mem{};
+  return api.DeviceGetMemoryInfo && api.DeviceGetMemoryInfo(handle, &mem) == NVML_SUCCESS ? static_cast<int64_t>(mem.total)
+                                                                                          : 0;
+}
+
 /// A sample buffer value as a double, by the type the driver says it wrote.
 double ValueOf(nvmlValueType_t type, const nvmlValue_t& v) {
   switch (type) {
@@ -74,11 +88,8 @@ StatusOr<NvmlSampler> NvmlSampler::Open(const NvmlLibrary& nvml, Recording& reco
                                "GPU " + std::to_string(i) + ": no NVML handle: " + nvml.Describe(rc));
       continue;
     }
-    std::string uuid, bus;
-    if (api.DeviceGetUUID) {
-      char buf[NVML_DEVICE_UUID_BUFFER_SIZE] = {};
-      if (api.DeviceGetUUID(handle, buf, sizeof buf) == NVML_SUCCESS) uuid = Text(buf, sizeof buf);
-    }
+    const std::string uuid = DeviceText(api.DeviceGetUUID, handle);
+    std::string bus;
     if (api.DeviceGetPciInfo) {
       nvmlPciInfo_t pci{};
       if (api.DeviceGetPciInfo(handle, &pci) == NVML_SUCCESS) bus = Text(pci.busId, sizeof pci.busId);
@@ -87,20 +98,14 @@ StatusOr<NvmlSampler> NvmlSampler::Open(const NvmlLibrary& nvml, Recording& reco
     if (!pos) break;
     MetricDevice& d = recording.metrics.devices[*pos];
     d.driver_version = driver;
-    if (api.DeviceGetName) {
-      char buf[NVML_DEVICE_NAME_BUFFER_SIZE] = {};
-      if (api.DeviceGetName(handle, buf, sizeof buf) == NVML_SUCCESS) d.name = Text(buf, sizeof buf);
-    }
+    d.name = DeviceText(api.DeviceGetName, handle);
     unsigned int milliwatts = 0, mhz = 0, current = 0, pending = 0;
     if (api.DeviceGetEnforcedPowerLimit && api.DeviceGetEnforcedPowerLimit(handle, &milliwatts) == NVML_SUCCESS)
       d.power_limit_w = milliwatts / 1000.0;
     if (api.DeviceGetMaxClockInfo && api.DeviceGetMaxClockInfo(handle, NVML_CLOCK_SM, &mhz) == NVML_SUCCESS)
       d.max_sm_clock_mhz = mhz;
     if (api.DeviceGetMigMode && api.DeviceGetMigMode(handle, &current, &pending) == NVML_SUCCESS) d.mig_mode = current == 1;
-    if (api.DeviceGetMemoryInfo) {
-      nvmlMemory_t mem{};
-      if (api.DeviceGetMemoryInfo(handle, &mem) == NVML_SUCCESS) d.memory_total_bytes = static_cast<int64_t>(mem.total);
-    }
+    d.memory_total_bytes = MemoryTotal(api, handle);
     Gpu gpu;
     gpu.handle = handle;
     gpu.metric_device = *pos;
@@ -164,15 +169,8 @@ void NvmlSampler::OpenMigInstances(size_t parent, Recording& recording) {
     }
     unsigned int gpu_instance = i;
     if (api.DeviceGetGpuInstanceId) (void)api.DeviceGetGpuInstanceId(handle, &gpu_instance);
-    std::string uuid, name;
-    if (api.DeviceGetUUID) {
-      char buf[NVML_DEVICE_UUID_BUFFER_SIZE] = {};
-      if (api.DeviceGetUUID(handle, buf, sizeof buf) == NVML_SUCCESS) uuid = Text(buf, sizeof buf);
-    }
-    if (api.DeviceGetName) {
-      char buf[NVML_DEVICE_NAME_BUFFER_SIZE] = {};
-      if (api.DeviceGetName(handle, buf, sizeof buf) == NVML_SUCCESS) name = Text(buf, sizeof buf);
-    }
+    const std::string uuid = DeviceText(api.DeviceGetUUID, handle);
+    const std::string name = DeviceText(api.DeviceGetName, handle);
     auto pos = recording.metrics.FindOrAdd(facts.index, uuid, facts.pci_bus_id, static_cast<int>(gpu_instance));
     if (!pos) return;
     MetricDevice& d = recording.metrics.devices[*pos];
@@ -181,10 +179,7 @@ void NvmlSampler::OpenMigInstances(size_t parent, Recording& recording) {
     d.mig_mode = true;
     // The instance's name is "<board> MIG <profile>" ("NVIDIA H100 80GB HBM3 MIG 1g.10gb").
     if (const size_t at = name.rfind("MIG "); at != std::string::npos) d.mig_profile = name.substr(at + 4);
-    if (api.DeviceGetMemoryInfo) {
-      nvmlMemory_t mem{};
-      if (api.DeviceGetMemoryInfo(handle, &mem) == NVML_SUCCESS) d.memory_total_bytes = static_cast<int64_t>(mem.total);
-    }
+    d.memory_total_bytes = MemoryTotal(api, handle);
     Gpu instance;
     instance.handle = handle;
     instance.metric_device = *pos;

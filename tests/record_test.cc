@@ -11,6 +11,7 @@
 
 #include "gputriage/diagnosis.h"
 #include "src/record/recorder.h"
+#include "src/sources/http/http_get.h"
 #include "src/store/run_store.h"
 
 namespace gputriage {
@@ -135,6 +136,36 @@ TEST(RecordNoDriver, TheJobStillRunsAndSaysWhy) {
   EXPECT_EQ(result->exit_code, 3);
   EXPECT_FALSE(result->gpu_metrics);
   EXPECT_NE(result->gpu_note.find("Is an NVIDIA driver installed?"), std::string::npos) << result->gpu_note;
+}
+
+}  // namespace
+}  // namespace gputriage
+
+namespace gputriage {
+namespace {
+
+TEST(HttpUrl, DefaultsAndErrors) {
+  auto plain = ParseHttpUrl("node1:9400");
+  ASSERT_TRUE(plain.ok());
+  EXPECT_EQ(plain->scheme, "http");
+  EXPECT_EQ(plain->host, "node1:9400");
+  EXPECT_EQ(plain->path, "/metrics");
+  auto full = ParseHttpUrl("https://dcgm.example.org/custom/metrics?x=1");
+  ASSERT_TRUE(full.ok());
+  EXPECT_EQ(full->scheme, "https");
+  EXPECT_EQ(full->host, "dcgm.example.org");
+  EXPECT_EQ(full->path, "/custom/metrics?x=1");
+  auto v6 = ParseHttpUrl("http://[::1]:9400/metrics");
+  ASSERT_TRUE(v6.ok());
+  EXPECT_EQ(v6->host, "[::1]:9400");
+  for (const char* bad : {"ftp://node1/metrics", "http://", "http:///metrics", "http://node1:99999/metrics",
+                          "http://node1:/metrics", "http://node1:94x0/metrics", "http://user@node1/metrics"}) {
+    auto parsed = ParseHttpUrl(bad);
+    EXPECT_FALSE(parsed.ok()) << bad;
+    if (!parsed.ok()) {
+      EXPECT_NE(parsed.status().message().find(bad), std::string::npos) << parsed.status().message();
+    }
+  }
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <ctime>
 #include <filesystem>
 #include <memory>
 #include <optional>
@@ -320,11 +321,24 @@ int RunRuns(const std::string& store_path, bool json) {
     }
     out += "]\n";
   } else {
-    out = fmt::format("{:>5}  {:<10}  {:>5}  {:>4}  {:>9}  {}\n", "run", "status", "exit", "gpus", "samples", "command");
-    for (const auto& r : *runs)
-      out += fmt::format("{:>5}  {:<10}  {:>5}  {:>4}  {:>9}  {}{}\n", r.id, r.status,
-                         r.exit_code ? std::to_string(*r.exit_code) : "-", r.devices, r.samples,
+    out = fmt::format("{:>5}  {:<16}  {:<10}  {:>5}  {:>4}  {:>9}  {:<9}  {}\n", "run", "started", "status", "exit",
+                      "gpus", "samples", "commit", "command");
+    for (const auto& r : *runs) {
+      // Local start time, and the code's commit (with * when the working tree had changes).
+      char started[32] = "-";
+      const time_t seconds = static_cast<time_t>(r.started_ns / 1'000'000'000);
+      struct tm local {};
+      if (r.started_ns > 0 && localtime_r(&seconds, &local) != nullptr)
+        std::strftime(started, sizeof started, "%Y-%m-%d %H:%M", &local);
+      std::string commit = "-";
+      if (auto c = r.metadata.find("git_commit"); c != r.metadata.end()) {
+        commit = c->second.substr(0, 8);
+        if (auto dirty = r.metadata.find("git_dirty"); dirty != r.metadata.end() && dirty->second == "true") commit += "*";
+      }
+      out += fmt::format("{:>5}  {:<16}  {:<10}  {:>5}  {:>4}  {:>9}  {:<9}  {}{}\n", r.id, started, r.status,
+                         r.exit_code ? std::to_string(*r.exit_code) : "-", r.devices, r.samples, commit,
                          r.name.empty() ? "" : "[" + r.name + "] ", r.command);
+    }
   }
   Print(out);
   return kExitOk;

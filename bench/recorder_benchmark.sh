@@ -42,26 +42,34 @@ measure() {  # command... -> "user_s sys_s"
   /usr/bin/time -f "%U %S" -o "$out/time.txt" "$@" >/dev/null 2>&1
   cat "$out/time.txt"
 }
-rm -f "$out/bench_store.db"* "$out/bench_store10.db"*
+rm -f "$out"/bench_store*.db*
 read -r base_u base_s < <(measure "$bin" record --no-store --nvml-library /nonexistent --interval "$interval" -- sleep "$seconds")
 read -r rec_u rec_s < <(GPUTRIAGE_FAKE_NVML_SCENARIO="$scenario" measure "$bin" record --store "$out/bench_store.db" \
   --nvml-library "$fake" --interval "$interval" -- sleep "$seconds")
-read -r ten_u ten_s < <(GPUTRIAGE_FAKE_NVML_SCENARIO="$scenario" measure "$bin" record --store "$out/bench_store10.db" \
+# 10 Hz: a short and a 4x longer recording; the difference is the steady cost per
+# second of recording (start-up, the sketches' first allocations, the final
+# report and the store's end-of-run writes cancel out).
+long=$((seconds * 4))
+read -r short_u short_s < <(GPUTRIAGE_FAKE_NVML_SCENARIO="$scenario" measure "$bin" record --store "$out/bench_store_short.db" \
   --nvml-library "$fake" --interval 0.1 -- sleep "$seconds")
+read -r long_u long_s < <(GPUTRIAGE_FAKE_NVML_SCENARIO="$scenario" measure "$bin" record --store "$out/bench_store_long.db" \
+  --nvml-library "$fake" --interval 0.1 -- sleep "$long")
 ticks() { python3 -c "import sqlite3,sys; print(sqlite3.connect(sys.argv[1]).execute(\"select count(distinct s.t_ns) from samples s join metrics m on m.id=s.metric where m.name='power'\").fetchone()[0])" "$1"; }
-samples=$(ticks "$out/bench_store.db")
-samples10=$(ticks "$out/bench_store10.db")
-python3 - "$base_u" "$base_s" "$rec_u" "$rec_s" "$samples" "$ten_u" "$ten_s" "$samples10" "$seconds" <<'PY'
+python3 - "$base_u" "$base_s" "$rec_u" "$rec_s" "$(ticks "$out/bench_store.db")" "$seconds" \
+  "$short_u" "$short_s" "$long_u" "$long_s" "$(ticks "$out/bench_store_short.db")" "$(ticks "$out/bench_store_long.db")" <<'PY'
 import sys
-bu, bs, ru, rs = map(float, sys.argv[1:5]); samples = int(sys.argv[5])
-tu, ts = map(float, sys.argv[6:8]); samples10 = int(sys.argv[8]); seconds = float(sys.argv[9])
+a = sys.argv[1:]
+base, rec, samples, seconds = float(a[0]) + float(a[1]), float(a[2]) + float(a[3]), int(a[4]), float(a[5])
+short, long_ = float(a[6]) + float(a[7]), float(a[8]) + float(a[9])
+ticks_short, ticks_long = int(a[10]), int(a[11])
 gpus = 8
-base, rec, ten = bu + bs, ru + rs, tu + ts
 per = max(rec - base, 0.0) / max(samples * gpus, 1)
-print(f"baseline (no NVML): {base:.3f} s CPU over {seconds:g} s")
-print(f"100 Hz: {rec:.3f} s CPU, {samples} samples x {gpus} GPUs: {per*1e6:.1f} us per sample per GPU (store on)")
+print(f"100 Hz for {seconds:g} s: {rec:.3f} s CPU against {base:.3f} s for the same command without NVML;"
+      f" {samples} samples x {gpus} GPUs: {per*1e6:.1f} us per sample per GPU (store on)")
 print(f"  scaled to 10 Hz x 8 GPUs: {per * 10 * gpus * 100:.3f} % of one core")
-share10 = max(ten - base, 0.0) / seconds * 100
-print(f"10 Hz, measured: {ten:.3f} s CPU, {samples10} samples x {gpus} GPUs, with process attribution once a second:"
-      f" {share10:.3f} % of one core (goal < 0.5 %)")
+rate = (long_ - short) / (3 * seconds)
+print(f"10 Hz x 8 GPUs, {seconds:g} s and {4*seconds:g} s recordings: {short:.3f} s and {long_:.3f} s CPU"
+      f" ({ticks_short} and {ticks_long} samples); steady cost {rate*1e3:.2f} ms per second ="
+      f" {rate*100:.3f} % of one core (goal < 0.5 %), with process attribution once a second;"
+      f" fixed start/end cost {max(short - rate*seconds, 0)*1e3:.0f} ms")
 PY

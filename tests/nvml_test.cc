@@ -50,7 +50,8 @@ class Nvml : public ::testing::Test {
     const TimeNs start = 1'700'000'000 * kNsPerS;
     for (int i = 0; i < n; ++i) {
       sampler->Sample(start + i * interval, rec);
-      if (process_every > 0 && i % process_every == 0) sampler->SampleProcesses(start + i * interval, job, rec);
+      if (process_every > 0 && i % process_every == 0)
+        sampler->SampleProcesses(start + i * interval, [&job](unsigned int pid) { return job.count(pid) > 0; }, rec);
     }
     if (process_every > 0) {
       sampler->FinishAttribution(rec);
@@ -358,18 +359,25 @@ TEST(ProcessTree, FollowsParentsThroughOddCommandNames) {
     std::filesystem::create_directories(root / std::to_string(pid));
     std::ofstream(root / std::to_string(pid) / "stat") << pid << " (" << comm << ") S " << ppid << " 1 1 0 -1\n";
   };
-  stat(100, "python", 1);
+  stat(100, "python", 50);
+  stat(50, "bash", 1);
   stat(101, "pt_data_worker) S 1", 100);  // a name with ") S 1" inside it
   stat(102, "nested worker", 101);
   stat(200, "other", 1);
-  std::filesystem::create_directories(root / "self");
-  std::filesystem::create_directories(root / "300");  // exited between the listing and the read: no stat
-  std::unordered_set<unsigned int> pids;
-  AddProcessTree(100, pids, root.string());
-  EXPECT_EQ(pids, (std::unordered_set<unsigned int>{100, 101, 102}));
+  stat(201, "other's child", 200);
+  stat(300, "loop", 301);  // a corrupt chain that never reaches init
+  stat(301, "loop", 300);
+  JobProcesses job(100, root.string());
+  EXPECT_TRUE(job.Contains(100));
+  EXPECT_TRUE(job.Contains(102));
+  EXPECT_TRUE(job.Contains(101));
+  EXPECT_FALSE(job.Contains(201));
+  EXPECT_FALSE(job.Contains(50));   // the job's parent is not the job
+  EXPECT_FALSE(job.Contains(300));
+  EXPECT_FALSE(job.Contains(999));  // exited: no stat to read
   std::filesystem::remove_all(root);
-  AddProcessTree(100, pids, root.string());  // nothing to read: what was seen stays
-  EXPECT_EQ(pids.size(), 3u);
+  EXPECT_TRUE(job.Contains(102));   // remembered: no /proc read needed
+  EXPECT_FALSE(job.Contains(201));
 }
 
 TEST(ProcessTree, FindsARealGrandchild) {
@@ -389,11 +397,10 @@ TEST(ProcessTree, FindsARealGrandchild) {
   }
   pid_t grandchild = 0;
   ASSERT_EQ(read(ready[0], &grandchild, sizeof grandchild), static_cast<ssize_t>(sizeof grandchild));
-  std::unordered_set<unsigned int> pids;
-  AddProcessTree(child, pids);
-  EXPECT_TRUE(pids.count(static_cast<unsigned int>(child)));
-  EXPECT_TRUE(pids.count(static_cast<unsigned int>(grandchild)));
-  EXPECT_FALSE(pids.count(static_cast<unsigned int>(getpid())));
+  JobProcesses job(child);
+  EXPECT_TRUE(job.Contains(static_cast<unsigned int>(child)));
+  EXPECT_TRUE(job.Contains(static_cast<unsigned int>(grandchild)));
+  EXPECT_FALSE(job.Contains(static_cast<unsigned int>(getpid())));
   kill(grandchild, SIGKILL);
   kill(child, SIGKILL);
   waitpid(child, nullptr, 0);

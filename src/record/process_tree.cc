@@ -1,21 +1,22 @@
 #include "src/record/process_tree.h"
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <unistd.h>
 
 #include <cstdlib>
 #include <cstring>
-#include <unordered_map>
 #include <vector>
 
 namespace gputriage {
 namespace {
 
-/// The parent pid from /proc/<pid>/stat ("pid (comm) state ppid ..."); the
+constexpr int kMaxDepth = 256;  // deeper than any real process tree; stops a racing or corrupt chain
+
+/// The parent pid from <proc>/<pid>/stat ("pid (comm) state ppid ..."); the
 /// command name may hold spaces and parentheses, so read after the last ')'.
-bool ParentOf(const std::string& stat_path, unsigned int* ppid) {
-  const int fd = open(stat_path.c_str(), O_RDONLY | O_CLOEXEC);
+bool ParentOf(const std::string& proc_root, unsigned int pid, unsigned int* ppid) {
+  const std::string path = proc_root + "/" + std::to_string(pid) + "/stat";
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return false;
   char buf[1024];
   const ssize_t n = read(fd, buf, sizeof buf - 1);
@@ -33,31 +34,27 @@ bool ParentOf(const std::string& stat_path, unsigned int* ppid) {
 
 }  // namespace
 
-void AddProcessTree(pid_t root, std::unordered_set<unsigned int>& pids, const std::string& proc_root) {
-  pids.insert(static_cast<unsigned int>(root));
-  DIR* dir = opendir(proc_root.c_str());
-  if (dir == nullptr) return;
-  std::unordered_multimap<unsigned int, unsigned int> children;  // ppid → pid
-  while (const dirent* entry = readdir(dir)) {
-    char* end = nullptr;
-    const unsigned long pid = std::strtoul(entry->d_name, &end, 10);
-    if (end == entry->d_name || *end != '\0') continue;
-    unsigned int ppid = 0;
-    if (ParentOf(proc_root + "/" + entry->d_name + "/stat", &ppid)) children.emplace(ppid, static_cast<unsigned int>(pid));
-  }
-  closedir(dir);
-  std::vector<unsigned int> todo{static_cast<unsigned int>(root)};
-  std::unordered_set<unsigned int> visited;
-  while (!todo.empty()) {
-    const unsigned int p = todo.back();
-    todo.pop_back();
-    if (!visited.insert(p).second) continue;  // a cycle in a corrupt or racing listing
-    auto [first, last] = children.equal_range(p);
-    for (auto it = first; it != last; ++it) {
-      pids.insert(it->second);
-      todo.push_back(it->second);
+JobProcesses::JobProcesses(pid_t root, std::string proc_root)
+    : root_(static_cast<unsigned int>(root)), proc_root_(std::move(proc_root)) {
+  known_[root_] = true;
+  known_[0] = false;
+  known_[1] = false;  // init (or a container's first process) is never inside the job
+}
+
+bool JobProcesses::Contains(unsigned int pid) {
+  std::vector<unsigned int> chain;
+  unsigned int p = pid;
+  for (int depth = 0; depth < kMaxDepth; ++depth) {
+    if (auto it = known_.find(p); it != known_.end()) {
+      for (unsigned int q : chain) known_[q] = it->second;
+      return it->second;
     }
+    chain.push_back(p);
+    unsigned int parent = 0;
+    if (!ParentOf(proc_root_, p, &parent) || parent == p) return false;  // gone, or a broken chain
+    p = parent;
   }
+  return false;
 }
 
 }  // namespace gputriage

@@ -1,18 +1,31 @@
-// The recorded job's process tree, read from /proc: NVML lists GPU processes by
-// pid, and a training job's GPU work often runs in a child (a launcher, a shell
-// wrapper, torchrun's workers), not in the process gputriage started.
+// Which processes belong to the recorded job, read from /proc: NVML lists GPU
+// processes by pid, and a training job's GPU work often runs in a descendant of
+// the process gputriage started (a launcher, a shell wrapper, torchrun's workers).
 #pragma once
 
 #include <sys/types.h>
 
 #include <string>
-#include <unordered_set>
+#include <unordered_map>
 
 namespace gputriage {
 
-/// Adds `root` and every living descendant of it to `pids` (pids already there
-/// stay: a worker that exited was still the job's). `proc_root` is "/proc"
-/// except in tests. Unreadable entries (a process that just exited) are skipped.
-void AddProcessTree(pid_t root, std::unordered_set<unsigned int>& pids, const std::string& proc_root = "/proc");
+class JobProcesses {
+ public:
+  /// `proc_root` is "/proc" except in tests.
+  explicit JobProcesses(pid_t root, std::string proc_root = "/proc");
+
+  /// True when `pid` is the job's root or descends from it. Walks the pid's
+  /// parents in /proc once and remembers the answer for every process on the
+  /// way, so a steady job costs no /proc reads: only pids new to the GPUs are
+  /// looked up. A process that has already exited cannot be placed: false, not
+  /// remembered.
+  bool Contains(unsigned int pid);
+
+ private:
+  unsigned int root_;
+  std::string proc_root_;
+  std::unordered_map<unsigned int, bool> known_;
+};
 
 }  // namespace gputriage

@@ -175,8 +175,9 @@ StatusOr<RecordResult> RecordCommand(const RecordOptions& options) {
   TimeNs next = MonotonicNs();
   const TimeNs began = next;
   TimeNs next_status = began + kNsPerS;
-  TimeNs next_processes = began;  // the process tree and GPU processes, once a second
-  std::unordered_set<unsigned int> job_pids;
+  TimeNs next_processes = began;  // the GPUs' processes, once a second
+  JobProcesses job(child);
+  const auto is_job = [&job](unsigned int pid) { return job.Contains(pid); };
   size_t stored_devices = result.recording.metrics.devices.size();
   int status = 0;
   while (true) {
@@ -190,8 +191,7 @@ StatusOr<RecordResult> RecordCommand(const RecordOptions& options) {
     if (sampler) {
       sampler->Sample(WallNs(), result.recording);
       if (MonotonicNs() >= next_processes) {
-        AddProcessTree(child, job_pids);
-        sampler->SampleProcesses(WallNs(), job_pids, result.recording);
+        sampler->SampleProcesses(WallNs(), is_job, result.recording);
         next_processes += kNsPerS;
       }
     }

@@ -71,13 +71,17 @@ constexpr const char* kMigrations[] = {
     "ALTER TABLE devices ADD COLUMN other_processes TEXT;"
     "CREATE TABLE steps(run_id INTEGER NOT NULL REFERENCES runs(id), step INTEGER NOT NULL, start_ns INTEGER NOT NULL,"
     " end_ns INTEGER NOT NULL, PRIMARY KEY(run_id, step, start_ns));"
-    // Samples clustered by series (one B-tree, no separate index): half the
-    // write cost of table + index, and a run's series read back in time order.
-    "CREATE TABLE samples_by_series(run_id INTEGER NOT NULL, device INTEGER NOT NULL, metric INTEGER NOT NULL,"
-    " t_ns INTEGER NOT NULL, value REAL NOT NULL, PRIMARY KEY(run_id, device, metric, t_ns)) WITHOUT ROWID;"
-    "INSERT OR REPLACE INTO samples_by_series SELECT run_id, device, metric, t_ns, value FROM samples;"
-    "DROP TABLE samples;"
-    "ALTER TABLE samples_by_series RENAME TO samples;",
+    // Samples are only appended: a run finds its rows by its first and last
+    // rowid, kept in `runs` with the count, instead of through an index whose
+    // upkeep doubled the cost of every sample (and whose pages, like any
+    // layout keyed by series, a once-a-second commit rewrites all over the file).
+    "ALTER TABLE runs ADD COLUMN first_sample INTEGER;"
+    "ALTER TABLE runs ADD COLUMN last_sample INTEGER;"
+    "ALTER TABLE runs ADD COLUMN sample_count INTEGER NOT NULL DEFAULT 0;"
+    "UPDATE runs SET first_sample = (SELECT min(rowid) FROM samples WHERE run_id = runs.id),"
+    " last_sample = (SELECT max(rowid) FROM samples WHERE run_id = runs.id),"
+    " sample_count = (SELECT count(*) FROM samples WHERE run_id = runs.id);"
+    "DROP INDEX samples_by_run;",
 };
 static_assert(sizeof(kMigrations) / sizeof(kMigrations[0]) == RunStore::kSchemaVersion);
 
@@ -268,11 +272,18 @@ Status RunStore::Flush() {
   // One transaction per second of samples: cheap for 10 Hz x 8 GPUs, and a crash
   // loses at most this batch.
   RETURN_IF_ERROR(Exec("BEGIN"));
-  Statement insert(db_, "INSERT OR REPLACE INTO samples(run_id, device, metric, t_ns, value) VALUES(?, ?, ?, ?, ?)");
-  if (!insert.ok()) {
+  Statement insert(db_, "INSERT INTO samples(run_id, device, metric, t_ns, value) VALUES(?, ?, ?, ?, ?)");
+  Statement extent(db_,
+                   "UPDATE runs SET first_sample = coalesce(first_sample, ?), last_sample = ?,"
+                   " sample_count = sample_count + ? WHERE id = ?");
+  if (!insert.ok() || !extent.ok()) {
     (void)Exec("ROLLBACK");
     return IoError(path_ + ": " + sqlite3_errmsg(db_));
   }
+  struct Extent {
+    int64_t first = 0, last = 0, count = 0;
+  };
+  std::map<int64_t, Extent> extents;  // by run: usually one
   for (const auto& s : pending_) {
     insert.Bind(1, s.run);
     insert.Bind(2, s.device);
@@ -286,6 +297,22 @@ Status RunStore::Flush() {
       return IoError(path_ + ": cannot store samples: " + err);
     }
     insert.Reset();
+    Extent& e = extents[s.run];
+    const int64_t rowid = sqlite3_last_insert_rowid(db_);
+    if (e.count++ == 0) e.first = rowid;
+    e.last = rowid;
+  }
+  for (const auto& [run, e] : extents) {
+    extent.Bind(1, e.first);
+    extent.Bind(2, e.last);
+    extent.Bind(3, e.count);
+    extent.Bind(4, run);
+    if (extent.Step() != SQLITE_DONE) {
+      const std::string err = sqlite3_errmsg(db_);
+      (void)Exec("ROLLBACK");
+      return IoError(path_ + ": cannot store samples: " + err);
+    }
+    extent.Reset();
   }
   pending_.clear();
   return Exec("COMMIT");
@@ -341,7 +368,7 @@ Status RunStore::PutSteps(int64_t run, const std::vector<Step>& steps) {
 StatusOr<std::vector<RunInfo>> RunStore::ListRuns() {
   Statement q(db_,
               "SELECT r.id, r.name, r.command, r.host, r.status, r.started_ns, r.ended_ns, r.exit_code,"
-              " (SELECT count(*) FROM samples s WHERE s.run_id = r.id),"
+              " r.sample_count,"
               " (SELECT count(*) FROM devices d WHERE d.run_id = r.id) FROM runs r ORDER BY r.id");
   if (!q.ok()) return IoError(path_ + ": " + sqlite3_errmsg(db_));
   std::vector<RunInfo> out;
@@ -390,11 +417,13 @@ StatusOr<Recording> RunStore::LoadRun(int64_t run) {
     if (position.size() <= stored) position.resize(stored + 1, SIZE_MAX);
     position[stored] = *pos;
   }
-  // Samples stream series by series in time order (the table's key order, no
-  // sort), through the same sketches a live recording fills.
+  // Samples stream in the order they were recorded (each series in time order,
+  // no sort), through the same sketches a live recording fills.
   std::map<int64_t, Metric> metric_by_id;  // a metric a newer build stored is unknown here
   for (int m = 0; m < kNumMetrics; ++m) metric_by_id[metric_ids_[static_cast<size_t>(m)]] = static_cast<Metric>(m);
-  Statement samples(db_, "SELECT device, metric, t_ns, value FROM samples WHERE run_id=? ORDER BY device, metric, t_ns");
+  Statement samples(db_,
+                    "SELECT s.device, s.metric, s.t_ns, s.value FROM runs r JOIN samples s"
+                    " ON s.rowid BETWEEN r.first_sample AND r.last_sample AND s.run_id = r.id WHERE r.id=? ORDER BY s.rowid");
   samples.Bind(1, run);
   while (samples.ok() && samples.Step() == SQLITE_ROW) {
     const auto device = static_cast<size_t>(samples.Int(0));
@@ -446,8 +475,9 @@ Status RunStore::ForEachSample(int64_t run,
   for (const auto& [pos, d] : devices) any_used = any_used || d.job_use == MetricDevice::JobUse::kUsed;
   if (any_used) std::erase_if(devices, [](const auto& e) { return e.second.job_use == MetricDevice::JobUse::kNotUsed; });
   Statement samples(db_,
-                    "SELECT s.device, m.name, s.t_ns, s.value FROM samples s JOIN metrics m ON m.id = s.metric"
-                    " WHERE s.run_id=? ORDER BY m.name, s.device, s.t_ns");
+                    "SELECT s.device, m.name, s.t_ns, s.value FROM runs r JOIN samples s"
+                    " ON s.rowid BETWEEN r.first_sample AND r.last_sample AND s.run_id = r.id"
+                    " JOIN metrics m ON m.id = s.metric WHERE r.id=? ORDER BY m.name, s.device, s.rowid");
   samples.Bind(1, run);
   while (samples.ok() && samples.Step() == SQLITE_ROW) {
     auto dev = devices.find(samples.Int(0));

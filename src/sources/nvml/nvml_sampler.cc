@@ -331,7 +331,7 @@ bool NvmlSampler::ListProcesses(Gpu& gpu, Recording& recording) {
   return false;
 }
 
-void NvmlSampler::SampleProcesses(TimeNs t, const std::unordered_set<unsigned int>& job, Recording& recording) {
+void NvmlSampler::SampleProcesses(TimeNs t, const std::function<bool(unsigned int pid)>& is_job, Recording& recording) {
   const NvmlApi& api = nvml_->api();
   for (auto& gpu : devices_) {
     if (gpu.lost || (gpu.parent >= 0 && devices_[static_cast<size_t>(gpu.parent)].lost)) continue;
@@ -339,7 +339,7 @@ void NvmlSampler::SampleProcesses(TimeNs t, const std::unordered_set<unsigned in
     MetricDevice& d = recording.metrics.devices[gpu.metric_device];
     double job_bytes = 0;
     for (const auto& p : gpu.processes) {
-      if (job.count(p.pid)) {
+      if (is_job(p.pid)) {
         gpu.job_seen = true;
         d.job_use = MetricDevice::JobUse::kUsed;
         if (p.usedGpuMemory != NVML_VALUE_NOT_AVAILABLE) job_bytes += static_cast<double>(p.usedGpuMemory);
@@ -377,7 +377,7 @@ void NvmlSampler::SampleProcesses(TimeNs t, const std::unordered_set<unsigned in
     gpu.process_util_last_seen = newest;
     if (first && n > 0) continue;
     double job_sm = 0, other_sm = 0;
-    for (const auto& [pid, acc] : per_pid) (job.count(pid) ? job_sm : other_sm) += acc.first / acc.second;
+    for (const auto& [pid, acc] : per_pid) (is_job(pid) ? job_sm : other_sm) += acc.first / acc.second;
     recording.metrics.Add(gpu.metric_device, Metric::kJobSmUtil, t, std::min(job_sm, 100.0));
     recording.metrics.Add(gpu.metric_device, Metric::kOtherSmUtil, t, std::min(other_sm, 100.0));
   }

@@ -5,7 +5,6 @@
 
 #include <array>
 #include <functional>
-#include <unordered_set>
 #include <vector>
 
 #include "gputriage/model.h"
@@ -31,11 +30,11 @@ class NvmlSampler {
   void Sample(TimeNs t, Recording& recording);
 
   /// Lists each GPU's compute processes and their utilization since the last
-  /// call, and attributes them: `job` holds the pids of the recorded job's
-  /// process tree. Records job_sm_util, other_sm_util and job_fb_used, and marks
+  /// call, and attributes them: `is_job` says whether a pid is in the recorded
+  /// job's process tree. Records job_sm_util, other_sm_util and job_fb_used, and marks
   /// GPUs the job used (MetricDevice::job_use). Call about once a second: the
   /// driver keeps per-process samples, so nothing is lost between calls.
-  void SampleProcesses(TimeNs t, const std::unordered_set<unsigned int>& job, Recording& recording);
+  void SampleProcesses(TimeNs t, const std::function<bool(unsigned int pid)>& is_job, Recording& recording);
   /// Marks GPUs whose processes could be listed but never showed the job as not
   /// used by it (call when the job has ended).
   void FinishAttribution(Recording& recording);

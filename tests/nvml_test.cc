@@ -152,6 +152,23 @@ TEST_F(Nvml, GpmHealthyBf16IsAtTheComputeLimit) {
   for (const auto& finding : d.findings) EXPECT_EQ(finding.severity, Severity::kInfo) << finding.verdict;
 }
 
+TEST_F(Nvml, GpmPcieAndNvlinkRatesInBytes) {
+  Scenario("device name=\"NVIDIA H100 80GB HBM3\" gpm=1\nseries gpu_util 90\nseries sm_active 80\n"
+           "series pcie_rx_kbs 5000\nseries gpm_pcie_rx_mibs 1200\nseries gpm_pcie_tx_mibs 300\n"
+           "series nvlink_rx_mibs 90000\nseries nvlink_tx_mibs 88000\n");
+  Recording rec = Record(50, 200 * kNsPerMs);
+  const auto& d = rec.metrics.devices.at(0);
+  EXPECT_DOUBLE_EQ(d.Get(Metric::kNvlinkRxBytesPerS).mean(), 90000.0 * 1024 * 1024);
+  EXPECT_DOUBLE_EQ(d.Get(Metric::kNvlinkTxBytesPerS).mean(), 88000.0 * 1024 * 1024);
+  // PCIe: polled 20 ms readings until GPM's first interval average (the first
+  // two ticks), then GPM's averages only (49 intervals).
+  const auto& rx = d.Get(Metric::kPcieRxBytesPerS);
+  EXPECT_EQ(rx.count(), 2 + 49);
+  EXPECT_DOUBLE_EQ(rx.max(), 1200.0 * 1024 * 1024);
+  EXPECT_DOUBLE_EQ(rx.min(), 5000.0 * 1000);
+  EXPECT_DOUBLE_EQ(rx.ShareAtLeast(1200.0 * 1024 * 1024), 49.0 / 51.0);
+}
+
 TEST_F(Nvml, GpmUnsupportedSaysWhatIsMissing) {
   Scenario("device name=\"NVIDIA A100-SXM4-80GB\" gpm=0\nseries gpu_util 100\n");
   Recording rec = Record(100);

@@ -13,7 +13,8 @@
 //   lost_after 20                    from the 21st sample on, every call returns GPU_IS_LOST
 //   error util 4                     this call always returns the code (4 = no permission)
 //   gpm 1                            GPM supported; series sm_active tensor_active dram_active fp32_active
-//                                    fp16_active fp64_active gr_engine sm_occupancy give its percentages
+//                                    fp16_active fp64_active gr_engine sm_occupancy give its percentages,
+//                                    gpm_pcie_rx_mibs gpm_pcie_tx_mibs nvlink_rx_mibs nvlink_tx_mibs its MiB/s
 //   buffer 5 boot                    the driver's utilization buffer: 5 entries per sample, spread over
 //                                    100 ms, values from series gpu_util_fast (else gpu_util) by entry
 //                                    number; "boot": timestamps on a boot-based clock (else Unix time);
@@ -498,6 +499,10 @@ FAKE_API nvmlReturn_t nvmlGpmMetricsGet(nvmlGpmMetricsGet_t* request) {
       case NVML_GPM_METRIC_FP64_UTIL: name = "fp64_active"; break;
       case NVML_GPM_METRIC_FP32_UTIL: name = "fp32_active"; break;
       case NVML_GPM_METRIC_FP16_UTIL: name = "fp16_active"; break;
+      case NVML_GPM_METRIC_PCIE_TX_PER_SEC: name = "gpm_pcie_tx_mibs"; break;
+      case NVML_GPM_METRIC_PCIE_RX_PER_SEC: name = "gpm_pcie_rx_mibs"; break;
+      case NVML_GPM_METRIC_NVLINK_TOTAL_RX_PER_SEC: name = "nvlink_rx_mibs"; break;
+      case NVML_GPM_METRIC_NVLINK_TOTAL_TX_PER_SEC: name = "nvlink_tx_mibs"; break;
       default: break;
     }
     if (name == nullptr || !d.series.count(name)) {

@@ -21,12 +21,23 @@ static_assert(std::size(kCallNames) == 13);
 struct GpmMapping {
   unsigned int id;
   Metric metric;
+  double scale;  // GPM unit → canonical (percent stays; MiB/s → bytes/s)
 };
+constexpr double kMiB = 1024.0 * 1024.0;
 constexpr GpmMapping kGpmMetrics[] = {
-    {NVML_GPM_METRIC_GRAPHICS_UTIL, Metric::kGrEngineActive}, {NVML_GPM_METRIC_SM_UTIL, Metric::kSmActive},
-    {NVML_GPM_METRIC_SM_OCCUPANCY, Metric::kSmOccupancy},     {NVML_GPM_METRIC_ANY_TENSOR_UTIL, Metric::kTensorActive},
-    {NVML_GPM_METRIC_DRAM_BW_UTIL, Metric::kDramActive},      {NVML_GPM_METRIC_FP64_UTIL, Metric::kFp64Active},
-    {NVML_GPM_METRIC_FP32_UTIL, Metric::kFp32Active},         {NVML_GPM_METRIC_FP16_UTIL, Metric::kFp16Active},
+    {NVML_GPM_METRIC_GRAPHICS_UTIL, Metric::kGrEngineActive, 1},
+    {NVML_GPM_METRIC_SM_UTIL, Metric::kSmActive, 1},
+    {NVML_GPM_METRIC_SM_OCCUPANCY, Metric::kSmOccupancy, 1},
+    {NVML_GPM_METRIC_ANY_TENSOR_UTIL, Metric::kTensorActive, 1},
+    {NVML_GPM_METRIC_DRAM_BW_UTIL, Metric::kDramActive, 1},
+    {NVML_GPM_METRIC_FP64_UTIL, Metric::kFp64Active, 1},
+    {NVML_GPM_METRIC_FP32_UTIL, Metric::kFp32Active, 1},
+    {NVML_GPM_METRIC_FP16_UTIL, Metric::kFp16Active, 1},
+    // Averages over the GPM interval: steadier than the 20 ms PCIe throughput window, which they replace.
+    {NVML_GPM_METRIC_PCIE_TX_PER_SEC, Metric::kPcieTxBytesPerS, kMiB},
+    {NVML_GPM_METRIC_PCIE_RX_PER_SEC, Metric::kPcieRxBytesPerS, kMiB},
+    {NVML_GPM_METRIC_NVLINK_TOTAL_RX_PER_SEC, Metric::kNvlinkRxBytesPerS, kMiB},
+    {NVML_GPM_METRIC_NVLINK_TOTAL_TX_PER_SEC, Metric::kNvlinkTxBytesPerS, kMiB},
 };
 constexpr TimeNs kGpmMinInterval = 100 * kNsPerMs;  // "due to the internal sample refresh rate"
 
@@ -221,8 +232,11 @@ void NvmlSampler::SampleGpm(Gpu& gpu, TimeNs t, Recording& recording) {
   if (first || !Check(api.GpmMetricsGet(&request), gpu, kGpm, recording)) return;
   for (size_t i = 0; i < std::size(kGpmMetrics); ++i) {
     const auto& m = request.metrics[i];
-    if (m.nvmlReturn != NVML_SUCCESS) continue;  // that counter is not on this chip: stays missing
-    recording.metrics.Add(gpu.metric_device, kGpmMetrics[i].metric, t, m.value);
+    if (m.nvmlReturn != NVML_SUCCESS || !std::isfinite(m.value)) continue;  // not on this chip: stays missing
+    recording.metrics.Add(gpu.metric_device, kGpmMetrics[i].metric, t, m.value * kGpmMetrics[i].scale);
+    // One source per series: GPM's PCIe rates stand in for the polled throughput from now on.
+    if (kGpmMetrics[i].metric == Metric::kPcieRxBytesPerS) gpu.unsupported[kPcieRx] = true;
+    if (kGpmMetrics[i].metric == Metric::kPcieTxBytesPerS) gpu.unsupported[kPcieTx] = true;
   }
 }
 

@@ -342,7 +342,8 @@ TEST_F(Nvml, MigInstancesGetTheirOwnGpmAndProcesses) {
       "device name=\"NVIDIA H100 80GB HBM3\" uuid=GPU-h bus=00000000:18:00.0 power_limit_w=700 mig=1 gpm=1\n"
       "series power_w 350\n"
       "instance gi=1 profile=3g.40gb memory_total_mib=40192 gpm=1\n"
-      "series sm_active 85\nseries tensor_active 62\nseries mem_used_mib 30000\nprocess pid=900 sm=0 used_mib=30000\n"
+      "series gr_engine 93\nseries sm_active 85\nseries tensor_active 62\nseries mem_used_mib 30000\n"
+      "process pid=900 sm=0 used_mib=30000\n"
       "instance gi=2 profile=3g.40gb memory_total_mib=40192 gpm=1\n"
       "series sm_active 5\nprocess pid=1234 used_mib=2000\n");
   Recording rec = Record(50, 200 * kNsPerMs, {900}, 5);
@@ -367,6 +368,11 @@ TEST_F(Nvml, MigInstancesGetTheirOwnGpmAndProcesses) {
   const auto* gpus = rec.stats.FindIssue("job_gpus");
   ASSERT_TRUE(gpus);
   EXPECT_NE(gpus->message.find("GPU 0 / MIG 3g.40gb (2)"), std::string::npos) << gpus->message;
+  // Judged per instance, from its GPM activity; the board's missing utilization is no finding.
+  const Diagnosis diagnosis = DiagnoseRecording(std::move(rec));
+  ASSERT_EQ(diagnosis.findings.size(), 1u);
+  EXPECT_EQ(diagnosis.findings[0].verdict, "at_compute_limit");
+  EXPECT_NE(diagnosis.findings[0].scope.find("MIG 3g.40gb (1)"), std::string::npos) << diagnosis.findings[0].scope;
 }
 
 TEST(ProcessTree, FollowsParentsThroughOddCommandNames) {

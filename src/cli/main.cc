@@ -212,9 +212,12 @@ int RunRecord(const RecordArgs& args) {
     options.on_second = [](const gputriage::Recording& rec, gputriage::TimeNs elapsed) {
       std::string line = fmt::format("\r[gputriage] {:02d}:{:02d}", elapsed / 60'000'000'000, elapsed / 1'000'000'000 % 60);
       for (const auto& d : rec.metrics.devices) {
-        const auto tl = d.Get(gputriage::Metric::kGpuUtil).Timeline();
+        // A MIG instance has no utilization in NVML: its SM activity (GPM) stands in.
+        const bool util = d.Has(gputriage::Metric::kGpuUtil);
+        const auto tl = d.Get(util ? gputriage::Metric::kGpuUtil : gputriage::Metric::kSmActive).Timeline();
         const auto pw = d.Get(gputriage::Metric::kPowerW).Timeline();
-        line += fmt::format(" | GPU{} {}{}", d.index, tl.empty() ? std::string("-") : fmt::format("{:.0f}%", tl.back().mean),
+        line += fmt::format(" | GPU{}{} {}{}", d.index, d.mig_instance >= 0 ? fmt::format("/{}", d.mig_instance) : "",
+                            tl.empty() ? std::string("-") : fmt::format("{}{:.0f}%", util ? "" : "SM ", tl.back().mean),
                             pw.empty() ? std::string() : fmt::format(" {:.0f}W", pw.back().mean));
         if (line.size() > 150) break;
       }

@@ -145,6 +145,11 @@ bool UtilizationUnavailable(const Ctx& c, std::vector<Finding>& out) {
   // Say so only where it matters: the GPU shows other signs of life (power) or
   // runs MIG. A device with a few static gauges gets no verdict at all.
   if (!Has(c.d, Metric::kPowerW) && !c.d.mig_mode) return true;
+  // A MIG board whose instances report their own activity (GPM per instance) is
+  // diagnosed through them: nothing is missing.
+  if (c.d.mig_mode && !c.d.mig_instance)
+    for (const auto& other : c.rec.metric_devices)
+      if (other.mig_instance && !other.busy_metric.empty() && other.label.rfind(c.d.label + " / MIG", 0) == 0) return true;
   Finding f = Make(c, "utilization_unavailable", Severity::kInfo);
   const bool working = !std::isnan(c.d.power_mean_percent_of_limit) && c.d.power_mean_percent_of_limit >= kPowerWorkingPercent;
   f.title = c.d.mig_mode ? "No utilization reported: MIG mode hides utilization.gpu" : "No utilization metric was logged";

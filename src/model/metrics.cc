@@ -134,7 +134,7 @@ struct SeriesSketch::Histogram {
 /// case: a fixed interval with millisecond jitter), rounded to 3 significant
 /// digits once there are many, so memory stays bounded.
 struct SeriesSketch::IntervalCounts {
-  static constexpr size_t kMaxExact = 4096;
+  static constexpr size_t kMaxExact = 256;  // live clocks jitter: every spacing differs
   std::unordered_map<int64_t, int64_t> counts;
   int64_t total = 0;
   int64_t last_dt = -1;

@@ -54,7 +54,7 @@ read -r short_u short_s < <(GPUTRIAGE_FAKE_NVML_SCENARIO="$scenario" measure "$b
   --nvml-library "$fake" --interval 0.1 -- sleep "$seconds")
 read -r long_u long_s < <(GPUTRIAGE_FAKE_NVML_SCENARIO="$scenario" measure "$bin" record --store "$out/bench_store_long.db" \
   --nvml-library "$fake" --interval 0.1 -- sleep "$long")
-ticks() { python3 -c "import sqlite3,sys; print(sqlite3.connect(sys.argv[1]).execute(\"select count(distinct s.t_ns) from samples s join metrics m on m.id=s.metric where m.name='power'\").fetchone()[0])" "$1"; }
+ticks() { python3 -c "import sqlite3,sys; print(sqlite3.connect(sys.argv[1]).execute('select count(distinct t_ns) from samples where power is not null').fetchone()[0])" "$1"; }
 python3 - "$base_u" "$base_s" "$rec_u" "$rec_s" "$(ticks "$out/bench_store.db")" "$seconds" \
   "$short_u" "$short_s" "$long_u" "$long_s" "$(ticks "$out/bench_store_short.db")" "$(ticks "$out/bench_store_long.db")" <<'PY'
 import sys

@@ -397,10 +397,13 @@ TEST(ProcessTree, FollowsParentsThroughOddCommandNames) {
   EXPECT_FALSE(job.Contains(201));
   EXPECT_FALSE(job.Contains(50));   // the job's parent is not the job
   EXPECT_FALSE(job.Contains(300));
-  EXPECT_FALSE(job.Contains(999));  // exited: no stat to read
+  EXPECT_FALSE(job.Contains(999));  // exited or in another PID namespace: no stat to read
   std::filesystem::remove_all(root);
   EXPECT_TRUE(job.Contains(102));   // remembered: no /proc read needed
   EXPECT_FALSE(job.Contains(201));
+  stat(999, "late", 100);
+  EXPECT_FALSE(job.Contains(999));  // remembered as not the job's
+  std::filesystem::remove_all(root);
 }
 
 TEST(ProcessTree, FindsARealGrandchild) {

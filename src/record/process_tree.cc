@@ -51,7 +51,13 @@ bool JobProcesses::Contains(unsigned int pid) {
     }
     chain.push_back(p);
     unsigned int parent = 0;
-    if (!ParentOf(proc_root_, p, &parent) || parent == p) return false;  // gone, or a broken chain
+    if (!ParentOf(proc_root_, p, &parent) || parent == p) {
+      // Gone, invisible (another PID namespace) or a broken chain. Only the pid
+      // asked about is remembered: NVML saw it running, so a pid we cannot see
+      // now was never the job's, and asking again each second costs a failed open.
+      if (p == pid) known_[pid] = false;
+      return false;
+    }
     p = parent;
   }
   return false;

@@ -18,8 +18,8 @@ class JobProcesses {
   /// True when `pid` is the job's root or descends from it. Walks the pid's
   /// parents in /proc once and remembers the answer for every process on the
   /// way, so a steady job costs no /proc reads: only pids new to the GPUs are
-  /// looked up. A process that has already exited cannot be placed: false, not
-  /// remembered.
+  /// looked up. A pid that cannot be read (exited, or in another PID namespace)
+  /// is not the job's, and is remembered as such.
   bool Contains(unsigned int pid);
 
  private:

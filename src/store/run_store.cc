@@ -3,8 +3,11 @@
 #include <sqlite3.h>
 #include <time.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
+#include <iterator>
+#include <string_view>
 
 namespace gputriage {
 namespace {
@@ -48,7 +51,8 @@ class Statement {
   int rc_ = SQLITE_ERROR;
 };
 
-// Schema migrations: entry N brings a store from version N to N + 1.
+// Schema migrations: Migration(N) brings a store from version N to N + 1; the
+// first is this text, later ones are built from frozen column lists below.
 constexpr const char* kMigrations[] = {
     // 0 → 1
     "CREATE TABLE runs(id INTEGER PRIMARY KEY, name TEXT, command TEXT, host TEXT, status TEXT NOT NULL,"
@@ -66,24 +70,60 @@ constexpr const char* kMigrations[] = {
     "CREATE INDEX samples_by_run ON samples(run_id, t_ns);"
     "CREATE TABLE findings(run_id INTEGER NOT NULL REFERENCES runs(id), position INTEGER NOT NULL,"
     " verdict TEXT NOT NULL, severity TEXT NOT NULL, title TEXT, scope TEXT, PRIMARY KEY(run_id, position));",
-    // 1 → 2: which GPUs the job used (process attribution), and training steps.
-    "ALTER TABLE devices ADD COLUMN job_use INTEGER NOT NULL DEFAULT 0;"
-    "ALTER TABLE devices ADD COLUMN other_processes TEXT;"
-    "CREATE TABLE steps(run_id INTEGER NOT NULL REFERENCES runs(id), step INTEGER NOT NULL, start_ns INTEGER NOT NULL,"
-    " end_ns INTEGER NOT NULL, PRIMARY KEY(run_id, step, start_ns));"
-    // Samples are only appended: a run finds its rows by its first and last
-    // rowid, kept in `runs` with the count, instead of through an index whose
-    // upkeep doubled the cost of every sample (and whose pages, like any
-    // layout keyed by series, a once-a-second commit rewrites all over the file).
-    "ALTER TABLE runs ADD COLUMN first_sample INTEGER;"
-    "ALTER TABLE runs ADD COLUMN last_sample INTEGER;"
-    "ALTER TABLE runs ADD COLUMN sample_count INTEGER NOT NULL DEFAULT 0;"
-    "UPDATE runs SET first_sample = (SELECT min(rowid) FROM samples WHERE run_id = runs.id),"
-    " last_sample = (SELECT max(rowid) FROM samples WHERE run_id = runs.id),"
-    " sample_count = (SELECT count(*) FROM samples WHERE run_id = runs.id);"
-    "DROP INDEX samples_by_run;",
 };
-static_assert(sizeof(kMigrations) / sizeof(kMigrations[0]) == RunStore::kSchemaVersion);
+
+// The metric columns of the version 2 samples table, frozen: a metric added
+// later needs a migration that adds its column (the static_assert says when).
+constexpr const char* kSampleColumnsV2[] = {
+    "gpu_util",         "mem_copy_util", "encoder_util", "decoder_util",     "gr_engine_active", "sm_active",
+    "sm_occupancy",     "tensor_active", "dram_active",  "fp64_active",      "fp32_active",      "fp16_active",
+    "pcie_rx",          "pcie_tx",       "nvlink_rx",    "nvlink_tx",        "power",            "power_limit",
+    "sm_clock",         "mem_clock",     "gpu_temp",     "mem_temp",         "fb_used",          "fb_free",
+    "fb_total",         "clock_event_reasons", "energy", "job_sm_util",      "other_sm_util",    "job_fb_used",
+};
+static_assert(std::size(kSampleColumnsV2) == kNumMetrics, "a new metric needs a store migration adding its column");
+
+/// 1 → 2: which GPUs the job used (process attribution), training steps, and
+/// samples as one row per device and time with a column per metric: one insert
+/// per GPU per tick instead of one per value, appended without an index (a run
+/// reads its rows back by the rowid range kept in `runs`).
+std::string MigrationToVersion2() {
+  std::string columns, pivot;
+  for (const char* c : kSampleColumnsV2) {
+    columns += std::string(", \"") + c + "\" REAL";
+    pivot += std::string(", max(CASE WHEN m.name = '") + c + "' THEN s.value END)";
+  }
+  std::string names;
+  for (const char* c : kSampleColumnsV2) names += std::string(", \"") + c + "\"";
+  return "ALTER TABLE devices ADD COLUMN job_use INTEGER NOT NULL DEFAULT 0;"
+         "ALTER TABLE devices ADD COLUMN other_processes TEXT;"
+         "CREATE TABLE steps(run_id INTEGER NOT NULL REFERENCES runs(id), step INTEGER NOT NULL, start_ns INTEGER NOT NULL,"
+         " end_ns INTEGER NOT NULL, PRIMARY KEY(run_id, step, start_ns));"
+         "ALTER TABLE runs ADD COLUMN first_sample INTEGER;"
+         "ALTER TABLE runs ADD COLUMN last_sample INTEGER;"
+         "ALTER TABLE runs ADD COLUMN sample_count INTEGER NOT NULL DEFAULT 0;"
+         "UPDATE runs SET sample_count = (SELECT count(*) FROM samples WHERE run_id = runs.id);"
+         "CREATE TABLE samples_v2(run_id INTEGER NOT NULL, device INTEGER NOT NULL, t_ns INTEGER NOT NULL" + columns + ");"
+         "INSERT INTO samples_v2(run_id, device, t_ns" + names + ") SELECT s.run_id, s.device, s.t_ns" + pivot +
+         " FROM samples s JOIN metrics m ON m.id = s.metric GROUP BY s.run_id, s.device, s.t_ns ORDER BY min(s.rowid);"
+         "DROP TABLE samples;"
+         "DROP TABLE metrics;"
+         "ALTER TABLE samples_v2 RENAME TO samples;"
+         "UPDATE runs SET first_sample = (SELECT min(rowid) FROM samples WHERE run_id = runs.id),"
+         " last_sample = (SELECT max(rowid) FROM samples WHERE run_id = runs.id);";
+}
+
+/// The SQL that brings a store from version `from` to `from + 1`.
+std::string Migration(int64_t from) { return from == 0 ? std::string(kMigrations[0]) : MigrationToVersion2(); }
+static_assert(std::size(kMigrations) + 1 == RunStore::kSchemaVersion);
+
+/// "\"gpu_util\", \"mem_copy_util\", ..." in Metric order, each after `prefix` ("s.").
+std::string MetricColumns(const std::string& prefix = "") {
+  std::string out;
+  for (int m = 0; m < kNumMetrics; ++m)
+    out += std::string(m ? ", " : "") + prefix + "\"" + MetricName(static_cast<Metric>(m)) + "\"";
+  return out;
+}
 
 std::optional<Metric> MetricFromName(const std::string& name) {
   for (int m = 0; m < kNumMetrics; ++m)
@@ -138,7 +178,7 @@ StatusOr<std::unique_ptr<RunStore>> RunStore::Open(const std::string& path) {
   // WAL: readers never block the recorder, and a crash loses only uncommitted transactions.
   RETURN_IF_ERROR(store->Exec("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON;"));
   RETURN_IF_ERROR(store->Migrate());
-  RETURN_IF_ERROR(store->LoadMetricIds());
+  RETURN_IF_ERROR(store->CheckSampleColumns());
   store->last_flush_ms_ = MonotonicMs();
   return store;
 }
@@ -177,7 +217,8 @@ Status RunStore::Migrate() {
   }
   for (int64_t v = current; v < kSchemaVersion; ++v) {
     RETURN_IF_ERROR(Exec("BEGIN IMMEDIATE"));
-    Status s = Exec(kMigrations[v]);
+    const std::string sql = Migration(v);
+    Status s = Exec(sql.c_str());
     if (s.ok()) s = Exec(("PRAGMA user_version=" + std::to_string(v + 1)).c_str());
     if (!s.ok()) {
       (void)Exec("ROLLBACK");
@@ -188,23 +229,16 @@ Status RunStore::Migrate() {
   return Status::Ok();
 }
 
-Status RunStore::LoadMetricIds() {
-  // Ids are per store (a later build may add or reorder metrics): map by name.
-  RETURN_IF_ERROR(Exec("BEGIN IMMEDIATE"));
-  Statement add(db_, "INSERT OR IGNORE INTO metrics(name) VALUES(?)");
-  for (int m = 0; m < kNumMetrics; ++m) {
-    add.Bind(1, std::string(MetricName(static_cast<Metric>(m))));
-    if (!add.ok() || add.Step() != SQLITE_DONE) {
-      const std::string why = sqlite3_errmsg(db_);
-      (void)Exec("ROLLBACK");
-      return IoError(path_ + ": cannot register metrics: " + why);
-    }
-    add.Reset();
-  }
-  RETURN_IF_ERROR(Exec("COMMIT"));
-  Statement ids(db_, "SELECT id, name FROM metrics");
-  while (ids.ok() && ids.Step() == SQLITE_ROW)
-    if (auto m = MetricFromName(ids.Text(1))) metric_ids_[static_cast<size_t>(*m)] = ids.Int(0);
+Status RunStore::CheckSampleColumns() {
+  // Every metric this build records needs its column (the migrations add them).
+  std::vector<bool> found(kNumMetrics, false);
+  Statement columns(db_, "PRAGMA table_info(samples)");
+  while (columns.ok() && columns.Step() == SQLITE_ROW)
+    if (auto m = MetricFromName(columns.Text(1))) found[static_cast<size_t>(*m)] = true;
+  for (int m = 0; m < kNumMetrics; ++m)
+    if (!found[static_cast<size_t>(m)])
+      return DataLossError(path_ + ": the samples table has no column for " + MetricName(static_cast<Metric>(m)) +
+                           " (a damaged store?)");
   return Status::Ok();
 }
 
@@ -262,7 +296,23 @@ Status RunStore::PutDevices(int64_t run, const MetricSet& metrics) {
 }
 
 void RunStore::AddSample(int64_t run, size_t device, Metric metric, TimeNs t, double value) {
-  pending_.push_back({run, static_cast<int64_t>(device), static_cast<int>(metric), t, value});
+  // A sampler adds one device's values at one time together: they share a row.
+  const auto slot = static_cast<size_t>(metric);
+  const auto dev = static_cast<int64_t>(device);
+  PendingRow* row = nullptr;
+  for (size_t i = pending_.size(), looked = 0; i > 0 && looked < 8; --i, ++looked) {
+    PendingRow& r = pending_[i - 1];
+    if (r.run == run && r.device == dev && r.t == t) {
+      if (!(r.present & (uint64_t{1} << slot))) row = &r;
+      break;
+    }
+  }
+  if (row == nullptr) {
+    pending_.push_back(PendingRow{run, dev, t, 0, {}});
+    row = &pending_.back();
+  }
+  row->present |= uint64_t{1} << slot;
+  row->values[slot] = value;
   if (MonotonicMs() - last_flush_ms_ >= kFlushEveryMs) (void)Flush();
 }
 
@@ -272,7 +322,10 @@ Status RunStore::Flush() {
   // One transaction per second of samples: cheap for 10 Hz x 8 GPUs, and a crash
   // loses at most this batch.
   RETURN_IF_ERROR(Exec("BEGIN"));
-  Statement insert(db_, "INSERT INTO samples(run_id, device, metric, t_ns, value) VALUES(?, ?, ?, ?, ?)");
+  std::string sql = "INSERT INTO samples(run_id, device, t_ns, " + MetricColumns() + ") VALUES(?, ?, ?";
+  for (int m = 0; m < kNumMetrics; ++m) sql += ", ?";
+  sql += ")";
+  Statement insert(db_, sql.c_str());
   Statement extent(db_,
                    "UPDATE runs SET first_sample = coalesce(first_sample, ?), last_sample = ?,"
                    " sample_count = sample_count + ? WHERE id = ?");
@@ -281,15 +334,23 @@ Status RunStore::Flush() {
     return IoError(path_ + ": " + sqlite3_errmsg(db_));
   }
   struct Extent {
-    int64_t first = 0, last = 0, count = 0;
+    int64_t first = 0, last = 0, values = 0;
+    bool any = false;
   };
   std::map<int64_t, Extent> extents;  // by run: usually one
-  for (const auto& s : pending_) {
-    insert.Bind(1, s.run);
-    insert.Bind(2, s.device);
-    insert.Bind(3, metric_ids_[static_cast<size_t>(s.metric)]);
-    insert.Bind(4, static_cast<int64_t>(s.t));
-    insert.Bind(5, s.value);
+  for (const auto& row : pending_) {
+    insert.Bind(1, row.run);
+    insert.Bind(2, row.device);
+    insert.Bind(3, static_cast<int64_t>(row.t));
+    int values = 0;
+    for (int m = 0; m < kNumMetrics; ++m) {
+      if (row.present & (uint64_t{1} << m)) {
+        insert.Bind(4 + m, row.values[static_cast<size_t>(m)]);
+        ++values;
+      } else {
+        insert.BindNull(4 + m);
+      }
+    }
     if (insert.Step() != SQLITE_DONE) {
       const std::string err = sqlite3_errmsg(db_);
       insert.Reset();
@@ -297,15 +358,17 @@ Status RunStore::Flush() {
       return IoError(path_ + ": cannot store samples: " + err);
     }
     insert.Reset();
-    Extent& e = extents[s.run];
+    Extent& e = extents[row.run];
     const int64_t rowid = sqlite3_last_insert_rowid(db_);
-    if (e.count++ == 0) e.first = rowid;
+    if (!e.any) e.first = rowid;
+    e.any = true;
     e.last = rowid;
+    e.values += values;
   }
   for (const auto& [run, e] : extents) {
     extent.Bind(1, e.first);
     extent.Bind(2, e.last);
-    extent.Bind(3, e.count);
+    extent.Bind(3, e.values);
     extent.Bind(4, run);
     if (extent.Step() != SQLITE_DONE) {
       const std::string err = sqlite3_errmsg(db_);
@@ -419,22 +482,20 @@ StatusOr<Recording> RunStore::LoadRun(int64_t run) {
   }
   // Samples stream in the order they were recorded (each series in time order,
   // no sort), through the same sketches a live recording fills.
-  std::map<int64_t, Metric> metric_by_id;  // a metric a newer build stored is unknown here
-  for (int m = 0; m < kNumMetrics; ++m) metric_by_id[metric_ids_[static_cast<size_t>(m)]] = static_cast<Metric>(m);
-  Statement samples(db_,
-                    "SELECT s.device, s.metric, s.t_ns, s.value FROM runs r JOIN samples s"
-                    " ON s.rowid BETWEEN r.first_sample AND r.last_sample AND s.run_id = r.id WHERE r.id=? ORDER BY s.rowid");
+  const std::string select = "SELECT s.device, s.t_ns, " + MetricColumns("s.") +
+                             " FROM runs r JOIN samples s ON s.rowid BETWEEN r.first_sample AND r.last_sample"
+                             " AND s.run_id = r.id WHERE r.id=? ORDER BY s.rowid";
+  Statement samples(db_, select.c_str());
   samples.Bind(1, run);
   while (samples.ok() && samples.Step() == SQLITE_ROW) {
     const auto device = static_cast<size_t>(samples.Int(0));
-    const auto found = metric_by_id.find(samples.Int(1));
-    const std::optional<Metric> metric =
-        found == metric_by_id.end() ? std::nullopt : std::optional<Metric>(found->second);
-    if (device >= position.size() || position[device] == SIZE_MAX || !metric) {
-      rec.stats.AddIssue(IssueSeverity::kWarning, "bad_stored_sample", "run " + std::to_string(run) + ": a sample of an unknown device or metric");
+    if (device >= position.size() || position[device] == SIZE_MAX) {
+      rec.stats.AddIssue(IssueSeverity::kWarning, "bad_stored_sample", "run " + std::to_string(run) + ": a sample of an unknown device");
       continue;
     }
-    rec.metrics.Add(position[device], *metric, samples.Int(2), samples.Real(3));
+    const TimeNs t = samples.Int(1);
+    for (int m = 0; m < kNumMetrics; ++m)
+      if (!samples.Null(2 + m)) rec.metrics.Add(position[device], static_cast<Metric>(m), t, samples.Real(2 + m));
   }
   Statement steps(db_, "SELECT step, start_ns, end_ns FROM steps WHERE run_id=? ORDER BY start_ns, step");
   steps.Bind(1, run);
@@ -474,16 +535,23 @@ Status RunStore::ForEachSample(int64_t run,
   bool any_used = false;
   for (const auto& [pos, d] : devices) any_used = any_used || d.job_use == MetricDevice::JobUse::kUsed;
   if (any_used) std::erase_if(devices, [](const auto& e) { return e.second.job_use == MetricDevice::JobUse::kNotUsed; });
-  Statement samples(db_,
-                    "SELECT s.device, m.name, s.t_ns, s.value FROM runs r JOIN samples s"
-                    " ON s.rowid BETWEEN r.first_sample AND r.last_sample AND s.run_id = r.id"
-                    " JOIN metrics m ON m.id = s.metric WHERE r.id=? ORDER BY m.name, s.device, s.rowid");
-  samples.Bind(1, run);
-  while (samples.ok() && samples.Step() == SQLITE_ROW) {
-    auto dev = devices.find(samples.Int(0));
-    auto metric = MetricFromName(samples.Text(1));
-    if (dev == devices.end() || !metric) continue;
-    fn(dev->second, *metric, samples.Int(2), samples.Real(3));
+  // Family by family (metric names in order), each device's series in time order.
+  std::vector<Metric> by_name;
+  for (int m = 0; m < kNumMetrics; ++m) by_name.push_back(static_cast<Metric>(m));
+  std::sort(by_name.begin(), by_name.end(),
+            [](Metric a, Metric b) { return std::string_view(MetricName(a)) < std::string_view(MetricName(b)); });
+  for (const Metric metric : by_name) {
+    const std::string column = std::string("s.\"") + MetricName(metric) + "\"";
+    const std::string select = "SELECT s.device, s.t_ns, " + column +
+                               " FROM runs r JOIN samples s ON s.rowid BETWEEN r.first_sample AND r.last_sample"
+                               " AND s.run_id = r.id WHERE r.id=? AND " + column + " IS NOT NULL ORDER BY s.device, s.rowid";
+    Statement samples(db_, select.c_str());
+    samples.Bind(1, run);
+    while (samples.ok() && samples.Step() == SQLITE_ROW) {
+      auto dev = devices.find(samples.Int(0));
+      if (dev == devices.end()) continue;
+      fn(dev->second, metric, samples.Int(1), samples.Real(2));
+    }
   }
   return Status::Ok();
 }

@@ -80,19 +80,20 @@ class RunStore {
   RunStore() = default;
   Status Exec(const char* sql);
   Status Migrate();
-  Status LoadMetricIds();
+  Status CheckSampleColumns();
 
   sqlite3* db_ = nullptr;
   std::string path_;
-  struct PendingSample {
+  /// One device's values at one time: a samples row.
+  struct PendingRow {
     int64_t run;
     int64_t device;
-    int metric;
     TimeNs t;
-    double value;
+    uint64_t present;  // bit m: values[m] was given
+    std::array<double, kNumMetrics> values;
   };
-  std::vector<PendingSample> pending_;
-  std::array<int64_t, kNumMetrics> metric_ids_{};
+  static_assert(kNumMetrics <= 64);
+  std::vector<PendingRow> pending_;
   int64_t last_flush_ms_ = 0;
 };
 

@@ -367,10 +367,13 @@ void NvmlSampler::SampleProcesses(TimeNs t, const std::function<bool(unsigned in
     recording.metrics.Add(gpu.metric_device, Metric::kJobFbUsedBytes, t, job_bytes);
     if (gpu.unsupported[kProcessUtil] || !api.DeviceGetProcessUtilization) continue;
     // One sample per process with activity since the last call; NOT_FOUND: none had any.
-    unsigned int n = 0;
-    nvmlReturn_t rc = api.DeviceGetProcessUtilization(gpu.handle, nullptr, &n, gpu.process_util_last_seen);
-    if (rc == NVML_SUCCESS || rc == NVML_ERROR_INSUFFICIENT_SIZE) {
-      gpu.process_util.resize(std::min(n + 8u, 4096u));
+    // The buffer keeps its size between calls; the driver says when it needs more.
+    if (gpu.process_util.empty()) gpu.process_util.resize(64);
+    unsigned int n = static_cast<unsigned int>(gpu.process_util.size());
+    nvmlReturn_t rc =
+        api.DeviceGetProcessUtilization(gpu.handle, gpu.process_util.data(), &n, gpu.process_util_last_seen);
+    if (rc == NVML_ERROR_INSUFFICIENT_SIZE && n > gpu.process_util.size()) {
+      gpu.process_util.resize(std::min(n + 16u, 4096u));
       n = static_cast<unsigned int>(gpu.process_util.size());
       rc = api.DeviceGetProcessUtilization(gpu.handle, gpu.process_util.data(), &n, gpu.process_util_last_seen);
     }

@@ -36,7 +36,14 @@ import sqlite3, sys
 db = sqlite3.connect(sys.argv[1])
 with_samples = db.execute("SELECT count(DISTINCT run_id) FROM samples").fetchone()[0]
 assert with_samples >= 10, with_samples
-print(f"ok: 20 SIGKILLs, store consistent, {with_samples} runs kept samples")
+# Each run's rowid extent and value count were committed with its rows: they agree.
+metrics = [r[1] for r in db.execute("PRAGMA table_info(samples)") if r[1] not in ("run_id", "device", "t_ns")]
+present = " + ".join(f'("{m}" IS NOT NULL)' for m in metrics)
+for run, first, last, count in db.execute("SELECT id, first_sample, last_sample, sample_count FROM runs"):
+    rows, values = db.execute(f"SELECT count(*), coalesce(sum({present}), 0) FROM samples WHERE run_id=?", (run,)).fetchone()
+    inside = db.execute("SELECT count(*) FROM samples WHERE run_id=? AND rowid BETWEEN ? AND ?", (run, first, last)).fetchone()[0]
+    assert inside == rows and values == count, (run, rows, inside, values, count)
+print(f"ok: 20 SIGKILLs, store consistent, {with_samples} runs kept samples, extents and counts agree")
 PY
 "$bin" runs --store "$store" >/dev/null || { echo "FAIL: runs"; fail=1; }
 "$bin" diagnose --store "$store" 20 >"$tmp/diag" 2>&1 || { echo "FAIL: diagnose an incomplete run"; cat "$tmp/diag"; fail=1; }

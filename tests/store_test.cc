@@ -109,6 +109,30 @@ TEST(RunStore, IncompleteRunIsFlagged) {
 namespace gputriage {
 namespace {
 
+TEST(RunStore, ADamagedDevicePositionIsNamedNotAllocated) {
+  const std::string path = TempPath("damaged.db");
+  {
+    auto store = RunStore::Open(path);
+    ASSERT_TRUE(store.ok());
+    auto id = (*store)->BeginRun({});
+    ASSERT_TRUE(id.ok());
+    Recording live;
+    live.metrics.FindOrAdd(0, "GPU-a", "", -1);
+    ASSERT_TRUE((*store)->PutDevices(*id, live.metrics).ok());
+    (*store)->AddSample(*id, 0, Metric::kGpuUtil, 0, 50);
+    ASSERT_TRUE((*store)->EndRun(*id, kNsPerS, 0, {}).ok());
+  }
+  Sql(path, "UPDATE devices SET device = 9000000000000000000");  // would be a vector of 9e18 positions
+  auto store = RunStore::Open(path);
+  ASSERT_TRUE(store.ok());
+  auto rec = (*store)->LoadRun(1);
+  ASSERT_TRUE(rec.ok()) << rec.status().ToString();
+  EXPECT_TRUE(rec->metrics.devices.empty());
+  const auto* issue = rec->stats.FindIssue("bad_stored_device");
+  ASSERT_TRUE(issue);
+  EXPECT_NE(issue->message.find("9000000000000000000"), std::string::npos) << issue->message;
+}
+
 TEST(RunStore, MigratesAVersionOneStoreKeepingItsRuns) {
   // A store as the first schema wrote it (the 0 → 1 migration), with one run.
   const std::string path = TempPath("v1.db");

@@ -480,24 +480,16 @@ void MetricSet::Add(size_t device, Metric m, TimeNs t, double value) {
   if (observer) observer(device, m, t, value);
 }
 
-}  // namespace gputriage
-
-namespace gputriage {
-
 std::vector<std::string> MetricSet::KeepJobDevices() {
-  auto used = [](const MetricDevice& d) { return d.job_use == MetricDevice::JobUse::kUsed; };
-  if (std::none_of(devices.begin(), devices.end(), used)) return {};
+  auto not_used = [](const MetricDevice& d) { return d.job_use == MetricDevice::JobUse::kNotUsed; };
+  if (std::none_of(devices.begin(), devices.end(),
+                   [](const MetricDevice& d) { return d.job_use == MetricDevice::JobUse::kUsed; }))
+    return {};
   // Unknown stays: a GPU whose processes could not be listed may be the job's.
-  auto keep = [](const MetricDevice& d) { return d.job_use != MetricDevice::JobUse::kNotUsed; };
-  std::vector<bool> kept_flags;  // decided before any device moves
-  for (const auto& d : devices) kept_flags.push_back(keep(d));
   std::vector<std::string> dropped;
-  std::vector<MetricDevice> kept;
-  for (size_t i = 0; i < devices.size(); ++i) {
-    if (kept_flags[i]) kept.push_back(std::move(devices[i]));
-    else dropped.push_back(devices[i].Label());
-  }
-  devices = std::move(kept);
+  for (const auto& d : devices)
+    if (not_used(d)) dropped.push_back(d.Label());
+  std::erase_if(devices, not_used);
   return dropped;
 }
 

@@ -1,5 +1,7 @@
 #include "gputriage/model.h"
 
+#include "src/util/strings.h"
+
 namespace gputriage {
 
 StringTable::StringTable() {
@@ -63,28 +65,24 @@ const Device* Recording::FindDevice(int id) const {
 
 void AttributeGpusToJob(Recording& recording) {
   MetricSet& set = recording.metrics;
-  std::string used, shared;
+  std::vector<std::string> used, shared;
   bool any_listed = false;
   for (const auto& d : set.devices) {
-    if (d.job_use == MetricDevice::JobUse::kUsed) used += (used.empty() ? "" : ", ") + d.Label();
     any_listed = any_listed || d.job_use != MetricDevice::JobUse::kUnknown;
+    if (d.job_use != MetricDevice::JobUse::kUsed) continue;
+    used.push_back(d.Label());
+    if (d.other_processes.empty()) continue;
     const SeriesSketch& other = d.Get(Metric::kOtherSmUtil);
-    if (d.job_use == MetricDevice::JobUse::kUsed && !d.other_processes.empty()) {
-      std::string who;
-      for (const auto& p : d.other_processes) who += (who.empty() ? "" : ", ") + p;
-      shared += (shared.empty() ? "" : "; ") + d.Label() + " also ran " + who +
-                (other.count() > 0 ? " (their SM utilization averaged " + std::to_string(static_cast<int>(other.mean() + 0.5)) +
-                                         "%, peak " + std::to_string(static_cast<int>(other.max() + 0.5)) + "%)"
-                                   : "");
-    }
+    shared.push_back(d.Label() + " also ran " + Join(d.other_processes, ", ") +
+                     (other.count() > 0 ? " (their SM utilization averaged " +
+                                              std::to_string(static_cast<int>(other.mean() + 0.5)) + "%, peak " +
+                                              std::to_string(static_cast<int>(other.max() + 0.5)) + "%)"
+                                        : ""));
   }
   const std::vector<std::string> dropped = set.KeepJobDevices();
   if (!used.empty()) {
-    std::string message = "the job ran on " + used + " (its process tree, from NVML's running processes)";
-    if (!dropped.empty()) {
-      message += "; left out as not the job's:";
-      for (const auto& label : dropped) message += " " + label;
-    }
+    std::string message = "the job ran on " + Join(used, ", ") + " (its process tree, from NVML's running processes)";
+    if (!dropped.empty()) message += "; left out as not the job's: " + Join(dropped, " ");
     recording.stats.AddIssue(IssueSeverity::kInfo, "job_gpus", message);
   } else if (any_listed) {
     recording.stats.AddIssue(IssueSeverity::kWarning, "job_not_on_gpu",
@@ -93,7 +91,7 @@ void AttributeGpusToJob(Recording& recording) {
   }
   if (!shared.empty())
     recording.stats.AddIssue(IssueSeverity::kWarning, "gpu_shared",
-                             shared + ": utilization and memory are not all this job's");
+                             Join(shared, "; ") + ": utilization and memory are not all this job's");
 }
 
 }  // namespace gputriage

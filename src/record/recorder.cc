@@ -18,6 +18,7 @@
 #include "src/record/process_tree.h"
 #include "src/sources/nvml/nvml_library.h"
 #include "src/sources/nvml/nvml_sampler.h"
+#include "src/util/strings.h"
 
 namespace gputriage {
 namespace {
@@ -99,6 +100,7 @@ StatusOr<RecordResult> RecordCommand(const RecordOptions& options) {
   if (options.command.empty()) return InvalidArgumentError("record: no command given (usage: gputriage record -- CMD ARGS...)");
   if (options.interval_ns < kNsPerMs) return InvalidArgumentError("record: the sampling interval must be at least 1 ms");
   RecordResult result;
+  const std::string command = Join(options.command, " ");
   result.recording.source_path = "record: " + options.command.front();
   result.recording.format = "nvml";
 
@@ -153,16 +155,19 @@ StatusOr<RecordResult> RecordCommand(const RecordOptions& options) {
 
   SignalScope signals;
   result.started_ns = WallNs();
+  // A failed store write costs the run its stored copy, not the recording: say so and go on.
+  auto stored = [&result](const Status& s) {
+    if (!s.ok()) result.recording.stats.AddIssue(IssueSeverity::kError, "store_write_failed", s.message());
+  };
   if (options.store) {
     RunInfo info = options.info;
     info.started_ns = result.started_ns;
     for (auto& [key, value] : context) info.metadata.try_emplace(key, value);  // --tag wins
-    if (info.command.empty())
-      for (const auto& a : options.command) info.command += (info.command.empty() ? "" : " ") + a;
+    if (info.command.empty()) info.command = command;
     auto id = options.store->BeginRun(info);
     if (id.ok()) {
       result.run_id = *id;
-      (void)options.store->PutDevices(result.run_id, result.recording.metrics);
+      stored(options.store->PutDevices(result.run_id, result.recording.metrics));
       // Every value the recording takes from now on also goes to the store (batched there).
       result.recording.metrics.observer = [store = options.store, run = result.run_id](size_t device, Metric m, TimeNs t,
                                                                                       double v) {
@@ -198,7 +203,7 @@ StatusOr<RecordResult> RecordCommand(const RecordOptions& options) {
     if (scraper) scraper->Sample(WallNs(), result.recording);
     if (options.store && result.run_id > 0 && result.recording.metrics.devices.size() != stored_devices) {
       stored_devices = result.recording.metrics.devices.size();  // a scrape named a new GPU
-      (void)options.store->PutDevices(result.run_id, result.recording.metrics);
+      stored(options.store->PutDevices(result.run_id, result.recording.metrics));
     }
     if (options.on_second && MonotonicNs() >= next_status) {
       options.on_second(result.recording, MonotonicNs() - began);
@@ -223,19 +228,14 @@ StatusOr<RecordResult> RecordCommand(const RecordOptions& options) {
   }
   if (sampler) sampler->FinishAttribution(result.recording);
   // Stored with every GPU (sample rows refer to positions; facts may have grown), attributed on load.
-  if (options.store && result.run_id > 0) (void)options.store->PutDevices(result.run_id, result.recording.metrics);
-  AttributeGpusToJob(result.recording);
   if (options.store && result.run_id > 0) {
-    if (Status s = options.store->Flush(); !s.ok())
-      result.recording.stats.AddIssue(IssueSeverity::kError, "store_write_failed", s.message());
+    stored(options.store->PutDevices(result.run_id, result.recording.metrics));
+    stored(options.store->Flush());
   }
+  AttributeGpusToJob(result.recording);
   if (WIFEXITED(status)) result.exit_code = WEXITSTATUS(status);
   else if (WIFSIGNALED(status)) result.exit_code = 128 + WTERMSIG(status);
-  result.recording.metadata["command"] = [&] {
-    std::string c;
-    for (const auto& a : options.command) c += (c.empty() ? "" : " ") + a;
-    return c;
-  }();
+  result.recording.metadata["command"] = command;
   result.recording.metadata["exit_code"] = std::to_string(result.exit_code);
   return result;
 }

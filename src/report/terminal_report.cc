@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "gputriage/report.h"
+#include "src/util/strings.h"
 
 namespace gputriage {
 namespace {
@@ -62,11 +63,8 @@ void RenderMetricDevices(std::string& out, const Recording& rec, const Recording
       for (const auto& [k, v] : d.labels) labels += (labels.empty() ? "" : ", ") + k + "=" + v;
       out += fmt::format("     labels: {}\n", labels);
     }
-    if (!d.other_processes.empty()) {
-      std::string who;
-      for (const auto& p : d.other_processes) who += (who.empty() ? "" : ", ") + p;
-      out += fmt::format("     also on this GPU, outside the job: {}\n", who);
-    }
+    if (!d.other_processes.empty())
+      out += fmt::format("     also on this GPU, outside the job: {}\n", Join(d.other_processes, ", "));
     if (d.median_interval_ns == 0) out += "     one sample (a snapshot, no time span)\n";
     else out += fmt::format("     observed {:.2f} h, sampled every {:.2f} s{}\n", d.hours, static_cast<double>(d.median_interval_ns) / 1e9,
                        d.sampling_gaps > 0 ? fmt::format(" ({} gap{} in the log; span {:.2f} h)", d.sampling_gaps,

@@ -9,6 +9,8 @@
 #include <iterator>
 #include <string_view>
 
+#include "src/util/strings.h"
+
 namespace gputriage {
 namespace {
 
@@ -131,6 +133,8 @@ std::optional<Metric> MetricFromName(const std::string& name) {
   return std::nullopt;
 }
 
+constexpr std::string_view kProcessSeparator = ", ";  // devices.other_processes: "pid 7, pid 8"
+
 constexpr const char* kSelectDevices =
     "SELECT device, gpu_index, uuid, pci_bus_id, name, driver_version, power_limit_w, max_sm_clock_mhz,"
     " memory_total_bytes, mig_mode, mig_instance, mig_profile, job_use, other_processes FROM devices WHERE run_id=?"
@@ -147,14 +151,7 @@ void ReadDeviceFacts(Statement& row, MetricDevice& d) {
   d.mig_profile = row.Text(11);
   const int64_t use = row.Int(12);
   d.job_use = use == 1 ? MetricDevice::JobUse::kUsed : use == 2 ? MetricDevice::JobUse::kNotUsed : MetricDevice::JobUse::kUnknown;
-  d.other_processes.clear();
-  const std::string others = row.Text(13);
-  for (size_t at = 0; at < others.size();) {
-    size_t comma = others.find(", ", at);
-    if (comma == std::string::npos) comma = others.size();
-    if (comma > at) d.other_processes.push_back(others.substr(at, comma - at));
-    at = comma + 2;
-  }
+  d.other_processes = Split(row.Text(13), kProcessSeparator);
 }
 
 }  // namespace
@@ -286,9 +283,7 @@ Status RunStore::PutDevices(int64_t run, const MetricSet& metrics) {
     put.Bind(14, static_cast<int64_t>(d.job_use == MetricDevice::JobUse::kUsed      ? 1
                                       : d.job_use == MetricDevice::JobUse::kNotUsed ? 2
                                                                                      : 0));
-    std::string others;
-    for (const auto& p : d.other_processes) others += (others.empty() ? "" : ", ") + p;
-    put.Bind(15, others);
+    put.Bind(15, Join(d.other_processes, kProcessSeparator));
     if (put.Step() != SQLITE_DONE) return IoError(path_ + ": cannot store devices: " + sqlite3_errmsg(db_));
     put.Reset();
   }
@@ -473,10 +468,18 @@ StatusOr<Recording> RunStore::LoadRun(int64_t run) {
   devs.Bind(1, run);
   std::vector<size_t> position;  // stored device → recording device
   while (devs.ok() && devs.Step() == SQLITE_ROW) {
+    // Positions are what the recorder wrote; a damaged file may hold anything.
+    const int64_t stored_position = devs.Int(0);
+    if (stored_position < 0 || stored_position >= static_cast<int64_t>(MetricSet::kMaxDevices)) {
+      rec.stats.AddIssue(IssueSeverity::kWarning, "bad_stored_device",
+                         "run " + std::to_string(run) + ": a device row with position " + std::to_string(stored_position) +
+                             " (a damaged store?); its samples are skipped");
+      continue;
+    }
     auto pos = rec.metrics.FindOrAdd(static_cast<int>(devs.Int(1)), devs.Text(2), devs.Text(3), static_cast<int>(devs.Int(10)));
     if (!pos) break;
     ReadDeviceFacts(devs, rec.metrics.devices[*pos]);
-    const auto stored = static_cast<size_t>(devs.Int(0));
+    const auto stored = static_cast<size_t>(stored_position);
     if (position.size() <= stored) position.resize(stored + 1, SIZE_MAX);
     position[stored] = *pos;
   }

@@ -3,6 +3,7 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace gputriage {
 
@@ -53,6 +54,31 @@ inline std::string_view TrimAsciiSpace(std::string_view s) {
   while (!s.empty() && IsAsciiSpace(s.front())) s.remove_prefix(1);
   while (!s.empty() && IsAsciiSpace(s.back())) s.remove_suffix(1);
   return s;
+}
+
+/// The parts joined with `separator` between them ("a, b, c").
+template <typename Parts>
+std::string Join(const Parts& parts, std::string_view separator) {
+  std::string out;
+  bool first = true;
+  for (const auto& part : parts) {
+    if (!first) out += separator;
+    out += part;
+    first = false;
+  }
+  return out;
+}
+
+/// The non-empty parts of `text` between occurrences of `separator` (Join's inverse).
+inline std::vector<std::string> Split(std::string_view text, std::string_view separator) {
+  std::vector<std::string> out;
+  while (!text.empty()) {
+    const size_t at = text.find(separator);
+    if (at != 0) out.emplace_back(text.substr(0, at));
+    if (at == std::string_view::npos) break;
+    text.remove_prefix(at + separator.size());
+  }
+  return out;
 }
 
 }  // namespace gputriage

@@ -240,6 +240,10 @@ void NvmlSampler::SampleGpm(Gpu& gpu, TimeNs t, Recording& recording) {
   }
 }
 
+bool NvmlSampler::Gone(const Gpu& gpu) const {
+  return gpu.lost || (gpu.parent >= 0 && devices_[static_cast<size_t>(gpu.parent)].lost);
+}
+
 int NvmlSampler::lost_devices() const {
   int n = 0;
   for (const auto& g : devices_) n += g.lost ? 1 : 0;
@@ -348,7 +352,7 @@ bool NvmlSampler::ListProcesses(Gpu& gpu, Recording& recording) {
 void NvmlSampler::SampleProcesses(TimeNs t, const std::function<bool(unsigned int pid)>& is_job, Recording& recording) {
   const NvmlApi& api = nvml_->api();
   for (auto& gpu : devices_) {
-    if (gpu.lost || (gpu.parent >= 0 && devices_[static_cast<size_t>(gpu.parent)].lost)) continue;
+    if (Gone(gpu)) continue;
     if (!ListProcesses(gpu, recording)) continue;
     MetricDevice& d = recording.metrics.devices[gpu.metric_device];
     double job_bytes = 0;
@@ -417,9 +421,9 @@ void NvmlSampler::FinishAttribution(Recording& recording) {
 void NvmlSampler::Sample(TimeNs t, Recording& recording) {
   const NvmlApi& api = nvml_->api();
   MetricSet& set = recording.metrics;
-  auto put = [&](size_t device, Metric m, TimeNs at, double value) { recording.metrics.Add(device, m, at, value); };
+  auto put = [&set](size_t device, Metric m, TimeNs at, double value) { set.Add(device, m, at, value); };
   for (auto& gpu : devices_) {
-    if (gpu.lost || (gpu.parent >= 0 && devices_[static_cast<size_t>(gpu.parent)].lost)) continue;
+    if (Gone(gpu)) continue;
     const size_t dev = gpu.metric_device;
     auto want = [&](Call call, bool resolved) { return resolved && !gpu.unsupported[call] && !gpu.lost; };
     if (want(kUtil, api.DeviceGetUtilizationRates != nullptr)) {

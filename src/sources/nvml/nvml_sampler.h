@@ -79,6 +79,8 @@ class NvmlSampler {
   void OpenMigInstances(size_t parent, Recording& recording);
   void SetUpGpm(Gpu& gpu, Recording& recording);
   bool ListProcesses(Gpu& gpu, Recording& recording);
+  /// Lost, or a MIG instance of a lost GPU: not sampled any more.
+  bool Gone(const Gpu& gpu) const;
   explicit NvmlSampler(const NvmlLibrary& nvml) : nvml_(&nvml) {}
   /// True when the value is usable; handles and counts every other outcome.
   bool Check(nvmlReturn_t rc, Gpu& gpu, Call call, Recording& recording);

@@ -134,6 +134,13 @@ assert da["name"] == db["name"] and da["power"]["limit_w"] == db["power"]["limit
 print("ok: exported run diagnoses the same as the stored one")
 PY
   check "export an unknown run" 3 "$bin" export 999999 -o "$tmp/none.prom"
+  check "diagnose: a number too large for a run id is a missing file, not a crash" 3 \
+    "$bin" diagnose 99999999999999999999999999
+  # Names and tags are the user's bytes: quotes and invalid UTF-8 still give valid JSON.
+  check "record a run with an awkward name" 0 "$bin" record --nvml-library "$fake_nvml" \
+    --name "$(printf 'say "hi" \xff')" --tag 'note=a\b' -- true
+  check "runs --json with an awkward name" 0 "$bin" runs --json
+  python3 -c 'import json,sys; r=json.load(open(sys.argv[1]))[-1]; assert r["name"].startswith("say \"hi\" "), r["name"]; assert r["metadata"]["note"] == "a\\b", r["metadata"]; print("ok: runs JSON escapes names and tags")' "$tmp/out" || fail=1
   # SIGTERM to the recorder reaches the job; the recorder exits with the job's status.
   "$bin" record --nvml-library "$fake_nvml" -- sleep 30 >"$tmp/out" 2>"$tmp/err" &
   rec_pid=$!

@@ -12,6 +12,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <charconv>
 #include <ctime>
 #include <filesystem>
 #include <memory>
@@ -27,6 +28,7 @@
 #include "gputriage/report.h"
 #include "gputriage/version.h"
 #include "src/record/recorder.h"
+#include "src/report/runs_json.h"
 #include "src/store/run_export.h"
 #include "src/store/run_store.h"
 
@@ -54,18 +56,32 @@ struct DiagnoseArgs {
 
 void Print(const std::string& out) { std::fwrite(out.data(), 1, out.size(), stdout); }
 
+/// The run store at `path` ($GPUTRIAGE_STORE or the user's data directory when
+/// empty); null after printing why it cannot be opened, `hint` appended.
+std::unique_ptr<gputriage::RunStore> OpenStore(const std::string& path, const char* hint = "") {
+  auto store = gputriage::RunStore::Open(path.empty() ? gputriage::RunStore::DefaultPath() : path);
+  if (!store.ok()) {
+    std::fprintf(stderr, "gputriage: error: %s%s\n", store.status().ToString().c_str(), hint);
+    return nullptr;
+  }
+  return std::move(*store);
+}
+
 int RunDiagnose(const DiagnoseArgs& args) {
   gputriage::ImportOptions import;
   import.format = args.format;
   import.smi_columns = args.smi_columns;
   import.sample_interval_ns = static_cast<gputriage::TimeNs>(std::llround(args.sample_interval_s * 1e9));
-  // A bare number that is not a file names a stored run.
+  // A bare number that is not a file names a stored run (one too large for a
+  // run id stays a file name, and its import says it is missing).
   std::vector<std::string> files;
   std::vector<int64_t> run_ids;
   for (const auto& f : args.files) {
     std::error_code ec;
-    if (!f.empty() && f.find_first_not_of("0123456789") == std::string::npos && !std::filesystem::exists(f, ec))
-      run_ids.push_back(std::stoll(f));
+    int64_t id = 0;
+    const auto [end, err] = std::from_chars(f.data(), f.data() + f.size(), id);
+    if (!f.empty() && err == std::errc() && end == f.data() + f.size() && id >= 0 && !std::filesystem::exists(f, ec))
+      run_ids.push_back(id);
     else
       files.push_back(f);
   }
@@ -75,13 +91,10 @@ int RunDiagnose(const DiagnoseArgs& args) {
     return kExitInput;
   }
   if (!run_ids.empty()) {
-    auto store = gputriage::RunStore::Open(args.store_path.empty() ? gputriage::RunStore::DefaultPath() : args.store_path);
-    if (!store.ok()) {
-      std::fprintf(stderr, "gputriage: error: %s\n", store.status().ToString().c_str());
-      return kExitInput;
-    }
+    auto store = OpenStore(args.store_path);
+    if (!store) return kExitInput;
     for (int64_t id : run_ids) {
-      auto rec = (*store)->LoadRun(id);
+      auto rec = store->LoadRun(id);
       if (!rec.ok()) {
         std::fprintf(stderr, "gputriage: error: %s\n", rec.status().ToString().c_str());
         return kExitInput;
@@ -185,12 +198,8 @@ int RunRecord(const RecordArgs& args) {
   if (!args.dcgm_exporter_url.empty() && !args.interval_given) options.interval_ns = 1'000'000'000;
   std::unique_ptr<gputriage::RunStore> store;
   if (!args.no_store) {
-    auto opened = gputriage::RunStore::Open(args.store_path.empty() ? gputriage::RunStore::DefaultPath() : args.store_path);
-    if (!opened.ok()) {
-      std::fprintf(stderr, "gputriage: error: %s (use --no-store to record without one)\n", opened.status().ToString().c_str());
-      return kExitInput;
-    }
-    store = std::move(*opened);
+    store = OpenStore(args.store_path, " (use --no-store to record without one)");
+    if (!store) return kExitInput;
     options.store = store.get();
   }
   options.info.name = args.name;
@@ -264,30 +273,11 @@ int RunRecord(const RecordArgs& args) {
   return result->exit_code;
 }
 
-/// A JSON string literal (quotes, backslashes and control characters escaped).
-std::string JsonQuote(const std::string& text) {
-  std::string out = "\"";
-  for (const char c : text) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      out += fmt::format("\\u{:04x}", static_cast<int>(c));
-    } else {
-      out += c;
-    }
-  }
-  return out + "\"";
-}
-
 int RunExport(const std::string& store_path, int64_t run, std::string out_path) {
-  auto store = gputriage::RunStore::Open(store_path.empty() ? gputriage::RunStore::DefaultPath() : store_path);
-  if (!store.ok()) {
-    std::fprintf(stderr, "gputriage: error: %s\n", store.status().ToString().c_str());
-    return kExitInput;
-  }
+  auto store = OpenStore(store_path);
+  if (!store) return kExitInput;
   if (out_path.empty()) out_path = fmt::format("gputriage-run-{}.prom", run);
-  auto written = gputriage::ExportRun(**store, run, out_path);
+  auto written = gputriage::ExportRun(*store, run, out_path);
   if (!written.ok()) {
     std::fprintf(stderr, "gputriage: error: %s\n", written.status().ToString().c_str());
     return kExitInput;
@@ -298,31 +288,16 @@ int RunExport(const std::string& store_path, int64_t run, std::string out_path) 
 }
 
 int RunRuns(const std::string& store_path, bool json) {
-  auto store = gputriage::RunStore::Open(store_path.empty() ? gputriage::RunStore::DefaultPath() : store_path);
-  if (!store.ok()) {
-    std::fprintf(stderr, "gputriage: error: %s\n", store.status().ToString().c_str());
-    return kExitInput;
-  }
-  auto runs = (*store)->ListRuns();
+  auto store = OpenStore(store_path);
+  if (!store) return kExitInput;
+  auto runs = store->ListRuns();
   if (!runs.ok()) {
     std::fprintf(stderr, "gputriage: error: %s\n", runs.status().ToString().c_str());
     return kExitInput;
   }
   std::string out;
   if (json) {
-    out = "[";
-    for (size_t i = 0; i < runs->size(); ++i) {
-      const auto& r = (*runs)[i];
-      std::string meta;
-      for (const auto& [k, v] : r.metadata) meta += fmt::format("{}{}: {}", meta.empty() ? "" : ", ", JsonQuote(k), JsonQuote(v));
-      out += fmt::format("{}{{\"id\": {}, \"name\": {}, \"status\": {}, \"command\": {}, \"host\": {}, "
-                         "\"started_ns\": {}, \"ended_ns\": {}, \"exit_code\": {}, \"devices\": {}, \"samples\": {}, "
-                         "\"metadata\": {{{}}}}}",
-                         i ? ", " : "", r.id, JsonQuote(r.name), JsonQuote(r.status), JsonQuote(r.command), JsonQuote(r.host),
-                         r.started_ns, r.ended_ns,
-                         r.exit_code ? std::to_string(*r.exit_code) : "null", r.devices, r.samples, meta);
-    }
-    out += "]\n";
+    out = gputriage::RenderRunsJson(*runs) + "\n";
   } else {
     out = fmt::format("{:>5}  {:<16}  {:<10}  {:>5}  {:>4}  {:>9}  {:<9}  {}\n", "run", "started", "status", "exit",
                       "gpus", "samples", "commit", "command");

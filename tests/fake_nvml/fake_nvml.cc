@@ -37,6 +37,7 @@
 #include <map>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "src/sources/nvml/nvml_api.h"
@@ -58,8 +59,9 @@ struct FakeDevice {
   unsigned long long memory_total_mib = 16384;
   unsigned mig = 0;
   unsigned gpm = 0;
-  std::map<std::string, std::vector<double>> series;
-  std::map<std::string, int> errors;  // call → return code
+  // Transparent comparators: every fake call looks these up by a literal, without allocating.
+  std::map<std::string, std::vector<double>, std::less<>> series;
+  std::map<std::string, int, std::less<>> errors;  // call → return code
   long lost_after = -1;
   long sample = -1;  // advanced by each utilization call
   std::vector<FakeProcess> processes;
@@ -262,17 +264,29 @@ std::vector<unsigned> Pids(const FakeProcess& p) {
 }
 
 /// The code a call returns on this device now (0 = success).
-int Outcome(FakeDevice& d, const std::string& call) {
+int Outcome(FakeDevice& d, std::string_view call) {
   if (d.lost_after >= 0 && d.sample >= d.lost_after) return NVML_ERROR_GPU_IS_LOST;
   auto it = d.errors.find(call);
   return it == d.errors.end() ? NVML_SUCCESS : it->second;
 }
 
-double Value(const FakeDevice& d, const std::string& metric, double fallback) {
+double Value(const FakeDevice& d, std::string_view metric, double fallback) {
   auto it = d.series.find(metric);
   if (it == d.series.end() || it->second.empty()) return fallback;
   const long i = d.sample < 0 ? 0 : d.sample;
   return it->second[static_cast<size_t>(i) % it->second.size()];
+}
+
+/// The shape of every simple getter: an invalid handle is INVALID_ARGUMENT, then
+/// the scripted outcome of `call` (none when null), then `fill` writes the answer.
+template <typename Fill>
+nvmlReturn_t Answer(nvmlDevice_t device, const char* call, Fill&& fill) {
+  FakeDevice* d = Get(device);
+  if (!d) return NVML_ERROR_INVALID_ARGUMENT;
+  if (call != nullptr)
+    if (int rc = Outcome(*d, call)) return rc;
+  fill(*d);
+  return NVML_SUCCESS;
 }
 
 void Copy(const std::string& text, char* out, unsigned int length) {
@@ -331,32 +345,28 @@ FAKE_API nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned int index, nvmlDevi
 }
 
 FAKE_API nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t device, char* name, unsigned int length) {
-  FakeDevice* d = Get(device);
-  if (!d) return NVML_ERROR_INVALID_ARGUMENT;
-  Copy(d->name, name, length);
-  return NVML_SUCCESS;
+  return Answer(device, nullptr, [&](FakeDevice& d) {
+    Copy(d.name, name, length);
+  });
 }
 
 FAKE_API nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t device, char* uuid, unsigned int length) {
-  FakeDevice* d = Get(device);
-  if (!d) return NVML_ERROR_INVALID_ARGUMENT;
-  Copy(d->uuid, uuid, length);
-  return NVML_SUCCESS;
+  return Answer(device, nullptr, [&](FakeDevice& d) {
+    Copy(d.uuid, uuid, length);
+  });
 }
 
 FAKE_API nvmlReturn_t nvmlDeviceGetPciInfo_v3(nvmlDevice_t device, nvmlPciInfo_t* pci) {
-  FakeDevice* d = Get(device);
-  if (!d) return NVML_ERROR_INVALID_ARGUMENT;
-  std::memset(pci, 0, sizeof *pci);
-  Copy(d->bus, pci->busId, sizeof pci->busId);
-  return NVML_SUCCESS;
+  return Answer(device, nullptr, [&](FakeDevice& d) {
+    std::memset(pci, 0, sizeof *pci);
+    Copy(d.bus, pci->busId, sizeof pci->busId);
+  });
 }
 
 FAKE_API nvmlReturn_t nvmlDeviceGetMigMode(nvmlDevice_t device, unsigned int* current, unsigned int* pending) {
-  FakeDevice* d = Get(device);
-  if (!d) return NVML_ERROR_INVALID_ARGUMENT;
-  *current = *pending = d->mig;
-  return NVML_SUCCESS;
+  return Answer(device, nullptr, [&](FakeDevice& d) {
+    *current = *pending = d.mig;
+  });
 }
 
 FAKE_API nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device, nvmlUtilization_t* u) {
@@ -365,7 +375,10 @@ FAKE_API nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device, nvmlUti
   ++d->sample;
   if (d->mig || d->parent) return NVML_ERROR_NOT_SUPPORTED;  // NVML reports no utilization under MIG
   // The driver keeps sampling between our polls: this sample's share of buffer entries.
-  const auto series = d->series.count("gpu_util_fast") ? d->series["gpu_util_fast"] : d->series["gpu_util"];
+  auto fast = d->series.find("gpu_util_fast");
+  if (fast == d->series.end()) fast = d->series.find("gpu_util");
+  static const std::vector<double> kNone;
+  const std::vector<double>& series = fast == d->series.end() ? kNone : fast->second;
   for (int i = 0; i < d->buffer_per_sample; ++i, ++d->buffer_entries) {
     const double v = series.empty() ? 0 : series[static_cast<size_t>(d->buffer_entries) % series.size()];
     if (d->buffer_dry && v == 0) continue;
@@ -383,68 +396,54 @@ FAKE_API nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device, nvmlUti
 }
 
 FAKE_API nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t* m) {
-  FakeDevice* d = Get(device);
-  if (!d) return NVML_ERROR_INVALID_ARGUMENT;
-  if (int rc = Outcome(*d, "memory")) return rc;
-  m->total = d->memory_total_mib << 20;
-  m->used = static_cast<unsigned long long>(Value(*d, "mem_used_mib", 0)) << 20;
-  m->free = m->total > m->used ? m->total - m->used : 0;
-  return NVML_SUCCESS;
+  return Answer(device, "memory", [&](FakeDevice& d) {
+    m->total = d.memory_total_mib << 20;
+    m->used = static_cast<unsigned long long>(Value(d, "mem_used_mib", 0)) << 20;
+    m->free = m->total > m->used ? m->total - m->used : 0;
+  });
 }
 
 FAKE_API nvmlReturn_t nvmlDeviceGetPowerUsage(nvmlDevice_t device, unsigned int* milliwatts) {
-  FakeDevice* d = Get(device);
-  if (!d) return NVML_ERROR_INVALID_ARGUMENT;
-  if (int rc = Outcome(*d, "power")) return rc;
-  *milliwatts = static_cast<unsigned>(Value(*d, "power_w", 0) * 1000.0);
-  return NVML_SUCCESS;
+  return Answer(device, "power", [&](FakeDevice& d) {
+    *milliwatts = static_cast<unsigned>(Value(d, "power_w", 0) * 1000.0);
+  });
 }
 
 FAKE_API nvmlReturn_t nvmlDeviceGetEnforcedPowerLimit(nvmlDevice_t device, unsigned int* milliwatts) {
-  FakeDevice* d = Get(device);
-  if (!d) return NVML_ERROR_INVALID_ARGUMENT;
-  *milliwatts = d->power_limit_w * 1000;
-  return NVML_SUCCESS;
+  return Answer(device, nullptr, [&](FakeDevice& d) {
+    *milliwatts = d.power_limit_w * 1000;
+  });
 }
 
 FAKE_API nvmlReturn_t nvmlDeviceGetClockInfo(nvmlDevice_t device, nvmlClockType_t type, unsigned int* mhz) {
-  FakeDevice* d = Get(device);
-  if (!d) return NVML_ERROR_INVALID_ARGUMENT;
-  if (int rc = Outcome(*d, "clocks")) return rc;
-  *mhz = static_cast<unsigned>(type == NVML_CLOCK_MEM ? Value(*d, "mem_mhz", 1593) : Value(*d, "sm_mhz", 0));
-  return NVML_SUCCESS;
+  return Answer(device, "clocks", [&](FakeDevice& d) {
+    *mhz = static_cast<unsigned>(type == NVML_CLOCK_MEM ? Value(d, "mem_mhz", 1593) : Value(d, "sm_mhz", 0));
+  });
 }
 
 FAKE_API nvmlReturn_t nvmlDeviceGetMaxClockInfo(nvmlDevice_t device, nvmlClockType_t type, unsigned int* mhz) {
-  FakeDevice* d = Get(device);
-  if (!d) return NVML_ERROR_INVALID_ARGUMENT;
-  *mhz = type == NVML_CLOCK_SM ? d->max_sm_mhz : 1593;
-  return NVML_SUCCESS;
+  return Answer(device, nullptr, [&](FakeDevice& d) {
+    *mhz = type == NVML_CLOCK_SM ? d.max_sm_mhz : 1593;
+  });
 }
 
 FAKE_API nvmlReturn_t nvmlDeviceGetTemperature(nvmlDevice_t device, nvmlTemperatureSensors_t, unsigned int* celsius) {
-  FakeDevice* d = Get(device);
-  if (!d) return NVML_ERROR_INVALID_ARGUMENT;
-  if (int rc = Outcome(*d, "temperature")) return rc;
-  *celsius = static_cast<unsigned>(Value(*d, "temp_c", 50));
-  return NVML_SUCCESS;
+  return Answer(device, "temperature", [&](FakeDevice& d) {
+    *celsius = static_cast<unsigned>(Value(d, "temp_c", 50));
+  });
 }
 
 // Only the pre-R535 name, so the loader's fallback is what finds it.
 FAKE_API nvmlReturn_t nvmlDeviceGetCurrentClocksThrottleReasons(nvmlDevice_t device, unsigned long long* reasons) {
-  FakeDevice* d = Get(device);
-  if (!d) return NVML_ERROR_INVALID_ARGUMENT;
-  if (int rc = Outcome(*d, "reasons")) return rc;
-  *reasons = static_cast<unsigned long long>(Value(*d, "reasons", 0));
-  return NVML_SUCCESS;
+  return Answer(device, "reasons", [&](FakeDevice& d) {
+    *reasons = static_cast<unsigned long long>(Value(d, "reasons", 0));
+  });
 }
 
 FAKE_API nvmlReturn_t nvmlDeviceGetPcieThroughput(nvmlDevice_t device, nvmlPcieUtilCounter_t counter, unsigned int* kbs) {
-  FakeDevice* d = Get(device);
-  if (!d) return NVML_ERROR_INVALID_ARGUMENT;
-  if (int rc = Outcome(*d, "pcie")) return rc;
-  *kbs = static_cast<unsigned>(counter == NVML_PCIE_UTIL_RX_BYTES ? Value(*d, "pcie_rx_kbs", 0) : Value(*d, "pcie_tx_kbs", 0));
-  return NVML_SUCCESS;
+  return Answer(device, "pcie", [&](FakeDevice& d) {
+    *kbs = static_cast<unsigned>(counter == NVML_PCIE_UTIL_RX_BYTES ? Value(d, "pcie_rx_kbs", 0) : Value(d, "pcie_tx_kbs", 0));
+  });
 }
 
 // ---- GPM ----------------------------------------------------------------------

@@ -213,6 +213,8 @@ check "record from an exporter between refreshes" 0 \
 python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); n=d["recordings"][0]["metric_devices"][0]["metrics"]["gpu_util"]["samples"]; assert n == 1, n; print("ok: unchanged scrapes are not samples")' "$tmp/static.json" || fail=1
 check "record: an endpoint that is not dcgm-exporter" 3 "$bin" record --dcgm-exporter "http://127.0.0.1:$port/notdcgm" -- true
 grep -q "does not serve dcgm-exporter" "$tmp/err" || { echo "FAIL: unclear not-dcgm error"; cat "$tmp/err"; fail=1; }
+check "record: a reply too large to be a metrics page" 3 "$bin" record --dcgm-exporter "http://127.0.0.1:$port/huge" -- true
+grep -q "reply larger than 64 MiB" "$tmp/err" || { echo "FAIL: unclear over-size error"; cat "$tmp/err"; fail=1; }
 check "record: an endpoint that fails" 3 "$bin" record --dcgm-exporter "http://127.0.0.1:$port/error" -- true
 grep -q "HTTP 500" "$tmp/err" || { echo "FAIL: unclear HTTP error"; cat "$tmp/err"; fail=1; }
 kill "$exporter_pid"; wait "$exporter_pid" 2>/dev/null

@@ -10,6 +10,7 @@ dcgm-exporter's legacy text format:
   /static    the same reply every time (an exporter between collect intervals)
   /notdcgm   a Prometheus text without DCGM series
   /error     HTTP 500
+  /huge      70 MiB of comment lines (no metrics page is that large)
 """
 import http.server
 import sys
@@ -49,6 +50,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
             text, code = body(n), 200
         elif self.path == "/static":
             text, code = body(0), 200
+        elif self.path == "/huge":
+            text, code = ("# " + "x" * 1022 + "\n") * (70 * 1024), 200
         elif self.path == "/notdcgm":
             text, code = "# HELP up Up.\n# TYPE up gauge\nup 1\n", 200
         else:

@@ -4,15 +4,15 @@
 
 #include "src/sources/http/http_get.h"
 #include "src/sources/metrics/metric_readers.h"
+#include "src/util/byte_source.h"
+#include "src/util/line_reader.h"
 
 namespace gputriage {
 namespace {
 constexpr int kTimeoutMs = 5000;  // a scrape slower than this is a failed sample, not a stalled recorder
+// A dcgm-exporter page is ~10 KB per GPU; a reply this large is something else.
+constexpr size_t kMaxReplyBytes = size_t{64} << 20;
 }  // namespace
-
-struct DcgmExporterSource::Target {
-  HttpTarget http;
-};
 
 DcgmExporterSource::DcgmExporterSource() = default;
 DcgmExporterSource::~DcgmExporterSource() = default;
@@ -22,8 +22,8 @@ StatusOr<std::unique_ptr<DcgmExporterSource>> DcgmExporterSource::Open(const std
   ASSIGN_OR_RETURN(HttpTarget http, ParseHttpUrl(url));
   std::unique_ptr<DcgmExporterSource> source(new DcgmExporterSource());
   source->url_ = url;
-  source->target_ = std::make_unique<Target>(Target{http});
-  auto body = HttpGet(http, kTimeoutMs);
+  source->http_ = std::make_unique<HttpClient>(std::move(http), kTimeoutMs);
+  auto body = source->http_->Get(kMaxReplyBytes);
   if (!body.ok()) return IoError("cannot scrape dcgm-exporter: " + body.status().message());
   source->context_ = std::make_unique<MetricReaderContext>();
   source->context_->recording = &recording;
@@ -41,21 +41,17 @@ StatusOr<std::unique_ptr<DcgmExporterSource>> DcgmExporterSource::Open(const std
 void DcgmExporterSource::Feed(const std::string& body, TimeNs t) {
   StartDcgmExporterScrape(reader_.get(), t);
   context_->file = url_ + " (scrape " + std::to_string(scrapes_ + 1) + ")";  // messages name the scrape and its line
-  line_ = 0;
-  std::string_view rest(body);
-  while (!rest.empty()) {
-    const size_t nl = rest.find('\n');
-    std::string_view line = rest.substr(0, nl);
-    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
-    reader_->Line(line, ++line_);
-    rest = nl == std::string_view::npos ? std::string_view() : rest.substr(nl + 1);
-  }
+  LineReader lines(MemorySource(context_->file, body.data(), body.size()));
+  std::string_view line;
+  while (lines.Next(line)) reader_->Line(line, lines.line_number());
+  if (!lines.status().ok())
+    context_->Issue(IssueSeverity::kWarning, "scrape_unreadable", [&] { return lines.status().message(); });
   ++scrapes_;
 }
 
 void DcgmExporterSource::Sample(TimeNs t, Recording& recording) {
   context_->recording = &recording;
-  auto body = HttpGet(target_->http, kTimeoutMs);
+  auto body = http_->Get(kMaxReplyBytes);
   if (!body.ok()) {
     context_->Issue(IssueSeverity::kWarning, "scrape_failed", [&] { return body.status().message(); });
     return;

@@ -12,6 +12,7 @@
 
 namespace gputriage {
 
+class HttpClient;
 class MetricLineReader;
 struct MetricReaderContext;
 
@@ -37,12 +38,10 @@ class DcgmExporterSource {
   void Feed(const std::string& body, TimeNs t);
 
   std::string url_;
-  struct Target;
-  std::unique_ptr<Target> target_;
+  std::unique_ptr<HttpClient> http_;
   std::unique_ptr<MetricReaderContext> context_;
   std::unique_ptr<MetricLineReader> reader_;
   std::string previous_;
-  int64_t line_ = 0;
   int64_t scrapes_ = 0;
   int64_t unchanged_ = 0;
 };

@@ -29,23 +29,46 @@ StatusOr<HttpTarget> ParseHttpUrl(const std::string& url) {
   return t;
 }
 
-StatusOr<std::string> HttpGet(const HttpTarget& target, int timeout_ms) {
-  httplib::Client client(target.scheme + "://" + target.host);
-  const time_t seconds = timeout_ms / 1000;
-  const time_t micros = (timeout_ms % 1000) * 1000;
-  client.set_connection_timeout(seconds, micros);
-  client.set_read_timeout(seconds, micros);
-  client.set_follow_location(true);
-  const std::string where = target.scheme + "://" + target.host + target.path;
-  auto response = client.Get(target.path);
-  if (!response) return IoError(where + ": " + httplib::to_string(response.error()));
+struct HttpClient::Impl {
+  HttpTarget target;
+  std::string where;  // the URL, for messages
+  httplib::Client client;
+  Impl(HttpTarget t, int timeout_ms)
+      : target(std::move(t)), where(target.scheme + "://" + target.host + target.path),
+        client(target.scheme + "://" + target.host) {
+    const time_t seconds = timeout_ms / 1000;
+    const time_t micros = (timeout_ms % 1000) * 1000;
+    client.set_connection_timeout(seconds, micros);
+    client.set_read_timeout(seconds, micros);
+    client.set_follow_location(true);
+    client.set_keep_alive(true);
+  }
+};
+
+HttpClient::HttpClient(HttpTarget target, int timeout_ms) : impl_(std::make_unique<Impl>(std::move(target), timeout_ms)) {}
+HttpClient::~HttpClient() = default;
+
+StatusOr<std::string> HttpClient::Get(size_t max_bytes) {
+  std::string body;
+  bool too_large = false;
+  auto response = impl_->client.Get(impl_->target.path, [&](const char* data, size_t size) {
+    if (body.size() + size > max_bytes) {
+      too_large = true;
+      return false;  // stop reading: the reply is not a metrics page
+    }
+    body.append(data, size);
+    return true;
+  });
+  if (too_large)
+    return DataLossError(impl_->where + ": reply larger than " + std::to_string(max_bytes >> 20) + " MiB; not read");
+  if (!response) return IoError(impl_->where + ": " + httplib::to_string(response.error()));
   if (response->status != 200) {
-    std::string start = response->body.substr(0, 120);
+    std::string start = body.substr(0, 120);
     for (char& c : start)
       if (c == '\n' || c == '\r') c = ' ';
-    return IoError(where + ": HTTP " + std::to_string(response->status) + (start.empty() ? "" : ": " + start));
+    return IoError(impl_->where + ": HTTP " + std::to_string(response->status) + (start.empty() ? "" : ": " + start));
   }
-  return std::move(response->body);
+  return body;
 }
 
 }  // namespace gputriage

@@ -2,6 +2,8 @@
 // user of cpp-httplib (http_get.cc).
 #pragma once
 
+#include <cstddef>
+#include <memory>
 #include <string>
 
 #include "gputriage/status.h"
@@ -18,8 +20,23 @@ struct HttpTarget {
 /// Errors name what is wrong with the URL.
 StatusOr<HttpTarget> ParseHttpUrl(const std::string& url);
 
-/// The body of a 200 response. Errors say what failed: connection refused,
-/// timeout, or the HTTP status with the start of the body.
-StatusOr<std::string> HttpGet(const HttpTarget& target, int timeout_ms);
+/// GETs one URL again and again over one kept-alive connection (a recorder
+/// scrapes the same endpoint every second).
+class HttpClient {
+ public:
+  HttpClient(HttpTarget target, int timeout_ms);
+  ~HttpClient();
+  HttpClient(const HttpClient&) = delete;
+  HttpClient& operator=(const HttpClient&) = delete;
+
+  /// The body of a 200 response, at most `max_bytes` long. Errors say what
+  /// failed: connection refused, timeout, a reply over the limit, or the HTTP
+  /// status with the start of the body.
+  StatusOr<std::string> Get(size_t max_bytes);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
 
 }  // namespace gputriage

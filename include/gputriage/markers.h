@@ -1,0 +1,50 @@
+/* gputriage step markers: a stable C ABI for timing training steps and their
+ * phases from inside the training loop. Markers go into a shared-memory ring
+ * that `gputriage record` creates and reads; the ring is passed to the job (and
+ * its children) through the environment, so a process started without a
+ * recorder pays only the check that no ring is attached.
+ *
+ * Thread- and process-safe: any thread of any process of the job may write.
+ * Times are taken when the call is made (CLOCK_REALTIME, nanoseconds), the
+ * clock the recorder's GPU samples use.
+ */
+#ifndef GPUTRIAGE_MARKERS_H_
+#define GPUTRIAGE_MARKERS_H_
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define GPUTRIAGE_MARKERS_ABI_VERSION 1
+
+/* Named phases of a step. */
+typedef enum gputriage_phase {
+  GPUTRIAGE_PHASE_DATA = 1,          /* waiting for the next batch (DataLoader, I/O, preprocessing) */
+  GPUTRIAGE_PHASE_FORWARD = 2,
+  GPUTRIAGE_PHASE_BACKWARD = 3,
+  GPUTRIAGE_PHASE_OPTIMIZER = 4,
+  GPUTRIAGE_PHASE_COMMUNICATION = 5, /* all-reduce and other collectives outside backward */
+  GPUTRIAGE_PHASE_CHECKPOINT = 6,
+  GPUTRIAGE_PHASE_OTHER = 7
+} gputriage_phase;
+
+/* 1 when a recorder's ring is attached to this process, else 0. Attaches on
+ * the first call (every other call attaches too, so calling this is optional). */
+int gputriage_markers_enabled(void);
+
+/* A training step begins / ends. `samples`, `tokens` (0 when unknown) and
+ * `flops` (model FLOPs of the step, 0 when unknown; for MFU) are per step. */
+void gputriage_step_begin(int64_t step);
+void gputriage_step_end(int64_t step, int64_t samples, int64_t tokens, double flops);
+
+/* A named phase begins / ends on the calling thread. */
+void gputriage_phase_begin(gputriage_phase phase);
+void gputriage_phase_end(gputriage_phase phase);
+
+#ifdef __cplusplus
+}  /* extern "C" */
+#endif
+
+#endif /* GPUTRIAGE_MARKERS_H_ */

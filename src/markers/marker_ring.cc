@@ -1,0 +1,133 @@
+#include "src/markers/marker_ring.h"
+
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+namespace gputriage {
+namespace {
+
+uint64_t RoundUpPowerOfTwo(uint64_t n) {
+  uint64_t p = 1;
+  while (p < n) p <<= 1;
+  return p;
+}
+
+int64_t MonotonicMs() {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1000 + ts.tv_nsec / 1'000'000;
+}
+
+constexpr int64_t kAbandonAfterMs = 2000;  // a claimed slot unpublished this long: its writer died
+
+}  // namespace
+
+uint32_t MarkerChecksum(const MarkerRecord& r) {
+  // Mixes the payload's seven 64-bit words (the checksum field read as zero):
+  // a few cycles per marker, and any stray write changes it with near certainty.
+  uint64_t words[7];
+  static_assert(sizeof(words) == sizeof(MarkerRecord) - sizeof(r.seq));
+  std::memcpy(words, reinterpret_cast<const char*>(&r) + sizeof(r.seq), sizeof(words));
+  words[2] &= 0x00000000FFFFFFFFULL;  // kind and phase stay; the checksum (upper half) does not count
+  uint64_t h = 0x84222325CBF29CE4ULL;
+  for (const uint64_t w : words) {
+    h = (h ^ w) * 0x9E3779B97F4A7C15ULL;
+    h ^= h >> 29;
+  }
+  return static_cast<uint32_t>(h ^ (h >> 32));
+}
+
+StatusOr<std::unique_ptr<MarkerRing>> MarkerRing::Create(uint64_t capacity) {
+  std::unique_ptr<MarkerRing> ring(new MarkerRing());
+  ring->capacity_ = RoundUpPowerOfTwo(capacity < 64 ? 64 : capacity);
+  ring->bytes_ = sizeof(MarkerRingHeader) + ring->capacity_ * sizeof(MarkerRecord);
+  // A memfd has no name anyone can open: the job inherits the descriptor, and
+  // otherwise only the same user (or root) reaches it through /proc/PID/fd.
+  ring->fd_ = memfd_create("gputriage-markers", 0);
+  if (ring->fd_ < 0) return IoError(std::string("step markers: memfd_create: ") + std::strerror(errno));
+  if (ftruncate(ring->fd_, static_cast<off_t>(ring->bytes_)) != 0)
+    return IoError(std::string("step markers: cannot size the ring: ") + std::strerror(errno));
+  ring->base_ = mmap(nullptr, ring->bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, ring->fd_, 0);
+  if (ring->base_ == MAP_FAILED) {
+    ring->base_ = nullptr;
+    return IoError(std::string("step markers: mmap: ") + std::strerror(errno));
+  }
+  auto* header = new (ring->base_) MarkerRingHeader{};
+  header->magic = kMarkerRingMagic;
+  header->version = 1;
+  header->record_size = sizeof(MarkerRecord);
+  header->capacity = ring->capacity_;
+  header->write_index.store(0, std::memory_order_release);
+  return ring;
+}
+
+MarkerRing::~MarkerRing() {
+  if (base_) munmap(base_, bytes_);
+  if (fd_ >= 0) close(fd_);
+}
+
+void MarkerRing::Drain(std::vector<Marker>& out, bool final) {
+  if (stats_.header_damaged) return;
+  auto* header = static_cast<MarkerRingHeader*>(base_);
+  // The header is the job's to write too: check it before using anything in it.
+  if (header->magic != kMarkerRingMagic || header->version != 1 || header->record_size != sizeof(MarkerRecord) ||
+      header->capacity != capacity_) {
+    stats_.header_damaged = true;
+    return;
+  }
+  auto* records = reinterpret_cast<MarkerRecord*>(static_cast<char*>(base_) + sizeof(MarkerRingHeader));
+  const uint64_t written = header->write_index.load(std::memory_order_acquire);
+  if (written < read_index_ || written - read_index_ > (uint64_t{1} << 48)) {
+    stats_.header_damaged = true;  // the index went backwards or jumped absurdly: garbage
+    return;
+  }
+  if (written - read_index_ > capacity_) {  // the writers lapped the reader
+    stats_.lost += static_cast<int64_t>(written - capacity_ - read_index_);
+    read_index_ = written - capacity_;
+  }
+  const int64_t now_ms = MonotonicMs();
+  for (; read_index_ < written; ++read_index_) {
+    MarkerRecord& slot = records[read_index_ & (capacity_ - 1)];
+    const uint64_t expected = read_index_ + 1;
+    const uint64_t seq = slot.seq.load(std::memory_order_acquire);
+    if (seq < expected) {
+      // Claimed, not yet published: wait for it, unless its writer is gone.
+      if (pending_index_ != read_index_) {
+        pending_index_ = read_index_;
+        pending_since_ms_ = now_ms;
+      }
+      if (!final && now_ms - pending_since_ms_ < kAbandonAfterMs) return;
+      ++stats_.abandoned;
+      continue;
+    }
+    if (seq > expected) {  // overwritten by a later lap
+      ++stats_.lost;
+      continue;
+    }
+    MarkerRecord copy;
+    std::memcpy(reinterpret_cast<char*>(&copy) + sizeof(copy.seq), reinterpret_cast<const char*>(&slot) + sizeof(slot.seq),
+                sizeof(MarkerRecord) - sizeof(slot.seq));
+    std::atomic_thread_fence(std::memory_order_acquire);
+    if (slot.seq.load(std::memory_order_relaxed) != expected) {  // a later lap wrote while we copied
+      ++stats_.lost;
+      continue;
+    }
+    const bool kind_ok = copy.kind >= static_cast<uint16_t>(MarkerKind::kStepBegin) &&
+                         copy.kind <= static_cast<uint16_t>(MarkerKind::kPhaseEnd);
+    const bool phase_ok = copy.phase <= 7;
+    if (copy.checksum != MarkerChecksum(copy) || !kind_ok || !phase_ok) {
+      ++stats_.corrupt;
+      continue;
+    }
+    out.push_back(Marker{copy.t_ns, copy.pid, copy.tid, static_cast<MarkerKind>(copy.kind), copy.phase, copy.step,
+                         copy.samples, copy.tokens, copy.flops});
+    ++stats_.read;
+  }
+}
+
+}  // namespace gputriage

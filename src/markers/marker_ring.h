@@ -1,0 +1,110 @@
+// The shared-memory ring behind include/gputriage/markers.h. The recorder
+// creates it (a memfd, so only processes that inherit the descriptor, or the
+// same user through /proc, can open it), passes it to the job in
+// $GPUTRIAGE_MARKERS_FD, and reads it while the job runs. Writers in any thread
+// or process claim a slot with one atomic add and publish it by storing its
+// sequence number last; the reader trusts nothing it finds: every record is
+// checked (sequence, checksum, kind) before it is used.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "gputriage/model.h"
+#include "gputriage/status.h"
+
+namespace gputriage {
+
+inline constexpr const char* kMarkersFdEnv = "GPUTRIAGE_MARKERS_FD";
+
+enum class MarkerKind : uint16_t { kStepBegin = 1, kStepEnd = 2, kPhaseBegin = 3, kPhaseEnd = 4 };
+
+/// One marker as written: 64 bytes, one cache line.
+struct MarkerRecord {
+  std::atomic<uint64_t> seq;  // slot index + 1 once published
+  int64_t t_ns;
+  uint32_t pid;
+  uint32_t tid;
+  uint16_t kind;
+  uint16_t phase;
+  uint32_t checksum;  // over every field but seq: garbage is told from a record
+  int64_t step;
+  int64_t samples;
+  int64_t tokens;
+  double flops;
+};
+static_assert(sizeof(MarkerRecord) == 64);
+
+struct MarkerRingHeader {
+  uint64_t magic;
+  uint32_t version;
+  uint32_t record_size;
+  uint64_t capacity;  // records, a power of two
+  uint64_t reserved[5];
+  alignas(64) std::atomic<uint64_t> write_index;  // next slot a writer claims
+};
+static_assert(sizeof(MarkerRingHeader) == 128);
+
+inline constexpr uint64_t kMarkerRingMagic = 0x314B52414D545047ULL;  // "GPTMARK1"
+
+/// Checksum of a record's payload (everything after seq but the checksum itself).
+uint32_t MarkerChecksum(const MarkerRecord& r);
+
+/// A marker as the reader hands it out (validated).
+struct Marker {
+  TimeNs t_ns = 0;
+  uint32_t pid = 0;
+  uint32_t tid = 0;
+  MarkerKind kind = MarkerKind::kStepBegin;
+  uint16_t phase = 0;
+  int64_t step = 0;
+  int64_t samples = 0;
+  int64_t tokens = 0;
+  double flops = 0;
+};
+
+/// The recorder's side: creates the ring and drains it.
+class MarkerRing {
+ public:
+  /// A ring of `capacity` records (rounded up to a power of two).
+  static StatusOr<std::unique_ptr<MarkerRing>> Create(uint64_t capacity = 1 << 16);
+  ~MarkerRing();
+  MarkerRing(const MarkerRing&) = delete;
+  MarkerRing& operator=(const MarkerRing&) = delete;
+
+  /// The descriptor the job inherits (its number goes in $GPUTRIAGE_MARKERS_FD).
+  int fd() const { return fd_; }
+
+  struct DrainStats {
+    int64_t read = 0;       // valid markers handed out, in total
+    int64_t lost = 0;       // overwritten before they were read (the ring was full)
+    int64_t corrupt = 0;    // slots whose content failed the checks
+    int64_t abandoned = 0;  // slots claimed but never published (a writer died mid-marker)
+    bool header_damaged = false;
+  };
+  /// Appends every marker published since the last call to `out`. A slot
+  /// claimed but not yet published is waited for until `final` (the job has
+  /// ended), then counted as abandoned.
+  void Drain(std::vector<Marker>& out, bool final = false);
+  const DrainStats& stats() const { return stats_; }
+
+ private:
+  MarkerRing() = default;
+  int fd_ = -1;
+  void* base_ = nullptr;
+  size_t bytes_ = 0;
+  uint64_t capacity_ = 0;
+  uint64_t read_index_ = 0;
+  uint64_t pending_index_ = ~0ULL;  // the unpublished slot being waited for
+  int64_t pending_since_ms_ = 0;
+  DrainStats stats_;
+};
+
+/// For tests and the writer library: attaches this process to the ring given
+/// by $GPUTRIAGE_MARKERS_FD again (after the variable changed).
+void ResetMarkersForTesting();
+
+}  // namespace gputriage

@@ -1,0 +1,135 @@
+// The writer side of the step markers (include/gputriage/markers.h): attaches
+// to the ring named by $GPUTRIAGE_MARKERS_FD on first use; without one every
+// call returns after one relaxed load.
+#include "gputriage/markers.h"
+
+#include <pthread.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <mutex>
+
+#include "src/markers/marker_ring.h"
+
+namespace gputriage {
+namespace {
+
+struct Attached {
+  MarkerRingHeader* header = nullptr;
+  MarkerRecord* records = nullptr;
+  uint64_t mask = 0;
+};
+
+enum State : int { kUnknown = 0, kAttached = 1, kNone = 2 };
+std::atomic<int> g_state{kUnknown};
+Attached g_ring;
+std::mutex g_attach_mutex;
+std::atomic<uint32_t> g_fork_generation{0};  // a fork makes every cached pid/tid stale
+
+struct ThreadIds {
+  uint32_t generation = ~0u;
+  uint32_t pid = 0;
+  uint32_t tid = 0;
+};
+thread_local ThreadIds t_ids;
+
+void AfterForkInChild() { g_fork_generation.fetch_add(1, std::memory_order_relaxed); }
+
+/// Maps the ring in $GPUTRIAGE_MARKERS_FD, checking that it is one.
+Attached Attach() {
+  Attached a;
+  const char* env = std::getenv(kMarkersFdEnv);
+  if (env == nullptr || *env == '\0') return a;
+  char* end = nullptr;
+  const long fd = std::strtol(env, &end, 10);
+  if (end == env || *end != '\0' || fd < 0 || fd > 1 << 20) return a;
+  struct stat st {};
+  if (fstat(static_cast<int>(fd), &st) != 0 || st.st_size < static_cast<off_t>(sizeof(MarkerRingHeader))) return a;
+  void* base = mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ | PROT_WRITE, MAP_SHARED, static_cast<int>(fd), 0);
+  if (base == MAP_FAILED) return a;
+  auto* header = static_cast<MarkerRingHeader*>(base);
+  const uint64_t cap = header->capacity;
+  if (header->magic != kMarkerRingMagic || header->version != 1 || header->record_size != sizeof(MarkerRecord) ||
+      cap == 0 || (cap & (cap - 1)) != 0 ||
+      static_cast<uint64_t>(st.st_size) != sizeof(MarkerRingHeader) + cap * sizeof(MarkerRecord)) {
+    munmap(base, static_cast<size_t>(st.st_size));
+    return a;
+  }
+  a.header = header;
+  a.records = reinterpret_cast<MarkerRecord*>(static_cast<char*>(base) + sizeof(MarkerRingHeader));
+  a.mask = cap - 1;
+  return a;
+}
+
+bool Ready() {
+  const int state = g_state.load(std::memory_order_acquire);
+  if (state == kAttached) return true;
+  if (state == kNone) return false;
+  std::lock_guard<std::mutex> lock(g_attach_mutex);
+  if (g_state.load(std::memory_order_relaxed) == kUnknown) {
+    static std::once_flag fork_handler;
+    std::call_once(fork_handler, [] { pthread_atfork(nullptr, nullptr, AfterForkInChild); });
+    g_ring = Attach();
+    g_state.store(g_ring.header ? kAttached : kNone, std::memory_order_release);
+  }
+  return g_state.load(std::memory_order_relaxed) == kAttached;
+}
+
+void Emit(MarkerKind kind, uint16_t phase, int64_t step, int64_t samples, int64_t tokens, double flops) {
+  if (!Ready()) return;
+  const uint32_t generation = g_fork_generation.load(std::memory_order_relaxed);
+  if (t_ids.generation != generation) {  // first marker of this thread, or first after a fork
+    t_ids.pid = static_cast<uint32_t>(getpid());
+    t_ids.tid = static_cast<uint32_t>(syscall(SYS_gettid));
+    t_ids.generation = generation;
+  }
+  timespec ts{};
+  clock_gettime(CLOCK_REALTIME, &ts);
+  const uint64_t index = g_ring.header->write_index.fetch_add(1, std::memory_order_relaxed);
+  MarkerRecord& r = g_ring.records[index & g_ring.mask];
+  r.t_ns = static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+  r.pid = t_ids.pid;
+  r.tid = t_ids.tid;
+  r.kind = static_cast<uint16_t>(kind);
+  r.phase = phase;
+  r.step = step;
+  r.samples = samples;
+  r.tokens = tokens;
+  r.flops = flops;
+  r.checksum = MarkerChecksum(r);
+  r.seq.store(index + 1, std::memory_order_release);  // published: the reader may take it
+}
+
+}  // namespace
+
+void ResetMarkersForTesting() {
+  std::lock_guard<std::mutex> lock(g_attach_mutex);
+  g_state.store(kUnknown, std::memory_order_release);
+}
+
+}  // namespace gputriage
+
+extern "C" {
+
+int gputriage_markers_enabled(void) { return gputriage::Ready() ? 1 : 0; }
+
+void gputriage_step_begin(int64_t step) { gputriage::Emit(gputriage::MarkerKind::kStepBegin, 0, step, 0, 0, 0); }
+
+void gputriage_step_end(int64_t step, int64_t samples, int64_t tokens, double flops) {
+  gputriage::Emit(gputriage::MarkerKind::kStepEnd, 0, step, samples, tokens, flops);
+}
+
+void gputriage_phase_begin(gputriage_phase phase) {
+  gputriage::Emit(gputriage::MarkerKind::kPhaseBegin, static_cast<uint16_t>(phase), 0, 0, 0, 0);
+}
+
+void gputriage_phase_end(gputriage_phase phase) {
+  gputriage::Emit(gputriage::MarkerKind::kPhaseEnd, static_cast<uint16_t>(phase), 0, 0, 0, 0);
+}
+
+}  // extern "C"

@@ -1,0 +1,185 @@
+// Step markers: the C ABI writing into the shared-memory ring from threads and
+// processes, and the reader that checks every record before trusting it.
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "gputriage/markers.h"
+#include "src/markers/marker_ring.h"
+
+namespace gputriage {
+namespace {
+
+class Markers : public ::testing::Test {
+ protected:
+  void Attach(uint64_t capacity) {
+    auto ring = MarkerRing::Create(capacity);
+    ASSERT_TRUE(ring.ok()) << ring.status().ToString();
+    ring_ = std::move(*ring);
+    setenv(kMarkersFdEnv, std::to_string(ring_->fd()).c_str(), 1);
+    ResetMarkersForTesting();
+  }
+  void TearDown() override {
+    unsetenv(kMarkersFdEnv);
+    ResetMarkersForTesting();
+  }
+  std::unique_ptr<MarkerRing> ring_;
+};
+
+TEST_F(Markers, WithoutARecorderTheyAreNoOps) {
+  unsetenv(kMarkersFdEnv);
+  ResetMarkersForTesting();
+  EXPECT_EQ(gputriage_markers_enabled(), 0);
+  gputriage_step_begin(1);
+  gputriage_step_end(1, 32, 0, 0);
+  setenv(kMarkersFdEnv, "not-a-number", 1);
+  ResetMarkersForTesting();
+  EXPECT_EQ(gputriage_markers_enabled(), 0);
+  setenv(kMarkersFdEnv, "0", 1);  // stdin: not a ring
+  ResetMarkersForTesting();
+  EXPECT_EQ(gputriage_markers_enabled(), 0);
+}
+
+TEST_F(Markers, StepsAndPhasesArriveWithTheirValues) {
+  Attach(1024);
+  ASSERT_EQ(gputriage_markers_enabled(), 1);
+  gputriage_step_begin(7);
+  gputriage_phase_begin(GPUTRIAGE_PHASE_DATA);
+  gputriage_phase_end(GPUTRIAGE_PHASE_DATA);
+  gputriage_step_end(7, 256, 524288, 1.5e15);
+  std::vector<Marker> got;
+  ring_->Drain(got);
+  ASSERT_EQ(got.size(), 4u);
+  EXPECT_EQ(got[0].kind, MarkerKind::kStepBegin);
+  EXPECT_EQ(got[0].step, 7);
+  EXPECT_EQ(got[1].kind, MarkerKind::kPhaseBegin);
+  EXPECT_EQ(got[1].phase, GPUTRIAGE_PHASE_DATA);
+  EXPECT_EQ(got[3].samples, 256);
+  EXPECT_EQ(got[3].tokens, 524288);
+  EXPECT_DOUBLE_EQ(got[3].flops, 1.5e15);
+  EXPECT_EQ(got[3].pid, static_cast<uint32_t>(getpid()));
+  EXPECT_LE(got[0].t_ns, got[3].t_ns);
+  EXPECT_EQ(ring_->stats().read, 4);
+  EXPECT_EQ(ring_->stats().corrupt, 0);
+}
+
+TEST_F(Markers, ThreadsAndProcessesAreNeitherLostNorMixedUp) {
+  Attach(1 << 18);
+  ASSERT_EQ(gputriage_markers_enabled(), 1);
+  constexpr int kPerWriter = 20000;
+  // Two child processes (they inherit the mapping, as DataLoader workers do) and four threads.
+  std::vector<pid_t> children;
+  for (int c = 0; c < 2; ++c) {
+    const pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      for (int i = 0; i < kPerWriter; ++i) gputriage_step_end(i, c + 1, 0, 0);
+      _exit(0);
+    }
+    children.push_back(pid);
+  }
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([t] {
+      for (int i = 0; i < kPerWriter; ++i) gputriage_step_end(i, 100 + t, 0, 0);
+    });
+  std::vector<Marker> got;
+  for (auto& th : threads) th.join();
+  for (pid_t c : children) waitpid(c, nullptr, 0);
+  ring_->Drain(got, true);
+  ASSERT_EQ(got.size(), 6u * kPerWriter);
+  // Each writer's markers, in its own order, under its own pid/tid.
+  std::map<int64_t, std::vector<int64_t>> by_writer;  // samples field names the writer
+  std::map<int64_t, std::pair<uint32_t, uint32_t>> ids;
+  for (const auto& m : got) {
+    by_writer[m.samples].push_back(m.step);
+    auto [it, fresh] = ids.try_emplace(m.samples, m.pid, m.tid);
+    EXPECT_EQ(it->second, std::make_pair(m.pid, m.tid)) << "writer " << m.samples;
+  }
+  ASSERT_EQ(by_writer.size(), 6u);
+  for (const auto& [writer, steps] : by_writer) {
+    ASSERT_EQ(steps.size(), static_cast<size_t>(kPerWriter)) << writer;
+    for (int i = 0; i < kPerWriter; ++i) ASSERT_EQ(steps[static_cast<size_t>(i)], i) << writer;
+  }
+  EXPECT_NE(ids[1].first, ids[2].first);               // the children are told apart
+  EXPECT_EQ(ids[100].first, static_cast<uint32_t>(getpid()));
+  EXPECT_NE(ids[100].second, ids[101].second);         // so are the threads
+  EXPECT_EQ(ring_->stats().lost + ring_->stats().corrupt + ring_->stats().abandoned, 0);
+}
+
+TEST_F(Markers, AFullRingCountsWhatItLost) {
+  Attach(64);
+  for (int i = 0; i < 1000; ++i) gputriage_step_begin(i);
+  std::vector<Marker> got;
+  ring_->Drain(got, true);
+  ASSERT_EQ(got.size(), 64u);
+  EXPECT_EQ(got.front().step, 936);  // the newest survive
+  EXPECT_EQ(ring_->stats().lost, 936);
+}
+
+/// The ring as a writer sees it, for writing garbage into it.
+char* MapForScribbling(int fd, size_t bytes) {
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  return p == MAP_FAILED ? nullptr : static_cast<char*>(p);
+}
+
+TEST_F(Markers, GarbageIsDetectedAndNotTrusted) {
+  Attach(256);
+  for (int i = 0; i < 100; ++i) gputriage_step_begin(i);
+  const size_t bytes = sizeof(MarkerRingHeader) + 256 * sizeof(MarkerRecord);
+  char* base = MapForScribbling(ring_->fd(), bytes);
+  ASSERT_TRUE(base);
+  auto* records = reinterpret_cast<MarkerRecord*>(base + sizeof(MarkerRingHeader));
+  // A stray write into the payload of some published records (their seq intact).
+  std::mt19937 rng(42);
+  for (int i : {3, 17, 50, 99}) {
+    auto* payload = reinterpret_cast<unsigned char*>(&records[i]) + 8;
+    for (int b = 0; b < 56; ++b) payload[b] = static_cast<unsigned char>(rng());
+  }
+  std::vector<Marker> got;
+  ring_->Drain(got);
+  EXPECT_EQ(got.size(), 96u);
+  EXPECT_EQ(ring_->stats().corrupt, 4);
+  for (const auto& m : got) EXPECT_TRUE(m.step != 3 && m.step != 17 && m.step != 50 && m.step != 99);
+  // A damaged header stops the reader: nothing more is believed.
+  std::memset(base, 0xAB, 16);
+  gputriage_step_begin(1000);
+  got.clear();
+  ring_->Drain(got);
+  EXPECT_TRUE(got.empty());
+  EXPECT_TRUE(ring_->stats().header_damaged);
+  munmap(base, bytes);
+}
+
+TEST_F(Markers, AWriterThatDiesMidMarkerLeavesTheRestReadable) {
+  Attach(256);
+  gputriage_step_begin(1);
+  const size_t bytes = sizeof(MarkerRingHeader) + 256 * sizeof(MarkerRecord);
+  char* base = MapForScribbling(ring_->fd(), bytes);
+  ASSERT_TRUE(base);
+  // A slot claimed and never published: the writer was killed between the two.
+  reinterpret_cast<MarkerRingHeader*>(base)->write_index.fetch_add(1);
+  gputriage_step_begin(3);
+  std::vector<Marker> got;
+  ring_->Drain(got);          // waits for the unpublished slot
+  EXPECT_EQ(got.size(), 1u);
+  ring_->Drain(got, true);    // the job has ended: it will never come
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(got[1].step, 3);
+  EXPECT_EQ(ring_->stats().abandoned, 1);
+  munmap(base, bytes);
+}
+
+}  // namespace
+}  // namespace gputriage

@@ -19,7 +19,7 @@ std::unique_ptr<gputriage::MarkerRing> g_ring;
 
 void AttachRing() {
   if (!g_ring) {
-    auto ring = gputriage::MarkerRing::Create(1 << 20);
+    auto ring = gputriage::MarkerRing::Create(1 << 16);
     if (!ring.ok()) std::abort();
     g_ring = std::move(*ring);
   }

@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -16,6 +17,7 @@
 #include <gtest/gtest.h>
 
 #include "gputriage/markers.h"
+#include "gputriage/markers.hpp"
 #include "src/markers/marker_ring.h"
 
 namespace gputriage {
@@ -116,6 +118,46 @@ TEST_F(Markers, ThreadsAndProcessesAreNeitherLostNorMixedUp) {
   EXPECT_EQ(ids[100].first, static_cast<uint32_t>(getpid()));
   EXPECT_NE(ids[100].second, ids[101].second);         // so are the threads
   EXPECT_EQ(ring_->stats().lost + ring_->stats().corrupt + ring_->stats().abandoned, 0);
+}
+
+TEST_F(Markers, CppScopesMarkStepsAndPhases) {
+  Attach(1024);
+  ASSERT_TRUE(MarkersEnabled());
+  {
+    Step step(3, 64);
+    { Phase data(GPUTRIAGE_PHASE_DATA); }
+    { Phase forward(GPUTRIAGE_PHASE_FORWARD); }
+    step.set_tokens(4096);
+  }
+  std::vector<Marker> got;
+  ring_->Drain(got);
+  ASSERT_EQ(got.size(), 6u);
+  EXPECT_EQ(got[0].kind, MarkerKind::kStepBegin);
+  EXPECT_EQ(got[3].phase, GPUTRIAGE_PHASE_FORWARD);
+  EXPECT_EQ(got[4].kind, MarkerKind::kPhaseEnd);
+  EXPECT_EQ(got[5].kind, MarkerKind::kStepEnd);
+  EXPECT_EQ(got[5].samples, 64);
+  EXPECT_EQ(got[5].tokens, 4096);
+}
+
+TEST_F(Markers, TimesAreOnTheWallClock) {
+  Attach(1024);
+  auto wall = [] {
+    timespec ts{};
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+  };
+  const int64_t before = wall();
+  gputriage_step_begin(1);
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  gputriage_step_end(1, 8, 0, 0);
+  const int64_t after = wall();
+  std::vector<Marker> got;
+  ring_->Drain(got);  // whichever clock the writers used (TSC or realtime), the reader hands out wall time
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_GE(got[0].t_ns, before - 1'000'000);
+  EXPECT_LE(got[1].t_ns, after + 1'000'000);
+  EXPECT_NEAR(static_cast<double>(got[1].t_ns - got[0].t_ns), 50e6, 5e6);
 }
 
 TEST_F(Markers, AFullRingCountsWhatItLost) {

@@ -7,6 +7,11 @@
 
 #include <cerrno>
 #include <cstring>
+#include <fstream>
+#include <string>
+#if defined(__x86_64__)
+#include <x86intrin.h>
+#endif
 
 namespace gputriage {
 namespace {
@@ -24,6 +29,33 @@ int64_t MonotonicMs() {
 }
 
 constexpr int64_t kAbandonAfterMs = 2000;  // a claimed slot unpublished this long: its writer died
+
+int64_t RealtimeNs() {
+  timespec ts{};
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
+
+/// Whether every core's TSC ticks at one constant rate, in step (the kernel's
+/// constant_tsc and nonstop_tsc flags): then a raw TSC read can stand for time.
+bool InvariantTsc() {
+#if defined(__x86_64__)
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(cpuinfo, line))
+    if (line.rfind("flags", 0) == 0)
+      return line.find(" constant_tsc") != std::string::npos && line.find(" nonstop_tsc") != std::string::npos;
+#endif
+  return false;
+}
+
+uint64_t ReadTsc() {
+#if defined(__x86_64__)
+  return __rdtsc();
+#else
+  return 0;
+#endif
+}
 
 }  // namespace
 
@@ -62,6 +94,10 @@ StatusOr<std::unique_ptr<MarkerRing>> MarkerRing::Create(uint64_t capacity) {
   header->version = 1;
   header->record_size = sizeof(MarkerRecord);
   header->capacity = ring->capacity_;
+  ring->clock_ = InvariantTsc() ? kClockTsc : kClockRealtime;
+  header->clock = ring->clock_;
+  ring->tsc0_ = ring->tsc1_ = ReadTsc();
+  ring->ns0_ = ring->ns1_ = RealtimeNs();
   header->write_index.store(0, std::memory_order_release);
   return ring;
 }
@@ -76,7 +112,7 @@ void MarkerRing::Drain(std::vector<Marker>& out, bool final) {
   auto* header = static_cast<MarkerRingHeader*>(base_);
   // The header is the job's to write too: check it before using anything in it.
   if (header->magic != kMarkerRingMagic || header->version != 1 || header->record_size != sizeof(MarkerRecord) ||
-      header->capacity != capacity_) {
+      header->capacity != capacity_ || header->clock != clock_) {
     stats_.header_damaged = true;
     return;
   }
@@ -91,6 +127,10 @@ void MarkerRing::Drain(std::vector<Marker>& out, bool final) {
     read_index_ = written - capacity_;
   }
   const int64_t now_ms = MonotonicMs();
+  if (clock_ == kClockTsc) {
+    tsc1_ = ReadTsc();
+    ns1_ = RealtimeNs();
+  }
   for (; read_index_ < written; ++read_index_) {
     MarkerRecord& slot = records[read_index_ & (capacity_ - 1)];
     const uint64_t expected = read_index_ + 1;
@@ -124,10 +164,18 @@ void MarkerRing::Drain(std::vector<Marker>& out, bool final) {
       ++stats_.corrupt;
       continue;
     }
-    out.push_back(Marker{copy.t_ns, copy.pid, copy.tid, static_cast<MarkerKind>(copy.kind), copy.phase, copy.step,
+    out.push_back(Marker{ToWallNs(copy.t_ns), copy.pid, copy.tid, static_cast<MarkerKind>(copy.kind), copy.phase, copy.step,
                          copy.samples, copy.tokens, copy.flops});
     ++stats_.read;
   }
+}
+
+TimeNs MarkerRing::ToWallNs(int64_t t) const {
+  if (clock_ != kClockTsc) return t;
+  // Ticks → ns from the two calibration pairs (exact at both, linear between).
+  const double ticks = static_cast<double>(tsc1_ - tsc0_);
+  const double ns_per_tick = ticks > 0 ? static_cast<double>(ns1_ - ns0_) / ticks : 0.0;
+  return ns0_ + static_cast<TimeNs>((static_cast<double>(static_cast<uint64_t>(t) - tsc0_)) * ns_per_tick);
 }
 
 }  // namespace gputriage

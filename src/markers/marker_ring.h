@@ -43,12 +43,16 @@ struct MarkerRingHeader {
   uint32_t version;
   uint32_t record_size;
   uint64_t capacity;  // records, a power of two
-  uint64_t reserved[5];
+  uint32_t clock;     // what writers put in t_ns: kClockRealtime (ns) or kClockTsc (raw x86 TSC ticks)
+  uint32_t reserved0;
+  uint64_t reserved[4];
   alignas(64) std::atomic<uint64_t> write_index;  // next slot a writer claims
 };
 static_assert(sizeof(MarkerRingHeader) == 128);
 
 inline constexpr uint64_t kMarkerRingMagic = 0x314B52414D545047ULL;  // "GPTMARK1"
+inline constexpr uint32_t kClockRealtime = 0;
+inline constexpr uint32_t kClockTsc = 1;  // an invariant TSC: a few ns to read instead of ~25 for the clock
 
 /// Checksum of a record's payload (everything after seq but the checksum itself).
 uint32_t MarkerChecksum(const MarkerRecord& r);
@@ -99,6 +103,12 @@ class MarkerRing {
   uint64_t capacity_ = 0;
   uint64_t read_index_ = 0;
   uint64_t pending_index_ = ~0ULL;  // the unpublished slot being waited for
+  // TSC → wall clock: two (tsc, realtime) pairs, the first taken at creation,
+  // the second refreshed at every drain; markers are placed on the line between.
+  uint32_t clock_ = kClockRealtime;
+  uint64_t tsc0_ = 0, tsc1_ = 0;
+  int64_t ns0_ = 0, ns1_ = 0;
+  TimeNs ToWallNs(int64_t t) const;
   int64_t pending_since_ms_ = 0;
   DrainStats stats_;
 };

@@ -16,6 +16,10 @@
 
 #include "src/markers/marker_ring.h"
 
+#if defined(__x86_64__)
+#include <x86intrin.h>
+#endif
+
 namespace gputriage {
 namespace {
 
@@ -23,6 +27,7 @@ struct Attached {
   MarkerRingHeader* header = nullptr;
   MarkerRecord* records = nullptr;
   uint64_t mask = 0;
+  bool tsc = false;  // the recorder asked for raw TSC ticks instead of the clock
 };
 
 enum State : int { kUnknown = 0, kAttached = 1, kNone = 2 };
@@ -63,6 +68,9 @@ Attached Attach() {
   a.header = header;
   a.records = reinterpret_cast<MarkerRecord*>(static_cast<char*>(base) + sizeof(MarkerRingHeader));
   a.mask = cap - 1;
+#if defined(__x86_64__)
+  a.tsc = header->clock == kClockTsc;
+#endif
   return a;
 }
 
@@ -88,11 +96,18 @@ void Emit(MarkerKind kind, uint16_t phase, int64_t step, int64_t samples, int64_
     t_ids.tid = static_cast<uint32_t>(syscall(SYS_gettid));
     t_ids.generation = generation;
   }
-  timespec ts{};
-  clock_gettime(CLOCK_REALTIME, &ts);
+  int64_t t = 0;
+#if defined(__x86_64__)
+  if (g_ring.tsc) t = static_cast<int64_t>(__rdtsc());
+#endif
+  if (!g_ring.tsc) {
+    timespec ts{};
+    clock_gettime(CLOCK_REALTIME, &ts);
+    t = static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+  }
   const uint64_t index = g_ring.header->write_index.fetch_add(1, std::memory_order_relaxed);
   MarkerRecord& r = g_ring.records[index & g_ring.mask];
-  r.t_ns = static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+  r.t_ns = t;
   r.pid = t_ids.pid;
   r.tid = t_ids.tid;
   r.kind = static_cast<uint16_t>(kind);

@@ -1,0 +1,54 @@
+// C++ wrapper over the step-marker C ABI (markers.h): scopes that mark a step
+// or a phase from construction to destruction.
+//
+//   for (auto& batch : loader) {
+//     gputriage::Step step(i, /*samples=*/batch.size());
+//     { gputriage::Phase p(GPUTRIAGE_PHASE_FORWARD); forward(); }
+//     ...
+//   }
+#pragma once
+
+#include <cstdint>
+
+#include "gputriage/markers.h"
+
+namespace gputriage {
+
+/// One training step: begins now, ends when the scope closes.
+class Step {
+ public:
+  explicit Step(int64_t step, int64_t samples = 0, int64_t tokens = 0, double flops = 0)
+      : step_(step), samples_(samples), tokens_(tokens), flops_(flops) {
+    gputriage_step_begin(step_);
+  }
+  ~Step() { gputriage_step_end(step_, samples_, tokens_, flops_); }
+  Step(const Step&) = delete;
+  Step& operator=(const Step&) = delete;
+  /// Per-step figures known only after the step ran (a variable-length batch).
+  void set_samples(int64_t samples) { samples_ = samples; }
+  void set_tokens(int64_t tokens) { tokens_ = tokens; }
+  void set_flops(double flops) { flops_ = flops; }
+
+ private:
+  int64_t step_;
+  int64_t samples_;
+  int64_t tokens_;
+  double flops_;
+};
+
+/// One phase of a step on this thread: data, forward, backward, optimizer, ...
+class Phase {
+ public:
+  explicit Phase(gputriage_phase phase) : phase_(phase) { gputriage_phase_begin(phase_); }
+  ~Phase() { gputriage_phase_end(phase_); }
+  Phase(const Phase&) = delete;
+  Phase& operator=(const Phase&) = delete;
+
+ private:
+  gputriage_phase phase_;
+};
+
+/// Whether a recorder is reading the markers of this process.
+inline bool MarkersEnabled() { return gputriage_markers_enabled() != 0; }
+
+}  // namespace gputriage

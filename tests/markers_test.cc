@@ -124,9 +124,9 @@ TEST_F(Markers, CppScopesMarkStepsAndPhases) {
   Attach(1024);
   ASSERT_TRUE(MarkersEnabled());
   {
-    Step step(3, 64);
-    { Phase data(GPUTRIAGE_PHASE_DATA); }
-    { Phase forward(GPUTRIAGE_PHASE_FORWARD); }
+    StepScope step(3, 64);
+    { PhaseScope data(GPUTRIAGE_PHASE_DATA); }
+    { PhaseScope forward(GPUTRIAGE_PHASE_FORWARD); }
     step.set_tokens(4096);
   }
   std::vector<Marker> got;

@@ -2,8 +2,8 @@
 // or a phase from construction to destruction.
 //
 //   for (auto& batch : loader) {
-//     gputriage::Step step(i, /*samples=*/batch.size());
-//     { gputriage::Phase p(GPUTRIAGE_PHASE_FORWARD); forward(); }
+//     gputriage::StepScope step(i, /*samples=*/batch.size());
+//     { gputriage::PhaseScope p(GPUTRIAGE_PHASE_FORWARD); forward(); }
 //     ...
 //   }
 #pragma once
@@ -15,15 +15,15 @@
 namespace gputriage {
 
 /// One training step: begins now, ends when the scope closes.
-class Step {
+class StepScope {
  public:
-  explicit Step(int64_t step, int64_t samples = 0, int64_t tokens = 0, double flops = 0)
+  explicit StepScope(int64_t step, int64_t samples = 0, int64_t tokens = 0, double flops = 0)
       : step_(step), samples_(samples), tokens_(tokens), flops_(flops) {
     gputriage_step_begin(step_);
   }
-  ~Step() { gputriage_step_end(step_, samples_, tokens_, flops_); }
-  Step(const Step&) = delete;
-  Step& operator=(const Step&) = delete;
+  ~StepScope() { gputriage_step_end(step_, samples_, tokens_, flops_); }
+  StepScope(const StepScope&) = delete;
+  StepScope& operator=(const StepScope&) = delete;
   /// Per-step figures known only after the step ran (a variable-length batch).
   void set_samples(int64_t samples) { samples_ = samples; }
   void set_tokens(int64_t tokens) { tokens_ = tokens; }
@@ -37,12 +37,12 @@ class Step {
 };
 
 /// One phase of a step on this thread: data, forward, backward, optimizer, ...
-class Phase {
+class PhaseScope {
  public:
-  explicit Phase(gputriage_phase phase) : phase_(phase) { gputriage_phase_begin(phase_); }
-  ~Phase() { gputriage_phase_end(phase_); }
-  Phase(const Phase&) = delete;
-  Phase& operator=(const Phase&) = delete;
+  explicit PhaseScope(gputriage_phase phase) : phase_(phase) { gputriage_phase_begin(phase_); }
+  ~PhaseScope() { gputriage_phase_end(phase_); }
+  PhaseScope(const PhaseScope&) = delete;
+  PhaseScope& operator=(const PhaseScope&) = delete;
 
  private:
   gputriage_phase phase_;

@@ -1,6 +1,8 @@
 // The whole recorder: RecordCommand runs a real job, samples the fake NVML
 // through the real loader in real time, writes the run store as it goes, and the
 // stored run re-diagnoses to the same verdicts as the live recording.
+#include <signal.h>
+
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -10,6 +12,7 @@
 #include <gtest/gtest.h>
 
 #include "gputriage/diagnosis.h"
+#include "gputriage/markers.h"
 #include "src/record/recorder.h"
 #include "src/sources/http/http_get.h"
 #include "src/store/run_store.h"
@@ -166,6 +169,72 @@ TEST(HttpUrl, DefaultsAndErrors) {
       EXPECT_NE(parsed.status().message().find(bad), std::string::npos) << parsed.status().message();
     }
   }
+}
+
+}  // namespace
+}  // namespace gputriage
+
+namespace gputriage {
+namespace {
+
+struct MarkerRun {
+  RecordResult result;
+  std::vector<Step> stored_steps;
+};
+
+MarkerRun RecordMarkerWriter(const std::vector<std::string>& args, TimeNs interval = 100 * kNsPerMs) {
+  MarkerRun out;
+  const auto path = std::filesystem::temp_directory_path() / "gputriage_marker_runs.db";
+  std::filesystem::remove(path);
+  auto store = RunStore::Open(path.string());
+  EXPECT_TRUE(store.ok());
+  if (!store.ok()) return out;
+  RecordOptions options;
+  options.command = {GPUTRIAGE_MARKER_WRITER};
+  options.command.insert(options.command.end(), args.begin(), args.end());
+  options.nvml_library = "/nonexistent/libnvidia-ml.so.1";  // steps alone, as on a laptop
+  options.store = store->get();
+  options.interval_ns = interval;
+  auto result = RecordCommand(options);
+  EXPECT_TRUE(result.ok()) << result.status().ToString();
+  if (!result.ok()) return out;
+  EXPECT_TRUE((*store)->EndRun(result->run_id, result->ended_ns, result->exit_code, {}).ok());
+  auto loaded = (*store)->LoadRun(result->run_id);
+  EXPECT_TRUE(loaded.ok());
+  if (loaded.ok()) out.stored_steps = loaded->steps;
+  out.result = std::move(*result);
+  return out;
+}
+
+TEST(RecordMarkers, StepsFromTheJobAreRecordedAndStored) {
+  MarkerRun run = RecordMarkerWriter({"40"});
+  EXPECT_EQ(run.result.exit_code, 0);
+  EXPECT_EQ(run.result.markers.size(), 160u);  // begin, data begin/end, end per step
+  ASSERT_EQ(run.result.recording.steps.size(), 40u);
+  for (const auto& step : run.result.recording.steps) EXPECT_GE(step.host.duration(), 2'000'000);
+  EXPECT_EQ(run.stored_steps.size(), 40u);
+  EXPECT_FALSE(run.result.recording.stats.FindIssue("markers_corrupt"));
+}
+
+TEST(RecordMarkers, GarbageInTheRingIsReportedNotTrusted) {
+  // A 1 s tick: the recorder's first drain comes before the job writes, the
+  // next long after it has scribbled over records 8-11 (all four of step 2).
+  MarkerRun run = RecordMarkerWriter({"10", "garbage"}, kNsPerS);
+  const auto* corrupt = run.result.recording.stats.FindIssue("markers_corrupt");
+  ASSERT_TRUE(corrupt);
+  EXPECT_EQ(corrupt->message.rfind("4 step-marker records failed their checks", 0), 0u) << corrupt->message;
+  EXPECT_EQ(run.result.markers.size(), 36u);
+  EXPECT_EQ(run.result.recording.steps.size(), 9u);  // step 2 is gone, not guessed
+  for (const auto& m : run.result.markers) EXPECT_TRUE(m.kind == MarkerKind::kStepBegin || m.kind == MarkerKind::kStepEnd ||
+                                                       m.phase == GPUTRIAGE_PHASE_DATA);
+}
+
+TEST(RecordMarkers, AJobThatDiesMidStepLeavesTheRunIntact) {
+  MarkerRun run = RecordMarkerWriter({"5", "crash"});
+  EXPECT_EQ(run.result.exit_code, 128 + SIGKILL);
+  EXPECT_EQ(run.result.recording.steps.size(), 5u);
+  EXPECT_EQ(run.stored_steps.size(), 5u);
+  EXPECT_TRUE(run.result.recording.stats.FindIssue("markers_unpaired"));
 }
 
 }  // namespace

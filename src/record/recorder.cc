@@ -7,6 +7,7 @@
 
 #include <fcntl.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -80,6 +81,33 @@ std::string FirstLineOf(const char* command) {
 
 }  // namespace
 
+std::vector<Step> StepsFromMarkers(const std::vector<Marker>& markers, int64_t* unpaired) {
+  std::map<std::pair<uint32_t, int64_t>, TimeNs> open;  // (pid, step) → begin
+  std::vector<Step> steps;
+  int64_t lone = 0;
+  for (const auto& m : markers) {
+    const auto key = std::make_pair(m.pid, m.step);
+    if (m.kind == MarkerKind::kStepBegin) {
+      if (!open.emplace(key, m.t_ns).second) ++lone;  // a second begin: the first never ended
+    } else if (m.kind == MarkerKind::kStepEnd) {
+      auto it = open.find(key);
+      if (it == open.end()) {
+        ++lone;
+        continue;
+      }
+      Step step;
+      step.number = m.step;
+      step.host = Interval{it->second, m.t_ns};
+      steps.push_back(step);
+      open.erase(it);
+    }
+  }
+  lone += static_cast<int64_t>(open.size());
+  if (unpaired) *unpaired = lone;
+  std::sort(steps.begin(), steps.end(), [](const Step& a, const Step& b) { return a.host.start < b.host.start; });
+  return steps;
+}
+
 std::map<std::string, std::string> CollectRunContext() {
   std::map<std::string, std::string> context;
   // The code that ran: the commit of the working directory's repository, and
@@ -124,6 +152,12 @@ StatusOr<RecordResult> RecordCommand(const RecordOptions& options) {
     result.gpu_note = lib.status().message();
   }
 
+  // The step-marker ring, inherited by the job through $GPUTRIAGE_MARKERS_FD.
+  std::unique_ptr<MarkerRing> ring;
+  if (auto created = MarkerRing::Create(); created.ok()) ring = std::move(*created);
+  else result.recording.stats.AddIssue(IssueSeverity::kWarning, "markers_unavailable", created.status().message());
+  const std::string ring_fd = ring ? std::to_string(ring->fd()) : "";
+
   // Read before the job starts, so sampling starts with it.
   const std::map<std::string, std::string> context =
       options.store ? CollectRunContext() : std::map<std::string, std::string>{};
@@ -139,6 +173,7 @@ StatusOr<RecordResult> RecordCommand(const RecordOptions& options) {
   if (child < 0) return IoError(std::string("record: fork: ") + std::strerror(errno));
   if (child == 0) {
     close(exec_errno_pipe[0]);
+    if (!ring_fd.empty()) setenv(kMarkersFdEnv, ring_fd.c_str(), 1);
     execvp(argv[0], argv.data());
     const int err = errno;  // tell the parent why exec failed
     (void)!write(exec_errno_pipe[1], &err, sizeof err);
@@ -201,6 +236,7 @@ StatusOr<RecordResult> RecordCommand(const RecordOptions& options) {
       }
     }
     if (scraper) scraper->Sample(WallNs(), result.recording);
+    if (ring) ring->Drain(result.markers);
     if (options.store && result.run_id > 0 && result.recording.metrics.devices.size() != stored_devices) {
       stored_devices = result.recording.metrics.devices.size();  // a scrape named a new GPU
       stored(options.store->PutDevices(result.run_id, result.recording.metrics));
@@ -220,6 +256,31 @@ StatusOr<RecordResult> RecordCommand(const RecordOptions& options) {
   }
   result.ended_ns = WallNs();
   result.recording.metrics.observer = nullptr;  // the store may not outlive the result
+  if (ring) {
+    ring->Drain(result.markers, /*final=*/true);
+    const auto& m = ring->stats();
+    auto& stats = result.recording.stats;
+    if (m.header_damaged)
+      stats.AddIssue(IssueSeverity::kError, "marker_ring_damaged",
+                     "the step-marker ring's header was overwritten (by the job?): markers after that were not trusted");
+    if (m.corrupt > 0)
+      stats.AddIssue(IssueSeverity::kError, "markers_corrupt",
+                     std::to_string(m.corrupt) + " step-marker records failed their checks (garbage in the ring) and were ignored");
+    if (m.lost > 0)
+      stats.AddIssue(IssueSeverity::kWarning, "markers_lost",
+                     std::to_string(m.lost) + " step markers were overwritten before the recorder read them");
+    if (m.abandoned > 0)
+      stats.AddIssue(IssueSeverity::kWarning, "markers_abandoned",
+                     std::to_string(m.abandoned) + " step markers were begun but never finished (a process died mid-marker)");
+    int64_t unpaired = 0;
+    result.recording.steps = StepsFromMarkers(result.markers, &unpaired);
+    if (unpaired > 0)
+      stats.AddIssue(IssueSeverity::kInfo, "markers_unpaired",
+                     std::to_string(unpaired) + " step begin/end markers had no partner (a step cut short by the end of the job?)");
+    if (options.store && result.run_id > 0 && !result.recording.steps.empty())
+      if (Status s = options.store->PutSteps(result.run_id, result.recording.steps); !s.ok())
+        stats.AddIssue(IssueSeverity::kError, "store_write_failed", s.message());
+  }
   if (scraper) {
     if (Status s = scraper->Finish(); !s.ok())
       result.recording.stats.AddIssue(IssueSeverity::kError, "scrape_empty", s.message());

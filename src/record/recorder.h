@@ -9,6 +9,7 @@
 
 #include "gputriage/model.h"
 #include "gputriage/status.h"
+#include "src/markers/marker_ring.h"
 #include "src/store/run_store.h"
 
 namespace gputriage {
@@ -29,6 +30,7 @@ struct RecordResult {
   int exit_code = 0;          // the command's, or 128 + signal (the shell convention)
   bool gpu_metrics = false;   // false when NVML could not be used: the job still ran
   std::string gpu_note;       // why GPU metrics are missing, if they are
+  std::vector<Marker> markers;  // step markers the job wrote (include/gputriage/markers.h), validated
   TimeNs started_ns = 0;
   TimeNs ended_ns = 0;
   int64_t run_id = 0;         // in the store, 0 without one

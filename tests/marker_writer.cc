@@ -1,0 +1,45 @@
+// A stand-in training process for the recorder's step-marker tests: writes
+// steps (with a data phase) through the C ABI, then optionally misbehaves.
+//
+//   marker_writer STEPS [normal|garbage|crash]
+//     garbage: after the steps, scribbles over some published records
+//     crash:   begins one more step and dies by SIGKILL inside it
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "gputriage/markers.h"
+
+int main(int argc, char** argv) {
+  if (argc < 2) return 2;
+  const int steps = std::atoi(argv[1]);
+  const std::string mode = argc > 2 ? argv[2] : "normal";
+  if (!gputriage_markers_enabled()) return 3;  // the recorder's ring must reach us
+  const timespec pause{0, 2'000'000};
+  for (int i = 0; i < steps; ++i) {
+    gputriage_step_begin(i);
+    gputriage_phase_begin(GPUTRIAGE_PHASE_DATA);
+    nanosleep(&pause, nullptr);
+    gputriage_phase_end(GPUTRIAGE_PHASE_DATA);
+    gputriage_step_end(i, 32, 0, 0);
+  }
+  if (mode == "garbage") {
+    const int fd = std::atoi(std::getenv("GPUTRIAGE_MARKERS_FD"));
+    struct stat st {};
+    fstat(fd, &st);
+    void* base = mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (base == MAP_FAILED) return 4;
+    // The payload of records 8..11 (after the 128-byte header; their seq words stay).
+    for (int r = 8; r < 12; ++r) std::memset(static_cast<char*>(base) + 128 + r * 64 + 8, 0x5A, 56);
+  } else if (mode == "crash") {
+    gputriage_step_begin(steps);
+    kill(getpid(), SIGKILL);
+  }
+  return 0;
+}

@@ -59,12 +59,12 @@ uint64_t ReadTsc() {
 
 }  // namespace
 
-uint32_t MarkerChecksum(const MarkerRecord& r) {
+uint32_t MarkerChecksum(const MarkerPayload& p) {
   // Mixes the payload's seven 64-bit words (the checksum field read as zero):
   // a few cycles per marker, and any stray write changes it with near certainty.
   uint64_t words[7];
-  static_assert(sizeof(words) == sizeof(MarkerRecord) - sizeof(r.seq));
-  std::memcpy(words, reinterpret_cast<const char*>(&r) + sizeof(r.seq), sizeof(words));
+  static_assert(sizeof(words) == sizeof(MarkerPayload));
+  std::memcpy(words, &p, sizeof(words));
   words[2] &= 0x00000000FFFFFFFFULL;  // kind and phase stay; the checksum (upper half) does not count
   uint64_t h = 0x84222325CBF29CE4ULL;
   for (const uint64_t w : words) {
@@ -134,8 +134,13 @@ void MarkerRing::Drain(std::vector<Marker>& out, bool final) {
   for (; read_index_ < written; ++read_index_) {
     MarkerRecord& slot = records[read_index_ & (capacity_ - 1)];
     const uint64_t expected = read_index_ + 1;
-    const uint64_t seq = slot.seq.load(std::memory_order_acquire);
-    if (seq < expected) {
+    const uint64_t raw = slot.seq.load(std::memory_order_acquire);
+    const uint64_t seq = raw & ~kMarkerBusy;
+    if (seq > expected) {  // overwritten by a later lap (published or being written)
+      ++stats_.lost;
+      continue;
+    }
+    if (seq < expected || (raw & kMarkerBusy) != 0) {
       // Claimed, not yet published: wait for it, unless its writer is gone.
       if (pending_index_ != read_index_) {
         pending_index_ = read_index_;
@@ -145,14 +150,11 @@ void MarkerRing::Drain(std::vector<Marker>& out, bool final) {
       ++stats_.abandoned;
       continue;
     }
-    if (seq > expected) {  // overwritten by a later lap
-      ++stats_.lost;
-      continue;
-    }
-    MarkerRecord copy;
-    std::memcpy(reinterpret_cast<char*>(&copy) + sizeof(copy.seq), reinterpret_cast<const char*>(&slot) + sizeof(slot.seq),
-                sizeof(MarkerRecord) - sizeof(slot.seq));
-    std::atomic_thread_fence(std::memory_order_acquire);
+    uint64_t words[7];
+    for (int w = 0; w < 7; ++w) words[w] = slot.words[w].load(std::memory_order_relaxed);
+    MarkerPayload copy;
+    std::memcpy(&copy, words, sizeof(copy));
+    std::atomic_thread_fence(std::memory_order_acquire);  // the payload loads stay before the re-check
     if (slot.seq.load(std::memory_order_relaxed) != expected) {  // a later lap wrote while we copied
       ++stats_.lost;
       continue;

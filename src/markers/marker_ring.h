@@ -22,19 +22,28 @@ inline constexpr const char* kMarkersFdEnv = "GPUTRIAGE_MARKERS_FD";
 
 enum class MarkerKind : uint16_t { kStepBegin = 1, kStepEnd = 2, kPhaseBegin = 3, kPhaseEnd = 4 };
 
-/// One marker as written: 64 bytes, one cache line.
-struct MarkerRecord {
-  std::atomic<uint64_t> seq;  // slot index + 1 once published
-  int64_t t_ns;
+/// One marker's content, 56 bytes.
+struct MarkerPayload {
+  int64_t t_ns;  // CLOCK_REALTIME ns, or raw TSC ticks (MarkerRingHeader::clock)
   uint32_t pid;
   uint32_t tid;
   uint16_t kind;
   uint16_t phase;
-  uint32_t checksum;  // over every field but seq: garbage is told from a record
+  uint32_t checksum;  // over the rest of the payload: garbage is told from a record
   int64_t step;
   int64_t samples;
   int64_t tokens;
   double flops;
+};
+static_assert(sizeof(MarkerPayload) == 56);
+
+/// A ring slot: 64 bytes, one cache line. Every access is atomic (the payload
+/// as relaxed words, published by the release store of seq), so a reader that
+/// meets a writer mid-slot reads a torn record, which seq and the checksum
+/// catch, and never undefined behaviour.
+struct MarkerRecord {
+  std::atomic<uint64_t> seq;  // slot index + 1 once published; with kMarkerBusy while being written
+  std::atomic<uint64_t> words[7];
 };
 static_assert(sizeof(MarkerRecord) == 64);
 
@@ -51,11 +60,12 @@ struct MarkerRingHeader {
 static_assert(sizeof(MarkerRingHeader) == 128);
 
 inline constexpr uint64_t kMarkerRingMagic = 0x314B52414D545047ULL;  // "GPTMARK1"
+inline constexpr uint64_t kMarkerBusy = uint64_t{1} << 63;  // seq flag: a writer is filling the slot
 inline constexpr uint32_t kClockRealtime = 0;
 inline constexpr uint32_t kClockTsc = 1;  // an invariant TSC: a few ns to read instead of ~25 for the clock
 
-/// Checksum of a record's payload (everything after seq but the checksum itself).
-uint32_t MarkerChecksum(const MarkerRecord& r);
+/// Checksum of a payload (every field but the checksum itself).
+uint32_t MarkerChecksum(const MarkerPayload& p);
 
 /// A marker as the reader hands it out (validated).
 struct Marker {

@@ -12,6 +12,7 @@
 
 #include <atomic>
 #include <cstdlib>
+#include <cstring>
 #include <mutex>
 
 #include "src/markers/marker_ring.h"
@@ -106,18 +107,27 @@ void Emit(MarkerKind kind, uint16_t phase, int64_t step, int64_t samples, int64_
     t = static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
   }
   const uint64_t index = g_ring.header->write_index.fetch_add(1, std::memory_order_relaxed);
-  MarkerRecord& r = g_ring.records[index & g_ring.mask];
-  r.t_ns = t;
-  r.pid = t_ids.pid;
-  r.tid = t_ids.tid;
-  r.kind = static_cast<uint16_t>(kind);
-  r.phase = phase;
-  r.step = step;
-  r.samples = samples;
-  r.tokens = tokens;
-  r.flops = flops;
-  r.checksum = MarkerChecksum(r);
-  r.seq.store(index + 1, std::memory_order_release);  // published: the reader may take it
+  MarkerPayload p;
+  p.t_ns = t;
+  p.pid = t_ids.pid;
+  p.tid = t_ids.tid;
+  p.kind = static_cast<uint16_t>(kind);
+  p.phase = phase;
+  p.checksum = 0;
+  p.step = step;
+  p.samples = samples;
+  p.tokens = tokens;
+  p.flops = flops;
+  p.checksum = MarkerChecksum(p);
+  uint64_t words[7];
+  std::memcpy(words, &p, sizeof(words));
+  MarkerRecord& slot = g_ring.records[index & g_ring.mask];
+  // Claim the slot visibly before touching its words, so a reader still on an
+  // older lap of it sees the change instead of a mix of two records.
+  slot.seq.store((index + 1) | kMarkerBusy, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_release);
+  for (int w = 0; w < 7; ++w) slot.words[w].store(words[w], std::memory_order_relaxed);
+  slot.seq.store(index + 1, std::memory_order_release);  // published: the reader may take it
 }
 
 }  // namespace

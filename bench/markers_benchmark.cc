@@ -9,6 +9,9 @@
 #include <thread>
 
 #include <benchmark/benchmark.h>
+#if defined(__x86_64__)
+#include <x86intrin.h>
+#endif
 
 #include "gputriage/markers.h"
 #include "src/markers/marker_ring.h"
@@ -35,6 +38,13 @@ void BM_ClockGettimeBaseline(benchmark::State& state) {
   }
 }
 BENCHMARK(BM_ClockGettimeBaseline);
+
+#if defined(__x86_64__)
+void BM_TscReadBaseline(benchmark::State& state) {
+  for (auto _ : state) benchmark::DoNotOptimize(__rdtsc());
+}
+BENCHMARK(BM_TscReadBaseline);
+#endif
 
 void BM_MarkerDisabled(benchmark::State& state) {
   unsetenv(gputriage::kMarkersFdEnv);

@@ -59,21 +59,6 @@ uint64_t ReadTsc() {
 
 }  // namespace
 
-uint32_t MarkerChecksum(const MarkerPayload& p) {
-  // Mixes the payload's seven 64-bit words (the checksum field read as zero):
-  // a few cycles per marker, and any stray write changes it with near certainty.
-  uint64_t words[7];
-  static_assert(sizeof(words) == sizeof(MarkerPayload));
-  std::memcpy(words, &p, sizeof(words));
-  words[2] &= 0x00000000FFFFFFFFULL;  // kind and phase stay; the checksum (upper half) does not count
-  uint64_t h = 0x84222325CBF29CE4ULL;
-  for (const uint64_t w : words) {
-    h = (h ^ w) * 0x9E3779B97F4A7C15ULL;
-    h ^= h >> 29;
-  }
-  return static_cast<uint32_t>(h ^ (h >> 32));
-}
-
 StatusOr<std::unique_ptr<MarkerRing>> MarkerRing::Create(uint64_t capacity) {
   std::unique_ptr<MarkerRing> ring(new MarkerRing());
   ring->capacity_ = RoundUpPowerOfTwo(capacity < 64 ? 64 : capacity);

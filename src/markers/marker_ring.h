@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
@@ -64,8 +65,28 @@ inline constexpr uint64_t kMarkerBusy = uint64_t{1} << 63;  // seq flag: a write
 inline constexpr uint32_t kClockRealtime = 0;
 inline constexpr uint32_t kClockTsc = 1;  // an invariant TSC: a few ns to read instead of ~25 for the clock
 
-/// Checksum of a payload (every field but the checksum itself).
-uint32_t MarkerChecksum(const MarkerPayload& p);
+/// Checksum of a payload (every field but the checksum itself); inline, as
+/// every marker computes it.
+inline uint32_t MarkerChecksum(const MarkerPayload& p) {
+  // Mixes the payload's seven 64-bit words (the checksum field read as zero):
+  // a few cycles per marker, and a stray write changes it with near certainty.
+  uint64_t words[7];
+  static_assert(sizeof(words) == sizeof(MarkerPayload));
+  std::memcpy(words, &p, sizeof(words));
+  words[2] &= 0x00000000FFFFFFFFULL;  // kind and phase stay; the checksum (upper half) does not count
+  // Independent multiplies (they pipeline; a chained hash costs twice as much
+  // on every marker), then one mixing round.
+  constexpr uint64_t kOdd[7] = {0x9E3779B97F4A7C15ULL, 0xC2B2AE3D27D4EB4FULL, 0x165667B19E3779F9ULL,
+                                0xD6E8FEB86659FD93ULL, 0xFF51AFD7ED558CCDULL, 0xC4CEB9FE1A85EC53ULL,
+                                0x94D049BB133111EBULL};
+  uint64_t h = 0;
+  for (int i = 0; i < 7; ++i) h += (words[i] ^ static_cast<uint64_t>(i)) * kOdd[i];
+  h ^= h >> 31;
+  h *= 0xBF58476D1CE4E5B9ULL;
+  h ^= h >> 29;
+  return static_cast<uint32_t>(h ^ (h >> 32));
+}
+
 
 /// A marker as the reader hands it out (validated).
 struct Marker {

@@ -19,6 +19,7 @@
 
 #include "gputriage/markers.h"
 #include "gputriage/markers.hpp"
+#include "src/markers/marked_steps.h"
 #include "src/markers/marker_ring.h"
 
 namespace gputriage {
@@ -254,6 +255,63 @@ TEST_F(Markers, AWriterThatDiesMidMarkerLeavesTheRestReadable) {
   EXPECT_EQ(got[1].step, 3);
   EXPECT_EQ(ring_->stats().abandoned, 1);
   munmap(base, bytes);
+}
+
+Marker M(MarkerKind kind, TimeNs t, int64_t step = 0, uint16_t phase = 0, uint32_t pid = 10, uint32_t tid = 10) {
+  Marker m;
+  m.kind = kind;
+  m.t_ns = t;
+  m.step = step;
+  m.phase = phase;
+  m.pid = pid;
+  m.tid = tid;
+  m.samples = kind == MarkerKind::kStepEnd ? 32 : 0;
+  return m;
+}
+
+TEST(MarkedSteps, DataFetchedBetweenStepsIsTheNextStepsWait) {
+  using K = MarkerKind;
+  // `for batch in watch(loader)`: the fetch precedes each step; a forward phase runs inside it.
+  const std::vector<Marker> markers = {
+      M(K::kPhaseBegin, 0, 0, 1),   M(K::kPhaseEnd, 30, 0, 1),     // data for step 0: 30
+      M(K::kStepBegin, 31, 0),      M(K::kPhaseBegin, 40, 0, 2),
+      M(K::kPhaseEnd, 90, 0, 2),    M(K::kStepEnd, 100, 0),        // forward 50
+      M(K::kPhaseBegin, 101, 0, 1), M(K::kPhaseEnd, 111, 0, 1),    // data for step 1: 10
+      M(K::kStepBegin, 112, 1),     M(K::kPhaseBegin, 120, 0, 1),
+      M(K::kPhaseEnd, 125, 0, 1),   M(K::kStepEnd, 200, 1),        // and 5 more inside it
+      M(K::kStepBegin, 300, 2),                                    // cut short by the job's end
+  };
+  const MarkedSteps steps = BuildMarkedSteps(markers);
+  ASSERT_EQ(steps.steps.size(), 2u);
+  EXPECT_EQ(steps.steps[0].data_wait_ns(), 30);
+  EXPECT_EQ(steps.steps[0].phase_ns[2], 50);
+  EXPECT_EQ(steps.steps[0].span.duration(), 69);
+  EXPECT_EQ(steps.steps[0].samples, 32);
+  EXPECT_EQ(steps.steps[1].data_wait_ns(), 15);
+  EXPECT_EQ(steps.unpaired_steps, 1);
+  EXPECT_EQ(steps.unpaired_phases, 0);
+  EXPECT_EQ(steps.unassigned_phases, 0);
+}
+
+TEST(MarkedSteps, ProcessesAndThreadsAreKeptApart) {
+  using K = MarkerKind;
+  // Two ranks with the same step numbers, interleaved; a data phase on a second thread of rank A.
+  const std::vector<Marker> markers = {
+      M(K::kStepBegin, 0, 0, 0, 1),      M(K::kStepBegin, 1, 0, 0, 2),
+      M(K::kPhaseBegin, 2, 0, 1, 1, 7),  M(K::kPhaseBegin, 3, 0, 1, 1, 1),
+      M(K::kPhaseEnd, 12, 0, 1, 1, 7),   M(K::kPhaseEnd, 23, 0, 1, 1, 1),
+      M(K::kStepEnd, 50, 0, 0, 2),       M(K::kStepEnd, 60, 0, 0, 1),
+      M(K::kPhaseEnd, 70, 0, 1, 2, 2),   // an end without a begin
+  };
+  const MarkedSteps steps = BuildMarkedSteps(markers);
+  ASSERT_EQ(steps.steps.size(), 2u);
+  const MarkedStep& a = steps.steps[0].pid == 1 ? steps.steps[0] : steps.steps[1];
+  const MarkedStep& b = steps.steps[0].pid == 2 ? steps.steps[0] : steps.steps[1];
+  EXPECT_EQ(a.span.duration(), 60);
+  EXPECT_EQ(a.data_wait_ns(), 10 + 20);  // both threads' data phases belong to rank A's step
+  EXPECT_EQ(b.span.duration(), 49);
+  EXPECT_EQ(b.data_wait_ns(), 0);
+  EXPECT_EQ(steps.unpaired_phases, 1);
 }
 
 }  // namespace

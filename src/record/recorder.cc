@@ -15,6 +15,7 @@
 #include <map>
 #include <memory>
 
+#include "src/markers/marked_steps.h"
 #include "src/record/dcgm_exporter_source.h"
 #include "src/record/process_tree.h"
 #include "src/sources/nvml/nvml_library.h"
@@ -82,29 +83,15 @@ std::string FirstLineOf(const char* command) {
 }  // namespace
 
 std::vector<Step> StepsFromMarkers(const std::vector<Marker>& markers, int64_t* unpaired) {
-  std::map<std::pair<uint32_t, int64_t>, TimeNs> open;  // (pid, step) → begin
+  const MarkedSteps marked = BuildMarkedSteps(markers);
   std::vector<Step> steps;
-  int64_t lone = 0;
-  for (const auto& m : markers) {
-    const auto key = std::make_pair(m.pid, m.step);
-    if (m.kind == MarkerKind::kStepBegin) {
-      if (!open.emplace(key, m.t_ns).second) ++lone;  // a second begin: the first never ended
-    } else if (m.kind == MarkerKind::kStepEnd) {
-      auto it = open.find(key);
-      if (it == open.end()) {
-        ++lone;
-        continue;
-      }
-      Step step;
-      step.number = m.step;
-      step.host = Interval{it->second, m.t_ns};
-      steps.push_back(step);
-      open.erase(it);
-    }
+  for (const auto& m : marked.steps) {
+    Step step;
+    step.number = m.number;
+    step.host = m.span;
+    steps.push_back(step);
   }
-  lone += static_cast<int64_t>(open.size());
-  if (unpaired) *unpaired = lone;
-  std::sort(steps.begin(), steps.end(), [](const Step& a, const Step& b) { return a.host.start < b.host.start; });
+  if (unpaired) *unpaired = marked.unpaired_steps;
   return steps;
 }
 

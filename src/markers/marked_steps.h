@@ -1,0 +1,39 @@
+// Training steps rebuilt from step markers: each step-begin paired with the
+// step-end of the same process and number, and each phase (data, forward, ...)
+// paired on its thread and charged to a step of its process: the step it
+// starts in, else the next step (a batch fetched between steps, as
+// `for batch in loader` does, is that step's data wait).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <vector>
+
+#include "gputriage/model.h"
+#include "src/markers/marker_ring.h"
+
+namespace gputriage {
+
+inline constexpr int kNumMarkerPhases = 8;  // gputriage_phase values 1..7; 0 unused
+
+struct MarkedStep {
+  int64_t number = 0;
+  uint32_t pid = 0;
+  Interval span;  // step-begin to step-end
+  std::array<TimeNs, kNumMarkerPhases> phase_ns{};
+  int64_t samples = 0;
+  int64_t tokens = 0;
+  double flops = 0;
+  TimeNs data_wait_ns() const { return phase_ns[1]; }
+};
+
+struct MarkedSteps {
+  std::vector<MarkedStep> steps;  // by start time
+  int64_t unpaired_steps = 0;     // a begin without its end (the job ended mid-step) or the reverse
+  int64_t unpaired_phases = 0;
+  int64_t unassigned_phases = 0;  // phases with no step of their process to charge
+};
+
+MarkedSteps BuildMarkedSteps(const std::vector<Marker>& markers);
+
+}  // namespace gputriage

@@ -1,7 +1,8 @@
 // A stand-in training process for the recorder's step-marker tests: writes
 // steps (with a data phase) through the C ABI, then optionally misbehaves.
 //
-//   marker_writer STEPS [normal|garbage|crash]
+//   marker_writer STEPS [normal|garbage|crash] [DATA_MS COMPUTE_MS]
+//     each step: DATA_MS asleep in the data phase (default 2), then COMPUTE_MS busy (default 0)
 //     garbage: after the steps, scribbles over some published records
 //     crash:   begins one more step and dies by SIGKILL inside it
 #include <signal.h>
@@ -10,6 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -21,12 +23,21 @@ int main(int argc, char** argv) {
   const int steps = std::atoi(argv[1]);
   const std::string mode = argc > 2 ? argv[2] : "normal";
   if (!gputriage_markers_enabled()) return 3;  // the recorder's ring must reach us
-  const timespec pause{0, 2'000'000};
+  const double data_ms = argc > 3 ? std::atof(argv[3]) : 2.0;
+  const double compute_ms = argc > 4 ? std::atof(argv[4]) : 0.0;
+  const timespec pause{static_cast<time_t>(data_ms / 1000), static_cast<long>(std::fmod(data_ms, 1000.0) * 1e6)};
+  auto now_ms = [] {
+    timespec ts{};
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return static_cast<double>(ts.tv_sec) * 1e3 + static_cast<double>(ts.tv_nsec) / 1e6;
+  };
   for (int i = 0; i < steps; ++i) {
     gputriage_step_begin(i);
     gputriage_phase_begin(GPUTRIAGE_PHASE_DATA);
     nanosleep(&pause, nullptr);
     gputriage_phase_end(GPUTRIAGE_PHASE_DATA);
+    for (const double until = now_ms() + compute_ms; now_ms() < until;) {
+    }
     gputriage_step_end(i, 32, 0, 0);
   }
   if (mode == "garbage") {

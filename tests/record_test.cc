@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -184,6 +185,7 @@ struct MarkerRun {
 
 MarkerRun RecordMarkerWriter(const std::vector<std::string>& args, TimeNs interval = 100 * kNsPerMs) {
   MarkerRun out;
+  // (stored steps are read back as marked steps: spans only)
   const auto path = std::filesystem::temp_directory_path() / "gputriage_marker_runs.db";
   std::filesystem::remove(path);
   auto store = RunStore::Open(path.string());
@@ -201,7 +203,8 @@ MarkerRun RecordMarkerWriter(const std::vector<std::string>& args, TimeNs interv
   EXPECT_TRUE((*store)->EndRun(result->run_id, result->ended_ns, result->exit_code, {}).ok());
   auto loaded = (*store)->LoadRun(result->run_id);
   EXPECT_TRUE(loaded.ok());
-  if (loaded.ok()) out.stored_steps = loaded->steps;
+  if (loaded.ok())
+    for (const auto& m : loaded->marked_steps) out.stored_steps.push_back(Step{m.number, m.span});
   out.result = std::move(*result);
   return out;
 }
@@ -210,10 +213,38 @@ TEST(RecordMarkers, StepsFromTheJobAreRecordedAndStored) {
   MarkerRun run = RecordMarkerWriter({"40"});
   EXPECT_EQ(run.result.exit_code, 0);
   EXPECT_EQ(run.result.markers.size(), 160u);  // begin, data begin/end, end per step
-  ASSERT_EQ(run.result.recording.steps.size(), 40u);
-  for (const auto& step : run.result.recording.steps) EXPECT_GE(step.host.duration(), 2'000'000);
+  ASSERT_EQ(run.result.recording.marked_steps.size(), 40u);
+  for (const auto& step : run.result.recording.marked_steps) {
+    EXPECT_GE(step.span.duration(), 2'000'000);
+    EXPECT_GE(step.data_wait_ns(), 2'000'000);  // the writer's data phase sits inside each step
+  }
   EXPECT_EQ(run.stored_steps.size(), 40u);
   EXPECT_FALSE(run.result.recording.stats.FindIssue("markers_corrupt"));
+}
+
+TEST(RecordMarkers, StepDataAloneJudgesInputBound) {
+  // No GPU, no driver: the diagnosis comes from the steps. 8 ms of data wait
+  // against 4 ms of compute is input-bound; 0.2 ms against 6 ms is not.
+  for (const auto& [data, compute, expect] :
+       {std::tuple{"8", "4", true}, std::tuple{"0.2", "6", false}}) {
+    MarkerRun run = RecordMarkerWriter({"25", "normal", data, compute});
+    ASSERT_EQ(run.result.recording.marked_steps.size(), 25u);
+    EXPECT_TRUE(run.result.gpu_note.find("NVIDIA driver") != std::string::npos) << run.result.gpu_note;
+    EXPECT_FALSE(run.result.gpu_metrics);
+    gputriage::Run r;
+    r.recordings.push_back(std::move(run.result.recording));
+    const Diagnosis d = Diagnose(r);
+    const Finding* input = nullptr;
+    for (const auto& f : d.findings)
+      if (f.verdict == "input_bound") input = &f;
+    EXPECT_EQ(input != nullptr, expect) << data << " ms data, " << compute << " ms compute";
+    if (input) {
+      double pct = 0;
+      for (const auto& e : input->evidence)
+        if (e.name == "data_wait_percent_of_compute") pct = e.value;
+      EXPECT_NEAR(pct, 200, 60);  // 8 / 4, give or take the scheduler
+    }
+  }
 }
 
 TEST(RecordMarkers, GarbageInTheRingIsReportedNotTrusted) {
@@ -224,7 +255,7 @@ TEST(RecordMarkers, GarbageInTheRingIsReportedNotTrusted) {
   ASSERT_TRUE(corrupt);
   EXPECT_EQ(corrupt->message.rfind("4 step-marker records failed their checks", 0), 0u) << corrupt->message;
   EXPECT_EQ(run.result.markers.size(), 36u);
-  EXPECT_EQ(run.result.recording.steps.size(), 9u);  // step 2 is gone, not guessed
+  EXPECT_EQ(run.result.recording.marked_steps.size(), 9u);  // step 2 is gone, not guessed
   for (const auto& m : run.result.markers) EXPECT_TRUE(m.kind == MarkerKind::kStepBegin || m.kind == MarkerKind::kStepEnd ||
                                                        m.phase == GPUTRIAGE_PHASE_DATA);
 }
@@ -232,7 +263,7 @@ TEST(RecordMarkers, GarbageInTheRingIsReportedNotTrusted) {
 TEST(RecordMarkers, AJobThatDiesMidStepLeavesTheRunIntact) {
   MarkerRun run = RecordMarkerWriter({"5", "crash"});
   EXPECT_EQ(run.result.exit_code, 128 + SIGKILL);
-  EXPECT_EQ(run.result.recording.steps.size(), 5u);
+  EXPECT_EQ(run.result.recording.marked_steps.size(), 5u);
   EXPECT_EQ(run.stored_steps.size(), 5u);
   EXPECT_TRUE(run.result.recording.stats.FindIssue("markers_unpaired"));
 }

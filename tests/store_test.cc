@@ -187,9 +187,9 @@ TEST(RunStore, MigratesAVersionOneStoreKeepingItsRuns) {
   EXPECT_EQ(rec->metrics.devices[0].uuid, "GPU-job");
   EXPECT_EQ(rec->metrics.devices[0].other_processes, (std::vector<std::string>{"pid 7", "pid 8"}));
   EXPECT_TRUE(rec->stats.FindIssue("job_gpus"));
-  ASSERT_EQ(rec->steps.size(), 3u);
-  EXPECT_EQ(rec->steps[2].number, 2);
-  EXPECT_EQ(rec->steps[2].host.end, 3 * kNsPerS - kNsPerMs);
+  ASSERT_EQ(rec->marked_steps.size(), 3u);
+  EXPECT_EQ(rec->marked_steps[2].number, 2);
+  EXPECT_EQ(rec->marked_steps[2].span.end, 3 * kNsPerS - kNsPerMs);
   int exported_devices = 0;
   ASSERT_TRUE((*store)->ForEachSample(*id, [&](const MetricDevice& d, Metric, TimeNs, double) {
     EXPECT_EQ(d.uuid, "GPU-job");

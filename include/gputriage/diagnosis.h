@@ -179,6 +179,22 @@ struct DeviceMetricAnalysis {
 };
 
 /// Everything measured on one recording (one rank).
+/// Step timing from inside the training loop (step markers), over the run.
+struct StepMarkerAnalysis {
+  int64_t steps = 0;
+  int processes = 0;
+  double step_ms_mean = 0;
+  double step_ms_p50 = 0;
+  double step_ms_p95 = 0;
+  double step_ms_cv = 0;                 // coefficient of variation of step time
+  double data_wait_ms_mean = 0;          // per step, from the data phase
+  double compute_ms_mean = 0;            // step span without the data wait inside it
+  double data_wait_percent_of_compute = 0;
+  double samples_per_s = NAN;            // when steps report samples
+  int64_t outlier_steps = 0;             // steps over twice the median
+  bool phases_known = false;             // the job marked its data phase
+};
+
 struct RecordingAnalysis {
   std::string source;
   int rank = -1;
@@ -204,6 +220,7 @@ struct RecordingAnalysis {
   bool has_trace = false;
   std::string phase;  // capture-bundle phase ("idle", "load"), else empty
   std::vector<DeviceMetricAnalysis> metric_devices;
+  StepMarkerAnalysis marked;  // steps == 0 without step markers
 };
 
 // ---- Verdicts -------------------------------------------------------------
@@ -345,6 +362,8 @@ struct Diagnosis {
 
 /// Measures one recording (pure: no I/O).
 RecordingAnalysis AnalyzeRecording(const Recording& recording);
+/// Step-marker timing: step time, data wait against compute, throughput, outliers.
+StepMarkerAnalysis AnalyzeMarkedSteps(const std::vector<MarkedStep>& steps);
 
 /// Measures every recording of a run and draws the verdicts.
 Diagnosis Diagnose(const Run& run, const DiagnoseOptions& options = {});

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cmath>
+#include <array>
 #include <cstdint>
 #include <deque>
 #include <limits>
@@ -157,6 +158,20 @@ struct Step {
   Interval host;
 };
 
+/// A training step timed from inside the loop (step markers, gputriage/markers.h):
+/// its span and the time of each named phase charged to it (index = gputriage_phase,
+/// 1 = data wait; a batch fetched between steps is the next step's wait).
+struct MarkedStep {
+  int64_t number = 0;
+  uint32_t pid = 0;
+  Interval span;
+  std::array<TimeNs, 8> phase_ns{};
+  int64_t samples = 0;
+  int64_t tokens = 0;
+  double flops = 0;
+  TimeNs data_wait_ns() const { return phase_ns[1]; }
+};
+
 enum class IssueSeverity { kInfo, kWarning, kError };
 
 /// A problem met while importing: counted by kind, never fatal on its own.
@@ -197,6 +212,7 @@ struct Recording {
   std::vector<CpuSpan> cpu_spans;
   std::vector<SyncActivity> syncs;
   std::vector<Step> steps;
+  std::vector<MarkedStep> marked_steps;  // from step markers (gputriage record)
   MetricSet metrics;  // sampled GPU metrics (nvidia-smi, dmon, dcgmi, dcgm-exporter)
   Interval profiler_window;  // the "PyTorch Profiler (0)" span, if recorded
   std::map<std::string, std::string> metadata;

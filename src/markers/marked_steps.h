@@ -6,6 +6,7 @@
 #pragma once
 
 #include <array>
+#include <tuple>
 #include <cstdint>
 #include <vector>
 
@@ -15,17 +16,7 @@
 namespace gputriage {
 
 inline constexpr int kNumMarkerPhases = 8;  // gputriage_phase values 1..7; 0 unused
-
-struct MarkedStep {
-  int64_t number = 0;
-  uint32_t pid = 0;
-  Interval span;  // step-begin to step-end
-  std::array<TimeNs, kNumMarkerPhases> phase_ns{};
-  int64_t samples = 0;
-  int64_t tokens = 0;
-  double flops = 0;
-  TimeNs data_wait_ns() const { return phase_ns[1]; }
-};
+static_assert(std::tuple_size_v<decltype(MarkedStep::phase_ns)> == kNumMarkerPhases);
 
 struct MarkedSteps {
   std::vector<MarkedStep> steps;  // by start time

@@ -259,13 +259,14 @@ StatusOr<RecordResult> RecordCommand(const RecordOptions& options) {
     if (m.abandoned > 0)
       stats.AddIssue(IssueSeverity::kWarning, "markers_abandoned",
                      std::to_string(m.abandoned) + " step markers were begun but never finished (a process died mid-marker)");
-    int64_t unpaired = 0;
-    result.recording.steps = StepsFromMarkers(result.markers, &unpaired);
+    const MarkedSteps marked = BuildMarkedSteps(result.markers);
+    result.recording.marked_steps = marked.steps;
+    const int64_t unpaired = marked.unpaired_steps;
     if (unpaired > 0)
       stats.AddIssue(IssueSeverity::kInfo, "markers_unpaired",
                      std::to_string(unpaired) + " step begin/end markers had no partner (a step cut short by the end of the job?)");
-    if (options.store && result.run_id > 0 && !result.recording.steps.empty())
-      if (Status s = options.store->PutSteps(result.run_id, result.recording.steps); !s.ok())
+    if (options.store && result.run_id > 0 && !marked.steps.empty())
+      if (Status s = options.store->PutSteps(result.run_id, StepsFromMarkers(result.markers)); !s.ok())
         stats.AddIssue(IssueSeverity::kError, "store_write_failed", s.message());
   }
   if (scraper) {

@@ -503,10 +503,10 @@ StatusOr<Recording> RunStore::LoadRun(int64_t run) {
   Statement steps(db_, "SELECT step, start_ns, end_ns FROM steps WHERE run_id=? ORDER BY start_ns, step");
   steps.Bind(1, run);
   while (steps.ok() && steps.Step() == SQLITE_ROW) {
-    Step step;
+    MarkedStep step;  // spans only: the phases are not stored yet
     step.number = steps.Int(0);
-    step.host = Interval{steps.Int(1), steps.Int(2)};
-    rec.steps.push_back(step);
+    step.span = Interval{steps.Int(1), steps.Int(2)};
+    rec.marked_steps.push_back(step);
   }
   rec.clock_is_absolute = true;
   rec.metrics.clock_note = "host wall clock at each NVML sample";

@@ -457,6 +457,9 @@ Diagnosis Diagnose(const Run& run, const DiagnoseOptions& options) {
   for (const auto& a : d.recordings) {
     auto found = JudgeMetrics(a, targets);
     d.findings.insert(d.findings.end(), std::make_move_iterator(found.begin()), std::make_move_iterator(found.end()));
+    auto from_steps = JudgeStepMarkers(a);
+    d.findings.insert(d.findings.end(), std::make_move_iterator(from_steps.begin()),
+                      std::make_move_iterator(from_steps.end()));
   }
   MergeSameVerdicts(d.findings);
   std::stable_sort(d.findings.begin(), d.findings.end(), [](const Finding& x, const Finding& y) {

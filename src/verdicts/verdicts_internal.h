@@ -14,6 +14,8 @@ std::vector<Finding> JudgeRecording(const RecordingAnalysis& a);
 
 /// Metric verdicts of one recording's GPUs (metric_verdicts.cc).
 std::vector<Finding> JudgeMetrics(const RecordingAnalysis& a, const WorkloadTargets& targets);
+/// Verdicts from step markers (src/verdicts/step_verdicts.cc).
+std::vector<Finding> JudgeStepMarkers(const RecordingAnalysis& a);
 
 /// A dated default price for a GPU model (cost.cc).
 struct GpuPrice {

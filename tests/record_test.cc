@@ -186,7 +186,10 @@ struct MarkerRun {
 MarkerRun RecordMarkerWriter(const std::vector<std::string>& args, TimeNs interval = 100 * kNsPerMs) {
   MarkerRun out;
   // (stored steps are read back as marked steps: spans only)
-  const auto path = std::filesystem::temp_directory_path() / "gputriage_marker_runs.db";
+  // One store per test: ctest runs tests in parallel processes.
+  const auto path = std::filesystem::temp_directory_path() /
+                    ("gputriage_marker_runs_" + std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()) +
+                     ".db");
   std::filesystem::remove(path);
   auto store = RunStore::Open(path.string());
   EXPECT_TRUE(store.ok());

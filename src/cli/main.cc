@@ -255,7 +255,8 @@ int RunRecord(const RecordArgs& args) {
       std::fprintf(stderr, "gputriage: stored as run %lld in %s\n", static_cast<long long>(result->run_id),
                    store->path().c_str());
   }
-  if (result->gpu_metrics) {
+  // A report when there is something to judge: GPU metrics, or the job's own step markers.
+  if (result->gpu_metrics || !run.recordings[0].marked_steps.empty()) {
     const std::string text = gputriage::RenderTerminal(run, diagnosis, {});
     std::fwrite(text.data(), 1, text.size(), stderr);
   }

@@ -199,6 +199,20 @@ json RecordingJson(const Recording& rec, const RecordingAnalysis& a) {
   j["clock_note"] = rec.metrics.clock_note.empty() ? json(nullptr) : json(rec.metrics.clock_note);
   j["metric_devices"] = json::array();
   for (const auto& d : a.metric_devices) j["metric_devices"].push_back(MetricDeviceJson(d));
+  const StepMarkerAnalysis& m = a.marked;
+  j["step_markers"] = m.steps == 0 ? json(nullptr)
+                                   : json{{"steps", m.steps},
+                                          {"processes", m.processes},
+                                          {"step_ms_mean", m.step_ms_mean},
+                                          {"step_ms_p50", m.step_ms_p50},
+                                          {"step_ms_p95", m.step_ms_p95},
+                                          {"step_ms_cv", m.step_ms_cv},
+                                          {"outlier_steps", m.outlier_steps},
+                                          {"phases_known", m.phases_known},
+                                          {"data_wait_ms_mean", m.data_wait_ms_mean},
+                                          {"compute_ms_mean", m.compute_ms_mean},
+                                          {"data_wait_percent_of_compute", m.data_wait_percent_of_compute},
+                                          {"samples_per_s", Num(m.samples_per_s)}};
   return j;
 }
 

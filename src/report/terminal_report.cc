@@ -52,6 +52,17 @@ std::string Dist(const MetricDistribution& m, const char* unit) {
                      fmt::arg("u", unit));
 }
 
+void RenderStepMarkers(std::string& out, const StepMarkerAnalysis& m) {
+  if (m.steps == 0) return;
+  out += fmt::format("   {} steps from step markers ({} process{}): {:.1f} ms per step (p50 {:.1f}, p95 {:.1f}, CV {:.2f}){}\n",
+                     m.steps, m.processes, m.processes == 1 ? "" : "es", m.step_ms_mean, m.step_ms_p50, m.step_ms_p95,
+                     m.step_ms_cv, m.outlier_steps > 0 ? fmt::format(", {} over twice the median", m.outlier_steps) : "");
+  if (m.phases_known)
+    out += fmt::format("     data wait {:.1f} ms against {:.1f} ms of compute per step ({:.0f}% of compute)\n",
+                       m.data_wait_ms_mean, m.compute_ms_mean, m.data_wait_percent_of_compute);
+  if (!std::isnan(m.samples_per_s)) out += fmt::format("     throughput {:.1f} samples/s\n", m.samples_per_s);
+}
+
 void RenderMetricDevices(std::string& out, const Recording& rec, const RecordingAnalysis& a) {
   out += fmt::format("   {} rows, {} samples{}\n", rec.metrics.rows, rec.metrics.samples,
                      rec.metrics.clock_note.empty() ? "" : "; clock: " + rec.metrics.clock_note);
@@ -140,6 +151,7 @@ void RenderRecording(std::string& out, const Recording& rec, const RecordingAnal
     for (const auto& issue : rec.stats.issues)
       out += fmt::format("   import {}: {} × {} (first: {})\n", issue.severity == IssueSeverity::kInfo ? "note" : "warning",
                          issue.count, issue.kind, Shorten(issue.message, 160));
+    RenderStepMarkers(out, a.marked);
     RenderMetricDevices(out, rec, a);
     return;
   }

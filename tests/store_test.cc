@@ -176,8 +176,15 @@ TEST(RunStore, MigratesAVersionOneStoreKeepingItsRuns) {
   ASSERT_TRUE((*store)->PutDevices(*id, live.metrics).ok());
   (*store)->AddSample(*id, 0, Metric::kGpuUtil, 0, 90);
   (*store)->AddSample(*id, 1, Metric::kGpuUtil, 0, 0);
-  std::vector<Step> steps(3);
-  for (int i = 0; i < 3; ++i) steps[i] = Step{i, Interval{i * kNsPerS, (i + 1) * kNsPerS - kNsPerMs}};
+  std::vector<MarkedStep> steps(3);
+  for (int i = 0; i < 3; ++i) {
+    steps[i].number = i;
+    steps[i].span = Interval{i * kNsPerS, (i + 1) * kNsPerS - kNsPerMs};
+    steps[i].pid = 4242;
+    steps[i].samples = 64;
+    steps[i].phase_ns[1] = 300 * kNsPerMs;  // data
+    steps[i].phase_ns[2] = 200 * kNsPerMs;  // forward
+  }
   ASSERT_TRUE((*store)->PutSteps(*id, steps).ok());
   ASSERT_TRUE((*store)->EndRun(*id, kNsPerS, 0, {}).ok());
   auto rec = (*store)->LoadRun(*id);
@@ -190,6 +197,10 @@ TEST(RunStore, MigratesAVersionOneStoreKeepingItsRuns) {
   ASSERT_EQ(rec->marked_steps.size(), 3u);
   EXPECT_EQ(rec->marked_steps[2].number, 2);
   EXPECT_EQ(rec->marked_steps[2].span.end, 3 * kNsPerS - kNsPerMs);
+  EXPECT_EQ(rec->marked_steps[2].pid, 4242u);
+  EXPECT_EQ(rec->marked_steps[2].samples, 64);
+  EXPECT_EQ(rec->marked_steps[2].data_wait_ns(), 300 * kNsPerMs);
+  EXPECT_EQ(rec->marked_steps[2].phase_ns[2], 200 * kNsPerMs);
   int exported_devices = 0;
   ASSERT_TRUE((*store)->ForEachSample(*id, [&](const MetricDevice& d, Metric, TimeNs, double) {
     EXPECT_EQ(d.uuid, "GPU-job");

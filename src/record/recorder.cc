@@ -82,19 +82,6 @@ std::string FirstLineOf(const char* command) {
 
 }  // namespace
 
-std::vector<Step> StepsFromMarkers(const std::vector<Marker>& markers, int64_t* unpaired) {
-  const MarkedSteps marked = BuildMarkedSteps(markers);
-  std::vector<Step> steps;
-  for (const auto& m : marked.steps) {
-    Step step;
-    step.number = m.number;
-    step.host = m.span;
-    steps.push_back(step);
-  }
-  if (unpaired) *unpaired = marked.unpaired_steps;
-  return steps;
-}
-
 std::map<std::string, std::string> CollectRunContext() {
   std::map<std::string, std::string> context;
   // The code that ran: the commit of the working directory's repository, and
@@ -266,7 +253,7 @@ StatusOr<RecordResult> RecordCommand(const RecordOptions& options) {
       stats.AddIssue(IssueSeverity::kInfo, "markers_unpaired",
                      std::to_string(unpaired) + " step begin/end markers had no partner (a step cut short by the end of the job?)");
     if (options.store && result.run_id > 0 && !marked.steps.empty())
-      if (Status s = options.store->PutSteps(result.run_id, StepsFromMarkers(result.markers)); !s.ok())
+      if (Status s = options.store->PutSteps(result.run_id, marked.steps); !s.ok())
         stats.AddIssue(IssueSeverity::kError, "store_write_failed", s.message());
   }
   if (scraper) {

@@ -44,9 +44,6 @@ struct RecordResult {
 /// dcgm-exporter URL given cannot be scraped (checked before the job starts).
 StatusOr<RecordResult> RecordCommand(const RecordOptions& options);
 
-/// Training steps (number and span) from step markers, for the run store.
-std::vector<Step> StepsFromMarkers(const std::vector<Marker>& markers, int64_t* unpaired = nullptr);
-
 /// Where and what ran, kept with a stored run: git_commit and git_dirty (of the
 /// working directory's repository, when there is one and git is installed),
 /// cwd, user, cuda_visible_devices.

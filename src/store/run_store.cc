@@ -115,9 +115,27 @@ std::string MigrationToVersion2() {
          " last_sample = (SELECT max(rowid) FROM samples WHERE run_id = runs.id);";
 }
 
+/// 2 → 3: steps from step markers keep their process, figures and phase times.
+constexpr const char* kMigrationToVersion3 =
+    "ALTER TABLE steps ADD COLUMN pid INTEGER NOT NULL DEFAULT 0;"
+    "ALTER TABLE steps ADD COLUMN samples INTEGER NOT NULL DEFAULT 0;"
+    "ALTER TABLE steps ADD COLUMN tokens INTEGER NOT NULL DEFAULT 0;"
+    "ALTER TABLE steps ADD COLUMN flops REAL NOT NULL DEFAULT 0;"
+    "ALTER TABLE steps ADD COLUMN data_ns INTEGER NOT NULL DEFAULT 0;"
+    "ALTER TABLE steps ADD COLUMN forward_ns INTEGER NOT NULL DEFAULT 0;"
+    "ALTER TABLE steps ADD COLUMN backward_ns INTEGER NOT NULL DEFAULT 0;"
+    "ALTER TABLE steps ADD COLUMN optimizer_ns INTEGER NOT NULL DEFAULT 0;"
+    "ALTER TABLE steps ADD COLUMN communication_ns INTEGER NOT NULL DEFAULT 0;"
+    "ALTER TABLE steps ADD COLUMN checkpoint_ns INTEGER NOT NULL DEFAULT 0;"
+    "ALTER TABLE steps ADD COLUMN other_ns INTEGER NOT NULL DEFAULT 0;";
+
 /// The SQL that brings a store from version `from` to `from + 1`.
-std::string Migration(int64_t from) { return from == 0 ? std::string(kMigrations[0]) : MigrationToVersion2(); }
-static_assert(std::size(kMigrations) + 1 == RunStore::kSchemaVersion);
+std::string Migration(int64_t from) {
+  if (from == 0) return kMigrations[0];
+  if (from == 1) return MigrationToVersion2();
+  return kMigrationToVersion3;
+}
+static_assert(RunStore::kSchemaVersion == 3, "a new schema version needs its migration in Migration()");
 
 /// "\"gpu_util\", \"mem_copy_util\", ..." in Metric order, each after `prefix` ("s.").
 std::string MetricColumns(const std::string& prefix = "") {
@@ -405,14 +423,22 @@ Status RunStore::EndRun(int64_t run, TimeNs ended_ns, std::optional<int> exit_co
   return Exec("COMMIT");
 }
 
-Status RunStore::PutSteps(int64_t run, const std::vector<Step>& steps) {
+Status RunStore::PutSteps(int64_t run, const std::vector<MarkedStep>& steps) {
   RETURN_IF_ERROR(Exec("BEGIN"));
-  Statement put(db_, "INSERT OR REPLACE INTO steps(run_id, step, start_ns, end_ns) VALUES(?, ?, ?, ?)");
+  Statement put(db_,
+                "INSERT OR REPLACE INTO steps(run_id, step, start_ns, end_ns, pid, samples, tokens, flops, data_ns,"
+                " forward_ns, backward_ns, optimizer_ns, communication_ns, checkpoint_ns, other_ns)"
+                " VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
   for (const auto& step : steps) {
     put.Bind(1, run);
     put.Bind(2, step.number);
-    put.Bind(3, static_cast<int64_t>(step.host.start));
-    put.Bind(4, static_cast<int64_t>(step.host.end));
+    put.Bind(3, static_cast<int64_t>(step.span.start));
+    put.Bind(4, static_cast<int64_t>(step.span.end));
+    put.Bind(5, static_cast<int64_t>(step.pid));
+    put.Bind(6, step.samples);
+    put.Bind(7, step.tokens);
+    put.Bind(8, step.flops);
+    for (int phase = 1; phase <= 7; ++phase) put.Bind(8 + phase, static_cast<int64_t>(step.phase_ns[static_cast<size_t>(phase)]));
     if (!put.ok() || put.Step() != SQLITE_DONE) {
       const std::string why = sqlite3_errmsg(db_);
       (void)Exec("ROLLBACK");
@@ -500,12 +526,19 @@ StatusOr<Recording> RunStore::LoadRun(int64_t run) {
     for (int m = 0; m < kNumMetrics; ++m)
       if (!samples.Null(2 + m)) rec.metrics.Add(position[device], static_cast<Metric>(m), t, samples.Real(2 + m));
   }
-  Statement steps(db_, "SELECT step, start_ns, end_ns FROM steps WHERE run_id=? ORDER BY start_ns, step");
+  Statement steps(db_,
+                  "SELECT step, start_ns, end_ns, pid, samples, tokens, flops, data_ns, forward_ns, backward_ns,"
+                  " optimizer_ns, communication_ns, checkpoint_ns, other_ns FROM steps WHERE run_id=? ORDER BY start_ns, step");
   steps.Bind(1, run);
   while (steps.ok() && steps.Step() == SQLITE_ROW) {
-    MarkedStep step;  // spans only: the phases are not stored yet
+    MarkedStep step;
     step.number = steps.Int(0);
     step.span = Interval{steps.Int(1), steps.Int(2)};
+    step.pid = static_cast<uint32_t>(steps.Int(3));
+    step.samples = steps.Int(4);
+    step.tokens = steps.Int(5);
+    step.flops = steps.Real(6);
+    for (int phase = 1; phase <= 7; ++phase) step.phase_ns[static_cast<size_t>(phase)] = steps.Int(6 + phase);
     rec.marked_steps.push_back(step);
   }
   rec.clock_is_absolute = true;

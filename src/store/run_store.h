@@ -43,7 +43,7 @@ struct RunInfo {
 class RunStore {
  public:
   /// The schema version this build writes; older stores are migrated on open.
-  static constexpr int kSchemaVersion = 2;
+  static constexpr int kSchemaVersion = 3;
 
   /// $GPUTRIAGE_STORE, else $XDG_DATA_HOME/gputriage/runs.db, else ~/.local/share/gputriage/runs.db.
   static std::string DefaultPath();
@@ -62,7 +62,7 @@ class RunStore {
   /// Writes buffered samples in one transaction.
   Status Flush();
   /// Records training steps (step markers, a trace's ProfilerStep spans) of a run.
-  Status PutSteps(int64_t run, const std::vector<Step>& steps);
+  Status PutSteps(int64_t run, const std::vector<MarkedStep>& steps);
   /// Marks the run complete with its end, exit code and findings.
   Status EndRun(int64_t run, TimeNs ended_ns, std::optional<int> exit_code, const std::vector<Finding>& findings);
 

@@ -5,6 +5,9 @@
 //     each step: DATA_MS asleep in the data phase (default 2), then COMPUTE_MS busy (default 0)
 //     garbage: after the steps, scribbles over some published records
 //     crash:   begins one more step and dies by SIGKILL inside it
+//     closed-fd: first closes the inherited ring descriptor and puts /dev/null
+//                under its number (what a launcher that closes descriptors leaves)
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -22,6 +25,14 @@ int main(int argc, char** argv) {
   if (argc < 2) return 2;
   const int steps = std::atoi(argv[1]);
   const std::string mode = argc > 2 ? argv[2] : "normal";
+  if (mode == "closed-fd") {
+    const char* fd_env = std::getenv("GPUTRIAGE_MARKERS_FD");
+    if (fd_env == nullptr) return 5;
+    const int fd = std::atoi(fd_env);
+    const int null_fd = open("/dev/null", O_RDWR);
+    if (null_fd < 0 || dup2(null_fd, fd) != fd) return 6;
+    close(null_fd);
+  }
   if (!gputriage_markers_enabled()) return 3;  // the recorder's ring must reach us
   const double data_ms = argc > 3 ? std::atof(argv[3]) : 2.0;
   const double compute_ms = argc > 4 ? std::atof(argv[4]) : 0.0;

@@ -266,6 +266,16 @@ TEST(RecordMarkers, GarbageInTheRingIsReportedNotTrusted) {
                                                        m.phase == GPUTRIAGE_PHASE_DATA);
 }
 
+TEST(RecordMarkers, AProcessWhoseLauncherClosedTheDescriptorStillReachesTheRing) {
+  // Python's subprocess and torchrun close inherited descriptors; the writer
+  // then reopens the ring through $GPUTRIAGE_MARKERS_PATH, and does not take
+  // whatever now sits under the old number (here /dev/null) for it.
+  MarkerRun run = RecordMarkerWriter({"6", "closed-fd"});
+  EXPECT_EQ(run.result.exit_code, 0);
+  EXPECT_EQ(run.result.recording.marked_steps.size(), 6u);
+  EXPECT_EQ(run.stored_steps.size(), 6u);
+}
+
 TEST(RecordMarkers, AJobThatDiesMidStepLeavesTheRunIntact) {
   MarkerRun run = RecordMarkerWriter({"5", "crash"});
   EXPECT_EQ(run.result.exit_code, 128 + SIGKILL);

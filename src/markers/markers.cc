@@ -3,6 +3,7 @@
 // call returns after one relaxed load.
 #include "gputriage/markers.h"
 
+#include <fcntl.h>
 #include <pthread.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -46,17 +47,13 @@ thread_local ThreadIds t_ids;
 
 void AfterForkInChild() { g_fork_generation.fetch_add(1, std::memory_order_relaxed); }
 
-/// Maps the ring in $GPUTRIAGE_MARKERS_FD, checking that it is one.
-Attached Attach() {
+/// Maps `fd` if it holds a ring; a descriptor that is something else (the
+/// number reused after a launcher closed ours) is left alone.
+Attached MapRing(int fd) {
   Attached a;
-  const char* env = std::getenv(kMarkersFdEnv);
-  if (env == nullptr || *env == '\0') return a;
-  char* end = nullptr;
-  const long fd = std::strtol(env, &end, 10);
-  if (end == env || *end != '\0' || fd < 0 || fd > 1 << 20) return a;
   struct stat st {};
-  if (fstat(static_cast<int>(fd), &st) != 0 || st.st_size < static_cast<off_t>(sizeof(MarkerRingHeader))) return a;
-  void* base = mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ | PROT_WRITE, MAP_SHARED, static_cast<int>(fd), 0);
+  if (fstat(fd, &st) != 0 || st.st_size < static_cast<off_t>(sizeof(MarkerRingHeader))) return a;
+  void* base = mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   if (base == MAP_FAILED) return a;
   auto* header = static_cast<MarkerRingHeader*>(base);
   const uint64_t cap = header->capacity;
@@ -72,6 +69,34 @@ Attached Attach() {
 #if defined(__x86_64__)
   a.tsc = header->clock == kClockTsc;
 #endif
+  return a;
+}
+
+/// Attaches to the recorder's ring: the inherited descriptor in
+/// $GPUTRIAGE_MARKERS_FD when it is still the ring, else the ring reopened
+/// through $GPUTRIAGE_MARKERS_PATH (/proc/RECORDER/fd/N), which reaches
+/// processes whose launcher closed inherited descriptors (Python's subprocess,
+/// torchrun). The kernel lets only the recorder's user (or root) open it.
+Attached Attach() {
+  const char* fd_env = std::getenv(kMarkersFdEnv);
+  const char* path = std::getenv(kMarkersPathEnv);
+  struct stat ring_st {};
+  const bool path_known = path != nullptr && *path != '\0' && stat(path, &ring_st) == 0;
+  if (fd_env != nullptr && *fd_env != '\0') {
+    char* end = nullptr;
+    const long fd = std::strtol(fd_env, &end, 10);
+    struct stat st {};
+    if (end != fd_env && *end == '\0' && fd >= 0 && fd < (1 << 20) && fstat(static_cast<int>(fd), &st) == 0 &&
+        (!path_known || (st.st_dev == ring_st.st_dev && st.st_ino == ring_st.st_ino))) {
+      Attached a = MapRing(static_cast<int>(fd));
+      if (a.header != nullptr) return a;
+    }
+  }
+  if (!path_known) return Attached{};
+  const int fd = open(path, O_RDWR | O_CLOEXEC);
+  if (fd < 0) return Attached{};
+  Attached a = MapRing(fd);
+  close(fd);  // the mapping keeps the ring
   return a;
 }
 

@@ -130,7 +130,25 @@ StatusOr<RecordResult> RecordCommand(const RecordOptions& options) {
   std::unique_ptr<MarkerRing> ring;
   if (auto created = MarkerRing::Create(); created.ok()) ring = std::move(*created);
   else result.recording.stats.AddIssue(IssueSeverity::kWarning, "markers_unavailable", created.status().message());
-  const std::string ring_fd = ring ? std::to_string(ring->fd()) : "";
+  // The job's environment, built before fork (the child only execs): the ring
+  // by descriptor and by /proc path, and the caller's variables.
+  std::vector<std::pair<std::string, std::string>> job_vars = options.environment;
+  if (ring) {
+    job_vars.emplace_back(kMarkersFdEnv, std::to_string(ring->fd()));
+    job_vars.emplace_back(kMarkersPathEnv, "/proc/" + std::to_string(getpid()) + "/fd/" + std::to_string(ring->fd()));
+  }
+  std::vector<std::string> job_env;
+  for (char** e = environ; *e != nullptr; ++e) {
+    const std::string_view entry(*e);
+    const std::string_view name = entry.substr(0, entry.find('='));
+    bool replaced = false;
+    for (const auto& [key, value] : job_vars) replaced = replaced || name == key;
+    if (!replaced) job_env.emplace_back(entry);
+  }
+  for (const auto& [key, value] : job_vars) job_env.push_back(key + "=" + value);
+  std::vector<char*> envp;
+  for (auto& e : job_env) envp.push_back(e.data());
+  envp.push_back(nullptr);
 
   // Read before the job starts, so sampling starts with it.
   const std::map<std::string, std::string> context =
@@ -147,8 +165,7 @@ StatusOr<RecordResult> RecordCommand(const RecordOptions& options) {
   if (child < 0) return IoError(std::string("record: fork: ") + std::strerror(errno));
   if (child == 0) {
     close(exec_errno_pipe[0]);
-    if (!ring_fd.empty()) setenv(kMarkersFdEnv, ring_fd.c_str(), 1);
-    execvp(argv[0], argv.data());
+    execvpe(argv[0], argv.data(), envp.data());
     const int err = errno;  // tell the parent why exec failed
     (void)!write(exec_errno_pipe[1], &err, sizeof err);
     _exit(127);

@@ -21,6 +21,9 @@ struct RecordOptions {
   std::string dcgm_exporter_url;     // scrape this dcgm-exporter instead of using NVML
   RunStore* store = nullptr;         // where the run is kept as it is recorded (may be null)
   RunInfo info;                      // name, host, metadata for the store
+  /// Variables set (or replaced) in the job's environment, e.g. PYTHONPATH for
+  /// `record --python`.
+  std::vector<std::pair<std::string, std::string>> environment;
   /// Called about once a second while the job runs (the CLI's live status line).
   std::function<void(const Recording& recording, TimeNs elapsed_ns)> on_second;
 };

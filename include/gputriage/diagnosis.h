@@ -180,8 +180,18 @@ struct DeviceMetricAnalysis {
 
 /// Everything measured on one recording (one rank).
 /// Step timing from inside the training loop (step markers), over the run.
+/// One process's steps (a rank, in a multi-process job).
+struct ProcessStepStats {
+  uint32_t pid = 0;
+  int64_t steps = 0;         // judged steps (warm-up left out)
+  double step_ms_p50 = 0;
+  double work_ms_p50 = 0;    // step time without data wait and marked communication: the rank's own work
+  double data_wait_ms_mean = 0;
+};
+
 struct StepMarkerAnalysis {
-  int64_t steps = 0;
+  int64_t steps = 0;                     // judged steps, over every process
+  int64_t warmup_steps = 0;              // leading steps >= 3x their process's median, left out
   int processes = 0;
   double step_ms_mean = 0;
   double step_ms_p50 = 0;
@@ -190,9 +200,20 @@ struct StepMarkerAnalysis {
   double data_wait_ms_mean = 0;          // per step, from the data phase
   double compute_ms_mean = 0;            // step span without the data wait inside it
   double data_wait_percent_of_compute = 0;
-  double samples_per_s = NAN;            // when steps report samples
+  double samples_per_s = NAN;            // whole job (every process), when steps report samples
+  double tokens_per_s = NAN;             // whole job, when steps report tokens
   int64_t outlier_steps = 0;             // steps over twice the median
+  double outlier_time_percent = 0;       // time those steps spent beyond the median, % of all step time
+  std::string outlier_phase;             // the marked phase that grows most in outlier steps, "" if none
+  double outlier_phase_ms = 0;           // its mean excess in an outlier step over a typical one
   bool phases_known = false;             // the job marked its data phase
+  std::vector<ProcessStepStats> by_process;  // slowest work first
+  // MFU: FLOPs per step reported by the job, against the GPU's dense bf16 peak.
+  double flops_per_step = NAN;           // mean per step of one process
+  double achieved_tflops = NAN;          // per process (one GPU each), from judged steps
+  std::string gpu_model;                 // the GPU the peak is taken from, "" when unknown
+  double peak_tflops = NAN;
+  double mfu_percent = NAN;
 };
 
 struct RecordingAnalysis {
@@ -363,7 +384,8 @@ struct Diagnosis {
 /// Measures one recording (pure: no I/O).
 RecordingAnalysis AnalyzeRecording(const Recording& recording);
 /// Step-marker timing: step time, data wait against compute, throughput, outliers.
-StepMarkerAnalysis AnalyzeMarkedSteps(const std::vector<MarkedStep>& steps);
+/// `gpu_name`: the device the job ran on as reported ("" if unknown), for MFU.
+StepMarkerAnalysis AnalyzeMarkedSteps(const std::vector<MarkedStep>& steps, std::string_view gpu_name = "");
 
 /// Measures every recording of a run and draws the verdicts.
 Diagnosis Diagnose(const Run& run, const DiagnoseOptions& options = {});

@@ -147,47 +147,6 @@ std::vector<std::string> ListLimitations(const Recording& rec, const RecordingAn
 
 }  // namespace
 
-StepMarkerAnalysis AnalyzeMarkedSteps(const std::vector<MarkedStep>& steps) {
-  StepMarkerAnalysis m;
-  if (steps.empty()) return m;
-  std::vector<double> ms;
-  std::set<uint32_t> pids;
-  double wait_sum = 0, compute_sum = 0, samples = 0;
-  for (const auto& s : steps) {
-    const double span = static_cast<double>(s.span.duration()) / 1e6;
-    // The data wait inside the span is not compute; a wait before the step (the
-    // batch fetched between steps) lies outside the span already.
-    const double wait = static_cast<double>(s.data_wait_ns()) / 1e6;
-    // A wait no longer than the span is taken as inside it; a longer one (the
-    // batch fetched before the step began) adds to the step as the loop sees it.
-    ms.push_back(wait <= span ? span : span + wait);
-    wait_sum += wait;
-    compute_sum += wait <= span ? span - wait : span;
-    samples += static_cast<double>(s.samples);
-    pids.insert(s.pid);
-    m.phases_known = m.phases_known || s.data_wait_ns() > 0;
-  }
-  const double n = static_cast<double>(steps.size());
-  m.steps = static_cast<int64_t>(steps.size());
-  m.processes = static_cast<int>(pids.size());
-  double sum = 0;
-  for (double v : ms) sum += v;
-  m.step_ms_mean = sum / n;
-  std::vector<double> sorted = ms;
-  std::sort(sorted.begin(), sorted.end());
-  m.step_ms_p50 = sorted[sorted.size() / 2];
-  m.step_ms_p95 = sorted[std::min(sorted.size() - 1, static_cast<size_t>(0.95 * n))];
-  double var = 0;
-  for (double v : ms) var += (v - m.step_ms_mean) * (v - m.step_ms_mean);
-  m.step_ms_cv = m.step_ms_mean > 0 ? std::sqrt(var / n) / m.step_ms_mean : 0;
-  for (double v : ms) m.outlier_steps += v > 2 * m.step_ms_p50 ? 1 : 0;
-  m.data_wait_ms_mean = wait_sum / n;
-  m.compute_ms_mean = compute_sum / n;
-  m.data_wait_percent_of_compute = compute_sum > 0 ? 100.0 * wait_sum / compute_sum : 0;
-  if (samples > 0 && sum > 0) m.samples_per_s = samples / (sum / 1e3) * static_cast<double>(m.processes);
-  return m;
-}
-
 RecordingAnalysis AnalyzeRecording(const Recording& rec) {
   RecordingAnalysis a;
   a.source = rec.source_path;
@@ -197,7 +156,10 @@ RecordingAnalysis AnalyzeRecording(const Recording& rec) {
                 !rec.runtime_calls.empty() || !rec.steps.empty();
   if (auto it = rec.metadata.find("phase"); it != rec.metadata.end()) a.phase = it->second;
   a.metric_devices = AnalyzeMetrics(rec.metrics);
-  a.marked = AnalyzeMarkedSteps(rec.marked_steps);
+  std::string gpu_name;  // the GPU the job ran on, for MFU from its step FLOPs
+  for (const auto& d : rec.metrics.devices)
+    if (!d.name.empty() && gpu_name.empty()) gpu_name = d.name;
+  a.marked = AnalyzeMarkedSteps(rec.marked_steps, gpu_name);
   if (!a.has_trace) return a;
 
   // Classify each distinct kernel name once.

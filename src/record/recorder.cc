@@ -125,6 +125,15 @@ StatusOr<RecordResult> RecordCommand(const RecordOptions& options) {
   } else {
     result.gpu_note = lib.status().message();
   }
+  if (scraper) {
+    result.recording.format = "dcgm-exporter";
+  } else if (!result.gpu_metrics) {
+    // A laptop, a CPU job: the job's step markers are the whole recording.
+    result.recording.format = "step-markers";
+    result.recording.stats.AddIssue(IssueSeverity::kInfo, "gpu_metrics_unavailable",
+                                    "GPU metrics unavailable (" + result.gpu_note +
+                                        "): the diagnosis rests on the job's step markers alone");
+  }
 
   // The step-marker ring, inherited by the job through $GPUTRIAGE_MARKERS_FD.
   std::unique_ptr<MarkerRing> ring;

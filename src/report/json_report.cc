@@ -200,19 +200,37 @@ json RecordingJson(const Recording& rec, const RecordingAnalysis& a) {
   j["metric_devices"] = json::array();
   for (const auto& d : a.metric_devices) j["metric_devices"].push_back(MetricDeviceJson(d));
   const StepMarkerAnalysis& m = a.marked;
-  j["step_markers"] = m.steps == 0 ? json(nullptr)
-                                   : json{{"steps", m.steps},
-                                          {"processes", m.processes},
-                                          {"step_ms_mean", m.step_ms_mean},
-                                          {"step_ms_p50", m.step_ms_p50},
-                                          {"step_ms_p95", m.step_ms_p95},
-                                          {"step_ms_cv", m.step_ms_cv},
-                                          {"outlier_steps", m.outlier_steps},
-                                          {"phases_known", m.phases_known},
-                                          {"data_wait_ms_mean", m.data_wait_ms_mean},
-                                          {"compute_ms_mean", m.compute_ms_mean},
-                                          {"data_wait_percent_of_compute", m.data_wait_percent_of_compute},
-                                          {"samples_per_s", Num(m.samples_per_s)}};
+  if (m.steps == 0) {
+    j["step_markers"] = nullptr;
+  } else {
+    json processes = json::array();
+    for (const auto& p : m.by_process)
+      processes.push_back({{"pid", p.pid}, {"steps", p.steps}, {"step_ms_p50", p.step_ms_p50},
+                           {"work_ms_p50", p.work_ms_p50}, {"data_wait_ms_mean", p.data_wait_ms_mean}});
+    j["step_markers"] = {{"steps", m.steps},
+                         {"warmup_steps", m.warmup_steps},
+                         {"processes", m.processes},
+                         {"step_ms_mean", m.step_ms_mean},
+                         {"step_ms_p50", m.step_ms_p50},
+                         {"step_ms_p95", m.step_ms_p95},
+                         {"step_ms_cv", m.step_ms_cv},
+                         {"outlier_steps", m.outlier_steps},
+                         {"outlier_time_percent", m.outlier_time_percent},
+                         {"outlier_phase", m.outlier_phase.empty() ? json(nullptr) : json(m.outlier_phase)},
+                         {"outlier_phase_excess_ms", m.outlier_phase.empty() ? json(nullptr) : json(m.outlier_phase_ms)},
+                         {"phases_known", m.phases_known},
+                         {"data_wait_ms_mean", m.data_wait_ms_mean},
+                         {"compute_ms_mean", m.compute_ms_mean},
+                         {"data_wait_percent_of_compute", m.data_wait_percent_of_compute},
+                         {"samples_per_s", Num(m.samples_per_s)},
+                         {"tokens_per_s", Num(m.tokens_per_s)},
+                         {"flops_per_step", Num(m.flops_per_step)},
+                         {"achieved_tflops", Num(m.achieved_tflops)},
+                         {"gpu_model", m.gpu_model.empty() ? json(nullptr) : json(m.gpu_model)},
+                         {"peak_tflops", Num(m.peak_tflops)},
+                         {"mfu_percent", Num(m.mfu_percent)},
+                         {"by_process", processes}};
+  }
   return j;
 }
 

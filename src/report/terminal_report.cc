@@ -54,16 +54,43 @@ std::string Dist(const MetricDistribution& m, const char* unit) {
 
 void RenderStepMarkers(std::string& out, const StepMarkerAnalysis& m) {
   if (m.steps == 0) return;
-  out += fmt::format("   {} steps from step markers ({} process{}): {:.1f} ms per step (p50 {:.1f}, p95 {:.1f}, CV {:.2f}){}\n",
-                     m.steps, m.processes, m.processes == 1 ? "" : "es", m.step_ms_mean, m.step_ms_p50, m.step_ms_p95,
-                     m.step_ms_cv, m.outlier_steps > 0 ? fmt::format(", {} over twice the median", m.outlier_steps) : "");
+  out += fmt::format("   {} steps from step markers ({} process{}{}): {:.1f} ms per step (p50 {:.1f}, p95 {:.1f}, CV {:.2f}){}\n",
+                     m.steps, m.processes, m.processes == 1 ? "" : "es",
+                     m.warmup_steps > 0 ? fmt::format(", {} warm-up step{} left out", m.warmup_steps,
+                                                      m.warmup_steps == 1 ? "" : "s")
+                                        : "",
+                     m.step_ms_mean, m.step_ms_p50, m.step_ms_p95, m.step_ms_cv,
+                     m.outlier_steps > 0 ? fmt::format(", {} over twice the median", m.outlier_steps) : "");
   if (m.phases_known)
     out += fmt::format("     data wait {:.1f} ms against {:.1f} ms of compute per step ({:.0f}% of compute)\n",
                        m.data_wait_ms_mean, m.compute_ms_mean, m.data_wait_percent_of_compute);
-  if (!std::isnan(m.samples_per_s)) out += fmt::format("     throughput {:.1f} samples/s\n", m.samples_per_s);
+  if (!std::isnan(m.samples_per_s) || !std::isnan(m.tokens_per_s))
+    out += fmt::format("     throughput{}{}\n",
+                       std::isnan(m.samples_per_s) ? "" : fmt::format(" {:.1f} samples/s", m.samples_per_s),
+                       std::isnan(m.tokens_per_s) ? "" : fmt::format(" {:.0f} tokens/s", m.tokens_per_s));
+  if (!std::isnan(m.achieved_tflops))
+    out += fmt::format("     {:.3g} model FLOPs per step: {:.2f} TFLOPS per process{}\n", m.flops_per_step,
+                       m.achieved_tflops,
+                       std::isnan(m.mfu_percent)
+                           ? std::string(" (MFU needs the GPU model: record with NVML or a dcgm-exporter)")
+                           : fmt::format(", MFU {:.1f}% of the {}'s {:.0f} TFLOPS", m.mfu_percent, m.gpu_model,
+                                         m.peak_tflops));
+  if (m.by_process.size() > 1) {
+    out += "     per process (p50 step / own work / data wait ms):";
+    size_t shown = 0;
+    for (const auto& p : m.by_process) {
+      if (++shown > 8) {
+        out += fmt::format(" … {} more", m.by_process.size() - 8);
+        break;
+      }
+      out += fmt::format(" pid {} {:.1f}/{:.1f}/{:.1f}", p.pid, p.step_ms_p50, p.work_ms_p50, p.data_wait_ms_mean);
+    }
+    out += "\n";
+  }
 }
 
 void RenderMetricDevices(std::string& out, const Recording& rec, const RecordingAnalysis& a) {
+  if (rec.metrics.devices.empty() && rec.metrics.rows == 0 && a.marked.steps > 0) return;  // steps alone: said above
   out += fmt::format("   {} rows, {} samples{}\n", rec.metrics.rows, rec.metrics.samples,
                      rec.metrics.clock_note.empty() ? "" : "; clock: " + rec.metrics.clock_note);
   for (const auto& d : a.metric_devices) {

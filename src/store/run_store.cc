@@ -543,6 +543,13 @@ StatusOr<Recording> RunStore::LoadRun(int64_t run) {
   }
   rec.clock_is_absolute = true;
   rec.metrics.clock_note = "host wall clock at each NVML sample";
+  if (rec.metrics.devices.empty()) {  // recorded without a GPU: as the live report said
+    rec.format = "step-markers";
+    rec.metrics.clock_note.clear();
+    rec.stats.AddIssue(IssueSeverity::kInfo, "gpu_metrics_unavailable",
+                       "run " + std::to_string(run) +
+                           " was recorded without GPU metrics: the diagnosis rests on its step markers alone");
+  }
   AttributeGpusToJob(rec);  // the same GPUs as when the run was recorded
   return rec;
 }

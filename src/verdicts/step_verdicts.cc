@@ -1,5 +1,6 @@
 // Verdicts from step markers (timing from inside the training loop), in the
 // same vocabulary as the trace and metric rules, merged with them by verdict.
+#include <algorithm>
 #include <cmath>
 
 #include <fmt/format.h>
@@ -14,10 +15,156 @@ namespace {
 // the GPU waits a third of every step.
 constexpr double kDataWaitModeratePercent = 20.0;
 constexpr double kDataWaitHighPercent = 50.0;
+// Step-time outliers (> 2x the median) that cost this share of all step time.
+constexpr double kOutlierTimeModeratePercent = 10.0;
+constexpr double kOutlierTimeHighPercent = 25.0;
+constexpr int64_t kOutlierMinSteps = 2;
+// A rank whose own work (step time without data wait and communication) is this
+// much over the median rank's: the others wait for it at every collective.
+constexpr double kStragglerRatio = 1.15;
+constexpr double kStragglerHighRatio = 1.5;
+// MFU below 30 % is low (gpuprof's rule, shared/reference/trace-analysis.md §5.6);
+// large dense models reach 38-56 % (Llama 3 405B 38-43 %, Megatron-LM 41-56 %).
+constexpr double kLowMfuPercent = 30.0;
+constexpr double kVeryLowMfuPercent = 10.0;
 
 Evidence Ev(std::string name, double value, std::string unit, std::string source,
             std::optional<double> threshold = std::nullopt, std::string comparison = "") {
   return Evidence{std::move(name), value, std::move(unit), threshold, std::move(comparison), std::move(source)};
+}
+
+std::string WarmupNote(const StepMarkerAnalysis& m) {
+  if (m.warmup_steps == 0) return "";
+  return fmt::format(" ({} warm-up step{} at >= 3x the median left out.)", m.warmup_steps,
+                     m.warmup_steps == 1 ? "" : "s");
+}
+
+void JudgeOutliers(const RecordingAnalysis& a, std::vector<Finding>& out) {
+  const StepMarkerAnalysis& m = a.marked;
+  if (m.outlier_steps < kOutlierMinSteps || m.outlier_time_percent < kOutlierTimeModeratePercent) return;
+  Finding f;
+  f.verdict = "unstable_step_time";
+  f.origin = "markers";
+  f.severity = m.outlier_time_percent >= kOutlierTimeHighPercent ? Severity::kHigh : Severity::kModerate;
+  f.scope = a.source;
+  f.title = fmt::format("Unstable step time: {} of {} steps take over twice the median ({:.1f} ms), {:.0f}% of all step time",
+                        m.outlier_steps, m.steps, m.step_ms_p50, m.outlier_time_percent);
+  f.detail = fmt::format(
+      "Step time p50 {:.1f} ms, p95 {:.1f} ms, coefficient of variation {:.2f}. The slow steps spend {:.0f}% of the "
+      "run's step time beyond the median.{}",
+      m.step_ms_p50, m.step_ms_p95, m.step_ms_cv, m.outlier_time_percent,
+      m.outlier_phase.empty() ? std::string(" No marked phase grows in them: the stall is outside the marked phases.")
+                              : fmt::format(" The '{}' phase grows most in them: {:.1f} ms more per slow step.",
+                                            m.outlier_phase, m.outlier_phase_ms));
+  f.evidence.push_back(Ev("outlier_time_percent", m.outlier_time_percent, "percent",
+                          "step markers: time of steps > 2x median beyond the median / all step time",
+                          f.severity == Severity::kHigh ? kOutlierTimeHighPercent : kOutlierTimeModeratePercent, ">="));
+  f.evidence.push_back(Ev("outlier_steps", static_cast<double>(m.outlier_steps), "count", "steps > 2x the median"));
+  f.evidence.push_back(Ev("step_ms_p50", m.step_ms_p50, "ms", "step markers"));
+  f.evidence.push_back(Ev("step_ms_p95", m.step_ms_p95, "ms", "step markers"));
+  f.evidence.push_back(Ev("step_ms_cv", m.step_ms_cv, "ratio", "step markers: standard deviation / mean"));
+  if (!m.outlier_phase.empty())
+    f.evidence.push_back(Ev("outlier_phase_excess_ms", m.outlier_phase_ms, "ms",
+                            "step markers: mean '" + m.outlier_phase + "' phase in slow steps minus in the others"));
+  if (m.outlier_phase == "data") {
+    f.recommendations = {{"DataLoader(..., prefetch_factor=4, persistent_workers=True)",
+                          "workers refilling at epoch or shard boundaries stall single steps"}};
+  } else if (m.outlier_phase == "checkpoint") {
+    f.recommendations = {{"save checkpoints asynchronously (torch.distributed.checkpoint.async_save) or less often",
+                          "a synchronous save stops training for its whole duration"}};
+  } else {
+    f.recommendations = {
+        {"move periodic work (evaluation, logging with .item()/.cpu(), checkpoints) off the step or mark it as a phase",
+         "a periodic host sync or save shows as a slow step"},
+        {"gc.freeze() after setup, or gc.disable() with periodic gc.collect() between steps",
+         "Python's cyclic GC pauses land on random steps in large programs"},
+    };
+  }
+  ExpectedGain g;
+  g.current = m.step_ms_mean;
+  g.expected = m.step_ms_mean * (1.0 - m.outlier_time_percent / 100.0);
+  g.speedup_percent = g.expected > 0 ? (g.current / g.expected - 1.0) * 100.0 : 0.0;
+  g.basis = "mean step time if the slow steps took the median";
+  f.gain = g;
+  out.push_back(std::move(f));
+}
+
+void JudgeStragglers(const RecordingAnalysis& a, std::vector<Finding>& out) {
+  const StepMarkerAnalysis& m = a.marked;
+  if (m.by_process.size() < 2) return;
+  std::vector<double> work;
+  for (const auto& p : m.by_process)
+    if (p.steps >= 3) work.push_back(p.work_ms_p50);
+  if (work.size() < 2) return;
+  std::vector<double> sorted = work;
+  std::sort(sorted.begin(), sorted.end());
+  const double median = sorted[(sorted.size() - 1) / 2];  // the lower middle: a pair compares against the faster
+  const ProcessStepStats& slowest = m.by_process.front();
+  if (median <= 0 || slowest.work_ms_p50 < kStragglerRatio * median) return;
+  const double ratio = slowest.work_ms_p50 / median;
+  Finding f;
+  f.verdict = "straggler_rank";
+  f.origin = "markers";
+  f.severity = ratio >= kStragglerHighRatio ? Severity::kHigh : Severity::kModerate;
+  f.scope = a.source;
+  const bool data_cause = slowest.data_wait_ms_mean > 0.5 * (slowest.work_ms_p50 - median);
+  f.title = fmt::format("Straggler: process {} takes {:.1f} ms of work per step against {:.1f} ms for the median rank "
+                        "({:.2f}x)",
+                        slowest.pid, slowest.work_ms_p50, median, ratio);
+  f.detail = fmt::format(
+      "{} processes wrote step markers. Work per step is step time without data wait and marked communication; "
+      "in synchronous data-parallel training every rank waits for the slowest at each collective, so the whole "
+      "job runs at process {}'s pace.{}",
+      m.by_process.size(), slowest.pid,
+      data_cause ? fmt::format(" It also waits {:.1f} ms per step for data: its input pipeline is the likely cause.",
+                               slowest.data_wait_ms_mean)
+                 : std::string(""));
+  f.evidence.push_back(Ev("straggler_work_ratio", ratio, "ratio", "step markers: slowest process / median process",
+                          f.severity == Severity::kHigh ? kStragglerHighRatio : kStragglerRatio, ">="));
+  f.evidence.push_back(Ev("straggler_work_ms", slowest.work_ms_p50, "ms", fmt::format("process {}, p50", slowest.pid)));
+  f.evidence.push_back(Ev("median_rank_work_ms", median, "ms", "median over processes of their p50"));
+  f.evidence.push_back(Ev("processes", static_cast<double>(work.size()), "count", "processes with >= 3 steps"));
+  f.recommendations = {
+      {"check the slow rank's host: CPU contention, its GPU's clocks and temperature (throttling), its NIC",
+       "one slow node paces the whole job"},
+      {"give every rank the same work per step (balanced sequence lengths, bucketed batches)",
+       "uneven batches make some ranks compute longer"},
+  };
+  ExpectedGain g;
+  g.current = slowest.work_ms_p50;
+  g.expected = median;
+  g.speedup_percent = (ratio - 1.0) * 100.0;
+  g.basis = "every rank at the median rank's work per step";
+  f.gain = g;
+  out.push_back(std::move(f));
+}
+
+void JudgeMfu(const RecordingAnalysis& a, std::vector<Finding>& out) {
+  const StepMarkerAnalysis& m = a.marked;
+  if (std::isnan(m.mfu_percent) || m.mfu_percent >= kLowMfuPercent) return;
+  Finding f;
+  f.verdict = "low_mfu";
+  f.origin = "markers";
+  f.severity = m.mfu_percent < kVeryLowMfuPercent ? Severity::kHigh : Severity::kModerate;
+  f.scope = a.source;
+  f.title = fmt::format("Low MFU: {:.1f}% of the {}'s dense bf16 peak ({:.1f} of {:.0f} TFLOPS)", m.mfu_percent,
+                        m.gpu_model, m.achieved_tflops, m.peak_tflops);
+  f.detail = fmt::format(
+      "The job reports {:.3g} model FLOPs per step; at {:.1f} ms per step that is {:.1f} TFLOPS per GPU. Large dense "
+      "transformers reach 38-56% (Llama 3 405B, Megatron-LM); below 30% the GPU's arithmetic is mostly unused.",
+      m.flops_per_step, m.step_ms_mean, m.achieved_tflops);
+  f.evidence.push_back(Ev("mfu_percent", m.mfu_percent, "percent", "step markers: FLOPs per step / step time / peak",
+                          f.severity == Severity::kHigh ? kVeryLowMfuPercent : kLowMfuPercent, "<"));
+  f.evidence.push_back(Ev("achieved_tflops", m.achieved_tflops, "TFLOPS", "step markers, per process"));
+  f.evidence.push_back(Ev("peak_tflops", m.peak_tflops, "TFLOPS", "dense bf16 (fp16 where no bf16), src/analysis/gpu_specs.cc"));
+  f.cannot_exclude = {"input_bound", "launch_bound", "low_precision", "undersized_work"};
+  f.to_separate = "the other findings of this run; a profiler trace of a few steps (gputriage diagnose trace.json)";
+  f.recommendations = {
+      {"with torch.autocast('cuda', dtype=torch.bfloat16): ...", "tensor cores at bf16 rate instead of fp32/tf32"},
+      {"F.scaled_dot_product_attention (flash backend)", "fused attention instead of materialized softmax"},
+      {"larger per-GPU batch, torch.compile or CUDA graphs", "fills the GPU and removes launch gaps"},
+  };
+  out.push_back(std::move(f));
 }
 
 }  // namespace
@@ -25,19 +172,24 @@ Evidence Ev(std::string name, double value, std::string unit, std::string source
 std::vector<Finding> JudgeStepMarkers(const RecordingAnalysis& a) {
   std::vector<Finding> out;
   const StepMarkerAnalysis& m = a.marked;
-  if (m.steps < 3 || !m.phases_known) return out;
+  if (m.steps < 3) return out;
+  JudgeOutliers(a, out);
+  JudgeStragglers(a, out);
+  JudgeMfu(a, out);
+  if (!m.phases_known) return out;
   const double pct = m.data_wait_percent_of_compute;
   if (pct >= kDataWaitModeratePercent) {
     Finding f;
     f.verdict = "input_bound";
+    f.origin = "markers";
     f.severity = pct >= kDataWaitHighPercent ? Severity::kHigh : Severity::kModerate;
     f.scope = a.source;
     f.title = fmt::format("Input-bound: each step waits {:.1f} ms for data against {:.1f} ms of compute ({:.0f}%)",
                           m.data_wait_ms_mean, m.compute_ms_mean, pct);
     f.detail = fmt::format(
         "Step markers from the training loop: over {} steps the loop spent {:.1f} ms per step waiting for the next "
-        "batch and {:.1f} ms computing. Loading and preprocessing run on the critical path instead of beside compute.",
-        m.steps, m.data_wait_ms_mean, m.compute_ms_mean);
+        "batch and {:.1f} ms computing. Loading and preprocessing run on the critical path instead of beside compute.{}",
+        m.steps, m.data_wait_ms_mean, m.compute_ms_mean, WarmupNote(m));
     f.evidence.push_back(Ev("data_wait_percent_of_compute", pct, "percent", "step markers: data phase / compute time",
                             f.severity == Severity::kHigh ? kDataWaitHighPercent : kDataWaitModeratePercent, ">="));
     f.evidence.push_back(Ev("data_wait_ms_per_step", m.data_wait_ms_mean, "ms", "step markers, mean over steps"));

@@ -1,0 +1,86 @@
+"""gputriage step markers for Python training loops.
+
+Under ``gputriage record -- python train.py`` every marker goes to the
+recorder, which times data loading against compute and judges the run; without
+a recorder each call returns after one check.
+
+    import gputriage
+
+    for batch in gputriage.watch(loader):          # time blocked in the loader
+        with gputriage.step(samples=len(batch)):   # one training step
+            with gputriage.phase("forward"):
+                loss = model(batch)
+            ...
+
+``watch`` alone marks each loop iteration as a step (the batch's samples are
+counted when the batch has a length); a ``step`` inside it takes that step over.
+``gputriage record --python`` does the same with no change to the script.
+"""
+from gputriage._markers import (  # noqa: F401  (the public API)
+    ABI_VERSION,
+    PHASES,
+    enabled,
+    phase,
+    phase_begin,
+    phase_end,
+    step,
+    step_begin,
+    step_end,
+)
+from gputriage._markers import _auto_step_begin, _auto_step_end
+
+__all__ = ["ABI_VERSION", "PHASES", "enabled", "phase", "phase_begin", "phase_end", "step", "step_begin",
+           "step_end", "watch", "batch_samples"]
+
+_DATA = PHASES["data"]
+
+
+def batch_samples(batch):
+    """Samples in a batch, or None: the first dimension of its first tensor (or
+    its length when it is a sequence of examples)."""
+    seen = 0
+    while seen < 4:  # (inputs, labels), {"input_ids": ...}, nested once or twice
+        shape = getattr(batch, "shape", None)
+        if shape is not None:
+            return int(shape[0]) if len(shape) > 0 else None
+        if isinstance(batch, dict):
+            if not batch:
+                return None
+            batch = next(iter(batch.values()))
+        elif isinstance(batch, (list, tuple)):
+            if not batch:
+                return None
+            first = batch[0]
+            if getattr(first, "shape", None) is None and not isinstance(first, (list, tuple, dict)):
+                return len(batch)  # a list of examples
+            batch = first
+        else:
+            return None
+        seen += 1
+    return None
+
+
+def watch(iterable, samples=batch_samples):
+    """Yields from ``iterable`` (a DataLoader), timing each wait for the next item
+    as the step's data phase and, unless the loop marks its own steps with
+    ``gputriage.step``, each iteration as a step. ``samples`` maps a batch to its
+    sample count (None: not counted)."""
+    it = iter(iterable)
+    begin, end, auto_begin, auto_end = phase_begin, phase_end, _auto_step_begin, _auto_step_end
+    count = None
+    try:
+        while True:
+            begin(_DATA)
+            try:
+                item = next(it)
+            except StopIteration:
+                end(_DATA)
+                return
+            end(_DATA)
+            count = samples(item) if samples is not None else None
+            auto_begin()
+            yield item
+            auto_end(count)
+            count = None
+    finally:
+        auto_end(count)  # the loop broke out of its last step

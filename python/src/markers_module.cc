@@ -1,0 +1,407 @@
+// gputriage._markers: the Python binding of the step markers
+// (include/gputriage/markers.h), linked with the same writer the C ABI uses.
+//
+// pybind11 builds the module and its slow-path functions. The calls a training
+// loop makes every step (step_begin/step_end, phase_begin/phase_end, and the
+// Step and Phase context managers) are plain CPython fastcall functions and
+// small C types instead: pybind11's generic argument conversion costs about
+// 100 ns a call, several times the 24 ns marker, and the goal for a Python
+// marker is at most 1.5x what a perf_counter() pair and a list append cost.
+#include <Python.h>
+#include <structmember.h>
+
+#include <pybind11/pybind11.h>
+
+#include <cstdint>
+#include <cstring>
+
+#include "gputriage/markers.h"
+
+namespace {
+
+// ---- Loop state shared by Step, watch() and the zero-code hooks --------------
+// One training loop per process is the norm; the GIL serialises access.
+// watch() and the zero-code DataLoader hook open an "automatic" step after each
+// batch arrives; a Step entered inside it adopts that step (the loop marks its
+// own steps from then on, and automatic steps stop).
+int64_t g_next_step = 0;
+int64_t g_auto_step = -1;         // the open automatic step, -1 when none
+bool g_explicit_steps = false;    // a Step context was used: automatic steps stop
+
+bool ToInt64(PyObject* o, int64_t* out, const char* what) {
+  const long long v = PyLong_AsLongLong(o);
+  if (v == -1 && PyErr_Occurred()) {
+    PyErr_Clear();
+    PyErr_Format(PyExc_TypeError, "gputriage: %s must be an int, not %.100s", what, Py_TYPE(o)->tp_name);
+    return false;
+  }
+  *out = v;
+  return true;
+}
+
+bool ToDouble(PyObject* o, double* out, const char* what) {
+  const double v = PyFloat_AsDouble(o);
+  if (v == -1.0 && PyErr_Occurred()) {
+    PyErr_Clear();
+    PyErr_Format(PyExc_TypeError, "gputriage: %s must be a number, not %.100s", what, Py_TYPE(o)->tp_name);
+    return false;
+  }
+  *out = v;
+  return true;
+}
+
+/// The phase id for a name ("data", "forward", ...) or an int id.
+bool ToPhase(PyObject* o, gputriage_phase* out) {
+  static constexpr struct {
+    const char* name;
+    gputriage_phase id;
+  } kPhases[] = {{"data", GPUTRIAGE_PHASE_DATA},           {"forward", GPUTRIAGE_PHASE_FORWARD},
+                 {"backward", GPUTRIAGE_PHASE_BACKWARD},   {"optimizer", GPUTRIAGE_PHASE_OPTIMIZER},
+                 {"communication", GPUTRIAGE_PHASE_COMMUNICATION},
+                 {"checkpoint", GPUTRIAGE_PHASE_CHECKPOINT}, {"other", GPUTRIAGE_PHASE_OTHER}};
+  if (PyUnicode_Check(o)) {
+    const char* s = PyUnicode_AsUTF8(o);
+    if (s == nullptr) return false;
+    for (const auto& p : kPhases)
+      if (std::strcmp(s, p.name) == 0) {
+        *out = p.id;
+        return true;
+      }
+    PyErr_Format(PyExc_ValueError,
+                 "gputriage: unknown phase '%s' (data, forward, backward, optimizer, communication, checkpoint, other)",
+                 s);
+    return false;
+  }
+  int64_t id = 0;
+  if (!ToInt64(o, &id, "phase")) return false;
+  if (id < GPUTRIAGE_PHASE_DATA || id > GPUTRIAGE_PHASE_OTHER) {
+    PyErr_Format(PyExc_ValueError, "gputriage: phase id %lld is not 1..7", static_cast<long long>(id));
+    return false;
+  }
+  *out = static_cast<gputriage_phase>(id);
+  return true;
+}
+
+/// step_end(step, samples=0, tokens=0, flops=0.0) arguments, positional or by keyword.
+bool ParseStepEnd(PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames, int64_t* step, int64_t* samples,
+                  int64_t* tokens, double* flops) {
+  PyObject* slot[4] = {nullptr, nullptr, nullptr, nullptr};
+  static const char* const kNames[4] = {"step", "samples", "tokens", "flops"};
+  if (nargs > 4) {
+    PyErr_SetString(PyExc_TypeError, "gputriage.step_end takes at most 4 arguments");
+    return false;
+  }
+  for (Py_ssize_t i = 0; i < nargs; ++i) slot[i] = args[i];
+  const Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+  for (Py_ssize_t k = 0; k < nkw; ++k) {
+    const char* name = PyUnicode_AsUTF8(PyTuple_GET_ITEM(kwnames, k));
+    if (name == nullptr) return false;
+    int found = -1;
+    for (int i = 0; i < 4; ++i)
+      if (std::strcmp(name, kNames[i]) == 0) found = i;
+    if (found < 0 || slot[found] != nullptr) {
+      PyErr_Format(PyExc_TypeError, "gputriage.step_end: unexpected or repeated argument '%s'", name);
+      return false;
+    }
+    slot[found] = args[nargs + k];
+  }
+  if (slot[0] == nullptr) {
+    PyErr_SetString(PyExc_TypeError, "gputriage.step_end: missing the step number");
+    return false;
+  }
+  return ToInt64(slot[0], step, "step") && (slot[1] == nullptr || ToInt64(slot[1], samples, "samples")) &&
+         (slot[2] == nullptr || ToInt64(slot[2], tokens, "tokens")) &&
+         (slot[3] == nullptr || ToDouble(slot[3], flops, "flops"));
+}
+
+PyObject* StepBegin(PyObject*, PyObject* arg) {
+  int64_t step = 0;
+  if (!ToInt64(arg, &step, "step")) return nullptr;
+  gputriage_step_begin(step);
+  Py_RETURN_NONE;
+}
+
+PyObject* StepEnd(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  int64_t step = 0, samples = 0, tokens = 0;
+  double flops = 0;
+  if (!ParseStepEnd(args, PyVectorcall_NARGS(nargs), kwnames, &step, &samples, &tokens, &flops)) return nullptr;
+  gputriage_step_end(step, samples, tokens, flops);
+  Py_RETURN_NONE;
+}
+
+PyObject* PhaseBegin(PyObject*, PyObject* arg) {
+  gputriage_phase phase{};
+  if (!ToPhase(arg, &phase)) return nullptr;
+  gputriage_phase_begin(phase);
+  Py_RETURN_NONE;
+}
+
+PyObject* PhaseEnd(PyObject*, PyObject* arg) {
+  gputriage_phase phase{};
+  if (!ToPhase(arg, &phase)) return nullptr;
+  gputriage_phase_end(phase);
+  Py_RETURN_NONE;
+}
+
+/// Opens an automatic step (watch(), zero-code mode) after a batch arrived;
+/// returns its number, or None once the loop marks its own steps.
+PyObject* AutoStepBegin(PyObject*, PyObject*) {
+  if (g_explicit_steps) Py_RETURN_NONE;
+  if (g_auto_step >= 0) gputriage_step_end(g_auto_step, 0, 0, 0);  // never closed: close it bare
+  g_auto_step = g_next_step++;
+  gputriage_step_begin(g_auto_step);
+  return PyLong_FromLongLong(g_auto_step);
+}
+
+/// Closes the open automatic step, if it is still open (a Step inside it took it over otherwise).
+PyObject* AutoStepEnd(PyObject*, PyObject* arg) {
+  int64_t samples = 0;
+  if (arg != Py_None && !ToInt64(arg, &samples, "samples")) return nullptr;
+  if (g_auto_step >= 0) {
+    gputriage_step_end(g_auto_step, samples, 0, 0);
+    g_auto_step = -1;
+  }
+  Py_RETURN_NONE;
+}
+
+// ---- Step: `with gputriage.step(samples=..., tokens=..., flops=...):` -------
+
+struct StepObject {
+  PyObject_HEAD
+  long long number;   // -1 until entered when not given
+  long long samples;
+  long long tokens;
+  double flops;
+  int adopted;  // took over an open automatic step: its begin was already written
+};
+
+// Keyword names, interned at import: calls pass interned names, so a pointer
+// comparison usually settles each one.
+PyObject* g_kw_samples = nullptr;
+PyObject* g_kw_tokens = nullptr;
+PyObject* g_kw_flops = nullptr;
+PyObject* g_kw_step = nullptr;
+
+bool KeywordIs(PyObject* name, PyObject* interned) {
+  return name == interned || PyUnicode_Compare(name, interned) == 0;
+}
+
+// Freed step objects kept for the next step: a loop makes one per step.
+constexpr int kStepFreeListMax = 16;
+StepObject* g_step_free_list[kStepFreeListMax];
+int g_step_free_count = 0;
+
+extern PyTypeObject StepType;
+
+void StepDealloc(PyObject* self_obj) {
+  if (g_step_free_count < kStepFreeListMax) {
+    g_step_free_list[g_step_free_count++] = reinterpret_cast<StepObject*>(self_obj);
+    return;
+  }
+  PyObject_Free(self_obj);
+}
+
+/// step(samples=0, tokens=0, flops=0.0, step=None), called through vectorcall:
+/// no argument tuple or dict is built, and the object often comes from the free list.
+PyObject* StepNew(PyObject*, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
+  const Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+  PyObject* slot[4] = {nullptr, nullptr, nullptr, nullptr};  // samples, tokens, flops, step
+  if (nargs > 4) {
+    PyErr_SetString(PyExc_TypeError, "gputriage.step takes at most 4 arguments (samples, tokens, flops, step)");
+    return nullptr;
+  }
+  for (Py_ssize_t i = 0; i < nargs; ++i) slot[i] = args[i];
+  const Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+  for (Py_ssize_t k = 0; k < nkw; ++k) {
+    PyObject* name = PyTuple_GET_ITEM(kwnames, k);
+    const int i = KeywordIs(name, g_kw_samples) ? 0
+                  : KeywordIs(name, g_kw_tokens) ? 1
+                  : KeywordIs(name, g_kw_flops)  ? 2
+                  : KeywordIs(name, g_kw_step)   ? 3
+                                                 : -1;
+    if (i < 0 || slot[i] != nullptr) {
+      PyErr_Format(PyExc_TypeError, "gputriage.step: unexpected or repeated argument '%U'", name);
+      return nullptr;
+    }
+    slot[i] = args[nargs + k];
+  }
+  int64_t samples = 0, tokens = 0, number = -1;
+  double flops = 0;
+  if ((slot[0] && !ToInt64(slot[0], &samples, "samples")) || (slot[1] && !ToInt64(slot[1], &tokens, "tokens")) ||
+      (slot[2] && !ToDouble(slot[2], &flops, "flops")) ||
+      (slot[3] && slot[3] != Py_None && !ToInt64(slot[3], &number, "step")))
+    return nullptr;
+  if (slot[3] && slot[3] != Py_None && number < 0) {
+    PyErr_SetString(PyExc_ValueError, "gputriage.step: step numbers are >= 0");
+    return nullptr;
+  }
+  StepObject* self;
+  if (g_step_free_count > 0) {
+    self = g_step_free_list[--g_step_free_count];
+    PyObject_Init(reinterpret_cast<PyObject*>(self), &StepType);
+  } else {
+    self = PyObject_New(StepObject, &StepType);
+    if (self == nullptr) return nullptr;
+  }
+  self->number = number;
+  self->samples = samples;
+  self->tokens = tokens;
+  self->flops = flops;
+  self->adopted = 0;
+  return reinterpret_cast<PyObject*>(self);
+}
+
+PyObject* StepNewFromTuple(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
+  // The slow path (e.g. a subclass check calling tp_new): repack for StepNew.
+  (void)type;
+  return PyObject_VectorcallDict(reinterpret_cast<PyObject*>(&StepType), &PyTuple_GET_ITEM(args, 0),
+                                 static_cast<size_t>(PyTuple_GET_SIZE(args)), kwargs);
+}
+
+PyObject* StepEnter(PyObject* self_obj, PyObject*) {
+  auto* self = reinterpret_cast<StepObject*>(self_obj);
+  g_explicit_steps = true;
+  if (g_auto_step >= 0 && self->number < 0) {  // inside watch(): this is that step
+    self->number = g_auto_step;
+    self->adopted = 1;
+    g_auto_step = -1;
+  } else {
+    if (self->number < 0) self->number = g_next_step++;
+    gputriage_step_begin(self->number);
+  }
+  Py_INCREF(self_obj);
+  return self_obj;
+}
+
+PyObject* StepExit(PyObject* self_obj, PyObject* const*, Py_ssize_t) {
+  auto* self = reinterpret_cast<StepObject*>(self_obj);
+  gputriage_step_end(self->number, self->samples, self->tokens, self->flops);
+  if (self->number >= g_next_step) g_next_step = self->number + 1;
+  Py_RETURN_FALSE;  // exceptions propagate
+}
+
+PyMethodDef kStepMethods[] = {
+    {"__enter__", StepEnter, METH_NOARGS, "Marks the step's beginning."},
+    {"__exit__", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(StepExit)), METH_FASTCALL,
+     "Marks the step's end with its samples, tokens and FLOPs."},
+    {nullptr, nullptr, 0, nullptr}};
+
+PyMemberDef kStepMembers[] = {
+    {"number", T_LONGLONG, offsetof(StepObject, number), READONLY, "the step number (-1 until entered)"},
+    {"samples", T_LONGLONG, offsetof(StepObject, samples), 0, "samples in this step (set it inside the step if only known then)"},
+    {"tokens", T_LONGLONG, offsetof(StepObject, tokens), 0, "tokens in this step"},
+    {"flops", T_DOUBLE, offsetof(StepObject, flops), 0, "model FLOPs of this step (for MFU)"},
+    {nullptr, 0, 0, 0, nullptr}};
+
+PyTypeObject StepType = [] {
+  PyTypeObject t{PyVarObject_HEAD_INIT(nullptr, 0)};
+  t.tp_vectorcall = StepNew;
+  t.tp_dealloc = StepDealloc;
+  t.tp_name = "gputriage.step";
+  t.tp_basicsize = sizeof(StepObject);
+  t.tp_flags = Py_TPFLAGS_DEFAULT;
+  t.tp_doc =
+      "step(samples=0, tokens=0, flops=0.0, step=None): one training step, as a context manager.\n"
+      "Steps are numbered in order unless `step` is given.";
+  t.tp_methods = kStepMethods;
+  t.tp_members = kStepMembers;
+  t.tp_new = StepNewFromTuple;
+  return t;
+}();
+
+// ---- Phase: `with gputriage.phase("data"):` ---------------------------------
+// Stateless, so phase(name) hands out one shared object per phase.
+
+struct PhaseObject {
+  PyObject_HEAD
+  int phase;
+};
+
+PyObject* PhaseEnter(PyObject* self_obj, PyObject*) {
+  gputriage_phase_begin(static_cast<gputriage_phase>(reinterpret_cast<PhaseObject*>(self_obj)->phase));
+  Py_INCREF(self_obj);
+  return self_obj;
+}
+
+PyObject* PhaseExit(PyObject* self_obj, PyObject* const*, Py_ssize_t) {
+  gputriage_phase_end(static_cast<gputriage_phase>(reinterpret_cast<PhaseObject*>(self_obj)->phase));
+  Py_RETURN_FALSE;
+}
+
+PyMethodDef kPhaseMethods[] = {
+    {"__enter__", PhaseEnter, METH_NOARGS, "Marks the phase's beginning on this thread."},
+    {"__exit__", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(PhaseExit)), METH_FASTCALL,
+     "Marks the phase's end."},
+    {nullptr, nullptr, 0, nullptr}};
+
+PyMemberDef kPhaseMembers[] = {{"id", T_INT, offsetof(PhaseObject, phase), READONLY, "the phase id (markers.h)"},
+                               {nullptr, 0, 0, 0, nullptr}};
+
+PyTypeObject PhaseType = [] {
+  PyTypeObject t{PyVarObject_HEAD_INIT(nullptr, 0)};
+  t.tp_name = "gputriage._Phase";
+  t.tp_basicsize = sizeof(PhaseObject);
+  t.tp_flags = Py_TPFLAGS_DEFAULT;
+  t.tp_doc = "A phase of a step, as a context manager (made by gputriage.phase(name)).";
+  t.tp_methods = kPhaseMethods;
+  t.tp_members = kPhaseMembers;
+  return t;
+}();
+
+PyObject* g_phase_objects[GPUTRIAGE_PHASE_OTHER + 1] = {};
+
+PyObject* Phase(PyObject*, PyObject* arg) {
+  gputriage_phase phase{};
+  if (!ToPhase(arg, &phase)) return nullptr;
+  PyObject* o = g_phase_objects[phase];
+  Py_INCREF(o);
+  return o;
+}
+
+PyMethodDef kHotFunctions[] = {
+    {"step_begin", StepBegin, METH_O, "step_begin(step): a training step begins."},
+    {"step_end", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(StepEnd)), METH_FASTCALL | METH_KEYWORDS,
+     "step_end(step, samples=0, tokens=0, flops=0.0): the step ends."},
+    {"phase_begin", PhaseBegin, METH_O, "phase_begin(name_or_id): a phase begins on this thread."},
+    {"phase_end", PhaseEnd, METH_O, "phase_end(name_or_id): the phase ends on this thread."},
+    {"phase", Phase, METH_O, "phase(name): a context manager marking that phase of the step."},
+    {"_auto_step_begin", AutoStepBegin, METH_NOARGS, "Opens an automatic step (watch, zero-code mode)."},
+    {"_auto_step_end", AutoStepEnd, METH_O, "Closes the open automatic step with its samples (or None)."},
+    {nullptr, nullptr, 0, nullptr}};
+
+}  // namespace
+
+PYBIND11_MODULE(_markers, m) {
+  namespace py = pybind11;
+  m.doc() = "gputriage step markers (include/gputriage/markers.h) for Python; use the gputriage package.";
+  g_kw_samples = PyUnicode_InternFromString("samples");
+  g_kw_tokens = PyUnicode_InternFromString("tokens");
+  g_kw_flops = PyUnicode_InternFromString("flops");
+  g_kw_step = PyUnicode_InternFromString("step");
+  if (!g_kw_samples || !g_kw_tokens || !g_kw_flops || !g_kw_step) throw py::error_already_set();
+  if (PyType_Ready(&StepType) < 0 || PyType_Ready(&PhaseType) < 0) throw py::error_already_set();
+  m.add_object("step", reinterpret_cast<PyObject*>(&StepType));
+  for (int p = GPUTRIAGE_PHASE_DATA; p <= GPUTRIAGE_PHASE_OTHER; ++p) {
+    auto* o = PyObject_New(PhaseObject, &PhaseType);
+    if (o == nullptr) throw py::error_already_set();
+    o->phase = p;
+    g_phase_objects[p] = reinterpret_cast<PyObject*>(o);
+  }
+  for (PyMethodDef* def = kHotFunctions; def->ml_name != nullptr; ++def) {
+    PyObject* f = PyCFunction_NewEx(def, nullptr, m.attr("__name__").ptr());
+    if (f == nullptr) throw py::error_already_set();
+    m.add_object(def->ml_name, py::reinterpret_steal<py::object>(f));
+  }
+  m.def("enabled", [] { return gputriage_markers_enabled() != 0; },
+        "Whether `gputriage record` is reading this process's markers.");
+  m.attr("ABI_VERSION") = GPUTRIAGE_MARKERS_ABI_VERSION;
+  py::dict phases;
+  phases["data"] = static_cast<int>(GPUTRIAGE_PHASE_DATA);
+  phases["forward"] = static_cast<int>(GPUTRIAGE_PHASE_FORWARD);
+  phases["backward"] = static_cast<int>(GPUTRIAGE_PHASE_BACKWARD);
+  phases["optimizer"] = static_cast<int>(GPUTRIAGE_PHASE_OPTIMIZER);
+  phases["communication"] = static_cast<int>(GPUTRIAGE_PHASE_COMMUNICATION);
+  phases["checkpoint"] = static_cast<int>(GPUTRIAGE_PHASE_CHECKPOINT);
+  phases["other"] = static_cast<int>(GPUTRIAGE_PHASE_OTHER);
+  m.attr("PHASES") = phases;
+}

@@ -1,0 +1,171 @@
+// Step-marker timing (include/gputriage/markers.h, recorded by `gputriage
+// record`): step time and its spread, data wait against compute, throughput,
+// outliers and the phase behind them, rank-to-rank skew, and MFU.
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <map>
+
+#include "gputriage/diagnosis.h"
+#include "gputriage/markers.h"
+#include "src/analysis/gpu_specs.h"
+
+namespace gputriage {
+namespace {
+
+// gpuprof's rule (shared/reference/trace-analysis.md §5.6): first steps >= 3x the
+// median are warm-up (worker start, allocator growth, compilation).
+constexpr double kWarmupFactor = 3.0;
+constexpr double kOutlierFactor = 2.0;  // a step over twice the median is an outlier
+
+constexpr std::array<const char*, 8> kPhaseNames = {"",         "data",          "forward",    "backward",
+                                                    "optimizer", "communication", "checkpoint", "other"};
+
+double Ms(TimeNs ns) { return static_cast<double>(ns) / 1e6; }
+
+double Median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+/// A step as the loop lived it: its span, plus a data wait that came before it
+/// (a batch fetched between steps is charged to the step it fed).
+struct StepTime {
+  const MarkedStep* step;
+  double total_ms;    // wall time of the iteration
+  double wait_ms;     // data wait
+  double compute_ms;  // total without the wait
+  double work_ms;     // compute without marked communication
+};
+
+StepTime Time(const MarkedStep& s) {
+  const double span = Ms(s.span.duration());
+  const double wait = Ms(s.data_wait_ns());
+  // A wait no longer than the span is taken as inside it; a longer one (the
+  // batch fetched before the step began) adds to the step as the loop sees it.
+  const double total = wait <= span ? span : span + wait;
+  const double compute = total - wait;
+  const double comm = Ms(s.phase_ns[GPUTRIAGE_PHASE_COMMUNICATION]);
+  return {&s, total, wait, compute, std::max(0.0, compute - comm)};
+}
+
+}  // namespace
+
+StepMarkerAnalysis AnalyzeMarkedSteps(const std::vector<MarkedStep>& steps, std::string_view gpu_name) {
+  StepMarkerAnalysis m;
+  if (steps.empty()) return m;
+
+  // Per process, in time order; leading warm-up steps left out.
+  std::map<uint32_t, std::vector<StepTime>> by_pid;
+  for (const auto& s : steps) by_pid[s.pid].push_back(Time(s));
+  std::vector<StepTime> judged;
+  for (auto& [pid, list] : by_pid) {
+    std::sort(list.begin(), list.end(),
+              [](const StepTime& a, const StepTime& b) { return a.step->span.start < b.step->span.start; });
+    std::vector<double> totals;
+    for (const auto& t : list) totals.push_back(t.total_ms);
+    const double median = Median(totals);
+    size_t first = 0;
+    // Never all of them: a process's steps are its own baseline.
+    while (list.size() - first > 2 && list[first].total_ms >= kWarmupFactor * median) ++first;
+    m.warmup_steps += static_cast<int64_t>(first);
+    list.erase(list.begin(), list.begin() + static_cast<std::ptrdiff_t>(first));
+    ProcessStepStats p;
+    p.pid = pid;
+    p.steps = static_cast<int64_t>(list.size());
+    std::vector<double> step_ms, work_ms;
+    double wait = 0;
+    for (const auto& t : list) {
+      step_ms.push_back(t.total_ms);
+      work_ms.push_back(t.work_ms);
+      wait += t.wait_ms;
+    }
+    p.step_ms_p50 = Median(step_ms);
+    p.work_ms_p50 = Median(work_ms);
+    p.data_wait_ms_mean = list.empty() ? 0 : wait / static_cast<double>(list.size());
+    m.by_process.push_back(p);
+    judged.insert(judged.end(), list.begin(), list.end());
+  }
+  std::sort(m.by_process.begin(), m.by_process.end(),
+            [](const ProcessStepStats& a, const ProcessStepStats& b) { return a.work_ms_p50 > b.work_ms_p50; });
+  m.processes = static_cast<int>(by_pid.size());
+  m.steps = static_cast<int64_t>(judged.size());
+  if (judged.empty()) return m;
+
+  const double n = static_cast<double>(judged.size());
+  double sum = 0, wait_sum = 0, compute_sum = 0, samples = 0, tokens = 0, flops = 0;
+  std::vector<double> totals;
+  for (const auto& t : judged) {
+    sum += t.total_ms;
+    wait_sum += t.wait_ms;
+    compute_sum += t.compute_ms;
+    samples += static_cast<double>(t.step->samples);
+    tokens += static_cast<double>(t.step->tokens);
+    flops += t.step->flops;
+    totals.push_back(t.total_ms);
+    m.phases_known = m.phases_known || t.step->data_wait_ns() > 0;
+  }
+  m.step_ms_mean = sum / n;
+  std::vector<double> sorted = totals;
+  std::sort(sorted.begin(), sorted.end());
+  m.step_ms_p50 = sorted[sorted.size() / 2];
+  m.step_ms_p95 = sorted[std::min(sorted.size() - 1, static_cast<size_t>(0.95 * n))];
+  double var = 0;
+  for (double v : totals) var += (v - m.step_ms_mean) * (v - m.step_ms_mean);
+  m.step_ms_cv = m.step_ms_mean > 0 ? std::sqrt(var / n) / m.step_ms_mean : 0;
+  m.data_wait_ms_mean = wait_sum / n;
+  m.compute_ms_mean = compute_sum / n;
+  m.data_wait_percent_of_compute = compute_sum > 0 ? 100.0 * wait_sum / compute_sum : 0;
+
+  // Throughput of the whole job: processes run side by side, so per-process
+  // rates add (each process's samples over its own step time).
+  const double per_process_seconds = sum / 1e3 / static_cast<double>(m.processes);
+  if (samples > 0 && per_process_seconds > 0) m.samples_per_s = samples / per_process_seconds;
+  if (tokens > 0 && per_process_seconds > 0) m.tokens_per_s = tokens / per_process_seconds;
+
+  // Outliers, and which marked phase made them slow: its mean in outlier steps
+  // against its mean in the others.
+  std::array<double, 8> phase_in_outliers{}, phase_in_typical{};
+  double excess = 0;
+  int64_t typical = 0;
+  for (const auto& t : judged) {
+    const bool outlier = t.total_ms > kOutlierFactor * m.step_ms_p50;
+    auto& acc = outlier ? phase_in_outliers : phase_in_typical;
+    for (size_t p = 1; p < 8; ++p) acc[p] += Ms(t.step->phase_ns[p]);
+    if (outlier) {
+      ++m.outlier_steps;
+      excess += t.total_ms - m.step_ms_p50;
+    } else {
+      ++typical;
+    }
+  }
+  m.outlier_time_percent = sum > 0 ? 100.0 * excess / sum : 0;
+  if (m.outlier_steps > 0 && typical > 0) {
+    for (size_t p = 1; p < 8; ++p) {
+      const double grow = phase_in_outliers[p] / static_cast<double>(m.outlier_steps) -
+                          phase_in_typical[p] / static_cast<double>(typical);
+      if (grow > m.outlier_phase_ms) {
+        m.outlier_phase_ms = grow;
+        m.outlier_phase = kPhaseNames[p];
+      }
+    }
+  }
+
+  // MFU: model FLOPs per step over step time, per process (one GPU each).
+  if (flops > 0) {
+    m.flops_per_step = flops / n;
+    m.achieved_tflops = m.flops_per_step / (m.step_ms_mean / 1e3) / 1e12;
+    if (auto spec = FindGpuSpec(gpu_name)) {
+      m.gpu_model = spec->model;
+      const double peak = spec->bf16_tflops > 0 ? spec->bf16_tflops : spec->fp16_tflops;
+      if (peak > 0) {
+        m.peak_tflops = peak;
+        m.mfu_percent = 100.0 * m.achieved_tflops / peak;
+      }
+    }
+  }
+  return m;
+}
+
+}  // namespace gputriage

@@ -285,9 +285,11 @@ TEST(MarkedSteps, DataFetchedBetweenStepsIsTheNextStepsWait) {
   ASSERT_EQ(steps.steps.size(), 2u);
   EXPECT_EQ(steps.steps[0].data_wait_ns(), 30);
   EXPECT_EQ(steps.steps[0].phase_ns[2], 50);
-  EXPECT_EQ(steps.steps[0].span.duration(), 69);
+  EXPECT_EQ(steps.steps[0].span.start, 0);  // the iteration: its fetch, then the step
+  EXPECT_EQ(steps.steps[0].span.duration(), 100);
   EXPECT_EQ(steps.steps[0].samples, 32);
   EXPECT_EQ(steps.steps[1].data_wait_ns(), 15);
+  EXPECT_EQ(steps.steps[1].span.start, 101);
   EXPECT_EQ(steps.unpaired_steps, 1);
   EXPECT_EQ(steps.unpaired_phases, 0);
   EXPECT_EQ(steps.unassigned_phases, 0);

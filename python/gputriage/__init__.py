@@ -36,10 +36,10 @@ _DATA = PHASES["data"]
 
 
 def batch_samples(batch):
-    """Samples in a batch, or None: the first dimension of its first tensor (or
-    its length when it is a sequence of examples)."""
-    seen = 0
-    while seen < 4:  # (inputs, labels), {"input_ids": ...}, nested once or twice
+    """Samples in a batch, or None: the first dimension of its first tensor
+    (default_collate's output: a tensor, or a list, tuple or dict of them), else
+    the length of a list of examples (a custom collate_fn's)."""
+    for _ in range(4):  # ((inputs, mask), labels), {"input_ids": ...}: nested a few levels
         shape = getattr(batch, "shape", None)
         if shape is not None:
             return int(shape[0]) if len(shape) > 0 else None
@@ -50,13 +50,11 @@ def batch_samples(batch):
         elif isinstance(batch, (list, tuple)):
             if not batch:
                 return None
-            first = batch[0]
-            if getattr(first, "shape", None) is None and not isinstance(first, (list, tuple, dict)):
+            if isinstance(batch, list) and getattr(batch[0], "shape", None) is None:
                 return len(batch)  # a list of examples
-            batch = first
+            batch = batch[0]
         else:
             return None
-        seen += 1
     return None
 
 

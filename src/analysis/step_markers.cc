@@ -29,8 +29,8 @@ double Median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
-/// A step as the loop lived it: its span, plus a data wait that came before it
-/// (a batch fetched between steps is charged to the step it fed).
+/// A step as the loop lived it. Its span already holds a data wait that came
+/// before its begin marker (BuildMarkedSteps starts the span there).
 struct StepTime {
   const MarkedStep* step;
   double total_ms;    // wall time of the iteration
@@ -40,11 +40,8 @@ struct StepTime {
 };
 
 StepTime Time(const MarkedStep& s) {
-  const double span = Ms(s.span.duration());
-  const double wait = Ms(s.data_wait_ns());
-  // A wait no longer than the span is taken as inside it; a longer one (the
-  // batch fetched before the step began) adds to the step as the loop sees it.
-  const double total = wait <= span ? span : span + wait;
+  const double total = Ms(s.span.duration());
+  const double wait = std::min(total, Ms(s.data_wait_ns()));
   const double compute = total - wait;
   const double comm = Ms(s.phase_ns[GPUTRIAGE_PHASE_COMMUNICATION]);
   return {&s, total, wait, compute, std::max(0.0, compute - comm)};

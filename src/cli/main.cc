@@ -28,6 +28,7 @@
 #include "gputriage/report.h"
 #include "gputriage/version.h"
 #include "src/record/recorder.h"
+#include "src/util/strings.h"
 #include "src/report/runs_json.h"
 #include "src/store/run_export.h"
 #include "src/store/run_store.h"
@@ -184,7 +185,27 @@ struct RecordArgs {
   std::string json_path;
   std::string workload = "unspecified";
   std::optional<double> price_per_gpu_hour;
+  bool python = false;
 };
+
+/// `record --python`: the directory holding the gputriage Python package
+/// ($GPUTRIAGE_PYTHON_PATH, else this build's), with its zero-code
+/// sitecustomize; "" with a message on stderr when there is none.
+std::string FindPythonPackage() {
+  std::vector<std::string> candidates;
+  if (const char* env = std::getenv("GPUTRIAGE_PYTHON_PATH"); env != nullptr && *env != '\0') candidates.push_back(env);
+#ifdef GPUTRIAGE_PYTHON_BUILD_DIR
+  candidates.push_back(GPUTRIAGE_PYTHON_BUILD_DIR);
+#endif
+  for (const auto& dir : candidates)
+    if (access((dir + "/gputriage/_sitecustomize/sitecustomize.py").c_str(), R_OK) == 0) return dir;
+  std::fprintf(stderr,
+               "gputriage: error: --python: no gputriage Python package found (looked in: %s); set "
+               "GPUTRIAGE_PYTHON_PATH to the directory that holds gputriage/ (python -c 'import gputriage, os; "
+               "print(os.path.dirname(os.path.dirname(gputriage.__file__)))')\n",
+               candidates.empty() ? "$GPUTRIAGE_PYTHON_PATH unset" : gputriage::Join(candidates, ", ").c_str());
+  return "";
+}
 
 /// Runs the job, then prints the diagnosis of what was sampled to stderr (the
 /// job's stdout stays its own) and exits with the job's exit code.
@@ -194,6 +215,15 @@ int RunRecord(const RecordArgs& args) {
   options.interval_ns = static_cast<gputriage::TimeNs>(std::llround(args.interval_s * 1e9));
   options.nvml_library = args.nvml_library;
   options.dcgm_exporter_url = args.dcgm_exporter_url;
+  if (args.python) {
+    // Zero-code markers: Python imports our sitecustomize at start-up, which
+    // hooks DataLoader iteration and optimizer steps (python/gputriage/zero_code.py).
+    const std::string package = FindPythonPackage();
+    if (package.empty()) return kExitUsage;
+    std::string path = package + "/gputriage/_sitecustomize:" + package;
+    if (const char* old = std::getenv("PYTHONPATH"); old != nullptr && *old != '\0') path += std::string(":") + old;
+    options.environment.emplace_back("PYTHONPATH", path);
+  }
   // dcgm-exporter refreshes every few seconds (its -c, 30 s by default): 1 s scrapes lose nothing.
   if (!args.dcgm_exporter_url.empty() && !args.interval_given) options.interval_ns = 1'000'000'000;
   std::unique_ptr<gputriage::RunStore> store;
@@ -405,6 +435,9 @@ int main(int argc, char** argv) {
   record->add_flag("--no-store", r.no_store, "do not keep the run");
   record->add_option("--name", r.name, "a name for the run");
   record->add_option("--tag", r.tags, "KEY=VALUE settings kept with the run (batch size, ...)");
+  record->add_flag("--python", r.python,
+                   "zero-code step markers for a Python job: time DataLoader iteration and optimizer steps without "
+                   "changing the script");
   record->add_option("COMMAND", r.command, "the command to run, after --")->required();
 
   try {

@@ -84,6 +84,10 @@ MarkedSteps BuildMarkedSteps(const std::vector<Marker>& input) {
       continue;
     }
     target->phase_ns[p.phase] += p.span.duration();
+    // A phase before its step (the batch fetched between steps) is part of that
+    // loop iteration: the step's span starts with it, so span = wait + compute.
+    // It starts after the previous step ended, so steps stay in start order.
+    target->span.start = std::min(target->span.start, p.span.start);
   }
   return out;
 }

@@ -2,7 +2,8 @@
 // step-end of the same process and number, and each phase (data, forward, ...)
 // paired on its thread and charged to a step of its process: the step it
 // starts in, else the next step (a batch fetched between steps, as
-// `for batch in loader` does, is that step's data wait).
+// `for batch in loader` does, is that step's data wait, and the step's span
+// then starts with it: a span is one loop iteration, wait and compute).
 #pragma once
 
 #include <array>

@@ -38,7 +38,7 @@ def main():
     parser.add_argument("--steps", type=int, default=60)
     parser.add_argument("--batch", type=int, default=32)
     parser.add_argument("--sample-ms", type=float, default=0.25)
-    parser.add_argument("--hidden", type=int, default=1024)
+    parser.add_argument("--hidden", type=int, default=512)
     args = parser.parse_args()
 
     torch.manual_seed(0)

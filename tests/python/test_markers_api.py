@@ -1,0 +1,155 @@
+"""The gputriage Python package: its API on its own, and under the recorder.
+
+    GPUTRIAGE=path/to/gputriage GPUTRIAGE_PYTHON_PATH=<build>/python python3 test_markers_api.py
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import textwrap
+import unittest
+
+GPUTRIAGE = os.environ["GPUTRIAGE"]
+PACKAGE_DIR = os.environ["GPUTRIAGE_PYTHON_PATH"]
+sys.path.insert(0, PACKAGE_DIR)
+import gputriage  # noqa: E402
+
+
+def record(script, *record_args):
+    """Runs `script` (Python source) under `gputriage record --json`; returns (report, stderr)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "job.py")
+        with open(path, "w") as f:
+            f.write(textwrap.dedent(script))
+        report = os.path.join(tmp, "report.json")
+        env = dict(os.environ, PYTHONPATH=PACKAGE_DIR)
+        proc = subprocess.run([GPUTRIAGE, "record", "--no-store", "--json", report, *record_args, "--",
+                               sys.executable, path], env=env, capture_output=True, text=True, timeout=120)
+        if proc.returncode != 0:
+            raise AssertionError(f"record failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
+        with open(report) as f:
+            return json.load(f), proc.stderr
+
+
+def issues(report):
+    return {i["kind"]: i for i in report["recordings"][0]["import"]["issues"]}
+
+
+class WithoutRecorder(unittest.TestCase):
+    def test_markers_are_off_and_cost_nothing_but_the_check(self):
+        self.assertFalse(gputriage.enabled())
+        with gputriage.step(samples=4) as s:
+            with gputriage.phase("forward"):
+                pass
+        self.assertGreaterEqual(s.number, 0)
+        self.assertEqual(s.samples, 4)
+
+    def test_steps_are_numbered_in_order_unless_given(self):
+        with gputriage.step() as a:
+            pass
+        with gputriage.step() as b:
+            pass
+        with gputriage.step(step=1000) as c:
+            pass
+        with gputriage.step() as d:
+            pass
+        self.assertEqual(b.number, a.number + 1)
+        self.assertEqual(c.number, 1000)
+        self.assertEqual(d.number, 1001)
+
+    def test_bad_arguments_are_clear_errors(self):
+        with self.assertRaisesRegex(ValueError, "unknown phase 'loading'"):
+            gputriage.phase("loading")
+        with self.assertRaisesRegex(ValueError, "phase id 9"):
+            gputriage.phase_begin(9)
+        with self.assertRaisesRegex(TypeError, "samples must be an int"):
+            gputriage.step(samples="32")
+        with self.assertRaisesRegex(TypeError, "unexpected or repeated argument 'batch'"):
+            gputriage.step(batch=3)
+        with self.assertRaisesRegex(TypeError, "missing the step number"):
+            gputriage.step_end(samples=3)
+        with self.assertRaisesRegex(ValueError, "step numbers are >= 0"):
+            gputriage.step(step=-2)
+
+    def test_batch_samples(self):
+        class Tensor:
+            def __init__(self, *shape):
+                self.shape = shape
+        self.assertEqual(gputriage.batch_samples(Tensor(32, 3)), 32)
+        self.assertEqual(gputriage.batch_samples((Tensor(16, 8), Tensor(16))), 16)
+        self.assertEqual(gputriage.batch_samples({"input_ids": Tensor(8, 512)}), 8)
+        self.assertEqual(gputriage.batch_samples([{"a": 1}, {"a": 2}, {"a": 3}]), 3)
+        self.assertEqual(gputriage.batch_samples(["x", "y"]), 2)
+        self.assertIsNone(gputriage.batch_samples(7))
+        self.assertIsNone(gputriage.batch_samples(Tensor()))
+
+    def test_watch_yields_everything_and_closes_on_break(self):
+        self.assertEqual(list(gputriage.watch(range(5))), [0, 1, 2, 3, 4])
+        for item in gputriage.watch(range(5)):
+            if item == 2:
+                break
+
+
+class UnderRecorder(unittest.TestCase):
+    def test_instrumented_loop(self):
+        # 10 ms of data wait and 5 ms of compute per step, 20 steps of 8 samples.
+        report, _ = record("""
+            import time, gputriage
+            assert gputriage.enabled()
+            def loader():
+                for i in range(20):
+                    time.sleep(0.010)
+                    yield list(range(8))
+            for batch in gputriage.watch(loader()):
+                with gputriage.step(samples=len(batch), tokens=100 * len(batch), flops=2e9):
+                    with gputriage.phase("forward"):
+                        time.sleep(0.005)
+            """)
+        m = report["recordings"][0]["step_markers"]
+        self.assertEqual(m["steps"] + m["warmup_steps"], 20)
+        self.assertTrue(m["phases_known"])
+        self.assertAlmostEqual(m["data_wait_ms_mean"], 10, delta=4)
+        self.assertAlmostEqual(m["compute_ms_mean"], 5, delta=3)
+        self.assertGreater(m["tokens_per_s"], 100 * m["samples_per_s"] * 0.99)
+        self.assertAlmostEqual(m["flops_per_step"], 2e9)
+        self.assertIsNone(m["mfu_percent"])  # no GPU known
+        self.assertIn("input_bound", [f["verdict"] for f in report["findings"]])
+        self.assertIn("gpu_metrics_unavailable", issues(report))
+        self.assertEqual(report["recordings"][0]["format"], "step-markers")
+
+    def test_threads_and_processes_at_once_are_neither_lost_nor_mixed(self):
+        # 4 threads x 300 phases each in the main process, and 3 child
+        # processes started by subprocess (which closes inherited descriptors)
+        # writing 200 steps each.
+        report, stderr = record("""
+            import subprocess, sys, threading, gputriage
+            child = "import gputriage\\nassert gputriage.enabled()\\nfor i in range(200):\\n    with gputriage.step(samples=1):\\n        pass\\n"
+            procs = [subprocess.Popen([sys.executable, "-c", child]) for _ in range(3)]
+            def work():
+                for _ in range(300):
+                    with gputriage.phase("other"):
+                        pass
+            threads = [threading.Thread(target=work) for _ in range(4)]
+            for t in threads: t.start()
+            with gputriage.step(samples=1):
+                for t in threads: t.join()
+            assert all(p.wait() == 0 for p in procs)
+            """)
+        m = report["recordings"][0]["step_markers"]
+        self.assertEqual(m["processes"], 4)
+        self.assertEqual(m["steps"] + m["warmup_steps"], 3 * 200 + 1)
+        per_pid = sorted(p["steps"] for p in m["by_process"])
+        found = issues(report)
+        for kind in ("markers_lost", "markers_corrupt", "markers_unpaired", "markers_abandoned"):
+            self.assertNotIn(kind, found, stderr)
+        self.assertEqual(len(per_pid), 4)
+
+    def test_zero_code_mode_without_torch_changes_nothing(self):
+        report, stderr = record("print('no torch here')", "--python")
+        self.assertNotIn("zero-code markers are off", stderr)
+        self.assertIsNone(report["recordings"][0]["step_markers"])
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)

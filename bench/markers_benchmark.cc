@@ -27,6 +27,7 @@ void AttachRing() {
     g_ring = std::move(*ring);
   }
   setenv(gputriage::kMarkersFdEnv, std::to_string(g_ring->fd()).c_str(), 1);
+  unsetenv(gputriage::kMarkersPathEnv);  // this ring, not an outer recorder's
   gputriage::ResetMarkersForTesting();
 }
 

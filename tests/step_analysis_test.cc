@@ -1,0 +1,165 @@
+// Step-marker measurements (src/analysis/step_markers.cc) and the verdicts drawn
+// from them (src/verdicts/step_verdicts.cc), on steps built by hand.
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "gputriage/diagnosis.h"
+#include "gputriage/markers.h"
+
+namespace gputriage {
+namespace {
+
+constexpr TimeNs kMs = 1'000'000;
+
+/// `n` steps of process `pid`, back to back from `start_ms`: each `wait_ms` of
+/// data then `compute_ms` of compute, with `samples` each.
+std::vector<MarkedStep> Steps(uint32_t pid, int n, double wait_ms, double compute_ms, int64_t samples = 32,
+                              TimeNs start_ms = 0, double flops = 0) {
+  std::vector<MarkedStep> out;
+  TimeNs t = start_ms * kMs;
+  for (int i = 0; i < n; ++i) {
+    MarkedStep s;
+    s.number = i;
+    s.pid = pid;
+    const auto wait = static_cast<TimeNs>(wait_ms * kMs), compute = static_cast<TimeNs>(compute_ms * kMs);
+    s.span = Interval{t, t + wait + compute};
+    s.phase_ns[GPUTRIAGE_PHASE_DATA] = wait;
+    s.samples = samples;
+    s.flops = flops;
+    out.push_back(s);
+    t += wait + compute;
+  }
+  return out;
+}
+
+const Finding* FindVerdict(const std::vector<Finding>& findings, const std::string& verdict) {
+  for (const auto& f : findings)
+    if (f.verdict == verdict) return &f;
+  return nullptr;
+}
+
+Diagnosis DiagnoseSteps(std::vector<MarkedStep> steps, const std::string& gpu_name = "") {
+  Run run;
+  Recording rec;
+  rec.source_path = "record: train.py";
+  rec.format = "step-markers";
+  if (!gpu_name.empty()) {
+    auto pos = rec.metrics.FindOrAdd(0, "GPU-0", "00000000:01:00.0", -1);
+    EXPECT_TRUE(pos.has_value());
+    rec.metrics.devices[*pos].name = gpu_name;
+  }
+  rec.marked_steps = std::move(steps);
+  run.recordings.push_back(std::move(rec));
+  return Diagnose(run);
+}
+
+TEST(StepAnalysis, DataWaitAgainstComputeAndThroughput) {
+  const auto m = AnalyzeMarkedSteps(Steps(1, 20, 5, 10));
+  EXPECT_EQ(m.steps, 20);
+  EXPECT_EQ(m.warmup_steps, 0);
+  EXPECT_NEAR(m.data_wait_ms_mean, 5, 1e-9);
+  EXPECT_NEAR(m.compute_ms_mean, 10, 1e-9);
+  EXPECT_NEAR(m.data_wait_percent_of_compute, 50, 1e-9);
+  EXPECT_NEAR(m.samples_per_s, 32 / 0.015, 1e-6);
+  EXPECT_TRUE(std::isnan(m.tokens_per_s));
+}
+
+TEST(StepAnalysis, LeadingWarmUpStepsAreLeftOut) {
+  auto steps = Steps(1, 1, 200, 10);               // worker start-up: 21x the median
+  auto rest = Steps(1, 19, 0.1, 10, 32, 1000);
+  steps.insert(steps.end(), rest.begin(), rest.end());
+  const auto m = AnalyzeMarkedSteps(steps);
+  EXPECT_EQ(m.warmup_steps, 1);
+  EXPECT_EQ(m.steps, 19);
+  EXPECT_NEAR(m.data_wait_percent_of_compute, 1, 1e-9);
+  EXPECT_EQ(FindVerdict(DiagnoseSteps(steps).findings, "input_bound"), nullptr);
+}
+
+TEST(StepAnalysis, InputBoundFromStepsAloneWithItsShare) {
+  const Diagnosis d = DiagnoseSteps(Steps(1, 20, 8, 4));
+  const Finding* f = FindVerdict(d.findings, "input_bound");
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(f->origin, "markers");
+  EXPECT_EQ(f->severity, Severity::kHigh);  // 200 % >= 50 %
+  EXPECT_NEAR(f->evidence[0].value, 200, 1e-9);
+  ASSERT_TRUE(f->gain.has_value());
+  EXPECT_NEAR(f->gain->expected, 4, 1e-9);
+  // 15 % is below the line: no finding.
+  EXPECT_EQ(FindVerdict(DiagnoseSteps(Steps(1, 20, 1.5, 10)).findings, "input_bound"), nullptr);
+}
+
+TEST(StepAnalysis, OutliersAndThePhaseThatGrowsInThem) {
+  auto steps = Steps(1, 40, 1, 10);
+  for (size_t i = 9; i < steps.size(); i += 10) {  // every 10th step saves a 50 ms checkpoint
+    steps[i].phase_ns[GPUTRIAGE_PHASE_CHECKPOINT] = 50 * kMs;
+    steps[i].span.end += 50 * kMs;
+    for (size_t j = i + 1; j < steps.size(); ++j) {
+      steps[j].span.start += 50 * kMs;
+      steps[j].span.end += 50 * kMs;
+    }
+  }
+  const auto m = AnalyzeMarkedSteps(steps);
+  EXPECT_EQ(m.outlier_steps, 4);
+  EXPECT_EQ(m.outlier_phase, "checkpoint");
+  EXPECT_NEAR(m.outlier_phase_ms, 50, 1e-9);
+  EXPECT_NEAR(m.outlier_time_percent, 100.0 * 4 * 50 / (40 * 11 + 4 * 50), 1e-6);
+  const Diagnosis d = DiagnoseSteps(steps);
+  const Finding* f = FindVerdict(d.findings, "unstable_step_time");
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(f->severity, Severity::kHigh);  // 31 % of step time
+  EXPECT_NE(f->detail.find("'checkpoint' phase"), std::string::npos) << f->detail;
+  EXPECT_NE(f->recommendations[0].action.find("async_save"), std::string::npos);
+  // Steady steps: no finding.
+  EXPECT_EQ(FindVerdict(DiagnoseSteps(Steps(1, 40, 1, 10)).findings, "unstable_step_time"), nullptr);
+}
+
+TEST(StepAnalysis, AStragglerRankIsNamed) {
+  auto steps = Steps(100, 20, 0.5, 10);
+  for (uint32_t pid : {101u, 102u}) {
+    auto more = Steps(pid, 20, 0.5, 10);
+    steps.insert(steps.end(), more.begin(), more.end());
+  }
+  auto slow = Steps(103, 20, 0.5, 14);
+  steps.insert(steps.end(), slow.begin(), slow.end());
+  const auto m = AnalyzeMarkedSteps(steps);
+  ASSERT_EQ(m.by_process.size(), 4u);
+  EXPECT_EQ(m.by_process.front().pid, 103u);
+  EXPECT_NEAR(m.samples_per_s, 4 * 20 * 32 / ((3 * 20 * 10.5 + 20 * 14.5) / 4 / 1e3), 1e-6);
+  const Diagnosis d = DiagnoseSteps(steps);
+  const Finding* f = FindVerdict(d.findings, "straggler_rank");
+  ASSERT_NE(f, nullptr);
+  EXPECT_NE(f->title.find("process 103"), std::string::npos) << f->title;
+  EXPECT_NEAR(f->evidence[0].value, 1.4, 1e-9);
+  EXPECT_EQ(f->severity, Severity::kModerate);
+  // Marked communication is not the rank's own work: a rank waiting in all-reduce is not slow.
+  auto waiting = Steps(100, 20, 0.5, 10);
+  auto waiter = Steps(101, 20, 0.5, 14);
+  for (auto& s : waiter) s.phase_ns[GPUTRIAGE_PHASE_COMMUNICATION] = 4 * kMs;
+  waiting.insert(waiting.end(), waiter.begin(), waiter.end());
+  EXPECT_EQ(FindVerdict(DiagnoseSteps(waiting).findings, "straggler_rank"), nullptr);
+}
+
+TEST(StepAnalysis, MfuNeedsFlopsAndAKnownGpu) {
+  // 2e14 FLOPs per 1 s step = 200 TFLOPS; an H100 SXM's dense bf16 peak is 989.4.
+  const auto steps = Steps(1, 10, 0, 1000, 32, 0, 2e14);
+  const auto unknown = AnalyzeMarkedSteps(steps);
+  EXPECT_NEAR(unknown.achieved_tflops, 200, 1e-9);
+  EXPECT_TRUE(std::isnan(unknown.mfu_percent));
+  const auto m = AnalyzeMarkedSteps(steps, "NVIDIA H100 80GB HBM3");
+  EXPECT_EQ(m.gpu_model, "H100 SXM");
+  EXPECT_NEAR(m.mfu_percent, 100.0 * 200 / 989.4, 1e-9);
+  const Diagnosis d = DiagnoseSteps(steps, "NVIDIA H100 80GB HBM3");
+  const Finding* f = FindVerdict(d.findings, "low_mfu");
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(f->severity, Severity::kModerate);  // 20 %: below 30, above 10
+  EXPECT_EQ(FindVerdict(DiagnoseSteps(steps).findings, "low_mfu"), nullptr);  // GPU unknown: not judged
+  // 400 TFLOPS is 40 %: no finding.
+  EXPECT_EQ(FindVerdict(DiagnoseSteps(Steps(1, 10, 0, 1000, 32, 0, 4e14), "NVIDIA H100 80GB HBM3").findings, "low_mfu"),
+            nullptr);
+}
+
+}  // namespace
+}  // namespace gputriage

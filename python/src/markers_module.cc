@@ -82,29 +82,44 @@ bool ToPhase(PyObject* o, gputriage_phase* out) {
   return true;
 }
 
-/// step_end(step, samples=0, tokens=0, flops=0.0) arguments, positional or by keyword.
-bool ParseStepEnd(PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames, int64_t* step, int64_t* samples,
-                  int64_t* tokens, double* flops) {
-  PyObject* slot[4] = {nullptr, nullptr, nullptr, nullptr};
-  static const char* const kNames[4] = {"step", "samples", "tokens", "flops"};
-  if (nargs > 4) {
-    PyErr_SetString(PyExc_TypeError, "gputriage.step_end takes at most 4 arguments");
+// Keyword names, interned at import: calls pass interned names, so a pointer
+// comparison usually settles each one.
+enum Keyword { kKwStep, kKwSamples, kKwTokens, kKwFlops, kNumKeywords };
+constexpr const char* kKeywordNames[kNumKeywords] = {"step", "samples", "tokens", "flops"};
+PyObject* g_keywords[kNumKeywords] = {};
+
+/// Puts fastcall arguments into `slot` in the order of `params` (positional
+/// first, then by keyword); a missing one stays null.
+bool SortArguments(const char* function, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames,
+                   const Keyword* params, int nparams, PyObject** slot) {
+  if (nargs > nparams) {
+    PyErr_Format(PyExc_TypeError, "gputriage.%s takes at most %d arguments", function, nparams);
     return false;
   }
-  for (Py_ssize_t i = 0; i < nargs; ++i) slot[i] = args[i];
+  for (int i = 0; i < nparams; ++i) slot[i] = i < nargs ? args[i] : nullptr;
   const Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
   for (Py_ssize_t k = 0; k < nkw; ++k) {
-    const char* name = PyUnicode_AsUTF8(PyTuple_GET_ITEM(kwnames, k));
-    if (name == nullptr) return false;
+    PyObject* name = PyTuple_GET_ITEM(kwnames, k);
     int found = -1;
-    for (int i = 0; i < 4; ++i)
-      if (std::strcmp(name, kNames[i]) == 0) found = i;
+    for (int i = 0; i < nparams && found < 0; ++i)
+      if (name == g_keywords[params[i]]) found = i;
+    for (int i = 0; i < nparams && found < 0; ++i)
+      if (PyUnicode_Compare(name, g_keywords[params[i]]) == 0) found = i;
     if (found < 0 || slot[found] != nullptr) {
-      PyErr_Format(PyExc_TypeError, "gputriage.step_end: unexpected or repeated argument '%s'", name);
+      PyErr_Format(PyExc_TypeError, "gputriage.%s: unexpected or repeated argument '%U'", function, name);
       return false;
     }
     slot[found] = args[nargs + k];
   }
+  return true;
+}
+
+/// step_end(step, samples=0, tokens=0, flops=0.0) arguments, positional or by keyword.
+bool ParseStepEnd(PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames, int64_t* step, int64_t* samples,
+                  int64_t* tokens, double* flops) {
+  static constexpr Keyword kParams[] = {kKwStep, kKwSamples, kKwTokens, kKwFlops};
+  PyObject* slot[4];
+  if (!SortArguments("step_end", args, nargs, kwnames, kParams, 4, slot)) return false;
   if (slot[0] == nullptr) {
     PyErr_SetString(PyExc_TypeError, "gputriage.step_end: missing the step number");
     return false;
@@ -175,17 +190,6 @@ struct StepObject {
   int adopted;  // took over an open automatic step: its begin was already written
 };
 
-// Keyword names, interned at import: calls pass interned names, so a pointer
-// comparison usually settles each one.
-PyObject* g_kw_samples = nullptr;
-PyObject* g_kw_tokens = nullptr;
-PyObject* g_kw_flops = nullptr;
-PyObject* g_kw_step = nullptr;
-
-bool KeywordIs(PyObject* name, PyObject* interned) {
-  return name == interned || PyUnicode_Compare(name, interned) == 0;
-}
-
 // Freed step objects kept for the next step: a loop makes one per step.
 constexpr int kStepFreeListMax = 16;
 StepObject* g_step_free_list[kStepFreeListMax];
@@ -204,27 +208,9 @@ void StepDealloc(PyObject* self_obj) {
 /// step(samples=0, tokens=0, flops=0.0, step=None), called through vectorcall:
 /// no argument tuple or dict is built, and the object often comes from the free list.
 PyObject* StepNew(PyObject*, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
-  const Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
-  PyObject* slot[4] = {nullptr, nullptr, nullptr, nullptr};  // samples, tokens, flops, step
-  if (nargs > 4) {
-    PyErr_SetString(PyExc_TypeError, "gputriage.step takes at most 4 arguments (samples, tokens, flops, step)");
-    return nullptr;
-  }
-  for (Py_ssize_t i = 0; i < nargs; ++i) slot[i] = args[i];
-  const Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
-  for (Py_ssize_t k = 0; k < nkw; ++k) {
-    PyObject* name = PyTuple_GET_ITEM(kwnames, k);
-    const int i = KeywordIs(name, g_kw_samples) ? 0
-                  : KeywordIs(name, g_kw_tokens) ? 1
-                  : KeywordIs(name, g_kw_flops)  ? 2
-                  : KeywordIs(name, g_kw_step)   ? 3
-                                                 : -1;
-    if (i < 0 || slot[i] != nullptr) {
-      PyErr_Format(PyExc_TypeError, "gputriage.step: unexpected or repeated argument '%U'", name);
-      return nullptr;
-    }
-    slot[i] = args[nargs + k];
-  }
+  static constexpr Keyword kParams[] = {kKwSamples, kKwTokens, kKwFlops, kKwStep};
+  PyObject* slot[4];
+  if (!SortArguments("step", args, PyVectorcall_NARGS(nargsf), kwnames, kParams, 4, slot)) return nullptr;
   int64_t samples = 0, tokens = 0, number = -1;
   double flops = 0;
   if ((slot[0] && !ToInt64(slot[0], &samples, "samples")) || (slot[1] && !ToInt64(slot[1], &tokens, "tokens")) ||
@@ -374,11 +360,8 @@ PyMethodDef kHotFunctions[] = {
 PYBIND11_MODULE(_markers, m) {
   namespace py = pybind11;
   m.doc() = "gputriage step markers (include/gputriage/markers.h) for Python; use the gputriage package.";
-  g_kw_samples = PyUnicode_InternFromString("samples");
-  g_kw_tokens = PyUnicode_InternFromString("tokens");
-  g_kw_flops = PyUnicode_InternFromString("flops");
-  g_kw_step = PyUnicode_InternFromString("step");
-  if (!g_kw_samples || !g_kw_tokens || !g_kw_flops || !g_kw_step) throw py::error_already_set();
+  for (int k = 0; k < kNumKeywords; ++k)
+    if ((g_keywords[k] = PyUnicode_InternFromString(kKeywordNames[k])) == nullptr) throw py::error_already_set();
   if (PyType_Ready(&StepType) < 0 || PyType_Ready(&PhaseType) < 0) throw py::error_already_set();
   m.add_object("step", reinterpret_cast<PyObject*>(&StepType));
   for (int p = GPUTRIAGE_PHASE_DATA; p <= GPUTRIAGE_PHASE_OTHER; ++p) {

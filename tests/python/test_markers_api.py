@@ -145,6 +145,30 @@ class UnderRecorder(unittest.TestCase):
             self.assertNotIn(kind, found, stderr)
         self.assertEqual(len(per_pid), 4)
 
+    def test_a_job_killed_mid_step_leaves_the_recorder_and_the_stored_run_intact(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            store = os.path.join(tmp, "runs.db")
+            job = ("import os, signal, time, gputriage\n"
+                   "for i in range(6):\n"
+                   "    with gputriage.step(samples=2):\n"
+                   "        time.sleep(0.002)\n"
+                   "with gputriage.step(samples=2):\n"
+                   "    os.kill(os.getpid(), signal.SIGKILL)\n")
+            env = dict(os.environ, PYTHONPATH=PACKAGE_DIR)
+            proc = subprocess.run([GPUTRIAGE, "record", "--store", store, "--", sys.executable, "-c", job], env=env,
+                                  capture_output=True, text=True, timeout=120)
+            self.assertEqual(proc.returncode, 128 + 9, proc.stderr)  # the job's fate, passed on
+            self.assertIn("markers_unpaired", proc.stderr)
+            runs = json.loads(subprocess.run([GPUTRIAGE, "runs", "--store", store, "--json"], capture_output=True,
+                                             text=True, check=True).stdout)
+            self.assertEqual(len(runs), 1)
+            self.assertEqual(runs[0]["status"], "complete")
+            again = subprocess.run([GPUTRIAGE, "diagnose", str(runs[0]["id"]), "--store", store, "--json"],
+                                   capture_output=True, text=True)
+            self.assertEqual(again.returncode, 0, again.stderr)
+            m = json.loads(again.stdout)["recordings"][0]["step_markers"]
+            self.assertEqual(m["steps"] + m["warmup_steps"], 6)
+
     def test_zero_code_mode_without_torch_changes_nothing(self):
         report, stderr = record("print('no torch here')", "--python")
         self.assertNotIn("zero-code markers are off", stderr)

@@ -316,5 +316,30 @@ TEST(MarkedSteps, ProcessesAndThreadsAreKeptApart) {
   EXPECT_EQ(steps.unpaired_phases, 1);
 }
 
+TEST(MarkedSteps, DeviceTimesFindTheirStepWhenEverTheyArrive) {
+  using K = MarkerKind;
+  auto device = [](TimeNs t, int64_t step, int64_t ns, uint32_t pid) {
+    Marker m = M(K::kStepDeviceTime, t, step, 0, pid);
+    m.samples = ns;  // the device time travels in `samples`
+    return m;
+  };
+  const std::vector<Marker> markers = {
+      M(K::kStepBegin, 0, 0, 0, 1), M(K::kStepEnd, 10, 0, 0, 1),  M(K::kStepBegin, 0, 0, 0, 2),
+      M(K::kStepEnd, 12, 0, 0, 2),  M(K::kStepBegin, 11, 1, 0, 1), M(K::kStepEnd, 20, 1, 0, 1),
+      device(21, 0, 9, 1),          // step 0 of process 1, read a step later
+      device(22, 1, 8, 1),          device(23, 0, 7, 2),
+      device(24, 5, 3, 1),          // no step 5
+      device(25, 1, -1, 2),         // not a time
+  };
+  const MarkedSteps steps = BuildMarkedSteps(markers);
+  ASSERT_EQ(steps.steps.size(), 3u);
+  for (const auto& s : steps.steps) {
+    if (s.pid == 1) EXPECT_EQ(s.device_ns, s.number == 0 ? 9 : 8);
+    if (s.pid == 2) EXPECT_EQ(s.device_ns, 7);
+  }
+  EXPECT_EQ(steps.unmatched_device_times, 2);
+  EXPECT_EQ(steps.unpaired_steps, 0);
+}
+
 }  // namespace
 }  // namespace gputriage

@@ -2,6 +2,7 @@
 // from them (src/verdicts/step_verdicts.cc), on steps built by hand.
 #include <cmath>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -65,6 +66,24 @@ TEST(StepAnalysis, DataWaitAgainstComputeAndThroughput) {
   EXPECT_NEAR(m.data_wait_percent_of_compute, 50, 1e-9);
   EXPECT_NEAR(m.samples_per_s, 32 / 0.015, 1e-6);
   EXPECT_TRUE(std::isnan(m.tokens_per_s));
+}
+
+TEST(StepAnalysis, DeviceTimeSaysHowMuchOfTheWaitLeftTheGpuIdle) {
+  // The host waits 10 ms and launches for 2 ms. A GPU busy 12 ms per step was
+  // never idle: the wait was spent on queued work. One busy 3 ms idles 9 ms.
+  for (const auto& [device_ms, exposed_ms, input_bound] :
+       {std::tuple{12.0, 0.0, false}, std::tuple{3.0, 9.0, true}}) {
+    auto steps = Steps(1, 20, 10, 2);
+    for (auto& s : steps) s.device_ns = static_cast<TimeNs>(device_ms * kMs);
+    const auto m = AnalyzeMarkedSteps(steps);
+    EXPECT_EQ(m.device_steps, 20);
+    EXPECT_NEAR(m.device_ms_mean, device_ms, 1e-9);
+    EXPECT_NEAR(m.data_wait_host_ms_mean, 10, 1e-9);
+    EXPECT_NEAR(m.data_wait_ms_mean, exposed_ms, 1e-9);
+    EXPECT_NEAR(m.gpu_idle_ms_mean, 12 - device_ms, 1e-9);
+    const Diagnosis d = DiagnoseSteps(steps);
+    EXPECT_EQ(FindVerdict(d.findings, "input_bound") != nullptr, input_bound) << device_ms;
+  }
 }
 
 TEST(StepAnalysis, LeadingWarmUpStepsAreLeftOut) {

@@ -199,7 +199,13 @@ struct StepMarkerAnalysis {
   double step_ms_cv = 0;                 // coefficient of variation of step time
   double data_wait_ms_mean = 0;          // per step, from the data phase
   double compute_ms_mean = 0;            // step span without the data wait inside it
-  double data_wait_percent_of_compute = 0;
+  double data_wait_percent_of_compute = 0;  // exposed wait where device times say so, else as the host saw it
+  // Device times (the job measured each step on the GPU, e.g. CUDA events): a
+  // host-side wait the GPU spent busy with queued work is hidden, not lost.
+  int64_t device_steps = 0;              // judged steps with a device time
+  double device_ms_mean = NAN;           // GPU time per step
+  double gpu_idle_ms_mean = NAN;         // per step: iteration time not covered by GPU time
+  double data_wait_host_ms_mean = 0;     // the wait as the host measured it
   double samples_per_s = NAN;            // whole job (every process), when steps report samples
   double tokens_per_s = NAN;             // whole job, when steps report tokens
   int64_t outlier_steps = 0;             // steps over twice the median

@@ -39,6 +39,11 @@ int gputriage_markers_enabled(void);
 void gputriage_step_begin(int64_t step);
 void gputriage_step_end(int64_t step, int64_t samples, int64_t tokens, double flops);
 
+/* The GPU time of step `step` of this process, in ns, measured on the device
+ * (e.g. between two CUDA events recorded at the step's begin and end, read once
+ * they completed, so no step waits for the GPU). May come steps later. */
+void gputriage_step_device_time(int64_t step, int64_t device_ns);
+
 /* A named phase begins / ends on the calling thread. */
 void gputriage_phase_begin(gputriage_phase phase);
 void gputriage_phase_end(gputriage_phase phase);

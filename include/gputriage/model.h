@@ -169,6 +169,7 @@ struct MarkedStep {
   int64_t samples = 0;
   int64_t tokens = 0;
   double flops = 0;
+  TimeNs device_ns = 0;  // GPU time of the step as the job measured it on the device, 0 unknown
   TimeNs data_wait_ns() const { return phase_ns[1]; }
 };
 

@@ -15,6 +15,8 @@ a recorder each call returns after one check.
 ``watch`` alone marks each loop iteration as a step (the batch's samples are
 counted when the batch has a length); a ``step`` inside it takes that step over.
 ``gputriage record --python`` does the same with no change to the script.
+``gputriage.time_device()`` also times each step on the GPU (CUDA events, no
+synchronisation), so a wait the GPU spent on queued work is not taken for idle.
 """
 from gputriage._markers import (  # noqa: F401  (the public API)
     ABI_VERSION,
@@ -25,12 +27,15 @@ from gputriage._markers import (  # noqa: F401  (the public API)
     phase_end,
     step,
     step_begin,
+    step_device_time,
     step_end,
 )
 from gputriage._markers import _auto_step_begin, _auto_step_end
+from gputriage.device import CudaStepTimer, time_device  # noqa: F401
 
 __all__ = ["ABI_VERSION", "PHASES", "enabled", "phase", "phase_begin", "phase_end", "step", "step_begin",
-           "step_end", "watch", "batch_samples"]
+           "step_end", "step_device_time", "watch", "batch_samples", "time_device", "CudaStepTimer",
+           "transformer_flops_per_token"]
 
 _DATA = PHASES["data"]
 
@@ -82,3 +87,11 @@ def watch(iterable, samples=batch_samples):
             count = None
     finally:
         auto_end(count)  # the loop broke out of its last step
+
+
+def transformer_flops_per_token(n_params, n_layers=0, hidden=0, seq_len=0):
+    """Model FLOPs per token of a dense decoder-only transformer's training step:
+    6N + 12·L·H·T (PaLM, Appendix B; torchtitan's get_num_flop_per_token), with
+    N the parameters without embeddings; the attention term needs layers, hidden
+    size and sequence length. Multiply by tokens per step for ``step(flops=...)``."""
+    return 6 * n_params + 12 * n_layers * hidden * seq_len

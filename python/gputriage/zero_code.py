@@ -7,12 +7,15 @@ imported early: hooks wait for the script to import PyTorch, then
 - every DataLoader iterator's ``__next__`` is timed as the data phase, and each
   batch opens a step that the next ``__next__`` closes (the batch's samples
   counted), exactly what ``gputriage.watch(loader)`` marks;
-- every optimizer's ``step()`` is marked as the optimizer phase.
+- every optimizer's ``step()`` is marked as the optimizer phase;
+- where CUDA is available, each step is also timed on the GPU (CUDA events read
+  without synchronising; GPUTRIAGE_DEVICE_TIME=0 turns this off).
 
 Evaluation loaders are timed too: their batches count as steps.
 """
 import atexit
 import functools
+import os
 import importlib.abc
 import importlib.util
 import sys
@@ -23,6 +26,16 @@ from gputriage import _markers
 _DATA = _markers.PHASES["data"]
 _OPTIMIZER = _markers.PHASES["optimizer"]
 _installed = False
+
+
+_device_checked = False
+
+
+def _check_device():
+    # At the first batch, not at import: CUDA is initialised by then if the job uses it.
+    global _device_checked
+    _device_checked = True
+    _start_device_timing(None)
 
 
 def _patch_dataloader(module):
@@ -44,11 +57,27 @@ def _patch_dataloader(module):
         finally:
             end(_DATA)
         self._gputriage_samples = samples(batch)
+        if not _device_checked:
+            _check_device()
         auto_begin()
         return batch
 
     __next__._gputriage = True
     cls.__next__ = __next__
+
+
+def _start_device_timing(module):
+    """When the job uses CUDA (initialised by its first batch), time each step on
+    the GPU too (events, no sync);
+    GPUTRIAGE_DEVICE_TIME=0 turns it off."""
+    if os.environ.get("GPUTRIAGE_DEVICE_TIME", "1") == "0":
+        return
+    torch = sys.modules.get("torch")
+    try:
+        if torch is not None and torch.cuda.is_available() and torch.cuda.is_initialized():
+            gputriage.time_device()
+    except Exception as e:  # never break the user's import
+        sys.stderr.write(f"gputriage: zero-code mode: device step times are off: {e!r}\n")
 
 
 def _patch_optimizer(module):

@@ -27,6 +27,22 @@ namespace {
 int64_t g_next_step = 0;
 int64_t g_auto_step = -1;         // the open automatic step, -1 when none
 bool g_explicit_steps = false;    // a Step context was used: automatic steps stop
+// gputriage.time_device(): an object with begin(step) and end(step) that times
+// each step on the GPU (python/gputriage/device.py); null when off.
+PyObject* g_device_timer = nullptr;
+PyObject* g_str_begin = nullptr;
+PyObject* g_str_end = nullptr;
+
+/// Tells the device timer a step began or ended; false with a Python error set.
+bool DeviceTimer(PyObject* method, int64_t step) {
+  if (g_device_timer == nullptr) return true;
+  PyObject* number = PyLong_FromLongLong(step);
+  if (number == nullptr) return false;
+  PyObject* result = PyObject_CallMethodOneArg(g_device_timer, method, number);
+  Py_DECREF(number);
+  Py_XDECREF(result);
+  return result != nullptr;
+}
 
 bool ToInt64(PyObject* o, int64_t* out, const char* what) {
   const long long v = PyLong_AsLongLong(o);
@@ -162,9 +178,13 @@ PyObject* PhaseEnd(PyObject*, PyObject* arg) {
 /// returns its number, or None once the loop marks its own steps.
 PyObject* AutoStepBegin(PyObject*, PyObject*) {
   if (g_explicit_steps) Py_RETURN_NONE;
-  if (g_auto_step >= 0) gputriage_step_end(g_auto_step, 0, 0, 0);  // never closed: close it bare
+  if (g_auto_step >= 0) {  // never closed: close it bare
+    gputriage_step_end(g_auto_step, 0, 0, 0);
+    if (!DeviceTimer(g_str_end, g_auto_step)) return nullptr;
+  }
   g_auto_step = g_next_step++;
   gputriage_step_begin(g_auto_step);
+  if (!DeviceTimer(g_str_begin, g_auto_step)) return nullptr;
   return PyLong_FromLongLong(g_auto_step);
 }
 
@@ -173,8 +193,10 @@ PyObject* AutoStepEnd(PyObject*, PyObject* arg) {
   int64_t samples = 0;
   if (arg != Py_None && !ToInt64(arg, &samples, "samples")) return nullptr;
   if (g_auto_step >= 0) {
-    gputriage_step_end(g_auto_step, samples, 0, 0);
+    const int64_t step = g_auto_step;
     g_auto_step = -1;
+    gputriage_step_end(step, samples, 0, 0);
+    if (!DeviceTimer(g_str_end, step)) return nullptr;
   }
   Py_RETURN_NONE;
 }
@@ -254,6 +276,7 @@ PyObject* StepEnter(PyObject* self_obj, PyObject*) {
   } else {
     if (self->number < 0) self->number = g_next_step++;
     gputriage_step_begin(self->number);
+    if (!DeviceTimer(g_str_begin, self->number)) return nullptr;
   }
   Py_INCREF(self_obj);
   return self_obj;
@@ -263,6 +286,7 @@ PyObject* StepExit(PyObject* self_obj, PyObject* const*, Py_ssize_t) {
   auto* self = reinterpret_cast<StepObject*>(self_obj);
   gputriage_step_end(self->number, self->samples, self->tokens, self->flops);
   if (self->number >= g_next_step) g_next_step = self->number + 1;
+  if (!DeviceTimer(g_str_end, self->number)) return nullptr;
   Py_RETURN_FALSE;  // exceptions propagate
 }
 
@@ -344,6 +368,28 @@ PyObject* Phase(PyObject*, PyObject* arg) {
   return o;
 }
 
+PyObject* StepDeviceTime(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  int64_t step = 0, device_ns = 0;
+  if (nargs != 2) {
+    PyErr_SetString(PyExc_TypeError, "gputriage.step_device_time(step, device_ns) takes 2 arguments");
+    return nullptr;
+  }
+  if (!ToInt64(args[0], &step, "step") || !ToInt64(args[1], &device_ns, "device_ns")) return nullptr;
+  gputriage_step_device_time(step, device_ns);
+  Py_RETURN_NONE;
+}
+
+/// _set_device_timer(timer or None): steps call timer.begin(step) / timer.end(step).
+PyObject* SetDeviceTimer(PyObject*, PyObject* timer) {
+  Py_XDECREF(g_device_timer);
+  g_device_timer = nullptr;
+  if (timer != Py_None) {
+    Py_INCREF(timer);
+    g_device_timer = timer;
+  }
+  Py_RETURN_NONE;
+}
+
 PyMethodDef kHotFunctions[] = {
     {"step_begin", StepBegin, METH_O, "step_begin(step): a training step begins."},
     {"step_end", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(StepEnd)), METH_FASTCALL | METH_KEYWORDS,
@@ -351,6 +397,9 @@ PyMethodDef kHotFunctions[] = {
     {"phase_begin", PhaseBegin, METH_O, "phase_begin(name_or_id): a phase begins on this thread."},
     {"phase_end", PhaseEnd, METH_O, "phase_end(name_or_id): the phase ends on this thread."},
     {"phase", Phase, METH_O, "phase(name): a context manager marking that phase of the step."},
+    {"step_device_time", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(StepDeviceTime)), METH_FASTCALL,
+     "step_device_time(step, device_ns): the step's GPU time, measured on the device."},
+    {"_set_device_timer", SetDeviceTimer, METH_O, "Installs the per-step device timer (None: off)."},
     {"_auto_step_begin", AutoStepBegin, METH_NOARGS, "Opens an automatic step (watch, zero-code mode)."},
     {"_auto_step_end", AutoStepEnd, METH_O, "Closes the open automatic step with its samples (or None)."},
     {nullptr, nullptr, 0, nullptr}};
@@ -360,6 +409,9 @@ PyMethodDef kHotFunctions[] = {
 PYBIND11_MODULE(_markers, m) {
   namespace py = pybind11;
   m.doc() = "gputriage step markers (include/gputriage/markers.h) for Python; use the gputriage package.";
+  g_str_begin = PyUnicode_InternFromString("begin");
+  g_str_end = PyUnicode_InternFromString("end");
+  if (g_str_begin == nullptr || g_str_end == nullptr) throw py::error_already_set();
   for (int k = 0; k < kNumKeywords; ++k)
     if ((g_keywords[k] = PyUnicode_InternFromString(kKeywordNames[k])) == nullptr) throw py::error_already_set();
   if (PyType_Ready(&StepType) < 0 || PyType_Ready(&PhaseType) < 0) throw py::error_already_set();

@@ -37,6 +37,7 @@ struct StepTime {
   double wait_ms;     // data wait
   double compute_ms;  // total without the wait
   double work_ms;     // compute without marked communication
+  double device_ms;   // GPU time the job measured for the step, NaN unknown
 };
 
 StepTime Time(const MarkedStep& s) {
@@ -44,7 +45,8 @@ StepTime Time(const MarkedStep& s) {
   const double wait = std::min(total, Ms(s.data_wait_ns()));
   const double compute = total - wait;
   const double comm = Ms(s.phase_ns[GPUTRIAGE_PHASE_COMMUNICATION]);
-  return {&s, total, wait, compute, std::max(0.0, compute - comm)};
+  const double device = s.device_ns > 0 ? Ms(s.device_ns) : NAN;
+  return {&s, total, wait, compute, std::max(0.0, compute - comm), device};
 }
 
 }  // namespace
@@ -91,12 +93,23 @@ StepMarkerAnalysis AnalyzeMarkedSteps(const std::vector<MarkedStep>& steps, std:
   if (judged.empty()) return m;
 
   const double n = static_cast<double>(judged.size());
-  double sum = 0, wait_sum = 0, compute_sum = 0, samples = 0, tokens = 0, flops = 0;
+  double sum = 0, wait_sum = 0, host_wait_sum = 0, samples = 0, tokens = 0, flops = 0;
+  double device_sum = 0, idle_sum = 0;
   std::vector<double> totals;
   for (const auto& t : judged) {
     sum += t.total_ms;
-    wait_sum += t.wait_ms;
-    compute_sum += t.compute_ms;
+    host_wait_sum += t.wait_ms;
+    double wait = t.wait_ms;
+    if (!std::isnan(t.device_ms)) {
+      // The GPU was idle at most for the part of the iteration its own time
+      // does not cover; a longer host wait was spent on queued GPU work.
+      const double idle = std::max(0.0, t.total_ms - t.device_ms);
+      wait = std::min(wait, idle);
+      ++m.device_steps;
+      device_sum += t.device_ms;
+      idle_sum += idle;
+    }
+    wait_sum += wait;
     samples += static_cast<double>(t.step->samples);
     tokens += static_cast<double>(t.step->tokens);
     flops += t.step->flops;
@@ -111,9 +124,14 @@ StepMarkerAnalysis AnalyzeMarkedSteps(const std::vector<MarkedStep>& steps, std:
   double var = 0;
   for (double v : totals) var += (v - m.step_ms_mean) * (v - m.step_ms_mean);
   m.step_ms_cv = m.step_ms_mean > 0 ? std::sqrt(var / n) / m.step_ms_mean : 0;
+  m.data_wait_host_ms_mean = host_wait_sum / n;
   m.data_wait_ms_mean = wait_sum / n;
-  m.compute_ms_mean = compute_sum / n;
-  m.data_wait_percent_of_compute = compute_sum > 0 ? 100.0 * wait_sum / compute_sum : 0;
+  m.compute_ms_mean = (sum - wait_sum) / n;
+  m.data_wait_percent_of_compute = sum - wait_sum > 0 ? 100.0 * wait_sum / (sum - wait_sum) : 0;
+  if (m.device_steps > 0) {
+    m.device_ms_mean = device_sum / static_cast<double>(m.device_steps);
+    m.gpu_idle_ms_mean = idle_sum / static_cast<double>(m.device_steps);
+  }
 
   // Throughput of the whole job: processes run side by side, so per-process
   // rates add (each process's samples over its own step time).

@@ -19,6 +19,7 @@ MarkedSteps BuildMarkedSteps(const std::vector<Marker>& input) {
     Interval span;
   };
   std::vector<PhaseSpan> phases;
+  std::vector<Marker> device_times;
   for (const auto& m : markers) {
     switch (m.kind) {
       case MarkerKind::kStepBegin:
@@ -41,6 +42,9 @@ MarkedSteps BuildMarkedSteps(const std::vector<Marker>& input) {
         open_steps.erase(it);
         break;
       }
+      case MarkerKind::kStepDeviceTime:
+        device_times.push_back(m);
+        break;
       case MarkerKind::kPhaseBegin:
         open_phases[{m.pid, m.tid, m.phase}].push_back(m.t_ns);
         break;
@@ -88,6 +92,17 @@ MarkedSteps BuildMarkedSteps(const std::vector<Marker>& input) {
     // loop iteration: the step's span starts with it, so span = wait + compute.
     // It starts after the previous step ended, so steps stay in start order.
     target->span.start = std::min(target->span.start, p.span.start);
+  }
+  // Device times arrive whenever the job read them (often steps later): matched by process and step.
+  std::map<std::pair<uint32_t, int64_t>, size_t> by_number;
+  for (size_t i = 0; i < out.steps.size(); ++i) by_number[{out.steps[i].pid, out.steps[i].number}] = i;
+  for (const auto& d : device_times) {
+    auto it = by_number.find({d.pid, d.step});
+    if (it == by_number.end() || d.samples <= 0) {
+      ++out.unmatched_device_times;
+      continue;
+    }
+    out.steps[it->second].device_ns = d.samples;
   }
   return out;
 }

@@ -24,6 +24,7 @@ struct MarkedSteps {
   int64_t unpaired_steps = 0;     // a begin without its end (the job ended mid-step) or the reverse
   int64_t unpaired_phases = 0;
   int64_t unassigned_phases = 0;  // phases with no step of their process to charge
+  int64_t unmatched_device_times = 0;  // device times for no recorded step (or not positive)
 };
 
 MarkedSteps BuildMarkedSteps(const std::vector<Marker>& markers);

@@ -145,7 +145,7 @@ void MarkerRing::Drain(std::vector<Marker>& out, bool final) {
       continue;
     }
     const bool kind_ok = copy.kind >= static_cast<uint16_t>(MarkerKind::kStepBegin) &&
-                         copy.kind <= static_cast<uint16_t>(MarkerKind::kPhaseEnd);
+                         copy.kind <= static_cast<uint16_t>(MarkerKind::kStepDeviceTime);
     const bool phase_ok = copy.phase <= 7;
     if (copy.checksum != MarkerChecksum(copy) || !kind_ok || !phase_ok) {
       ++stats_.corrupt;

@@ -23,7 +23,8 @@ inline constexpr const char* kMarkersFdEnv = "GPUTRIAGE_MARKERS_FD";
 // /proc/RECORDER_PID/fd/N: the ring for a process that did not inherit the descriptor.
 inline constexpr const char* kMarkersPathEnv = "GPUTRIAGE_MARKERS_PATH";
 
-enum class MarkerKind : uint16_t { kStepBegin = 1, kStepEnd = 2, kPhaseBegin = 3, kPhaseEnd = 4 };
+// kStepDeviceTime carries the step's device time (ns) in `samples`.
+enum class MarkerKind : uint16_t { kStepBegin = 1, kStepEnd = 2, kPhaseBegin = 3, kPhaseEnd = 4, kStepDeviceTime = 5 };
 
 /// One marker's content, 56 bytes.
 struct MarkerPayload {

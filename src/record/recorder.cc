@@ -278,6 +278,10 @@ StatusOr<RecordResult> RecordCommand(const RecordOptions& options) {
     if (unpaired > 0)
       stats.AddIssue(IssueSeverity::kInfo, "markers_unpaired",
                      std::to_string(unpaired) + " step begin/end markers had no partner (a step cut short by the end of the job?)");
+    if (marked.unmatched_device_times > 0)
+      stats.AddIssue(IssueSeverity::kInfo, "markers_unpaired",
+                     std::to_string(marked.unmatched_device_times) +
+                         " step device times matched no recorded step of their process (or were not positive)");
     if (options.store && result.run_id > 0 && !marked.steps.empty())
       if (Status s = options.store->PutSteps(result.run_id, marked.steps); !s.ok())
         stats.AddIssue(IssueSeverity::kError, "store_write_failed", s.message());

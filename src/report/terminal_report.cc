@@ -64,6 +64,11 @@ void RenderStepMarkers(std::string& out, const StepMarkerAnalysis& m) {
   if (m.phases_known)
     out += fmt::format("     data wait {:.1f} ms against {:.1f} ms of compute per step ({:.0f}% of compute)\n",
                        m.data_wait_ms_mean, m.compute_ms_mean, m.data_wait_percent_of_compute);
+  if (m.device_steps > 0)
+    out += fmt::format("     GPU time {:.1f} ms per step (device-side, {} steps): GPU idle {:.1f} ms per step; the host "
+                       "waited {:.1f} ms for data, {:.1f} ms of it exposed\n",
+                       m.device_ms_mean, m.device_steps, m.gpu_idle_ms_mean, m.data_wait_host_ms_mean,
+                       m.data_wait_ms_mean);
   if (!std::isnan(m.samples_per_s) || !std::isnan(m.tokens_per_s))
     out += fmt::format("     throughput{}{}\n",
                        std::isnan(m.samples_per_s) ? "" : fmt::format(" {:.1f} samples/s", m.samples_per_s),

@@ -115,7 +115,7 @@ std::string MigrationToVersion2() {
          " last_sample = (SELECT max(rowid) FROM samples WHERE run_id = runs.id);";
 }
 
-/// 2 → 3: steps from step markers keep their process, figures and phase times.
+/// 2 → 3: steps from step markers keep their process, figures, phase times and device time.
 constexpr const char* kMigrationToVersion3 =
     "ALTER TABLE steps ADD COLUMN pid INTEGER NOT NULL DEFAULT 0;"
     "ALTER TABLE steps ADD COLUMN samples INTEGER NOT NULL DEFAULT 0;"
@@ -127,7 +127,8 @@ constexpr const char* kMigrationToVersion3 =
     "ALTER TABLE steps ADD COLUMN optimizer_ns INTEGER NOT NULL DEFAULT 0;"
     "ALTER TABLE steps ADD COLUMN communication_ns INTEGER NOT NULL DEFAULT 0;"
     "ALTER TABLE steps ADD COLUMN checkpoint_ns INTEGER NOT NULL DEFAULT 0;"
-    "ALTER TABLE steps ADD COLUMN other_ns INTEGER NOT NULL DEFAULT 0;";
+    "ALTER TABLE steps ADD COLUMN other_ns INTEGER NOT NULL DEFAULT 0;"
+    "ALTER TABLE steps ADD COLUMN device_ns INTEGER NOT NULL DEFAULT 0;";
 
 /// The SQL that brings a store from version `from` to `from + 1`.
 std::string Migration(int64_t from) {
@@ -427,8 +428,8 @@ Status RunStore::PutSteps(int64_t run, const std::vector<MarkedStep>& steps) {
   RETURN_IF_ERROR(Exec("BEGIN"));
   Statement put(db_,
                 "INSERT OR REPLACE INTO steps(run_id, step, start_ns, end_ns, pid, samples, tokens, flops, data_ns,"
-                " forward_ns, backward_ns, optimizer_ns, communication_ns, checkpoint_ns, other_ns)"
-                " VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+                " forward_ns, backward_ns, optimizer_ns, communication_ns, checkpoint_ns, other_ns, device_ns)"
+                " VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
   for (const auto& step : steps) {
     put.Bind(1, run);
     put.Bind(2, step.number);
@@ -439,6 +440,7 @@ Status RunStore::PutSteps(int64_t run, const std::vector<MarkedStep>& steps) {
     put.Bind(7, step.tokens);
     put.Bind(8, step.flops);
     for (int phase = 1; phase <= 7; ++phase) put.Bind(8 + phase, static_cast<int64_t>(step.phase_ns[static_cast<size_t>(phase)]));
+    put.Bind(16, static_cast<int64_t>(step.device_ns));
     if (!put.ok() || put.Step() != SQLITE_DONE) {
       const std::string why = sqlite3_errmsg(db_);
       (void)Exec("ROLLBACK");
@@ -528,7 +530,8 @@ StatusOr<Recording> RunStore::LoadRun(int64_t run) {
   }
   Statement steps(db_,
                   "SELECT step, start_ns, end_ns, pid, samples, tokens, flops, data_ns, forward_ns, backward_ns,"
-                  " optimizer_ns, communication_ns, checkpoint_ns, other_ns FROM steps WHERE run_id=? ORDER BY start_ns, step");
+                  " optimizer_ns, communication_ns, checkpoint_ns, other_ns, device_ns FROM steps WHERE run_id=?"
+                  " ORDER BY start_ns, step");
   steps.Bind(1, run);
   while (steps.ok() && steps.Step() == SQLITE_ROW) {
     MarkedStep step;
@@ -539,6 +542,7 @@ StatusOr<Recording> RunStore::LoadRun(int64_t run) {
     step.tokens = steps.Int(5);
     step.flops = steps.Real(6);
     for (int phase = 1; phase <= 7; ++phase) step.phase_ns[static_cast<size_t>(phase)] = steps.Int(6 + phase);
+    step.device_ns = steps.Int(14);
     rec.marked_steps.push_back(step);
   }
   rec.clock_is_absolute = true;

@@ -194,6 +194,16 @@ std::vector<Finding> JudgeStepMarkers(const RecordingAnalysis& a) {
                             f.severity == Severity::kHigh ? kDataWaitHighPercent : kDataWaitModeratePercent, ">="));
     f.evidence.push_back(Ev("data_wait_ms_per_step", m.data_wait_ms_mean, "ms", "step markers, mean over steps"));
     f.evidence.push_back(Ev("compute_ms_per_step", m.compute_ms_mean, "ms", "step markers, mean over steps"));
+    if (m.device_steps > 0) {
+      // The wait counted is what the GPU's own time left exposed.
+      f.detail += fmt::format(
+          " GPU time per step, measured on the device for {} steps: {:.1f} ms; of the {:.1f} ms the host waited, "
+          "{:.1f} ms left the GPU idle.",
+          m.device_steps, m.device_ms_mean, m.data_wait_host_ms_mean, m.data_wait_ms_mean);
+      f.evidence.push_back(Ev("device_ms_per_step", m.device_ms_mean, "ms", "step device times (e.g. CUDA events)"));
+      f.evidence.push_back(Ev("data_wait_host_ms_per_step", m.data_wait_host_ms_mean, "ms",
+                              "step markers: the data phase as the host measured it"));
+    }
     f.evidence.push_back(Ev("steps", static_cast<double>(m.steps), "count", "step markers"));
     f.recommendations = {
         {"DataLoader(..., num_workers=N) with N ≈ CPU cores per GPU (start at 4-8)",

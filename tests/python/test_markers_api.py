@@ -118,6 +118,42 @@ class UnderRecorder(unittest.TestCase):
         self.assertIn("gpu_metrics_unavailable", issues(report))
         self.assertEqual(report["recordings"][0]["format"], "step-markers")
 
+    def test_device_times_tell_a_hidden_wait_from_an_exposed_one(self):
+        # The host waits 10 ms per batch and launches for 2 ms. Fake CUDA events
+        # (complete two steps later, as a GPU running behind would) say the GPU
+        # worked 12 ms per step -- the wait was spent on queued work -- or 2 ms.
+        job = """
+            import time, gputriage
+            DEVICE_MS = {device_ms}
+            class Clock: steps = 0
+            class FakeEvent:
+                def record(self): self.at = Clock.steps
+                def query(self): return Clock.steps >= self.at + 2
+                def synchronize(self): pass
+                def elapsed_time(self, end): return DEVICE_MS
+            timer = gputriage.time_device(timer=gputriage.CudaStepTimer(event_factory=FakeEvent))
+            def loader():
+                for i in range(30):
+                    time.sleep(0.010)
+                    yield [0] * 16
+            for batch in gputriage.watch(loader()):
+                Clock.steps += 1
+                time.sleep(0.002)
+            """
+        hidden, _ = record(job.format(device_ms=12.0))
+        m = hidden["recordings"][0]["step_markers"]
+        self.assertEqual(m["device_steps"], m["steps"])  # polled ones and those flushed at exit
+        self.assertAlmostEqual(m["device_ms_mean"], 12.0, places=3)
+        self.assertGreater(m["data_wait_host_ms_mean"], 9)
+        self.assertLess(m["data_wait_ms_mean"], 2)  # iteration ~12.2 ms, GPU 12 ms: little exposed
+        self.assertNotIn("input_bound", [f["verdict"] for f in hidden["findings"]])
+        exposed, _ = record(job.format(device_ms=2.0))
+        m = exposed["recordings"][0]["step_markers"]
+        self.assertGreater(m["data_wait_ms_mean"], 9)
+        verdicts = {f["verdict"]: f for f in exposed["findings"]}
+        self.assertIn("input_bound", verdicts)
+        self.assertIn("device_ms_per_step", [e["name"] for e in verdicts["input_bound"]["evidence"]])
+
     def test_threads_and_processes_at_once_are_neither_lost_nor_mixed(self):
         # 4 threads x 300 phases each in the main process, and 3 child
         # processes started by subprocess (which closes inherited descriptors)

@@ -1,0 +1,92 @@
+"""Device-side step time: each step timed on the GPU by two CUDA events, read
+once they have completed, so no step waits for the GPU (a host timer around
+asynchronous work measures launches, not compute).
+
+    gputriage.time_device()      # every step from here on, on the current CUDA stream
+
+The recorder then tells a data wait that left the GPU idle from one the GPU
+spent on queued work.
+"""
+import atexit
+import collections
+
+from gputriage import _markers
+
+
+class CudaStepTimer:
+    """Records an event at each step's begin and end on the current stream and
+    reports ``end - begin`` when the end event has completed, polled at later
+    steps (never synchronising), and the rest at exit.
+
+    ``event_factory`` makes an event with record(), query(), elapsed_time(other)
+    in ms and synchronize(): ``torch.cuda.Event(enable_timing=True)`` by default."""
+
+    def __init__(self, event_factory=None, max_pending=1024):
+        if event_factory is None:
+            import torch
+            if not torch.cuda.is_available():
+                raise RuntimeError("gputriage.time_device: no CUDA device (torch.cuda.is_available() is False)")
+            event_factory = lambda: torch.cuda.Event(enable_timing=True)  # noqa: E731
+        self._new_event = event_factory
+        self._free = []
+        self._open = {}
+        self._pending = collections.deque()
+        self._max_pending = max_pending
+        self.dropped = 0  # steps whose events were given up on (more than max_pending outstanding)
+
+    def _event(self):
+        event = self._free.pop() if self._free else self._new_event()
+        event.record()
+        return event
+
+    def begin(self, step):
+        self._open[step] = self._event()
+        self._poll()
+
+    def end(self, step):
+        start = self._open.pop(step, None)
+        if start is None:
+            return
+        self._pending.append((step, start, self._event()))
+        if len(self._pending) > self._max_pending:  # a GPU far behind: forget the oldest rather than wait
+            self._pending.popleft()
+            self.dropped += 1
+        self._poll()
+
+    def _poll(self):
+        pending, report = self._pending, _markers.step_device_time
+        while pending and pending[0][2].query():
+            step, start, end = pending.popleft()
+            report(step, int(start.elapsed_time(end) * 1e6))
+            self._free += (start, end)
+
+    def flush(self):
+        """Reports every outstanding step, waiting for the GPU (at exit)."""
+        while self._pending:
+            step, start, end = self._pending.popleft()
+            end.synchronize()
+            _markers.step_device_time(step, int(start.elapsed_time(end) * 1e6))
+
+
+_timer = None
+
+
+def time_device(enable=True, timer=None):
+    """Times every step on the GPU from now on (``enable=False`` stops it).
+    ``timer`` replaces the CUDA-event timer (an object with begin(step),
+    end(step) and flush())."""
+    global _timer
+    if _timer is not None:
+        _timer.flush()
+        _markers._set_device_timer(None)
+        _timer = None
+    if enable:
+        _timer = timer if timer is not None else CudaStepTimer()
+        _markers._set_device_timer(_timer)
+    return _timer
+
+
+@atexit.register
+def _flush_at_exit():
+    if _timer is not None:
+        _timer.flush()

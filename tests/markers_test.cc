@@ -341,5 +341,76 @@ TEST(MarkedSteps, DeviceTimesFindTheirStepWhenEverTheyArrive) {
   EXPECT_EQ(steps.unpaired_steps, 0);
 }
 
+TEST(MarkedSteps, StreamedInBatchesTheyComeOutAsTheWholeRunWould) {
+  using K = MarkerKind;
+  // Two processes, 50 steps each of 100 ns: a data phase before each step, a
+  // forward phase inside it, and the step's device time two steps later.
+  std::vector<Marker> all;
+  for (uint32_t pid : {1u, 2u}) {
+    for (int64_t i = 0; i < 50; ++i) {
+      const TimeNs t = 1000 + i * 100 + pid;
+      all.push_back(M(K::kPhaseBegin, t, 0, GPUTRIAGE_PHASE_DATA, pid));
+      all.push_back(M(K::kPhaseEnd, t + 20, 0, GPUTRIAGE_PHASE_DATA, pid));
+      all.push_back(M(K::kStepBegin, t + 21, i, 0, pid));
+      all.push_back(M(K::kPhaseBegin, t + 30, 0, GPUTRIAGE_PHASE_FORWARD, pid));
+      all.push_back(M(K::kPhaseEnd, t + 60, 0, GPUTRIAGE_PHASE_FORWARD, pid));
+      all.push_back(M(K::kStepEnd, t + 90, i, 0, pid));
+      if (i >= 2) {
+        Marker d = M(K::kStepDeviceTime, t + 95, i - 2, 0, pid);
+        d.samples = 50 + i - 2;
+        all.push_back(d);
+      }
+    }
+  }
+  std::stable_sort(all.begin(), all.end(), [](const Marker& a, const Marker& b) { return a.t_ns < b.t_ns; });
+  const MarkedSteps whole = BuildMarkedSteps(all);
+  ASSERT_EQ(whole.steps.size(), 100u);
+  // The same markers in batches of 7, a 500 ns hold: steps come out while the run goes on.
+  StepBuilder builder(500);
+  std::vector<MarkedStep> streamed;
+  size_t released_early = 0;
+  for (size_t i = 0; i < all.size(); i += 7) {
+    builder.Add(std::vector<Marker>(all.begin() + static_cast<std::ptrdiff_t>(i),
+                                    all.begin() + static_cast<std::ptrdiff_t>(std::min(all.size(), i + 7))));
+    auto done = builder.TakeFinished();
+    released_early += done.size();
+    streamed.insert(streamed.end(), done.begin(), done.end());
+  }
+  EXPECT_GT(released_early, 80u);  // all but the last ~5 steps of each process, before the end
+  MarkedSteps rest = builder.Finish();
+  streamed.insert(streamed.end(), rest.steps.begin(), rest.steps.end());
+  std::stable_sort(streamed.begin(), streamed.end(),
+                   [](const MarkedStep& a, const MarkedStep& b) { return a.span.start < b.span.start; });
+  ASSERT_EQ(streamed.size(), whole.steps.size());
+  for (size_t i = 0; i < streamed.size(); ++i) {
+    const MarkedStep& a = streamed[i];
+    const MarkedStep& b = whole.steps[i];
+    EXPECT_EQ(a.pid, b.pid);
+    EXPECT_EQ(a.number, b.number);
+    EXPECT_EQ(a.span.start, b.span.start);  // from the data phase on
+    EXPECT_EQ(a.span.duration(), 90);
+    EXPECT_EQ(a.data_wait_ns(), 20);
+    EXPECT_EQ(a.phase_ns[GPUTRIAGE_PHASE_FORWARD], 30);
+    EXPECT_EQ(a.device_ns, b.device_ns);
+    if (a.number < 48) EXPECT_EQ(a.device_ns, 50 + a.number);
+  }
+  EXPECT_EQ(rest.unassigned_phases, 0);
+  EXPECT_EQ(rest.unpaired_steps, 0);
+  EXPECT_EQ(rest.unmatched_device_times, 0);
+}
+
+TEST(MarkedSteps, APhaseForAStepAlreadyHandedOutIsCountedNotMisplaced) {
+  using K = MarkerKind;
+  StepBuilder builder(100);
+  builder.Add({M(K::kStepBegin, 0, 0), M(K::kPhaseBegin, 5, 0, GPUTRIAGE_PHASE_BACKWARD), M(K::kStepEnd, 10, 0),
+               M(K::kStepBegin, 500, 1)});
+  ASSERT_EQ(builder.TakeFinished().size(), 1u);  // step 0 ended 490 ns before the newest marker
+  builder.Add({M(K::kPhaseEnd, 501, 0, GPUTRIAGE_PHASE_BACKWARD), M(K::kStepEnd, 600, 1)});
+  const MarkedSteps rest = builder.Finish();
+  ASSERT_EQ(rest.steps.size(), 1u);
+  EXPECT_EQ(rest.steps[0].phase_ns[GPUTRIAGE_PHASE_BACKWARD], 0);  // not step 1's
+  EXPECT_EQ(rest.unassigned_phases, 1);
+}
+
 }  // namespace
 }  // namespace gputriage

@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# Kills the recorder with SIGKILL during a run, 20 times, against the fake NVML:
+# Kills the recorder with SIGKILL during a run, 20 times, against the fake NVML
+# (then once during a job writing step markers):
 # the store must always open, pass SQLite's integrity check, and hold every run
 # as complete or incomplete, with the samples written up to about a second
 # before the kill.
 set -u
 bin=$1
 fake_nvml=$2
+marker_writer=${3:-}
 tmp=$(mktemp -d)
 trap 'pkill -9 -f "gputriage-crash-marker" 2>/dev/null; rm -rf "$tmp"' EXIT
 store=$tmp/runs.db
@@ -48,6 +50,28 @@ PY
 "$bin" runs --store "$store" >/dev/null || { echo "FAIL: runs"; fail=1; }
 "$bin" diagnose --store "$store" 20 >"$tmp/diag" 2>&1 || { echo "FAIL: diagnose an incomplete run"; cat "$tmp/diag"; fail=1; }
 grep -q "incomplete_run" "$tmp/diag" || { echo "FAIL: incomplete run not flagged"; fail=1; }
+# Step markers are stored as the job runs: a recorder killed 7 s into a job of
+# 10 ms steps keeps the steps that ended more than the 5 s hold before its last
+# write (about 100-200), each with its data wait.
+if [ -n "$marker_writer" ]; then
+  "$bin" record --store "$store" --nvml-library /nonexistent --name steps-crash \
+    -- "$marker_writer" 1000 normal 5 5 >/dev/null 2>"$tmp/err.steps" &
+  rec=$!
+  sleep 7
+  kill -9 "$rec"
+  wait "$rec" 2>/dev/null
+  pkill -9 -f "marker_writer 1000 normal 5 5" 2>/dev/null  # the orphaned job (not this script, which names the binary too)
+  python3 - "$store" <<'PY' || fail=1
+import sqlite3, sys
+db = sqlite3.connect(sys.argv[1])
+run, status = db.execute("SELECT id, status FROM runs WHERE name='steps-crash'").fetchone()
+assert status == "incomplete", status
+n, short = db.execute("SELECT count(*), sum(data_ns < 5000000) FROM steps WHERE run_id=?", (run,)).fetchone()
+assert 50 <= n <= 400, n
+assert short == 0, short
+print(f"ok: a recorder killed mid-job kept {n} steps, each with its data wait")
+PY
+fi
 # A normal run after the crashes still completes.
 "$bin" record --store "$store" --nvml-library "$fake_nvml" --interval 0.01 -- true >/dev/null 2>&1 || fail=1
 "$bin" runs --store "$store" | tail -1 | grep -q complete || { echo "FAIL: run after crashes"; fail=1; }

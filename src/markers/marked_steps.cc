@@ -1,110 +1,162 @@
 #include "src/markers/marked_steps.h"
 
 #include <algorithm>
-#include <map>
-#include <tuple>
 
 namespace gputriage {
 
-MarkedSteps BuildMarkedSteps(const std::vector<Marker>& input) {
-  std::vector<Marker> markers = input;
+void StepBuilder::Add(std::vector<Marker> markers) {
   // Ring order is claim order, which can differ from time order by a few ns across threads.
   std::stable_sort(markers.begin(), markers.end(), [](const Marker& a, const Marker& b) { return a.t_ns < b.t_ns; });
-  MarkedSteps out;
-  std::map<std::pair<uint32_t, int64_t>, TimeNs> open_steps;                  // (pid, step) → begin
-  std::map<std::tuple<uint32_t, uint32_t, uint16_t>, std::vector<TimeNs>> open_phases;  // (pid, tid, phase) → begins
-  struct PhaseSpan {
-    uint32_t pid;
-    uint16_t phase;
-    Interval span;
-  };
-  std::vector<PhaseSpan> phases;
-  std::vector<Marker> device_times;
   for (const auto& m : markers) {
+    newest_ = std::max(newest_, m.t_ns);
+    Process& p = processes_[m.pid];
     switch (m.kind) {
-      case MarkerKind::kStepBegin:
-        if (!open_steps.emplace(std::make_pair(m.pid, m.step), m.t_ns).second) ++out.unpaired_steps;
-        break;
-      case MarkerKind::kStepEnd: {
-        auto it = open_steps.find(std::make_pair(m.pid, m.step));
-        if (it == open_steps.end()) {
-          ++out.unpaired_steps;
+      case MarkerKind::kStepBegin: {
+        if (p.open_by_number.count(m.step) > 0 || p.by_start.count(m.t_ns) > 0) {
+          ++counts_.unpaired_steps;
           break;
         }
-        MarkedStep s;
-        s.number = m.step;
-        s.pid = m.pid;
-        s.span = Interval{it->second, m.t_ns};
-        s.samples = m.samples;
-        s.tokens = m.tokens;
-        s.flops = m.flops;
-        out.steps.push_back(s);
-        open_steps.erase(it);
+        Slot slot;
+        slot.step.number = m.step;
+        slot.step.pid = m.pid;
+        slot.step.span = Interval{m.t_ns, m.t_ns};
+        // Phases that ran before it (the batch it was fed) are its own; the span starts with them.
+        for (const auto& [phase, span] : p.waiting) {
+          slot.step.phase_ns[phase] += span.duration();
+          slot.step.span.start = std::min(slot.step.span.start, span.start);
+        }
+        p.waiting.clear();
+        p.open_by_number[m.step] = m.t_ns;
+        p.by_start.emplace(m.t_ns, slot);
         break;
       }
-      case MarkerKind::kStepDeviceTime:
-        device_times.push_back(m);
+      case MarkerKind::kStepEnd: {
+        auto it = p.open_by_number.find(m.step);
+        if (it == p.open_by_number.end()) {
+          ++counts_.unpaired_steps;
+          break;
+        }
+        Slot& slot = p.by_start.at(it->second);
+        slot.open = false;
+        slot.step.span.end = m.t_ns;
+        slot.step.samples = m.samples;
+        slot.step.tokens = m.tokens;
+        slot.step.flops = m.flops;
+        p.held_by_number[m.step] = it->second;
+        p.open_by_number.erase(it);
         break;
+      }
+      case MarkerKind::kStepDeviceTime: {
+        auto it = p.held_by_number.find(m.step);
+        if (it == p.held_by_number.end() || m.samples <= 0) {
+          ++counts_.unmatched_device_times;
+          break;
+        }
+        p.by_start.at(it->second).step.device_ns = m.samples;
+        break;
+      }
       case MarkerKind::kPhaseBegin:
-        open_phases[{m.pid, m.tid, m.phase}].push_back(m.t_ns);
+        open_phases_[{m.pid, m.tid, m.phase}].push_back(m.t_ns);
         break;
       case MarkerKind::kPhaseEnd: {
-        auto it = open_phases.find({m.pid, m.tid, m.phase});
-        if (it == open_phases.end() || it->second.empty()) {
-          ++out.unpaired_phases;
+        auto it = open_phases_.find({m.pid, m.tid, m.phase});
+        if (it == open_phases_.end() || it->second.empty()) {
+          ++counts_.unpaired_phases;
           break;
         }
-        phases.push_back({m.pid, m.phase, Interval{it->second.back(), m.t_ns}});
+        const Interval span{it->second.back(), m.t_ns};
         it->second.pop_back();
+        if (m.phase == 0 || m.phase >= kNumMarkerPhases) {
+          ++counts_.unassigned_phases;
+          break;
+        }
+        Charge(p, m.phase, span);
         break;
       }
     }
   }
-  out.unpaired_steps += static_cast<int64_t>(open_steps.size());
-  for (const auto& [key, begins] : open_phases) out.unpaired_phases += static_cast<int64_t>(begins.size());
-  std::sort(out.steps.begin(), out.steps.end(),
-            [](const MarkedStep& a, const MarkedStep& b) { return a.span.start < b.span.start; });
-  // Each phase goes to the step of its process it starts in, else the next one.
-  std::map<uint32_t, std::vector<size_t>> by_pid;  // steps of each process, by start
-  for (size_t i = 0; i < out.steps.size(); ++i) by_pid[out.steps[i].pid].push_back(i);
-  for (const auto& p : phases) {
-    auto it = by_pid.find(p.pid);
-    if (it == by_pid.end() || p.phase == 0 || p.phase >= kNumMarkerPhases) {
-      ++out.unassigned_phases;
-      continue;
-    }
-    const auto& idx = it->second;
-    // The last step starting at or before the phase's start...
-    auto after = std::upper_bound(idx.begin(), idx.end(), p.span.start,
-                                  [&](TimeNs t, size_t i) { return t < out.steps[i].span.start; });
-    MarkedStep* target = nullptr;
-    if (after != idx.begin()) {
-      MarkedStep& s = out.steps[*(after - 1)];
-      if (p.span.start <= s.span.end) target = &s;  // ... if the phase starts inside it
-    }
-    if (target == nullptr && after != idx.end()) target = &out.steps[*after];  // else the next step
-    if (target == nullptr) {
-      ++out.unassigned_phases;
-      continue;
-    }
-    target->phase_ns[p.phase] += p.span.duration();
-    // A phase before its step (the batch fetched between steps) is part of that
-    // loop iteration: the step's span starts with it, so span = wait + compute.
-    // It starts after the previous step ended, so steps stay in start order.
-    target->span.start = std::min(target->span.start, p.span.start);
+}
+
+void StepBuilder::Charge(Process& p, uint16_t phase, Interval span) {
+  if (span.start < p.released_before) {  // its step was already handed out
+    ++counts_.unassigned_phases;
+    return;
   }
-  // Device times arrive whenever the job read them (often steps later): matched by process and step.
-  std::map<std::pair<uint32_t, int64_t>, size_t> by_number;
-  for (size_t i = 0; i < out.steps.size(); ++i) by_number[{out.steps[i].pid, out.steps[i].number}] = i;
-  for (const auto& d : device_times) {
-    auto it = by_number.find({d.pid, d.step});
-    if (it == by_number.end() || d.samples <= 0) {
-      ++out.unmatched_device_times;
-      continue;
+  // The last step starting at or before the phase's start, if the phase starts inside it...
+  auto after = p.by_start.upper_bound(span.start);
+  if (after != p.by_start.begin()) {
+    Slot& s = std::prev(after)->second;
+    if (s.open || span.start <= s.step.span.end) {
+      s.step.phase_ns[phase] += span.duration();
+      return;
     }
-    out.steps[it->second].device_ns = d.samples;
   }
+  // ... else the next one, if it has begun (its span then starts with the phase) ...
+  if (after != p.by_start.end()) {
+    MarkedStep& next = after->second.step;
+    next.phase_ns[phase] += span.duration();
+    if (span.start < next.span.start) {
+      // Re-key: the step now starts with the phase (it started after the previous step ended).
+      Slot moved = after->second;
+      moved.step.span.start = span.start;
+      const TimeNs old_start = after->first;
+      p.by_start.erase(after);
+      p.by_start.emplace(span.start, moved);
+      for (auto* index : {&p.open_by_number, &p.held_by_number}) {
+        auto it = index->find(moved.step.number);
+        if (it != index->end() && it->second == old_start) it->second = span.start;
+      }
+    }
+    return;
+  }
+  // ... else the step it feeds has not begun yet.
+  p.waiting.emplace_back(phase, span);
+}
+
+void StepBuilder::Release(bool all, std::vector<MarkedStep>& out) {
+  for (auto& [pid, p] : processes_) {
+    for (auto it = p.by_start.begin(); it != p.by_start.end();) {
+      Slot& slot = it->second;
+      // Steps go out in start order: an open (or recent) step holds back the ones after it.
+      if (!all && (slot.open || slot.step.span.end > newest_ - hold_ns_)) break;
+      if (slot.open) {
+        ++counts_.unpaired_steps;  // the job ended mid-step
+      } else {
+        out.push_back(slot.step);
+        p.held_by_number.erase(slot.step.number);
+      }
+      p.released_before = std::max(p.released_before, slot.step.span.end);
+      it = p.by_start.erase(it);
+    }
+    if (all) {
+      counts_.unassigned_phases += static_cast<int64_t>(p.waiting.size());
+      p.waiting.clear();
+      p.open_by_number.clear();
+    }
+  }
+  std::sort(out.begin(), out.end(), [](const MarkedStep& a, const MarkedStep& b) { return a.span.start < b.span.start; });
+}
+
+std::vector<MarkedStep> StepBuilder::TakeFinished() {
+  std::vector<MarkedStep> out;
+  Release(false, out);
   return out;
+}
+
+MarkedSteps StepBuilder::Finish() {
+  MarkedSteps result = counts_;
+  Release(true, result.steps);
+  result.unpaired_steps = counts_.unpaired_steps;
+  result.unassigned_phases = counts_.unassigned_phases;
+  for (const auto& [key, begins] : open_phases_) result.unpaired_phases += static_cast<int64_t>(begins.size());
+  open_phases_.clear();
+  return result;
+}
+
+MarkedSteps BuildMarkedSteps(const std::vector<Marker>& markers) {
+  StepBuilder builder;
+  builder.Add(markers);
+  return builder.Finish();
 }
 
 }  // namespace gputriage

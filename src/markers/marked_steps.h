@@ -4,11 +4,18 @@
 // starts in, else the next step (a batch fetched between steps, as
 // `for batch in loader` does, is that step's data wait, and the step's span
 // then starts with it: a span is one loop iteration, wait and compute).
+//
+// StepBuilder does this as markers stream in, holding only open steps, steps
+// that ended in the last few seconds (a late phase or device time may still
+// belong to them) and phases waiting for their step: a recorder's memory stays
+// bounded however long the job trains, and finished steps can be stored as it runs.
 #pragma once
 
 #include <array>
-#include <tuple>
 #include <cstdint>
+#include <deque>
+#include <map>
+#include <tuple>
 #include <vector>
 
 #include "gputriage/model.h"
@@ -27,6 +34,43 @@ struct MarkedSteps {
   int64_t unmatched_device_times = 0;  // device times for no recorded step (or not positive)
 };
 
+class StepBuilder {
+ public:
+  /// How long an ended step is held for late phases and device times (markers'
+  /// own clock). CUDA-event device times come a few steps late.
+  static constexpr TimeNs kDefaultHoldNs = 5 * kNsPerS;
+  explicit StepBuilder(TimeNs hold_ns = kDefaultHoldNs) : hold_ns_(hold_ns) {}
+
+  /// Markers as drained (claim order; sorted by time here).
+  void Add(std::vector<Marker> markers);
+  /// Steps final by now (ended over the hold before the newest marker seen), by start.
+  std::vector<MarkedStep> TakeFinished();
+  /// Everything left once the job is over; the counts cover the whole run.
+  MarkedSteps Finish();
+
+ private:
+  struct Slot {
+    MarkedStep step;
+    bool open = true;
+  };
+  struct Process {
+    std::map<TimeNs, Slot> by_start;               // open and held steps, by begin time
+    std::map<int64_t, TimeNs> open_by_number;      // step number → begin time
+    std::map<int64_t, TimeNs> held_by_number;      // ended, held: step number → begin time
+    std::vector<std::pair<uint16_t, Interval>> waiting;  // phases before any step of this process began
+    TimeNs released_before = INT64_MIN;            // steps starting before this were handed out
+  };
+  void Charge(Process& p, uint16_t phase, Interval span);
+  void Release(bool all, std::vector<MarkedStep>& out);
+
+  std::map<uint32_t, Process> processes_;
+  std::map<std::tuple<uint32_t, uint32_t, uint16_t>, std::vector<TimeNs>> open_phases_;  // (pid, tid, phase)
+  TimeNs hold_ns_;
+  TimeNs newest_ = INT64_MIN;
+  MarkedSteps counts_;
+};
+
+/// The whole run at once (tests, and a recorder's final answer is the same).
 MarkedSteps BuildMarkedSteps(const std::vector<Marker>& markers);
 
 }  // namespace gputriage

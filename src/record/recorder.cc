@@ -212,6 +212,22 @@ StatusOr<RecordResult> RecordCommand(const RecordOptions& options) {
       result.recording.stats.AddIssue(IssueSeverity::kError, "store_unavailable", id.status().message());
     }
   }
+  // Markers become steps as they arrive; finished steps go to the store once a
+  // second, so neither memory nor a killed recorder loses what was measured.
+  StepBuilder step_builder;
+  std::vector<Marker> drained;
+  std::vector<MarkedStep> finished_steps;
+  TimeNs next_steps_write = MonotonicNs() + kNsPerS;
+  auto take_markers = [&](bool final) {
+    drained.clear();
+    ring->Drain(drained, final);
+    step_builder.Add(drained);
+  };
+  auto store_steps = [&](std::vector<MarkedStep> steps) {
+    if (steps.empty()) return;
+    if (options.store && result.run_id > 0) stored(options.store->PutSteps(result.run_id, steps));
+    finished_steps.insert(finished_steps.end(), steps.begin(), steps.end());
+  };
   TimeNs next = MonotonicNs();
   const TimeNs began = next;
   TimeNs next_status = began + kNsPerS;
@@ -236,7 +252,13 @@ StatusOr<RecordResult> RecordCommand(const RecordOptions& options) {
       }
     }
     if (scraper) scraper->Sample(WallNs(), result.recording);
-    if (ring) ring->Drain(result.markers);
+    if (ring) {
+      take_markers(false);
+      if (MonotonicNs() >= next_steps_write) {
+        store_steps(step_builder.TakeFinished());
+        next_steps_write += kNsPerS;
+      }
+    }
     if (options.store && result.run_id > 0 && result.recording.metrics.devices.size() != stored_devices) {
       stored_devices = result.recording.metrics.devices.size();  // a scrape named a new GPU
       stored(options.store->PutDevices(result.run_id, result.recording.metrics));
@@ -257,7 +279,7 @@ StatusOr<RecordResult> RecordCommand(const RecordOptions& options) {
   result.ended_ns = WallNs();
   result.recording.metrics.observer = nullptr;  // the store may not outlive the result
   if (ring) {
-    ring->Drain(result.markers, /*final=*/true);
+    take_markers(true);
     const auto& m = ring->stats();
     auto& stats = result.recording.stats;
     if (m.header_damaged)
@@ -272,8 +294,12 @@ StatusOr<RecordResult> RecordCommand(const RecordOptions& options) {
     if (m.abandoned > 0)
       stats.AddIssue(IssueSeverity::kWarning, "markers_abandoned",
                      std::to_string(m.abandoned) + " step markers were begun but never finished (a process died mid-marker)");
-    const MarkedSteps marked = BuildMarkedSteps(result.markers);
-    result.recording.marked_steps = marked.steps;
+    MarkedSteps marked = step_builder.Finish();
+    store_steps(marked.steps);
+    std::stable_sort(finished_steps.begin(), finished_steps.end(),
+                     [](const MarkedStep& a, const MarkedStep& b) { return a.span.start < b.span.start; });
+    result.recording.marked_steps = std::move(finished_steps);
+    result.markers_read = m.read;
     const int64_t unpaired = marked.unpaired_steps;
     if (unpaired > 0)
       stats.AddIssue(IssueSeverity::kInfo, "markers_unpaired",
@@ -282,9 +308,6 @@ StatusOr<RecordResult> RecordCommand(const RecordOptions& options) {
       stats.AddIssue(IssueSeverity::kInfo, "markers_unpaired",
                      std::to_string(marked.unmatched_device_times) +
                          " step device times matched no recorded step of their process (or were not positive)");
-    if (options.store && result.run_id > 0 && !marked.steps.empty())
-      if (Status s = options.store->PutSteps(result.run_id, marked.steps); !s.ok())
-        stats.AddIssue(IssueSeverity::kError, "store_write_failed", s.message());
   }
   if (scraper) {
     if (Status s = scraper->Finish(); !s.ok())

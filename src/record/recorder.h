@@ -33,7 +33,7 @@ struct RecordResult {
   int exit_code = 0;          // the command's, or 128 + signal (the shell convention)
   bool gpu_metrics = false;   // false when NVML could not be used: the job still ran
   std::string gpu_note;       // why GPU metrics are missing, if they are
-  std::vector<Marker> markers;  // step markers the job wrote (include/gputriage/markers.h), validated
+  int64_t markers_read = 0;     // valid step markers the job wrote (include/gputriage/markers.h)
   TimeNs started_ns = 0;
   TimeNs ended_ns = 0;
   int64_t run_id = 0;         // in the store, 0 without one

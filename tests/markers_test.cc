@@ -1,11 +1,13 @@
 // Step markers: the C ABI writing into the shared-memory ring from threads and
 // processes, and the reader that checks every record before trusting it.
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -53,6 +55,32 @@ TEST_F(Markers, WithoutARecorderTheyAreNoOps) {
   setenv(kMarkersFdEnv, "0", 1);  // stdin: not a ring
   ResetMarkersForTesting();
   EXPECT_EQ(gputriage_markers_enabled(), 0);
+}
+
+TEST_F(Markers, OnlyTheRecordersUserReachesTheRing) {
+  // The ring is a memfd: besides the processes that inherit it, only its
+  // owner's processes (and root) may reopen it through /proc. Checked by
+  // dropping to another user in a child, which needs root to begin with.
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to switch to another user";
+  Attach(64);
+  const std::string path = "/proc/" + std::to_string(getpid()) + "/fd/" + std::to_string(ring_->fd());
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    // nobody (65534) in most systems: any uid other than ours will do.
+    if (setgid(65534) != 0 || setuid(65534) != 0) _exit(10);
+    const int fd = open(path.c_str(), O_RDWR);
+    if (fd >= 0) _exit(11);  // reached the ring: wrong
+    _exit(errno == EACCES || errno == EPERM ? 0 : 12);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "10: could not switch user, 11: another user opened the ring, 12: other error";
+  // The same user (root here) does reach it by that path.
+  const int fd = open(path.c_str(), O_RDWR | O_CLOEXEC);
+  EXPECT_GE(fd, 0);
+  if (fd >= 0) close(fd);
 }
 
 TEST_F(Markers, StepsAndPhasesArriveWithTheirValues) {

@@ -43,11 +43,6 @@ constexpr double kPowerWorkingPercent = 40.0;    // board power well above idle:
 constexpr int kMinSamplesForRun = 3;             // fewer samples are an instant, not a run
 constexpr double kMinSecondsForRun = 60.0;       // a shorter capture is a snapshot of the job
 
-Evidence E(std::string name, double value, std::string unit, std::string source,
-           std::optional<double> threshold = std::nullopt, std::string comparison = "") {
-  return Evidence{std::move(name), value, std::move(unit), threshold, std::move(comparison), std::move(source)};
-}
-
 double Mean(const DeviceMetricAnalysis& d, Metric m) { return d.metrics[static_cast<int>(m)].mean; }
 bool Has(const DeviceMetricAnalysis& d, Metric m) { return d.metrics[static_cast<int>(m)].samples > 0; }
 

@@ -28,11 +28,6 @@ constexpr double kStragglerHighRatio = 1.5;
 constexpr double kLowMfuPercent = 30.0;
 constexpr double kVeryLowMfuPercent = 10.0;
 
-Evidence Ev(std::string name, double value, std::string unit, std::string source,
-            std::optional<double> threshold = std::nullopt, std::string comparison = "") {
-  return Evidence{std::move(name), value, std::move(unit), threshold, std::move(comparison), std::move(source)};
-}
-
 std::string WarmupNote(const StepMarkerAnalysis& m) {
   if (m.warmup_steps == 0) return "";
   return fmt::format(" ({} warm-up step{} at >= 3x the median left out.)", m.warmup_steps,
@@ -56,15 +51,15 @@ void JudgeOutliers(const RecordingAnalysis& a, std::vector<Finding>& out) {
       m.outlier_phase.empty() ? std::string(" No marked phase grows in them: the stall is outside the marked phases.")
                               : fmt::format(" The '{}' phase grows most in them: {:.1f} ms more per slow step.",
                                             m.outlier_phase, m.outlier_phase_ms));
-  f.evidence.push_back(Ev("outlier_time_percent", m.outlier_time_percent, "percent",
+  f.evidence.push_back(E("outlier_time_percent", m.outlier_time_percent, "percent",
                           "step markers: time of steps > 2x median beyond the median / all step time",
                           f.severity == Severity::kHigh ? kOutlierTimeHighPercent : kOutlierTimeModeratePercent, ">="));
-  f.evidence.push_back(Ev("outlier_steps", static_cast<double>(m.outlier_steps), "count", "steps > 2x the median"));
-  f.evidence.push_back(Ev("step_ms_p50", m.step_ms_p50, "ms", "step markers"));
-  f.evidence.push_back(Ev("step_ms_p95", m.step_ms_p95, "ms", "step markers"));
-  f.evidence.push_back(Ev("step_ms_cv", m.step_ms_cv, "ratio", "step markers: standard deviation / mean"));
+  f.evidence.push_back(E("outlier_steps", static_cast<double>(m.outlier_steps), "count", "steps > 2x the median"));
+  f.evidence.push_back(E("step_ms_p50", m.step_ms_p50, "ms", "step markers"));
+  f.evidence.push_back(E("step_ms_p95", m.step_ms_p95, "ms", "step markers"));
+  f.evidence.push_back(E("step_ms_cv", m.step_ms_cv, "ratio", "step markers: standard deviation / mean"));
   if (!m.outlier_phase.empty())
-    f.evidence.push_back(Ev("outlier_phase_excess_ms", m.outlier_phase_ms, "ms",
+    f.evidence.push_back(E("outlier_phase_excess_ms", m.outlier_phase_ms, "ms",
                             "step markers: mean '" + m.outlier_phase + "' phase in slow steps minus in the others"));
   if (m.outlier_phase == "data") {
     f.recommendations = {{"DataLoader(..., prefetch_factor=4, persistent_workers=True)",
@@ -119,11 +114,11 @@ void JudgeStragglers(const RecordingAnalysis& a, std::vector<Finding>& out) {
       data_cause ? fmt::format(" It also waits {:.1f} ms per step for data: its input pipeline is the likely cause.",
                                slowest.data_wait_ms_mean)
                  : std::string(""));
-  f.evidence.push_back(Ev("straggler_work_ratio", ratio, "ratio", "step markers: slowest process / median process",
+  f.evidence.push_back(E("straggler_work_ratio", ratio, "ratio", "step markers: slowest process / median process",
                           f.severity == Severity::kHigh ? kStragglerHighRatio : kStragglerRatio, ">="));
-  f.evidence.push_back(Ev("straggler_work_ms", slowest.work_ms_p50, "ms", fmt::format("process {}, p50", slowest.pid)));
-  f.evidence.push_back(Ev("median_rank_work_ms", median, "ms", "median over processes of their p50"));
-  f.evidence.push_back(Ev("processes", static_cast<double>(work.size()), "count", "processes with >= 3 steps"));
+  f.evidence.push_back(E("straggler_work_ms", slowest.work_ms_p50, "ms", fmt::format("process {}, p50", slowest.pid)));
+  f.evidence.push_back(E("median_rank_work_ms", median, "ms", "median over processes of their p50"));
+  f.evidence.push_back(E("processes", static_cast<double>(work.size()), "count", "processes with >= 3 steps"));
   f.recommendations = {
       {"check the slow rank's host: CPU contention, its GPU's clocks and temperature (throttling), its NIC",
        "one slow node paces the whole job"},
@@ -153,10 +148,10 @@ void JudgeMfu(const RecordingAnalysis& a, std::vector<Finding>& out) {
       "The job reports {:.3g} model FLOPs per step; at {:.1f} ms per step that is {:.1f} TFLOPS per GPU. Large dense "
       "transformers reach 38-56% (Llama 3 405B, Megatron-LM); below 30% the GPU's arithmetic is mostly unused.",
       m.flops_per_step, m.step_ms_mean, m.achieved_tflops);
-  f.evidence.push_back(Ev("mfu_percent", m.mfu_percent, "percent", "step markers: FLOPs per step / step time / peak",
+  f.evidence.push_back(E("mfu_percent", m.mfu_percent, "percent", "step markers: FLOPs per step / step time / peak",
                           f.severity == Severity::kHigh ? kVeryLowMfuPercent : kLowMfuPercent, "<"));
-  f.evidence.push_back(Ev("achieved_tflops", m.achieved_tflops, "TFLOPS", "step markers, per process"));
-  f.evidence.push_back(Ev("peak_tflops", m.peak_tflops, "TFLOPS", "dense bf16 (fp16 where no bf16), src/analysis/gpu_specs.cc"));
+  f.evidence.push_back(E("achieved_tflops", m.achieved_tflops, "TFLOPS", "step markers, per process"));
+  f.evidence.push_back(E("peak_tflops", m.peak_tflops, "TFLOPS", "dense bf16 (fp16 where no bf16), src/analysis/gpu_specs.cc"));
   f.cannot_exclude = {"input_bound", "launch_bound", "low_precision", "undersized_work"};
   f.to_separate = "the other findings of this run; a profiler trace of a few steps (gputriage diagnose trace.json)";
   f.recommendations = {
@@ -190,21 +185,21 @@ std::vector<Finding> JudgeStepMarkers(const RecordingAnalysis& a) {
         "Step markers from the training loop: over {} steps the loop spent {:.1f} ms per step waiting for the next "
         "batch and {:.1f} ms computing. Loading and preprocessing run on the critical path instead of beside compute.{}",
         m.steps, m.data_wait_ms_mean, m.compute_ms_mean, WarmupNote(m));
-    f.evidence.push_back(Ev("data_wait_percent_of_compute", pct, "percent", "step markers: data phase / compute time",
+    f.evidence.push_back(E("data_wait_percent_of_compute", pct, "percent", "step markers: data phase / compute time",
                             f.severity == Severity::kHigh ? kDataWaitHighPercent : kDataWaitModeratePercent, ">="));
-    f.evidence.push_back(Ev("data_wait_ms_per_step", m.data_wait_ms_mean, "ms", "step markers, mean over steps"));
-    f.evidence.push_back(Ev("compute_ms_per_step", m.compute_ms_mean, "ms", "step markers, mean over steps"));
+    f.evidence.push_back(E("data_wait_ms_per_step", m.data_wait_ms_mean, "ms", "step markers, mean over steps"));
+    f.evidence.push_back(E("compute_ms_per_step", m.compute_ms_mean, "ms", "step markers, mean over steps"));
     if (m.device_steps > 0) {
       // The wait counted is what the GPU's own time left exposed.
       f.detail += fmt::format(
           " GPU time per step, measured on the device for {} steps: {:.1f} ms; of the {:.1f} ms the host waited, "
           "{:.1f} ms left the GPU idle.",
           m.device_steps, m.device_ms_mean, m.data_wait_host_ms_mean, m.data_wait_ms_mean);
-      f.evidence.push_back(Ev("device_ms_per_step", m.device_ms_mean, "ms", "step device times (e.g. CUDA events)"));
-      f.evidence.push_back(Ev("data_wait_host_ms_per_step", m.data_wait_host_ms_mean, "ms",
+      f.evidence.push_back(E("device_ms_per_step", m.device_ms_mean, "ms", "step device times (e.g. CUDA events)"));
+      f.evidence.push_back(E("data_wait_host_ms_per_step", m.data_wait_host_ms_mean, "ms",
                               "step markers: the data phase as the host measured it"));
     }
-    f.evidence.push_back(Ev("steps", static_cast<double>(m.steps), "count", "step markers"));
+    f.evidence.push_back(E("steps", static_cast<double>(m.steps), "count", "step markers"));
     f.recommendations = {
         {"DataLoader(..., num_workers=N) with N ≈ CPU cores per GPU (start at 4-8)",
          "loads and decodes batches in worker processes while the model computes"},

@@ -36,11 +36,6 @@ constexpr double kTensorActiveTarget = 50.0;    // dense transformers: >50 % ten
 double Percent(double part, double whole) { return whole > 0 ? 100.0 * part / whole : 0.0; }
 double StepCount(const RecordingAnalysis& a) { return a.steps.empty() ? 1.0 : static_cast<double>(a.steps.size()); }
 
-Evidence E(std::string name, double value, std::string unit, std::string source,
-           std::optional<double> threshold = std::nullopt, std::string comparison = "") {
-  return Evidence{std::move(name), value, std::move(unit), threshold, std::move(comparison), std::move(source)};
-}
-
 ExpectedGain StepGain(double current_ms, double expected_ms, std::string basis) {
   ExpectedGain g;
   g.current = current_ms;

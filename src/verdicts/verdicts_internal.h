@@ -2,12 +2,19 @@
 #pragma once
 
 #include <optional>
+#include <string>
 #include <string_view>
 #include <vector>
 
 #include "gputriage/diagnosis.h"
 
 namespace gputriage {
+
+/// One number behind a finding (the rules' shorthand for Evidence{...}).
+inline Evidence E(std::string name, double value, std::string unit, std::string source,
+                  std::optional<double> threshold = std::nullopt, std::string comparison = "") {
+  return Evidence{std::move(name), value, std::move(unit), threshold, std::move(comparison), std::move(source)};
+}
 
 /// Trace verdicts of one recording (verdicts.cc).
 std::vector<Finding> JudgeRecording(const RecordingAnalysis& a);

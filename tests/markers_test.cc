@@ -362,8 +362,7 @@ TEST(MarkedSteps, DeviceTimesFindTheirStepWhenEverTheyArrive) {
   const MarkedSteps steps = BuildMarkedSteps(markers);
   ASSERT_EQ(steps.steps.size(), 3u);
   for (const auto& s : steps.steps) {
-    if (s.pid == 1) EXPECT_EQ(s.device_ns, s.number == 0 ? 9 : 8);
-    if (s.pid == 2) EXPECT_EQ(s.device_ns, 7);
+    EXPECT_EQ(s.device_ns, s.pid == 2 ? 7 : s.number == 0 ? 9 : 8);
   }
   EXPECT_EQ(steps.unmatched_device_times, 2);
   EXPECT_EQ(steps.unpaired_steps, 0);
@@ -420,7 +419,7 @@ TEST(MarkedSteps, StreamedInBatchesTheyComeOutAsTheWholeRunWould) {
     EXPECT_EQ(a.data_wait_ns(), 20);
     EXPECT_EQ(a.phase_ns[GPUTRIAGE_PHASE_FORWARD], 30);
     EXPECT_EQ(a.device_ns, b.device_ns);
-    if (a.number < 48) EXPECT_EQ(a.device_ns, 50 + a.number);
+    EXPECT_EQ(a.device_ns, a.number < 48 ? 50 + a.number : 0);  // the last two never got theirs
   }
   EXPECT_EQ(rest.unassigned_phases, 0);
   EXPECT_EQ(rest.unpaired_steps, 0);

@@ -136,13 +136,15 @@ TEST(StepAnalysis, OutliersAndThePhaseThatGrowsInThem) {
 }
 
 TEST(StepAnalysis, AStragglerRankIsNamed) {
-  auto steps = Steps(100, 20, 0.5, 10);
-  for (uint32_t pid : {101u, 102u}) {
-    auto more = Steps(pid, 20, 0.5, 10);
-    steps.insert(steps.end(), more.begin(), more.end());
-  }
-  auto slow = Steps(103, 20, 0.5, 14);
-  steps.insert(steps.end(), slow.begin(), slow.end());
+  // Processes 100-102 at 10 ms of work per step, 103 at 14.
+  const auto add = [](std::vector<MarkedStep>& to, const std::vector<MarkedStep>& more) {
+    to.insert(to.end(), more.begin(), more.end());
+  };
+  std::vector<MarkedStep> peers;
+  for (uint32_t pid : {100u, 101u, 102u}) add(peers, Steps(pid, 20, 0.5, 10));
+  const auto slow = Steps(103, 20, 0.5, 14);
+  auto steps = peers;
+  add(steps, slow);
   const auto m = AnalyzeMarkedSteps(steps);
   ASSERT_EQ(m.by_process.size(), 4u);
   EXPECT_EQ(m.by_process.front().pid, 103u);
@@ -153,6 +155,14 @@ TEST(StepAnalysis, AStragglerRankIsNamed) {
   EXPECT_NE(f->title.find("process 103"), std::string::npos) << f->title;
   EXPECT_NEAR(f->evidence[0].value, 1.4, 1e-9);
   EXPECT_EQ(f->severity, Severity::kModerate);
+  // A process with too few steps to judge is not named, however slow they were.
+  auto with_short = peers;
+  add(with_short, Steps(104, 2, 0.5, 30));
+  add(with_short, slow);
+  const Diagnosis d2 = DiagnoseSteps(with_short);
+  const Finding* f2 = FindVerdict(d2.findings, "straggler_rank");
+  ASSERT_NE(f2, nullptr);
+  EXPECT_NE(f2->title.find("process 103"), std::string::npos) << f2->title;
   // Marked communication is not the rank's own work: a rank waiting in all-reduce is not slow.
   auto waiting = Steps(100, 20, 0.5, 10);
   auto waiter = Steps(101, 20, 0.5, 14);

@@ -5,8 +5,9 @@
  * recorder pays only the check that no ring is attached.
  *
  * Thread- and process-safe: any thread of any process of the job may write.
- * Times are taken when the call is made (CLOCK_REALTIME, nanoseconds), the
- * clock the recorder's GPU samples use.
+ * Times are taken when the call is made and placed on the wall clock the
+ * recorder's GPU samples use (the writer reads the invariant TSC where there is
+ * one, else CLOCK_REALTIME).
  */
 #ifndef GPUTRIAGE_MARKERS_H_
 #define GPUTRIAGE_MARKERS_H_

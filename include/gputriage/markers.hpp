@@ -48,6 +48,10 @@ class PhaseScope {
   gputriage_phase phase_;
 };
 
+/// The phases' names, as reports and the Python package use them ("" for 0).
+inline constexpr const char* kPhaseNames[GPUTRIAGE_PHASE_OTHER + 1] = {
+    "", "data", "forward", "backward", "optimizer", "communication", "checkpoint", "other"};
+
 /// Whether a recorder is reading the markers of this process.
 inline bool MarkersEnabled() { return gputriage_markers_enabled() != 0; }
 

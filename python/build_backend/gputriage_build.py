@@ -64,9 +64,8 @@ def prepare_metadata_for_build_wheel(metadata_directory, config_settings=None):
 
 
 def _build_extension(build_dir):
-    for tool in ("cmake",):
-        if shutil.which(tool) is None:
-            raise RuntimeError(f"gputriage build: '{tool}' not found (Debian: apt-get install cmake pybind11-dev python3-dev)")
+    if shutil.which("cmake") is None:
+        raise RuntimeError("gputriage build: 'cmake' not found (Debian: apt-get install cmake pybind11-dev python3-dev)")
     configure = ["cmake", "-S", _HERE, "-B", build_dir, "-DCMAKE_BUILD_TYPE=Release",
                  f"-DPython_EXECUTABLE={sys.executable}"]
     if shutil.which("ninja"):

@@ -63,25 +63,33 @@ def batch_samples(batch):
     return None
 
 
+def _next_batch(fetch, samples):
+    """The start of one loop iteration, for watch() and zero-code mode: fetch()
+    timed as the data phase, then the batch's automatic step opened. Returns the
+    batch and its sample count (None: not counted)."""
+    phase_begin(_DATA)
+    try:
+        batch = fetch()
+    finally:
+        phase_end(_DATA)
+    count = samples(batch) if samples is not None else None
+    _auto_step_begin()
+    return batch, count
+
+
 def watch(iterable, samples=batch_samples):
     """Yields from ``iterable`` (a DataLoader), timing each wait for the next item
     as the step's data phase and, unless the loop marks its own steps with
     ``gputriage.step``, each iteration as a step. ``samples`` maps a batch to its
     sample count (None: not counted)."""
-    it = iter(iterable)
-    begin, end, auto_begin, auto_end = phase_begin, phase_end, _auto_step_begin, _auto_step_end
+    fetch, next_batch, auto_end = iter(iterable).__next__, _next_batch, _auto_step_end
     count = None
     try:
         while True:
-            begin(_DATA)
             try:
-                item = next(it)
+                item, count = next_batch(fetch, samples)
             except StopIteration:
-                end(_DATA)
                 return
-            end(_DATA)
-            count = samples(item) if samples is not None else None
-            auto_begin()
             yield item
             auto_end(count)
             count = None

@@ -23,19 +23,25 @@ import sys
 import gputriage
 from gputriage import _markers
 
-_DATA = _markers.PHASES["data"]
 _OPTIMIZER = _markers.PHASES["optimizer"]
 _installed = False
+_device_timing_checked = False
 
 
-_device_checked = False
-
-
-def _check_device():
-    # At the first batch, not at import: CUDA is initialised by then if the job uses it.
-    global _device_checked
-    _device_checked = True
-    _start_device_timing(None)
+def _start_device_timing_once():
+    """At the first batch (CUDA is initialised by then if the job uses it), also
+    time each step on the GPU: CUDA events, no synchronisation.
+    GPUTRIAGE_DEVICE_TIME=0 turns it off."""
+    global _device_timing_checked
+    _device_timing_checked = True
+    if os.environ.get("GPUTRIAGE_DEVICE_TIME", "1") == "0":
+        return
+    torch = sys.modules.get("torch")
+    try:
+        if torch is not None and torch.cuda.is_available() and torch.cuda.is_initialized():
+            gputriage.time_device()
+    except Exception as e:  # never break the user's loop
+        sys.stderr.write(f"gputriage: zero-code mode: device step times are off: {e!r}\n")
 
 
 def _patch_dataloader(module):
@@ -43,41 +49,20 @@ def _patch_dataloader(module):
     if cls is None or getattr(cls.__next__, "_gputriage", False):
         return
     original = cls.__next__
-    begin, end = _markers.phase_begin, _markers.phase_end
-    auto_begin, auto_end = _markers._auto_step_begin, _markers._auto_step_end
-    samples = gputriage.batch_samples
+    next_batch, auto_end, samples = gputriage._next_batch, _markers._auto_step_end, gputriage.batch_samples
 
     @functools.wraps(original)
     def __next__(self):
-        auto_end(getattr(self, "_gputriage_samples", None))  # the previous batch's step ends
+        # What watch() does, one call at a time: the previous batch's step ends here.
+        auto_end(getattr(self, "_gputriage_samples", None))
         self._gputriage_samples = None
-        begin(_DATA)
-        try:
-            batch = original(self)
-        finally:
-            end(_DATA)
-        self._gputriage_samples = samples(batch)
-        if not _device_checked:
-            _check_device()
-        auto_begin()
+        batch, self._gputriage_samples = next_batch(functools.partial(original, self), samples)
+        if not _device_timing_checked:
+            _start_device_timing_once()
         return batch
 
     __next__._gputriage = True
     cls.__next__ = __next__
-
-
-def _start_device_timing(module):
-    """When the job uses CUDA (initialised by its first batch), time each step on
-    the GPU too (events, no sync);
-    GPUTRIAGE_DEVICE_TIME=0 turns it off."""
-    if os.environ.get("GPUTRIAGE_DEVICE_TIME", "1") == "0":
-        return
-    torch = sys.modules.get("torch")
-    try:
-        if torch is not None and torch.cuda.is_available() and torch.cuda.is_initialized():
-            gputriage.time_device()
-    except Exception as e:  # never break the user's import
-        sys.stderr.write(f"gputriage: zero-code mode: device step times are off: {e!r}\n")
 
 
 def _patch_optimizer(module):

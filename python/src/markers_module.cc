@@ -15,7 +15,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "gputriage/markers.h"
+#include "gputriage/markers.hpp"
 
 namespace {
 
@@ -68,19 +68,12 @@ bool ToDouble(PyObject* o, double* out, const char* what) {
 
 /// The phase id for a name ("data", "forward", ...) or an int id.
 bool ToPhase(PyObject* o, gputriage_phase* out) {
-  static constexpr struct {
-    const char* name;
-    gputriage_phase id;
-  } kPhases[] = {{"data", GPUTRIAGE_PHASE_DATA},           {"forward", GPUTRIAGE_PHASE_FORWARD},
-                 {"backward", GPUTRIAGE_PHASE_BACKWARD},   {"optimizer", GPUTRIAGE_PHASE_OPTIMIZER},
-                 {"communication", GPUTRIAGE_PHASE_COMMUNICATION},
-                 {"checkpoint", GPUTRIAGE_PHASE_CHECKPOINT}, {"other", GPUTRIAGE_PHASE_OTHER}};
   if (PyUnicode_Check(o)) {
     const char* s = PyUnicode_AsUTF8(o);
     if (s == nullptr) return false;
-    for (const auto& p : kPhases)
-      if (std::strcmp(s, p.name) == 0) {
-        *out = p.id;
+    for (int id = GPUTRIAGE_PHASE_DATA; id <= GPUTRIAGE_PHASE_OTHER; ++id)
+      if (std::strcmp(s, gputriage::kPhaseNames[id]) == 0) {
+        *out = static_cast<gputriage_phase>(id);
         return true;
       }
     PyErr_Format(PyExc_ValueError,
@@ -431,12 +424,6 @@ PYBIND11_MODULE(_markers, m) {
         "Whether `gputriage record` is reading this process's markers.");
   m.attr("ABI_VERSION") = GPUTRIAGE_MARKERS_ABI_VERSION;
   py::dict phases;
-  phases["data"] = static_cast<int>(GPUTRIAGE_PHASE_DATA);
-  phases["forward"] = static_cast<int>(GPUTRIAGE_PHASE_FORWARD);
-  phases["backward"] = static_cast<int>(GPUTRIAGE_PHASE_BACKWARD);
-  phases["optimizer"] = static_cast<int>(GPUTRIAGE_PHASE_OPTIMIZER);
-  phases["communication"] = static_cast<int>(GPUTRIAGE_PHASE_COMMUNICATION);
-  phases["checkpoint"] = static_cast<int>(GPUTRIAGE_PHASE_CHECKPOINT);
-  phases["other"] = static_cast<int>(GPUTRIAGE_PHASE_OTHER);
+  for (int id = GPUTRIAGE_PHASE_DATA; id <= GPUTRIAGE_PHASE_OTHER; ++id) phases[gputriage::kPhaseNames[id]] = id;
   m.attr("PHASES") = phases;
 }

@@ -1,6 +1,8 @@
 // Shared pieces of the analysis stage (private to src/analysis).
 #pragma once
 
+#include <algorithm>
+#include <cstddef>
 #include <unordered_map>
 #include <vector>
 
@@ -9,6 +11,15 @@
 #include "src/analysis/intervals.h"
 
 namespace gputriage::analysis {
+
+/// The median (upper middle) of `v`, 0 when empty; reorders `v`.
+template <typename T>
+double Median(std::vector<T>& v) {
+  if (v.empty()) return 0;
+  auto mid = v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2);
+  std::nth_element(v.begin(), mid, v.end());
+  return static_cast<double>(*mid);
+}
 
 /// A device-side operation (kernel, memcpy or memset) as the step and idle
 /// analyses see it.

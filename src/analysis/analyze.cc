@@ -62,13 +62,6 @@ struct NameAccumulator {
   double blocks_weighted = 0, blocks_time = 0, occ_weighted = 0, occ_time = 0;
 };
 
-double Median(std::vector<TimeNs>& v) {
-  if (v.empty()) return 0;
-  auto mid = v.begin() + static_cast<ptrdiff_t>(v.size() / 2);
-  std::nth_element(v.begin(), mid, v.end());
-  return static_cast<double>(*mid);
-}
-
 bool InSteps(const intervals::List& steps, TimeNs t) {
   auto it = std::upper_bound(steps.begin(), steps.end(), t, [](TimeNs v, const Interval& r) { return v < r.end; });
   return it != steps.end() && it->start <= t;
@@ -113,7 +106,7 @@ ThroughputStats MeasureThroughput(const Recording& rec, const intervals::List& s
   out.flops_per_step = flops / static_cast<double>(a.steps.size());
   out.achieved_tflops = out.flops_per_step / (static_cast<double>(a.avg_step_ns) * 1e-9) / 1e12;
   if (auto spec = FindGpuSpec(a.device.name)) {
-    const double peak = spec->bf16_tflops > 0 ? spec->bf16_tflops : spec->fp16_tflops;
+    const double peak = MfuPeakTflops(*spec);
     if (peak > 0) out.mfu_percent = 100.0 * out.achieved_tflops / peak;
   }
   return out;
@@ -306,13 +299,13 @@ RecordingAnalysis AnalyzeRecording(const Recording& rec) {
   // Launch overhead.
   a.launch.kernels = kernels_in_steps;
   if (!a.steps.empty()) a.launch.kernels_per_step = static_cast<double>(kernels_in_steps) / static_cast<double>(a.steps.size());
-  a.launch.median_kernel_us = Median(durations) / 1000.0;
+  a.launch.median_kernel_us = analysis::Median(durations) / 1000.0;
   if (kernels_in_steps > 0) {
     a.launch.short_kernel_percent = 100.0 * static_cast<double>(short_kernels) / static_cast<double>(kernels_in_steps);
     a.launch.mean_launch_interval_us =
         static_cast<double>(intervals::Sum(step_list)) / static_cast<double>(kernels_in_steps) / 1000.0;
   }
-  a.launch.median_launch_delay_us = Median(launch_delays) / 1000.0;
+  a.launch.median_launch_delay_us = analysis::Median(launch_delays) / 1000.0;
   for (const auto& r : rec.runtime_calls)
     if (r.kind == RuntimeCallKind::kGraphLaunch && InSteps(step_list, r.time.start)) ++a.launch.graph_launches;
 

@@ -34,6 +34,10 @@ std::optional<GpuSpec> FindGpuSpec(std::string_view device_name);
 /// Peak for a precision on this spec, 0 when unknown.
 double PeakTflops(const GpuSpec& spec, Precision p);
 
+/// The peak MFU is measured against: dense bf16 on tensor cores, fp16 where the
+/// GPU has no bf16; 0 when neither is known.
+inline double MfuPeakTflops(const GpuSpec& spec) { return spec.bf16_tflops > 0 ? spec.bf16_tflops : spec.fp16_tflops; }
+
 /// The whole table (docs, JSON, tests).
 std::span<const GpuSpec> AllGpuSpecs();
 

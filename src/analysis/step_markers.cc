@@ -7,7 +7,8 @@
 #include <map>
 
 #include "gputriage/diagnosis.h"
-#include "gputriage/markers.h"
+#include "gputriage/markers.hpp"
+#include "src/analysis/analysis_internal.h"
 #include "src/analysis/gpu_specs.h"
 
 namespace gputriage {
@@ -18,16 +19,7 @@ namespace {
 constexpr double kWarmupFactor = 3.0;
 constexpr double kOutlierFactor = 2.0;  // a step over twice the median is an outlier
 
-constexpr std::array<const char*, 8> kPhaseNames = {"",         "data",          "forward",    "backward",
-                                                    "optimizer", "communication", "checkpoint", "other"};
-
 double Ms(TimeNs ns) { return static_cast<double>(ns) / 1e6; }
-
-double Median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
 
 /// A step as the loop lived it. Its span already holds a data wait that came
 /// before its begin marker (BuildMarkedSteps starts the span there).
@@ -35,7 +27,6 @@ struct StepTime {
   const MarkedStep* step;
   double total_ms;    // wall time of the iteration
   double wait_ms;     // data wait
-  double compute_ms;  // total without the wait
   double work_ms;     // compute without marked communication
   double device_ms;   // GPU time the job measured for the step, NaN unknown
 };
@@ -43,10 +34,9 @@ struct StepTime {
 StepTime Time(const MarkedStep& s) {
   const double total = Ms(s.span.duration());
   const double wait = std::min(total, Ms(s.data_wait_ns()));
-  const double compute = total - wait;
   const double comm = Ms(s.phase_ns[GPUTRIAGE_PHASE_COMMUNICATION]);
   const double device = s.device_ns > 0 ? Ms(s.device_ns) : NAN;
-  return {&s, total, wait, compute, std::max(0.0, compute - comm), device};
+  return {&s, total, wait, std::max(0.0, total - wait - comm), device};
 }
 
 }  // namespace
@@ -64,7 +54,7 @@ StepMarkerAnalysis AnalyzeMarkedSteps(const std::vector<MarkedStep>& steps, std:
               [](const StepTime& a, const StepTime& b) { return a.step->span.start < b.step->span.start; });
     std::vector<double> totals;
     for (const auto& t : list) totals.push_back(t.total_ms);
-    const double median = Median(totals);
+    const double median = analysis::Median(totals);
     size_t first = 0;
     // Never all of them: a process's steps are its own baseline.
     while (list.size() - first > 2 && list[first].total_ms >= kWarmupFactor * median) ++first;
@@ -80,8 +70,8 @@ StepMarkerAnalysis AnalyzeMarkedSteps(const std::vector<MarkedStep>& steps, std:
       work_ms.push_back(t.work_ms);
       wait += t.wait_ms;
     }
-    p.step_ms_p50 = Median(step_ms);
-    p.work_ms_p50 = Median(work_ms);
+    p.step_ms_p50 = analysis::Median(step_ms);
+    p.work_ms_p50 = analysis::Median(work_ms);
     p.data_wait_ms_mean = list.empty() ? 0 : wait / static_cast<double>(list.size());
     m.by_process.push_back(p);
     judged.insert(judged.end(), list.begin(), list.end());
@@ -141,13 +131,14 @@ StepMarkerAnalysis AnalyzeMarkedSteps(const std::vector<MarkedStep>& steps, std:
 
   // Outliers, and which marked phase made them slow: its mean in outlier steps
   // against its mean in the others.
-  std::array<double, 8> phase_in_outliers{}, phase_in_typical{};
+  constexpr size_t kPhases = std::tuple_size_v<decltype(MarkedStep::phase_ns)>;  // index = phase id
+  std::array<double, kPhases> phase_in_outliers{}, phase_in_typical{};
   double excess = 0;
   int64_t typical = 0;
   for (const auto& t : judged) {
     const bool outlier = t.total_ms > kOutlierFactor * m.step_ms_p50;
     auto& acc = outlier ? phase_in_outliers : phase_in_typical;
-    for (size_t p = 1; p < 8; ++p) acc[p] += Ms(t.step->phase_ns[p]);
+    for (size_t p = 1; p < kPhases; ++p) acc[p] += Ms(t.step->phase_ns[p]);
     if (outlier) {
       ++m.outlier_steps;
       excess += t.total_ms - m.step_ms_p50;
@@ -157,7 +148,7 @@ StepMarkerAnalysis AnalyzeMarkedSteps(const std::vector<MarkedStep>& steps, std:
   }
   m.outlier_time_percent = sum > 0 ? 100.0 * excess / sum : 0;
   if (m.outlier_steps > 0 && typical > 0) {
-    for (size_t p = 1; p < 8; ++p) {
+    for (size_t p = 1; p < kPhases; ++p) {
       const double grow = phase_in_outliers[p] / static_cast<double>(m.outlier_steps) -
                           phase_in_typical[p] / static_cast<double>(typical);
       if (grow > m.outlier_phase_ms) {
@@ -173,7 +164,7 @@ StepMarkerAnalysis AnalyzeMarkedSteps(const std::vector<MarkedStep>& steps, std:
     m.achieved_tflops = m.flops_per_step / (m.step_ms_mean / 1e3) / 1e12;
     if (auto spec = FindGpuSpec(gpu_name)) {
       m.gpu_model = spec->model;
-      const double peak = spec->bf16_tflops > 0 ? spec->bf16_tflops : spec->fp16_tflops;
+      const double peak = MfuPeakTflops(*spec);
       if (peak > 0) {
         m.peak_tflops = peak;
         m.mfu_percent = 100.0 * m.achieved_tflops / peak;

@@ -12,7 +12,7 @@ void StepBuilder::Add(std::vector<Marker> markers) {
     Process& p = processes_[m.pid];
     switch (m.kind) {
       case MarkerKind::kStepBegin: {
-        if (p.open_by_number.count(m.step) > 0 || p.by_start.count(m.t_ns) > 0) {
+        if (p.open_by_number.count(m.step) > 0 || p.by_begin.count(m.t_ns) > 0) {
           ++counts_.unpaired_steps;
           break;
         }
@@ -27,7 +27,7 @@ void StepBuilder::Add(std::vector<Marker> markers) {
         }
         p.waiting.clear();
         p.open_by_number[m.step] = m.t_ns;
-        p.by_start.emplace(m.t_ns, slot);
+        p.by_begin.emplace(m.t_ns, slot);
         break;
       }
       case MarkerKind::kStepEnd: {
@@ -36,7 +36,7 @@ void StepBuilder::Add(std::vector<Marker> markers) {
           ++counts_.unpaired_steps;
           break;
         }
-        Slot& slot = p.by_start.at(it->second);
+        Slot& slot = p.by_begin.at(it->second);
         slot.open = false;
         slot.step.span.end = m.t_ns;
         slot.step.samples = m.samples;
@@ -52,7 +52,7 @@ void StepBuilder::Add(std::vector<Marker> markers) {
           ++counts_.unmatched_device_times;
           break;
         }
-        p.by_start.at(it->second).step.device_ns = m.samples;
+        p.by_begin.at(it->second).step.device_ns = m.samples;
         break;
       }
       case MarkerKind::kPhaseBegin:
@@ -82,31 +82,22 @@ void StepBuilder::Charge(Process& p, uint16_t phase, Interval span) {
     ++counts_.unassigned_phases;
     return;
   }
-  // The last step starting at or before the phase's start, if the phase starts inside it...
-  auto after = p.by_start.upper_bound(span.start);
-  if (after != p.by_start.begin()) {
+  // The last step begun at or before the phase's start, if the phase starts inside it...
+  auto after = p.by_begin.upper_bound(span.start);
+  if (after != p.by_begin.begin()) {
     Slot& s = std::prev(after)->second;
     if (s.open || span.start <= s.step.span.end) {
       s.step.phase_ns[phase] += span.duration();
       return;
     }
   }
-  // ... else the next one, if it has begun (its span then starts with the phase) ...
-  if (after != p.by_start.end()) {
+  // ... else the next one, if it has begun: its span then starts with the phase.
+  // (Steps stay keyed by their begin marker: a later phase starting before that
+  // begin still finds the previous step ended and lands here again.)
+  if (after != p.by_begin.end()) {
     MarkedStep& next = after->second.step;
     next.phase_ns[phase] += span.duration();
-    if (span.start < next.span.start) {
-      // Re-key: the step now starts with the phase (it started after the previous step ended).
-      Slot moved = after->second;
-      moved.step.span.start = span.start;
-      const TimeNs old_start = after->first;
-      p.by_start.erase(after);
-      p.by_start.emplace(span.start, moved);
-      for (auto* index : {&p.open_by_number, &p.held_by_number}) {
-        auto it = index->find(moved.step.number);
-        if (it != index->end() && it->second == old_start) it->second = span.start;
-      }
-    }
+    next.span.start = std::min(next.span.start, span.start);
     return;
   }
   // ... else the step it feeds has not begun yet.
@@ -115,7 +106,7 @@ void StepBuilder::Charge(Process& p, uint16_t phase, Interval span) {
 
 void StepBuilder::Release(bool all, std::vector<MarkedStep>& out) {
   for (auto& [pid, p] : processes_) {
-    for (auto it = p.by_start.begin(); it != p.by_start.end();) {
+    for (auto it = p.by_begin.begin(); it != p.by_begin.end();) {
       Slot& slot = it->second;
       // Steps go out in start order: an open (or recent) step holds back the ones after it.
       if (!all && (slot.open || slot.step.span.end > newest_ - hold_ns_)) break;
@@ -126,7 +117,7 @@ void StepBuilder::Release(bool all, std::vector<MarkedStep>& out) {
         p.held_by_number.erase(slot.step.number);
       }
       p.released_before = std::max(p.released_before, slot.step.span.end);
-      it = p.by_start.erase(it);
+      it = p.by_begin.erase(it);
     }
     if (all) {
       counts_.unassigned_phases += static_cast<int64_t>(p.waiting.size());
@@ -144,12 +135,13 @@ std::vector<MarkedStep> StepBuilder::TakeFinished() {
 }
 
 MarkedSteps StepBuilder::Finish() {
-  MarkedSteps result = counts_;
-  Release(true, result.steps);
-  result.unpaired_steps = counts_.unpaired_steps;
-  result.unassigned_phases = counts_.unassigned_phases;
-  for (const auto& [key, begins] : open_phases_) result.unpaired_phases += static_cast<int64_t>(begins.size());
+  std::vector<MarkedStep> steps;
+  Release(true, steps);
+  for (const auto& [key, begins] : open_phases_) counts_.unpaired_phases += static_cast<int64_t>(begins.size());
   open_phases_.clear();
+  MarkedSteps result = std::move(counts_);
+  result.steps = std::move(steps);
+  counts_ = MarkedSteps{};
   return result;
 }
 

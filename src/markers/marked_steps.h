@@ -54,9 +54,9 @@ class StepBuilder {
     bool open = true;
   };
   struct Process {
-    std::map<TimeNs, Slot> by_start;               // open and held steps, by begin time
-    std::map<int64_t, TimeNs> open_by_number;      // step number → begin time
-    std::map<int64_t, TimeNs> held_by_number;      // ended, held: step number → begin time
+    std::map<TimeNs, Slot> by_begin;               // open and held steps, by their begin marker's time
+    std::map<int64_t, TimeNs> open_by_number;      // step number → begin marker time
+    std::map<int64_t, TimeNs> held_by_number;      // ended, held: step number → begin marker time
     std::vector<std::pair<uint16_t, Interval>> waiting;  // phases before any step of this process began
     TimeNs released_before = INT64_MIN;            // steps starting before this were handed out
   };

@@ -1,5 +1,7 @@
 #include "src/markers/marker_ring.h"
 
+#include "gputriage/markers.h"
+
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -76,7 +78,7 @@ StatusOr<std::unique_ptr<MarkerRing>> MarkerRing::Create(uint64_t capacity) {
   }
   auto* header = new (ring->base_) MarkerRingHeader{};
   header->magic = kMarkerRingMagic;
-  header->version = 1;
+  header->version = kMarkerRingVersion;
   header->record_size = sizeof(MarkerRecord);
   header->capacity = ring->capacity_;
   ring->clock_ = InvariantTsc() ? kClockTsc : kClockRealtime;
@@ -96,8 +98,7 @@ void MarkerRing::Drain(std::vector<Marker>& out, bool final) {
   if (stats_.header_damaged) return;
   auto* header = static_cast<MarkerRingHeader*>(base_);
   // The header is the job's to write too: check it before using anything in it.
-  if (header->magic != kMarkerRingMagic || header->version != 1 || header->record_size != sizeof(MarkerRecord) ||
-      header->capacity != capacity_ || header->clock != clock_) {
+  if (!IsMarkerRingHeader(*header, bytes_) || header->capacity != capacity_ || header->clock != clock_) {
     stats_.header_damaged = true;
     return;
   }
@@ -146,7 +147,7 @@ void MarkerRing::Drain(std::vector<Marker>& out, bool final) {
     }
     const bool kind_ok = copy.kind >= static_cast<uint16_t>(MarkerKind::kStepBegin) &&
                          copy.kind <= static_cast<uint16_t>(MarkerKind::kStepDeviceTime);
-    const bool phase_ok = copy.phase <= 7;
+    const bool phase_ok = copy.phase <= GPUTRIAGE_PHASE_OTHER;  // 0 for step markers
     if (copy.checksum != MarkerChecksum(copy) || !kind_ok || !phase_ok) {
       ++stats_.corrupt;
       continue;

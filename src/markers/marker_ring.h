@@ -64,9 +64,22 @@ struct MarkerRingHeader {
 static_assert(sizeof(MarkerRingHeader) == 128);
 
 inline constexpr uint64_t kMarkerRingMagic = 0x314B52414D545047ULL;  // "GPTMARK1"
+inline constexpr uint32_t kMarkerRingVersion = 1;
 inline constexpr uint64_t kMarkerBusy = uint64_t{1} << 63;  // seq flag: a writer is filling the slot
 inline constexpr uint32_t kClockRealtime = 0;
 inline constexpr uint32_t kClockTsc = 1;  // an invariant TSC: a few ns to read instead of ~25 for the clock
+
+/// Whether `h` heads a version-1 ring of `bytes` bytes in all. Writers check
+/// a file they map; the reader re-checks its own ring, whose header the job
+/// can scribble over as well.
+inline bool IsMarkerRingHeader(const MarkerRingHeader& h, uint64_t bytes) {
+  const uint64_t cap = h.capacity;
+  return bytes >= sizeof(MarkerRingHeader) && h.magic == kMarkerRingMagic && h.version == kMarkerRingVersion &&
+         h.record_size == sizeof(MarkerRecord) && cap != 0 && (cap & (cap - 1)) == 0 &&
+         (h.clock == kClockRealtime || h.clock == kClockTsc) &&
+         cap <= (bytes - sizeof(MarkerRingHeader)) / sizeof(MarkerRecord) &&  // no overflow below
+         bytes == sizeof(MarkerRingHeader) + cap * sizeof(MarkerRecord);
+}
 
 /// Checksum of a payload (every field but the checksum itself); inline, as
 /// every marker computes it.

@@ -56,16 +56,13 @@ Attached MapRing(int fd) {
   void* base = mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   if (base == MAP_FAILED) return a;
   auto* header = static_cast<MarkerRingHeader*>(base);
-  const uint64_t cap = header->capacity;
-  if (header->magic != kMarkerRingMagic || header->version != 1 || header->record_size != sizeof(MarkerRecord) ||
-      cap == 0 || (cap & (cap - 1)) != 0 ||
-      static_cast<uint64_t>(st.st_size) != sizeof(MarkerRingHeader) + cap * sizeof(MarkerRecord)) {
+  if (!IsMarkerRingHeader(*header, static_cast<uint64_t>(st.st_size))) {
     munmap(base, static_cast<size_t>(st.st_size));
     return a;
   }
   a.header = header;
   a.records = reinterpret_cast<MarkerRecord*>(static_cast<char*>(base) + sizeof(MarkerRingHeader));
-  a.mask = cap - 1;
+  a.mask = header->capacity - 1;
 #if defined(__x86_64__)
   a.tsc = header->clock == kClockTsc;
 #endif

@@ -98,6 +98,47 @@ std::map<std::string, std::string> CollectRunContext() {
   return context;
 }
 
+/// This process's environment with `vars` set (replacing what they name).
+std::vector<std::string> JobEnvironment(const std::vector<std::pair<std::string, std::string>>& vars) {
+  std::vector<std::string> env;
+  for (char** e = environ; *e != nullptr; ++e) {
+    const std::string_view entry(*e);
+    const std::string_view name = entry.substr(0, entry.find('='));
+    if (std::none_of(vars.begin(), vars.end(), [&](const auto& v) { return v.first == name; })) env.emplace_back(entry);
+  }
+  for (const auto& [key, value] : vars) env.push_back(key + "=" + value);
+  return env;
+}
+
+/// What reading the ring and pairing the markers could not use, as issues.
+void AddMarkerIssues(const MarkerRing::DrainStats& ring, const MarkedSteps& steps, ImportStats& stats) {
+  if (ring.header_damaged)
+    stats.AddIssue(IssueSeverity::kError, "marker_ring_damaged",
+                   "the step-marker ring's header was overwritten (by the job?): markers after that were not trusted");
+  if (ring.corrupt > 0)
+    stats.AddIssue(IssueSeverity::kError, "markers_corrupt",
+                   std::to_string(ring.corrupt) + " step-marker records failed their checks (garbage in the ring) and were ignored");
+  if (ring.lost > 0)
+    stats.AddIssue(IssueSeverity::kWarning, "markers_lost",
+                   std::to_string(ring.lost) + " step markers were overwritten before the recorder read them");
+  if (ring.abandoned > 0)
+    stats.AddIssue(IssueSeverity::kWarning, "markers_abandoned",
+                   std::to_string(ring.abandoned) + " step markers were begun but never finished (a process died mid-marker)");
+  if (steps.unpaired_steps > 0 || steps.unpaired_phases > 0)
+    stats.AddIssue(IssueSeverity::kInfo, "markers_unpaired",
+                   std::to_string(steps.unpaired_steps) + " step and " + std::to_string(steps.unpaired_phases) +
+                       " phase begin/end markers had no partner (cut short by the end of the job?)");
+  if (steps.unassigned_phases > 0)
+    stats.AddIssue(IssueSeverity::kInfo, "phases_unassigned",
+                   std::to_string(steps.unassigned_phases) +
+                       " marked phases had no step of their process to charge (before its first step, after its last, or "
+                       "ending over 5 s after their step)");
+  if (steps.unmatched_device_times > 0)
+    stats.AddIssue(IssueSeverity::kInfo, "device_times_unmatched",
+                   std::to_string(steps.unmatched_device_times) +
+                       " step device times matched no recorded step of their process (or were not positive)");
+}
+
 StatusOr<RecordResult> RecordCommand(const RecordOptions& options) {
   if (options.command.empty()) return InvalidArgumentError("record: no command given (usage: gputriage record -- CMD ARGS...)");
   if (options.interval_ns < kNsPerMs) return InvalidArgumentError("record: the sampling interval must be at least 1 ms");
@@ -146,15 +187,7 @@ StatusOr<RecordResult> RecordCommand(const RecordOptions& options) {
     job_vars.emplace_back(kMarkersFdEnv, std::to_string(ring->fd()));
     job_vars.emplace_back(kMarkersPathEnv, "/proc/" + std::to_string(getpid()) + "/fd/" + std::to_string(ring->fd()));
   }
-  std::vector<std::string> job_env;
-  for (char** e = environ; *e != nullptr; ++e) {
-    const std::string_view entry(*e);
-    const std::string_view name = entry.substr(0, entry.find('='));
-    bool replaced = false;
-    for (const auto& [key, value] : job_vars) replaced = replaced || name == key;
-    if (!replaced) job_env.emplace_back(entry);
-  }
-  for (const auto& [key, value] : job_vars) job_env.push_back(key + "=" + value);
+  std::vector<std::string> job_env = JobEnvironment(job_vars);
   std::vector<char*> envp;
   for (auto& e : job_env) envp.push_back(e.data());
   envp.push_back(nullptr);
@@ -223,7 +256,7 @@ StatusOr<RecordResult> RecordCommand(const RecordOptions& options) {
     ring->Drain(drained, final);
     step_builder.Add(drained);
   };
-  auto store_steps = [&](std::vector<MarkedStep> steps) {
+  auto store_steps = [&](const std::vector<MarkedStep>& steps) {
     if (steps.empty()) return;
     if (options.store && result.run_id > 0) stored(options.store->PutSteps(result.run_id, steps));
     finished_steps.insert(finished_steps.end(), steps.begin(), steps.end());
@@ -280,34 +313,13 @@ StatusOr<RecordResult> RecordCommand(const RecordOptions& options) {
   result.recording.metrics.observer = nullptr;  // the store may not outlive the result
   if (ring) {
     take_markers(true);
-    const auto& m = ring->stats();
-    auto& stats = result.recording.stats;
-    if (m.header_damaged)
-      stats.AddIssue(IssueSeverity::kError, "marker_ring_damaged",
-                     "the step-marker ring's header was overwritten (by the job?): markers after that were not trusted");
-    if (m.corrupt > 0)
-      stats.AddIssue(IssueSeverity::kError, "markers_corrupt",
-                     std::to_string(m.corrupt) + " step-marker records failed their checks (garbage in the ring) and were ignored");
-    if (m.lost > 0)
-      stats.AddIssue(IssueSeverity::kWarning, "markers_lost",
-                     std::to_string(m.lost) + " step markers were overwritten before the recorder read them");
-    if (m.abandoned > 0)
-      stats.AddIssue(IssueSeverity::kWarning, "markers_abandoned",
-                     std::to_string(m.abandoned) + " step markers were begun but never finished (a process died mid-marker)");
-    MarkedSteps marked = step_builder.Finish();
+    const MarkedSteps marked = step_builder.Finish();
     store_steps(marked.steps);
     std::stable_sort(finished_steps.begin(), finished_steps.end(),
                      [](const MarkedStep& a, const MarkedStep& b) { return a.span.start < b.span.start; });
     result.recording.marked_steps = std::move(finished_steps);
-    result.markers_read = m.read;
-    const int64_t unpaired = marked.unpaired_steps;
-    if (unpaired > 0)
-      stats.AddIssue(IssueSeverity::kInfo, "markers_unpaired",
-                     std::to_string(unpaired) + " step begin/end markers had no partner (a step cut short by the end of the job?)");
-    if (marked.unmatched_device_times > 0)
-      stats.AddIssue(IssueSeverity::kInfo, "markers_unpaired",
-                     std::to_string(marked.unmatched_device_times) +
-                         " step device times matched no recorded step of their process (or were not positive)");
+    result.markers_read = ring->stats().read;
+    AddMarkerIssues(ring->stats(), marked, result.recording.stats);
   }
   if (scraper) {
     if (Status s = scraper->Finish(); !s.ok())

@@ -23,10 +23,21 @@ constexpr int64_t kOutlierMinSteps = 2;
 // much over the median rank's: the others wait for it at every collective.
 constexpr double kStragglerRatio = 1.15;
 constexpr double kStragglerHighRatio = 1.5;
+constexpr int64_t kStragglerMinSteps = 3;
 // MFU below 30 % is low (gpuprof's rule, shared/reference/trace-analysis.md §5.6);
 // large dense models reach 38-56 % (Llama 3 405B 38-43 %, Megatron-LM 41-56 %).
 constexpr double kLowMfuPercent = 30.0;
 constexpr double kVeryLowMfuPercent = 10.0;
+
+/// A finding from the step markers of recording `a`.
+Finding MarkerFinding(const RecordingAnalysis& a, std::string verdict, Severity severity) {
+  Finding f;
+  f.verdict = std::move(verdict);
+  f.origin = "markers";
+  f.severity = severity;
+  f.scope = a.source;
+  return f;
+}
 
 std::string WarmupNote(const StepMarkerAnalysis& m) {
   if (m.warmup_steps == 0) return "";
@@ -37,11 +48,8 @@ std::string WarmupNote(const StepMarkerAnalysis& m) {
 void JudgeOutliers(const RecordingAnalysis& a, std::vector<Finding>& out) {
   const StepMarkerAnalysis& m = a.marked;
   if (m.outlier_steps < kOutlierMinSteps || m.outlier_time_percent < kOutlierTimeModeratePercent) return;
-  Finding f;
-  f.verdict = "unstable_step_time";
-  f.origin = "markers";
-  f.severity = m.outlier_time_percent >= kOutlierTimeHighPercent ? Severity::kHigh : Severity::kModerate;
-  f.scope = a.source;
+  Finding f = MarkerFinding(a, "unstable_step_time",
+                            m.outlier_time_percent >= kOutlierTimeHighPercent ? Severity::kHigh : Severity::kModerate);
   f.title = fmt::format("Unstable step time: {} of {} steps take over twice the median ({:.1f} ms), {:.0f}% of all step time",
                         m.outlier_steps, m.steps, m.step_ms_p50, m.outlier_time_percent);
   f.detail = fmt::format(
@@ -75,42 +83,33 @@ void JudgeOutliers(const RecordingAnalysis& a, std::vector<Finding>& out) {
          "Python's cyclic GC pauses land on random steps in large programs"},
     };
   }
-  ExpectedGain g;
-  g.current = m.step_ms_mean;
-  g.expected = m.step_ms_mean * (1.0 - m.outlier_time_percent / 100.0);
-  g.speedup_percent = g.expected > 0 ? (g.current / g.expected - 1.0) * 100.0 : 0.0;
-  g.basis = "mean step time if the slow steps took the median";
-  f.gain = g;
+  f.gain = StepGain(m.step_ms_mean, m.step_ms_mean * (1.0 - m.outlier_time_percent / 100.0),
+                    "mean step time if the slow steps took the median");
   out.push_back(std::move(f));
 }
 
 void JudgeStragglers(const RecordingAnalysis& a, std::vector<Finding>& out) {
   const StepMarkerAnalysis& m = a.marked;
-  if (m.by_process.size() < 2) return;
-  std::vector<double> work;
+  // Processes with enough steps to judge; by_process is slowest first.
+  std::vector<const ProcessStepStats*> judged;
   for (const auto& p : m.by_process)
-    if (p.steps >= 3) work.push_back(p.work_ms_p50);
-  if (work.size() < 2) return;
-  std::vector<double> sorted = work;
-  std::sort(sorted.begin(), sorted.end());
-  const double median = sorted[(sorted.size() - 1) / 2];  // the lower middle: a pair compares against the faster
-  const ProcessStepStats& slowest = m.by_process.front();
+    if (p.steps >= kStragglerMinSteps) judged.push_back(&p);
+  if (judged.size() < 2) return;
+  // The lower middle: a pair compares its slower process against the faster.
+  const double median = judged[judged.size() / 2]->work_ms_p50;
+  const ProcessStepStats& slowest = *judged.front();
   if (median <= 0 || slowest.work_ms_p50 < kStragglerRatio * median) return;
   const double ratio = slowest.work_ms_p50 / median;
-  Finding f;
-  f.verdict = "straggler_rank";
-  f.origin = "markers";
-  f.severity = ratio >= kStragglerHighRatio ? Severity::kHigh : Severity::kModerate;
-  f.scope = a.source;
+  Finding f = MarkerFinding(a, "straggler_rank", ratio >= kStragglerHighRatio ? Severity::kHigh : Severity::kModerate);
   const bool data_cause = slowest.data_wait_ms_mean > 0.5 * (slowest.work_ms_p50 - median);
   f.title = fmt::format("Straggler: process {} takes {:.1f} ms of work per step against {:.1f} ms for the median rank "
                         "({:.2f}x)",
                         slowest.pid, slowest.work_ms_p50, median, ratio);
   f.detail = fmt::format(
-      "{} processes wrote step markers. Work per step is step time without data wait and marked communication; "
+      "{} processes wrote enough step markers to compare. Work per step is step time without data wait and marked communication; "
       "in synchronous data-parallel training every rank waits for the slowest at each collective, so the whole "
       "job runs at process {}'s pace.{}",
-      m.by_process.size(), slowest.pid,
+      judged.size(), slowest.pid,
       data_cause ? fmt::format(" It also waits {:.1f} ms per step for data: its input pipeline is the likely cause.",
                                slowest.data_wait_ms_mean)
                  : std::string(""));
@@ -118,30 +117,21 @@ void JudgeStragglers(const RecordingAnalysis& a, std::vector<Finding>& out) {
                           f.severity == Severity::kHigh ? kStragglerHighRatio : kStragglerRatio, ">="));
   f.evidence.push_back(E("straggler_work_ms", slowest.work_ms_p50, "ms", fmt::format("process {}, p50", slowest.pid)));
   f.evidence.push_back(E("median_rank_work_ms", median, "ms", "median over processes of their p50"));
-  f.evidence.push_back(E("processes", static_cast<double>(work.size()), "count", "processes with >= 3 steps"));
+  f.evidence.push_back(E("processes", static_cast<double>(judged.size()), "count", "processes with >= 3 steps"));
   f.recommendations = {
       {"check the slow rank's host: CPU contention, its GPU's clocks and temperature (throttling), its NIC",
        "one slow node paces the whole job"},
       {"give every rank the same work per step (balanced sequence lengths, bucketed batches)",
        "uneven batches make some ranks compute longer"},
   };
-  ExpectedGain g;
-  g.current = slowest.work_ms_p50;
-  g.expected = median;
-  g.speedup_percent = (ratio - 1.0) * 100.0;
-  g.basis = "every rank at the median rank's work per step";
-  f.gain = g;
+  f.gain = StepGain(slowest.work_ms_p50, median, "every rank at the median rank's work per step");
   out.push_back(std::move(f));
 }
 
 void JudgeMfu(const RecordingAnalysis& a, std::vector<Finding>& out) {
   const StepMarkerAnalysis& m = a.marked;
   if (std::isnan(m.mfu_percent) || m.mfu_percent >= kLowMfuPercent) return;
-  Finding f;
-  f.verdict = "low_mfu";
-  f.origin = "markers";
-  f.severity = m.mfu_percent < kVeryLowMfuPercent ? Severity::kHigh : Severity::kModerate;
-  f.scope = a.source;
+  Finding f = MarkerFinding(a, "low_mfu", m.mfu_percent < kVeryLowMfuPercent ? Severity::kHigh : Severity::kModerate);
   f.title = fmt::format("Low MFU: {:.1f}% of the {}'s dense bf16 peak ({:.1f} of {:.0f} TFLOPS)", m.mfu_percent,
                         m.gpu_model, m.achieved_tflops, m.peak_tflops);
   f.detail = fmt::format(
@@ -174,11 +164,7 @@ std::vector<Finding> JudgeStepMarkers(const RecordingAnalysis& a) {
   if (!m.phases_known) return out;
   const double pct = m.data_wait_percent_of_compute;
   if (pct >= kDataWaitModeratePercent) {
-    Finding f;
-    f.verdict = "input_bound";
-    f.origin = "markers";
-    f.severity = pct >= kDataWaitHighPercent ? Severity::kHigh : Severity::kModerate;
-    f.scope = a.source;
+    Finding f = MarkerFinding(a, "input_bound", pct >= kDataWaitHighPercent ? Severity::kHigh : Severity::kModerate);
     f.title = fmt::format("Input-bound: each step waits {:.1f} ms for data against {:.1f} ms of compute ({:.0f}%)",
                           m.data_wait_ms_mean, m.compute_ms_mean, pct);
     f.detail = fmt::format(
@@ -208,12 +194,7 @@ std::vector<Finding> JudgeStepMarkers(const RecordingAnalysis& a) {
         {"cache the dataset on local NVMe (or in memory) instead of network storage",
          "removes I/O latency when workers are already saturated"},
     };
-    ExpectedGain g;
-    g.current = m.step_ms_mean;
-    g.expected = m.compute_ms_mean;
-    g.speedup_percent = g.expected > 0 ? (g.current / g.expected - 1.0) * 100.0 : 0.0;
-    g.basis = "step time if the data wait overlapped with compute";
-    f.gain = g;
+    f.gain = StepGain(m.step_ms_mean, m.compute_ms_mean, "step time if the data wait overlapped with compute");
     out.push_back(std::move(f));
   }
   return out;

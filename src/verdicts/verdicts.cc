@@ -36,15 +36,6 @@ constexpr double kTensorActiveTarget = 50.0;    // dense transformers: >50 % ten
 double Percent(double part, double whole) { return whole > 0 ? 100.0 * part / whole : 0.0; }
 double StepCount(const RecordingAnalysis& a) { return a.steps.empty() ? 1.0 : static_cast<double>(a.steps.size()); }
 
-ExpectedGain StepGain(double current_ms, double expected_ms, std::string basis) {
-  ExpectedGain g;
-  g.current = current_ms;
-  g.expected = std::max(expected_ms, 0.0);
-  g.speedup_percent = g.expected > 0 ? (current_ms / g.expected - 1.0) * 100.0 : 0.0;
-  g.basis = std::move(basis);
-  return g;
-}
-
 bool HasTensorCores(const Device& d) {
   if (d.vendor == Vendor::kNvidia) return d.compute_major >= 7;
   return false;

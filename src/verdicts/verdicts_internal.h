@@ -16,6 +16,16 @@ inline Evidence E(std::string name, double value, std::string unit, std::string 
   return Evidence{std::move(name), value, std::move(unit), threshold, std::move(comparison), std::move(source)};
 }
 
+/// A gain in step time: `current_ms` to `expected_ms` (not below 0).
+inline ExpectedGain StepGain(double current_ms, double expected_ms, std::string basis) {
+  ExpectedGain g;
+  g.current = current_ms;
+  g.expected = expected_ms > 0 ? expected_ms : 0.0;
+  g.speedup_percent = g.expected > 0 ? (current_ms / g.expected - 1.0) * 100.0 : 0.0;
+  g.basis = std::move(basis);
+  return g;
+}
+
 /// Trace verdicts of one recording (verdicts.cc).
 std::vector<Finding> JudgeRecording(const RecordingAnalysis& a);
 

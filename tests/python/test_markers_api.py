@@ -84,11 +84,9 @@ class WithoutRecorder(unittest.TestCase):
         self.assertIsNone(gputriage.batch_samples(7))
         self.assertIsNone(gputriage.batch_samples(Tensor()))
 
-    def test_watch_yields_everything_and_closes_on_break(self):
+    def test_watch_yields_everything(self):
         self.assertEqual(list(gputriage.watch(range(5))), [0, 1, 2, 3, 4])
-        for item in gputriage.watch(range(5)):
-            if item == 2:
-                break
+        self.assertEqual(list(gputriage.watch([])), [])
 
 
 class UnderRecorder(unittest.TestCase):
@@ -154,6 +152,23 @@ class UnderRecorder(unittest.TestCase):
         self.assertIn("input_bound", verdicts)
         self.assertIn("device_ms_per_step", [e["name"] for e in verdicts["input_bound"]["evidence"]])
 
+    def test_watch_marks_each_iteration_and_closes_the_step_a_loop_breaks_out_of(self):
+        # A fresh process: automatic steps stop for good once a loop uses step().
+        report, stderr = record("""
+            import time, gputriage
+            for batch in gputriage.watch([[0] * 4] * 3):
+                time.sleep(0.002)
+            for i, batch in enumerate(gputriage.watch([[0] * 2] * 5)):
+                time.sleep(0.002)
+                if i == 1:
+                    break
+            """)
+        m = report["recordings"][0]["step_markers"]
+        self.assertEqual(m["steps"] + m["warmup_steps"], 5, stderr)
+        self.assertAlmostEqual(m["samples_per_s"] * m["step_ms_mean"] / 1e3 * m["steps"],
+                               3 * 4 + 2 * 2 - (4 if m["warmup_steps"] else 0), delta=0.01)
+        self.assertNotIn("markers_unpaired", issues(report))
+
     def test_threads_and_processes_at_once_are_neither_lost_nor_mixed(self):
         # 4 threads x 300 phases each in the main process, and 3 child
         # processes started by subprocess (which closes inherited descriptors)
@@ -177,7 +192,7 @@ class UnderRecorder(unittest.TestCase):
         self.assertEqual(m["steps"] + m["warmup_steps"], 3 * 200 + 1)
         per_pid = sorted(p["steps"] for p in m["by_process"])
         found = issues(report)
-        for kind in ("markers_lost", "markers_corrupt", "markers_unpaired", "markers_abandoned"):
+        for kind in ("markers_lost", "markers_corrupt", "markers_unpaired", "markers_abandoned", "phases_unassigned"):
             self.assertNotIn(kind, found, stderr)
         self.assertEqual(len(per_pid), 4)
 

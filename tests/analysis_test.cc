@@ -102,7 +102,13 @@ TEST(Diagnosis, InputBoundVerdictWithGain) {
   EXPECT_EQ(f.severity, Severity::kHigh);
   ASSERT_TRUE(f.gain.has_value());
   EXPECT_NEAR(f.gain->current, 1.0, 1e-9);
-  EXPECT_NEAR(f.gain->expected, 0.6, 1e-9);  // 1000 µs − 400 µs of data wait
+  // Replayed without the 400 µs data wait: 600 µs at best; the host's own work
+  // runs slower beside loader workers at the point estimate and worst.
+  EXPECT_NEAR(f.gain->best, 0.6, 1e-6);
+  EXPECT_GT(f.gain->expected, f.gain->best);
+  EXPECT_LT(f.gain->expected, f.gain->worst);
+  EXPECT_LT(f.gain->worst, 1.0);
+  EXPECT_FALSE(f.gain->bounded_by.empty());
   bool has_threshold = false;
   for (const auto& e : f.evidence)
     if (e.name == "data_wait_percent") has_threshold = e.threshold.has_value() && std::abs(e.value - 40.0) < 1e-9;

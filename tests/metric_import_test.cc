@@ -337,7 +337,9 @@ TEST(DcgmiDmon, CsvWithEpochTimestamps) {
   Recording rec = ImportOne(log);
   EXPECT_EQ(rec.format, "dcgmi-dmon");
   const auto& g = rec.metrics.devices.at(0);
-  EXPECT_NEAR(g.Get(Metric::kGrEngineActive).mean(), (0 + 97.2 + 48.6) / 3, 1e-9);
+  // By time: each sample stands for the spacing before it (11 s, 80 s); the first
+  // for the median spacing (80 s, the upper middle of two).
+  EXPECT_NEAR(g.Get(Metric::kGrEngineActive).mean(), (0 * 80e9 + 97.2 * 11e9 + 48.6 * 80e9) / (171e9 + 3), 1e-6);
   EXPECT_EQ(g.Get(Metric::kGrEngineActive).first_time(), 1657289505LL * kNsPerS);
   EXPECT_EQ(g.Get(Metric::kFbUsedBytes).count(), 4);
   EXPECT_FALSE(rec.metrics.timestamps_synthetic);

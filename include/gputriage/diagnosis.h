@@ -122,6 +122,30 @@ struct ThroughputStats {
   double mfu_percent = NAN;    // against the device's bf16/fp16 dense peak
 };
 
+/// A step time predicted by replaying the trace with one fix applied
+/// (src/analysis/replay.cc): the point estimate and the range it can fall in.
+struct StepPrediction {
+  bool available = false;
+  double expected_ms = NAN;  // point estimate
+  double best_ms = NAN;      // the most favourable end of the range
+  double worst_ms = NAN;     // the least favourable end
+  double gpu_busy_ms = NAN;  // device busy time per step in the point replay
+  double data_wait_ms = 0;   // data wait per step left in the point replay
+  /// What limits the replayed step next: "input_bound" (the data wait left),
+  /// "gpu_busy_time" (the device runs the whole step) or "launch_bound" (the host's
+  /// own issue time: the device waits for the host).
+  std::string bounded_by;
+  std::string basis;         // what the range spans
+};
+
+/// What-if replays of one trace (src/analysis/what_if.cc).
+struct WhatIfs {
+  double identity_ms = NAN;       // the replay with nothing changed: checks the replay itself
+  StepPrediction no_data_wait;    // input_bound fixed (loader workers)
+  StepPrediction faster_matrix;   // low_precision fixed (bf16/fp16 autocast)
+  StepPrediction fused_attention; // unfused_attention fixed (SDPA flash)
+};
+
 /// A distribution of one metric series (canonical units, see metrics.h).
 struct MetricDistribution {
   int64_t samples = 0;
@@ -161,7 +185,8 @@ struct DeviceMetricAnalysis {
     return busy_series == Metric::kCount ? kNone : metrics[static_cast<int>(busy_series)];
   }
   double busy_mean_percent = NAN;
-  double near_zero_share = NAN;  // share of samples <= 5 %
+  double near_zero_share = NAN;  // share of the observed time at <= 5 %
+  double fed_mean_percent = NAN; // mean busy level while above 5 %: the level the GPU holds while fed
   double near_full_share = NAN;  // share of samples >= 95 %
   SeriesSketch::Rhythm rhythm;   // of the busy series
   // power and clocks
@@ -248,6 +273,7 @@ struct RecordingAnalysis {
   std::string phase;  // capture-bundle phase ("idle", "load"), else empty
   std::vector<DeviceMetricAnalysis> metric_devices;
   StepMarkerAnalysis marked;  // steps == 0 without step markers
+  WhatIfs what_if;            // trace recordings with steps
 };
 
 // ---- Verdicts -------------------------------------------------------------
@@ -270,13 +296,17 @@ struct Recommendation {
   std::string why;     // why it helps here
 };
 
+/// What a fix is expected to give, as a user will check it on the fixed run.
 struct ExpectedGain {
   std::string metric = "avg_step_ms";
   double current = 0;
-  double expected = 0;
+  double expected = 0;         // point estimate, in `unit`
+  double best = 0;             // the range's most favourable end, in `unit`
+  double worst = 0;            // its least favourable end
   std::string unit = "ms";
-  double speedup_percent = 0;  // (current/expected − 1) × 100
-  std::string basis;           // the assumption behind the estimate
+  double speedup_percent = 0;  // throughput change at the point estimate, %
+  std::string bounded_by;      // the verdict id or measure that limits the gain next
+  std::string basis;           // how the estimate and its range were derived
 };
 
 struct Finding {

@@ -107,15 +107,19 @@ class SeriesSketch {
   void EnableRhythm();
 
   int64_t count() const { return count_; }
-  double mean() const { return count_ ? sum_ / static_cast<double>(count_) : 0.0; }
+  /// Time-weighted mean: each sample counts for the time since the one before it
+  /// (see Weight in metrics.cc); shares and quantiles below are weighted the same way.
+  double mean() const;
+  /// The time-weighted mean of the values above x (NaN when none is).
+  double MeanAbove(double x) const;
   double min() const { return min_; }
   double max() const { return max_; }
   TimeNs first_time() const { return first_t_; }
   TimeNs last_time() const { return last_t_; }
   int64_t out_of_order() const { return out_of_order_; }
-  /// The q-quantile (0..1) of the values.
+  /// The q-quantile (0..1) of the values, by time; never outside [min, max].
   double Quantile(double q) const;
-  /// Share (0..1) of samples with value <= x / >= x.
+  /// Share (0..1) of the observed time with value <= x / >= x.
   double ShareAtMost(double x) const;
   double ShareAtLeast(double x) const;
   /// Median spacing of consecutive samples (0 with fewer than 2).
@@ -155,8 +159,16 @@ class SeriesSketch {
   void AddTimeline(TimeNs t, double value);
   void FlushRhythmBlock();
 
+  static constexpr size_t kWarmSamples = 16;
+  static constexpr int64_t kReferenceEvery = 256;
+  static double Weight(TimeNs dt, TimeNs reference);
+  void Commit(double value, TimeNs dt);
+
   int64_t count_ = 0;
-  double sum_ = 0;
+  double weight_ = 0;        // committed samples' time, ns
+  double weighted_sum_ = 0;
+  TimeNs reference_interval_ = 0;  // median spacing, for telling holes; 0 while warming up
+  std::vector<std::pair<double, TimeNs>> pending_;  // the first samples, until the spacing is known
   double min_ = 0;
   double max_ = 0;
   TimeNs first_t_ = 0;
@@ -170,8 +182,9 @@ class SeriesSketch {
   size_t current_ = 0;         // bucket of the latest sample
   TimeNs current_start_ = 0;
   std::unique_ptr<RhythmState> rhythm_;
-  const std::vector<std::pair<double, int64_t>>& SortedValues() const;
-  mutable std::vector<std::pair<double, int64_t>> sorted_;  // (value, count), valid for sorted_count_ samples
+  const std::vector<std::pair<double, double>>& SortedValues() const;
+  mutable std::vector<std::pair<double, double>> sorted_;  // (value, weight), valid for sorted_count_ samples
+  mutable double sorted_weight_ = 0;
   mutable int64_t sorted_count_ = -1;
 };
 

@@ -80,6 +80,7 @@ std::vector<DeviceMetricAnalysis> AnalyzeMetrics(const MetricSet& metrics) {
     if (busy) {
       a.busy_mean_percent = busy->mean();
       a.near_zero_share = busy->ShareAtMost(kNearZeroPercent);
+      a.fed_mean_percent = busy->MeanAbove(kNearZeroPercent);
       a.near_full_share = busy->ShareAtLeast(kNearFullPercent);
       a.rhythm = busy->rhythm();
       a.busy_timeline = busy->Timeline();

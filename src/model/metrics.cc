@@ -53,14 +53,15 @@ double BucketValue(int32_t key) {
   return negative ? -v : v;
 }
 
-/// The q-quantile of `total` values given as sorted (value, count) pairs.
-double QuantileOfSorted(const std::vector<std::pair<double, int64_t>>& sorted, int64_t total, double q) {
-  if (total == 0 || sorted.empty()) return NAN;
-  const double target = std::clamp(q, 0.0, 1.0) * static_cast<double>(total - 1);
-  int64_t seen = 0;
-  for (const auto& [value, n] : sorted) {
-    seen += n;
-    if (static_cast<double>(seen) > target) return value;
+/// The q-quantile of values given as sorted (value, weight) pairs whose weights sum
+/// to `total`: the smallest value with more than q of the weight at or below it.
+double QuantileOfSorted(const std::vector<std::pair<double, double>>& sorted, double total, double q) {
+  if (total <= 0 || sorted.empty()) return NAN;
+  const double target = std::clamp(q, 0.0, 1.0) * total;
+  double seen = 0;
+  for (const auto& [value, w] : sorted) {
+    seen += w;
+    if (seen > target) return value;
   }
   return sorted.back().first;
 }
@@ -74,20 +75,21 @@ bool IsPercentMetric(Metric m) { return std::strcmp(MetricUnit(m), "percent") ==
 struct SeriesSketch::Histogram {
   // Log buckets live in a dense window of keys while the values span a few
   // octaves (the usual case: power between idle and the limit), in a map beyond.
+  // Each bucket holds the time its samples cover (weights), not their count.
   static constexpr size_t kMaxDense = 1 << 14;
-  std::vector<int64_t> exact;  // lazily sized kExactValues
-  size_t exact_end = 0;        // one past the largest exact value seen
-  std::vector<int64_t> dense;
+  std::vector<double> exact;  // lazily sized kExactValues
+  size_t exact_end = 0;       // one past the largest exact value seen
+  std::vector<double> dense;
   int64_t dense_base = 0;  // int64: keys span the whole int32 range
-  std::unordered_map<int32_t, int64_t> buckets;
-  int64_t total = 0;
+  std::unordered_map<int32_t, double> buckets;
+  double total = 0;
 
-  void Add(double v) {
-    ++total;
+  void Add(double v, double w) {
+    total += w;
     if (v >= 0 && v < kExactValues && v == std::floor(v)) {
       if (exact.empty()) exact.assign(kExactValues, 0);
       const auto i = static_cast<size_t>(v);
-      ++exact[i];
+      exact[i] += w;
       exact_end = std::max(exact_end, i + 1);
       return;
     }
@@ -98,27 +100,27 @@ struct SeriesSketch::Histogram {
     }
     const int64_t size = static_cast<int64_t>(dense.size());
     if (key >= dense_base && key < dense_base + size) {
-      ++dense[static_cast<size_t>(key - dense_base)];
+      dense[static_cast<size_t>(key - dense_base)] += w;
       return;
     }
     // Grow the window to cover the key when it stays small; else use the map.
     const int64_t lo = std::min(dense_base, key), hi = std::max(dense_base + size, key + 1);
     if (hi - lo <= static_cast<int64_t>(kMaxDense)) {
-      std::vector<int64_t> grown(static_cast<size_t>(hi - lo), 0);
+      std::vector<double> grown(static_cast<size_t>(hi - lo), 0);
       std::copy(dense.begin(), dense.end(), grown.begin() + (dense_base - lo));
       dense = std::move(grown);
       dense_base = lo;
-      ++dense[static_cast<size_t>(key - dense_base)];
+      dense[static_cast<size_t>(key - dense_base)] += w;
       return;
     }
-    ++buckets[static_cast<int32_t>(key)];
+    buckets[static_cast<int32_t>(key)] += w;
   }
 
-  /// (value, count) pairs in increasing value order.
-  std::vector<std::pair<double, int64_t>> Sorted() const {
-    std::vector<std::pair<double, int64_t>> out;
+  /// (value, weight) pairs in increasing value order.
+  std::vector<std::pair<double, double>> Sorted() const {
+    std::vector<std::pair<double, double>> out;
     out.reserve(buckets.size() + 64);
-    for (const auto& [key, n] : buckets) out.emplace_back(BucketValue(key), n);
+    for (const auto& [key, w] : buckets) out.emplace_back(BucketValue(key), w);
     for (size_t i = 0; i < dense.size(); ++i)
       if (dense[i] > 0) out.emplace_back(BucketValue(static_cast<int32_t>(dense_base + static_cast<int64_t>(i))), dense[i]);
     for (size_t i = 0; i < exact_end; ++i)
@@ -193,10 +195,42 @@ void SeriesSketch::EnableRhythm() {
   }
 }
 
+double SeriesSketch::Weight(TimeNs dt, TimeNs reference) {
+  // A sample stands for the time since the one before it (utilization and DCGM
+  // activities are averages over the period that ends at the sample). The first
+  // sample, one out of order and one after a hole in the log (a spacing over 4x
+  // the reference) stand for one reference interval: nobody saw the hole. The
+  // extra nanosecond keeps samples at one instant (a single scrape) equal.
+  if (dt < 0 || (reference > 0 && dt / 4 > reference)) dt = std::max<TimeNs>(reference, 0);
+  return static_cast<double>(dt) + 1.0;
+}
+
+void SeriesSketch::Commit(double value, TimeNs dt) {
+  const double w = Weight(dt, reference_interval_);
+  values_->Add(value, w);
+  weight_ += w;
+  weighted_sum_ += w * value;
+}
+
 void SeriesSketch::Add(TimeNs t, double value) {
   if (!std::isfinite(value)) return;
   if (!values_) values_ = std::make_unique<Histogram>();
-  values_->Add(value);
+  // The sample's spacing from the one before (-1: none, or out of order).
+  const TimeNs dt = count_ == 0 || t < last_t_ ? -1 : t - last_t_;
+  if (pending_.size() < kWarmSamples && reference_interval_ == 0) {
+    // Until a few spacings are known, no gap can be told from a normal interval.
+    pending_.emplace_back(value, dt);
+    if (pending_.size() == kWarmSamples) {
+      if (intervals_) reference_interval_ = intervals_->Median();
+      if (dt >= 0 && !intervals_) reference_interval_ = dt;
+      for (const auto& [v, d] : pending_) Commit(v, d);
+      pending_.clear();
+      pending_.shrink_to_fit();
+      if (reference_interval_ == 0) reference_interval_ = -1;  // all at one instant: keep unit weights
+    }
+  } else {
+    Commit(value, dt);
+  }
   if (count_ == 0) {
     min_ = max_ = value;
     first_t_ = last_t_ = t;
@@ -204,18 +238,18 @@ void SeriesSketch::Add(TimeNs t, double value) {
     min_ = std::min(min_, value);
     max_ = std::max(max_, value);
   }
-  sum_ += value;
   ++count_;
   if (count_ > 1) {
     if (t < last_t_) {
       ++out_of_order_;
       return;
     }
-    const TimeNs dt = t - last_t_;
     if (!intervals_) intervals_ = std::make_unique<IntervalCounts>();
     intervals_->Add(dt);
     max_interval_ = std::max(max_interval_, dt);
     last_t_ = t;
+    // The reference for holes follows the series as it grows.
+    if (reference_interval_ > 0 && intervals_->total % kReferenceEvery == 0) reference_interval_ = intervals_->Median();
   }
   AddTimeline(t, value);
   if (rhythm_) {
@@ -333,34 +367,66 @@ void SeriesSketch::FlushRhythmBlock() {
   std::vector<double> sorted(x);
   std::sort(sorted.begin(), sorted.end());
   const double swing = sorted[n * 9 / 10] - sorted[n / 10];
-  r.swings.Add(swing);
+  r.swings.Add(swing, 1.0);
 }
 
-const std::vector<std::pair<double, int64_t>>& SeriesSketch::SortedValues() const {
+const std::vector<std::pair<double, double>>& SeriesSketch::SortedValues() const {
   // Reports ask for several quantiles and shares of each series: sort once.
   if (sorted_count_ != count_) {
-    sorted_ = values_ ? values_->Sorted() : std::vector<std::pair<double, int64_t>>{};
+    sorted_ = values_ ? values_->Sorted() : std::vector<std::pair<double, double>>{};
+    sorted_weight_ = values_ ? values_->total : 0.0;
+    if (!pending_.empty()) {  // a short series: its samples are weighed now
+      const TimeNs reference = MedianInterval();
+      for (const auto& [v, dt] : pending_) {
+        const double w = Weight(dt, reference);
+        sorted_.emplace_back(v, w);
+        sorted_weight_ += w;
+      }
+      std::sort(sorted_.begin(), sorted_.end());
+    }
     sorted_count_ = count_;
   }
   return sorted_;
 }
 
-double SeriesSketch::Quantile(double q) const { return QuantileOfSorted(SortedValues(), count_, q); }
+double SeriesSketch::mean() const {
+  if (count_ == 0) return 0.0;
+  if (pending_.empty()) return weight_ > 0 ? weighted_sum_ / weight_ : 0.0;
+  double w = 0, sum = 0;
+  for (const auto& [v, c] : SortedValues()) w += c, sum += c * v;
+  return w > 0 ? sum / w : 0.0;
+}
+
+double SeriesSketch::Quantile(double q) const {
+  const auto& sorted = SortedValues();
+  // Bucket midpoints can fall just outside the values seen: a quantile never does.
+  const double v = QuantileOfSorted(sorted, sorted_weight_, q);
+  return std::isnan(v) ? v : std::clamp(v, min_, max_);
+}
 
 double SeriesSketch::ShareAtMost(double x) const {
   if (count_ == 0) return 0;
-  int64_t n = 0;
-  for (const auto& [value, c] : SortedValues())
-    if (value <= x) n += c;
-  return static_cast<double>(n) / static_cast<double>(count_);
+  double n = 0;
+  const auto& sorted = SortedValues();
+  for (const auto& [value, w] : sorted)
+    if (value <= x) n += w;
+  return sorted_weight_ > 0 ? n / sorted_weight_ : 0.0;
 }
 
 double SeriesSketch::ShareAtLeast(double x) const {
   if (count_ == 0) return 0;
-  int64_t n = 0;
-  for (const auto& [value, c] : SortedValues())
-    if (value >= x) n += c;
-  return static_cast<double>(n) / static_cast<double>(count_);
+  double n = 0;
+  const auto& sorted = SortedValues();
+  for (const auto& [value, w] : sorted)
+    if (value >= x) n += w;
+  return sorted_weight_ > 0 ? n / sorted_weight_ : 0.0;
+}
+
+double SeriesSketch::MeanAbove(double x) const {
+  double n = 0, sum = 0;
+  for (const auto& [value, w] : SortedValues())
+    if (value > x) n += w, sum += w * value;
+  return n > 0 ? sum / n : NAN;
 }
 
 TimeNs SeriesSketch::MedianInterval() const { return intervals_ ? intervals_->Median() : 0; }

@@ -34,8 +34,10 @@ json FindingJson(const Finding& f) {
   for (const auto& r : f.recommendations) j["recommendations"].push_back({{"action", r.action}, {"why", r.why}});
   if (f.gain) {
     j["expected_gain"] = {{"metric", f.gain->metric}, {"current", Num(f.gain->current)},
-                          {"expected", Num(f.gain->expected)}, {"unit", f.gain->unit},
-                          {"speedup_percent", Num(f.gain->speedup_percent)}, {"basis", f.gain->basis}};
+                          {"expected", Num(f.gain->expected)}, {"range", {Num(f.gain->best), Num(f.gain->worst)}},
+                          {"unit", f.gain->unit}, {"speedup_percent", Num(f.gain->speedup_percent)},
+                          {"bounded_by", f.gain->bounded_by.empty() ? json(nullptr) : json(f.gain->bounded_by)},
+                          {"basis", f.gain->basis}};
   } else {
     j["expected_gain"] = nullptr;
   }
@@ -184,6 +186,17 @@ json RecordingJson(const Recording& rec, const RecordingAnalysis& a) {
                         {"overlapped_ms", ToMs(a.comm.overlapped_ns)}, {"exposed_ms", ToMs(a.comm.exposed_ns)},
                         {"percent_of_kernel_time", Num(a.comm.share_of_kernel_time_percent)},
                         {"overlap_percent", Num(a.comm.overlap_percent)}};
+  {
+    auto prediction = [](const StepPrediction& p) -> json {
+      if (!p.available) return nullptr;
+      return {{"expected_ms", Num(p.expected_ms)}, {"range_ms", {Num(p.best_ms), Num(p.worst_ms)}},
+              {"gpu_busy_ms", Num(p.gpu_busy_ms)}, {"bounded_by", p.bounded_by}, {"basis", p.basis}};
+    };
+    j["what_if"] = {{"replay_identity_ms", Num(a.what_if.identity_ms)},
+                    {"no_data_wait", prediction(a.what_if.no_data_wait)},
+                    {"faster_matrix", prediction(a.what_if.faster_matrix)},
+                    {"fused_attention", prediction(a.what_if.fused_attention)}};
+  }
   j["throughput"] = {{"available", a.throughput.available}, {"flops_per_step", Num(a.throughput.flops_per_step)},
                      {"achieved_tflops", Num(a.throughput.achieved_tflops)}, {"mfu_percent", Num(a.throughput.mfu_percent)}};
   j["kernels"] = {{"distinct_names", a.kernel_names}, {"top", json::array()}};

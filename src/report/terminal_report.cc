@@ -40,10 +40,12 @@ std::string FormatValue(const Evidence& e) {
 std::string Shorten(const std::string& s, size_t n) { return s.size() <= n ? s : s.substr(0, n - 3) + "..."; }
 
 std::string GainLine(const ExpectedGain& g) {
+  const std::string next = g.bounded_by.empty() ? std::string() : ", then " + g.bounded_by;
   if (g.unit == "ms")
-    return fmt::format("{:.2f} → {:.2f} ms per step ({:+.0f}% throughput)", g.current, g.expected, g.speedup_percent);
-  return fmt::format("{} {:.1f}% → {:.1f}% ({:+.0f}% work done in the same GPU time)", g.metric, g.current, g.expected,
-                     g.speedup_percent);
+    return fmt::format("{:.2f} → {:.2f} ms per step (range {:.2f}-{:.2f}; {:+.0f}% throughput{})", g.current, g.expected,
+                       g.best, g.worst, g.speedup_percent, next);
+  return fmt::format("{} {:.1f}% → {:.1f}% (range {:.1f}-{:.1f}%; {:+.0f}% work done in the same GPU time{})", g.metric,
+                     g.current, g.expected, g.worst, g.best, g.speedup_percent, next);
 }
 
 std::string Dist(const MetricDistribution& m, const char* unit) {

@@ -18,6 +18,7 @@
 
 #include "src/analysis/gpu_specs.h"
 #include "src/analysis/metric_analysis.h"
+#include "src/analysis/what_if.h"
 #include "src/verdicts/verdicts_internal.h"
 
 namespace gputriage {
@@ -123,15 +124,19 @@ void AddTensorThroughputEvidence(const Ctx& c, Finding& f) {
   f.evidence.push_back(E("tensor_peak_tflops", peak, "TFLOP/s", c.spec->source));
 }
 
-ExpectedGain UtilGain(double current, double target, std::string basis) {
-  ExpectedGain g;
-  g.metric = "gpu_util_percent";
-  g.unit = "percent";
-  g.current = current;
-  g.expected = target;
-  g.speedup_percent = current > 0 ? (target / current - 1.0) * 100.0 : 0.0;
-  g.basis = std::move(basis);
-  return g;
+/// Utilization once the stops are gone, from the log itself: the GPU holds its fed
+/// level (the mean while above ~0) for the whole period, less the host slowing down
+/// beside loader workers when the fed stretches were the host's pace (what_if.h).
+std::optional<ExpectedGain> FedLevelGain(const Ctx& c, const char* bounded_by) {
+  const double fed = c.d.fed_mean_percent, now = c.d.busy_mean_percent;
+  if (std::isnan(fed) || std::isnan(now) || fed <= now) return std::nullopt;
+  auto after = [&](double stretch) { return std::max(now, fed / stretch); };
+  return LevelGain("gpu_util_percent", now, after(analysis::kWorkerHostStretchPoint), after(analysis::kWorkerHostStretchBest),
+                   after(analysis::kWorkerHostStretchWorst), bounded_by,
+                   fmt::format("{} rising to the {:.0f}% this GPU holds while fed (the log's mean above {:.0f}%), "
+                               "over a period {:.0f}% longer where the host paces it ({:.0f}-{:.0f}%)",
+                               BusyName(c), fed, kNearZeroPercent, (analysis::kWorkerHostStretchPoint - 1) * 100,
+                               (analysis::kWorkerHostStretchBest - 1) * 100, (analysis::kWorkerHostStretchWorst - 1) * 100));
 }
 
 /// MIG hides utilization.gpu (NVML and DCGM report none per instance).
@@ -313,8 +318,18 @@ void UndersizedWork(const Ctx& c, std::vector<Finding>& out) {
        "removes launch gaps between many small kernels"},
       {"pad bf16/fp16 matrix dimensions to multiples of 8 (ideally 64/128)", "tensor-core tiles are filled"},
   };
-  f.gain = UtilGain(sm, std::max(c.t.sm_active_percent, sm), "SM activity rising to the workload class target");
-  f.gain->metric = "sm_active_percent";
+  {
+    // From the log: the SM activity this GPU reaches in its fullest twentieth of the
+    // time; at best its peak, at worst half way there. A bigger batch needs memory.
+    const auto& dist = c.d.metrics[static_cast<int>(Metric::kSmActive)];
+    const bool memory_full = !std::isnan(c.d.memory_used_max_percent) && c.d.memory_used_max_percent >= 90.0;
+    if (dist.p95 > sm)
+      f.gain = LevelGain("sm_active_percent", sm, dist.p95, dist.max, (sm + dist.p95) / 2,
+                         memory_full ? "memory_headroom" : "sm_active_p95",
+                         fmt::format("SM activity at the {:.0f}% this GPU reaches in its fullest 5% of the time "
+                                     "(p95 of the log; its peak {:.0f}%)",
+                                     dist.p95, dist.max));
+  }
   out.push_back(std::move(f));
 }
 
@@ -367,8 +382,7 @@ void InputBound(const Ctx& c, std::vector<Finding>& out) {
       {"cache the dataset on local NVMe (or in RAM) instead of network storage", "removes I/O stalls"},
       {"move heavy augmentation to the GPU (e.g. torchvision.transforms.v2 on CUDA tensors, DALI)", "unloads the CPU"},
   };
-  f.gain = UtilGain(c.d.busy_mean_percent, c.t.util_good_percent,
-                    fmt::format("utilization rising to the target for {} once the GPU no longer waits", c.t.basis));
+  f.gain = FedLevelGain(c, "launch_bound");
   out.push_back(std::move(f));
 }
 
@@ -422,7 +436,7 @@ void Underutilized(const Ctx& c, std::vector<Finding>& out) {
                                              hint);
   f.recommendations = {{"record a PyTorch profiler trace of ~10 steps and run gputriage diagnose on it",
                         "the trace separates data wait, launch overhead and communication"}};
-  f.gain = UtilGain(c.d.busy_mean_percent, c.t.util_good_percent, fmt::format("the target for {}", c.t.basis));
+  f.gain = FedLevelGain(c, "launch_bound");
   out.push_back(std::move(f));
 }
 

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "gputriage/diagnosis.h"
+#include "src/analysis/what_if.h"
 #include "src/verdicts/verdicts_internal.h"
 
 namespace gputriage {
@@ -83,8 +84,11 @@ void JudgeOutliers(const RecordingAnalysis& a, std::vector<Finding>& out) {
          "Python's cyclic GC pauses land on random steps in large programs"},
     };
   }
-  f.gain = StepGain(m.step_ms_mean, m.step_ms_mean * (1.0 - m.outlier_time_percent / 100.0),
-                    "mean step time if the slow steps took the median");
+  const double expected = m.step_ms_mean * (1.0 - m.outlier_time_percent / 100.0);
+  f.gain = StepGain(m.step_ms_mean, expected, std::min(expected, m.step_ms_p50), (m.step_ms_mean + expected) / 2,
+                    "unstable_step_time",
+                    "mean step time if the slow steps took the median (at best every step at the median; at worst "
+                    "half the excess removed)");
   out.push_back(std::move(f));
 }
 
@@ -124,7 +128,8 @@ void JudgeStragglers(const RecordingAnalysis& a, std::vector<Finding>& out) {
       {"give every rank the same work per step (balanced sequence lengths, bucketed batches)",
        "uneven batches make some ranks compute longer"},
   };
-  f.gain = StepGain(slowest.work_ms_p50, median, "every rank at the median rank's work per step");
+  f.gain = StepGain(slowest.work_ms_p50, median, median, (slowest.work_ms_p50 + median) / 2, "straggler_rank",
+                    "the slow rank at the median rank's work per step; at worst half its excess removed");
   out.push_back(std::move(f));
 }
 
@@ -194,7 +199,19 @@ std::vector<Finding> JudgeStepMarkers(const RecordingAnalysis& a) {
         {"cache the dataset on local NVMe (or in memory) instead of network storage",
          "removes I/O latency when workers are already saturated"},
     };
-    f.gain = StepGain(m.step_ms_mean, m.compute_ms_mean, "step time if the data wait overlapped with compute");
+    // With the wait overlapped the step is the loop's own work, run slower beside
+    // the loader workers (what_if.h), and never shorter than the GPU's time.
+    const double device = m.device_steps > 0 ? m.device_ms_mean : 0.0;
+    auto after = [&](double stretch) { return std::min(m.step_ms_mean, std::max(m.compute_ms_mean * stretch, device)); };
+    f.gain = StepGain(m.step_ms_mean, after(analysis::kWorkerHostStretchPoint), after(analysis::kWorkerHostStretchBest),
+                      after(analysis::kWorkerHostStretchWorst),
+                      device >= m.compute_ms_mean * analysis::kWorkerHostStretchPoint ? "gpu_busy_time" : "launch_bound",
+                      fmt::format("step time with the data wait overlapped: the loop's own {:.1f} ms of work per step, "
+                                  "{:.0f}% slower beside the loader workers ({:.0f}-{:.0f}%){}",
+                                  m.compute_ms_mean, (analysis::kWorkerHostStretchPoint - 1) * 100,
+                                  (analysis::kWorkerHostStretchBest - 1) * 100,
+                                  (analysis::kWorkerHostStretchWorst - 1) * 100,
+                                  device > 0 ? fmt::format(", not below the GPU's {:.1f} ms", device) : std::string()));
     out.push_back(std::move(f));
   }
   return out;

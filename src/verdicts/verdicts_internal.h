@@ -1,6 +1,7 @@
 // Pieces of the verdict stage shared between its files.
 #pragma once
 
+#include <algorithm>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -16,12 +17,40 @@ inline Evidence E(std::string name, double value, std::string unit, std::string 
   return Evidence{std::move(name), value, std::move(unit), threshold, std::move(comparison), std::move(source)};
 }
 
-/// A gain in step time: `current_ms` to `expected_ms` (not below 0).
-inline ExpectedGain StepGain(double current_ms, double expected_ms, std::string basis) {
+/// A gain in step time: `current_ms` to `expected_ms`, within [best_ms, worst_ms]
+/// (not below 0), limited next by `bounded_by`.
+inline ExpectedGain StepGain(double current_ms, double expected_ms, double best_ms, double worst_ms,
+                             std::string bounded_by, std::string basis) {
   ExpectedGain g;
   g.current = current_ms;
-  g.expected = expected_ms > 0 ? expected_ms : 0.0;
+  g.expected = std::max(expected_ms, 0.0);
+  g.best = std::max(std::min(best_ms, g.expected), 0.0);
+  g.worst = std::max(worst_ms, g.expected);
   g.speedup_percent = g.expected > 0 ? (current_ms / g.expected - 1.0) * 100.0 : 0.0;
+  g.bounded_by = std::move(bounded_by);
+  g.basis = std::move(basis);
+  return g;
+}
+
+/// A gain from a replayed prediction (src/analysis/replay.cc).
+inline std::optional<ExpectedGain> ReplayGain(double current_ms, const StepPrediction& p) {
+  if (!p.available) return std::nullopt;
+  return StepGain(current_ms, p.expected_ms, p.best_ms, p.worst_ms, p.bounded_by, p.basis);
+}
+
+/// A gain in a percent level (utilization, SM activity): higher is better, so the
+/// best end is the highest.
+inline ExpectedGain LevelGain(std::string metric, double current, double expected, double best, double worst,
+                              std::string bounded_by, std::string basis) {
+  ExpectedGain g;
+  g.metric = std::move(metric);
+  g.unit = "percent";
+  g.current = current;
+  g.expected = expected;
+  g.best = std::max(best, expected);
+  g.worst = std::min(worst, expected);
+  g.speedup_percent = current > 0 ? (expected / current - 1.0) * 100.0 : 0.0;
+  g.bounded_by = std::move(bounded_by);
   g.basis = std::move(basis);
   return g;
 }

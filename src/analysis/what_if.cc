@@ -1,0 +1,152 @@
+// The fixes a trace verdict recommends, replayed (replay.cc) to predict the fixed
+// run's step time. Each scenario has a point estimate and a range; the range spans
+// what the trace cannot tell, and every end of it is named here with its source.
+#include "src/analysis/what_if.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "src/analysis/gpu_specs.h"
+#include "src/analysis/replay.h"
+
+namespace gputriage::analysis {
+namespace {
+
+// Matrix kernels in bf16/fp16 instead of fp32/tf32: never more than the peak ratio;
+// in practice 2-3x for training (NVIDIA's mixed-precision training guide; AMP
+// ResNet-50 and BERT results), 1.5x when shapes or casts stand in the way.
+constexpr double kMatrixSpeedupBest = 4.0;
+constexpr double kMatrixSpeedupPoint = 3.0;
+constexpr double kMatrixSpeedupWorst = 1.5;
+
+// Unfused attention (softmax + batched GEMMs) on a fused kernel: FlashAttention
+// reports 2-4x over the standard implementation (Dao et al. 2022, FlashAttention-2 2023).
+constexpr double kAttentionSpeedupBest = 4.0;
+constexpr double kAttentionSpeedupPoint = 2.0;
+constexpr double kAttentionSpeedupWorst = 1.3;
+
+// The replay with nothing changed must give back the recorded mean step within
+// this share, or the trace has dependencies the replay does not see (then no
+// replayed prediction is made).
+constexpr double kReplayTolerance = 0.10;
+
+// The replayed step is device-bound when the device is busy this share of it.
+constexpr double kDeviceBoundShare = 0.9;
+
+std::string BoundedBy(const ReplayResult& r, double data_wait_ms) {
+  if (data_wait_ms >= 0.05 * r.step_ms) return "input_bound";
+  if (r.gpu_busy_ms >= kDeviceBoundShare * r.step_ms) return "gpu_busy_time";
+  return "launch_bound";
+}
+
+/// Runs the three replays of one scenario: best, point, worst.
+/// `measured_ms / identity_ms` carries what the replay does not model exactly
+/// (it reproduces the recorded step within kReplayTolerance or is not used).
+StepPrediction Predict(const Recording& rec, const Index& index, const StepWindows& steps, double correction,
+                       ReplayChange best, ReplayChange point, ReplayChange worst, double data_wait_left_ms,
+                       std::string basis) {
+  StepPrediction p;
+  const ReplayResult b = Replay(rec, index, steps, best);
+  const ReplayResult e = Replay(rec, index, steps, point);
+  const ReplayResult w = Replay(rec, index, steps, worst);
+  if (!b.valid || !e.valid || !w.valid) return p;
+  p.available = true;
+  p.best_ms = correction * std::min({b.step_ms, e.step_ms, w.step_ms});
+  p.worst_ms = correction * std::max({b.step_ms, e.step_ms, w.step_ms});
+  p.expected_ms = correction * e.step_ms;
+  p.gpu_busy_ms = e.gpu_busy_ms;
+  p.data_wait_ms = data_wait_left_ms;
+  p.bounded_by = BoundedBy(e, data_wait_left_ms);
+  p.basis = std::move(basis);
+  return p;
+}
+
+std::vector<float> ScaleKernels(const std::vector<const KernelKind*>& kinds, auto&& factor) {
+  std::vector<float> out(kinds.size(), 1.0f);
+  bool any = false;
+  for (size_t i = 0; i < kinds.size(); ++i) {
+    if (!kinds[i]) continue;
+    const double f = factor(*kinds[i]);
+    out[i] = static_cast<float>(f);
+    any = any || f != 1.0;
+  }
+  if (!any) out.clear();
+  return out;
+}
+
+}  // namespace
+
+WhatIfs PredictFixes(const Recording& rec, const Index& index, const StepWindows& steps,
+                     const std::vector<const KernelKind*>& kernel_kinds, const RecordingAnalysis& a) {
+  WhatIfs out;
+  if (steps.windows.empty() || rec.kernels.empty()) return out;
+  const ReplayResult identity = Replay(rec, index, steps, {});
+  if (!identity.valid) return out;
+  out.identity_ms = identity.step_ms;
+  const double measured_ms = ToMs(a.avg_step_ns);
+  if (measured_ms <= 0 || std::fabs(identity.step_ms / measured_ms - 1.0) > kReplayTolerance) return out;
+  const double correction = measured_ms / identity.step_ms;
+  const double data_wait_ms = ToMs(a.average.ns[static_cast<int>(StepCategory::kDataLoader)]);
+
+  if (!index.data_loader.empty()) {
+    ReplayChange best, point, worst;
+    best.remove_data_wait = point.remove_data_wait = worst.remove_data_wait = true;
+    best.host_stretch = kWorkerHostStretchBest;
+    point.host_stretch = kWorkerHostStretchPoint;
+    worst.host_stretch = kWorkerHostStretchWorst;
+    out.no_data_wait = Predict(
+        rec, index, steps, correction, best, point, worst, 0.0,
+        fmt::format("trace replayed without the DataLoader wait; the main process's own work (op dispatch, launches, "
+                    "syncs) {:.0f}% slower beside the loader workers ({:.0f}-{:.0f}%: turbo clocks drop as more cores run)",
+                    (kWorkerHostStretchPoint - 1) * 100, (kWorkerHostStretchBest - 1) * 100,
+                    (kWorkerHostStretchWorst - 1) * 100));
+  }
+
+  // Matrix kernels in 16-bit: fp32 SIMT and (where bf16 exists) tf32 kernels speed up,
+  // never beyond the device's peak ratio.
+  if (auto spec = FindGpuSpec(a.device.name); spec && a.device.vendor == Vendor::kNvidia && a.device.compute_major >= 7) {
+    const bool has_bf16 = a.device.compute_major >= 8;
+    const double target = has_bf16 ? spec->bf16_tflops : spec->fp16_tflops;
+    auto change = [&](double cap) {
+      ReplayChange c;
+      c.kernel_scale = ScaleKernels(kernel_kinds, [&](const KernelKind& k) {
+        if (!IsMatrixClass(k.cls)) return 1.0;
+        double from = 0;
+        if (k.precision == Precision::kFp32Simt) from = spec->fp32_tflops;
+        else if (k.precision == Precision::kTf32 && has_bf16) from = spec->tf32_tflops;
+        if (from <= 0 || target <= 0) return 1.0;
+        return 1.0 / std::max(1.0, std::min(target / from, cap));
+      });
+      return c;
+    };
+    ReplayChange best = change(kMatrixSpeedupBest), point = change(kMatrixSpeedupPoint), worst = change(kMatrixSpeedupWorst);
+    if (!point.kernel_scale.empty())
+      out.faster_matrix = Predict(
+          rec, index, steps, correction, best, point, worst, data_wait_ms,
+          fmt::format("trace replayed with fp32/tf32 matrix kernels {:.1f}x faster in {} ({:.1f}-{:.1f}x, never above "
+                      "the {} peak ratio); other kernels and the host unchanged",
+                      kMatrixSpeedupPoint, has_bf16 ? "bf16" : "fp16", kMatrixSpeedupWorst, kMatrixSpeedupBest,
+                      spec->model));
+  }
+
+  if (a.attention.backend == "math") {
+    auto change = [&](double speedup) {
+      ReplayChange c;
+      c.kernel_scale = ScaleKernels(kernel_kinds, [&](const KernelKind& k) {
+        return k.cls == KernelClass::kSoftmax || k.batched ? 1.0 / speedup : 1.0;
+      });
+      return c;
+    };
+    out.fused_attention = Predict(
+        rec, index, steps, correction, change(kAttentionSpeedupBest), change(kAttentionSpeedupPoint), change(kAttentionSpeedupWorst),
+        data_wait_ms,
+        fmt::format("trace replayed with softmax and batched-GEMM kernels {:.1f}x faster on a fused kernel "
+                    "({:.1f}-{:.1f}x; FlashAttention reports 2-4x)",
+                    kAttentionSpeedupPoint, kAttentionSpeedupWorst, kAttentionSpeedupBest));
+  }
+  return out;
+}
+
+}  // namespace gputriage::analysis

@@ -1,0 +1,30 @@
+// Predicted step times of the fixes trace verdicts recommend (what_if.cc).
+#pragma once
+
+#include <vector>
+
+#include "gputriage/diagnosis.h"
+#include "src/analysis/analysis_internal.h"
+#include "src/analysis/kernel_taxonomy.h"
+
+namespace gputriage::analysis {
+
+// Loader workers move the data work off the main process but not off the machine:
+// the main process's own work (Python, op dispatch, launches) runs slower beside
+// them. Turbo bins drop as more cores run (Intel Xeon E5-2698 v4: 3.6 GHz on one
+// core, 2.7 GHz on all; Xeon Platinum 8480+: 3.8 / 3.0 GHz; AMD EPYC 9654: 3.7 /
+// 3.55 GHz), and the workers share caches and memory bandwidth. Measured on real
+// pairs: the bundled ResNet-50 V100 pair ran its host ops 17-25 % slower with 4
+// workers (aten::conv2d 12.96 -> 15.17 ms, batch_norm 14.66 -> 17.60 ms per step);
+// PyTorch CPU loops on a 2-core VM ran 5-12 % slower (tests/gains).
+inline constexpr double kWorkerHostStretchBest = 1.0;    // spare cores at full clock
+inline constexpr double kWorkerHostStretchPoint = 1.15;
+inline constexpr double kWorkerHostStretchWorst = 1.35;  // the all-core turbo drop of the Xeons above
+
+
+/// `kernel_kinds[i]`: the class of rec.kernels[i]. `a`: the measurements so far
+/// (steps, device, attention backend).
+WhatIfs PredictFixes(const Recording& recording, const Index& index, const StepWindows& steps,
+                     const std::vector<const KernelKind*>& kernel_kinds, const RecordingAnalysis& a);
+
+}  // namespace gputriage::analysis

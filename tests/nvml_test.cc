@@ -284,6 +284,28 @@ TEST_F(Nvml, HighRateBufferSeesWhatPollingAliases) {
   EXPECT_EQ(rec.stats.FindIssue("nvml_not_supported"), nullptr);
 }
 
+TEST_F(Nvml, HalfBusyGpuReadsHalfBusyByTime) {
+  // Busy 1 s, idle 1 s. The driver fills its buffer only while busy (5 entries per
+  // 100 ms poll); while idle the polled 0 % stands in, one reading per poll. By
+  // entries the mean would be 50 / 60 = 83 % and read as a GPU at its limit; each
+  // entry stands for the time it covers, so it is 50 %.
+  std::string busy, idle, fast_busy, fast_idle;
+  for (int i = 0; i < 10; ++i) busy += " 100", idle += " 0";
+  for (int i = 0; i < 50; ++i) fast_busy += " 100", fast_idle += " 0";
+  Scenario("device name=\"NVIDIA H100 80GB HBM3\"\nbuffer 5 dry\nseries gpu_util" + busy + idle +
+           "\nseries gpu_util_fast" + fast_busy + fast_idle + "\n");
+  Recording rec = Record(400);
+  const auto& util = rec.metrics.devices.at(0).Get(Metric::kGpuUtil);
+  EXPECT_GT(util.count(), 900);  // ~1000 buffer entries and ~200 polled zeros
+  EXPECT_NEAR(util.mean(), 50.0, 3.0);
+  EXPECT_NEAR(util.ShareAtMost(5), 0.5, 0.03);
+  gputriage::Run run;
+  run.recordings.push_back(std::move(rec));
+  const Diagnosis d = Diagnose(run);
+  for (const auto& f : d.findings) EXPECT_NE(f.verdict, "at_compute_limit") << f.title;
+  EXPECT_NEAR(d.summary.gpu_util_mean_percent, 50.0, 3.0);
+}
+
 TEST_F(Nvml, DryBufferFallsBackToPolledUtilization) {
   // An idle GPU: the driver stops filling the buffer; the polled 0 % stands in.
   Scenario("device\nbuffer 4 dry\nseries gpu_util 0\n");

@@ -126,11 +126,12 @@ class SeriesSketch {
   TimeNs MedianInterval() const;
   /// Largest spacing of consecutive samples.
   TimeNs MaxInterval() const { return max_interval_; }
-  /// Time the series observed: the sum of sample spacings up to 4x the median
-  /// spacing, plus one median spacing for the last sample and for each gap
-  /// (logging stopped, the job paused) that is longer.
+  /// Time the series observed: the sum of sample spacings up to 4x the regular
+  /// (p90) spacing, plus one regular spacing for the first sample and for each
+  /// hole (logging stopped, the job paused) that is longer. The same time the
+  /// samples' weights add up to.
   TimeNs CoveredTime() const;
-  /// Spacings longer than 4x the median: where the log has holes.
+  /// Spacings longer than 4x the regular (p90) spacing: where the log has holes.
   int64_t Gaps() const;
 
   struct TimelinePoint {

@@ -135,6 +135,8 @@ struct SeriesSketch::Histogram {
 /// Sampling intervals: exact while there are few distinct spacings (the usual
 /// case: a fixed interval with millisecond jitter), rounded to 3 significant
 /// digits once there are many, so memory stays bounded.
+constexpr double kRegularSpacingQuantile = 0.9;
+
 struct SeriesSketch::IntervalCounts {
   static constexpr size_t kMaxExact = 256;  // live clocks jitter: every spacing differs
   std::unordered_map<int64_t, int64_t> counts;
@@ -161,17 +163,23 @@ struct SeriesSketch::IntervalCounts {
     }
     ++counts[dt];
   }
-  int64_t Median() const {
+  int64_t Median() const { return Quantile(0.5); }
+  /// The smallest spacing with more than q of all spacings at or below it.
+  int64_t Quantile(double q) const {
     if (total == 0) return 0;
     std::vector<std::pair<int64_t, int64_t>> sorted(counts.begin(), counts.end());
     std::sort(sorted.begin(), sorted.end());
     int64_t seen = 0;
     for (const auto& [dt, n] : sorted) {
       seen += n;
-      if (2 * seen > total) return dt;
+      if (static_cast<double>(seen) > q * static_cast<double>(total)) return dt;
     }
     return sorted.back().first;
   }
+  /// What a hole is measured against: the p90 spacing, so that a source mixing two
+  /// rates (NVML's 20 ms buffer entries while busy, 100 ms polls while idle) has no
+  /// holes where it only samples slower; a hole is rarer than one spacing in ten.
+  int64_t Regular() const { return Quantile(kRegularSpacingQuantile); }
 };
 
 struct SeriesSketch::RhythmState {
@@ -217,20 +225,6 @@ void SeriesSketch::Add(TimeNs t, double value) {
   if (!values_) values_ = std::make_unique<Histogram>();
   // The sample's spacing from the one before (-1: none, or out of order).
   const TimeNs dt = count_ == 0 || t < last_t_ ? -1 : t - last_t_;
-  if (pending_.size() < kWarmSamples && reference_interval_ == 0) {
-    // Until a few spacings are known, no gap can be told from a normal interval.
-    pending_.emplace_back(value, dt);
-    if (pending_.size() == kWarmSamples) {
-      if (intervals_) reference_interval_ = intervals_->Median();
-      if (dt >= 0 && !intervals_) reference_interval_ = dt;
-      for (const auto& [v, d] : pending_) Commit(v, d);
-      pending_.clear();
-      pending_.shrink_to_fit();
-      if (reference_interval_ == 0) reference_interval_ = -1;  // all at one instant: keep unit weights
-    }
-  } else {
-    Commit(value, dt);
-  }
   if (count_ == 0) {
     min_ = max_ = value;
     first_t_ = last_t_ = t;
@@ -239,17 +233,32 @@ void SeriesSketch::Add(TimeNs t, double value) {
     max_ = std::max(max_, value);
   }
   ++count_;
-  if (count_ > 1) {
-    if (t < last_t_) {
-      ++out_of_order_;
-      return;
-    }
+  if (dt >= 0 && count_ > 1) {
     if (!intervals_) intervals_ = std::make_unique<IntervalCounts>();
     intervals_->Add(dt);
     max_interval_ = std::max(max_interval_, dt);
     last_t_ = t;
-    // The reference for holes follows the series as it grows.
-    if (reference_interval_ > 0 && intervals_->total % kReferenceEvery == 0) reference_interval_ = intervals_->Median();
+    // The reference for holes follows the series as it grows, and is checked again
+    // whenever a spacing looks like a hole (a source that changes its rate).
+    if (reference_interval_ > 0 && (intervals_->total % kReferenceEvery == 0 || dt / 4 > reference_interval_))
+      reference_interval_ = intervals_->Regular();
+  }
+  if (pending_.size() < kWarmSamples && reference_interval_ == 0) {
+    // Until a few spacings are known, no hole can be told from a normal interval.
+    pending_.emplace_back(value, dt);
+    if (pending_.size() == kWarmSamples) {
+      reference_interval_ = intervals_ ? intervals_->Regular() : 0;
+      for (const auto& [v, d] : pending_) Commit(v, d);
+      pending_.clear();
+      pending_.shrink_to_fit();
+      if (reference_interval_ == 0) reference_interval_ = -1;  // all at one instant: keep unit weights
+    }
+  } else {
+    Commit(value, dt);
+  }
+  if (dt < 0 && count_ > 1) {
+    ++out_of_order_;  // counts in the distribution, not in the timeline or the rhythm
+    return;
   }
   AddTimeline(t, value);
   if (rhythm_) {
@@ -376,7 +385,7 @@ const std::vector<std::pair<double, double>>& SeriesSketch::SortedValues() const
     sorted_ = values_ ? values_->Sorted() : std::vector<std::pair<double, double>>{};
     sorted_weight_ = values_ ? values_->total : 0.0;
     if (!pending_.empty()) {  // a short series: its samples are weighed now
-      const TimeNs reference = MedianInterval();
+      const TimeNs reference = intervals_ ? intervals_->Regular() : 0;
       for (const auto& [v, dt] : pending_) {
         const double w = Weight(dt, reference);
         sorted_.emplace_back(v, w);
@@ -433,20 +442,20 @@ TimeNs SeriesSketch::MedianInterval() const { return intervals_ ? intervals_->Me
 
 TimeNs SeriesSketch::CoveredTime() const {
   if (!intervals_ || intervals_->total == 0) return 0;
-  const int64_t median = intervals_->Median();
+  const int64_t regular = intervals_->Regular();
   // In double: sums of corrupt spacings must not overflow.
-  double covered = static_cast<double>(median);  // the last sample's own interval
+  double covered = static_cast<double>(regular);  // the first sample's own interval
   for (const auto& [dt, n] : intervals_->counts)
-    covered += static_cast<double>(dt / 4 <= median ? dt : median) * static_cast<double>(n);
+    covered += static_cast<double>(dt / 4 <= regular ? dt : regular) * static_cast<double>(n);
   return covered >= 9.0e18 ? TimeNs{9'000'000'000'000'000'000} : static_cast<TimeNs>(covered);
 }
 
 int64_t SeriesSketch::Gaps() const {
   if (!intervals_) return 0;
-  const int64_t median = intervals_->Median();
+  const int64_t regular = intervals_->Regular();
   int64_t gaps = 0;
   for (const auto& [dt, n] : intervals_->counts)
-    if (dt / 4 > median) gaps += n;
+    if (dt / 4 > regular) gaps += n;
   return gaps;
 }
 

@@ -16,7 +16,7 @@
 //                                    fp16_active fp64_active gr_engine sm_occupancy give its percentages,
 //                                    gpm_pcie_rx_mibs gpm_pcie_tx_mibs nvlink_rx_mibs nvlink_tx_mibs its MiB/s
 //   buffer 5 boot                    the driver's utilization buffer: 5 entries per sample, spread over
-//                                    100 ms, values from series gpu_util_fast (else gpu_util) by entry
+//                                    the 100 ms up to it, values from series gpu_util_fast (else gpu_util) by entry
 //                                    number; "boot": timestamps on a boot-based clock (else Unix time);
 //                                    "dry": no entries while the value is 0 (an idle GPU)
 //   process child sm=60 used_mib=2000   a compute process: "child"/"grandchild" are the calling
@@ -384,7 +384,11 @@ FAKE_API nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device, nvmlUti
     if (d->buffer_dry && v == 0) continue;
     nvmlSample_t e{};
     const unsigned long long base = d->buffer_boot_clock ? 5'000'000'000ULL : 1'700'000'000'000'000ULL;  // µs
-    e.timeStamp = base + static_cast<unsigned long long>(d->buffer_entries) * (100'000ULL / d->buffer_per_sample);
+    // Entries the driver took since the last poll: the newest at the poll itself,
+    // the others before it (a real buffer holds the past, never the future).
+    const unsigned long long step = 100'000ULL / static_cast<unsigned long long>(d->buffer_per_sample);
+    e.timeStamp = base + static_cast<unsigned long long>(d->buffer_entries) * step -
+                  static_cast<unsigned long long>(d->buffer_per_sample - 1) * step;
     e.sampleValue.uiVal = static_cast<unsigned>(v);
     d->buffer.push_back(e);
     if (d->buffer.size() > 120) d->buffer.erase(d->buffer.begin());  // a ring: the oldest go

@@ -232,8 +232,42 @@ TEST(MetricVerdicts, OneProblemOnManyGpusIsOneFinding) {
   ASSERT_EQ(d.findings.size(), 1u) << Verdicts(d);
   EXPECT_EQ(d.findings[0].verdict, "idle");
   EXPECT_NE(d.findings[0].scope.find("and 3 more"), std::string::npos);
+  EXPECT_NE(d.findings[0].scope.find("4 of 4 GPUs"), std::string::npos);
   EXPECT_NE(d.findings[0].detail.find("GPU 3"), std::string::npos);
   EXPECT_EQ(d.recordings.at(0).metric_devices.size(), 4u);
+}
+
+TEST(MetricVerdicts, StopAndGoOnEveryGpuOfAJobIsOneJobVerdict) {
+  // An 8-GPU data-parallel job logged at 100 ms: every GPU sits near 0 for 3 of
+  // every 14 samples (1.4 s), in lockstep (they wait for each other at every step),
+  // and near 95-100 % otherwise, so each GPU's mean is ~80 %: above the 70 % target.
+  std::mt19937 rng(11);
+  std::uniform_int_distribution<int> busy(93, 100), low(0, 3);
+  std::string log = "timestamp, index, name, utilization.gpu [%], power.draw [W], power.limit [W]\n";
+  for (int t = 0; t < 3000; ++t)
+    for (int g = 0; g < 8; ++g) {
+      const bool stopped = (t % 14) >= 11;
+      log += fmt::format("2026/03/01 10:{:02d}:{:02d}.{:03d}, {}, NVIDIA A100-SXM4-80GB, {}, {}, 400.00\n", t / 600,
+                         (t / 10) % 60, (t % 10) * 100, g, stopped ? low(rng) : busy(rng), stopped ? 90 : 330);
+    }
+  const Diagnosis d = DiagnoseText(log);
+  EXPECT_FALSE(Find(d, "at_compute_limit")) << Verdicts(d);
+  EXPECT_FALSE(Find(d, "efficiency_unknown")) << Verdicts(d);
+  int input = 0;
+  for (const auto& f : d.findings) input += f.verdict == "input_bound";
+  ASSERT_EQ(input, 1) << Verdicts(d);
+  const Finding* f = Find(d, "input_bound");
+  EXPECT_NE(f->scope.find("8 of 8 GPUs"), std::string::npos) << f->scope;
+  EXPECT_NE(f->detail.find("GPU 7"), std::string::npos);
+  bool period = false;
+  for (const auto& e : f->evidence)
+    if (e.name == "rhythm_period_s") period = std::abs(e.value - 1.4) < 0.05;
+  EXPECT_TRUE(period);
+  // The gain comes from the log: the level the GPUs hold while fed, not a target.
+  ASSERT_TRUE(f->gain);
+  EXPECT_GT(f->gain->expected, f->gain->current);
+  EXPECT_LE(f->gain->best, 100.0);
+  EXPECT_NEAR(d.recordings.at(0).metric_devices.at(0).fed_mean_percent, 96.5, 1.0);
 }
 
 TEST(MetricVerdicts, PowerCapThrottling) {

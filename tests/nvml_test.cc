@@ -176,10 +176,22 @@ TEST_F(Nvml, GpmUnsupportedSaysWhatIsMissing) {
   ASSERT_TRUE(rec.stats.FindIssue("gpm_unavailable"));
   EXPECT_EQ(rec.metrics.devices.at(0).Get(Metric::kSmActive).count(), 0);
   const Diagnosis d = DiagnoseRecording(std::move(rec));
-  const Finding* f = FindVerdict(d, "at_compute_limit");
+  // Busy time alone is no evidence of efficiency: not "at the compute limit".
+  EXPECT_FALSE(FindVerdict(d, "at_compute_limit"));
+  const Finding* f = FindVerdict(d, "efficiency_unknown");
   ASSERT_TRUE(f);
   EXPECT_FALSE(f->cannot_exclude.empty());
   EXPECT_NE(f->to_separate.find("DCGM_FI_PROF_SM_ACTIVE"), std::string::npos);
+}
+
+TEST_F(Nvml, PowerAndClocksAtTheirLimitsAreEvidenceOfTheComputeLimit) {
+  // No GPM, but the board draws 92 % of its limit at full clock without stopping.
+  Scenario("device name=\"NVIDIA A100-SXM4-80GB\" gpm=0 power_limit_w=400 max_sm_mhz=1410\nseries gpu_util 100\n"
+           "series power_w 368\nseries sm_mhz 1410\n");
+  const Diagnosis d = DiagnoseRecording(Record(100));
+  const Finding* f = FindVerdict(d, "at_compute_limit");
+  ASSERT_TRUE(f);
+  EXPECT_FALSE(f->cannot_exclude.empty());  // SM and tensor activity are still unknown
 }
 
 TEST_F(Nvml, GpuLostMidRunKeepsWhatWasSampled) {

@@ -52,7 +52,8 @@ const Scripted kScenarios[] = {
      "series gpu_util 100\nseries sm_active 91\nseries tensor_active 62\nseries fp32_active 4\nseries dram_active 41\n"
      "series sm_mhz 1980\n",
      "at_compute_limit"},
-    {"gpm_unsupported", "device name=\"NVIDIA A100-SXM4-80GB\" gpm=0\nseries gpu_util 100\n", "at_compute_limit"},
+    // Busy without GPM: nothing shows how much of the chip the work uses.
+    {"gpm_unsupported", "device name=\"NVIDIA A100-SXM4-80GB\" gpm=0\nseries gpu_util 100\n", "efficiency_unknown"},
     {"gpu_lost_mid_run",
      "device name=\"NVIDIA H100 80GB HBM3\" uuid=GPU-ok\nseries gpu_util 100\n"
      "device name=\"NVIDIA H100 80GB HBM3\" uuid=GPU-lost\nseries gpu_util 0\nlost_after 50\n",

@@ -41,6 +41,9 @@ constexpr double kStopAndGoZeroShare = 0.10;     // dips to ~0 ...
 constexpr double kBimodalZeroShare = 0.20;       // ... or a bimodal on/off pattern
 constexpr double kBimodalHighPercent = 80.0;
 constexpr double kPowerWorkingPercent = 40.0;    // board power well above idle: the GPU does work
+constexpr double kMaterialZeroShare = 0.05;      // time near 0 that rules out "at the limit"
+constexpr double kPowerNearLimitPercent = 80.0;  // dense tensor work draws 80-95 % of the limit (the bundled H100 gpu-burn: 90 %)
+constexpr double kClockNearMaxPercent = 90.0;
 constexpr int kMinSamplesForRun = 3;             // fewer samples are an instant, not a run
 constexpr double kMinSecondsForRun = 60.0;       // a shorter capture is a snapshot of the job
 
@@ -343,10 +346,12 @@ bool StopAndGo(const Ctx& c, bool& periodic) {
 }
 
 void InputBound(const Ctx& c, std::vector<Finding>& out) {
-  if (std::isnan(c.d.busy_mean_percent) || c.d.busy_mean_percent >= c.t.util_good_percent) return;
-  if (c.busy_samples < 16) return;  // a pattern needs a series
+  if (std::isnan(c.d.busy_mean_percent) || c.busy_samples < 16) return;  // a pattern needs a series
   bool periodic = false;
   if (!StopAndGo(c, periodic)) return;
+  // Above the class target only a rhythmic stop costs enough to name: a GPU at ~0
+  // for a tenth of the time in the batches' rhythm loses that tenth, whatever its mean.
+  if (c.d.busy_mean_percent >= c.t.util_good_percent && !periodic) return;
   Finding f = Make(c, "input_bound", Severity::kModerate);
   const auto& r = c.d.rhythm;
   f.title = periodic ? fmt::format("Stop-and-go utilization: a {:.1f} s sawtooth between ~0 and {:.0f}% (mean {:.0f}%)",
@@ -440,6 +445,8 @@ void Underutilized(const Ctx& c, std::vector<Finding>& out) {
   out.push_back(std::move(f));
 }
 
+/// Busy time says a kernel runs, not that the GPU is used well: "at the compute
+/// limit" needs positive evidence, else the finding says what is unknown.
 void ComputeLimit(const Ctx& c, std::vector<Finding>& out) {
   if (std::isnan(c.d.busy_mean_percent) || c.d.busy_mean_percent < c.t.util_good_percent) return;
   for (const auto& f : out)
@@ -447,26 +454,42 @@ void ComputeLimit(const Ctx& c, std::vector<Finding>& out) {
   const bool has_sm = Has(c.d, Metric::kSmActive), has_tensor = Has(c.d, Metric::kTensorActive);
   if (has_sm && Mean(c.d, Metric::kSmActive) < c.t.sm_active_percent) return;
   if (has_tensor && Mean(c.d, Metric::kTensorActive) < c.t.tensor_active_percent) return;
-  Finding f = Make(c, "at_compute_limit", Severity::kInfo);
-  f.title = fmt::format("At the compute limit: {} {:.0f}%{}", BusyName(c), c.d.busy_mean_percent,
-                        has_tensor ? fmt::format(", tensor pipe {:.0f}%", Mean(c.d, Metric::kTensorActive))
-                                   : std::string(" (tensor activity not logged)"));
-  const char* missing = !has_sm && !has_tensor ? "SM and tensor activity" : !has_sm ? "SM activity" : "tensor activity";
-  f.detail = fmt::format(
-      "The GPU is as busy as {} should be, and no cheap fix shows in these metrics.{}", c.t.basis,
-      has_sm && has_tensor ? std::string()
-                           : fmt::format(" Busy time only says a kernel is running: without {} how much of the chip "
-                                         "that work uses is not known.",
-                                         missing));
+  const bool stops = !std::isnan(c.d.near_zero_share) && c.d.near_zero_share >= kMaterialZeroShare;
+  // Evidence 1: the pipes themselves are busy. Evidence 2: the board runs near its
+  // power limit at full clock, which only dense work does.
+  const bool activity = has_sm || has_tensor;
+  const bool power = !std::isnan(c.d.power_mean_percent_of_limit) && c.d.power_mean_percent_of_limit >= kPowerNearLimitPercent &&
+                     (std::isnan(c.d.sm_clock_mean_percent_of_max) || c.d.sm_clock_mean_percent_of_max >= kClockNearMaxPercent);
+  const bool proven = !stops && (activity || power);
+  Finding f = Make(c, proven ? "at_compute_limit" : "efficiency_unknown", Severity::kInfo);
+  if (proven) {
+    f.title = fmt::format("At the compute limit: {} {:.0f}%{}", BusyName(c), c.d.busy_mean_percent,
+                          has_tensor ? fmt::format(", tensor pipe {:.0f}%", Mean(c.d, Metric::kTensorActive))
+                          : has_sm   ? fmt::format(", SM activity {:.0f}%", Mean(c.d, Metric::kSmActive))
+                                     : fmt::format(", power {:.0f}% of its limit", c.d.power_mean_percent_of_limit));
+    f.detail = fmt::format("The GPU is as busy as {} should be, and {} no cheap fix shows in these metrics.", c.t.basis,
+                           activity ? "its SM/tensor activity is at target:" : "it draws near its power limit at full clock:");
+  } else {
+    f.title = fmt::format("Busy {:.0f}% of the time; whether that work is efficient is not known from these metrics",
+                          c.d.busy_mean_percent);
+    f.detail = fmt::format(
+        "{} only says a kernel is running{}. Nothing logged shows how much of the chip that work uses, so this is not "
+        "called the compute limit.",
+        BusyName(c),
+        stops ? fmt::format(", and the GPU sits near 0 for {:.0f}% of the time", 100.0 * c.d.near_zero_share)
+              : std::string());
+  }
   AddBusyEvidence(c, f, c.t.util_good_percent, ">=");
+  f.evidence.push_back(E("near_zero_share_percent", 100.0 * (std::isnan(c.d.near_zero_share) ? 0.0 : c.d.near_zero_share),
+                         "percent", fmt::format("time at <= {:.0f}%", kNearZeroPercent), 100.0 * kMaterialZeroShare, "<"));
   if (has_sm) f.evidence.push_back(E("sm_active_mean_percent", Mean(c.d, Metric::kSmActive), "percent", "DCGM_FI_PROF_SM_ACTIVE", c.t.sm_active_percent, ">="));
   if (has_tensor)
     f.evidence.push_back(E("tensor_active_mean_percent", Mean(c.d, Metric::kTensorActive), "percent",
                            "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", c.t.tensor_active_percent, ">="));
-  AddPowerEvidence(c, f);
+  AddPowerEvidence(c, f, kPowerNearLimitPercent, ">=");
   if (!std::isnan(c.d.sm_clock_mean_percent_of_max))
     f.evidence.push_back(E("sm_clock_mean_percent_of_max", c.d.sm_clock_mean_percent_of_max, "percent",
-                           fmt::format("mean SM clock / max {:.0f} MHz", c.d.max_sm_clock_mhz)));
+                           fmt::format("mean SM clock / max {:.0f} MHz", c.d.max_sm_clock_mhz), kClockNearMaxPercent, ">="));
   AddTensorThroughputEvidence(c, f);
   if (!has_sm || !has_tensor) {
     f.cannot_exclude = {"undersized_work", "low_precision", "memory_bound"};
@@ -475,10 +498,74 @@ void ComputeLimit(const Ctx& c, std::vector<Finding>& out) {
   out.push_back(std::move(f));
 }
 
+/// The job a GPU served: one host's GPUs, split by Kubernetes pod where the source says.
+std::string JobKey(const DeviceMetricAnalysis& d) {
+  std::string key = d.hostname;
+  for (const char* label : {"namespace", "pod"})
+    if (auto it = d.labels.find(label); it != d.labels.end()) key += "|" + it->second;
+  return key;
+}
+
+bool IsProblem(const Finding& f) {
+  return f.severity >= Severity::kModerate && f.verdict != "at_compute_limit" && f.verdict != "efficiency_unknown";
+}
+
+/// One job's GPUs are one job: a verdict found on several of them is one finding
+/// naming them all and the GPUs that differ; where any GPU shows a problem, no GPU
+/// of the job is called "at the compute limit" (they wait for each other at every
+/// step, so the healthy-looking ones are paced by the problem).
+std::vector<Finding> JudgeJob(std::vector<std::vector<Finding>>& per_gpu, const std::vector<std::string>& scopes) {
+  bool problem = false;
+  for (const auto& found : per_gpu)
+    for (const auto& f : found) problem = problem || IsProblem(f);
+  std::vector<Finding> grouped;
+  std::vector<std::vector<size_t>> members;
+  for (size_t g = 0; g < per_gpu.size(); ++g) {
+    for (auto& f : per_gpu[g]) {
+      if (problem && (f.verdict == "at_compute_limit" || f.verdict == "efficiency_unknown")) continue;
+      auto same = std::find_if(grouped.begin(), grouped.end(), [&](const Finding& k) { return k.verdict == f.verdict; });
+      if (same == grouped.end()) {
+        members.push_back({g});
+        grouped.push_back(std::move(f));
+        continue;
+      }
+      auto& m = members[static_cast<size_t>(same - grouped.begin())];
+      if (std::find(m.begin(), m.end(), g) == m.end()) m.push_back(g);
+      if (f.severity > same->severity) {  // the most severe GPU speaks for the job
+        f.scope = same->scope;
+        *same = std::move(f);
+      }
+    }
+  }
+  for (size_t i = 0; i < grouped.size(); ++i) {
+    const auto& m = members[i];
+    if (per_gpu.size() < 2) continue;
+    std::vector<std::string> with, without;
+    for (size_t g = 0; g < per_gpu.size(); ++g)
+      (std::find(m.begin(), m.end(), g) != m.end() ? with : without).push_back(scopes[g]);
+    auto& f = grouped[i];
+    if (with.size() > 1) f.scope = fmt::format("{} and {} more ({} of {} GPUs of the job)", with.front(), with.size() - 1,
+                                               with.size(), per_gpu.size());
+    std::string listed;
+    for (size_t k = 0; k < with.size(); ++k) listed += (k ? "; " : "") + with[k];
+    f.detail += fmt::format(" Judged for the job's {} GPUs together: seen on {}", per_gpu.size(), listed);
+    if (!without.empty()) {
+      std::string others;
+      for (size_t k = 0; k < without.size(); ++k) others += (k ? "; " : "") + without[k];
+      f.detail += fmt::format("; the GPUs that differ: {}", others);
+    }
+    f.detail += " (each GPU's numbers are under MEASUREMENTS; the evidence is the most severe GPU's).";
+  }
+  return grouped;
+}
+
 }  // namespace
 
 std::vector<Finding> JudgeMetrics(const RecordingAnalysis& a, const WorkloadTargets& targets) {
-  std::vector<Finding> all;
+  // Per GPU first, then per job.
+  std::vector<std::string> job_keys;
+  std::vector<std::vector<std::vector<Finding>>> jobs;
+  std::vector<std::vector<std::string>> job_scopes;
   for (const auto& d : a.metric_devices) {
     Ctx c{a, d, targets, FindGpuSpec(d.name), {}, {}, 0};
     c.scope = d.label + (d.name.empty() ? "" : " (" + d.name + ")") + (a.phase.empty() ? "" : ", " + a.phase + " phase");
@@ -487,48 +574,34 @@ std::vector<Finding> JudgeMetrics(const RecordingAnalysis& a, const WorkloadTarg
     c.busy_samples = d.Busy().samples;
     c.snapshot = c.busy_samples < kMinSamplesForRun || d.hours * 3600.0 < kMinSecondsForRun;
     std::vector<Finding> out;
-    if (UtilizationUnavailable(c, out)) {
-      all.insert(all.end(), out.begin(), out.end());
-      continue;
+    if (!UtilizationUnavailable(c, out) && !VideoEngineBusy(c, out) && !Idle(c, out)) {
+      Throttled(c, out);
+      LowPrecision(c, out);
+      MemoryBound(c, out);
+      UndersizedWork(c, out);
+      InputBound(c, out);
+      LowTensorActivity(c, out);
+      Underutilized(c, out);
+      ComputeLimit(c, out);
     }
-    if (VideoEngineBusy(c, out) || Idle(c, out)) {
-      all.insert(all.end(), out.begin(), out.end());
-      continue;
+    const std::string key = JobKey(d);
+    auto it = std::find(job_keys.begin(), job_keys.end(), key);
+    if (it == job_keys.end()) {
+      job_keys.push_back(key);
+      jobs.emplace_back();
+      job_scopes.emplace_back();
+      it = job_keys.end() - 1;
     }
-    Throttled(c, out);
-    LowPrecision(c, out);
-    MemoryBound(c, out);
-    UndersizedWork(c, out);
-    InputBound(c, out);
-    LowTensorActivity(c, out);
-    Underutilized(c, out);
-    ComputeLimit(c, out);
-    all.insert(all.end(), std::make_move_iterator(out.begin()), std::make_move_iterator(out.end()));
+    const auto j = static_cast<size_t>(it - job_keys.begin());
+    jobs[j].push_back(std::move(out));
+    job_scopes[j].push_back(c.scope);
   }
-  // An 8-GPU node with one problem should read as one finding, not eight: the
-  // same verdict and severity on several GPUs of a recording becomes one finding
-  // that names them all (each GPU's numbers stay in the measurements).
-  std::vector<Finding> grouped;
-  std::vector<std::vector<std::string>> members;
-  for (auto& f : all) {
-    auto same = std::find_if(grouped.begin(), grouped.end(),
-                             [&](const Finding& g) { return g.verdict == f.verdict && g.severity == f.severity; });
-    if (same == grouped.end()) {
-      members.push_back({f.scope});
-      grouped.push_back(std::move(f));
-    } else {
-      members[static_cast<size_t>(same - grouped.begin())].push_back(f.scope);
-    }
+  std::vector<Finding> all;
+  for (size_t j = 0; j < jobs.size(); ++j) {
+    auto found = JudgeJob(jobs[j], job_scopes[j]);
+    all.insert(all.end(), std::make_move_iterator(found.begin()), std::make_move_iterator(found.end()));
   }
-  for (size_t i = 0; i < grouped.size(); ++i) {
-    if (members[i].size() < 2) continue;
-    std::string others;
-    for (size_t k = 1; k < members[i].size(); ++k) others += (k > 1 ? "; " : "") + members[i][k];
-    grouped[i].detail += fmt::format(" The same holds for {} more GPU(s): {} (their numbers are under MEASUREMENTS).",
-                                     members[i].size() - 1, others);
-    grouped[i].scope += fmt::format(" and {} more", members[i].size() - 1);
-  }
-  return grouped;
+  return all;
 }
 
 }  // namespace gputriage

@@ -56,6 +56,68 @@ Recording InputBoundRecording() {
   return rec;
 }
 
+// Batch-1 inference: each 3 ms step the host issues 60 tiny kernels (5 µs, 4 %
+// occupancy, a twentieth of the SMs with a block), one every 45 µs from Python; the
+// GPU runs each the moment it arrives and then waits for the next.
+Recording TinyKernelsRecording(int steps) {
+  Recording rec;
+  Device d;
+  d.id = 0;
+  d.name = "NVIDIA A100-SXM4-80GB";
+  d.vendor = Vendor::kNvidia;
+  d.compute_major = 8;
+  d.num_sms = 108;
+  rec.devices.push_back(d);
+  int64_t corr = 1;
+  for (int s = 0; s < steps; ++s) {
+    const TimeNs base = s * 3000 * us;
+    rec.steps.push_back({s, {base, base + 3000 * us}});
+    for (int k = 0; k < 60; ++k) {
+      const TimeNs t = base + 200 * us + k * 45 * us;
+      rec.runtime_calls.push_back(Launch(rec, t, t + 5 * us, corr));
+      KernelActivity kernel = Kernel(rec, "void at::native::vectorized_elementwise_kernel<4>(int)", t + 8 * us, t + 13 * us, corr);
+      kernel.blocks_per_sm = 0.05f;
+      kernel.est_occupancy_percent = 4.0f;
+      rec.kernels.push_back(kernel);
+      ++corr;
+    }
+  }
+  return rec;
+}
+
+TEST(Diagnosis, TinyKernelsTheHostIssuesAreHostBoundNotIdle) {
+  gputriage::Run run;
+  run.recordings.push_back(TinyKernelsRecording(10));
+  const Diagnosis d = Diagnose(run);
+  bool launch = false, undersized = false;
+  for (const auto& f : d.findings) {
+    EXPECT_NE(f.verdict, "idle") << f.title;
+    launch = launch || f.verdict == "launch_bound";
+    undersized = undersized || f.verdict == "undersized_work";
+  }
+  EXPECT_TRUE(launch);
+  EXPECT_TRUE(undersized);
+  EXPECT_LT(d.recordings[0].gpu.busy_percent, 12.0);  // 300 µs of 3000
+}
+
+TEST(Diagnosis, SparseWorkIsIdleNotHostBound) {
+  // The same kernels, but the step lasts 300 ms: one launch every 5 ms is not the
+  // host pacing the GPU; the job does something else.
+  Recording rec = TinyKernelsRecording(3);
+  for (auto& s : rec.steps) s.host = {s.host.start * 100, s.host.start * 100 + 300'000 * us};
+  for (auto& r : rec.runtime_calls) r.time = {r.time.start * 100, r.time.start * 100 + 5 * us};
+  for (auto& k : rec.kernels) k.time = {k.time.start * 100, k.time.start * 100 + 5 * us};
+  gputriage::Run run;
+  run.recordings.push_back(std::move(rec));
+  const Diagnosis d = Diagnose(run);
+  bool idle = false;
+  for (const auto& f : d.findings) {
+    EXPECT_NE(f.verdict, "launch_bound");
+    idle = idle || f.verdict == "idle";
+  }
+  EXPECT_TRUE(idle);
+}
+
 TEST(Analysis, StepBreakdownFollowsCategoryPriority) {
   const RecordingAnalysis a = AnalyzeRecording(InputBoundRecording());
   ASSERT_EQ(a.steps.size(), 1u);

@@ -26,7 +26,11 @@ constexpr double kCommHighPercent = 25.0;
 constexpr double kCommModeratePercent = 10.0;   // tb-profiler's communication advice fires at 10 %
 constexpr double kLaunchHighPercent = 30.0;
 constexpr double kLaunchModeratePercent = 15.0; // XProf kernel-launch "high" is 15 %
-constexpr double kLaunchMinKernelsPerStep = 50;
+constexpr double kLaunchMinKernelsPerStep = 20;  // "a few dozen" per step: below that a step is a handful of big kernels
+constexpr double kHostPacedIntervalUs = 1000;   // the host issues a kernel at least every millisecond on average
+constexpr double kSmFillModerate = 0.5;         // SMs with a block, share of busy time (SM efficiency / busy)
+constexpr double kSmFillHigh = 0.25;
+constexpr double kUndersizedMinBusyPercent = 5.0;  // below this the GPU's work is too little to judge its shape
 constexpr double kIdleBusyPercent = 10.0;
 constexpr double kCommHiddenPoint = 0.6;        // share of exposed communication overlap hides
 constexpr double kCommHiddenWorst = 0.25;
@@ -217,9 +221,11 @@ void LaunchBound(const Context& c, std::vector<Finding>& out) {
   const double host_pct = Percent(host_ms, c.step_ms);
   const auto& l = c.a.launch;
   if (host_pct < kLaunchModeratePercent || l.kernels_per_step < kLaunchMinKernelsPerStep) return;
-  // A GPU busy under kIdleBusyPercent is idle, not launch-bound: the host is doing
-  // something other than issuing work (see Idle).
-  if (c.a.gpu.busy_percent < kIdleBusyPercent) return;
+  // The host paces the GPU only while it keeps issuing: one launch at least every
+  // kHostPacedIntervalUs. Sparser launches with the GPU mostly unused are idle (see
+  // Idle); dense ones are host-bound however low the busy share (batch-1 inference:
+  // the GPU runs every tiny kernel the moment it arrives, then waits for the next).
+  if (l.mean_launch_interval_us > kHostPacedIntervalUs) return;
   // Physics: the queue drains when kernels finish faster than the host issues them.
   if (l.median_kernel_us >= l.mean_launch_interval_us) return;
   Finding f;
@@ -259,12 +265,51 @@ void LaunchBound(const Context& c, std::vector<Finding>& out) {
   out.push_back(std::move(f));
 }
 
+/// Kernels too small for the GPU: while a kernel runs, under half of the SMs hold a
+/// block (torch-tb-profiler's Est. SM Efficiency over busy time: blocks per SM,
+/// capped at 1, time-weighted), or the resident warps are few (achieved occupancy).
+void UndersizedWork(const Context& c, std::vector<Finding>& out) {
+  const GpuMetrics& g = c.a.gpu;
+  if (std::isnan(g.sm_efficiency_percent) || g.busy_percent < kUndersizedMinBusyPercent) return;
+  const double fill = g.sm_efficiency_percent / g.busy_percent;
+  if (fill >= kSmFillModerate) return;
+  Finding f;
+  f.verdict = "undersized_work";
+  f.severity = fill < kSmFillHigh ? Severity::kHigh : Severity::kModerate;
+  f.title = fmt::format("Undersized work: while a kernel runs, only {:.0f}% of the SMs have work", 100.0 * fill);
+  const int sms = c.a.device.num_sms;
+  f.detail = fmt::format(
+      "Kernels launch fewer thread blocks than the GPU has SMs{}: the GPU looks busy {:.1f}% of the step while most "
+      "of the chip sits empty. Small batches, small layers and many tiny elementwise kernels do this.",
+      sms > 0 ? fmt::format(" ({} here)", sms) : std::string(), g.busy_percent);
+  f.evidence.push_back(E("sm_fill_percent_of_busy", 100.0 * fill, "percent",
+                         "Est. SM Efficiency / GPU busy (kernels' blocks per SM, capped at 1, time-weighted)",
+                         100.0 * (f.severity == Severity::kHigh ? kSmFillHigh : kSmFillModerate), "<"));
+  f.evidence.push_back(E("sm_efficiency_percent", g.sm_efficiency_percent, "percent", "Est. SM Efficiency over the steps"));
+  f.evidence.push_back(E("gpu_busy_percent", g.busy_percent, "percent", "union of kernel time / step time"));
+  if (!std::isnan(g.achieved_occupancy_percent))
+    f.evidence.push_back(E("achieved_occupancy_percent", g.achieved_occupancy_percent, "percent",
+                           "Est. Achieved Occupancy (kernel-time weighted)"));
+  f.evidence.push_back(E("median_kernel_us", c.a.launch.median_kernel_us, "us", "kernel durations inside steps"));
+  f.recommendations = {
+      {"increase the per-GPU batch (or sequence) size; gradient accumulation keeps the optimizer batch but does not "
+       "fill the SMs",
+       "each kernel gets enough blocks to occupy every SM"},
+      {"torch.compile(model) or CUDA graphs", "fuses the small kernels and removes the launch gaps between them"},
+      {"pad bf16/fp16 matrix dimensions to multiples of 8 (ideally 64/128)", "tensor-core tiles are filled"},
+  };
+  // A larger batch fills the empty SMs: kernels of the same duration do up to
+  // 1/fill times the work. No step-time gain is promised: the batch changes the step.
+  out.push_back(std::move(f));
+}
+
 /// Reads the findings so far; appends only when none of them explains the idle time.
 void Idle(const Context& c, std::vector<Finding>& out) {
   if (!c.a.has_gpu_activity || c.a.gpu.busy_percent >= kIdleBusyPercent) return;
   for (const auto& f : out)  // idleness already explained by a cause of idle time
     if (f.severity >= Severity::kModerate &&
-        (f.verdict == "input_bound" || f.verdict == "launch_bound" || f.verdict == "communication_bound"))
+        (f.verdict == "input_bound" || f.verdict == "launch_bound" || f.verdict == "communication_bound" ||
+         f.verdict == "undersized_work"))
       return;
   Finding f;
   f.verdict = "idle";
@@ -352,6 +397,7 @@ std::vector<Finding> JudgeRecording(const RecordingAnalysis& a) {
   UnfusedAttention(c, out);
   CommunicationBound(c, out);
   LaunchBound(c, out);
+  UndersizedWork(c, out);
   Idle(c, out);
   ComputeLimit(c, out);
   for (auto& f : out) f.rank = a.rank;

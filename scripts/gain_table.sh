@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Prints predicted against realized for every before/after pair in
+# tests/data/gain_pairs.tsv: the gain the "before" run's finding promises (point and
+# range) and the mean step time the "after" run measured.
+# Usage: scripts/gain_table.sh [path/to/gputriage]   (default: the release build)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bin=${1:-build/release/src/cli/gputriage}
+[ -x "$bin" ] || { echo "gain_table: $bin not found (cmake --preset release && cmake --build --preset release)" >&2; exit 1; }
+printf '%-30s %-12s %10s %22s %10s %8s %s\n' pair verdict point_ms range_ms realized off in_range
+grep -v '^#' tests/data/gain_pairs.tsv | while IFS=$'\t' read -r name before after verdict fix; do
+  [ -n "$name" ] || continue
+  b=$("$bin" diagnose "tests/data/$before" --json)
+  a=$("$bin" diagnose "tests/data/$after" --json)
+  /usr/bin/python3 - "$name" "$verdict" "$b" "$a" <<'PY'
+import json, sys
+name, verdict, before, after = sys.argv[1], sys.argv[2], json.loads(sys.argv[3]), json.loads(sys.argv[4])
+g = next((f["expected_gain"] for f in before["findings"] if f["verdict"] == verdict), None)
+steps = [r["avg_step_ms"] for r in after["recordings"] if r.get("avg_step_ms")]
+if not steps:
+    steps = [r["step_markers"]["step_ms_mean"] for r in after["recordings"] if r.get("step_markers")]
+real = sum(steps) / len(steps)
+if g is None:
+    print(f"{name:30s} {verdict:12s} {'(no finding)':>10s}")
+else:
+    lo, hi = g["range"]
+    off = 100.0 * (g["expected"] - real) / real
+    print(f"{name:30s} {verdict:12s} {g['expected']:10.1f} {lo:10.1f} - {hi:9.1f} {real:10.1f} {off:+7.1f}% {'yes' if lo <= real <= hi else 'NO'}")
+PY
+done

@@ -384,6 +384,11 @@ TEST(GpuSpecs, NamesResolveToTheRightRow) {
   EXPECT_EQ(model("Tesla V100-PCIE-16GB"), "V100 PCIe");
   EXPECT_EQ(model("NVIDIA GeForce RTX 2080 SUPER"), "GeForce RTX 2080 SUPER");
   EXPECT_EQ(model("Some Future GPU"), "-");
+  // The exact model, not a prefix of another one's name.
+  EXPECT_EQ(model("NVIDIA L40"), "-");
+  EXPECT_EQ(model("NVIDIA RTX A1000"), "-");
+  EXPECT_EQ(model("NVIDIA RTX A1000 6GB Laptop GPU"), "-");
+  EXPECT_EQ(model("NVIDIA A100SXM4"), "A100 SXM4 40GB");
   for (const auto& s : AllGpuSpecs()) {
     EXPECT_GT(std::string(s.source).size(), 10u) << s.model;
     EXPECT_GT(std::string(s.tensor_cores).size(), 3u) << s.model;

@@ -60,9 +60,15 @@ std::optional<GpuSpec> FindGpuSpec(std::string_view device_name) {
   for (const auto& spec : kSpecs)
     if (ContainsToken(device_name, spec.match)) return spec;
   // Names without separators ("Tesla V100-SXM2-32GB" has them; some tools print
-  // "A100SXM4"): fall back to a plain substring match.
-  for (const auto& spec : kSpecs)
-    if (Contains(device_name, spec.match)) return spec;
+  // "A100SXM4"): a substring followed by a letter. Never by a digit: an L40 is not
+  // an L4 and an RTX A1000 is not an A100.
+  for (const auto& spec : kSpecs) {
+    const std::string_view match = spec.match;
+    for (size_t at = device_name.find(match); at != std::string_view::npos; at = device_name.find(match, at + 1)) {
+      const size_t end = at + match.size();
+      if (end == device_name.size() || !(device_name[end] >= '0' && device_name[end] <= '9')) return spec;
+    }
+  }
   return std::nullopt;
 }
 

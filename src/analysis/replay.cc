@@ -26,20 +26,6 @@
 namespace gputriage::analysis {
 namespace {
 
-struct Op {
-  Interval time;        // recorded
-  TimeNs launch = 0;    // recorded start of the launch call (op start when unknown)
-  bool has_launch = false;
-  int64_t stream_key = 0;
-  double scale = 1.0;
-  TimeNs delay = 0;     // d above
-};
-
-struct HostItem {
-  Interval time;
-  bool data_wait = false;  // else a blocking call
-};
-
 /// host'(t): a piecewise-linear map built in recorded-time order.
 class HostClock {
  public:
@@ -73,57 +59,55 @@ int64_t StreamKey(int32_t device, int32_t stream) {
 
 }  // namespace
 
-ReplayResult Replay(const Recording& rec, const Index& index, const StepWindows& steps, const ReplayChange& change) {
-  ReplayResult out;
-  if (steps.windows.empty()) return out;
-  // The host span of each kept step.
-  std::vector<Interval> host_steps;
+TraceReplay::TraceReplay(const Recording& rec, const Index& index, const StepWindows& steps) {
+  if (steps.windows.empty()) return;
   if (steps.from_markers) {
-    for (size_t i = 0; i < steps.windows.size() && i < rec.steps.size(); ++i) host_steps.push_back(rec.steps[i].host);
+    for (size_t i = 0; i < steps.windows.size() && i < rec.steps.size(); ++i) host_steps_.push_back(rec.steps[i].host);
   } else {
-    host_steps.push_back(steps.windows.front());
+    host_steps_.push_back(steps.windows.front());
   }
-  if (host_steps.empty()) return out;
+  if (host_steps_.empty()) return;
 
-  // Device operations with their launch and recorded delay.
-  std::vector<Op> ops;
-  ops.reserve(rec.kernels.size() + rec.memory_ops.size());
-  auto add = [&](Interval time, int64_t correlation, int32_t device, int32_t stream, double scale) {
+  std::unordered_map<int64_t, int32_t> stream_numbers;
+  ops_.reserve(rec.kernels.size() + rec.memory_ops.size());
+  auto add = [&](Interval time, int64_t correlation, int32_t device, int32_t stream, int32_t kernel) {
     Op op;
     op.time = time;
-    op.stream_key = StreamKey(device, stream);
-    op.scale = scale;
+    op.kernel = kernel;
+    op.stream = stream_numbers.try_emplace(StreamKey(device, stream), static_cast<int32_t>(stream_numbers.size())).first->second;
     op.launch = time.start;
     if (correlation >= 0) {
       auto it = index.runtime_by_correlation.find(correlation);
       if (it != index.runtime_by_correlation.end()) {
         op.launch = std::min(it->second->time.start, time.start);
-        op.has_launch = true;
+        auto s = std::upper_bound(host_steps_.begin(), host_steps_.end(), op.launch,
+                                  [](TimeNs v, const Interval& h) { return v < h.end; });
+        if (s != host_steps_.end() && s->start <= op.launch) op.step = static_cast<int32_t>(s - host_steps_.begin());
       }
     }
-    ops.push_back(op);
+    ops_.push_back(op);
   };
   for (size_t i = 0; i < rec.kernels.size(); ++i) {
     const auto& k = rec.kernels[i];
-    add(k.time, k.correlation, k.device, k.stream, i < change.kernel_scale.size() ? change.kernel_scale[i] : 1.0);
+    add(k.time, k.correlation, k.device, k.stream, static_cast<int32_t>(i));
   }
-  for (const auto& m : rec.memory_ops) add(m.time, m.correlation, m.device, m.stream, 1.0);
-  if (ops.empty()) return out;
-  std::sort(ops.begin(), ops.end(), [](const Op& a, const Op& b) { return a.time.start < b.time.start; });
+  for (const auto& m : rec.memory_ops) add(m.time, m.correlation, m.device, m.stream, -1);
+  streams_ = static_cast<int>(stream_numbers.size());
+  ops_per_stream_.assign(static_cast<size_t>(streams_), 0);
+  for (const auto& op : ops_) ++ops_per_stream_[static_cast<size_t>(op.stream)];
+  if (ops_.empty()) return;
+  std::sort(ops_.begin(), ops_.end(), [](const Op& a, const Op& b) { return a.time.start < b.time.start; });
   {
-    std::unordered_map<int64_t, TimeNs> prev_end;
-    for (auto& op : ops) {
-      auto [it, fresh] = prev_end.try_emplace(op.stream_key, std::numeric_limits<TimeNs>::min());
-      op.delay = std::max<TimeNs>(0, op.time.start - std::max(op.launch, it->second));
-      it->second = std::max(it->second, op.time.end);
+    std::vector<TimeNs> prev_end(static_cast<size_t>(streams_), std::numeric_limits<TimeNs>::min());
+    for (auto& op : ops_) {
+      auto& prev = prev_end[static_cast<size_t>(op.stream)];
+      op.delay = std::max<TimeNs>(0, op.time.start - std::max(op.launch, prev));
+      prev = std::max(prev, op.time.end);
     }
   }
-  std::stable_sort(ops.begin(), ops.end(), [](const Op& a, const Op& b) { return a.launch < b.launch; });
+  std::stable_sort(ops_.begin(), ops_.end(), [](const Op& a, const Op& b) { return a.launch < b.launch; });
 
-  // Host items: removed data waits and blocking calls, in recorded order.
-  std::vector<HostItem> items;
-  if (change.remove_data_wait)
-    for (const auto& span : index.data_loader) items.push_back({span, true});
+  for (const auto& span : index.data_loader) items_.push_back({span, true});
   std::unordered_map<int64_t, TimeNs> copy_end;  // correlation -> end of its transfer
   for (const auto& m : rec.memory_ops)
     if (m.correlation >= 0) copy_end[m.correlation] = std::max(copy_end[m.correlation], m.time.end);
@@ -133,34 +117,45 @@ ReplayResult Replay(const Recording& rec, const Index& index, const StepWindows&
       auto it = copy_end.find(r.correlation);
       blocking = it != copy_end.end() && it->second <= r.time.end;  // returned only after its transfer
     }
-    if (blocking && r.time.end > r.time.start) items.push_back({r.time, false});
+    if (blocking && r.time.end > r.time.start) items_.push_back({r.time, false});
   }
-  std::sort(items.begin(), items.end(), [](const HostItem& a, const HostItem& b) { return a.time.start < b.time.start; });
+  std::sort(items_.begin(), items_.end(), [](const HostItem& a, const HostItem& b) { return a.time.start < b.time.start; });
+  origin_ = std::min(host_steps_.front().start, ops_.front().launch);
+  if (!items_.empty()) origin_ = std::min(origin_, items_.front().time.start);
+}
 
-  TimeNs origin = std::min(host_steps.front().start, ops.front().launch);
-  if (!items.empty()) origin = std::min(origin, items.front().time.start);
-  HostClock clock(origin, change.host_stretch);
-
+ReplayResult TraceReplay::Run(const ReplayChange& change) const {
+  ReplayResult out;
+  if (ops_.empty() || host_steps_.empty()) return out;
+  HostClock clock(origin_, change.host_stretch);
   // Replayed device state: per stream, (recorded end, replayed end) of each op in order.
-  std::unordered_map<int64_t, std::vector<std::pair<TimeNs, double>>> stream_done;
+  std::vector<std::vector<std::pair<TimeNs, double>>> stream_done(static_cast<size_t>(streams_));
+  for (size_t i = 0; i < stream_done.size(); ++i) stream_done[i].reserve(ops_per_stream_[i]);
   std::vector<Interval> busy;  // replayed op intervals (ns, rounded)
-  std::vector<double> launched_end(ops.size(), 0.0);
-  busy.reserve(ops.size());
+  busy.reserve(ops_.size());
+  std::vector<double> device_end(host_steps_.size(), -std::numeric_limits<double>::infinity());
   size_t next = 0;
   auto replay_ops_until = [&](TimeNs t) {
-    for (; next < ops.size() && ops[next].launch <= t; ++next) {
-      const Op& op = ops[next];
-      auto& done = stream_done[op.stream_key];
+    for (; next < ops_.size() && ops_[next].launch <= t; ++next) {
+      const Op& op = ops_[next];
+      auto& done = stream_done[static_cast<size_t>(op.stream)];
       const double free = done.empty() ? -std::numeric_limits<double>::infinity() : done.back().second;
+      const double scale = op.kernel >= 0 && static_cast<size_t>(op.kernel) < change.kernel_scale.size()
+                               ? static_cast<double>(change.kernel_scale[static_cast<size_t>(op.kernel)])
+                               : 1.0;
       const double start = std::max(clock.Map(op.launch), free) + static_cast<double>(op.delay);
-      const double end = start + static_cast<double>(op.time.duration()) * op.scale;
+      const double end = start + static_cast<double>(op.time.duration()) * scale;
       done.emplace_back(op.time.end, end);
-      launched_end[next] = end;
       busy.push_back({static_cast<TimeNs>(start), static_cast<TimeNs>(end)});
+      if (op.step >= 0) {
+        auto& e = device_end[static_cast<size_t>(op.step)];
+        e = std::max(e, end);
+      }
     }
   };
   double blocked = 0;
-  for (const auto& item : items) {
+  for (const auto& item : items_) {
+    if (item.data_wait && !change.remove_data_wait) continue;
     if (item.time.start < clock.last_recorded()) continue;  // inside an item already replayed
     replay_ops_until(item.time.start);
     const double a = clock.Map(item.time.start);
@@ -172,7 +167,7 @@ ReplayResult Replay(const Recording& rec, const Index& index, const StepWindows&
     // The work this call waited for: on each stream, the ops that had finished when it returned.
     TimeNs recorded_done = std::numeric_limits<TimeNs>::min();
     double replayed_done = -std::numeric_limits<double>::infinity();
-    for (const auto& [key, done] : stream_done) {
+    for (const auto& done : stream_done) {
       auto it = std::upper_bound(done.begin(), done.end(), item.time.end,
                                  [](TimeNs v, const std::pair<TimeNs, double>& p) { return v < p.first; });
       if (it == done.begin()) continue;
@@ -189,28 +184,18 @@ ReplayResult Replay(const Recording& rec, const Index& index, const StepWindows&
   replay_ops_until(std::numeric_limits<TimeNs>::max());
 
   // Steps, aligned to the device as AlignSteps aligns the recorded ones.
-  std::vector<double> device_end(host_steps.size(), -std::numeric_limits<double>::infinity());
-  for (size_t i = 0; i < ops.size(); ++i) {
-    if (!ops[i].has_launch) continue;
-    auto it = std::upper_bound(host_steps.begin(), host_steps.end(), ops[i].launch,
-                               [](TimeNs v, const Interval& s) { return v < s.end; });
-    if (it == host_steps.end() || it->start > ops[i].launch) continue;
-    auto& e = device_end[static_cast<size_t>(it - host_steps.begin())];
-    e = std::max(e, launched_end[i]);
-  }
-  double prev_end = clock.Map(host_steps.front().start);
+  double prev_end = clock.Map(host_steps_.front().start);
   const double first_start = prev_end;
-  for (size_t s = 0; s < host_steps.size(); ++s) {
-    const double start = std::max(prev_end, clock.Map(host_steps[s].start));
-    const double end = std::max({clock.Map(host_steps[s].end), device_end[s], start});
-    prev_end = end;
+  for (size_t s = 0; s < host_steps_.size(); ++s) {
+    const double start = std::max(prev_end, clock.Map(host_steps_[s].start));
+    prev_end = std::max({clock.Map(host_steps_[s].end), device_end[s], start});
   }
   const double total = prev_end - first_start;
-  const auto n = static_cast<double>(host_steps.size());
+  const auto n = static_cast<double>(host_steps_.size());
   intervals::List merged = intervals::Merge(std::move(busy));
   const TimeNs busy_ns = intervals::OverlapWith(merged, {static_cast<TimeNs>(first_start), static_cast<TimeNs>(prev_end)});
   out.valid = total > 0;
-  out.steps = static_cast<int>(host_steps.size());
+  out.steps = static_cast<int>(host_steps_.size());
   out.step_ms = total / n / 1e6;
   out.gpu_busy_ms = static_cast<double>(busy_ns) / n / 1e6;
   out.host_blocked_ms = blocked / n / 1e6;

@@ -29,8 +29,34 @@ struct ReplayResult {
   double host_blocked_ms = 0;  // per step: host time spent in blocking calls waiting for the device
 };
 
-/// Replays `recording` with `change` over the steps AlignSteps kept.
-ReplayResult Replay(const Recording& recording, const Index& index, const StepWindows& steps,
-                    const ReplayChange& change);
+/// A trace prepared for replays: its device operations with their launches and
+/// recorded delays, its blocking calls and data waits, in the order a replay walks
+/// them. Built once per recording; each Run() is one linear pass.
+class TraceReplay {
+ public:
+  TraceReplay(const Recording& recording, const Index& index, const StepWindows& steps);
+  /// Replays with `change` over the steps AlignSteps kept.
+  ReplayResult Run(const ReplayChange& change) const;
+
+ private:
+  struct Op {
+    Interval time;      // recorded
+    TimeNs launch = 0;  // recorded start of the launch call (op start when unknown)
+    TimeNs delay = 0;   // recorded launch latency or queueing (see replay.cc)
+    int32_t kernel = -1;  // index into recording.kernels, -1 for copies and memsets
+    int32_t stream = 0;   // dense stream number
+    int32_t step = -1;    // the host step its launch lies in, -1 if none or unknown
+  };
+  struct HostItem {
+    Interval time;
+    bool data_wait = false;  // else a blocking call
+  };
+  std::vector<Op> ops_;  // in launch order
+  std::vector<HostItem> items_;  // in recorded start order
+  std::vector<Interval> host_steps_;
+  int streams_ = 0;
+  std::vector<size_t> ops_per_stream_;  // so a replay reserves exactly what it needs
+  TimeNs origin_ = 0;
+};
 
 }  // namespace gputriage::analysis

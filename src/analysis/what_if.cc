@@ -44,13 +44,12 @@ std::string BoundedBy(const ReplayResult& r, double data_wait_ms) {
 /// Runs the three replays of one scenario: best, point, worst.
 /// `measured_ms / identity_ms` carries what the replay does not model exactly
 /// (it reproduces the recorded step within kReplayTolerance or is not used).
-StepPrediction Predict(const Recording& rec, const Index& index, const StepWindows& steps, double correction,
-                       ReplayChange best, ReplayChange point, ReplayChange worst, double data_wait_left_ms,
-                       std::string basis) {
+StepPrediction Predict(const TraceReplay& replay, double correction, const ReplayChange& best,
+                       const ReplayChange& point, const ReplayChange& worst, double data_wait_left_ms, std::string basis) {
   StepPrediction p;
-  const ReplayResult b = Replay(rec, index, steps, best);
-  const ReplayResult e = Replay(rec, index, steps, point);
-  const ReplayResult w = Replay(rec, index, steps, worst);
+  const ReplayResult b = replay.Run(best);
+  const ReplayResult e = replay.Run(point);
+  const ReplayResult w = replay.Run(worst);
   if (!b.valid || !e.valid || !w.valid) return p;
   p.available = true;
   p.best_ms = correction * std::min({b.step_ms, e.step_ms, w.step_ms});
@@ -82,7 +81,8 @@ WhatIfs PredictFixes(const Recording& rec, const Index& index, const StepWindows
                      const std::vector<const KernelKind*>& kernel_kinds, const RecordingAnalysis& a) {
   WhatIfs out;
   if (steps.windows.empty() || rec.kernels.empty()) return out;
-  const ReplayResult identity = Replay(rec, index, steps, {});
+  const TraceReplay replay(rec, index, steps);
+  const ReplayResult identity = replay.Run({});
   if (!identity.valid) return out;
   out.identity_ms = identity.step_ms;
   const double measured_ms = ToMs(a.avg_step_ns);
@@ -97,7 +97,7 @@ WhatIfs PredictFixes(const Recording& rec, const Index& index, const StepWindows
     point.host_stretch = kWorkerHostStretchPoint;
     worst.host_stretch = kWorkerHostStretchWorst;
     out.no_data_wait = Predict(
-        rec, index, steps, correction, best, point, worst, 0.0,
+        replay, correction, best, point, worst, 0.0,
         fmt::format("trace replayed without the DataLoader wait; the main process's own work (op dispatch, launches, "
                     "syncs) {:.0f}% slower beside the loader workers ({:.0f}-{:.0f}%: turbo clocks drop as more cores run)",
                     (kWorkerHostStretchPoint - 1) * 100, (kWorkerHostStretchBest - 1) * 100,
@@ -124,7 +124,7 @@ WhatIfs PredictFixes(const Recording& rec, const Index& index, const StepWindows
     ReplayChange best = change(kMatrixSpeedupBest), point = change(kMatrixSpeedupPoint), worst = change(kMatrixSpeedupWorst);
     if (!point.kernel_scale.empty())
       out.faster_matrix = Predict(
-          rec, index, steps, correction, best, point, worst, data_wait_ms,
+          replay, correction, best, point, worst, data_wait_ms,
           fmt::format("trace replayed with fp32/tf32 matrix kernels {:.1f}x faster in {} ({:.1f}-{:.1f}x, never above "
                       "the {} peak ratio); other kernels and the host unchanged",
                       kMatrixSpeedupPoint, has_bf16 ? "bf16" : "fp16", kMatrixSpeedupWorst, kMatrixSpeedupBest,
@@ -140,7 +140,7 @@ WhatIfs PredictFixes(const Recording& rec, const Index& index, const StepWindows
       return c;
     };
     out.fused_attention = Predict(
-        rec, index, steps, correction, change(kAttentionSpeedupBest), change(kAttentionSpeedupPoint), change(kAttentionSpeedupWorst),
+        replay, correction, change(kAttentionSpeedupBest), change(kAttentionSpeedupPoint), change(kAttentionSpeedupWorst),
         data_wait_ms,
         fmt::format("trace replayed with softmax and batched-GEMM kernels {:.1f}x faster on a fused kernel "
                     "({:.1f}-{:.1f}x; FlashAttention reports 2-4x)",

@@ -7,11 +7,24 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bin=${1:-build/release/src/cli/gputriage}
 [ -x "$bin" ] || { echo "gain_table: $bin not found (cmake --preset release && cmake --build --preset release)" >&2; exit 1; }
-printf '%-30s %-12s %10s %22s %10s %8s %s\n' pair verdict point_ms range_ms realized off in_range
+printf '%-34s %-12s %10s %22s %10s %8s %s\n' pair verdict point_ms range_ms realized off in_range
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+# A file under tests/data, or store:PATH#RUN (a run in a committed store, read from a copy).
+diagnose() {
+  case "$1" in
+    store:*)
+      local spec=${1#store:}
+      cp "tests/data/${spec%%#*}" "$tmp/store.db"
+      "$bin" diagnose "${spec##*#}" --store "$tmp/store.db" --json
+      rm -f "$tmp"/store.db*;;
+    *) "$bin" diagnose "tests/data/$1" --json;;
+  esac
+}
 grep -v '^#' tests/data/gain_pairs.tsv | while IFS=$'\t' read -r name before after verdict fix; do
   [ -n "$name" ] || continue
-  b=$("$bin" diagnose "tests/data/$before" --json)
-  a=$("$bin" diagnose "tests/data/$after" --json)
+  b=$(diagnose "$before")
+  a=$(diagnose "$after")
   /usr/bin/python3 - "$name" "$verdict" "$b" "$a" <<'PY'
 import json, sys
 name, verdict, before, after = sys.argv[1], sys.argv[2], json.loads(sys.argv[3]), json.loads(sys.argv[4])
@@ -21,10 +34,10 @@ if not steps:
     steps = [r["step_markers"]["step_ms_mean"] for r in after["recordings"] if r.get("step_markers")]
 real = sum(steps) / len(steps)
 if g is None:
-    print(f"{name:30s} {verdict:12s} {'(no finding)':>10s}")
+    print(f"{name:34s} {verdict:12s} {'(no finding)':>10s}")
 else:
     lo, hi = g["range"]
     off = 100.0 * (g["expected"] - real) / real
-    print(f"{name:30s} {verdict:12s} {g['expected']:10.1f} {lo:10.1f} - {hi:9.1f} {real:10.1f} {off:+7.1f}% {'yes' if lo <= real <= hi else 'NO'}")
+    print(f"{name:34s} {verdict:12s} {g['expected']:10.1f} {lo:10.1f} - {hi:9.1f} {real:10.1f} {off:+7.1f}% {'yes' if lo <= real <= hi else 'NO'}")
 PY
 done

@@ -5,7 +5,10 @@
 // scripts/gain_table.sh prints the same table from the CLI's JSON.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -13,6 +16,7 @@
 
 #include "gputriage/diagnosis.h"
 #include "gputriage/import.h"
+#include "src/store/run_store.h"
 
 namespace gputriage {
 namespace {
@@ -21,7 +25,7 @@ const std::string kData = GPUTRIAGE_TEST_DATA_DIR;
 
 struct Pair {
   std::string name;
-  std::string before;   // under tests/data
+  std::string before;   // under tests/data, or store:PATH#RUN
   std::string after;
   std::string verdict;  // the finding whose gain is checked
   std::string fix;      // what was changed between the runs
@@ -38,9 +42,30 @@ double RealizedStepMs(const Diagnosis& d) {
   return n > 0 ? total / n : NAN;
 }
 
-Diagnosis DiagnoseFile(const std::string& path) {
-  auto run = ImportRun({kData + "/" + path});
-  EXPECT_TRUE(run.ok()) << path << ": " << run.status().ToString();
+/// A file under tests/data, or "store:PATH#RUN": a run recorded into a committed
+/// run store (step markers from a live job), read from a copy so the file stays as
+/// committed.
+Diagnosis DiagnoseSource(const std::string& source) {
+  if (source.rfind("store:", 0) == 0) {
+    const size_t hash = source.find('#');
+    EXPECT_NE(hash, std::string::npos) << source;
+    const std::string path = kData + "/" + source.substr(6, hash - 6);
+    const std::string copy = ::testing::TempDir() + "gain_corpus_" + std::to_string(::getpid()) + ".db";
+    std::filesystem::copy_file(path, copy, std::filesystem::copy_options::overwrite_existing);
+    auto store = RunStore::Open(copy);
+    EXPECT_TRUE(store.ok()) << store.status().ToString();
+    if (!store.ok()) return {};
+    auto rec = (*store)->LoadRun(std::stoll(source.substr(hash + 1)));
+    EXPECT_TRUE(rec.ok()) << source << ": " << rec.status().ToString();
+    if (!rec.ok()) return {};
+    Run run;
+    run.recordings.push_back(std::move(*rec));
+    store->reset();
+    std::filesystem::remove(copy);
+    return Diagnose(run);
+  }
+  auto run = ImportRun({kData + "/" + source});
+  EXPECT_TRUE(run.ok()) << source << ": " << run.status().ToString();
   if (!run.ok()) return {};
   return Diagnose(*run);
 }
@@ -66,8 +91,8 @@ class GainCorpus : public ::testing::TestWithParam<Pair> {};
 
 TEST_P(GainCorpus, RealizedLiesInThePredictedRangeAndNearThePoint) {
   const Pair& p = GetParam();
-  const Diagnosis before = DiagnoseFile(p.before);
-  const Diagnosis after = DiagnoseFile(p.after);
+  const Diagnosis before = DiagnoseSource(p.before);
+  const Diagnosis after = DiagnoseSource(p.after);
   const Finding* f = nullptr;
   for (const auto& x : before.findings)
     if (x.verdict == p.verdict) f = &x;

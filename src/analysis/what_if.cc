@@ -44,7 +44,7 @@ std::string BoundedBy(const ReplayResult& r, double data_wait_ms) {
 /// Runs the three replays of one scenario: best, point, worst.
 /// `measured_ms / identity_ms` carries what the replay does not model exactly
 /// (it reproduces the recorded step within kReplayTolerance or is not used).
-StepPrediction Predict(const TraceReplay& replay, double correction, const ReplayChange& best,
+StepPrediction Predict(const TraceReplay& replay, double correction, double noise, const ReplayChange& best,
                        const ReplayChange& point, const ReplayChange& worst, double data_wait_left_ms, std::string basis) {
   StepPrediction p;
   const ReplayResult b = replay.Run(best);
@@ -52,13 +52,14 @@ StepPrediction Predict(const TraceReplay& replay, double correction, const Repla
   const ReplayResult w = replay.Run(worst);
   if (!b.valid || !e.valid || !w.valid) return p;
   p.available = true;
-  p.best_ms = correction * std::min({b.step_ms, e.step_ms, w.step_ms});
-  p.worst_ms = correction * std::max({b.step_ms, e.step_ms, w.step_ms});
+  p.best_ms = correction * std::min({b.step_ms, e.step_ms, w.step_ms}) * (1.0 - noise);
+  p.worst_ms = correction * std::max({b.step_ms, e.step_ms, w.step_ms}) * (1.0 + noise);
   p.expected_ms = correction * e.step_ms;
   p.gpu_busy_ms = e.gpu_busy_ms;
   p.data_wait_ms = data_wait_left_ms;
   p.bounded_by = BoundedBy(e, data_wait_left_ms);
-  p.basis = std::move(basis);
+  p.basis = noise > 0 ? fmt::format("{}; the range widened by the step-time CV ({:.1f}%) for run-to-run variation", basis, noise * 100)
+                      : std::move(basis);
   return p;
 }
 
@@ -88,6 +89,14 @@ WhatIfs PredictFixes(const Recording& rec, const Index& index, const StepWindows
   const double measured_ms = ToMs(a.avg_step_ns);
   if (measured_ms <= 0 || std::fabs(identity.step_ms / measured_ms - 1.0) > kReplayTolerance) return out;
   const double correction = measured_ms / identity.step_ms;
+  // Run-to-run variation: the coefficient of variation of this trace's steps.
+  double noise = 0;
+  if (a.steps.size() >= 2) {
+    double sum = 0, sq = 0;
+    for (const auto& s : a.steps) sum += ToMs(s.total()), sq += ToMs(s.total()) * ToMs(s.total());
+    const double n = static_cast<double>(a.steps.size()), mean = sum / n;
+    noise = std::min(std::sqrt(std::max(0.0, sq / n - mean * mean)) / mean, kMaxRunToRunNoise);
+  }
   const double data_wait_ms = ToMs(a.average.ns[static_cast<int>(StepCategory::kDataLoader)]);
 
   if (!index.data_loader.empty()) {
@@ -97,7 +106,7 @@ WhatIfs PredictFixes(const Recording& rec, const Index& index, const StepWindows
     point.host_stretch = kWorkerHostStretchPoint;
     worst.host_stretch = kWorkerHostStretchWorst;
     out.no_data_wait = Predict(
-        replay, correction, best, point, worst, 0.0,
+        replay, correction, noise, best, point, worst, 0.0,
         fmt::format("trace replayed without the DataLoader wait; the main process's own work (op dispatch, launches, "
                     "syncs) {:.0f}% slower beside the loader workers ({:.0f}-{:.0f}%: turbo clocks drop as more cores run)",
                     (kWorkerHostStretchPoint - 1) * 100, (kWorkerHostStretchBest - 1) * 100,
@@ -124,7 +133,7 @@ WhatIfs PredictFixes(const Recording& rec, const Index& index, const StepWindows
     ReplayChange best = change(kMatrixSpeedupBest), point = change(kMatrixSpeedupPoint), worst = change(kMatrixSpeedupWorst);
     if (!point.kernel_scale.empty())
       out.faster_matrix = Predict(
-          replay, correction, best, point, worst, data_wait_ms,
+          replay, correction, noise, best, point, worst, data_wait_ms,
           fmt::format("trace replayed with fp32/tf32 matrix kernels {:.1f}x faster in {} ({:.1f}-{:.1f}x, never above "
                       "the {} peak ratio); other kernels and the host unchanged",
                       kMatrixSpeedupPoint, has_bf16 ? "bf16" : "fp16", kMatrixSpeedupWorst, kMatrixSpeedupBest,
@@ -140,7 +149,7 @@ WhatIfs PredictFixes(const Recording& rec, const Index& index, const StepWindows
       return c;
     };
     out.fused_attention = Predict(
-        replay, correction, change(kAttentionSpeedupBest), change(kAttentionSpeedupPoint), change(kAttentionSpeedupWorst),
+        replay, correction, noise, change(kAttentionSpeedupBest), change(kAttentionSpeedupPoint), change(kAttentionSpeedupWorst),
         data_wait_ms,
         fmt::format("trace replayed with softmax and batched-GEMM kernels {:.1f}x faster on a fused kernel "
                     "({:.1f}-{:.1f}x; FlashAttention reports 2-4x)",

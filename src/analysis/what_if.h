@@ -21,6 +21,10 @@ inline constexpr double kWorkerHostStretchBest = 1.0;    // spare cores at full 
 inline constexpr double kWorkerHostStretchPoint = 1.15;
 inline constexpr double kWorkerHostStretchWorst = 1.35;  // the all-core turbo drop of the Xeons above
 
+// A fixed run is another run: its range is widened by this run's own step-time
+// variation (coefficient of variation), at most this much.
+inline constexpr double kMaxRunToRunNoise = 0.2;
+
 
 /// `kernel_kinds[i]`: the class of rec.kernels[i]. `a`: the measurements so far
 /// (steps, device, attention backend).

@@ -201,17 +201,23 @@ std::vector<Finding> JudgeStepMarkers(const RecordingAnalysis& a) {
     };
     // With the wait overlapped the step is the loop's own work, run slower beside
     // the loader workers (what_if.h), and never shorter than the GPU's time.
+    // The range also spans run-to-run variation, taken as this run's step-time CV
+    // (a fixed run is another run: its own work varies as these steps did).
     const double device = m.device_steps > 0 ? m.device_ms_mean : 0.0;
+    const double noise = std::min(m.step_ms_cv, analysis::kMaxRunToRunNoise);
     auto after = [&](double stretch) { return std::min(m.step_ms_mean, std::max(m.compute_ms_mean * stretch, device)); };
-    f.gain = StepGain(m.step_ms_mean, after(analysis::kWorkerHostStretchPoint), after(analysis::kWorkerHostStretchBest),
-                      after(analysis::kWorkerHostStretchWorst),
+    f.gain = StepGain(m.step_ms_mean, after(analysis::kWorkerHostStretchPoint),
+                      after(analysis::kWorkerHostStretchBest) * (1.0 - noise),
+                      std::min(m.step_ms_mean, after(analysis::kWorkerHostStretchWorst) * (1.0 + noise)),
                       device >= m.compute_ms_mean * analysis::kWorkerHostStretchPoint ? "gpu_busy_time" : "launch_bound",
                       fmt::format("step time with the data wait overlapped: the loop's own {:.1f} ms of work per step, "
-                                  "{:.0f}% slower beside the loader workers ({:.0f}-{:.0f}%){}",
+                                  "{:.0f}% slower beside the loader workers ({:.0f}-{:.0f}%){}; the range widened by "
+                                  "the step-time CV ({:.0f}%) for run-to-run variation",
                                   m.compute_ms_mean, (analysis::kWorkerHostStretchPoint - 1) * 100,
                                   (analysis::kWorkerHostStretchBest - 1) * 100,
                                   (analysis::kWorkerHostStretchWorst - 1) * 100,
-                                  device > 0 ? fmt::format(", not below the GPU's {:.1f} ms", device) : std::string()));
+                                  device > 0 ? fmt::format(", not below the GPU's {:.1f} ms", device) : std::string(),
+                                  noise * 100));
     out.push_back(std::move(f));
   }
   return out;

@@ -17,8 +17,8 @@ from torch.utils.data import DataLoader, Dataset
 
 
 class SlowDataset(Dataset):
-    def __init__(self, n, features, sample_ms):
-        self.n, self.features, self.sample_s = n, features, sample_ms / 1e3
+    def __init__(self, n, features, sample_ms, decode_ms=0.0):
+        self.n, self.features, self.sample_s, self.decode_s = n, features, sample_ms / 1e3, decode_ms / 1e3
         generator = torch.Generator().manual_seed(0)
         self.x = torch.randn(n, features, generator=generator)
         self.y = torch.randint(0, 10, (n,), generator=generator)
@@ -27,7 +27,13 @@ class SlowDataset(Dataset):
         return self.n
 
     def __getitem__(self, i):
-        time.sleep(self.sample_s)
+        if self.sample_s > 0:
+            time.sleep(self.sample_s)
+        if self.decode_s > 0:  # CPU work: it competes for the cores as decoding does
+            end = time.perf_counter() + self.decode_s
+            acc = 0
+            while time.perf_counter() < end:
+                acc += 1
         return self.x[i], self.y[i]
 
 
@@ -38,6 +44,7 @@ def main():
     parser.add_argument("--steps", type=int, default=60)
     parser.add_argument("--batch", type=int, default=32)
     parser.add_argument("--sample-ms", type=float, default=0.25)
+    parser.add_argument("--decode-ms", type=float, default=0.0)
     parser.add_argument("--hidden", type=int, default=512)
     args = parser.parse_args()
 
@@ -48,7 +55,7 @@ def main():
                           nn.Linear(args.hidden, 10))
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
     loss_fn = nn.CrossEntropyLoss()
-    loader = DataLoader(SlowDataset(args.steps * args.batch, features, args.sample_ms), batch_size=args.batch,
+    loader = DataLoader(SlowDataset(args.steps * args.batch, features, args.sample_ms, args.decode_ms), batch_size=args.batch,
                         num_workers=args.workers, shuffle=False)
 
     batches = loader

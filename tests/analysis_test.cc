@@ -118,6 +118,38 @@ TEST(Diagnosis, SparseWorkIsIdleNotHostBound) {
   EXPECT_TRUE(idle);
 }
 
+TEST(Diagnosis, CudaGraphReplaysAreOneLaunchNotLaunchOverhead) {
+  // The tiny-kernel step captured in a CUDA graph: one cudaGraphLaunch per step
+  // replays its 60 kernels 3 µs apart. The host made one launch, not 60: the gaps
+  // inside the replay are the graph's scheduling, not launch overhead.
+  Recording rec = TinyKernelsRecording(10);
+  std::vector<RuntimeCall> graph_launches;
+  for (size_t s = 0; s < rec.steps.size(); ++s) {
+    const TimeNs base = rec.steps[s].host.start;
+    RuntimeCall r = Launch(rec, base + 100 * us, base + 110 * us, 100000 + static_cast<int64_t>(s));
+    r.name = rec.names.Intern("cudaGraphLaunch");
+    r.kind = RuntimeCallKind::kGraphLaunch;
+    graph_launches.push_back(r);
+    for (int k = 0; k < 60; ++k) {
+      auto& kernel = rec.kernels[s * 60 + static_cast<size_t>(k)];
+      kernel.correlation = r.correlation;  // graph kernels carry the graph launch's correlation
+      kernel.time = {base + 120 * us + k * 8 * us, base + 125 * us + k * 8 * us};
+    }
+  }
+  rec.runtime_calls = graph_launches;
+  const RecordingAnalysis a = AnalyzeRecording(rec);
+  EXPECT_EQ(a.launch.graph_launches, 10);
+  EXPECT_EQ(a.launch.graph_kernels, 600);
+  EXPECT_DOUBLE_EQ(a.launch.host_launches_per_step, 1.0);
+  // 59 gaps of 3 µs per step inside the replays: not launch overhead. Only the one
+  // launch's own latency is (graph launch call at 100 µs, first kernel at 120 µs).
+  EXPECT_EQ(a.device_idle.ns[static_cast<int>(IdleCause::kLaunchOverhead)], 10 * 20 * us);
+  EXPECT_GE(a.device_idle.ns[static_cast<int>(IdleCause::kOther)], 10 * 59 * 3 * us);
+  gputriage::Run run;
+  run.recordings.push_back(std::move(rec));
+  for (const auto& f : Diagnose(run).findings) EXPECT_NE(f.verdict, "launch_bound") << f.title;
+}
+
 TEST(Analysis, StepBreakdownFollowsCategoryPriority) {
   const RecordingAnalysis a = AnalyzeRecording(InputBoundRecording());
   ASSERT_EQ(a.steps.size(), 1u);

@@ -101,9 +101,11 @@ struct LaunchStats {
   double kernels_per_step = 0;
   double median_kernel_us = 0;
   double short_kernel_percent = 0;        // kernels shorter than kShortKernel, by count
-  double mean_launch_interval_us = 0;     // host step time / launches
+  double host_launches_per_step = 0;      // launches the host made: a CUDA graph replay counts once
+  double mean_launch_interval_us = 0;     // host step time / host launches
   double median_launch_delay_us = 0;      // kernel start − end of its launch call
   int64_t graph_launches = 0;
+  int64_t graph_kernels = 0;              // kernels replayed from CUDA graphs (inside steps)
 };
 
 struct CommStats {

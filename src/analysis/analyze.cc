@@ -217,7 +217,7 @@ RecordingAnalysis AnalyzeRecording(const Recording& rec) {
     if (c.first_input_type != kNoName && c.external_id >= 0) input_type_by_external_id.emplace(c.external_id, c.first_input_type);
   std::vector<TimeNs> durations;
   std::vector<TimeNs> launch_delays;
-  int64_t kernels_in_steps = 0, short_kernels = 0;
+  int64_t kernels_in_steps = 0, short_kernels = 0, graph_kernels_in_steps = 0;
   for (const auto& k : rec.kernels) {
     auto& acc = by_name[k.name];
     const TimeNs d = k.time.duration();
@@ -250,9 +250,11 @@ RecordingAnalysis AnalyzeRecording(const Recording& rec) {
       durations.push_back(d);
       if (d < kShortKernel) ++short_kernels;
       auto rt = index.runtime_by_correlation.find(k.correlation);
-      if (k.correlation >= 0 && rt != index.runtime_by_correlation.end() &&
-          rt->second->kind == RuntimeCallKind::kKernelLaunch)
-        launch_delays.push_back(std::max<TimeNs>(0, k.time.start - rt->second->time.end));
+      if (k.correlation >= 0 && rt != index.runtime_by_correlation.end()) {
+        if (rt->second->kind == RuntimeCallKind::kKernelLaunch)
+          launch_delays.push_back(std::max<TimeNs>(0, k.time.start - rt->second->time.end));
+        if (rt->second->kind == RuntimeCallKind::kGraphLaunch) ++graph_kernels_in_steps;
+      }
     }
   }
   if (a.precision.matrix_total_ns > 0) {
@@ -298,17 +300,23 @@ RecordingAnalysis AnalyzeRecording(const Recording& rec) {
   }
 
   // Launch overhead.
-  a.launch.kernels = kernels_in_steps;
-  if (!a.steps.empty()) a.launch.kernels_per_step = static_cast<double>(kernels_in_steps) / static_cast<double>(a.steps.size());
-  a.launch.median_kernel_us = analysis::Median(durations) / 1000.0;
-  if (kernels_in_steps > 0) {
-    a.launch.short_kernel_percent = 100.0 * static_cast<double>(short_kernels) / static_cast<double>(kernels_in_steps);
-    a.launch.mean_launch_interval_us =
-        static_cast<double>(intervals::Sum(step_list)) / static_cast<double>(kernels_in_steps) / 1000.0;
-  }
-  a.launch.median_launch_delay_us = analysis::Median(launch_delays) / 1000.0;
+  // Launches the host made: a CUDA graph replay is one launch for all its kernels.
   for (const auto& r : rec.runtime_calls)
     if (r.kind == RuntimeCallKind::kGraphLaunch && InSteps(step_list, r.time.start)) ++a.launch.graph_launches;
+  const int64_t host_launches = kernels_in_steps - graph_kernels_in_steps + a.launch.graph_launches;
+  a.launch.kernels = kernels_in_steps;
+  a.launch.graph_kernels = graph_kernels_in_steps;
+  if (!a.steps.empty()) {
+    a.launch.kernels_per_step = static_cast<double>(kernels_in_steps) / static_cast<double>(a.steps.size());
+    a.launch.host_launches_per_step = static_cast<double>(host_launches) / static_cast<double>(a.steps.size());
+  }
+  a.launch.median_kernel_us = analysis::Median(durations) / 1000.0;
+  if (kernels_in_steps > 0)
+    a.launch.short_kernel_percent = 100.0 * static_cast<double>(short_kernels) / static_cast<double>(kernels_in_steps);
+  if (host_launches > 0)
+    a.launch.mean_launch_interval_us =
+        static_cast<double>(intervals::Sum(step_list)) / static_cast<double>(host_launches) / 1000.0;
+  a.launch.median_launch_delay_us = analysis::Median(launch_delays) / 1000.0;
 
   a.comm = MeasureCommunication(rec, is_comm, primary, step_list, a.precision.kernel_total_ns);
   if (!a.steps.empty()) {

@@ -19,8 +19,11 @@
 //         -> launch_overhead (back-to-back scheduling cost)
 //       - overlapping a device-side wait (cuda_sync: stream/event waits) -> synchronization
 //       - otherwise (cross-stream dependencies, unrecorded work)        -> other
-//   * N's launch unknown (no runtime call recorded, e.g. graph replay): the host
-//     part rules apply to the whole gap, with "other" in place of host_wait.
+//   * N's launch unknown (no runtime call recorded): the host part rules apply to
+//     the whole gap, with "other" in place of host_wait.
+//   * N replayed from a CUDA graph launched before the gap (one cudaGraphLaunch
+//     stands for all its kernels): the gap is the graph's own scheduling, not a
+//     launch the host made -> other.
 #include <algorithm>
 #include <map>
 
@@ -57,7 +60,7 @@ void ChargeGap(const Index& index, TimeNs a, TimeNs b, const DeviceOp* next, Idl
   const TimeNs launched = launch->time.start;
   if (launched <= a) {
     const TimeNs gap = b - a;
-    if (gap < kQueuedGapLaunchLimit) {
+    if (gap < kQueuedGapLaunchLimit && launch->kind != RuntimeCallKind::kGraphLaunch) {
       out.ns[static_cast<int>(IdleCause::kLaunchOverhead)] += gap;
       return;
     }

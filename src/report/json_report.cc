@@ -182,7 +182,8 @@ json RecordingJson(const Recording& rec, const RecordingAnalysis& a) {
   j["launch"] = {{"kernels", a.launch.kernels}, {"kernels_per_step", Num(a.launch.kernels_per_step)},
                  {"median_kernel_us", Num(a.launch.median_kernel_us)}, {"short_kernel_percent", Num(a.launch.short_kernel_percent)},
                  {"mean_launch_interval_us", Num(a.launch.mean_launch_interval_us)},
-                 {"median_launch_delay_us", Num(a.launch.median_launch_delay_us)}, {"graph_launches", a.launch.graph_launches}};
+                 {"median_launch_delay_us", Num(a.launch.median_launch_delay_us)}, {"graph_launches", a.launch.graph_launches},
+                 {"graph_kernels", a.launch.graph_kernels}, {"host_launches_per_step", Num(a.launch.host_launches_per_step)}};
   j["communication"] = {{"kernel_ms", ToMs(a.comm.kernel_ns)}, {"wall_ms", ToMs(a.comm.union_ns)},
                         {"overlapped_ms", ToMs(a.comm.overlapped_ns)}, {"exposed_ms", ToMs(a.comm.exposed_ns)},
                         {"percent_of_kernel_time", Num(a.comm.share_of_kernel_time_percent)},

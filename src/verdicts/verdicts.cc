@@ -220,7 +220,7 @@ void LaunchBound(const Context& c, std::vector<Finding>& out) {
                           ToMs(idle.ns[static_cast<int>(IdleCause::kLaunchOverhead)])) / steps;
   const double host_pct = Percent(host_ms, c.step_ms);
   const auto& l = c.a.launch;
-  if (host_pct < kLaunchModeratePercent || l.kernels_per_step < kLaunchMinKernelsPerStep) return;
+  if (host_pct < kLaunchModeratePercent || l.host_launches_per_step < kLaunchMinKernelsPerStep) return;
   // The host paces the GPU only while it keeps issuing: one launch at least every
   // kHostPacedIntervalUs. Sparser launches with the GPU mostly unused are idle (see
   // Idle); dense ones are host-bound however low the busy share (batch-1 inference:
@@ -239,11 +239,14 @@ void LaunchBound(const Context& c, std::vector<Finding>& out) {
   f.evidence.push_back(E("gpu_idle_waiting_for_host_percent", host_pct, "percent",
                          "device idle time charged to host_wait + launch_overhead / step time",
                          f.severity == Severity::kHigh ? kLaunchHighPercent : kLaunchModeratePercent, ">="));
-  f.evidence.push_back(E("kernels_per_step", l.kernels_per_step, "count", "kernels launched inside steps",
-                         kLaunchMinKernelsPerStep, ">="));
+  f.evidence.push_back(E("host_launches_per_step", l.host_launches_per_step, "count",
+                         "launches the host made inside steps (a CUDA graph replay counts once)", kLaunchMinKernelsPerStep, ">="));
+  if (l.graph_kernels > 0)
+    f.evidence.push_back(E("graph_kernels", static_cast<double>(l.graph_kernels), "count", "kernels replayed from CUDA graphs"));
   f.evidence.push_back(E("median_kernel_us", l.median_kernel_us, "us", "kernel durations inside steps",
                          l.mean_launch_interval_us, "<"));
-  f.evidence.push_back(E("mean_launch_interval_us", l.mean_launch_interval_us, "us", "step time / kernels"));
+  f.evidence.push_back(E("mean_launch_interval_us", l.mean_launch_interval_us, "us", "step time / host launches",
+                         kHostPacedIntervalUs, "<="));
   f.evidence.push_back(E("short_kernel_percent", l.short_kernel_percent, "percent", "kernels under 10 µs"));
   f.recommendations = {
       {"torch.compile(model, mode=\"reduce-overhead\") or CUDA graphs (torch.cuda.graphs)",

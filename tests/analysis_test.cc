@@ -150,6 +150,53 @@ TEST(Diagnosis, CudaGraphReplaysAreOneLaunchNotLaunchOverhead) {
   for (const auto& f : Diagnose(run).findings) EXPECT_NE(f.verdict, "launch_bound") << f.title;
 }
 
+TEST(Diagnosis, ElementwiseDominatedBusyGpuIsMemoryBound) {
+  // A busy GPU (the host launches well ahead, then waits in cudaDeviceSynchronize)
+  // whose ~1 ms steps are one 150 µs GEMM and 16 elementwise/norm kernels of 50 µs:
+  // 84 % of kernel time moves bytes.
+  Recording rec;
+  Device d;
+  d.id = 0;
+  d.name = "NVIDIA A100-SXM4-80GB";
+  d.vendor = Vendor::kNvidia;
+  d.compute_major = 8;
+  d.num_sms = 108;
+  rec.devices.push_back(d);
+  int64_t corr = 1;
+  TimeNs base = 0;
+  for (int s = 0; s < 8; ++s) {
+    TimeNs t = base + 20 * us;
+    for (int k = 0; k < 17; ++k, ++corr) {
+      const TimeNs len = k == 0 ? 150 * us : 50 * us;
+      rec.runtime_calls.push_back(Launch(rec, base + k * 5 * us, base + k * 5 * us + 4 * us, corr));
+      rec.kernels.push_back(Kernel(rec,
+                                   k == 0 ? "ampere_bf16_s16816gemm_bf16_128x128_ldg8_f2f_tn"
+                                          : "void at::native::vectorized_elementwise_kernel<4>(int)",
+                                   t, t + len, corr));
+      t += len + 2 * us;
+    }
+    RuntimeCall sync;
+    sync.time = {base + 90 * us, t + 5 * us};
+    sync.name = rec.names.Intern("cudaDeviceSynchronize");
+    sync.kind = RuntimeCallKind::kSynchronize;
+    rec.runtime_calls.push_back(sync);
+    rec.steps.push_back({s, {base, t + 10 * us}});
+    base = t + 10 * us;
+  }
+  gputriage::Run run;
+  run.recordings.push_back(std::move(rec));
+  const Diagnosis diag = Diagnose(run);
+  const Finding* f = nullptr;
+  for (const auto& x : diag.findings)
+    if (x.verdict == "memory_bound") f = &x;
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(f->severity, Severity::kHigh) << f->detail << " " << (f->gain ? f->gain->expected : -1.0);
+  EXPECT_NEAR(f->evidence[0].value, 100.0 * 16 * 50 / (16 * 50 + 150), 0.1);
+  ASSERT_TRUE(f->gain.has_value());  // the replay with those kernels fused
+  EXPECT_LT(f->gain->expected, f->gain->current);
+  EXPECT_EQ(f->gain->bounded_by, "gpu_busy_time");  // the device still runs nearly the whole step
+}
+
 TEST(Analysis, StepBreakdownFollowsCategoryPriority) {
   const RecordingAnalysis a = AnalyzeRecording(InputBoundRecording());
   ASSERT_EQ(a.steps.size(), 1u);

@@ -35,7 +35,10 @@ for k in ("gpu_busy_percent", "data_wait_percent", "avg_step_ms"):
 assert abs(s["gpu_busy_percent"] - 55.51) < 0.5, s
 verdicts = {f["verdict"]: f for f in d["findings"]}
 assert verdicts["input_bound"]["severity"] == "high"
-assert verdicts["low_precision"]["severity"] == "high"
+# fp32 on tensor cores, but the step is input- then host-bound: AMP alone gains ~2 %.
+assert verdicts["low_precision"]["severity"] == "low", verdicts["low_precision"]
+g = verdicts["input_bound"]["expected_gain"]
+assert g["range"][0] <= g["expected"] <= g["range"][1] and g["bounded_by"] == "launch_bound", g
 for f in d["findings"]:
     assert f["evidence"] and all("value" in e and "unit" in e for e in f["evidence"])
 print("ok: json shape")

@@ -43,6 +43,19 @@ Diagnosed Load(const std::string& relative) {
   return d;
 }
 
+/// A fix whose replayed gain is under 5 % is low, whatever its own evidence says
+/// (another bottleneck holds the step); else the severity its evidence earns.
+void ExpectSeverityByGain(const Finding* f, Severity by_evidence) {
+  ASSERT_NE(f, nullptr);
+  ASSERT_TRUE(f->gain.has_value()) << f->verdict;
+  if (f->gain->speedup_percent < 5.0) {
+    EXPECT_EQ(f->severity, Severity::kLow) << f->verdict;
+    EXPECT_NE(f->detail.find("Alone this fix gains"), std::string::npos);
+  } else {
+    EXPECT_EQ(f->severity, by_evidence) << f->verdict;
+  }
+}
+
 double Percent(TimeNs part, TimeNs whole) { return 100.0 * static_cast<double>(part) / static_cast<double>(whole); }
 double Us(TimeNs ns) { return static_cast<double>(ns) / 1000.0; }
 
@@ -90,7 +103,10 @@ TEST(Golden, ResNet50NumWorkers0IsInputBoundAndFp32) {
   // V100 (cc 7.0, fp16 tensor cores) running every convolution/GEMM in fp32 SIMT.
   const Finding* precision = d.Find("low_precision");
   ASSERT_NE(precision, nullptr);
-  EXPECT_EQ(precision->severity, Severity::kHigh);
+  // fp32 share says high; but the step waits for data and then for the host: the
+  // replay gains ~2 % from AMP alone, so it is low until those are fixed.
+  ExpectSeverityByGain(precision, Severity::kHigh);
+  EXPECT_EQ(precision->gain->bounded_by, "input_bound");
   bool autocast = false;
   for (const auto& r : precision->recommendations) autocast |= r.action.find("torch.autocast") != std::string::npos;
   EXPECT_TRUE(autocast);
@@ -104,8 +120,7 @@ TEST(Golden, ResNet50NumWorkers4IsNotInputBound) {
   CheckOracle(d, {141068, 99145, 3160, 98, 10564, 1186, 22665, 4251, 70.27, 69.22, 48.91});
   EXPECT_EQ(d.Find("input_bound"), nullptr);  // 0.84 % < 5 %
   const Finding* precision = d.Find("low_precision");
-  ASSERT_NE(precision, nullptr);
-  EXPECT_EQ(precision->severity, Severity::kHigh);
+  ExpectSeverityByGain(precision, Severity::kHigh);
   EXPECT_LT(d.diagnosis.summary.data_wait_percent, 5.0);
   // With the input fixed, the remaining ~30 % idle is the host issuing ~1,500 mostly
   // tiny kernels per step (optimizer and elementwise ops): idle charged to the host.
@@ -127,8 +142,7 @@ TEST(Golden, HtaControlA100) {
   EXPECT_GT(Us(a.avg_step_ns), 75000.0);
   EXPECT_LT(Us(a.avg_step_ns), 81000.0);
   // 18 % of matrix time still fp32 on an A100 (≥ 10 %): moderate.
-  ASSERT_NE(d.Find("low_precision"), nullptr);
-  EXPECT_EQ(d.Find("low_precision")->severity, Severity::kModerate);
+  ExpectSeverityByGain(d.Find("low_precision"), Severity::kModerate);
   // Communication overlaps compute only partly: > 10 % of the step is exposed.
   ASSERT_NE(d.Find("communication_bound"), nullptr);
   EXPECT_EQ(d.Find("input_bound"), nullptr);
@@ -142,8 +156,7 @@ TEST(Golden, HtaTestV100IsFp32AndSlowerThanControl) {
   EXPECT_NEAR(a.comm.share_of_kernel_time_percent, 31.0, 2.0);
   EXPECT_NEAR(Us(a.avg_step_ns) / 1000.0, 124.1, 1.0);
   EXPECT_LT(a.precision.tensor_core_percent_of_matrix, 5.0);
-  ASSERT_NE(d.Find("low_precision"), nullptr);
-  EXPECT_EQ(d.Find("low_precision")->severity, Severity::kHigh);
+  ExpectSeverityByGain(d.Find("low_precision"), Severity::kHigh);
   EXPECT_EQ(d.Find("input_bound"), nullptr);
 }
 
@@ -172,8 +185,7 @@ TEST(Golden, HtaNegativeQueueIsCommunicationHeavyNotInputBound) {
   EXPECT_EQ(d.Find("input_bound"), nullptr);
   ASSERT_NE(d.Find("communication_bound"), nullptr);
   // tf32 on an A100 where bf16 doubles the peak.
-  ASSERT_NE(d.Find("low_precision"), nullptr);
-  EXPECT_EQ(d.Find("low_precision")->severity, Severity::kModerate);
+  ExpectSeverityByGain(d.Find("low_precision"), Severity::kModerate);
 }
 
 TEST(Golden, HtaNcclA100) {

@@ -85,6 +85,11 @@ struct PrecisionStats {
   TimeNs tensor_core_ns = 0;  // matrix time on tensor cores
   double tensor_core_percent_of_matrix = NAN;
   double matrix_percent_of_kernels = 0;
+  /// Kernels whose time goes to moving bytes, not math: elementwise, reductions,
+  /// normalisation, softmax, copies and layout transposes (every family but matrix,
+  /// attention and communication kernels).
+  TimeNs memory_bound_ns = 0;
+  double memory_bound_percent_of_kernels = 0;
 };
 
 struct AttentionStats {
@@ -146,6 +151,7 @@ struct WhatIfs {
   StepPrediction no_data_wait;    // input_bound fixed (loader workers)
   StepPrediction faster_matrix;   // low_precision fixed (bf16/fp16 autocast)
   StepPrediction fused_attention; // unfused_attention fixed (SDPA flash)
+  StepPrediction fused_memory;    // memory_bound fixed (torch.compile fusion, fused optimizers)
 };
 
 /// A distribution of one metric series (canonical units, see metrics.h).

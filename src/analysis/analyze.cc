@@ -242,6 +242,7 @@ RecordingAnalysis AnalyzeRecording(const Recording& rec) {
       a.precision.matrix_total_ns += d;
       if (UsesTensorCores(p)) a.precision.tensor_core_ns += d;
     }
+    if (IsMemoryBoundClass(kind.cls)) a.precision.memory_bound_ns += d;
     if (kind.cls == KernelClass::kAttentionFused) a.attention.fused_ns += d;
     if (kind.cls == KernelClass::kSoftmax) a.attention.softmax_ns += d, ++a.attention.softmax_kernels;
     if (kind.batched) a.attention.batched_gemm_ns += d, ++a.attention.batched_gemm_kernels;
@@ -261,9 +262,12 @@ RecordingAnalysis AnalyzeRecording(const Recording& rec) {
     a.precision.tensor_core_percent_of_matrix =
         100.0 * static_cast<double>(a.precision.tensor_core_ns) / static_cast<double>(a.precision.matrix_total_ns);
   }
-  if (a.precision.kernel_total_ns > 0)
+  if (a.precision.kernel_total_ns > 0) {
     a.precision.matrix_percent_of_kernels =
         100.0 * static_cast<double>(a.precision.matrix_total_ns) / static_cast<double>(a.precision.kernel_total_ns);
+    a.precision.memory_bound_percent_of_kernels =
+        100.0 * static_cast<double>(a.precision.memory_bound_ns) / static_cast<double>(a.precision.kernel_total_ns);
+  }
 
   // Attention backend: the fused kernel family with most time, else "math" when
   // softmax kernels run beside batched GEMMs (SDPA's unfused path or hand-written attention).

@@ -21,6 +21,11 @@ enum class KernelClass {
   kOther,           // elementwise, reductions, norms, ...
 };
 const char* KernelClassName(KernelClass c);
+/// Families whose time goes to moving bytes: elementwise, reductions, norms,
+/// softmax, copies (arithmetic intensity far below any GPU's ridge point).
+inline bool IsMemoryBoundClass(KernelClass c) {
+  return c == KernelClass::kOther || c == KernelClass::kMemory || c == KernelClass::kSoftmax;
+}
 
 enum class Precision { kFp64, kFp32Simt, kTf32, kFp16, kBf16, kFp8, kFp4, kInt8, kTensorUnknown, kUnknown };
 constexpr int kNumPrecisions = 10;

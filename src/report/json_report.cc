@@ -175,6 +175,8 @@ json RecordingJson(const Recording& rec, const RecordingAnalysis& a) {
   for (int p = 0; p < kNumPrecisions; ++p)
     if (a.precision.matrix_ns[p] > 0)
       precision["matrix_ms_by_precision"][PrecisionName(static_cast<Precision>(p))] = ToMs(a.precision.matrix_ns[p]);
+  precision["memory_bound_ms"] = ToMs(a.precision.memory_bound_ns);
+  precision["memory_bound_percent_of_kernel_time"] = Num(a.precision.memory_bound_percent_of_kernels);
   j["precision"] = precision;
   j["attention"] = {{"backend", a.attention.backend}, {"fused_ms", ToMs(a.attention.fused_ns)},
                     {"softmax_ms", ToMs(a.attention.softmax_ns)}, {"softmax_kernels", a.attention.softmax_kernels},

@@ -28,6 +28,10 @@ constexpr double kLaunchHighPercent = 30.0;
 constexpr double kLaunchModeratePercent = 15.0; // XProf kernel-launch "high" is 15 %
 constexpr double kLaunchMinKernelsPerStep = 20;  // "a few dozen" per step: below that a step is a handful of big kernels
 constexpr double kHostPacedIntervalUs = 1000;   // the host issues a kernel at least every millisecond on average
+constexpr double kMinWorthwhileGainPercent = 5.0;  // below this a fix is not what holds the step
+constexpr double kMemoryBoundModeratePercent = 50.0;  // bytes-bound kernels' share of kernel time
+constexpr double kMemoryBoundHighPercent = 70.0;
+constexpr double kMemoryBoundMinBusyPercent = 50.0;   // the GPU must be what the step waits for
 constexpr double kSmFillModerate = 0.5;         // SMs with a block, share of busy time (SM efficiency / busy)
 constexpr double kSmFillHigh = 0.25;
 constexpr double kUndersizedMinBusyPercent = 5.0;  // below this the GPU's work is too little to judge its shape
@@ -51,6 +55,18 @@ struct Context {
   double step_ms;
   double kernel_ms;  // kernel time per step (tb "Kernel" category)
 };
+
+/// A fix the replay says gains under kMinWorthwhileGainPercent is not urgent
+/// whatever its own evidence: another bottleneck (named in bounded_by) holds the
+/// step. Its severity drops to low and the detail says why.
+void WeighByGain(Finding& f) {
+  if (!f.gain || f.gain->unit != "ms" || f.gain->speedup_percent >= kMinWorthwhileGainPercent) return;
+  if (f.severity > Severity::kLow) f.severity = Severity::kLow;
+  f.detail += fmt::format(
+      " Alone this fix gains {:.1f}% per step: the step is held by {} (fix that first; the replay then shows this "
+      "fix's gain).",
+      f.gain->speedup_percent, f.gain->bounded_by);
+}
 
 void InputBound(const Context& c, std::vector<Finding>& out) {
   const double wait_ms = ToMs(c.a.average.ns[static_cast<int>(StepCategory::kDataLoader)]);
@@ -147,6 +163,7 @@ void LowPrecision(const Context& c, std::vector<Finding>& out) {
   const double convertible_ms = c.kernel_ms * (fp32 + (has_bf16 ? tf32 : 0.0)) / 100.0 * p.matrix_percent_of_kernels / 100.0;
   f.evidence.push_back(E("convertible_matrix_ms_per_step", convertible_ms, "ms", "fp32+tf32 matrix kernel time per step"));
   f.gain = ReplayGain(c.step_ms, c.a.what_if.faster_matrix);
+  WeighByGain(f);
   out.push_back(std::move(f));
 }
 
@@ -173,6 +190,7 @@ void UnfusedAttention(const Context& c, std::vector<Finding>& out) {
        "flash kernels need 16-bit inputs and a supported head dimension"},
   };
   f.gain = ReplayGain(c.step_ms, c.a.what_if.fused_attention);
+  WeighByGain(f);
   out.push_back(std::move(f));
 }
 
@@ -265,6 +283,46 @@ void LaunchBound(const Context& c, std::vector<Finding>& out) {
                     fmt::format("the host's {:.1f} ms of idle device time per step removed, {:.0f} kernels x {:.1f} µs "
                                 "of graph kernel-to-kernel gap left; at worst half removed",
                                 host_ms, l.kernels_per_step, kGraphKernelGapUs));
+  out.push_back(std::move(f));
+}
+
+/// Most kernel time in kernels that move bytes rather than do math (elementwise,
+/// reductions, norms, softmax, copies), on a GPU the step waits for.
+void MemoryBound(const Context& c, std::vector<Finding>& out) {
+  const auto& p = c.a.precision;
+  if (p.memory_bound_percent_of_kernels < kMemoryBoundModeratePercent || c.a.gpu.busy_percent < kMemoryBoundMinBusyPercent)
+    return;
+  Finding f;
+  f.verdict = "memory_bound";
+  f.severity = p.memory_bound_percent_of_kernels >= kMemoryBoundHighPercent ? Severity::kHigh : Severity::kModerate;
+  f.title = fmt::format("Memory-bound: {:.0f}% of kernel time moves bytes (elementwise, norms, reductions, copies)",
+                        p.memory_bound_percent_of_kernels);
+  std::string top;
+  int listed = 0;
+  for (const auto& k : c.a.top_kernels) {
+    if (k.kernel_class != KernelClassName(KernelClass::kOther) && k.kernel_class != KernelClassName(KernelClass::kMemory) &&
+        k.kernel_class != KernelClassName(KernelClass::kSoftmax))
+      continue;
+    if (listed++ == 3) break;
+    top += fmt::format("{}{} ({:.1f} ms)", top.empty() ? "" : "; ", k.name.substr(0, 60), ToMs(k.total_ns));
+  }
+  f.detail = fmt::format(
+      "The GPU is busy {:.0f}% of the step, but {:.0f}% of that kernel time is in kernels whose arithmetic intensity "
+      "is far below any GPU's ridge point: they wait on device memory, not on the SMs. Largest: {}.",
+      c.a.gpu.busy_percent, p.memory_bound_percent_of_kernels, top.empty() ? "-" : top);
+  f.evidence.push_back(E("memory_bound_percent_of_kernel_time", p.memory_bound_percent_of_kernels, "percent",
+                         "elementwise, reduction, normalisation, softmax and copy kernels by name",
+                         f.severity == Severity::kHigh ? kMemoryBoundHighPercent : kMemoryBoundModeratePercent, ">="));
+  f.evidence.push_back(E("matrix_percent_of_kernel_time", p.matrix_percent_of_kernels, "percent", "GEMM + convolution + attention kernels"));
+  f.evidence.push_back(E("gpu_busy_percent", c.a.gpu.busy_percent, "percent", "union of kernel time / step time",
+                         kMemoryBoundMinBusyPercent, ">="));
+  f.recommendations = {
+      {"torch.compile(model)", "fuses chains of elementwise and normalisation ops into one pass over memory"},
+      {"fused optimizers: torch.optim.AdamW(..., fused=True) (or foreach=True)", "one kernel per parameter group, not per tensor"},
+      {"increase the batch (or sequence) size per GPU", "matmuls gain arithmetic intensity and take a larger share"},
+  };
+  f.gain = ReplayGain(c.step_ms, c.a.what_if.fused_memory);
+  WeighByGain(f);
   out.push_back(std::move(f));
 }
 
@@ -400,6 +458,7 @@ std::vector<Finding> JudgeRecording(const RecordingAnalysis& a) {
   UnfusedAttention(c, out);
   CommunicationBound(c, out);
   LaunchBound(c, out);
+  MemoryBound(c, out);
   UndersizedWork(c, out);
   Idle(c, out);
   ComputeLimit(c, out);

@@ -7,6 +7,9 @@
 #include <cstring>
 #include <string>
 
+#include <fmt/format.h>
+
+#include "gputriage/diagnosis.h"
 #include "gputriage/import.h"
 
 namespace gputriage {
@@ -269,6 +272,77 @@ TEST(KinetoImport, EscapedQuotesInStrings) {
   ASSERT_TRUE(rec.ok()) << rec.status().ToString();
   ASSERT_EQ(rec->cpu_spans.size(), 1u);
   EXPECT_EQ(rec->names.View(rec->cpu_spans[0].name), "a \"quoted\" {name} [x]\\");
+}
+
+}  // namespace
+}  // namespace gputriage
+
+namespace gputriage {
+namespace {
+
+// record_shapes=True and profile_memory=True: a bf16 nn.Linear(1000 -> 1001) whose
+// output width misses the 8-element tile, an aligned one, and the allocator's totals.
+std::string ShapesTrace(int steps) {
+  std::string events;
+  int64_t corr = 1, ext = 1;
+  for (int s = 0; s < steps; ++s) {
+    const int base = 1000 + s * 1000;
+    events += fmt::format(R"({{"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#{}", "pid": 1, "tid": 1, "ts": {}, "dur": 1000}},)",
+                          s, base);
+    for (int op = 0; op < 2; ++op, ++corr, ++ext) {
+      const int t = base + 10 + op * 300;
+      const char* dims = op == 0 ? "[[4096, 1000], [1001, 1000], [1001]]" : "[[4096, 1024], [1024, 1024], [1024]]";
+      events += fmt::format(
+          R"({{"ph": "X", "cat": "cpu_op", "name": "aten::linear", "pid": 1, "tid": 1, "ts": {}, "dur": 60, "args": {{"External id": {}, "Input Dims": {}, "Input type": ["c10::BFloat16", "c10::BFloat16", "c10::BFloat16"]}}}},)"
+          R"({{"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": {}, "dur": 5, "args": {{"correlation": {}, "External id": {}}}}},)"
+          R"({{"ph": "X", "cat": "kernel", "name": "ampere_bf16_s16816gemm_bf16_128x128_ldg8_f2f_tn", "pid": 0, "tid": 7, "ts": {}, "dur": 250, "args": {{"device": 0, "stream": 7, "correlation": {}, "External id": {}}}}},)",
+          t, ext, dims, t + 20, corr, ext, t + 30, corr, ext);
+    }
+    events += fmt::format(
+        R"({{"ph": "i", "cat": "cpu_instant_event", "s": "t", "name": "[memory]", "pid": 1, "tid": 1, "ts": {}, "args": {{"Device Type": 1, "Device Id": 0, "Addr": 1, "Bytes": 1048576, "Total Allocated": {}, "Total Reserved": {}}}}},)",
+        base + 5, (s + 1) * (int64_t{1} << 30), (s + 2) * (int64_t{1} << 30));
+  }
+  events.pop_back();
+  return R"({"schemaVersion": 1, "deviceProperties": [{"id": 0, "name": "NVIDIA A100-SXM4-80GB", "computeMajor": 8,
+    "computeMinor": 0, "numSms": 108, "totalGlobalMem": 85899345920}], "traceEvents": [)" + events + "]}";
+}
+
+TEST(KinetoImport, RecordShapesAndMemoryEvents) {
+  auto rec = ImportKinetoTraceFromMemory("shapes.json", ShapesTrace(4));
+  ASSERT_TRUE(rec.ok()) << rec.status().ToString();
+  ASSERT_EQ(rec->matrix_shapes.size(), 8u);
+  const auto& s = rec->matrix_shapes[0];
+  EXPECT_EQ(rec->names.View(s.name), "aten::linear");
+  EXPECT_EQ(rec->names.View(s.dtype), "c10::BFloat16");
+  ASSERT_EQ(s.inputs, 3);
+  EXPECT_EQ(s.rank[0], 2);
+  EXPECT_EQ(s.dims[1][0], 1001);
+  EXPECT_EQ(s.dims[2][0], 1001);
+  ASSERT_EQ(rec->memory_use.size(), 1u);
+  EXPECT_EQ(rec->memory_use[0].peak_allocated, int64_t{4} << 30);
+  EXPECT_EQ(rec->memory_use[0].peak_reserved, int64_t{5} << 30);
+  EXPECT_EQ(rec->memory_use[0].events, 4);
+}
+
+TEST(KinetoImport, OffTileShapesAreNamedWithTheirOp) {
+  auto rec = ImportKinetoTraceFromMemory("shapes.json", ShapesTrace(6));
+  ASSERT_TRUE(rec.ok());
+  gputriage::Run run;
+  run.recordings.push_back(std::move(*rec));
+  const Diagnosis d = Diagnose(run);
+  const auto& a = d.recordings[0];
+  EXPECT_NEAR(a.shapes.misaligned_percent_of_matrix, 50.0, 1e-9);
+  ASSERT_EQ(a.shapes.top.size(), 1u);
+  EXPECT_EQ(a.shapes.top[0].dims, "N=1001 (not a multiple of 8)");
+  EXPECT_NEAR(a.memory.peak_reserved_gib, 7.0, 1e-9);
+  EXPECT_NEAR(a.memory.total_gib, 80.0, 1e-9);
+  const Finding* f = nullptr;
+  for (const auto& x : d.findings)
+    if (x.verdict == "misaligned_shapes") f = &x;
+  ASSERT_NE(f, nullptr);
+  EXPECT_NE(f->title.find("aten::linear"), std::string::npos);
+  EXPECT_NE(f->detail.find("[[4096, 1000], [1001, 1000], [1001]]"), std::string::npos);
+  ASSERT_TRUE(f->gain.has_value());
 }
 
 }  // namespace

@@ -129,6 +129,34 @@ struct ThroughputStats {
   double mfu_percent = NAN;    // against the device's bf16/fp16 dense peak
 };
 
+/// A matrix operator whose input dimensions miss tensor-core tiles.
+struct MisalignedOp {
+  std::string name;      // "aten::linear"
+  std::string dtype;     // "c10::BFloat16"
+  std::string shapes;    // "[[4096, 1000], [1001, 1000]]"
+  std::string dims;      // which dimensions miss, e.g. "N=1001 (not a multiple of 8)"
+  int64_t calls = 0;
+  TimeNs kernel_ns = 0;  // kernel time of its launches
+};
+
+/// Tensor-core tile alignment of 16-bit and 8-bit matrix operators (record_shapes=True).
+struct ShapeAlignment {
+  bool available = false;   // the trace recorded input shapes of matrix operators
+  TimeNs checked_ns = 0;    // kernel time of 16/8-bit matrix operators with shapes
+  TimeNs misaligned_ns = 0; // of that, operators with a GEMM/convolution dimension off the tile
+  double misaligned_percent_of_matrix = 0;  // of all matrix kernel time
+  std::vector<MisalignedOp> top;            // largest first, at most 5
+};
+
+/// Device memory the caching allocator held (profile_memory=True traces).
+struct TraceMemory {
+  bool available = false;
+  double peak_allocated_gib = 0;
+  double peak_reserved_gib = 0;
+  double total_gib = 0;            // deviceProperties total memory, 0 unknown
+  double peak_reserved_percent = NAN;
+};
+
 /// A step time predicted by replaying the trace with one fix applied
 /// (src/analysis/replay.cc): the point estimate and the range it can fall in.
 struct StepPrediction {
@@ -152,6 +180,7 @@ struct WhatIfs {
   StepPrediction faster_matrix;   // low_precision fixed (bf16/fp16 autocast)
   StepPrediction fused_attention; // unfused_attention fixed (SDPA flash)
   StepPrediction fused_memory;    // memory_bound fixed (torch.compile fusion, fused optimizers)
+  StepPrediction aligned_shapes;  // misaligned_shapes fixed (dimensions padded to tile multiples)
 };
 
 /// A distribution of one metric series (canonical units, see metrics.h).
@@ -282,6 +311,8 @@ struct RecordingAnalysis {
   std::vector<DeviceMetricAnalysis> metric_devices;
   StepMarkerAnalysis marked;  // steps == 0 without step markers
   WhatIfs what_if;            // trace recordings with steps
+  ShapeAlignment shapes;      // record_shapes traces
+  TraceMemory memory;         // profile_memory traces
 };
 
 // ---- Verdicts -------------------------------------------------------------

@@ -144,6 +144,27 @@ struct CpuSpan {
   double flops = -1;                   // profiler with_flops estimate, -1 if absent
 };
 
+/// The input shapes of a matrix operator (record_shapes=True): GEMM and
+/// convolution operators only, for tensor-core tile alignment.
+struct MatrixOpShapes {
+  static constexpr int kMaxInputs = 3;
+  static constexpr int kMaxRank = 5;
+  int64_t external_id = -1;  // joins the kernels it launched
+  NameId name = kNoName;     // "aten::addmm"
+  NameId dtype = kNoName;    // the first input's type ("c10::BFloat16")
+  uint8_t inputs = 0;        // input shapes kept
+  std::array<uint8_t, kMaxInputs> rank{};  // 0: not a plain tensor (or rank over kMaxRank)
+  std::array<std::array<int64_t, kMaxRank>, kMaxInputs> dims{};
+};
+
+/// Device memory PyTorch's caching allocator held ([memory] events, profile_memory=True).
+struct DeviceMemoryUse {
+  int device = -1;
+  int64_t peak_allocated = 0;  // bytes, the largest "Total Allocated"
+  int64_t peak_reserved = 0;   // bytes, the largest "Total Reserved"
+  int64_t events = 0;
+};
+
 /// A device-side synchronization record (Kineto `cuda_sync`: event/stream waits).
 struct SyncActivity {
   Interval time;
@@ -212,6 +233,8 @@ struct Recording {
   std::vector<RuntimeCall> runtime_calls;
   std::vector<CpuSpan> cpu_spans;
   std::vector<SyncActivity> syncs;
+  std::vector<MatrixOpShapes> matrix_shapes;  // record_shapes traces
+  std::vector<DeviceMemoryUse> memory_use;     // profile_memory traces, per device
   std::vector<Step> steps;
   std::vector<MarkedStep> marked_steps;  // from step markers (gputriage record)
   MetricSet metrics;  // sampled GPU metrics (nvidia-smi, dmon, dcgmi, dcgm-exporter)

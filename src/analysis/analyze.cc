@@ -12,6 +12,7 @@
 #include "src/analysis/analysis_internal.h"
 #include "src/analysis/gpu_specs.h"
 #include "src/analysis/kernel_taxonomy.h"
+#include "src/analysis/shapes.h"
 #include "src/analysis/what_if.h"
 
 namespace gputriage {
@@ -323,11 +324,11 @@ RecordingAnalysis AnalyzeRecording(const Recording& rec) {
   a.launch.median_launch_delay_us = analysis::Median(launch_delays) / 1000.0;
 
   a.comm = MeasureCommunication(rec, is_comm, primary, step_list, a.precision.kernel_total_ns);
-  if (!a.steps.empty()) {
-    std::vector<const KernelKind*> kinds(rec.kernels.size(), nullptr);
-    for (size_t i = 0; i < rec.kernels.size(); ++i) kinds[i] = &by_name[rec.kernels[i].name].kind;
-    a.what_if = analysis::PredictFixes(rec, index, steps, kinds, a);
-  }
+  std::vector<const KernelKind*> kinds(rec.kernels.size(), nullptr);
+  for (size_t i = 0; i < rec.kernels.size(); ++i) kinds[i] = &by_name[rec.kernels[i].name].kind;
+  a.shapes = analysis::MeasureShapeAlignment(rec, kinds, primary, a.precision.matrix_total_ns);
+  a.memory = analysis::MeasureTraceMemory(rec, a.device);
+  if (!a.steps.empty()) a.what_if = analysis::PredictFixes(rec, index, steps, kinds, a);
   a.throughput = MeasureThroughput(rec, step_list, a);
   a.limitations = ListLimitations(rec, a, steps.dropped_tail_steps);
   return a;

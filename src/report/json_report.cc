@@ -199,7 +199,25 @@ json RecordingJson(const Recording& rec, const RecordingAnalysis& a) {
     j["what_if"] = {{"replay_identity_ms", Num(a.what_if.identity_ms)},
                     {"no_data_wait", prediction(a.what_if.no_data_wait)},
                     {"faster_matrix", prediction(a.what_if.faster_matrix)},
-                    {"fused_attention", prediction(a.what_if.fused_attention)}};
+                    {"fused_attention", prediction(a.what_if.fused_attention)},
+                    {"fused_memory", prediction(a.what_if.fused_memory)},
+                    {"aligned_shapes", prediction(a.what_if.aligned_shapes)}};
+  }
+  {
+    json shapes = {{"available", a.shapes.available}, {"checked_matrix_ms", ToMs(a.shapes.checked_ns)},
+                   {"misaligned_matrix_ms", ToMs(a.shapes.misaligned_ns)},
+                   {"misaligned_percent_of_matrix_time", Num(a.shapes.misaligned_percent_of_matrix)}};
+    shapes["top"] = json::array();
+    for (const auto& m : a.shapes.top)
+      shapes["top"].push_back({{"op", m.name}, {"dtype", m.dtype}, {"input_dims", m.shapes}, {"off_tile", m.dims},
+                               {"calls", m.calls}, {"kernel_ms", ToMs(m.kernel_ns)}});
+    j["shapes"] = shapes;
+    j["memory"] = a.memory.available
+                      ? json{{"peak_allocated_gib", Num(a.memory.peak_allocated_gib)},
+                             {"peak_reserved_gib", Num(a.memory.peak_reserved_gib)},
+                             {"total_gib", Num(a.memory.total_gib)},
+                             {"peak_reserved_percent", Num(a.memory.peak_reserved_percent)}}
+                      : json(nullptr);
   }
   j["throughput"] = {{"available", a.throughput.available}, {"flops_per_step", Num(a.throughput.flops_per_step)},
                      {"achieved_tflops", Num(a.throughput.achieved_tflops)}, {"mfu_percent", Num(a.throughput.mfu_percent)}};

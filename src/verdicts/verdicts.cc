@@ -29,6 +29,8 @@ constexpr double kLaunchModeratePercent = 15.0; // XProf kernel-launch "high" is
 constexpr double kLaunchMinKernelsPerStep = 20;  // "a few dozen" per step: below that a step is a handful of big kernels
 constexpr double kHostPacedIntervalUs = 1000;   // the host issues a kernel at least every millisecond on average
 constexpr double kMinWorthwhileGainPercent = 5.0;  // below this a fix is not what holds the step
+constexpr double kMisalignedLowPercent = 5.0;        // off-tile share of matrix kernel time
+constexpr double kMisalignedModeratePercent = 20.0;
 constexpr double kMemoryBoundModeratePercent = 50.0;  // bytes-bound kernels' share of kernel time
 constexpr double kMemoryBoundHighPercent = 70.0;
 constexpr double kMemoryBoundMinBusyPercent = 50.0;   // the GPU must be what the step waits for
@@ -326,6 +328,42 @@ void MemoryBound(const Context& c, std::vector<Finding>& out) {
   out.push_back(std::move(f));
 }
 
+/// GEMM/convolution dimensions that miss tensor-core tiles (record_shapes).
+void MisalignedShapes(const Context& c, std::vector<Finding>& out) {
+  const auto& sh = c.a.shapes;
+  if (!sh.available || sh.misaligned_percent_of_matrix < kMisalignedLowPercent || sh.top.empty()) return;
+  if (c.a.precision.matrix_percent_of_kernels < kMatrixMinPercent) return;
+  Finding f;
+  f.verdict = "misaligned_shapes";
+  f.severity = sh.misaligned_percent_of_matrix >= kMisalignedModeratePercent ? Severity::kModerate : Severity::kLow;
+  const auto& top = sh.top.front();
+  f.title = fmt::format("Shapes miss tensor-core tiles: {:.0f}% of matrix time in ops like {} with {}",
+                        sh.misaligned_percent_of_matrix, top.name, top.dims);
+  std::string ops;
+  for (const auto& m : sh.top)
+    ops += fmt::format("{}{} {} {} x{} ({:.1f} ms, {})", ops.empty() ? "" : "; ", m.name, m.dtype, m.shapes, m.calls,
+                       ToMs(m.kernel_ns), m.dims);
+  f.detail = fmt::format(
+      "Tensor cores reach their rate when a GEMM's N and K (a convolution's channels) are multiples of 8 elements "
+      "in fp16/bf16 and 16 in fp8/int8; these operators' recorded input shapes are not: {}.",
+      ops);
+  f.evidence.push_back(E("misaligned_percent_of_matrix_time", sh.misaligned_percent_of_matrix, "percent",
+                         "kernel time of 16/8-bit GEMM/convolution ops with off-tile dims (record_shapes Input Dims)",
+                         f.severity == Severity::kModerate ? kMisalignedModeratePercent : kMisalignedLowPercent, ">="));
+  f.evidence.push_back(E("misaligned_matrix_ms", ToMs(sh.misaligned_ns), "ms", "kernel time of those ops, whole trace"));
+  f.evidence.push_back(E("checked_matrix_ms", ToMs(sh.checked_ns), "ms", "kernel time of 16/8-bit matrix ops with shapes"));
+  f.recommendations = {
+      {fmt::format("pad the dimension to a multiple of 8 (ideally 64): e.g. {} -> vocabulary/hidden/channel sizes "
+                   "rounded up (nn.Linear(in, out) with out = ceil(out / 64) * 64)",
+                   top.dims),
+       "the GEMM then fills whole tensor-core tiles"},
+      {"keep the batch x sequence (M) a multiple of 8 as well", "the third GEMM dimension tiles the same way"},
+  };
+  f.gain = ReplayGain(c.step_ms, c.a.what_if.aligned_shapes);
+  WeighByGain(f);
+  out.push_back(std::move(f));
+}
+
 /// Kernels too small for the GPU: while a kernel runs, under half of the SMs hold a
 /// block (torch-tb-profiler's Est. SM Efficiency over busy time: blocks per SM,
 /// capped at 1, time-weighted), or the resident warps are few (achieved occupancy).
@@ -352,6 +390,18 @@ void UndersizedWork(const Context& c, std::vector<Finding>& out) {
     f.evidence.push_back(E("achieved_occupancy_percent", g.achieved_occupancy_percent, "percent",
                            "Est. Achieved Occupancy (kernel-time weighted)"));
   f.evidence.push_back(E("median_kernel_us", c.a.launch.median_kernel_us, "us", "kernel durations inside steps"));
+  const auto& mem = c.a.memory;
+  if (mem.available && !std::isnan(mem.peak_reserved_percent)) {
+    f.evidence.push_back(E("peak_memory_reserved_percent", mem.peak_reserved_percent, "percent",
+                           fmt::format("caching allocator's peak {:.1f} GiB of {:.1f} GiB ([memory] events)",
+                                       std::max(mem.peak_reserved_gib, mem.peak_allocated_gib), mem.total_gib)));
+    f.detail += mem.peak_reserved_percent < 50.0
+                    ? fmt::format(" Memory allows a larger batch: the step peaked at {:.0f}% of device memory.",
+                                  mem.peak_reserved_percent)
+                    : fmt::format(" Memory is {:.0f}% used at the peak: a larger batch needs activation checkpointing "
+                                  "or a smaller optimizer state first.",
+                                  mem.peak_reserved_percent);
+  }
   f.recommendations = {
       {"increase the per-GPU batch (or sequence) size; gradient accumulation keeps the optimizer batch but does not "
        "fill the SMs",
@@ -459,6 +509,7 @@ std::vector<Finding> JudgeRecording(const RecordingAnalysis& a) {
   CommunicationBound(c, out);
   LaunchBound(c, out);
   MemoryBound(c, out);
+  MisalignedShapes(c, out);
   UndersizedWork(c, out);
   Idle(c, out);
   ComputeLimit(c, out);

@@ -144,6 +144,19 @@ Status ParseArgs(value v, RawEvent* e) {
         break;
       case 'I':
         if (key == "Input type") e->first_input_type = FirstNonEmptyString(fv);
+        else if (key == "Input Dims") {
+          // Kept as text: only matrix operators' shapes are read (kineto_reader).
+          simdjson::ondemand::array dims;
+          if (!fv.get_array().get(dims) && dims.raw_json().get(e->input_dims)) e->input_dims = {};
+        }
+        break;
+      case 'T':
+        if (key == "Total Allocated") e->total_allocated = AsInt(fv);
+        else if (key == "Total Reserved") e->total_reserved = AsInt(fv);
+        break;
+      case 'D':
+        if (key == "Device Type") e->device_type = AsInt(fv);
+        else if (key == "Device Id") e->device_id = AsInt(fv);
         break;
       case 'f':
         if (key == "flops") e->flops = AsDouble(fv);

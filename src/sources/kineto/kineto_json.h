@@ -44,6 +44,12 @@ struct RawEvent {
   uint32_t block[3] = {0, 0, 0};
   std::string_view collective;        // "Collective name"
   std::string_view first_input_type;  // first non-empty entry of "Input type"
+  std::string_view input_dims;        // raw JSON of "Input Dims" (record_shapes), parsed only where used
+  // [memory] instant events (profile_memory=True)
+  std::optional<int64_t> total_allocated;  // "Total Allocated" bytes after the event
+  std::optional<int64_t> total_reserved;   // "Total Reserved"
+  std::optional<int64_t> device_type;      // "Device Type": 0 CPU, 1 CUDA
+  std::optional<int64_t> device_id;        // "Device Id"
   std::string_view label;             // args.labels (process_labels) or args.name (metadata)
 };
 

@@ -77,6 +77,56 @@ RuntimeCallKind RuntimeKindFromName(std::string_view name) {
   return RuntimeCallKind::kOther;
 }
 
+/// GEMM and convolution operators, whose input shapes decide tensor-core tiling.
+bool IsMatrixOpName(std::string_view name) {
+  static constexpr std::string_view kOps[] = {
+      "aten::mm",     "aten::addmm",   "aten::bmm",         "aten::baddbmm",      "aten::matmul",
+      "aten::linear", "aten::conv1d",  "aten::conv2d",      "aten::conv3d",       "aten::convolution",
+      "aten::_convolution", "aten::cudnn_convolution", "aten::conv_transpose1d", "aten::conv_transpose2d",
+      "aten::conv_transpose3d", "aten::_scaled_mm", "aten::addbmm"};
+  for (auto op : kOps)
+    if (name == op) return true;
+  return false;
+}
+
+/// Reads "Input Dims" text ([[32, 512], [512, 1024], []]): the first kMaxInputs
+/// entries; an entry that is not a list of integers (a tensor list, a scalar) has rank 0.
+void ParseInputDims(std::string_view text, MatrixOpShapes& out) {
+  int depth = 0, input = -1;
+  bool plain = true;
+  int rank = 0;
+  int64_t number = 0;
+  bool in_number = false;
+  auto close_number = [&]() {
+    if (!in_number) return;
+    in_number = false;
+    if (depth == 2 && input >= 0 && input < MatrixOpShapes::kMaxInputs) {
+      if (rank < MatrixOpShapes::kMaxRank) out.dims[static_cast<size_t>(input)][static_cast<size_t>(rank)] = number;
+      ++rank;
+    }
+  };
+  for (char ch : text) {
+    if (ch >= '0' && ch <= '9') {
+      if (!in_number) number = 0, in_number = true;
+      if (number < (int64_t{1} << 50)) number = number * 10 + (ch - '0');
+      continue;
+    }
+    close_number();
+    if (ch == '[') {
+      ++depth;
+      if (depth == 2) ++input, rank = 0, plain = true;
+      if (depth > 2) plain = false;
+    } else if (ch == ']') {
+      if (depth == 2 && input >= 0 && input < MatrixOpShapes::kMaxInputs)
+        out.rank[static_cast<size_t>(input)] = plain && rank <= MatrixOpShapes::kMaxRank ? static_cast<uint8_t>(rank) : 0;
+      --depth;
+    } else if (ch == '-' || ch == '.') {
+      if (depth >= 2) plain = false;
+    }
+  }
+  out.inputs = static_cast<uint8_t>(std::clamp(input + 1, 0, MatrixOpShapes::kMaxInputs));
+}
+
 bool IsDataLoaderName(std::string_view name) {
   return (StartsWith(name, "enumerate(DataLoader)#") && EndsWith(name, ".__next__")) ||
          StartsWith(name, "enumerate(DataPipe)#");
@@ -151,12 +201,30 @@ class KinetoImporter {
   }
 
  private:
+  /// A [memory] instant: the caching allocator's totals after one allocation or free.
+  void UseMemoryEvent(const kineto::RawEvent& e) {
+    if (e.device_type.value_or(-1) != 1 || !e.total_allocated) return;  // 1: CUDA (c10::DeviceType)
+    const int device = static_cast<int>(e.device_id.value_or(0));
+    auto it = std::find_if(rec_.memory_use.begin(), rec_.memory_use.end(),
+                           [&](const DeviceMemoryUse& m) { return m.device == device; });
+    if (it == rec_.memory_use.end()) {
+      if (rec_.memory_use.size() >= 64) return;
+      rec_.memory_use.push_back({device, 0, 0, 0});
+      it = rec_.memory_use.end() - 1;
+    }
+    it->peak_allocated = std::max(it->peak_allocated, *e.total_allocated);
+    it->peak_reserved = std::max(it->peak_reserved, e.total_reserved.value_or(0));
+    ++it->events;
+  }
+
   void Use(int64_t offset) {
     const kineto::RawEvent& e = event_;
     if (e.ph != 'X') {
       if (e.ph == 'M' || e.ph == 'i' || e.ph == 'I' || e.ph == 's' || e.ph == 'f' || e.ph == 't' ||
-          e.ph == 'C' || e.ph == 'b' || e.ph == 'e' || e.ph == 'n')
-        return;  // metadata, instants, flows, counters: not used by the analyses yet
+          e.ph == 'C' || e.ph == 'b' || e.ph == 'e' || e.ph == 'n') {
+        if (e.ph == 'i' && e.name == "[memory]") UseMemoryEvent(e);
+        return;  // metadata, other instants, flows, counters: not used by the analyses
+      }
       if (e.ph == 0) {
         rec_.stats.AddIssue(IssueSeverity::kWarning, "missing_ph",
                             fmt::format("{}: byte {}: event without \"ph\" skipped", rec_.source_path, offset));
@@ -275,6 +343,14 @@ class KinetoImporter {
         else if (IsCommunicationOpName(e.name)) c.kind = CpuSpanKind::kCommunication;
         if (!e.first_input_type.empty()) c.first_input_type = rec_.names.Intern(e.first_input_type);
         if (e.flops) c.flops = *e.flops;
+        if (!e.input_dims.empty() && IsMatrixOpName(e.name)) {
+          MatrixOpShapes shapes;
+          shapes.external_id = c.external_id;
+          shapes.name = c.name;
+          shapes.dtype = c.first_input_type;
+          ParseInputDims(e.input_dims, shapes);
+          rec_.matrix_shapes.push_back(shapes);
+        }
         rec_.cpu_spans.push_back(c);
         break;
       }

@@ -1,0 +1,145 @@
+// Tensor-core tile alignment from recorded input shapes, and the device memory the
+// caching allocator held. Tensor cores work on tiles: cuBLAS and cuDNN reach their
+// tensor-core rates when the GEMM's N and K (a convolution's input and output
+// channels) are multiples of 8 elements for fp16/bf16 and of 16 for fp8/int8
+// (NVIDIA Deep Learning Performance Guide, "Matrix Multiplication Background" and
+// "Tensor Core Requirements"); other sizes run padded or on slower paths.
+#include "src/analysis/shapes.h"
+
+#include <algorithm>
+#include <unordered_map>
+
+#include <fmt/format.h>
+
+#include "src/analysis/kernel_taxonomy.h"
+#include "src/util/strings.h"
+
+namespace gputriage::analysis {
+namespace {
+
+/// The tile multiple for a framework dtype, 0 when the rule does not apply.
+int TileMultiple(std::string_view dtype) {
+  if (dtype == "c10::Half" || dtype == "c10::BFloat16" || dtype == "half" || dtype == "bfloat16") return 8;
+  if (Contains(dtype, "Float8") || dtype == "signed char" || dtype == "int8") return 16;
+  return 0;
+}
+
+struct Dim {
+  const char* what;
+  int64_t value;
+};
+
+/// The dimensions tensor cores tile, by operator: GEMM N and K, convolution channels.
+std::vector<Dim> TiledDims(std::string_view op, const MatrixOpShapes& s) {
+  auto dim = [&](int input, int from_end) -> int64_t {
+    if (input >= s.inputs) return -1;
+    const int rank = s.rank[static_cast<size_t>(input)];
+    const int i = from_end >= 0 ? rank - 1 - from_end : -from_end - 1;
+    if (rank == 0 || i < 0 || i >= rank) return -1;
+    return s.dims[static_cast<size_t>(input)][static_cast<size_t>(i)];
+  };
+  std::vector<Dim> out;
+  if (op == "aten::linear") {  // input [..., K], weight [N, K]
+    out = {{"K", dim(0, 0)}, {"N", dim(1, 1)}};
+  } else if (op == "aten::addmm" || op == "aten::baddbmm" || op == "aten::addbmm") {  // bias, A [.., M, K], B [.., K, N]
+    out = {{"K", dim(1, 0)}, {"N", dim(2, 0)}};
+  } else if (op == "aten::mm" || op == "aten::bmm" || op == "aten::matmul" || op == "aten::_scaled_mm") {
+    out = {{"K", dim(0, 0)}, {"N", dim(1, 0)}};
+  } else if (StartsWith(op, "aten::conv") || op == "aten::_convolution" || op == "aten::cudnn_convolution") {
+    out = {{"C_in", dim(0, -2)}, {"C_out", dim(1, -1)}};  // input [N, C, ...], weight [O, C/g, ...]
+  }
+  std::erase_if(out, [](const Dim& d) { return d.value <= 0; });
+  return out;
+}
+
+std::string ShapesText(const MatrixOpShapes& s) {
+  std::string out = "[";
+  for (int i = 0; i < s.inputs; ++i) {
+    out += i ? ", [" : "[";
+    for (int k = 0; k < s.rank[static_cast<size_t>(i)]; ++k)
+      out += (k ? ", " : "") + std::to_string(s.dims[static_cast<size_t>(i)][static_cast<size_t>(k)]);
+    out += "]";
+  }
+  return out + "]";
+}
+
+}  // namespace
+
+ShapeAlignment MeasureShapeAlignment(const Recording& rec, const std::vector<const KernelKind*>& kinds, int device,
+                                     TimeNs matrix_total_ns) {
+  ShapeAlignment out;
+  if (rec.matrix_shapes.empty()) return out;
+  out.available = true;
+  // Matrix kernel time by the operator (external id) that launched it.
+  std::unordered_map<int64_t, std::pair<TimeNs, int64_t>> by_op;
+  for (size_t i = 0; i < rec.kernels.size(); ++i) {
+    const auto& k = rec.kernels[i];
+    if (k.external_id < 0 || (device >= 0 && k.device != device) || !kinds[i] || !IsMatrixClass(kinds[i]->cls)) continue;
+    auto& e = by_op[k.external_id];
+    e.first += k.time.duration();
+    ++e.second;
+  }
+  std::unordered_map<std::string, MisalignedOp> misaligned;  // by operator, dtype and shapes
+  for (const auto& s : rec.matrix_shapes) {
+    const int tile = TileMultiple(rec.names.View(s.dtype));
+    if (tile == 0) continue;
+    auto it = by_op.find(s.external_id);
+    if (it == by_op.end()) continue;  // a wrapper (aten::linear) whose kernels the inner op (aten::addmm) launched
+    const TimeNs ns = it->second.first;
+    out.checked_ns += ns;
+    std::string off;
+    for (const auto& d : TiledDims(rec.names.View(s.name), s))
+      if (d.value % tile != 0) off += fmt::format("{}{}={} ", off.empty() ? "" : "", d.what, d.value);
+    if (off.empty()) continue;
+    out.misaligned_ns += ns;
+    const std::string shapes = ShapesText(s);
+    const std::string key = std::string(rec.names.View(s.name)) + "|" + std::string(rec.names.View(s.dtype)) + "|" + shapes;
+    auto& m = misaligned[key];
+    if (m.name.empty()) {
+      m.name = std::string(rec.names.View(s.name));
+      m.dtype = std::string(rec.names.View(s.dtype));
+      m.shapes = shapes;
+      off.pop_back();
+      m.dims = fmt::format("{} (not a multiple of {})", off, tile);
+    }
+    ++m.calls;
+    m.kernel_ns += ns;
+  }
+  if (matrix_total_ns > 0)
+    out.misaligned_percent_of_matrix = 100.0 * static_cast<double>(out.misaligned_ns) / static_cast<double>(matrix_total_ns);
+  for (auto& [key, m] : misaligned) out.top.push_back(std::move(m));
+  std::sort(out.top.begin(), out.top.end(), [](const MisalignedOp& a, const MisalignedOp& b) { return a.kernel_ns > b.kernel_ns; });
+  if (out.top.size() > 5) out.top.resize(5);
+  return out;
+}
+
+std::vector<bool> MisalignedKernels(const Recording& rec, const std::vector<const KernelKind*>& kinds) {
+  std::vector<bool> out(rec.kernels.size(), false);
+  std::unordered_map<int64_t, bool> off;
+  for (const auto& s : rec.matrix_shapes) {
+    const int tile = TileMultiple(rec.names.View(s.dtype));
+    if (tile == 0) continue;
+    for (const auto& d : TiledDims(rec.names.View(s.name), s))
+      if (d.value % tile != 0) off[s.external_id] = true;
+  }
+  if (off.empty()) return {};
+  for (size_t i = 0; i < rec.kernels.size(); ++i)
+    out[i] = kinds[i] && IsMatrixClass(kinds[i]->cls) && off.count(rec.kernels[i].external_id) > 0;
+  return out;
+}
+
+TraceMemory MeasureTraceMemory(const Recording& rec, const Device& device) {
+  TraceMemory out;
+  for (const auto& m : rec.memory_use) {
+    if (device.id >= 0 && m.device != device.id) continue;
+    out.available = true;
+    out.peak_allocated_gib = std::max(out.peak_allocated_gib, static_cast<double>(m.peak_allocated) / (1 << 30));
+    out.peak_reserved_gib = std::max(out.peak_reserved_gib, static_cast<double>(m.peak_reserved) / (1 << 30));
+  }
+  if (!out.available) return out;
+  out.total_gib = static_cast<double>(device.total_memory_bytes) / (1 << 30);
+  if (out.total_gib > 0) out.peak_reserved_percent = 100.0 * std::max(out.peak_reserved_gib, out.peak_allocated_gib) / out.total_gib;
+  return out;
+}
+
+}  // namespace gputriage::analysis

@@ -16,6 +16,7 @@
 #include "gputriage/metrics.h"
 #include "gputriage/report.h"
 #include "src/analysis/gpu_specs.h"
+#include "src/analysis/metric_analysis.h"
 
 namespace gputriage {
 namespace {
@@ -350,6 +351,31 @@ TEST(Cost, PricePerGpuHourPerDeviceAndRun) {
   EXPECT_NEAR(d.cost.cost_usd, 4.0, 1e-6);
   EXPECT_EQ(d.cost.price_basis, "--price-per-gpu-hour");
   EXPECT_NE(d.summary.gpu_busy_source.find("utilization.gpu"), std::string::npos);
+}
+
+TEST(Cost, AMigSliceCostsItsShareOfTheBoard) {
+  // dcgm-exporter scrapes of an H100's 3g.40gb instance, once a second for an hour,
+  // GR engine 50 %: it is 3 of the board's 7 compute slices, so 3/7 of a GPU-hour.
+  DiagnoseOptions o;
+  o.price_per_gpu_hour = 7.0;
+  std::string scrapes;
+  for (int t = 0; t < 3600; ++t)
+    scrapes += fmt::format(
+        "DCGM_FI_PROF_GR_ENGINE_ACTIVE{{gpu=\"0\",UUID=\"GPU-1\",GPU_I_PROFILE=\"3g.40gb\",GPU_I_ID=\"2\","
+        "modelName=\"NVIDIA H100 80GB HBM3\",Hostname=\"node\"}} 0.5 {}\n",
+        1772359200000LL + t * 1000LL);
+  const Diagnosis d = DiagnoseText(scrapes, o);
+  ASSERT_EQ(d.cost.devices.size(), 1u) << d.cost.devices.size();
+  const auto& c = d.cost.devices[0];
+  EXPECT_NEAR(c.board_share, 3.0 / 7.0, 1e-12);
+  EXPECT_NEAR(c.hours, 3.0 / 7.0, 1e-3);
+  EXPECT_NEAR(c.cost_usd, 3.0, 0.01);
+  EXPECT_NEAR(c.idle_cost_by_util_usd, 1.5, 0.01);
+  EXPECT_NE(c.price_source.find("MIG 3g.40gb"), std::string::npos);
+  EXPECT_NEAR(MigBoardShare("1g.10gb", "NVIDIA H100 80GB HBM3"), 1.0 / 7, 1e-12);
+  EXPECT_NEAR(MigBoardShare("1c.2g.20gb", "NVIDIA A100-SXM4-40GB"), 2.0 / 7, 1e-12);
+  EXPECT_NEAR(MigBoardShare("2g.12gb", "NVIDIA A30"), 2.0 / 4, 1e-12);
+  EXPECT_EQ(MigBoardShare("", "NVIDIA A30"), 1.0);
 }
 
 TEST(Cost, DefaultPricesAreDatedAndSourced) {

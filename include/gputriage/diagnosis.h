@@ -202,6 +202,8 @@ struct DeviceMetricAnalysis {
   std::string hostname;
   bool mig_instance = false;
   bool mig_mode = false;
+  std::string mig_profile;                    // "3g.40gb" for a MIG instance
+  double board_share = 1.0;                   // of the physical GPU: a MIG instance's compute slices / the board's
   std::map<std::string, std::string> labels;  // Kubernetes attribution
   std::string job_use;                        // live recordings: "used" / "not_used" by the job, "" unknown
   std::vector<std::string> other_processes;   // processes outside the job seen on this GPU ("pid 4242")
@@ -398,6 +400,7 @@ struct DeviceCost {
   std::string label;
   std::string name;
   double hours = 0;
+  double board_share = 1.0;  // a MIG instance's share of the board (its price is that share)
   double price_per_hour = 0;
   std::string price_source;
   double cost_usd = 0;

@@ -30,6 +30,23 @@ const char* ReasonName(size_t bit) {
 
 }  // namespace
 
+double MigBoardShare(std::string_view profile, std::string_view board_name) {
+  // "3g.40gb" (or a compute-instance profile "1c.3g.40gb"): the GPU instance's
+  // compute slices. A100, H100, H200 and B200 boards have 7; A30 has 4 (NVIDIA MIG
+  // user guide, "Supported MIG Profiles").
+  size_t at = profile.find('g');
+  while (at != std::string_view::npos && at > 0 && !(profile[at - 1] >= '0' && profile[at - 1] <= '9'))
+    at = profile.find('g', at + 1);
+  if (at == std::string_view::npos || at == 0) return 1.0;
+  size_t begin = at;
+  while (begin > 0 && profile[begin - 1] >= '0' && profile[begin - 1] <= '9') --begin;
+  int slices = 0;
+  for (size_t i = begin; i < at && slices < 100; ++i) slices = slices * 10 + (profile[i] - '0');
+  const int board = board_name.find("A30") != std::string_view::npos ? 4 : 7;
+  if (slices <= 0 || slices > board) return 1.0;
+  return static_cast<double>(slices) / board;
+}
+
 std::vector<DeviceMetricAnalysis> AnalyzeMetrics(const MetricSet& metrics) {
   std::vector<DeviceMetricAnalysis> out;
   for (const auto& d : metrics.devices) {
@@ -40,6 +57,8 @@ std::vector<DeviceMetricAnalysis> AnalyzeMetrics(const MetricSet& metrics) {
     a.hostname = d.hostname;
     a.mig_instance = d.mig_instance >= 0;
     a.mig_mode = d.mig_mode;
+    a.mig_profile = d.mig_profile;
+    if (a.mig_instance) a.board_share = MigBoardShare(d.mig_profile, d.name);
     a.labels = d.labels;
     a.job_use = d.job_use == MetricDevice::JobUse::kUsed      ? "used"
                 : d.job_use == MetricDevice::JobUse::kNotUsed ? "not_used"

@@ -3,6 +3,7 @@
 // power against the board limit, clocks and clock-event reasons.
 #pragma once
 
+#include <string_view>
 #include <vector>
 
 #include "gputriage/diagnosis.h"
@@ -15,5 +16,9 @@ constexpr double kNearZeroPercent = 5.0;
 constexpr double kNearFullPercent = 95.0;
 
 std::vector<DeviceMetricAnalysis> AnalyzeMetrics(const MetricSet& metrics);
+
+/// A MIG instance's share of its board: its GPU instance's compute slices over the
+/// board's (7, or 4 on an A30); 1 when the profile says nothing.
+double MigBoardShare(std::string_view profile, std::string_view board_name);
 
 }  // namespace gputriage

@@ -112,7 +112,7 @@ json CostJson(const CostReport& c) {
             {"sm_active_mean_percent", Num(c.sm_active_mean_percent)}, {"notes", c.notes}};
   j["devices"] = json::array();
   for (const auto& d : c.devices)
-    j["devices"].push_back({{"label", d.label}, {"name", d.name}, {"hours", d.hours},
+    j["devices"].push_back({{"label", d.label}, {"name", d.name}, {"hours", d.hours}, {"board_share", d.board_share},
                             {"price_per_hour", d.price_per_hour > 0 ? json(d.price_per_hour) : json(nullptr)},
                             {"price_source", d.price_source.empty() ? json(nullptr) : json(d.price_source)},
                             {"cost_usd", d.price_per_hour > 0 ? json(d.cost_usd) : json(nullptr)},

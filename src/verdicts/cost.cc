@@ -67,7 +67,9 @@ CostReport ComputeCost(const std::vector<RecordingAnalysis>& recordings, const D
       DeviceCost c;
       c.label = d.label + (rec.phase.empty() ? "" : " (" + rec.phase + ")");
       c.name = d.name;
-      c.hours = d.hours;
+      // A MIG slice costs its share of the board, and is that share of a GPU-hour.
+      c.board_share = d.board_share;
+      c.hours = d.hours * d.board_share;
       c.util_percent = d.busy_mean_percent;
       const auto& sm = d.metrics[static_cast<int>(Metric::kSmActive)];
       if (sm.samples > 0) c.sm_active_percent = sm.mean;
@@ -80,6 +82,8 @@ CostReport ComputeCost(const std::vector<RecordingAnalysis>& recordings, const D
       } else {
         all_priced = false;
       }
+      if (d.board_share < 1.0 && c.price_per_hour > 0)
+        c.price_source += fmt::format("; MIG {}: {:.3g} of the board's hours", d.mig_profile, d.board_share);
       c.cost_usd = c.hours * c.price_per_hour;
       if (c.price_per_hour > 0) {
         c.idle_cost_by_util_usd = c.cost_usd * (1.0 - c.util_percent / 100.0);

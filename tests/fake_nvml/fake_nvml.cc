@@ -477,11 +477,28 @@ FAKE_API nvmlReturn_t nvmlGpmSampleFree(nvmlGpmSample_t sample) {
 FAKE_API nvmlReturn_t nvmlGpmSampleGet(nvmlDevice_t device, nvmlGpmSample_t sample) {
   FakeDevice* d = Get(device);
   if (!d || sample == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  // This fake answers per-instance GPM only through nvmlGpmMigSampleGet, NVML's
+  // call for it: a sampler that used the plain call on a MIG handle gets nothing.
+  if (d->parent) return NVML_ERROR_NOT_SUPPORTED;
   if (!d->gpm) return NVML_ERROR_NOT_SUPPORTED;
   if (int rc = Outcome(*d, "gpm")) return rc;
   sample->device = d;
   sample->sample = d->sample;
   return NVML_SUCCESS;
+}
+
+FAKE_API nvmlReturn_t nvmlGpmMigSampleGet(nvmlDevice_t device, unsigned int gpu_instance, nvmlGpmSample_t sample) {
+  FakeDevice* board = Get(device);
+  if (!board || board->parent || sample == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  for (auto& inst : board->instances) {
+    if (inst.gpu_instance != gpu_instance) continue;
+    if (!inst.gpm) return NVML_ERROR_NOT_SUPPORTED;
+    if (int rc = Outcome(inst, "gpm")) return rc;
+    sample->device = &inst;
+    sample->sample = inst.sample;
+    return NVML_SUCCESS;
+  }
+  return NVML_ERROR_NOT_FOUND;
 }
 
 FAKE_API nvmlReturn_t nvmlGpmMetricsGet(nvmlGpmMetricsGet_t* request) {

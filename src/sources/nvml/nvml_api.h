@@ -197,6 +197,8 @@ using nvmlGpmQueryDeviceSupport_fn = nvmlReturn_t (*)(nvmlDevice_t, nvmlGpmSuppo
 using nvmlGpmSampleAlloc_fn = nvmlReturn_t (*)(nvmlGpmSample_t*);
 using nvmlGpmSampleFree_fn = nvmlReturn_t (*)(nvmlGpmSample_t);
 using nvmlGpmSampleGet_fn = nvmlReturn_t (*)(nvmlDevice_t, nvmlGpmSample_t);
+// MIG: the physical GPU's handle and the GPU instance id (NVML 11.8+).
+using nvmlGpmMigSampleGet_fn = nvmlReturn_t (*)(nvmlDevice_t, unsigned int, nvmlGpmSample_t);
 using nvmlGpmMetricsGet_fn = nvmlReturn_t (*)(nvmlGpmMetricsGet_t*);
 
 }  // extern "C"

@@ -114,6 +114,7 @@ StatusOr<std::unique_ptr<NvmlLibrary>> NvmlLibrary::Load(const std::string& path
   a.GpmSampleAlloc = Resolve<nvmlGpmSampleAlloc_fn>(handle, {"nvmlGpmSampleAlloc"});
   a.GpmSampleFree = Resolve<nvmlGpmSampleFree_fn>(handle, {"nvmlGpmSampleFree"});
   a.GpmSampleGet = Resolve<nvmlGpmSampleGet_fn>(handle, {"nvmlGpmSampleGet"});
+  a.GpmMigSampleGet = Resolve<nvmlGpmMigSampleGet_fn>(handle, {"nvmlGpmMigSampleGet"});
   a.GpmMetricsGet = Resolve<nvmlGpmMetricsGet_fn>(handle, {"nvmlGpmMetricsGet"});
 
   const nvmlReturn_t rc = init();

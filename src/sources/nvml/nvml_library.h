@@ -49,6 +49,7 @@ struct NvmlApi {
   nvmlGpmSampleAlloc_fn GpmSampleAlloc = nullptr;
   nvmlGpmSampleFree_fn GpmSampleFree = nullptr;
   nvmlGpmSampleGet_fn GpmSampleGet = nullptr;
+  nvmlGpmMigSampleGet_fn GpmMigSampleGet = nullptr;
   nvmlGpmMetricsGet_fn GpmMetricsGet = nullptr;
 };
 

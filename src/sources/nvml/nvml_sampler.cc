@@ -131,6 +131,13 @@ StatusOr<NvmlSampler> NvmlSampler::Open(const NvmlLibrary& nvml, Recording& reco
   return sampler;
 }
 
+nvmlReturn_t NvmlSampler::GpmSample(const Gpu& gpu, nvmlGpmSample_t sample) const {
+  const NvmlApi& api = nvml_->api();
+  if (gpu.mig_instance && gpu.parent_handle && api.GpmMigSampleGet)
+    return api.GpmMigSampleGet(gpu.parent_handle, gpu.gpu_instance, sample);
+  return api.GpmSampleGet(gpu.handle, sample);
+}
+
 void NvmlSampler::SetUpGpm(Gpu& gpu, Recording& recording) {
   const NvmlApi& api = nvml_->api();
   bool gpm = false;
@@ -139,7 +146,7 @@ void NvmlSampler::SetUpGpm(Gpu& gpu, Recording& recording) {
     support.version = NVML_GPM_SUPPORT_VERSION;
     gpm = api.GpmQueryDeviceSupport(gpu.handle, &support) == NVML_SUCCESS && support.isSupportedDevice != 0 &&
           api.GpmSampleAlloc(&gpu.gpm_previous) == NVML_SUCCESS && api.GpmSampleAlloc(&gpu.gpm_current) == NVML_SUCCESS &&
-          api.GpmSampleGet(gpu.handle, gpu.gpm_previous) == NVML_SUCCESS;
+          GpmSample(gpu, gpu.gpm_previous) == NVML_SUCCESS;
   }
   if (!gpm) {
     gpu.unsupported[kGpm] = true;
@@ -196,6 +203,8 @@ void NvmlSampler::OpenMigInstances(size_t parent, Recording& recording) {
     instance.metric_device = *pos;
     instance.mig_instance = true;
     instance.parent = static_cast<int>(parent);
+    instance.parent_handle = physical.handle;
+    instance.gpu_instance = gpu_instance;
     for (Call c : {kUtil, kUtilBuffer, kPower, kSmClock, kMemClock, kTemp, kReasons, kPcieRx, kPcieTx, kProcessUtil})
       instance.unsupported[c] = true;  // board-level readings stay on the physical GPU; NVML has no MIG utilization
     SetUpGpm(instance, recording);
@@ -219,7 +228,7 @@ NvmlSampler::~NvmlSampler() {
 void NvmlSampler::SampleGpm(Gpu& gpu, TimeNs t, Recording& recording) {
   if (gpu.unsupported[kGpm] || gpu.lost || t - gpu.gpm_previous_t < kGpmMinInterval) return;
   const NvmlApi& api = nvml_->api();
-  if (!Check(api.GpmSampleGet(gpu.handle, gpu.gpm_current), gpu, kGpm, recording)) return;
+  if (!Check(GpmSample(gpu, gpu.gpm_current), gpu, kGpm, recording)) return;
   nvmlGpmMetricsGet_t request{};  // ~13 KB: the struct for every NVML release's metric count
   request.version = NVML_GPM_METRICS_GET_VERSION;
   request.numMetrics = static_cast<unsigned int>(std::size(kGpmMetrics));

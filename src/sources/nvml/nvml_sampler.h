@@ -54,6 +54,8 @@ class NvmlSampler {
     bool lost = false;
     bool mig_instance = false;  // a MIG device handle: memory, GPM and processes only
     int parent = -1;            // for an instance: the physical GPU's position in devices_
+    nvmlDevice_t parent_handle = nullptr;  // for an instance: the physical GPU (GPM's MIG call takes it)
+    unsigned int gpu_instance = 0;         // for an instance: its GPU instance id
     std::array<bool, kNumCalls> unsupported{};
     // The driver's high-rate utilization buffer: raw timestamps (µs, on the
     // driver's clock) map to wall time by one offset fixed at the first read.
@@ -78,6 +80,10 @@ class NvmlSampler {
   bool SampleUtilBuffer(Gpu& gpu, TimeNs t, Recording& recording);
   void OpenMigInstances(size_t parent, Recording& recording);
   void SetUpGpm(Gpu& gpu, Recording& recording);
+  /// One GPM sample: through nvmlGpmMigSampleGet(physical GPU, instance id) for a
+  /// MIG instance where the library has it (NVML's call for per-instance GPM), else
+  /// nvmlGpmSampleGet on the device's own handle.
+  nvmlReturn_t GpmSample(const Gpu& gpu, nvmlGpmSample_t sample) const;
   bool ListProcesses(Gpu& gpu, Recording& recording);
   /// Lost, or a MIG instance of a lost GPU: not sampled any more.
   bool Gone(const Gpu& gpu) const;

@@ -140,6 +140,7 @@ class SeriesSketch {
     double min = 0;
     double max = 0;
     int64_t count = 0;
+    double weight = 0;  // the time its samples cover (ns): the mean is weighted by it
   };
   std::vector<TimelinePoint> Timeline() const;
   TimeNs timeline_bucket_ns() const { return bucket_ns_; }
@@ -157,7 +158,7 @@ class SeriesSketch {
   struct Histogram;
   struct IntervalCounts;
   struct RhythmState;
-  void AddTimeline(TimeNs t, double value);
+  void AddTimeline(TimeNs t, double value, double weight);
   void FlushRhythmBlock();
 
   static constexpr size_t kWarmSamples = 16;

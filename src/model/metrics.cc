@@ -260,7 +260,7 @@ void SeriesSketch::Add(TimeNs t, double value) {
     ++out_of_order_;  // counts in the distribution, not in the timeline or the rhythm
     return;
   }
-  AddTimeline(t, value);
+  AddTimeline(t, value, Weight(dt, std::max<TimeNs>(reference_interval_, 0)));
   if (rhythm_) {
     auto& r = *rhythm_;
     // A gap of several sampling intervals breaks the regular spacing the
@@ -278,16 +278,18 @@ void SeriesSketch::Add(TimeNs t, double value) {
   }
 }
 
-void SeriesSketch::AddTimeline(TimeNs t, double value) {
+void SeriesSketch::AddTimeline(TimeNs t, double value, double w) {
+  // Buckets hold time-weighted sums (mean: sum of w x value; weight: sum of w) until Timeline() divides.
   if (timeline_.empty()) {
-    timeline_.push_back({t, value, value, value, 1});
+    timeline_.push_back({t, w * value, value, value, 1, w});
     return;
   }
   if (bucket_ns_ == 0) {
     const TimeNs dt = t - first_t_;
     if (dt <= 0) {  // same instant as the first sample
       auto& p = timeline_[0];
-      p.mean += value;
+      p.mean += w * value;
+      p.weight += w;
       ++p.count;
       p.min = std::min(p.min, value);
       p.max = std::max(p.max, value);
@@ -298,7 +300,8 @@ void SeriesSketch::AddTimeline(TimeNs t, double value) {
   if (t >= current_start_ && t < current_start_ + bucket_ns_ && current_ < timeline_.size()) {
     auto& p = timeline_[current_];  // still inside the current bucket: the common case
     if (p.count > 0) {
-      p.mean += value;  // a running sum until Timeline() divides
+      p.mean += w * value;
+      p.weight += w;
       ++p.count;
       p.min = std::min(p.min, value);
       p.max = std::max(p.max, value);
@@ -319,6 +322,7 @@ void SeriesSketch::AddTimeline(TimeNs t, double value) {
         continue;
       }
       m.mean += p.mean;  // sums
+      m.weight += p.weight;
       m.min = std::min(m.min, p.min);
       m.max = std::max(m.max, p.max);
       m.count += p.count;
@@ -332,9 +336,10 @@ void SeriesSketch::AddTimeline(TimeNs t, double value) {
   current_start_ = first_t_ + index * bucket_ns_;
   auto& p = timeline_[static_cast<size_t>(index)];
   if (p.count == 0) {
-    p = {first_t_ + index * bucket_ns_, value, value, value, 1};
+    p = {first_t_ + index * bucket_ns_, w * value, value, value, 1, w};
   } else {
-    p.mean += value;
+    p.mean += w * value;
+    p.weight += w;
     ++p.count;
     p.min = std::min(p.min, value);
     p.max = std::max(p.max, value);
@@ -463,7 +468,7 @@ std::vector<SeriesSketch::TimelinePoint> SeriesSketch::Timeline() const {
   std::vector<TimelinePoint> out;
   for (auto p : timeline_) {
     if (p.count == 0) continue;
-    p.mean /= static_cast<double>(p.count);  // buckets hold sums while accumulating
+    p.mean = p.weight > 0 ? p.mean / p.weight : p.mean / static_cast<double>(p.count);  // sums while accumulating
     out.push_back(p);
   }
   return out;

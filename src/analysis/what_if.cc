@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 
 #include <fmt/format.h>
 
@@ -77,6 +78,21 @@ StepPrediction Predict(const TraceReplay& replay, double correction, double nois
   p.basis = noise > 0 ? fmt::format("{}; the range widened by the step-time CV ({:.1f}%) for run-to-run variation", basis, noise * 100)
                       : std::move(basis);
   return p;
+}
+
+/// A scenario in which the selected kernels run `best`, `point` or `worst` times faster.
+StepPrediction PredictFasterKernels(const TraceReplay& replay, double correction, double noise, size_t kernels,
+                                    const std::function<bool(size_t)>& selected, double best, double point,
+                                    double worst, double data_wait_left_ms, std::string basis) {
+  auto change = [&](double speedup) {
+    ReplayChange c;
+    c.kernel_scale.assign(kernels, 1.0f);
+    for (size_t i = 0; i < kernels; ++i)
+      if (selected(i)) c.kernel_scale[i] = static_cast<float>(1.0 / speedup);
+    return c;
+  };
+  return Predict(replay, correction, noise, change(best), change(point), change(worst), data_wait_left_ms,
+                 std::move(basis));
 }
 
 std::vector<float> ScaleKernels(const std::vector<const KernelKind*>& kinds, auto&& factor) {
@@ -156,52 +172,33 @@ WhatIfs PredictFixes(const Recording& rec, const Index& index, const StepWindows
                       spec->model));
   }
 
-  if (a.attention.backend == "math") {
-    auto change = [&](double speedup) {
-      ReplayChange c;
-      c.kernel_scale = ScaleKernels(kernel_kinds, [&](const KernelKind& k) {
-        return k.cls == KernelClass::kSoftmax || k.batched ? 1.0 / speedup : 1.0;
-      });
-      return c;
-    };
-    out.fused_attention = Predict(
-        replay, correction, noise, change(kAttentionSpeedupBest), change(kAttentionSpeedupPoint), change(kAttentionSpeedupWorst),
-        data_wait_ms,
+  const size_t n = rec.kernels.size();
+  auto is = [&](size_t i, auto&& test) { return kernel_kinds[i] != nullptr && test(*kernel_kinds[i]); };
+  if (a.attention.backend == "math")
+    out.fused_attention = PredictFasterKernels(
+        replay, correction, noise, n,
+        [&](size_t i) { return is(i, [](const KernelKind& k) { return k.cls == KernelClass::kSoftmax || k.batched; }); },
+        kAttentionSpeedupBest, kAttentionSpeedupPoint, kAttentionSpeedupWorst, data_wait_ms,
         fmt::format("trace replayed with softmax and batched-GEMM kernels {:.1f}x faster on a fused kernel "
                     "({:.1f}-{:.1f}x; FlashAttention reports 2-4x)",
                     kAttentionSpeedupPoint, kAttentionSpeedupWorst, kAttentionSpeedupBest));
-  }
   if (a.shapes.misaligned_ns > 0) {
     const std::vector<bool> off = MisalignedKernels(rec, kernel_kinds);
-    auto change = [&](double speedup) {
-      ReplayChange c;
-      c.kernel_scale.assign(rec.kernels.size(), 1.0f);
-      for (size_t i = 0; i < off.size(); ++i)
-        if (off[i]) c.kernel_scale[i] = static_cast<float>(1.0 / speedup);
-      return c;
-    };
-    out.aligned_shapes = Predict(
-        replay, correction, noise, change(kAlignSpeedupBest), change(kAlignSpeedupPoint), change(kAlignSpeedupWorst),
-        data_wait_ms,
+    out.aligned_shapes = PredictFasterKernels(
+        replay, correction, noise, n, [&](size_t i) { return i < off.size() && off[i]; }, kAlignSpeedupBest,
+        kAlignSpeedupPoint, kAlignSpeedupWorst, data_wait_ms,
         fmt::format("trace replayed with the off-tile matrix kernels {:.1f}x faster once padded ({:.1f}-{:.1f}x; "
                     "NVIDIA's Deep Learning Performance Guide)",
                     kAlignSpeedupPoint, kAlignSpeedupWorst, kAlignSpeedupBest));
   }
-  if (a.precision.memory_bound_ns > 0) {
-    auto change = [&](double speedup) {
-      ReplayChange c;
-      c.kernel_scale = ScaleKernels(kernel_kinds, [&](const KernelKind& k) {
-        return IsMemoryBoundClass(k.cls) ? 1.0 / speedup : 1.0;
-      });
-      return c;
-    };
-    out.fused_memory = Predict(
-        replay, correction, noise, change(kMemoryFusionSpeedupBest), change(kMemoryFusionSpeedupPoint),
-        change(kMemoryFusionSpeedupWorst), data_wait_ms,
+  if (a.precision.memory_bound_ns > 0)
+    out.fused_memory = PredictFasterKernels(
+        replay, correction, noise, n,
+        [&](size_t i) { return is(i, [](const KernelKind& k) { return IsMemoryBoundClass(k.cls); }); },
+        kMemoryFusionSpeedupBest, kMemoryFusionSpeedupPoint, kMemoryFusionSpeedupWorst, data_wait_ms,
         fmt::format("trace replayed with elementwise, reduction, normalisation and copy kernels {:.1f}x faster when "
                     "fused ({:.1f}-{:.1f}x; PyTorch 2 reports 1.41x geomean training speedup from compilation)",
                     kMemoryFusionSpeedupPoint, kMemoryFusionSpeedupWorst, kMemoryFusionSpeedupBest));
-  }
   return out;
 }
 

@@ -191,7 +191,7 @@ WhatIfs PredictFixes(const Recording& rec, const Index& index, const StepWindows
                     "NVIDIA's Deep Learning Performance Guide)",
                     kAlignSpeedupPoint, kAlignSpeedupWorst, kAlignSpeedupBest));
   }
-  if (a.precision.memory_bound_ns > 0)
+  if (a.precision.memory_bound_percent_of_kernels >= kMemoryBoundModeratePercent)
     out.fused_memory = PredictFasterKernels(
         replay, correction, noise, n,
         [&](size_t i) { return is(i, [](const KernelKind& k) { return IsMemoryBoundClass(k.cls); }); },

@@ -21,6 +21,10 @@ inline constexpr double kWorkerHostStretchBest = 1.0;    // spare cores at full 
 inline constexpr double kWorkerHostStretchPoint = 1.15;
 inline constexpr double kWorkerHostStretchWorst = 1.35;  // the all-core turbo drop of the Xeons above
 
+// memory_bound's lowest line (bytes-bound kernels' share of kernel time): its
+// fusion replay runs only where the verdict can fire.
+inline constexpr double kMemoryBoundModeratePercent = 50.0;
+
 // A fixed run is another run: its range is widened by this run's own step-time
 // variation (coefficient of variation), at most this much.
 inline constexpr double kMaxRunToRunNoise = 0.2;

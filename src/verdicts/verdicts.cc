@@ -9,6 +9,7 @@
 #include "gputriage/diagnosis.h"
 #include "src/analysis/gpu_specs.h"
 #include "src/analysis/kernel_taxonomy.h"
+#include "src/analysis/what_if.h"
 #include "src/verdicts/verdicts_internal.h"
 
 namespace gputriage {
@@ -31,7 +32,6 @@ constexpr double kHostPacedIntervalUs = 1000;   // the host issues a kernel at l
 constexpr double kMinWorthwhileGainPercent = 5.0;  // below this a fix is not what holds the step
 constexpr double kMisalignedLowPercent = 5.0;        // off-tile share of matrix kernel time
 constexpr double kMisalignedModeratePercent = 20.0;
-constexpr double kMemoryBoundModeratePercent = 50.0;  // bytes-bound kernels' share of kernel time
 constexpr double kMemoryBoundHighPercent = 70.0;
 constexpr double kMemoryBoundMinBusyPercent = 50.0;   // the GPU must be what the step waits for
 constexpr double kSmFillModerate = 0.5;         // SMs with a block, share of busy time (SM efficiency / busy)
@@ -292,7 +292,7 @@ void LaunchBound(const Context& c, std::vector<Finding>& out) {
 /// reductions, norms, softmax, copies), on a GPU the step waits for.
 void MemoryBound(const Context& c, std::vector<Finding>& out) {
   const auto& p = c.a.precision;
-  if (p.memory_bound_percent_of_kernels < kMemoryBoundModeratePercent || c.a.gpu.busy_percent < kMemoryBoundMinBusyPercent)
+  if (p.memory_bound_percent_of_kernels < analysis::kMemoryBoundModeratePercent || c.a.gpu.busy_percent < kMemoryBoundMinBusyPercent)
     return;
   Finding f;
   f.verdict = "memory_bound";
@@ -314,7 +314,7 @@ void MemoryBound(const Context& c, std::vector<Finding>& out) {
       c.a.gpu.busy_percent, p.memory_bound_percent_of_kernels, top.empty() ? "-" : top);
   f.evidence.push_back(E("memory_bound_percent_of_kernel_time", p.memory_bound_percent_of_kernels, "percent",
                          "elementwise, reduction, normalisation, softmax and copy kernels by name",
-                         f.severity == Severity::kHigh ? kMemoryBoundHighPercent : kMemoryBoundModeratePercent, ">="));
+                         f.severity == Severity::kHigh ? kMemoryBoundHighPercent : analysis::kMemoryBoundModeratePercent, ">="));
   f.evidence.push_back(E("matrix_percent_of_kernel_time", p.matrix_percent_of_kernels, "percent", "GEMM + convolution + attention kernels"));
   f.evidence.push_back(E("gpu_busy_percent", c.a.gpu.busy_percent, "percent", "union of kernel time / step time",
                          kMemoryBoundMinBusyPercent, ">="));

@@ -85,6 +85,27 @@ Recording TinyKernelsRecording(int steps) {
   return rec;
 }
 
+TEST(Diagnosis, RanksOfOneRunAreOneJob) {
+  // Three ranks' traces of one run: two wait for data, one does not. One input_bound
+  // finding names the ranks that show it and the one that differs.
+  gputriage::Run run;
+  for (int r = 0; r < 3; ++r) {
+    Recording rec = InputBoundRecording();
+    rec.rank = r;
+    if (r == 2) rec.cpu_spans.clear();  // no DataLoader wait on rank 2
+    run.recordings.push_back(std::move(rec));
+  }
+  const Diagnosis d = Diagnose(run);
+  int input = 0;
+  for (const auto& f : d.findings)
+    if (f.verdict == "input_bound") {
+      ++input;
+      EXPECT_EQ(f.scope.rfind("ranks 0, 1 of 3", 0), 0u) << f.scope;
+      EXPECT_NE(f.detail.find("not on ranks 2"), std::string::npos) << f.detail;
+    }
+  EXPECT_EQ(input, 1);
+}
+
 TEST(Diagnosis, TinyKernelsTheHostIssuesAreHostBoundNotIdle) {
   gputriage::Run run;
   run.recordings.push_back(TinyKernelsRecording(10));

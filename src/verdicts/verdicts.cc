@@ -10,6 +10,7 @@
 #include "src/analysis/gpu_specs.h"
 #include "src/analysis/kernel_taxonomy.h"
 #include "src/analysis/what_if.h"
+#include "src/util/strings.h"
 #include "src/verdicts/verdicts_internal.h"
 
 namespace gputriage {
@@ -562,6 +563,35 @@ WorkloadTargets TargetsFor(WorkloadClass w) {
 
 namespace {
 
+/// The ranks of one run are one job: a trace verdict found on several ranks is one
+/// finding (the most severe rank's evidence and gain) that names the ranks showing
+/// it and those that do not.
+void GroupRanks(std::vector<Finding>& findings, const std::vector<int>& ranks) {
+  if (ranks.size() < 2) return;
+  std::vector<Finding> kept;
+  std::vector<std::vector<int>> members;
+  for (auto& f : findings) {
+    auto same = std::find_if(kept.begin(), kept.end(), [&](const Finding& k) { return k.verdict == f.verdict; });
+    if (same == kept.end()) {
+      members.push_back({f.rank});
+      kept.push_back(std::move(f));
+      continue;
+    }
+    members[static_cast<size_t>(same - kept.begin())].push_back(f.rank);
+    if (f.severity > same->severity) *same = std::move(f);
+  }
+  for (size_t i = 0; i < kept.size(); ++i) {
+    std::vector<std::string> with, without;
+    for (int r : ranks)
+      (std::find(members[i].begin(), members[i].end(), r) != members[i].end() ? with : without).push_back(std::to_string(r));
+    auto& f = kept[i];
+    f.scope = fmt::format("ranks {} of {} (evidence: rank {})", Join(with, ", "), ranks.size(), f.rank);
+    f.detail += fmt::format(" Judged for the run's {} ranks together: seen on ranks {}{}.", ranks.size(), Join(with, ", "),
+                            without.empty() ? "" : "; not on ranks " + Join(without, ", "));
+  }
+  findings = std::move(kept);
+}
+
 /// A finding from metrics that repeats a trace finding's verdict joins it: one
 /// diagnosis, with the metric evidence beside the trace evidence.
 void MergeSameVerdicts(std::vector<Finding>& findings) {
@@ -595,6 +625,18 @@ Diagnosis Diagnose(const Run& run, const DiagnoseOptions& options) {
       auto found = JudgeRecording(a);
       d.findings.insert(d.findings.end(), std::make_move_iterator(found.begin()), std::make_move_iterator(found.end()));
     }
+  }
+  {
+    // The ranks of the trace recordings: grouped only when every trace names a distinct rank.
+    std::vector<int> ranks;
+    bool distinct = true;
+    for (const auto& a : d.recordings) {
+      if (!a.has_trace) continue;
+      distinct = distinct && a.rank >= 0 && std::find(ranks.begin(), ranks.end(), a.rank) == ranks.end();
+      ranks.push_back(a.rank);
+    }
+    std::sort(ranks.begin(), ranks.end());
+    if (distinct) GroupRanks(d.findings, ranks);
   }
   for (const auto& a : d.recordings) {
     auto found = JudgeMetrics(a, targets);

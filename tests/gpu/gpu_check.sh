@@ -4,7 +4,9 @@
 # while nvidia-smi logs the same run (a --query-gpu CSV and, on Hopper or newer,
 # GPM metrics through dmon), checks the verdicts, and leaves every recording in
 # OUT as files the CPU-side tests can read (the CSV/dmon logs, the store, the
-# JSON reports). One call, about 3 minutes:
+# JSON reports), then traces before/after pairs with one fix applied for real
+# (tests/gpu/gain_pairs.py: loader workers, bf16 autocast, SDPA flash) into
+# OUT/gain-pairs.tar.gz for the gain corpus. One call, about 4 minutes:
 #
 #   bash tests/gpu/gpu_check.sh [OUT] [SECONDS]
 set -uo pipefail
@@ -66,4 +68,24 @@ done
 for id in $("$bin" runs --store "$out/gpu_runs.db" --json | python3 -c 'import json,sys; print(" ".join(str(r["id"]) for r in json.load(sys.stdin)))'); do
   "$bin" export "$id" --store "$out/gpu_runs.db" -o "$out/run-$id.prom"
 done
+# Before/after pairs for the gain corpus (issue 11): each fix applied for real, both
+# runs traced; the table compares each finding's predicted gain with the fixed run.
+echo "== gain pairs"
+if python3 tests/gpu/gain_pairs.py "$out/gain-pairs"; then
+  while IFS=$'\t' read -r name before after verdict fix; do
+    b=$("$bin" diagnose --json "$out/gain-pairs/${before##*/}")
+    a=$("$bin" diagnose --json "$out/gain-pairs/${after##*/}")
+    python3 - "$name" "$verdict" "$b" "$a" <<'PY'
+import json, sys
+name, verdict, before, after = sys.argv[1], sys.argv[2], json.loads(sys.argv[3]), json.loads(sys.argv[4])
+g = next((f["expected_gain"] for f in before["findings"] if f["verdict"] == verdict), None)
+real = after["summary"]["avg_step_ms"]
+print(f"   {name}: {verdict}", "no finding" if g is None else
+      f"predicted {g['expected']:.2f} ms in [{g['range'][0]:.2f}, {g['range'][1]:.2f}], realized {real:.2f} ms")
+PY
+  done <"$out/gain-pairs/pairs.tsv"
+  tar czf "$out/gain-pairs.tar.gz" -C "$out" gain-pairs && rm -rf "$out/gain-pairs"
+else
+  echo "   FAIL: gain pairs"; status=1
+fi
 exit $status

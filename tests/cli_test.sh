@@ -98,6 +98,14 @@ check "headerless CSV without --smi-columns" 3 "$bin" diagnose --format nvidia-s
 grep -q "headerless.csv:1" "$tmp/err" && grep -q -- "--smi-columns" "$tmp/err" || { echo "FAIL: headerless error"; cat "$tmp/err"; fail=1; }
 check "headerless CSV with --smi-columns" 0 "$bin" diagnose --smi-columns timestamp,index,utilization.gpu "$tmp/headerless.csv"
 check "bad workload" 2 "$bin" diagnose --workload llm "$h100"
+# Issue 12, item 8: NaN, infinities and a 0 % utilization are usage errors, not numbers.
+check "cost --monthly-spend nan" 2 "$bin" cost --monthly-spend nan --utilization 40
+grep -q "finite number" "$tmp/err" || { echo "FAIL: nan message"; cat "$tmp/err"; fail=1; }
+check "cost --utilization 0" 2 "$bin" cost --monthly-spend 1000 --utilization 0
+check "cost --utilization inf" 2 "$bin" cost --monthly-spend 1000 --utilization inf
+check "diagnose --price-per-gpu-hour nan" 2 "$bin" diagnose --price-per-gpu-hour nan "$h100"
+check "diagnose --sample-interval nan" 2 "$bin" diagnose --sample-interval nan "$h100"
+check "record --interval nan" 2 "$bin" record --interval nan -- true
 
 # ---- record ----
 check "record without a driver still runs the job and returns its exit code" 7 \

@@ -10,6 +10,8 @@
 #include <tuple>
 #include <vector>
 
+#include <chrono>
+
 #include <gtest/gtest.h>
 
 #include "gputriage/diagnosis.h"
@@ -141,6 +143,20 @@ TEST(RecordNoDriver, TheJobStillRunsAndSaysWhy) {
   EXPECT_EQ(result->exit_code, 3);
   EXPECT_FALSE(result->gpu_metrics);
   EXPECT_NE(result->gpu_note.find("Is an NVIDIA driver installed?"), std::string::npos) << result->gpu_note;
+}
+
+TEST(RecordNoDriver, AnHourIntervalDoesNotOutliveTheJob) {
+  // Issue 12, item 3: the recorder slept out its interval after the job ended.
+  RecordOptions options;
+  options.command = {"sh", "-c", "sleep 0.2; exit 5"};
+  options.nvml_library = "/nonexistent/libnvidia-ml.so.1";
+  options.interval_ns = 3600 * kNsPerS;
+  const auto start = std::chrono::steady_clock::now();
+  auto result = RecordCommand(options);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  ASSERT_TRUE(result.ok()) << result.status().ToString();
+  EXPECT_EQ(result->exit_code, 5);
+  EXPECT_LT(seconds, 60.0);  // a functional bound (it waited 3600 s), not a speed goal
 }
 
 }  // namespace

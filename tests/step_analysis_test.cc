@@ -97,6 +97,15 @@ TEST(StepAnalysis, LeadingWarmUpStepsAreLeftOut) {
   EXPECT_EQ(FindVerdict(DiagnoseSteps(steps).findings, "input_bound"), nullptr);
 }
 
+TEST(StepAnalysis, TheSummaryReflectsStepMarkers) {
+  // Judged from step markers alone: the summary's step figures are the steps' (issue 12,
+  // item 17: it said 0 steps of 0 ms).
+  const Diagnosis d = DiagnoseSteps(Steps(1, 20, 8, 4));
+  EXPECT_EQ(d.summary.steps, 20);
+  EXPECT_NEAR(d.summary.avg_step_ms, 12.0, 1e-9);
+  EXPECT_NEAR(d.summary.data_wait_percent, 100.0 * 8 / 12, 1e-9);
+}
+
 TEST(StepAnalysis, InputBoundFromStepsAloneWithItsShare) {
   const Diagnosis d = DiagnoseSteps(Steps(1, 20, 8, 4));
   const Finding* f = FindVerdict(d.findings, "input_bound");

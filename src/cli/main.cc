@@ -12,6 +12,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <charconv>
 #include <ctime>
 #include <filesystem>
@@ -34,6 +35,23 @@
 #include "src/store/run_store.h"
 
 namespace {
+
+/// A number in [lo, hi] (in (lo, hi] with `above_lo`). CLI11's Range lets NaN and
+/// infinities through; here they are usage errors like any out-of-range value.
+CLI::Validator FiniteRange(double lo, double hi, bool above_lo = false) {
+  return CLI::Validator(
+      [lo, hi, above_lo](std::string& text) -> std::string {
+        char* end = nullptr;
+        const double v = std::strtod(text.c_str(), &end);
+        if (text.empty() || end == text.c_str() || *end != '\0') return "must be a number, not '" + text + "'";
+        if (!std::isfinite(v)) return "must be a finite number, not '" + text + "'";
+        if (v < lo || v > hi || (above_lo && v <= lo))
+          return fmt::format("must be {} {:g} and at most {:g}, not {}", above_lo ? "above" : "at least", lo, hi, text);
+        return std::string();
+      },
+      fmt::format("NUMBER in {}{:g}, {:g}]", above_lo ? "(" : "[", lo, hi));
+}
+
 
 constexpr int kExitOk = 0;
 constexpr int kExitFindings = 1;
@@ -383,22 +401,24 @@ int main(int argc, char** argv) {
   diagnose->add_option("--sample-interval", d.sample_interval_s,
                        "seconds between samples of sources without timestamps (default: dmon/dcgmi 1 s, "
                        "dcgm-exporter scrapes 15 s)")
-      ->check(CLI::Range(0.001, 86400.0));
+      ->check(FiniteRange(0.001, 86400.0));
   diagnose->add_option("--workload", d.workload, "workload class the targets are judged against")
       ->check(CLI::IsMember({"unspecified", "dense-transformer", "cnn", "moe", "rl", "multimodal", "inference"}));
   diagnose->add_option("--price-per-gpu-hour", d.price_per_gpu_hour, "USD per GPU-hour (default: the dated price table)")
-      ->check(CLI::Range(0.0, 1e6));
+      ->check(FiniteRange(0.0, 1e6));
   diagnose->add_option("--monthly-spend", d.monthly_spend, "USD per month spent on these GPUs, for the monthly idle cost")
-      ->check(CLI::Range(0.0, 1e12));
+      ->check(FiniteRange(0.0, 1e12));
 
   auto* cost = app.add_subcommand("cost", "Idle capacity and what-if table for a fleet's spend and average utilization");
   CostArgs c;
-  cost->add_option("--monthly-spend", c.monthly_spend, "USD per month spent on GPUs")->required()->check(CLI::Range(0.0, 1e12));
-  cost->add_option("--utilization", c.utilization, "average GPU utilization, percent")->required()->check(CLI::Range(0.0, 100.0));
+  cost->add_option("--monthly-spend", c.monthly_spend, "USD per month spent on GPUs")->required()->check(FiniteRange(0.0, 1e12));
+  cost->add_option("--utilization", c.utilization, "average GPU utilization, percent (above 0: at 0 % every dollar is idle and no what-if applies)")
+      ->required()
+      ->check(FiniteRange(0.0, 100.0, true));
   cost->add_option("--sm-active", c.sm_active, "average SM activity, percent (DCGM), for the stricter idle figure")
-      ->check(CLI::Range(0.0, 100.0));
+      ->check(FiniteRange(0.0, 100.0));
   cost->add_option("--target", c.targets, "utilization targets for the what-if table (default 50 75 90)")
-      ->check(CLI::Range(0.0, 100.0));
+      ->check(FiniteRange(0.0, 100.0));
   cost->add_flag("--json", c.json, "print JSON");
 
   auto* runs = app.add_subcommand("runs", "List the runs in the run store");
@@ -419,7 +439,7 @@ int main(int argc, char** argv) {
       "record", "Run a command and record its GPUs through NVML, then diagnose the recording (report on stderr)");
   RecordArgs r;
   record->add_option("--interval", r.interval_s, "seconds between samples (default 0.1; 1 with --dcgm-exporter)")
-      ->check(CLI::Range(0.001, 3600.0))
+      ->check(FiniteRange(0.001, 3600.0))
       ->each([&r](const std::string&) { r.interval_given = true; });
   auto* exporter_option = record->add_option(
       "--dcgm-exporter", r.dcgm_exporter_url,
@@ -430,7 +450,7 @@ int main(int argc, char** argv) {
   record->add_option("--json", r.json_path, "also write the JSON report to this file");
   record->add_option("--workload", r.workload, "workload class the targets are judged against")
       ->check(CLI::IsMember({"unspecified", "dense-transformer", "cnn", "moe", "rl", "multimodal", "inference"}));
-  record->add_option("--price-per-gpu-hour", r.price_per_gpu_hour, "USD per GPU-hour")->check(CLI::Range(0.0, 1e6));
+  record->add_option("--price-per-gpu-hour", r.price_per_gpu_hour, "USD per GPU-hour")->check(FiniteRange(0.0, 1e6));
   record->add_option("--store", r.store_path, "run store (default: $GPUTRIAGE_STORE, else ~/.local/share/gputriage/runs.db)");
   record->add_flag("--no-store", r.no_store, "do not keep the run");
   record->add_option("--name", r.name, "a name for the run");

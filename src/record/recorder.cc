@@ -26,6 +26,8 @@ namespace gputriage {
 namespace {
 
 volatile sig_atomic_t g_forward_signal = 0;
+// How often a sleeping recorder looks whether the job has exited.
+constexpr TimeNs kJobExitCheckNs = 20 * kNsPerMs;
 
 void RememberSignal(int sig) { g_forward_signal = sig; }
 
@@ -300,14 +302,24 @@ StatusOr<RecordResult> RecordCommand(const RecordOptions& options) {
       options.on_second(result.recording, MonotonicNs() - began);
       next_status += kNsPerS;
     }
-    // Sleep to the next tick on the monotonic clock (no drift, no catch-up bursts).
+    // Sleep to the next tick on the monotonic clock (no drift, no catch-up bursts),
+    // in slices, so that the recording ends as soon as the job does whatever the
+    // interval (an hour's interval must not keep a finished job waiting).
     next += options.interval_ns;
-    const TimeNs now = MonotonicNs();
-    if (next < now) next = now;
-    timespec sleep_for{static_cast<time_t>((next - now) / kNsPerS), static_cast<long>((next - now) % kNsPerS)};
-    while (nanosleep(&sleep_for, &sleep_for) != 0 && errno == EINTR) {
+    if (next < MonotonicNs()) next = MonotonicNs();
+    bool exited = false;
+    for (TimeNs now = MonotonicNs(); now < next; now = MonotonicNs()) {
+      const TimeNs slice = std::min(next - now, kJobExitCheckNs);
+      timespec sleep_for{static_cast<time_t>(slice / kNsPerS), static_cast<long>(slice % kNsPerS)};
+      nanosleep(&sleep_for, nullptr);  // a signal cuts it short: the loop looks again
       if (g_forward_signal != 0) break;  // forward promptly
+      const pid_t reaped = waitpid(child, &status, WNOHANG);
+      if (reaped == child) {
+        exited = true;
+        break;
+      }
     }
+    if (exited) break;
   }
   result.ended_ns = WallNs();
   result.recording.metrics.observer = nullptr;  // the store may not outlive the result

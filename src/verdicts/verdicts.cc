@@ -681,6 +681,23 @@ Diagnosis Diagnose(const Run& run, const DiagnoseOptions& options) {
     s.data_wait_percent /= n;
     s.avg_step_ms /= n;
     s.exposed_communication_percent /= n;
+  } else {
+    // No profiled steps: the steps the job marked itself (step markers) speak for
+    // the run, so the summary reflects the source it was judged from.
+    double step_sum = 0, wait_sum = 0;
+    int64_t marked = 0;
+    for (const auto& a : d.recordings) {
+      if (a.marked.steps == 0) continue;
+      const auto w = static_cast<double>(a.marked.steps);
+      step_sum += w * a.marked.step_ms_mean;
+      wait_sum += w * a.marked.data_wait_ms_mean;
+      marked += a.marked.steps;
+    }
+    if (marked > 0) {
+      s.steps = marked;
+      s.avg_step_ms = step_sum / static_cast<double>(marked);
+      s.data_wait_percent = step_sum > 0 ? 100.0 * wait_sum / step_sum : 0.0;
+    }
   }
   if (n_sm > 0) s.sm_efficiency_percent = sm / n_sm;
   if (n_occ > 0) s.achieved_occupancy_percent = occ / n_occ;

@@ -114,6 +114,17 @@ grep -q "GPU metrics unavailable" "$tmp/err" || { echo "FAIL: no-driver note"; c
 check "record: a command that cannot start" 3 "$bin" record --nvml-library /nonexistent/x.so -- /nonexistent/command
 grep -q "/nonexistent/command" "$tmp/err" || { echo "FAIL: exec error names the command"; cat "$tmp/err"; fail=1; }
 check "record: a job killed by a signal" 137 "$bin" record --nvml-library /nonexistent/x.so -- sh -c 'kill -9 $$'
+# Issue 12, item 7: options before -- do not swallow the job's own options; tags keep their own namespace.
+check "record: --tag before a job with options of its own" 4 "$bin" record --nvml-library /nonexistent/x.so \
+  --tag a=1 --tag cwd=/elsewhere -- sh -c 'exit 4'
+check "runs after the tagged run" 0 "$bin" runs --json
+python3 - "$tmp/out" <<'PY' || fail=1
+import json, sys
+meta = json.load(open(sys.argv[1]))[-1]["metadata"]
+assert meta.get("tag.a") == "1" and meta.get("tag.cwd") == "/elsewhere", meta
+assert meta.get("cwd") not in (None, "/elsewhere"), meta
+print("ok: tags in their own namespace")
+PY
 if [ -n "$fake_nvml" ]; then
   check "record through the fake NVML" 0 "$bin" record --nvml-library "$fake_nvml" --interval 0.02 --json "$tmp/rec.json" -- sleep 0.3
   grep -q "at_compute_limit" "$tmp/err" || { echo "FAIL: no diagnosis after record"; cat "$tmp/err"; fail=1; }
@@ -151,7 +162,7 @@ PY
   check "record a run with an awkward name" 0 "$bin" record --nvml-library "$fake_nvml" \
     --name "$(printf 'say "hi" \xff')" --tag 'note=a\b' -- true
   check "runs --json with an awkward name" 0 "$bin" runs --json
-  python3 -c 'import json,sys; r=json.load(open(sys.argv[1]))[-1]; assert r["name"].startswith("say \"hi\" "), r["name"]; assert r["metadata"]["note"] == "a\\b", r["metadata"]; print("ok: runs JSON escapes names and tags")' "$tmp/out" || fail=1
+  python3 -c 'import json,sys; r=json.load(open(sys.argv[1]))[-1]; assert r["name"].startswith("say \"hi\" "), r["name"]; assert r["metadata"]["tag.note"] == "a\\b", r["metadata"]; print("ok: runs JSON escapes names and tags")' "$tmp/out" || fail=1
   # SIGTERM to the recorder reaches the job; the recorder exits with the job's status.
   "$bin" record --nvml-library "$fake_nvml" -- sleep 30 >"$tmp/out" 2>"$tmp/err" &
   rec_pid=$!
@@ -194,7 +205,7 @@ for d in (live, stored):
 m = live["recordings"][0]["metric_devices"][0]["metrics"]
 assert m["job_sm_util"]["mean"] == 90 and m["job_fb_used"]["max"] == 20000 * 2**20, m.get("job_sm_util")
 meta = runs[-1]["metadata"]
-assert meta["batch_size"] == "64" and "cwd" in meta, meta
+assert meta["tag.batch_size"] == "64" and "cwd" in meta, meta
 print("ok: GPU attribution live and stored")
 PY
 fi

@@ -259,7 +259,9 @@ int RunRecord(const RecordArgs& args) {
       std::fprintf(stderr, "gputriage: error: --tag %s: expected KEY=VALUE\n", tag.c_str());
       return kExitUsage;
     }
-    options.info.metadata[tag.substr(0, eq)] = tag.substr(eq + 1);
+    // User tags live in their own namespace: a tag named like recorded context
+    // (cwd, interval_s, ...) neither overwrites it nor is dropped.
+    options.info.metadata["tag." + tag.substr(0, eq)] = tag.substr(eq + 1);
   }
   options.info.metadata["interval_s"] = fmt::format("{:g}", static_cast<double>(options.interval_ns) / 1e9);
   options.info.metadata["source"] = args.dcgm_exporter_url.empty() ? "nvml" : "dcgm-exporter " + args.dcgm_exporter_url;
@@ -454,7 +456,8 @@ int main(int argc, char** argv) {
   record->add_option("--store", r.store_path, "run store (default: $GPUTRIAGE_STORE, else ~/.local/share/gputriage/runs.db)");
   record->add_flag("--no-store", r.no_store, "do not keep the run");
   record->add_option("--name", r.name, "a name for the run");
-  record->add_option("--tag", r.tags, "KEY=VALUE settings kept with the run (batch size, ...)");
+  record->add_option("--tag", r.tags, "KEY=VALUE settings kept with the run (batch size, ...); one per --tag")
+      ->allow_extra_args(false);  // one value each: a greedy list would take the -- that starts the job
   record->add_flag("--python", r.python,
                    "zero-code step markers for a Python job: time DataLoader iteration and optimizer steps without "
                    "changing the script");

@@ -4,6 +4,7 @@
 // makes a sawtooth, a tiny batch keeps SM activity low while a kernel is always
 // running, ...).
 #include <cmath>
+#include <fstream>
 #include <functional>
 #include <random>
 #include <string>
@@ -351,6 +352,43 @@ TEST(Cost, PricePerGpuHourPerDeviceAndRun) {
   EXPECT_NEAR(d.cost.cost_usd, 4.0, 1e-6);
   EXPECT_EQ(d.cost.price_basis, "--price-per-gpu-hour");
   EXPECT_NE(d.summary.gpu_busy_source.find("utilization.gpu"), std::string::npos);
+}
+
+TEST(MetricVerdicts, ImpossibleValuesAreRejectedNotAveragedIn) {
+  // Issue 12, item 8: utilization 250 %, -100 %, 1e308 %; power -100 W, 1e30 W; an
+  // exporter value -1e300. Each is counted per field and never reaches a mean.
+  std::string log = "timestamp, index, name, utilization.gpu [%], power.draw [W]\n";
+  for (int t = 0; t < 600; ++t) {
+    const char* util = t == 10 ? "250" : t == 11 ? "-100" : t == 12 ? "1e308" : "80";
+    const char* power = t == 20 ? "-100" : t == 21 ? "1e30" : "300";
+    log += fmt::format("2026/03/01 10:{:02d}:{:02d}.000, 0, NVIDIA A100-SXM4-80GB, {}, {}\n", t / 60, t % 60, util, power);
+  }
+  const std::string path = ::testing::TempDir() + "impossible_values.csv";
+  { std::ofstream(path) << log; }
+  auto run = ImportRun({path});
+  ASSERT_TRUE(run.ok()) << run.status().ToString();
+  const auto& rec = run->recordings.at(0);
+  const auto& d = rec.metrics.devices.at(0);
+  EXPECT_EQ(d.Get(Metric::kGpuUtil).count(), 597);
+  EXPECT_DOUBLE_EQ(d.Get(Metric::kGpuUtil).max(), 80);
+  EXPECT_DOUBLE_EQ(d.Get(Metric::kPowerW).min(), 300);
+  const auto* util = rec.stats.FindIssue("value_out_of_range.gpu_util");
+  ASSERT_NE(util, nullptr);
+  EXPECT_EQ(util->count, 3);
+  EXPECT_NE(util->message.find("first: 250"), std::string::npos) << util->message;
+  ASSERT_NE(rec.stats.FindIssue("value_out_of_range.power"), nullptr);
+  EXPECT_EQ(rec.stats.FindIssue("value_out_of_range.power")->count, 2);
+  // A scrape whose utilization is -1e300: no idle verdict, no negative dollars.
+  DiagnoseOptions o;
+  o.price_per_gpu_hour = 3.0;
+  std::string scrapes;
+  for (int t = 0; t < 120; ++t)
+    scrapes += fmt::format("DCGM_FI_DEV_GPU_UTIL{{gpu=\"0\",UUID=\"GPU-1\",modelName=\"NVIDIA H100 80GB HBM3\"}} {} {}\n",
+                           t == 5 ? "-1e300" : "90", 1772359200000LL + t * 1000LL);
+  const Diagnosis diag = DiagnoseText(scrapes, o);
+  EXPECT_FALSE(Find(diag, "idle")) << Verdicts(diag);
+  EXPECT_GE(diag.cost.cost_usd, 0.0);
+  EXPECT_NEAR(diag.cost.util_mean_percent, 90.0, 1e-9);
 }
 
 TEST(Cost, AMigSliceCostsItsShareOfTheBoard) {

@@ -238,7 +238,15 @@ struct MetricSet {
   /// instance, index). Returns its position. Bounded: at most kMaxDevices.
   static constexpr size_t kMaxDevices = 4096;
   std::optional<size_t> FindOrAdd(int index, std::string_view uuid, std::string_view pci_bus_id, int mig_instance);
+  /// Adds a value to its device's series, unless it is physically impossible for
+  /// its metric (Plausible): then it is counted in `rejected`, never averaged in.
   void Add(size_t device, Metric m, TimeNs t, double value);
+  /// Whether a value can be a reading of `m` in canonical units: percents in
+  /// [0, 100], power in [0, 5 kW], clocks up to 100 GHz, bytes up to 1 PB, ...
+  static bool Plausible(Metric m, double value);
+  /// Values Add() refused, per metric, and the first of each (for the message).
+  std::array<int64_t, kNumMetrics> rejected{};
+  std::array<double, kNumMetrics> first_rejected{};
   /// Called with every value Add() takes, after the sketch has it: while a run
   /// is recorded, the run store's writer.
   std::function<void(size_t device, Metric m, TimeNs t, double value)> observer;

@@ -246,6 +246,10 @@ struct Recording {
   const Device* FindDevice(int id) const;
 };
 
+/// Says in the recording's issues which metric values were rejected as impossible
+/// (MetricSet::Plausible), one issue per metric with the count and the first value.
+void ReportRejectedValues(Recording& recording);
+
 /// After a live recording (and when a stored one is loaded): keeps the GPUs the
 /// job's process tree used, when NVML could tell, and says as import issues
 /// which GPUs were left out and which were shared with other processes.

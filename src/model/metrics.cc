@@ -547,7 +547,47 @@ std::optional<size_t> MetricSet::FindOrAdd(int index, std::string_view uuid, std
   return devices.size() - 1;
 }
 
+bool MetricSet::Plausible(Metric m, double v) {
+  if (!std::isfinite(v)) return false;
+  switch (m) {
+    case Metric::kJobSmUtil:
+    case Metric::kOtherSmUtil:
+      return v >= 0 && v <= 100.0 * 64;  // summed over processes (MPS can share one GPU among many)
+    case Metric::kPowerW:
+    case Metric::kPowerLimitW:
+      return v >= 0 && v <= 5000;  // the largest boards draw ~1.2 kW; modules ~2.7 kW
+    case Metric::kSmClockMHz:
+    case Metric::kMemClockMHz:
+      return v >= 0 && v <= 100000;
+    case Metric::kGpuTempC:
+    case Metric::kMemTempC:
+      return v >= -100 && v <= 300;
+    case Metric::kFbUsedBytes:
+    case Metric::kFbFreeBytes:
+    case Metric::kFbTotalBytes:
+    case Metric::kJobFbUsedBytes:
+      return v >= 0 && v <= 1e15;
+    case Metric::kPcieRxBytesPerS:
+    case Metric::kPcieTxBytesPerS:
+    case Metric::kNvlinkRxBytesPerS:
+    case Metric::kNvlinkTxBytesPerS:
+      return v >= 0 && v <= 1e13;
+    case Metric::kEnergyJ:
+      return v >= 0 && v <= 1e18;
+    case Metric::kClockEventReasons:
+      return v >= 0 && v < 1.8e19;
+    default:
+      // Utilizations and activities: 0-100 %, with rounding slack.
+      return IsPercentMetric(m) ? v >= 0 && v <= 100.5 : true;
+  }
+}
+
 void MetricSet::Add(size_t device, Metric m, TimeNs t, double value) {
+  if (!Plausible(m, value)) {
+    const auto i = static_cast<size_t>(m);
+    if (rejected[i]++ == 0) first_rejected[i] = value;
+    return;
+  }
   auto& d = devices[device];
   if (m == Metric::kClockEventReasons && value >= 0 && value < 1.8e19) {
     const auto bits = static_cast<uint64_t>(value);

@@ -1,5 +1,7 @@
 #include "gputriage/model.h"
 
+#include <fmt/format.h>
+
 #include "src/util/strings.h"
 
 namespace gputriage {
@@ -61,6 +63,23 @@ const Device* Recording::FindDevice(int id) const {
   for (const auto& d : devices)
     if (d.id == id) return &d;
   return nullptr;
+}
+
+void ReportRejectedValues(Recording& recording) {
+  const MetricSet& m = recording.metrics;
+  for (int i = 0; i < kNumMetrics; ++i) {
+    if (m.rejected[static_cast<size_t>(i)] == 0) continue;
+    const auto metric = static_cast<Metric>(i);
+    ImportIssue issue;
+    issue.severity = IssueSeverity::kWarning;
+    issue.kind = std::string("value_out_of_range.") + MetricName(metric);
+    issue.count = m.rejected[static_cast<size_t>(i)];
+    issue.message = fmt::format(
+        "{}: {} {} value(s) impossible for the metric were rejected, not averaged in (first: {:g} {})",
+        recording.source_path, issue.count, MetricName(metric), m.first_rejected[static_cast<size_t>(i)],
+        MetricUnit(metric));
+    recording.stats.issues.push_back(std::move(issue));
+  }
 }
 
 void AttributeGpusToJob(Recording& recording) {

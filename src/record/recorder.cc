@@ -346,6 +346,7 @@ StatusOr<RecordResult> RecordCommand(const RecordOptions& options) {
     stored(options.store->Flush());
   }
   AttributeGpusToJob(result.recording);
+  ReportRejectedValues(result.recording);
   if (WIFEXITED(status)) result.exit_code = WEXITSTATUS(status);
   else if (WIFSIGNALED(status)) result.exit_code = 128 + WTERMSIG(status);
   result.recording.metadata["command"] = command;

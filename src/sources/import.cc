@@ -40,7 +40,21 @@ StatusOr<std::string> SniffFile(const std::string& path) {
 
 }  // namespace
 
+namespace {
+
+StatusOr<std::vector<Recording>> ImportAnyFile(const std::string& path, const ImportOptions& options);
+
+}  // namespace
+
 StatusOr<std::vector<Recording>> ImportFile(const std::string& path, const ImportOptions& options) {
+  ASSIGN_OR_RETURN(auto recordings, ImportAnyFile(path, options));
+  for (auto& rec : recordings) ReportRejectedValues(rec);
+  return recordings;
+}
+
+namespace {
+
+StatusOr<std::vector<Recording>> ImportAnyFile(const std::string& path, const ImportOptions& options) {
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec)) {
     if (options.format != "auto" && options.format != "dcgm-exporter")
@@ -62,6 +76,8 @@ StatusOr<std::vector<Recording>> ImportFile(const std::string& path, const Impor
   }
   return ImportMetricFile(path, format, options);
 }
+
+}  // namespace
 
 StatusOr<Run> ImportRun(const std::vector<std::string>& paths, const ImportOptions& options) {
   Run run;

@@ -555,6 +555,7 @@ StatusOr<Recording> RunStore::LoadRun(int64_t run) {
                            " was recorded without GPU metrics: the diagnosis rests on its step markers alone");
   }
   AttributeGpusToJob(rec);  // the same GPUs as when the run was recorded
+  ReportRejectedValues(rec);
   return rec;
 }
 

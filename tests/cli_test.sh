@@ -141,6 +141,12 @@ PY
   check "runs lists the recording" 0 "$bin" runs --json
   run_id=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))[-1]["id"])' "$tmp/out")
   check "export a stored run" 0 "$bin" export "$run_id" -o "$tmp/exported.prom"
+  # Issue 12, item 12: export never overwrites silently.
+  cp "$tmp/exported.prom" "$tmp/exported.before"
+  check "export refuses to overwrite" 2 "$bin" export "$run_id" -o "$tmp/exported.prom"
+  grep -q -- "--force" "$tmp/err" || { echo "FAIL: overwrite message"; cat "$tmp/err"; fail=1; }
+  cmp -s "$tmp/exported.prom" "$tmp/exported.before" || { echo "FAIL: the file changed"; fail=1; }
+  check "export --force overwrites" 0 "$bin" export "$run_id" -o "$tmp/exported.prom" --force
   check "diagnose the stored run" 0 "$bin" diagnose --json "$run_id"
   cp "$tmp/out" "$tmp/stored.json"
   check "diagnose the exported file" 0 "$bin" diagnose --json "$tmp/exported.prom"
@@ -163,6 +169,12 @@ PY
     --name "$(printf 'say "hi" \xff')" --tag 'note=a\b' -- true
   check "runs --json with an awkward name" 0 "$bin" runs --json
   python3 -c 'import json,sys; r=json.load(open(sys.argv[1]))[-1]; assert r["name"].startswith("say \"hi\" "), r["name"]; assert r["metadata"]["tag.note"] == "a\\b", r["metadata"]; print("ok: runs JSON escapes names and tags")' "$tmp/out" || fail=1
+  # Issue 12, item 13: a name with terminal escapes and a newline cannot steer the terminal or break the table.
+  check "record a run with escapes in its name" 0 "$bin" record --nvml-library "$fake_nvml" \
+    --name "$(printf 'evil\033[2J\nrow')" -- true
+  check "runs with an escaped name" 0 "$bin" runs
+  if grep -q "$(printf '\033')" "$tmp/out"; then echo "FAIL: raw ESC in runs"; fail=1; fi
+  grep -q 'evil\\x1b\[2J\\nrow' "$tmp/out" || { echo "FAIL: escaped name not shown"; cat "$tmp/out"; fail=1; }
   # SIGTERM to the recorder reaches the job; the recorder exits with the job's status.
   "$bin" record --nvml-library "$fake_nvml" -- sleep 30 >"$tmp/out" 2>"$tmp/err" &
   rec_pid=$!

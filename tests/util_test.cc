@@ -2,6 +2,7 @@
 
 #include "src/analysis/intervals.h"
 #include "src/util/decimal.h"
+#include "src/util/strings.h"
 
 namespace gputriage {
 namespace {
@@ -56,6 +57,20 @@ TEST(Intervals, MergeIntersectSubtract) {
   EXPECT_EQ(intervals::Subtract(List{{0, 10}}, merged), (List{{3, 5}, {9, 10}}));
   EXPECT_EQ(intervals::OverlapWith(merged, {2, 6}), 2);
   EXPECT_TRUE(intervals::Subtract(List{}, merged).empty());
+}
+
+}  // namespace
+}  // namespace gputriage
+
+namespace gputriage {
+namespace {
+
+TEST(Printable, ControlCharactersCannotSteerTheTerminal) {
+  // Issue 12, item 13: names, tags, commands and file names were printed raw.
+  EXPECT_EQ(Printable("run\x1b[31mred\nnext\tcol\x7f"), "run\\x1b[31mred\\nnext\\tcol\\x7f");
+  EXPECT_EQ(Printable("csi \xc2\x9b" "2J"), "csi \\u009b2J");  // C1 CSI in UTF-8
+  EXPECT_EQ(Printable("caf\xc3\xa9 \xff"), "caf\xc3\xa9 \xff");  // text and stray bytes stay as they are
+  EXPECT_EQ(Printable(std::string("a\0b", 3)), "a\\x00b");
 }
 
 }  // namespace

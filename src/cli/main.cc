@@ -324,10 +324,16 @@ int RunRecord(const RecordArgs& args) {
   return result->exit_code;
 }
 
-int RunExport(const std::string& store_path, int64_t run, std::string out_path) {
+int RunExport(const std::string& store_path, int64_t run, std::string out_path, bool force) {
+  if (out_path.empty()) out_path = fmt::format("gputriage-run-{}.prom", run);
+  std::error_code ec;
+  if (!force && std::filesystem::exists(out_path, ec)) {
+    std::fprintf(stderr, "gputriage: error: %s exists: pass --force to overwrite it, or -o another file\n",
+                 gputriage::Printable(out_path).c_str());
+    return kExitUsage;
+  }
   auto store = OpenStore(store_path);
   if (!store) return kExitInput;
-  if (out_path.empty()) out_path = fmt::format("gputriage-run-{}.prom", run);
   auto written = gputriage::ExportRun(*store, run, out_path);
   if (!written.ok()) {
     std::fprintf(stderr, "gputriage: error: %s\n", written.status().ToString().c_str());
@@ -366,7 +372,8 @@ int RunRuns(const std::string& store_path, bool json) {
       }
       out += fmt::format("{:>5}  {:<16}  {:<10}  {:>5}  {:>4}  {:>9}  {:<9}  {}{}\n", r.id, started, r.status,
                          r.exit_code ? std::to_string(*r.exit_code) : "-", r.devices, r.samples, commit,
-                         r.name.empty() ? "" : "[" + r.name + "] ", r.command);
+                         r.name.empty() ? "" : "[" + gputriage::Printable(r.name) + "] ",
+                         gputriage::Printable(r.command));  // names and commands cannot steer the terminal
     }
   }
   Print(out);
@@ -436,6 +443,8 @@ int main(int argc, char** argv) {
   export_cmd->add_option("RUN_ID", export_run, "the run (gputriage runs lists them)")->required()->check(CLI::PositiveNumber);
   export_cmd->add_option("--store", export_store, "run store (default: $GPUTRIAGE_STORE, else ~/.local/share/gputriage/runs.db)");
   export_cmd->add_option("-o,--output", export_out, "output file (default gputriage-run-<id>.prom)");
+  bool export_force = false;
+  export_cmd->add_flag("--force", export_force, "overwrite the output file if it exists");
 
   auto* record = app.add_subcommand(
       "record", "Run a command and record its GPUs through NVML, then diagnose the recording (report on stderr)");
@@ -473,6 +482,6 @@ int main(int argc, char** argv) {
   if (cost->parsed()) return RunCost(c);
   if (record->parsed()) return RunRecord(r);
   if (runs->parsed()) return RunRuns(runs_store, runs_json);
-  if (export_cmd->parsed()) return RunExport(export_store, export_run, export_out);
+  if (export_cmd->parsed()) return RunExport(export_store, export_run, export_out, export_force);
   return kExitUsage;
 }

@@ -48,6 +48,29 @@ inline bool ContainsToken(std::string_view text, std::string_view fragment) {
   return false;
 }
 
+/// Text safe to print on a terminal: control characters (ESC, newline, C1 controls
+/// in UTF-8) become visible escapes (\x1b, \n, \u009b), so a name, tag, command or
+/// file name cannot move the cursor, recolour the screen or break a table row.
+inline std::string Printable(std::string_view s) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(s.size());
+  for (size_t i = 0; i < s.size(); ++i) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    if (c == '\n') out += "\\n";
+    else if (c == '\t') out += "\\t";
+    else if (c < 0x20 || c == 0x7f) out += {'\\', 'x', kHex[c >> 4], kHex[c & 15]};
+    else if (c == 0xc2 && i + 1 < s.size() && static_cast<unsigned char>(s[i + 1]) >= 0x80 &&
+             static_cast<unsigned char>(s[i + 1]) <= 0x9f) {
+      const auto d = static_cast<unsigned char>(s[++i]);
+      out += {'\\', 'u', '0', '0', kHex[d >> 4], kHex[d & 15]};
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out;
+}
+
 inline bool IsAsciiSpace(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
 
 inline std::string_view TrimAsciiSpace(std::string_view s) {

@@ -35,14 +35,21 @@ RuntimeCall Launch(Recording& rec, TimeNs start, TimeNs end, int64_t corr) {
 //   device:                         [k1 410..600]  [k2 660..1000]
 // Idle: 0..400 data loader, 400..410 launch overhead, 600..650 host wait,
 //       650..660 launch overhead.
-Recording InputBoundRecording() {
+/// An empty recording of one A100 (cc 8.0, 108 SMs), device 0.
+Recording A100Recording() {
   Recording rec;
   Device d;
   d.id = 0;
   d.name = "NVIDIA A100-SXM4-80GB";
   d.vendor = Vendor::kNvidia;
   d.compute_major = 8;
+  d.num_sms = 108;
   rec.devices.push_back(d);
+  return rec;
+}
+
+Recording InputBoundRecording() {
+  Recording rec = A100Recording();
   rec.steps.push_back({1, {0, 1000 * us}});
   CpuSpan loader;
   loader.time = {0, 400 * us};
@@ -60,14 +67,7 @@ Recording InputBoundRecording() {
 // occupancy, a twentieth of the SMs with a block), one every 45 µs from Python; the
 // GPU runs each the moment it arrives and then waits for the next.
 Recording TinyKernelsRecording(int steps) {
-  Recording rec;
-  Device d;
-  d.id = 0;
-  d.name = "NVIDIA A100-SXM4-80GB";
-  d.vendor = Vendor::kNvidia;
-  d.compute_major = 8;
-  d.num_sms = 108;
-  rec.devices.push_back(d);
+  Recording rec = A100Recording();
   int64_t corr = 1;
   for (int s = 0; s < steps; ++s) {
     const TimeNs base = s * 3000 * us;
@@ -175,14 +175,7 @@ TEST(Diagnosis, ElementwiseDominatedBusyGpuIsMemoryBound) {
   // A busy GPU (the host launches well ahead, then waits in cudaDeviceSynchronize)
   // whose ~1 ms steps are one 150 µs GEMM and 16 elementwise/norm kernels of 50 µs:
   // 84 % of kernel time moves bytes.
-  Recording rec;
-  Device d;
-  d.id = 0;
-  d.name = "NVIDIA A100-SXM4-80GB";
-  d.vendor = Vendor::kNvidia;
-  d.compute_major = 8;
-  d.num_sms = 108;
-  rec.devices.push_back(d);
+  Recording rec = A100Recording();
   int64_t corr = 1;
   TimeNs base = 0;
   for (int s = 0; s < 8; ++s) {

@@ -146,6 +146,7 @@ struct ShapeAlignment {
   TimeNs misaligned_ns = 0; // of that, operators with a GEMM/convolution dimension off the tile
   double misaligned_percent_of_matrix = 0;  // of all matrix kernel time
   std::vector<MisalignedOp> top;            // largest first, at most 5
+  std::vector<int64_t> misaligned_external_ids;  // sorted: the off-tile operators, joining their kernels
 };
 
 /// Device memory the caching allocator held (profile_memory=True traces).

@@ -153,7 +153,6 @@ ReplayResult TraceReplay::Run(const ReplayChange& change) const {
       }
     }
   };
-  double blocked = 0;
   for (const auto& item : items_) {
     if (item.data_wait && !change.remove_data_wait) continue;
     if (item.time.start < clock.last_recorded()) continue;  // inside an item already replayed
@@ -177,7 +176,6 @@ ReplayResult TraceReplay::Run(const ReplayChange& change) const {
     }
     const TimeNs own = item.time.end - std::max(item.time.start, std::min(recorded_done, item.time.end));
     const double end = std::max(a, replayed_done) + static_cast<double>(own) * change.host_stretch;
-    blocked += std::max(0.0, replayed_done - a);
     clock.Add(item.time.start, a);
     clock.Add(item.time.end, end);
   }
@@ -198,7 +196,6 @@ ReplayResult TraceReplay::Run(const ReplayChange& change) const {
   out.steps = static_cast<int>(host_steps_.size());
   out.step_ms = total / n / 1e6;
   out.gpu_busy_ms = static_cast<double>(busy_ns) / n / 1e6;
-  out.host_blocked_ms = blocked / n / 1e6;
   return out;
 }
 

@@ -26,7 +26,6 @@ struct ReplayResult {
   int steps = 0;
   double step_ms = 0;          // mean device-aligned step, as AlignSteps measures the recorded one
   double gpu_busy_ms = 0;      // per step: union of device work inside the steps
-  double host_blocked_ms = 0;  // per step: host time spent in blocking calls waiting for the device
 };
 
 /// A trace prepared for replays: its device operations with their launches and

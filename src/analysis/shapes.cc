@@ -92,6 +92,7 @@ ShapeAlignment MeasureShapeAlignment(const Recording& rec, const std::vector<con
       if (d.value % tile != 0) off += fmt::format("{}{}={} ", off.empty() ? "" : "", d.what, d.value);
     if (off.empty()) continue;
     out.misaligned_ns += ns;
+    out.misaligned_external_ids.push_back(s.external_id);
     const std::string shapes = ShapesText(s);
     const std::string key = std::string(rec.names.View(s.name)) + "|" + std::string(rec.names.View(s.dtype)) + "|" + shapes;
     auto& m = misaligned[key];
@@ -110,21 +111,7 @@ ShapeAlignment MeasureShapeAlignment(const Recording& rec, const std::vector<con
   for (auto& [key, m] : misaligned) out.top.push_back(std::move(m));
   std::sort(out.top.begin(), out.top.end(), [](const MisalignedOp& a, const MisalignedOp& b) { return a.kernel_ns > b.kernel_ns; });
   if (out.top.size() > 5) out.top.resize(5);
-  return out;
-}
-
-std::vector<bool> MisalignedKernels(const Recording& rec, const std::vector<const KernelKind*>& kinds) {
-  std::vector<bool> out(rec.kernels.size(), false);
-  std::unordered_map<int64_t, bool> off;
-  for (const auto& s : rec.matrix_shapes) {
-    const int tile = TileMultiple(rec.names.View(s.dtype));
-    if (tile == 0) continue;
-    for (const auto& d : TiledDims(rec.names.View(s.name), s))
-      if (d.value % tile != 0) off[s.external_id] = true;
-  }
-  if (off.empty()) return {};
-  for (size_t i = 0; i < rec.kernels.size(); ++i)
-    out[i] = kinds[i] && IsMatrixClass(kinds[i]->cls) && off.count(rec.kernels[i].external_id) > 0;
+  std::sort(out.misaligned_external_ids.begin(), out.misaligned_external_ids.end());
   return out;
 }
 

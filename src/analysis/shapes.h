@@ -14,9 +14,6 @@ namespace gputriage::analysis {
 ShapeAlignment MeasureShapeAlignment(const Recording& rec, const std::vector<const KernelKind*>& kinds, int device,
                                      TimeNs matrix_total_ns);
 
-/// Per rec.kernels index: a matrix kernel launched by a misaligned operator (empty: none).
-std::vector<bool> MisalignedKernels(const Recording& rec, const std::vector<const KernelKind*>& kinds);
-
 /// Peak memory the caching allocator held on `device`, against its total.
 TraceMemory MeasureTraceMemory(const Recording& rec, const Device& device);
 

@@ -11,7 +11,6 @@
 
 #include "src/analysis/gpu_specs.h"
 #include "src/analysis/replay.h"
-#include "src/analysis/shapes.h"
 
 namespace gputriage::analysis {
 namespace {
@@ -183,9 +182,13 @@ WhatIfs PredictFixes(const Recording& rec, const Index& index, const StepWindows
                     "({:.1f}-{:.1f}x; FlashAttention reports 2-4x)",
                     kAttentionSpeedupPoint, kAttentionSpeedupWorst, kAttentionSpeedupBest));
   if (a.shapes.misaligned_ns > 0) {
-    const std::vector<bool> off = MisalignedKernels(rec, kernel_kinds);
+    const auto& off = a.shapes.misaligned_external_ids;  // measured once, in shapes.cc
+    auto is_off = [&](size_t i) {
+      return is(i, [](const KernelKind& k) { return IsMatrixClass(k.cls); }) &&
+             std::binary_search(off.begin(), off.end(), rec.kernels[i].external_id);
+    };
     out.aligned_shapes = PredictFasterKernels(
-        replay, correction, noise, n, [&](size_t i) { return i < off.size() && off[i]; }, kAlignSpeedupBest,
+        replay, correction, noise, n, is_off, kAlignSpeedupBest,
         kAlignSpeedupPoint, kAlignSpeedupWorst, data_wait_ms,
         fmt::format("trace replayed with the off-tile matrix kernels {:.1f}x faster once padded ({:.1f}-{:.1f}x; "
                     "NVIDIA's Deep Learning Performance Guide)",

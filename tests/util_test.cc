@@ -1,6 +1,9 @@
 #include <gtest/gtest.h>
 
+#include <zlib.h>
+
 #include "src/analysis/intervals.h"
+#include "src/util/byte_source.h"
 #include "src/util/decimal.h"
 #include "src/util/strings.h"
 
@@ -71,6 +74,77 @@ TEST(Printable, ControlCharactersCannotSteerTheTerminal) {
   EXPECT_EQ(Printable("csi \xc2\x9b" "2J"), "csi \\u009b2J");  // C1 CSI in UTF-8
   EXPECT_EQ(Printable("caf\xc3\xa9 \xff"), "caf\xc3\xa9 \xff");  // text and stray bytes stay as they are
   EXPECT_EQ(Printable(std::string("a\0b", 3)), "a\\x00b");
+}
+
+}  // namespace
+}  // namespace gputriage
+
+namespace gputriage {
+namespace {
+
+std::string ReadAll(ByteSource& source, size_t chunk = 3) {
+  std::string out(chunk, '\0'), all;
+  while (true) {
+    auto n = source.Read(out.data(), out.size());
+    if (!n.ok() || *n == 0) break;
+    all.append(out.data(), *n);
+  }
+  return all;
+}
+
+TEST(TextDecoding, Utf16WithSurrogatesBecomesUtf8) {
+  // "a\u00e9\u20ac\U0001F600" in UTF-16LE with a BOM, read in 3-byte slices so
+  // code units and surrogate pairs straddle reads.
+  const std::string le("\xff\xfe" "a\0" "\xe9\0" "\xac\x20" "\x3d\xd8\x00\xde", 12);
+  auto source = MemorySource("t", le.data(), le.size());
+  EXPECT_EQ(ReadAll(*source), "a\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80");
+  const std::string be("\xfe\xff" "\0a" "\xd8\x3d", 6);  // a lone high surrogate at the end
+  source = MemorySource("t", be.data(), be.size());
+  EXPECT_EQ(ReadAll(*source), "a\xef\xbf\xbd");
+}
+
+TEST(TextDecoding, Utf8BomIsDroppedAndOtherTextUntouched) {
+  const std::string bom = "\xef\xbb\xbf{\"traceEvents\": []}";
+  auto source = MemorySource("t", bom.data(), bom.size());
+  EXPECT_EQ(ReadAll(*source), "{\"traceEvents\": []}");
+  const std::string plain = "ab";  // shorter than the 4 bytes the detection looks at
+  source = MemorySource("t", plain.data(), plain.size());
+  EXPECT_EQ(ReadAll(*source), "ab");
+}
+
+TEST(PeekHead, TheHeadIsServedAgainAndDamageIsNotLost) {
+  // A gzip stream cut in the middle: the head shows the text, and the reader
+  // still meets the cut after it instead of a clean end.
+  std::string text;
+  for (int i = 0; i < 20000; ++i) text += "line " + std::to_string(i) + "\n";
+  uLongf size = compressBound(text.size()) + 64;
+  std::string gz(size, '\0');
+  z_stream zs{};
+  ASSERT_EQ(deflateInit2(&zs, 6, Z_DEFLATED, 16 + MAX_WBITS, 8, Z_DEFAULT_STRATEGY), Z_OK);
+  zs.next_in = reinterpret_cast<Bytef*>(text.data());
+  zs.avail_in = static_cast<uInt>(text.size());
+  zs.next_out = reinterpret_cast<Bytef*>(gz.data());
+  zs.avail_out = static_cast<uInt>(gz.size());
+  ASSERT_EQ(deflate(&zs, Z_FINISH), Z_STREAM_END);
+  gz.resize(zs.total_out / 2);
+  deflateEnd(&zs);
+  auto source = MemorySource("cut.gz", gz.data(), gz.size());
+  auto head = PeekHead(source, 1 << 20);
+  ASSERT_TRUE(head.ok());
+  EXPECT_EQ(head->substr(0, 7), "line 0\n");
+  std::string buffer(1 << 16, '\0'), again;
+  Status end;
+  while (true) {
+    auto n = source->Read(buffer.data(), buffer.size());
+    if (!n.ok()) {
+      end = n.status();
+      break;
+    }
+    if (*n == 0) break;
+    again.append(buffer.data(), *n);
+  }
+  EXPECT_EQ(again, *head);
+  EXPECT_EQ(end.code(), StatusCode::kDataLoss) << end.message();
 }
 
 }  // namespace

@@ -41,10 +41,15 @@ inline constexpr const char* kInputFormats[] = {"kineto", "nvidia-smi-csv", "nvi
                                                 "dcgmi-dmon", "dcgm-exporter", "capture-bundle"};
 
 /// Imports one input: a Kineto trace, a GPU metric log (nvidia-smi CSV, -q text,
-/// dmon, dcgmi dmon, dcgm-exporter scrapes, an nvidia-smi capture bundle), or a
-/// directory of dcgm-exporter scrapes. The format is detected from the content
-/// unless `options.format` names it. A capture bundle with idle/load phases gives
-/// one recording per phase.
+/// dmon, dcgmi dmon, dcgm-exporter scrapes, an nvidia-smi capture bundle), "-"
+/// for standard input, or a directory. The format is detected from the content
+/// unless `options.format` names it; the input is read once, so pipes and FIFOs
+/// work. A directory is read for what it holds, down its subdirectories on the
+/// same file system: each trace (the ranks of one run), each metric log, and its
+/// dcgm-exporter scrape files as one series; other files are skipped and counted.
+/// A capture bundle with idle/load phases gives one recording per phase. A metric
+/// log with more unreadable entries than values is refused (kDataLoss), never
+/// diagnosed from its few readable samples.
 StatusOr<std::vector<Recording>> ImportFile(const std::string& path, const ImportOptions& options = {});
 
 /// A metric log from bytes in memory (tests, fuzzing); `format` as in ImportOptions.

@@ -1,8 +1,15 @@
 // One entry point for every input: detects what a file is from its content and
-// hands it to the trace reader or a metric-log reader.
+// hands it to the trace reader or a metric-log reader. A directory is read for
+// what it holds: its traces as the ranks of one run, its metric logs, its
+// dcgm-exporter scrapes as one series.
+#include <sys/stat.h>
+
 #include <filesystem>
 
+#include <fmt/format.h>
+
 #include "gputriage/import.h"
+#include "src/sources/kineto/kineto_reader.h"
 #include "src/sources/metrics/metric_readers.h"
 #include "src/util/byte_source.h"
 #include "src/util/strings.h"
@@ -11,73 +18,193 @@ namespace gputriage {
 namespace {
 
 constexpr size_t kSniffBytes = 1 << 16;
+// A directory walk stops here: a run's directory holds a few hundred files at
+// most; more means the wrong directory (`diagnose /`) and a clear error beats
+// minutes of reading.
+constexpr int64_t kMaxDirectoryEntries = 20000;
+constexpr int64_t kMaxDirectoryFilesRead = 2000;
+constexpr int kMaxDirectoryDepth = 8;
 
-StatusOr<std::string> SniffFile(const std::string& path) {
-  ASSIGN_OR_RETURN(auto source, OpenFileSource(path));
-  std::string head(kSniffBytes, '\0');
-  size_t got = 0;
-  while (got < head.size()) {
-    auto n = source->Read(head.data() + got, head.size() - got);
-    if (!n.ok()) {
-      if (got > 0) break;  // a truncated gzip still shows what it is
-      return n.status();
-    }
-    if (*n == 0) break;
-    got += *n;
-  }
-  head.resize(got);
+constexpr const char* kNotRecognised =
+    ": not a recognised input: expected a PyTorch profiler trace (.json/.json.gz), an nvidia-smi --query-gpu CSV, "
+    "nvidia-smi -q text, nvidia-smi dmon or dcgmi dmon output, or dcgm-exporter /metrics text (use --format to "
+    "name it)";
+
+/// The format a file's head shows: "kineto", a metric format, or "" for none.
+/// `strict` (inside a directory) asks a JSON file to look like a trace, since
+/// directories also hold configs and TensorBoard's own JSON.
+std::string FormatOfHead(std::string_view head, bool strict) {
   const std::string_view view = TrimAsciiSpace(head);
-  if (view.empty()) return DataLossError(path + ": empty file");
-  if (view.front() == '{' || view.front() == '[') return std::string("kineto");
-  std::string format = SniffMetricFormat(head);
-  if (format.empty())
-    return UnimplementedError(path +
-                              ": not a recognised input: expected a PyTorch profiler trace (.json/.json.gz), an "
-                              "nvidia-smi --query-gpu CSV, nvidia-smi -q text, nvidia-smi dmon or dcgmi dmon output, "
-                              "or dcgm-exporter /metrics text (use --format to name it)");
-  return format;
+  if (view.empty()) return "";
+  if (view.front() == '{' || view.front() == '[') {
+    if (!strict || head.find("\"traceEvents\"") != std::string_view::npos ||
+        head.find("\"ph\"") != std::string_view::npos)
+      return "kineto";
+    return "";
+  }
+  return SniffMetricFormat(head);
 }
 
-}  // namespace
+/// Reads an opened input as `format` (the reader gets the source whole, head included).
+StatusOr<std::vector<Recording>> ReadSource(std::unique_ptr<ByteSource> source, const std::string& format,
+                                            const ImportOptions& options) {
+  if (format == "kineto") {
+    ASSIGN_OR_RETURN(Recording rec, ImportKinetoTraceFromSource(std::move(source)));
+    std::vector<Recording> out;
+    out.push_back(std::move(rec));
+    return out;
+  }
+  return ReadMetricLines(std::move(source), format, options);
+}
 
-namespace {
+/// One file (or standard input), opened once: a pipe's head read to detect the
+/// format is served again to the reader.
+StatusOr<std::vector<Recording>> ImportOneFile(const std::string& path, const ImportOptions& options) {
+  ASSIGN_OR_RETURN(auto source, OpenFileSource(path));
+  std::string format = options.format;
+  if (format.empty() || format == "auto") {
+    ASSIGN_OR_RETURN(std::string head, PeekHead(source, kSniffBytes));
+    if (TrimAsciiSpace(head).empty()) return DataLossError(source->name() + ": empty file");
+    format = FormatOfHead(head, /*strict=*/false);
+    if (format.empty()) return UnimplementedError(source->name() + kNotRecognised);
+  }
+  return ReadSource(std::move(source), format, options);
+}
 
-StatusOr<std::vector<Recording>> ImportAnyFile(const std::string& path, const ImportOptions& options);
+/// What a directory walk found, by kind.
+struct DirectoryContents {
+  std::vector<std::string> traces;
+  std::vector<std::pair<std::string, std::string>> metric_logs;  // path, format
+  std::vector<std::string> scrapes;
+  int64_t skipped = 0;
+  std::string first_skipped;
+  void Skip(const std::string& file) {
+    if (skipped++ == 0) first_skipped = file;
+  }
+};
+
+StatusOr<DirectoryContents> ClassifyDirectory(const std::string& path, const ImportOptions& options) {
+  namespace fs = std::filesystem;
+  DirectoryContents contents;
+  struct stat root_stat {};
+  if (::stat(path.c_str(), &root_stat) != 0) return IoError(path + ": cannot read directory");
+  std::error_code ec;
+  fs::recursive_directory_iterator it(path, fs::directory_options::skip_permission_denied, ec), end;
+  if (ec) return IoError(path + ": cannot list directory: " + ec.message());
+  int64_t entries = 0, files_read = 0;
+  const bool forced = !options.format.empty() && options.format != "auto";
+  for (; it != end; it.increment(ec)) {
+    if (ec) return IoError(path + ": cannot list directory: " + ec.message());
+    if (++entries > kMaxDirectoryEntries || files_read >= kMaxDirectoryFilesRead)
+      return InvalidArgumentError(fmt::format(
+          "{}: more than {} {} under this directory; name the run's own directory (a profiler log "
+          "directory, a metrics folder) or its files",
+          path, entries > kMaxDirectoryEntries ? kMaxDirectoryEntries : kMaxDirectoryFilesRead,
+          entries > kMaxDirectoryEntries ? "entries" : "files to read"));
+    const fs::directory_entry& entry = *it;
+    struct stat st {};
+    if (::stat(entry.path().c_str(), &st) != 0) {
+      contents.Skip(entry.path().string());
+      continue;
+    }
+    if (S_ISDIR(st.st_mode)) {
+      // Like `find -xdev`: /proc, /sys, /dev and other mounts are never a run's files.
+      if (st.st_dev != root_stat.st_dev || it.depth() + 1 >= kMaxDirectoryDepth) it.disable_recursion_pending();
+      continue;
+    }
+    if (!S_ISREG(st.st_mode)) continue;  // FIFOs, sockets, devices: never opened from a walk
+    if (st.st_size == 0) {
+      contents.Skip(entry.path().string());
+      continue;
+    }
+    const std::string file = entry.path().string();
+    if (forced) {
+      if (options.format == "dcgm-exporter") contents.scrapes.push_back(file);
+      else if (options.format == "kineto") contents.traces.push_back(file);
+      else contents.metric_logs.emplace_back(file, options.format);
+      continue;
+    }
+    ++files_read;
+    auto source = OpenFileSource(file);
+    if (!source.ok()) {
+      contents.Skip(file);
+      continue;
+    }
+    auto head = PeekHead(*source, kSniffBytes);
+    const std::string format = head.ok() ? FormatOfHead(*head, /*strict=*/true) : "";
+    if (format == "kineto") contents.traces.push_back(file);
+    else if (format == "dcgm-exporter") contents.scrapes.push_back(file);
+    else if (!format.empty()) contents.metric_logs.emplace_back(file, format);
+    else contents.Skip(file);
+  }
+  if (ec) return IoError(path + ": cannot list directory: " + ec.message());
+  std::sort(contents.traces.begin(), contents.traces.end());
+  std::sort(contents.metric_logs.begin(), contents.metric_logs.end());
+  if (contents.traces.empty() && contents.metric_logs.empty() && contents.scrapes.empty())
+    return NotFoundError(fmt::format(
+        "{}: no PyTorch profiler trace or GPU metric log in this directory ({} other file{} looked at{}{})", path,
+        contents.skipped, contents.skipped == 1 ? "" : "s", contents.skipped > 0 ? ", e.g. " : "",
+        contents.first_skipped));
+  return contents;
+}
+
+StatusOr<std::vector<Recording>> ImportDirectory(const std::string& path, const ImportOptions& options) {
+  ASSIGN_OR_RETURN(DirectoryContents contents, ClassifyDirectory(path, options));
+  std::vector<Recording> out;
+  for (const auto& trace : contents.traces) {
+    ASSIGN_OR_RETURN(auto source, OpenFileSource(trace));
+    ASSIGN_OR_RETURN(auto recs, ReadSource(std::move(source), "kineto", options));
+    for (auto& rec : recs) out.push_back(std::move(rec));
+  }
+  for (const auto& [log, format] : contents.metric_logs) {
+    ASSIGN_OR_RETURN(auto source, OpenFileSource(log));
+    ASSIGN_OR_RETURN(auto recs, ReadSource(std::move(source), format, options));
+    for (auto& rec : recs) out.push_back(std::move(rec));
+  }
+  if (!contents.scrapes.empty()) {
+    ASSIGN_OR_RETURN(Recording rec, ImportScrapeFiles(path, std::move(contents.scrapes), options));
+    out.push_back(std::move(rec));
+  }
+  if (contents.skipped > 0 && !out.empty())
+    out.front().stats.AddIssue(
+        IssueSeverity::kInfo, "directory_files_skipped",
+        fmt::format("{}: {} file{} that {} neither a trace nor a GPU metric log, e.g. {}", path, contents.skipped,
+                    contents.skipped == 1 ? "" : "s", contents.skipped == 1 ? "is" : "are", contents.first_skipped));
+  return out;
+}
+
+/// A metric log most of whose lines could not be read was read in the wrong
+/// format (or is not a metric log): its few readable samples must not become a
+/// diagnosis.
+Status CheckMostlyReadable(const Recording& rec) {
+  if (rec.format == "kineto") return Status::Ok();
+  int64_t unreadable = 0;
+  const ImportIssue* first = nullptr;
+  for (const auto& issue : rec.stats.issues)
+    if (issue.kind == "bad_sample" || issue.kind == "bad_row" || issue.kind == "bad_value" ||
+        issue.kind == "bad_timestamp" || issue.kind == "row_before_header") {
+      unreadable += issue.count;
+      if (first == nullptr) first = &issue;
+    }
+  if (unreadable == 0 || unreadable < rec.metrics.samples) return Status::Ok();
+  return DataLossError(fmt::format(
+      "{}: {} of its entries could not be read as {} ({} values were); it is not that format, or it is damaged "
+      "(first problem: {}); name the format with --format if detection chose wrongly",
+      rec.source_path, unreadable, rec.format, rec.metrics.samples, first->message));
+}
 
 }  // namespace
 
 StatusOr<std::vector<Recording>> ImportFile(const std::string& path, const ImportOptions& options) {
-  ASSIGN_OR_RETURN(auto recordings, ImportAnyFile(path, options));
-  for (auto& rec : recordings) ReportRejectedValues(rec);
+  std::error_code ec;
+  const bool directory = path != kStdinPath && std::filesystem::is_directory(path, ec);
+  ASSIGN_OR_RETURN(auto recordings, directory ? ImportDirectory(path, options) : ImportOneFile(path, options));
+  for (auto& rec : recordings) {
+    RETURN_IF_ERROR(CheckMostlyReadable(rec));
+    ReportRejectedValues(rec);
+  }
   return recordings;
 }
-
-namespace {
-
-StatusOr<std::vector<Recording>> ImportAnyFile(const std::string& path, const ImportOptions& options) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) {
-    if (options.format != "auto" && options.format != "dcgm-exporter")
-      return InvalidArgumentError(path + ": a directory is read as dcgm-exporter scrapes, not as " + options.format);
-    ASSIGN_OR_RETURN(Recording rec, ImportScrapeDirectory(path, options));
-    std::vector<Recording> out;
-    out.push_back(std::move(rec));
-    return out;
-  }
-  std::string format = options.format;
-  if (format.empty() || format == "auto") {
-    ASSIGN_OR_RETURN(format, SniffFile(path));
-  }
-  if (format == "kineto") {
-    ASSIGN_OR_RETURN(Recording rec, ImportKinetoTrace(path));
-    std::vector<Recording> out;
-    out.push_back(std::move(rec));
-    return out;
-  }
-  return ImportMetricFile(path, format, options);
-}
-
-}  // namespace
 
 StatusOr<Run> ImportRun(const std::vector<std::string>& paths, const ImportOptions& options) {
   Run run;

@@ -25,11 +25,25 @@ class ByteSource {
   virtual bool compressed() const = 0;
 };
 
-/// Opens `path`; gzip is detected by its magic bytes, not by the file name.
+/// The path that names standard input.
+inline constexpr const char* kStdinPath = "-";
+
+/// Opens `path` ("-" is standard input) and reads it once, front to back, so pipes,
+/// FIFOs and process substitutions work as files do. gzip is detected by its magic
+/// bytes, not by the file name; the text is then decoded to UTF-8: a UTF-8
+/// byte-order mark is dropped, UTF-16 (with a BOM, or little-endian ASCII text
+/// without one, as Windows PowerShell redirects write) is transcoded.
 StatusOr<std::unique_ptr<ByteSource>> OpenFileSource(const std::string& path);
 
+/// Reads up to `bytes` from the front of `source` (fewer at its end) and replaces
+/// `source` with one that serves those bytes again before the rest: a format can
+/// be detected from the head of a pipe without losing it. A read error with
+/// nothing read is returned; one after some bytes ends the head there and is met
+/// again by the reader.
+StatusOr<std::string> PeekHead(std::unique_ptr<ByteSource>& source, size_t bytes);
+
 /// A source over bytes already in memory (tests, fuzzing). Not decompressed unless
-/// the bytes start with the gzip magic.
+/// the bytes start with the gzip magic; decoded to UTF-8 as OpenFileSource does.
 std::unique_ptr<ByteSource> MemorySource(std::string name, const char* data, size_t size);
 
 }  // namespace gputriage

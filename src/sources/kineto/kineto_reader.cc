@@ -8,6 +8,7 @@
 
 #include "gputriage/import.h"
 #include "src/sources/kineto/kineto_json.h"
+#include "src/sources/kineto/kineto_reader.h"
 #include "src/sources/kineto/trace_json_splitter.h"
 #include "src/util/byte_source.h"
 #include "src/util/decimal.h"
@@ -443,6 +444,10 @@ StatusOr<Recording> ImportFromSource(ByteSource& source, size_t chunk_bytes = si
 
 StatusOr<Recording> ImportKinetoTrace(const std::string& path) {
   ASSIGN_OR_RETURN(auto source, OpenFileSource(path));
+  return ImportFromSource(*source);
+}
+
+StatusOr<Recording> ImportKinetoTraceFromSource(std::unique_ptr<ByteSource> source) {
   return ImportFromSource(*source);
 }
 

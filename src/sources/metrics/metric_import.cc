@@ -146,6 +146,8 @@ StatusOr<std::vector<Recording>> ReadBundle(LineReader& lines, const std::string
   return out;
 }
 
+}  // namespace
+
 StatusOr<std::vector<Recording>> ReadMetricLines(std::unique_ptr<ByteSource> source, const std::string& format,
                                                  const ImportOptions& options) {
   const std::string path = source->name();
@@ -173,8 +175,6 @@ StatusOr<std::vector<Recording>> ReadMetricLines(std::unique_ptr<ByteSource> sou
   out.push_back(std::move(rec));
   return out;
 }
-
-}  // namespace
 
 std::optional<size_t> MetricReaderContext::Device(int index, std::string_view uuid, std::string_view pci_bus_id,
                                                   int mig_instance, int64_t line_no) {
@@ -238,12 +238,6 @@ std::string SniffMetricFormat(std::string_view head) {
   return prom ? "dcgm-exporter" : "";
 }
 
-StatusOr<std::vector<Recording>> ImportMetricFile(const std::string& path, const std::string& format,
-                                                  const ImportOptions& options) {
-  ASSIGN_OR_RETURN(auto source, OpenFileSource(path));
-  return ReadMetricLines(std::move(source), format, options);
-}
-
 StatusOr<std::vector<Recording>> ImportMetricLogFromMemory(const std::string& name, std::string_view bytes,
                                                            const ImportOptions& options) {
   std::string format = options.format;
@@ -254,15 +248,13 @@ StatusOr<std::vector<Recording>> ImportMetricLogFromMemory(const std::string& na
   return ReadMetricLines(MemorySource(name, bytes.data(), bytes.size()), format, options);
 }
 
-StatusOr<Recording> ImportScrapeDirectory(const std::string& path, const ImportOptions& options) {
+StatusOr<Recording> ImportScrapeFiles(const std::string& path, std::vector<std::string> file_names,
+                                      const ImportOptions& options) {
   namespace fs = std::filesystem;
   std::error_code ec;
-  std::vector<fs::path> files;
-  for (fs::directory_iterator it(path, ec), end; !ec && it != end; it.increment(ec))
-    if (it->is_regular_file(ec)) files.push_back(it->path());
-  if (ec) return IoError(path + ": cannot list directory: " + ec.message());
-  if (files.empty()) return NotFoundError(path + ": directory holds no scrape files");
-  std::sort(files.begin(), files.end());
+  if (file_names.empty()) return NotFoundError(path + ": directory holds no scrape files");
+  std::sort(file_names.begin(), file_names.end());
+  std::vector<fs::path> files(file_names.begin(), file_names.end());
   Recording rec;
   rec.source_path = path;
   MetricReaderContext ctx;

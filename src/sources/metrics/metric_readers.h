@@ -16,6 +16,7 @@
 #include "gputriage/import.h"
 #include "gputriage/model.h"
 #include "gputriage/status.h"
+#include "src/util/byte_source.h"
 
 namespace gputriage {
 
@@ -99,11 +100,13 @@ void StartDcgmExporterScrape(MetricLineReader* reader, TimeNs t);
 /// first bytes of the (decompressed) file.
 std::string SniffMetricFormat(std::string_view head);
 
-/// Imports a metric log (already sniffed or forced as `format`) into one
+/// Reads a metric log (already sniffed or forced as `format`) into one
 /// recording, or several for a capture bundle with phases.
-StatusOr<std::vector<Recording>> ImportMetricFile(const std::string& path, const std::string& format,
-                                                  const ImportOptions& options);
-/// A directory of dcgm-exporter scrapes, one file per scrape.
-StatusOr<Recording> ImportScrapeDirectory(const std::string& path, const ImportOptions& options);
+StatusOr<std::vector<Recording>> ReadMetricLines(std::unique_ptr<ByteSource> source, const std::string& format,
+                                                 const ImportOptions& options);
+/// dcgm-exporter scrapes saved one per file (`files`, in directory `path`): one
+/// recording whose series run over the scrapes in file-name order.
+StatusOr<Recording> ImportScrapeFiles(const std::string& path, std::vector<std::string> files,
+                                      const ImportOptions& options);
 
 }  // namespace gputriage

@@ -1,0 +1,110 @@
+#!/usr/bin/env bash
+# How inputs reach the readers: directories read for what they hold, standard
+# input, pipes, FIFOs and process substitution read once and whole, byte-order
+# marks and UTF-16 text decoded (issue 12, items 1, 6 and 15).
+set -u
+bin=$1
+data=$2
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+export GPUTRIAGE_STORE=$tmp/runs.db
+fail=0
+check() {  # description, expected exit code, command...
+  local what=$1 want=$2; shift 2
+  timeout 120 "$@" >"$tmp/out" 2>"$tmp/err"
+  local got=$?
+  if [ "$got" != "$want" ]; then
+    echo "FAIL: $what: exit $got, expected $want"; cat "$tmp/err"; fail=1
+  else
+    echo "ok: $what"
+  fi
+}
+field() {  # the summary field $1 of the JSON report in $tmp/out
+  python3 -c 'import json,sys; v=json.load(open(sys.argv[1]))["summary"][sys.argv[2]]; print(round(v, 2) if isinstance(v, float) else v)' "$tmp/out" "$1"
+}
+same() {  # description, expected, got
+  if [ "$2" != "$3" ]; then echo "FAIL: $1: $3, expected $2"; fail=1; else echo "ok: $1 ($3)"; fi
+}
+nw0=$data/traces/kineto-resnet50-v100/num_workers_0.pt.trace.json.gz
+
+# --- directories --------------------------------------------------------------
+# A TensorBoard profiler log directory: the trace lies three levels down beside
+# TensorBoard's own files; once it was read as dcgm-exporter scrapes and judged
+# an all-clear.
+mkdir -p "$tmp/tb/plugins/profile/2026_11_30"
+cp "$nw0" "$tmp/tb/plugins/profile/2026_11_30/host_123.pt.trace.json.gz"
+printf 'binary\0\1\2' >"$tmp/tb/events.out.tfevents.1700000000.host"
+echo '{"embeddings": []}' >"$tmp/tb/projector_config.json"
+check "a profiler log directory is read for its trace" 0 "$bin" diagnose --json "$tmp/tb"
+same "its GPU busy share is the trace's" 55.51 "$(field gpu_busy_percent)"
+grep -q '"verdict": "input_bound"' "$tmp/out" || { echo "FAIL: no input_bound from the directory"; fail=1; }
+grep -q 'directory_files_skipped' "$tmp/out" || { echo "FAIL: the skipped files are not named"; fail=1; }
+
+mkdir -p "$tmp/junk"
+echo 'hello' >"$tmp/junk/notes.txt"
+echo '{"lr": 0.1}' >"$tmp/junk/config.json"
+check "a directory with no GPU input is an error, not an all-clear" 3 "$bin" diagnose "$tmp/junk"
+grep -q "no PyTorch profiler trace or GPU metric log" "$tmp/err" || { echo "FAIL: unclear message"; cat "$tmp/err"; fail=1; }
+
+check "diagnose / stops with a clear error" 3 "$bin" diagnose /
+grep -q "name the run's own directory" "$tmp/err" || { echo "FAIL: diagnose / message"; cat "$tmp/err"; fail=1; }
+
+mkdir -p "$tmp/scrapes"
+i=0
+for f in "$data"/metrics/dcgm-exporter/*; do cp "$f" "$tmp/scrapes/scrape_$i.prom"; i=$((i + 1)); done
+check "a directory of dcgm-exporter scrapes is still one series" 0 "$bin" diagnose --json "$tmp/scrapes"
+
+
+check "a trace forced as dcgm-exporter is refused, not judged" 3 "$bin" diagnose --format dcgm-exporter "$nw0"
+grep -q "could not be read as dcgm-exporter" "$tmp/err" || { echo "FAIL: misread message"; cat "$tmp/err"; fail=1; }
+
+# --- standard input, pipes, FIFOs ----------------------------------------------
+# A log over the 64 KiB detection head: 2 of every 7 seconds idle, the rest at 90 %.
+python3 - "$tmp/log.csv" <<'PY'
+import datetime, sys
+t = datetime.datetime(2026, 11, 1, 10, 0, 0)
+rows = ["timestamp, name, pci.bus_id, utilization.gpu [%], power.draw [W]"]
+for i in range(3000):
+    u = 0 if i % 7 < 2 else 90
+    ts = (t + datetime.timedelta(seconds=i)).strftime("%Y/%m/%d %H:%M:%S.000")
+    rows.append(f"{ts}, NVIDIA H100 80GB HBM3, 00000000:18:00.0, {u} %, {100 + 5 * u:.2f} W")
+open(sys.argv[1], "w").write("\n".join(rows) + "\n")
+open(sys.argv[1] + ".utf16", "wb").write(("\ufeff" + "\r\n".join(rows) + "\r\n").encode("utf-16-le"))
+open(sys.argv[1] + ".utf16-nobom", "wb").write(("\r\n".join(rows) + "\r\n").encode("utf-16-le"))
+open(sys.argv[1] + ".utf16be", "wb").write(("\ufeff" + "\n".join(rows) + "\n").encode("utf-16-be"))
+PY
+check "a log from a file" 0 "$bin" diagnose --json "$tmp/log.csv"
+want_busy=$(field gpu_busy_percent)
+want_hours=$(field gpu_hours)
+check "process substitution" 0 bash -c '"$0" diagnose --json <(cat "$1")' "$bin" "$tmp/log.csv"
+same "process substitution keeps the detection head" "$want_busy" "$(field gpu_busy_percent)"
+same "process substitution keeps every row" "$want_hours" "$(field gpu_hours)"
+check "- is standard input" 0 bash -c '"$0" diagnose --json - <"$1"' "$bin" "$tmp/log.csv"
+same "standard input reads it all" "$want_hours" "$(field gpu_hours)"
+gzip -c "$tmp/log.csv" >"$tmp/log.csv.gz"
+check "zcat | diagnose /dev/stdin" 0 bash -c 'cat "$1" | "$0" diagnose --json /dev/stdin' "$bin" "$tmp/log.csv.gz"
+same "a gzip pipe reads it all" "$want_hours" "$(field gpu_hours)"
+mkfifo "$tmp/fifo"
+(cat "$tmp/log.csv" >"$tmp/fifo" &)
+check "a FIFO is read once, without hanging" 0 "$bin" diagnose --json "$tmp/fifo"
+same "a FIFO reads it all" "$want_hours" "$(field gpu_hours)"
+check "a trace through standard input" 0 bash -c '"$0" diagnose --json - <"$1"' "$bin" "$nw0"
+same "a piped trace" 55.51 "$(field gpu_busy_percent)"
+
+mkdir -p "$tmp/mixed"
+cp "$nw0" "$tmp/mixed/trace.json.gz"
+cp "$tmp/log.csv" "$tmp/mixed/smi.csv"
+check "a directory with a trace and a metric log reads both" 0 "$bin" diagnose --json "$tmp/mixed"
+same "both recordings" 2 "$(field recordings)"
+
+# --- encodings ----------------------------------------------------------------
+for enc in utf16 utf16-nobom utf16be; do
+  check "a $enc CSV (PowerShell redirect) is read" 0 "$bin" diagnose --json "$tmp/log.csv.$enc"
+  same "the $enc CSV gives the same hours" "$want_hours" "$(field gpu_hours)"
+  same "the $enc CSV gives the same busy share" "$want_busy" "$(field gpu_busy_percent)"
+done
+{ printf '\xef\xbb\xbf'; gzip -dc "$nw0"; } >"$tmp/bom.json"
+check "a trace starting with a byte-order mark is read" 0 "$bin" diagnose --json "$tmp/bom.json"
+same "the BOM trace" 55.51 "$(field gpu_busy_percent)"
+
+exit $fail

@@ -229,6 +229,9 @@ StatusOr<RecordResult> RecordCommand(const RecordOptions& options) {
   auto stored = [&result](const Status& s) {
     if (!s.ok()) result.recording.stats.AddIssue(IssueSeverity::kError, "store_write_failed", s.message());
   };
+  if (!options.store_unavailable.ok())
+    result.recording.stats.AddIssue(IssueSeverity::kError, "store_unavailable",
+                                    options.store_unavailable.message() + " (the run was not kept)");
   if (options.store) {
     RunInfo info = options.info;
     info.started_ns = result.started_ns;

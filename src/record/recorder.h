@@ -20,6 +20,9 @@ struct RecordOptions {
   std::string nvml_library;          // "" = $GPUTRIAGE_NVML_LIBRARY, then the driver's
   std::string dcgm_exporter_url;     // scrape this dcgm-exporter instead of using NVML
   RunStore* store = nullptr;         // where the run is kept as it is recorded (may be null)
+  // Why the run store asked for could not be opened: the job runs all the same,
+  // and the recording says so in a store_unavailable issue.
+  Status store_unavailable;
   RunInfo info;                      // name, host, metadata for the store
   /// Variables set (or replaced) in the job's environment, e.g. PYTHONPATH for
   /// `record --python`.

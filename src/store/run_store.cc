@@ -9,19 +9,12 @@
 #include <iterator>
 #include <string_view>
 
+#include <fmt/format.h>
+#include <unistd.h>
+
 #include "src/util/strings.h"
 
 namespace gputriage {
-namespace {
-
-constexpr int64_t kFlushEveryMs = 1000;
-
-int64_t MonotonicMs() {
-  timespec ts{};
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<int64_t>(ts.tv_sec) * 1000 + ts.tv_nsec / 1'000'000;
-}
-
 /// A prepared statement that finalizes itself.
 class Statement {
  public:
@@ -35,7 +28,10 @@ class Statement {
   void Bind(int i, double v) { sqlite3_bind_double(stmt_, i, v); }
   void Bind(int i, const std::string& v) { sqlite3_bind_text(stmt_, i, v.c_str(), static_cast<int>(v.size()), SQLITE_TRANSIENT); }
   void BindNull(int i) { sqlite3_bind_null(stmt_, i); }
-  int Step() { return sqlite3_step(stmt_); }
+  int Step() { return last_ = sqlite3_step(stmt_); }
+  /// After a loop of Step() == SQLITE_ROW: whether it ended at the last row
+  /// rather than at an error (a damaged page reads as SQLITE_CORRUPT).
+  bool Done() const { return rc_ == SQLITE_OK && last_ == SQLITE_DONE; }
   void Reset() {
     sqlite3_reset(stmt_);
     sqlite3_clear_bindings(stmt_);
@@ -51,7 +47,29 @@ class Statement {
  private:
   sqlite3_stmt* stmt_ = nullptr;
   int rc_ = SQLITE_ERROR;
+  int last_ = SQLITE_OK;
 };
+
+namespace {
+
+constexpr int64_t kFlushEveryMs = 1000;
+
+/// A path as the file: URI form wants it (%, ? and # escaped).
+std::string UriPath(const std::string& path) {
+  std::string out;
+  for (char c : path) {
+    if (c == '%' || c == '?' || c == '#') out += fmt::format("%{:02X}", static_cast<unsigned char>(c));
+    else out += c;
+  }
+  return out;
+}
+
+int64_t MonotonicMs() {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1000 + ts.tv_nsec / 1'000'000;
+}
+
 
 // Schema migrations: Migration(N) brings a store from version N to N + 1; the
 // first is this text, later ones are built from frozen column lists below.
@@ -185,18 +203,107 @@ std::string RunStore::DefaultPath() {
 StatusOr<std::unique_ptr<RunStore>> RunStore::Open(const std::string& path) {
   std::error_code ec;
   const auto dir = std::filesystem::path(path).parent_path();
-  if (!dir.empty()) std::filesystem::create_directories(dir, ec);
+  if (!dir.empty() && !std::filesystem::is_directory(dir, ec)) {
+    std::filesystem::create_directories(dir, ec);
+    if (ec) return IoError(path + ": cannot create the run store's directory: " + ec.message());
+  }
   std::unique_ptr<RunStore> store(new RunStore());
   store->path_ = path;
   if (sqlite3_open_v2(path.c_str(), &store->db_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr) != SQLITE_OK)
     return IoError(path + ": cannot open the run store: " + (store->db_ ? sqlite3_errmsg(store->db_) : "out of memory"));
-  sqlite3_busy_timeout(store->db_, 5000);  // a second recorder may hold the write lock briefly
+  // Recorders share a store: one holds the write lock while it creates the
+  // schema or commits a second of samples; the others wait for it.
+  sqlite3_busy_timeout(store->db_, kBusyTimeoutMs);
   // WAL: readers never block the recorder, and a crash loses only uncommitted transactions.
-  RETURN_IF_ERROR(store->Exec("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON;"));
+  RETURN_IF_ERROR(store->SetJournalMode());
+  RETURN_IF_ERROR(store->Exec("PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON;"));
   RETURN_IF_ERROR(store->Migrate());
   RETURN_IF_ERROR(store->CheckSampleColumns());
   store->last_flush_ms_ = MonotonicMs();
   return store;
+}
+
+StatusOr<std::unique_ptr<RunStore>> RunStore::OpenForReading(const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec))
+    return NotFoundError(path + ": there is no run store here (nothing recorded yet, or another --store path?)");
+  std::unique_ptr<RunStore> store(new RunStore());
+  store->path_ = path;
+  store->read_only_ = true;
+  if (sqlite3_open_v2(path.c_str(), &store->db_, SQLITE_OPEN_READONLY, nullptr) != SQLITE_OK)
+    return IoError(path + ": cannot open the run store: " + (store->db_ ? sqlite3_errmsg(store->db_) : "out of memory"));
+  sqlite3_busy_timeout(store->db_, kBusyTimeoutMs);
+  int64_t version = 0;
+  Status readable = store->ReadVersion(&version);
+  if (!readable.ok() && store->db_ != nullptr &&
+      (sqlite3_errcode(store->db_) == SQLITE_CANTOPEN || sqlite3_errcode(store->db_) == SQLITE_READONLY)) {
+    // A WAL store in a directory we may not write: its shared-memory index cannot
+    // be made. Read the file as it stands (no writer can change it under us: we
+    // could not have opened it for writing either).
+    sqlite3_close_v2(store->db_);
+    store->db_ = nullptr;
+    const std::string uri = "file:" + UriPath(path) + "?immutable=1";
+    if (sqlite3_open_v2(uri.c_str(), &store->db_, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI, nullptr) != SQLITE_OK)
+      return IoError(path + ": cannot open the run store: " + (store->db_ ? sqlite3_errmsg(store->db_) : "out of memory"));
+    readable = store->ReadVersion(&version);
+  }
+  RETURN_IF_ERROR(readable);
+  if (version == 0) return DataLossError(path + ": this file is not a gputriage run store");
+  if (version > kSchemaVersion)
+    return UnimplementedError(path + ": the store's schema version " + std::to_string(version) +
+                              " is newer than this gputriage (" + std::to_string(kSchemaVersion) + "); upgrade gputriage");
+  if (version < kSchemaVersion)
+    return UnimplementedError(path + ": the store's schema version " + std::to_string(version) +
+                              " is older than this gputriage's (" + std::to_string(kSchemaVersion) +
+                              "); reading commands never change a store: record one run into it to migrate it");
+  RETURN_IF_ERROR(store->CheckSampleColumns());
+  return store;
+}
+
+Status RunStore::SetJournalMode() {
+  // Changing the journal mode needs the whole file; on a new store several
+  // recorders may race for it. SQLITE_BUSY here does not go through the busy
+  // handler in every SQLite version, so retry for as long as it would.
+  for (int64_t waited_ms = 0;; waited_ms += 10) {
+    Statement mode(db_, "PRAGMA journal_mode=WAL");
+    const int rc = mode.ok() ? mode.Step() : SQLITE_ERROR;
+    if (rc == SQLITE_ROW) return Status::Ok();
+    if ((rc != SQLITE_BUSY && rc != SQLITE_LOCKED) || waited_ms >= kBusyTimeoutMs) {
+      if (rc == SQLITE_NOTADB || rc == SQLITE_CORRUPT)
+        return DataLossError(path_ + ": this file is not a gputriage run store (" + sqlite3_errmsg(db_) + ")");
+      return IoError(path_ + ": cannot use the run store: " + sqlite3_errmsg(db_));
+    }
+    usleep(10'000);
+  }
+}
+
+Status RunStore::ReadVersion(int64_t* version) {
+  Statement q(db_, "PRAGMA user_version");
+  const int rc = q.ok() ? q.Step() : sqlite3_errcode(db_);
+  if (rc != SQLITE_ROW) {
+    const int code = sqlite3_errcode(db_);
+    if (code == SQLITE_NOTADB || code == SQLITE_CORRUPT)
+      return DataLossError(path_ + ": this file is not a gputriage run store (" + sqlite3_errmsg(db_) + ")");
+    return IoError(path_ + ": cannot read the run store: " + sqlite3_errmsg(db_));
+  }
+  *version = q.Int(0);
+  return Status::Ok();
+}
+
+Status RunStore::ReadEnd(const Statement& statement, const char* what) const {
+  if (statement.Done()) return Status::Ok();
+  return DataLossError(path_ + ": the run store is damaged (" + sqlite3_errmsg(db_) + ", while " + what +
+                       "); `gputriage runs --check` names what is affected; runs that can still be read can be exported");
+}
+
+Status RunStore::CheckIntegrity(std::vector<std::string>* problems) {
+  problems->clear();
+  Statement check(db_, "PRAGMA integrity_check(100)");
+  if (!check.ok()) return ReadEnd(check, "checking integrity");
+  while (check.Step() == SQLITE_ROW)
+    if (check.Text(0) != "ok") problems->push_back(check.Text(0));
+  if (!check.Done() && problems->empty()) problems->push_back(sqlite3_errmsg(db_));
+  return Status::Ok();
 }
 
 RunStore::~RunStore() {
@@ -215,34 +322,30 @@ Status RunStore::Exec(const char* sql) {
 }
 
 Status RunStore::Migrate() {
-  int64_t current = 0;
-  {  // statements closed before migrating: DROP TABLE fails while a read is open
-    Statement version(db_, "PRAGMA user_version");
-    if (!version.ok() || version.Step() != SQLITE_ROW)
-      return DataLossError(path_ + ": not a gputriage run store (" + sqlite3_errmsg(db_) + ")");
-    current = version.Int(0);
-  }
-  if (current > kSchemaVersion)
-    return UnimplementedError(path_ + ": store schema version " + std::to_string(current) +
-                              " is newer than this gputriage (" + std::to_string(kSchemaVersion) + "); upgrade gputriage");
-  if (current == 0) {
-    // A non-empty file without our version is someone else's database: leave it alone.
-    Statement tables(db_, "SELECT count(*) FROM sqlite_master");
-    if (tables.ok() && tables.Step() == SQLITE_ROW && tables.Int(0) > 0)
-      return DataLossError(path_ + ": an SQLite file that is not a gputriage run store");
-  }
-  for (int64_t v = current; v < kSchemaVersion; ++v) {
+  // Each step re-reads the version inside its write transaction: recorders that
+  // open a new store at once wait for each other, and each step runs once.
+  for (;;) {
     RETURN_IF_ERROR(Exec("BEGIN IMMEDIATE"));
-    const std::string sql = Migration(v);
-    Status s = Exec(sql.c_str());
-    if (s.ok()) s = Exec(("PRAGMA user_version=" + std::to_string(v + 1)).c_str());
+    int64_t current = 0;
+    Status s = ReadVersion(&current);
+    if (s.ok() && current > kSchemaVersion)
+      s = UnimplementedError(path_ + ": the store's schema version " + std::to_string(current) +
+                             " is newer than this gputriage (" + std::to_string(kSchemaVersion) + "); upgrade gputriage");
+    if (s.ok() && current == 0) {
+      // A non-empty file without our version is someone else's database: leave it alone.
+      Statement tables(db_, "SELECT count(*) FROM sqlite_master");
+      if (tables.ok() && tables.Step() == SQLITE_ROW && tables.Int(0) > 0)
+        s = DataLossError(path_ + ": an SQLite file that is not a gputriage run store");
+    }
+    if (s.ok() && current == kSchemaVersion) return Exec("COMMIT");
+    if (s.ok()) s = Exec(Migration(current).c_str());
+    if (s.ok()) s = Exec(("PRAGMA user_version=" + std::to_string(current + 1)).c_str());
     if (!s.ok()) {
       (void)Exec("ROLLBACK");
       return s;
     }
     RETURN_IF_ERROR(Exec("COMMIT"));
   }
-  return Status::Ok();
 }
 
 Status RunStore::CheckSampleColumns() {
@@ -472,18 +575,25 @@ StatusOr<std::vector<RunInfo>> RunStore::ListRuns() {
     r.devices = static_cast<int>(q.Int(9));
     out.push_back(std::move(r));
   }
+  RETURN_IF_ERROR(ReadEnd(q, "listing runs"));
   Statement meta(db_, "SELECT run_id, key, value FROM run_metadata");
-  while (meta.ok() && meta.Step() == SQLITE_ROW)
-    for (auto& r : out)
-      if (r.id == meta.Int(0)) r.metadata[meta.Text(1)] = meta.Text(2);
+  while (meta.ok() && meta.Step() == SQLITE_ROW) {
+    // Runs are in id order: a binary search, not a scan per row (10,000 runs).
+    auto r = std::lower_bound(out.begin(), out.end(), meta.Int(0),
+                              [](const RunInfo& info, int64_t id) { return info.id < id; });
+    if (r != out.end() && r->id == meta.Int(0)) r->metadata[meta.Text(1)] = meta.Text(2);
+  }
+  RETURN_IF_ERROR(ReadEnd(meta, "listing run settings"));
   return out;
 }
 
 StatusOr<Recording> RunStore::LoadRun(int64_t run) {
   Statement head(db_, "SELECT name, command, status FROM runs WHERE id=?");
   head.Bind(1, run);
-  if (!head.ok() || head.Step() != SQLITE_ROW)
-    return NotFoundError(path_ + ": no run " + std::to_string(run) + " (gputriage runs lists them)");
+  if (!head.ok() || head.Step() != SQLITE_ROW) {
+    RETURN_IF_ERROR(ReadEnd(head, "finding the run"));
+    return NotFoundError(path_ + ": there is no run " + std::to_string(run) + " (gputriage runs lists them)");
+  }
   Recording rec;
   rec.format = "nvml";
   rec.source_path = "run " + std::to_string(run) + (head.Text(0).empty() ? "" : " (" + head.Text(0) + ")");
@@ -511,6 +621,7 @@ StatusOr<Recording> RunStore::LoadRun(int64_t run) {
     if (position.size() <= stored) position.resize(stored + 1, SIZE_MAX);
     position[stored] = *pos;
   }
+  if (rec.metrics.devices.size() < MetricSet::kMaxDevices) RETURN_IF_ERROR(ReadEnd(devs, "reading a run's GPUs"));
   // Samples stream in the order they were recorded (each series in time order,
   // no sort), through the same sketches a live recording fills.
   const std::string select = "SELECT s.device, s.t_ns, " + MetricColumns("s.") +
@@ -528,6 +639,7 @@ StatusOr<Recording> RunStore::LoadRun(int64_t run) {
     for (int m = 0; m < kNumMetrics; ++m)
       if (!samples.Null(2 + m)) rec.metrics.Add(position[device], static_cast<Metric>(m), t, samples.Real(2 + m));
   }
+  RETURN_IF_ERROR(ReadEnd(samples, "reading a run's samples"));
   Statement steps(db_,
                   "SELECT step, start_ns, end_ns, pid, samples, tokens, flops, data_ns, forward_ns, backward_ns,"
                   " optimizer_ns, communication_ns, checkpoint_ns, other_ns, device_ns FROM steps WHERE run_id=?"
@@ -545,6 +657,7 @@ StatusOr<Recording> RunStore::LoadRun(int64_t run) {
     step.device_ns = steps.Int(14);
     rec.marked_steps.push_back(step);
   }
+  RETURN_IF_ERROR(ReadEnd(steps, "reading a run's steps"));
   rec.clock_is_absolute = true;
   rec.metrics.clock_note = "host wall clock at each NVML sample";
   if (rec.metrics.devices.empty()) {  // recorded without a GPU: as the live report said
@@ -578,6 +691,7 @@ Status RunStore::ForEachSample(int64_t run,
     ReadDeviceFacts(devs, d);
     devices.emplace(devs.Int(0), std::move(d));
   }
+  RETURN_IF_ERROR(ReadEnd(devs, "reading a run's GPUs"));
   if (devices.empty()) return NotFoundError(path_ + ": run " + std::to_string(run) + " has no GPUs recorded");
   // The GPUs the job used, as LoadRun keeps them.
   bool any_used = false;
@@ -600,6 +714,7 @@ Status RunStore::ForEachSample(int64_t run,
       if (dev == devices.end()) continue;
       fn(dev->second, metric, samples.Int(1), samples.Real(2));
     }
+    RETURN_IF_ERROR(ReadEnd(samples, "reading a run's samples"));
   }
   return Status::Ok();
 }

@@ -26,6 +26,8 @@ struct sqlite3_stmt;
 
 namespace gputriage {
 
+class Statement;  // a prepared SQLite statement (run_store.cc)
+
 struct RunInfo {
   int64_t id = 0;
   std::string name;
@@ -48,9 +50,17 @@ class RunStore {
   /// $GPUTRIAGE_STORE, else $XDG_DATA_HOME/gputriage/runs.db, else ~/.local/share/gputriage/runs.db.
   static std::string DefaultPath();
 
-  /// Opens (creating the file and its directory if needed) and migrates.
-  /// A file that is not a gputriage store, or is newer than this build, is an error.
+  /// Opens for recording (creating the file and its directory if needed) and
+  /// migrates; safe when several recorders open a new store at once. A file that
+  /// is not a gputriage store, or is newer than this build, is an error.
   static StatusOr<std::unique_ptr<RunStore>> Open(const std::string& path);
+  /// Opens for reading only: never creates, migrates or writes anything (a
+  /// read-only file or directory is fine). A missing file, another database, or a
+  /// schema older or newer than this build's is an error that says so.
+  static StatusOr<std::unique_ptr<RunStore>> OpenForReading(const std::string& path);
+  /// SQLite's integrity check over the whole file; `problems` is empty when it
+  /// passes. Reads every page: for `runs --check`, not for every listing.
+  Status CheckIntegrity(std::vector<std::string>* problems);
   ~RunStore();
 
   /// Starts a run (status "incomplete") and returns its id.
@@ -80,9 +90,17 @@ class RunStore {
   RunStore() = default;
   Status Exec(const char* sql);
   Status Migrate();
+  Status SetJournalMode();
+  Status ReadVersion(int64_t* version);
+  /// Ok when `statement`'s rows ended at the last one; a damaged store otherwise.
+  Status ReadEnd(const Statement& statement, const char* what) const;
   Status CheckSampleColumns();
 
   sqlite3* db_ = nullptr;
+  bool read_only_ = false;
+  // How long a writer waits for another's lock: a recorder commits once a
+  // second; a new store's schema is made once.
+  static constexpr int kBusyTimeoutMs = 30'000;
   std::string path_;
   /// One device's values at one time: a samples row.
   struct PendingRow {

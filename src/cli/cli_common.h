@@ -1,0 +1,66 @@
+// What every subcommand of the gputriage CLI shares: exit codes, number
+// validation, the run store's opening, printing. CLI11 is used only in src/cli/.
+//
+// Exit codes (README "Use"):
+//   0  the diagnosis was printed (and no finding reached --fail-on)
+//   1  a finding reached the --fail-on severity
+//   2  usage error (bad flag or value)
+//   3  an input could not be read (missing, unreadable, not a trace or metric log, corrupt),
+//      or `record` could not start its command
+// `record` exits with the recorded command's exit code (128 + N when signal N killed it).
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "gputriage/status.h"
+#include "src/store/run_store.h"
+
+namespace gputriage::cli {
+
+constexpr int kExitOk = 0;
+constexpr int kExitFindings = 1;
+constexpr int kExitUsage = 2;
+constexpr int kExitInput = 3;
+
+/// A subcommand as main() sees it: parsed by CLI11, then run.
+struct Subcommand {
+  CLI::App* app = nullptr;
+  std::function<int()> run;
+};
+
+Subcommand AddDiagnoseCommand(CLI::App& app);
+Subcommand AddCostCommand(CLI::App& app);
+Subcommand AddRecordCommand(CLI::App& app);
+Subcommand AddRunsCommand(CLI::App& app);
+Subcommand AddExportCommand(CLI::App& app);
+
+/// A number in [lo, hi] (in (lo, hi] with `above_lo`). CLI11's Range lets NaN and
+/// infinities through; here they are usage errors like any out-of-range value.
+CLI::Validator FiniteRange(double lo, double hi, bool above_lo = false);
+
+/// A run id: a whole number from 1, said as such (CLI11's own message for
+/// `export abc` is a 300-digit range).
+CLI::Validator RunIdNumber();
+
+/// The workload classes --workload accepts.
+const std::vector<std::string>& WorkloadChoices();
+
+/// Help text of every --store option.
+inline constexpr const char* kStoreHelp = "run store (default: $GPUTRIAGE_STORE, else ~/.local/share/gputriage/runs.db)";
+
+void Print(const std::string& out);
+/// "gputriage: error: MESSAGE" on stderr.
+void PrintError(const Status& status);
+
+/// The run store at `path` ($GPUTRIAGE_STORE or the user's data directory when
+/// empty), for recording: null after printing why it cannot be opened.
+std::unique_ptr<RunStore> OpenStoreForRecording(const std::string& path, Status* why);
+/// The same for reading commands: never creates or changes anything.
+std::unique_ptr<RunStore> OpenStoreForReading(const std::string& path);
+
+}  // namespace gputriage::cli

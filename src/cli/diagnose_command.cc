@@ -1,0 +1,136 @@
+// `gputriage diagnose`: traces, metric logs and stored runs of one job, judged
+// together and reported on the terminal or as JSON.
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <charconv>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "gputriage/diagnosis.h"
+#include "gputriage/import.h"
+#include "gputriage/report.h"
+#include "src/cli/cli_common.h"
+
+namespace gputriage::cli {
+namespace {
+
+struct DiagnoseArgs {
+  std::vector<std::string> files;
+  bool json = false;
+  std::string color = "auto";
+  std::string fail_on = "none";
+  int kernels = 10;
+  std::string format = "auto";
+  std::vector<std::string> smi_columns;
+  double sample_interval_s = 0;
+  std::string workload = "unspecified";
+  std::optional<double> price_per_gpu_hour;
+  std::optional<double> monthly_spend;
+  std::string store_path;
+};
+
+int RunDiagnose(const DiagnoseArgs& args) {
+  ImportOptions import;
+  import.format = args.format;
+  import.smi_columns = args.smi_columns;
+  import.sample_interval_ns = static_cast<TimeNs>(std::llround(args.sample_interval_s * 1e9));
+  // A bare number that is not a file names a stored run (one too large for a
+  // run id stays a file name, and its import says it is missing).
+  std::vector<std::string> files;
+  std::vector<int64_t> run_ids;
+  for (const auto& f : args.files) {
+    std::error_code ec;
+    int64_t id = 0;
+    const auto [end, err] = std::from_chars(f.data(), f.data() + f.size(), id);
+    if (!f.empty() && err == std::errc() && end == f.data() + f.size() && id >= 0 && !std::filesystem::exists(f, ec))
+      run_ids.push_back(id);
+    else
+      files.push_back(f);
+  }
+  auto run = ImportRun(files, import);
+  if (!run.ok()) {
+    PrintError(run.status());
+    return kExitInput;
+  }
+  if (!run_ids.empty()) {
+    auto store = OpenStoreForReading(args.store_path);
+    if (!store) return kExitInput;
+    for (int64_t id : run_ids) {
+      auto rec = store->LoadRun(id);
+      if (!rec.ok()) {
+        PrintError(rec.status());
+        return kExitInput;
+      }
+      run->recordings.push_back(std::move(*rec));
+    }
+  }
+  DiagnoseOptions options;
+  options.workload = *ParseWorkloadClass(args.workload);
+  options.price_per_gpu_hour = args.price_per_gpu_hour;
+  options.monthly_spend = args.monthly_spend;
+  const Diagnosis diagnosis = Diagnose(*run, options);
+  if (args.json) {
+    Print(RenderJson(*run, diagnosis));
+    std::fputc('\n', stdout);
+  } else {
+    TerminalOptions terminal;
+    terminal.color = args.color == "always" || (args.color == "auto" && isatty(fileno(stdout)));
+    terminal.max_kernels = args.kernels;
+    Print(RenderTerminal(*run, diagnosis, terminal));
+  }
+  for (const auto& r : run->recordings)
+    if (r.stats.truncated)
+      std::fprintf(stderr, "gputriage: warning: %s: %s\n", r.source_path.c_str(), r.stats.truncation_note.c_str());
+  if (args.fail_on != "none") {
+    const Severity threshold = args.fail_on == "high"       ? Severity::kHigh
+                                          : args.fail_on == "moderate" ? Severity::kModerate
+                                          : args.fail_on == "low"      ? Severity::kLow
+                                                                       : Severity::kInfo;
+    for (const auto& f : diagnosis.findings)
+      if (f.severity >= threshold) return kExitFindings;
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+Subcommand AddDiagnoseCommand(CLI::App& app) {
+  auto d = std::make_shared<DiagnoseArgs>();
+  auto* diagnose = app.add_subcommand(
+      "diagnose",
+      "Diagnose PyTorch profiler (Kineto) traces and GPU metric logs (nvidia-smi CSV / -q / dmon, dcgmi dmon, "
+      "dcgm-exporter scrapes); all files are one run");
+  diagnose->add_option("FILE", d->files,
+                       "traces (.json/.json.gz), metric logs, directories holding them, - for standard input, or RUN_IDs of the run store")
+      ->required();
+  diagnose->add_flag("--json", d->json, "print the versioned JSON report (docs/json-schema.md)");
+  diagnose->add_option("--color", d->color, "colour the terminal report: auto (on a TTY), always, never")
+      ->check(CLI::IsMember({"auto", "always", "never"}));
+  diagnose->add_option("--fail-on", d->fail_on, "exit 1 when a finding has at least this severity")
+      ->check(CLI::IsMember({"none", "info", "low", "moderate", "high"}));
+  diagnose->add_option("--kernels", d->kernels, "rows of the kernel table")->check(CLI::Range(0, 1000));
+  std::vector<std::string> formats = {"auto"};
+  for (const char* f : kInputFormats) formats.emplace_back(f);
+  diagnose->add_option("--format", d->format, "input format; auto detects it from the content")->check(CLI::IsMember(formats));
+  diagnose->add_option("--smi-columns", d->smi_columns,
+                       "field list of a headerless nvidia-smi CSV (the --query-gpu list, comma separated)")
+      ->delimiter(',');
+  diagnose->add_option("--sample-interval", d->sample_interval_s,
+                       "seconds between samples of sources without timestamps (default: dmon/dcgmi 1 s, "
+                       "dcgm-exporter scrapes 15 s)")
+      ->check(FiniteRange(0.001, 86400.0));
+  diagnose->add_option("--workload", d->workload, "workload class the targets are judged against")
+      ->check(CLI::IsMember(WorkloadChoices()));
+  diagnose->add_option("--price-per-gpu-hour", d->price_per_gpu_hour, "USD per GPU-hour (default: the dated price table)")
+      ->check(FiniteRange(0.0, 1e6));
+  diagnose->add_option("--monthly-spend", d->monthly_spend, "USD per month spent on these GPUs, for the monthly idle cost")
+      ->check(FiniteRange(0.0, 1e12));
+  diagnose->add_option("--store", d->store_path, kStoreHelp);
+  return {diagnose, [d] { return RunDiagnose(*d); }};
+}
+
+}  // namespace gputriage::cli

@@ -1,0 +1,196 @@
+// `gputriage record -- COMMAND`: runs a job, samples its GPUs (NVML or a
+// dcgm-exporter endpoint) and its step markers, keeps the run in the store and
+// prints the diagnosis on stderr (the job's own stdout stays its own).
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "gputriage/diagnosis.h"
+#include "gputriage/report.h"
+#include "src/cli/cli_common.h"
+#include "src/record/recorder.h"
+#include "src/util/strings.h"
+
+namespace gputriage::cli {
+namespace {
+
+struct RecordArgs {
+  std::vector<std::string> command;
+  std::string store_path;
+  bool no_store = false;
+  std::string name;
+  std::vector<std::string> tags;
+  double interval_s = 0.1;
+  bool interval_given = false;
+  std::string nvml_library;
+  std::string dcgm_exporter_url;
+  std::string json_path;
+  std::string workload = "unspecified";
+  std::optional<double> price_per_gpu_hour;
+  bool python = false;
+};
+
+/// `record --python`: the directory holding the gputriage Python package
+/// ($GPUTRIAGE_PYTHON_PATH, else this build's), with its zero-code
+/// sitecustomize; "" with a message on stderr when there is none.
+std::string FindPythonPackage() {
+  std::vector<std::string> candidates;
+  if (const char* env = std::getenv("GPUTRIAGE_PYTHON_PATH"); env != nullptr && *env != '\0') candidates.push_back(env);
+#ifdef GPUTRIAGE_PYTHON_BUILD_DIR
+  candidates.push_back(GPUTRIAGE_PYTHON_BUILD_DIR);
+#endif
+  for (const auto& dir : candidates)
+    if (access((dir + "/gputriage/_sitecustomize/sitecustomize.py").c_str(), R_OK) == 0) return dir;
+  std::fprintf(stderr,
+               "gputriage: error: --python: no gputriage Python package found (looked in: %s); set "
+               "GPUTRIAGE_PYTHON_PATH to the directory that holds gputriage/ (python -c 'import gputriage, os; "
+               "print(os.path.dirname(os.path.dirname(gputriage.__file__)))')\n",
+               candidates.empty() ? "$GPUTRIAGE_PYTHON_PATH unset" : Join(candidates, ", ").c_str());
+  return "";
+}
+
+/// Runs the job, then prints the diagnosis of what was sampled to stderr (the
+/// job's stdout stays its own) and exits with the job's exit code.
+int RunRecord(const RecordArgs& args) {
+  RecordOptions options;
+  options.command = args.command;
+  options.interval_ns = static_cast<TimeNs>(std::llround(args.interval_s * 1e9));
+  options.nvml_library = args.nvml_library;
+  options.dcgm_exporter_url = args.dcgm_exporter_url;
+  if (args.python) {
+    // Zero-code markers: Python imports our sitecustomize at start-up, which
+    // hooks DataLoader iteration and optimizer steps (python/gputriage/zero_code.py).
+    const std::string package = FindPythonPackage();
+    if (package.empty()) return kExitUsage;
+    std::string path = package + "/gputriage/_sitecustomize:" + package;
+    if (const char* old = std::getenv("PYTHONPATH"); old != nullptr && *old != '\0') path += std::string(":") + old;
+    options.environment.emplace_back("PYTHONPATH", path);
+  }
+  // dcgm-exporter refreshes every few seconds (its -c, 30 s by default): 1 s scrapes lose nothing.
+  if (!args.dcgm_exporter_url.empty() && !args.interval_given) options.interval_ns = 1'000'000'000;
+  std::unique_ptr<RunStore> store;
+  if (!args.no_store) {
+    // A store that cannot be opened (read-only home, not a store) must not cost
+    // the job: it runs, its report is printed, and the report says it was not kept.
+    Status why;
+    store = OpenStoreForRecording(args.store_path, &why);
+    if (store) {
+      options.store = store.get();
+    } else {
+      std::fprintf(stderr, "gputriage: warning: %s; the job runs and its report is printed, but the run is not kept\n",
+                   Printable(why.message()).c_str());
+      options.store_unavailable = why;
+    }
+  }
+  options.info.name = args.name;
+  char host[256] = {};
+  if (gethostname(host, sizeof host - 1) == 0) options.info.host = host;
+  for (const auto& tag : args.tags) {
+    const size_t eq = tag.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      std::fprintf(stderr, "gputriage: error: --tag %s: expected KEY=VALUE\n", tag.c_str());
+      return kExitUsage;
+    }
+    // User tags live in their own namespace: a tag named like recorded context
+    // (cwd, interval_s, ...) neither overwrites it nor is dropped.
+    options.info.metadata["tag." + tag.substr(0, eq)] = tag.substr(eq + 1);
+  }
+  options.info.metadata["interval_s"] = fmt::format("{:g}", static_cast<double>(options.interval_ns) / 1e9);
+  options.info.metadata["source"] = args.dcgm_exporter_url.empty() ? "nvml" : "dcgm-exporter " + args.dcgm_exporter_url;
+  const bool tty = isatty(fileno(stderr)) != 0;
+  if (tty) {
+    // One status line, rewritten in place: elapsed time and each GPU's latest utilization and power.
+    options.on_second = [](const Recording& rec, TimeNs elapsed) {
+      std::string line = fmt::format("\r[gputriage] {:02d}:{:02d}", elapsed / 60'000'000'000, elapsed / 1'000'000'000 % 60);
+      for (const auto& d : rec.metrics.devices) {
+        // A MIG instance has no utilization in NVML: its SM activity (GPM) stands in.
+        const bool util = d.Has(Metric::kGpuUtil);
+        const auto tl = d.Get(util ? Metric::kGpuUtil : Metric::kSmActive).Timeline();
+        const auto pw = d.Get(Metric::kPowerW).Timeline();
+        line += fmt::format(" | GPU{}{} {}{}", d.index, d.mig_instance >= 0 ? fmt::format("/{}", d.mig_instance) : "",
+                            tl.empty() ? std::string("-") : fmt::format("{}{:.0f}%", util ? "" : "SM ", tl.back().mean),
+                            pw.empty() ? std::string() : fmt::format(" {:.0f}W", pw.back().mean));
+        if (line.size() > 150) break;
+      }
+      std::fprintf(stderr, "%s\033[K", line.c_str());
+      std::fflush(stderr);
+    };
+  }
+  auto result = RecordCommand(options);
+  if (tty) std::fprintf(stderr, "\r\033[K");
+  if (!result.ok()) {
+    PrintError(result.status());
+    return result.status().code() == StatusCode::kInvalidArgument ? kExitUsage : kExitInput;
+  }
+  if (!result->gpu_metrics)
+    std::fprintf(stderr, "gputriage: GPU metrics unavailable: %s\n", result->gpu_note.c_str());
+  Run run;
+  run.recordings.push_back(std::move(result->recording));
+  DiagnoseOptions diagnose;
+  diagnose.workload = *ParseWorkloadClass(args.workload);
+  diagnose.price_per_gpu_hour = args.price_per_gpu_hour;
+  const Diagnosis diagnosis = Diagnose(run, diagnose);
+  if (store && result->run_id > 0) {
+    if (auto s = store->EndRun(result->run_id, result->ended_ns, result->exit_code, diagnosis.findings); !s.ok())
+      std::fprintf(stderr, "gputriage: error: %s\n", s.ToString().c_str());
+    else
+      std::fprintf(stderr, "gputriage: stored as run %lld in %s\n", static_cast<long long>(result->run_id),
+                   store->path().c_str());
+  }
+  // A report when there is something to judge: GPU metrics, or the job's own step markers.
+  if (result->gpu_metrics || !run.recordings[0].marked_steps.empty()) {
+    const std::string text = RenderTerminal(run, diagnosis, {});
+    std::fwrite(text.data(), 1, text.size(), stderr);
+  }
+  if (!args.json_path.empty()) {
+    FILE* f = std::fopen(args.json_path.c_str(), "w");
+    if (f == nullptr) {
+      std::fprintf(stderr, "gputriage: error: cannot write %s\n", args.json_path.c_str());
+    } else {
+      const std::string json = RenderJson(run, diagnosis);
+      std::fwrite(json.data(), 1, json.size(), f);
+      std::fputc('\n', f);
+      std::fclose(f);
+    }
+  }
+  return result->exit_code;
+}
+
+}  // namespace
+
+Subcommand AddRecordCommand(CLI::App& app) {
+  auto r = std::make_shared<RecordArgs>();
+  auto* record = app.add_subcommand(
+      "record", "Run a command and record its GPUs through NVML, then diagnose the recording (report on stderr)");
+  record->add_option("--interval", r->interval_s, "seconds between samples (default 0.1; 1 with --dcgm-exporter)")
+      ->check(FiniteRange(0.001, 3600.0))
+      ->each([r](const std::string&) { r->interval_given = true; });
+  auto* exporter_option = record->add_option(
+      "--dcgm-exporter", r->dcgm_exporter_url,
+      "record by scraping this dcgm-exporter endpoint (http://HOST:9400/metrics) instead of NVML");
+  auto* nvml_option = record->add_option("--nvml-library", r->nvml_library,
+                     "NVML library to load (default: $GPUTRIAGE_NVML_LIBRARY, then libnvidia-ml.so.1)");
+  exporter_option->excludes(nvml_option);
+  record->add_option("--json", r->json_path, "also write the JSON report to this file");
+  record->add_option("--workload", r->workload, "workload class the targets are judged against")
+      ->check(CLI::IsMember(WorkloadChoices()));
+  record->add_option("--price-per-gpu-hour", r->price_per_gpu_hour, "USD per GPU-hour")->check(FiniteRange(0.0, 1e6));
+  record->add_option("--store", r->store_path, kStoreHelp);
+  record->add_flag("--no-store", r->no_store, "do not keep the run");
+  record->add_option("--name", r->name, "a name for the run");
+  record->add_option("--tag", r->tags, "KEY=VALUE settings kept with the run (batch size, ...); one per --tag")
+      ->allow_extra_args(false);  // one value each: a greedy list would take the -- that starts the job
+  record->add_flag("--python", r->python,
+                   "zero-code step markers for a Python job: time DataLoader iteration and optimizer steps without "
+                   "changing the script");
+  record->add_option("COMMAND", r->command, "the command to run, after --")->required();
+  return {record, [r] { return RunRecord(*r); }};
+}
+
+}  // namespace gputriage::cli

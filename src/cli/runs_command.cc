@@ -1,0 +1,84 @@
+// `gputriage runs`: the runs in the store, newest last; `--check` runs the
+// store's integrity check.
+#include <cstdio>
+#include <ctime>
+#include <vector>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "src/cli/cli_common.h"
+#include "src/report/runs_json.h"
+#include "src/util/strings.h"
+
+namespace gputriage::cli {
+namespace {
+
+int RunRuns(const std::string& store_path, bool json, bool check) {
+  auto store = OpenStoreForReading(store_path);
+  if (!store) return kExitInput;
+  if (check) {
+    std::vector<std::string> problems;
+    if (Status s = store->CheckIntegrity(&problems); !s.ok()) {
+      PrintError(s);
+      return kExitInput;
+    }
+    if (!problems.empty()) {
+      std::fprintf(stderr, "gputriage: error: %s: the run store is damaged: %s%s\n", Printable(store->path()).c_str(),
+                   Printable(problems.front()).c_str(),
+                   problems.size() > 1 ? fmt::format(" (and {} more problems)", problems.size() - 1).c_str() : "");
+      return kExitInput;
+    }
+    std::fprintf(stderr, "gputriage: %s passes its integrity check\n", Printable(store->path()).c_str());
+  }
+  auto runs = store->ListRuns();
+  if (!runs.ok()) {
+    PrintError(runs.status());
+    return kExitInput;
+  }
+  std::string out;
+  if (json) {
+    out = RenderRunsJson(*runs) + "\n";
+  } else {
+    out = fmt::format("{:>5}  {:<16}  {:<10}  {:>5}  {:>4}  {:>9}  {:<9}  {}\n", "run", "started", "status", "exit",
+                      "gpus", "samples", "commit", "command");
+    for (const auto& r : *runs) {
+      // Local start time, and the code's commit (with * when the working tree had changes).
+      char started[32] = "-";
+      const time_t seconds = static_cast<time_t>(r.started_ns / 1'000'000'000);
+      struct tm local {};
+      if (r.started_ns > 0 && localtime_r(&seconds, &local) != nullptr)
+        std::strftime(started, sizeof started, "%Y-%m-%d %H:%M", &local);
+      std::string commit = "-";
+      if (auto c = r.metadata.find("git_commit"); c != r.metadata.end()) {
+        commit = c->second.substr(0, 8);
+        if (auto dirty = r.metadata.find("git_dirty"); dirty != r.metadata.end() && dirty->second == "true") commit += "*";
+      }
+      out += fmt::format("{:>5}  {:<16}  {:<10}  {:>5}  {:>4}  {:>9}  {:<9}  {}{}\n", r.id, started, r.status,
+                         r.exit_code ? std::to_string(*r.exit_code) : "-", r.devices, r.samples, commit,
+                         r.name.empty() ? "" : "[" + Printable(r.name) + "] ",
+                         Printable(r.command));  // names and commands cannot steer the terminal
+    }
+  }
+  Print(out);
+  return kExitOk;
+}
+
+}  // namespace
+
+Subcommand AddRunsCommand(CLI::App& app) {
+  struct RunsArgs {
+    std::string store;
+    bool json = false;
+    bool check = false;
+  };
+  auto a = std::make_shared<RunsArgs>();
+  auto* runs = app.add_subcommand("runs", "List the runs in the run store");
+  runs->add_option("--store", a->store, kStoreHelp);
+  runs->add_flag("--json", a->json, "print JSON");
+  runs->add_flag("--check", a->check,
+                 "run the store's integrity check (reads every page) before listing; exit 3 when it is damaged");
+  return {runs, [a] { return RunRuns(a->store, a->json, a->check); }};
+}
+
+}  // namespace gputriage::cli

@@ -257,6 +257,32 @@ grep -q "cannot scrape dcgm-exporter" "$tmp/err" || { echo "FAIL: unclear connec
 check "record: a bad URL" 2 "$bin" record --dcgm-exporter "ftp://node1/metrics" -- true
 check "record: NVML and an exporter at once" 2 "$bin" record --dcgm-exporter "http://x" --nvml-library /x.so -- true
 
+# --- the run store as users meet it (issue 12, items 4 and 11) ------------------
+echo "not a database" >"$tmp/notsqlite.db"
+check "record runs the job when the store cannot be opened" 0 \
+  "$bin" record --store "$tmp/notsqlite.db" --json "$tmp/nostore.json" -- sh -c "echo ran >'$tmp/ran'"
+[ -f "$tmp/ran" ] || { echo "FAIL: the job did not run"; fail=1; }
+grep -q "the run is not kept" "$tmp/err" || { echo "FAIL: no store warning"; cat "$tmp/err"; fail=1; }
+grep -q '"store_unavailable"' "$tmp/nostore.json" || { echo "FAIL: no store_unavailable issue"; fail=1; }
+[ "$(cat "$tmp/notsqlite.db")" = "not a database" ] || { echo "FAIL: the foreign file was changed"; fail=1; }
+check "diagnose RUN_ID on a mistyped store" 3 "$bin" diagnose 1 --store "$tmp/typo/x.db"
+[ -e "$tmp/typo" ] && { echo "FAIL: a reading command created $tmp/typo"; fail=1; }
+grep -q "there is no run store here" "$tmp/err" || { echo "FAIL: unclear missing-store error"; cat "$tmp/err"; fail=1; }
+check "export abc is a usage error in one sentence" 2 "$bin" export abc
+grep -q "must be a run id" "$tmp/err" || { echo "FAIL: unclear run id error"; cat "$tmp/err"; fail=1; }
+[ "$(wc -c <"$tmp/err")" -lt 400 ] || { echo "FAIL: the run id error is $(wc -c <"$tmp/err") bytes"; fail=1; }
+# A store the user may only read (another user's, a read-only mount).
+ro=$(mktemp -d /tmp/gputriage_ro.XXXXXX)
+"$bin" record --store "$ro/runs.db" --name readonly-run -- true 2>/dev/null
+chmod 555 "$ro"; chmod 444 "$ro/runs.db"
+as_reader=()
+[ "$(id -u)" = 0 ] && as_reader=(setpriv --reuid=65534 --regid=65534 --clear-groups)
+chmod 755 "$ro"/.. 2>/dev/null || true
+check "runs on a read-only store" 0 "${as_reader[@]}" "$bin" runs --store "$ro/runs.db"
+grep -q "readonly-run" "$tmp/out" || { echo "FAIL: the read-only store's run is not listed"; cat "$tmp/out"; fail=1; }
+check "runs --check on a read-only store" 0 "${as_reader[@]}" "$bin" runs --check --store "$ro/runs.db"
+chmod 755 "$ro"; rm -rf "$ro"
+
 check "bad flag" 2 "$bin" diagnose --colour=pink "$nw0"
 check "no subcommand" 2 "$bin"
 exit $fail

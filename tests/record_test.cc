@@ -159,6 +159,33 @@ TEST(RecordNoDriver, AnHourIntervalDoesNotOutliveTheJob) {
   EXPECT_LT(seconds, 60.0);  // a functional bound (it waited 3600 s), not a speed goal
 }
 
+TEST(RecordNoDriver, ProcessesTheJobLeftBehindAreFollowed) {
+  // Issue 12, item 5: a job that started a background process and exited was
+  // judged on its first 0.1 s. The recording now lasts until the orphan ends.
+  const auto flag = std::filesystem::temp_directory_path() / "gputriage_orphan_done";
+  std::filesystem::remove(flag);
+  RecordOptions options;
+  options.command = {"sh", "-c", "(sleep 1; touch '" + flag.string() + "') & exit 3"};
+  options.nvml_library = "/nonexistent/libnvidia-ml.so.1";
+  auto result = RecordCommand(options);
+  ASSERT_TRUE(result.ok()) << result.status().ToString();
+  EXPECT_EQ(result->exit_code, 3);  // the command's own exit code
+  EXPECT_TRUE(std::filesystem::exists(flag)) << "the recording ended before the orphan did";
+  EXPECT_GE(result->ended_ns - result->started_ns, 900 * kNsPerMs);
+  EXPECT_TRUE(result->recording.stats.FindIssue("descendants_followed"));
+
+  // --no-follow: stop at once, and say what outlived the record.
+  std::filesystem::remove(flag);
+  options.follow_descendants = false;
+  result = RecordCommand(options);
+  ASSERT_TRUE(result.ok()) << result.status().ToString();
+  EXPECT_FALSE(std::filesystem::exists(flag));
+  const ImportIssue* outlived = result->recording.stats.FindIssue("descendants_outlived");
+  ASSERT_TRUE(outlived);
+  EXPECT_NE(outlived->message.find("outlived it and were not recorded (pid "), std::string::npos) << outlived->message;
+  for (int i = 0; i < 100 && !std::filesystem::exists(flag); ++i) usleep(50'000);  // let it finish
+}
+
 }  // namespace
 }  // namespace gputriage
 

@@ -1,6 +1,8 @@
 // The run store: schema versioning, refusing files that are not ours, and a
 // run written and read back through the same sketches.
 #include <sqlite3.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -207,6 +209,114 @@ TEST(RunStore, MigratesAVersionOneStoreKeepingItsRuns) {
     ++exported_devices;
   }).ok());
   EXPECT_EQ(exported_devices, 1);
+}
+
+}  // namespace
+}  // namespace gputriage
+
+namespace gputriage {
+namespace {
+
+TEST(RunStore, RecordersOpeningANewStoreAtOnceAllLand) {
+  // Issue 12, item 2: two of three recorders failed with "table runs already
+  // exists" when they created a new store together. Eight processes, 25 runs each.
+  const std::string path = TempPath("concurrent.db");
+  constexpr int kProcesses = 8, kRunsEach = 25;
+  std::vector<pid_t> children;
+  for (int p = 0; p < kProcesses; ++p) {
+    const pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      int failures = 0;
+      for (int r = 0; r < kRunsEach; ++r) {
+        auto store = RunStore::Open(path);  // every run opens it anew, as `record` does
+        if (!store.ok()) {
+          ++failures;
+          continue;
+        }
+        RunInfo info;
+        info.name = "p" + std::to_string(p) + "r" + std::to_string(r);
+        auto id = (*store)->BeginRun(info);
+        if (!id.ok() || !(*store)->EndRun(*id, 1, 0, {}).ok()) ++failures;
+      }
+      _exit(failures == 0 ? 0 : 1);
+    }
+    children.push_back(pid);
+  }
+  for (pid_t pid : children) {
+    int status = 0;
+    ASSERT_EQ(waitpid(pid, &status, 0), pid);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "a recorder process failed";
+  }
+  auto store = RunStore::OpenForReading(path);
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  auto runs = (*store)->ListRuns();
+  ASSERT_TRUE(runs.ok());
+  EXPECT_EQ(runs->size(), static_cast<size_t>(kProcesses * kRunsEach));
+  std::vector<std::string> problems;
+  ASSERT_TRUE((*store)->CheckIntegrity(&problems).ok());
+  EXPECT_TRUE(problems.empty()) << problems.front();
+}
+
+TEST(RunStore, ReadingNeverCreatesOrMigrates) {
+  // Issue 12, item 11: `diagnose 1 --store typo/x.db` created directories and an
+  // empty store; a reading command must leave the file system as it found it.
+  const auto dir = std::filesystem::temp_directory_path() / "gputriage_store_typo_dir";
+  std::filesystem::remove_all(dir);
+  auto missing = RunStore::OpenForReading((dir / "x.db").string());
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.status().code(), StatusCode::kNotFound);
+  EXPECT_NE(missing.status().message().find("there is no run store here"), std::string::npos);
+  EXPECT_FALSE(std::filesystem::exists(dir));
+  // A version-1 store is not migrated by a reader; it says how to migrate it.
+  const std::string v1 = TempPath("v1_read.db");
+  Sql(v1, "CREATE TABLE runs(id INTEGER PRIMARY KEY); PRAGMA user_version=1;");
+  auto old = RunStore::OpenForReading(v1);
+  ASSERT_FALSE(old.ok());
+  EXPECT_NE(old.status().message().find("older than this gputriage"), std::string::npos) << old.status().ToString();
+  auto text = RunStore::OpenForReading(TempPath("not_sqlite.db"));
+  EXPECT_FALSE(text.ok());
+}
+
+TEST(RunStore, ADamagedPageIsNamedNotReadAsFewerSamples) {
+  // Issue 12, item 11: a store with a damaged page was exported as "0 samples",
+  // exit 0. Reads that meet the damage fail and say so; the check finds it.
+  const std::string path = TempPath("damaged_page.db");
+  int64_t run = 0;
+  {
+    auto store = RunStore::Open(path);
+    ASSERT_TRUE(store.ok());
+    auto id = (*store)->BeginRun(RunInfo{});
+    ASSERT_TRUE(id.ok());
+    run = *id;
+    Recording live;
+    live.metrics.FindOrAdd(0, "GPU-a", "", -1);
+    ASSERT_TRUE((*store)->PutDevices(run, live.metrics).ok());
+    for (int i = 0; i < 50000; ++i) (*store)->AddSample(run, 0, Metric::kGpuUtil, i * kNsPerMs, i % 100);
+    ASSERT_TRUE((*store)->EndRun(run, 60 * kNsPerS, 0, {}).ok());
+  }
+  Sql(path, "PRAGMA wal_checkpoint(TRUNCATE);");
+  const auto size = std::filesystem::file_size(path);
+  ASSERT_GT(size, 64 * 4096u);
+  {
+    // Garbage over a page in the middle of the file: the samples' b-tree.
+    std::fstream file(path, std::ios::in | std::ios::out | std::ios::binary);
+    file.seekp(static_cast<std::streamoff>((size / 4096 / 2) * 4096));
+    const std::string garbage(4096, '\x5a');
+    file.write(garbage.data(), static_cast<std::streamsize>(garbage.size()));
+  }
+  auto store = RunStore::OpenForReading(path);
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  auto rec = (*store)->LoadRun(run);
+  ASSERT_FALSE(rec.ok()) << "a damaged store read as whole";
+  EXPECT_EQ(rec.status().code(), StatusCode::kDataLoss);
+  EXPECT_NE(rec.status().message().find("damaged"), std::string::npos) << rec.status().ToString();
+  int64_t exported = 0;
+  Status each = (*store)->ForEachSample(run, [&](const MetricDevice&, Metric, TimeNs, double) { ++exported; });
+  EXPECT_FALSE(each.ok()) << exported << " samples exported from a damaged store";
+  std::vector<std::string> problems;
+  ASSERT_TRUE((*store)->CheckIntegrity(&problems).ok());
+  EXPECT_FALSE(problems.empty());
 }
 
 }  // namespace

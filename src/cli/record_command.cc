@@ -34,6 +34,7 @@ struct RecordArgs {
   std::string workload = "unspecified";
   std::optional<double> price_per_gpu_hour;
   bool python = false;
+  bool no_follow = false;
 };
 
 /// `record --python`: the directory holding the gputriage Python package
@@ -62,6 +63,7 @@ int RunRecord(const RecordArgs& args) {
   options.command = args.command;
   options.interval_ns = static_cast<TimeNs>(std::llround(args.interval_s * 1e9));
   options.nvml_library = args.nvml_library;
+  options.follow_descendants = !args.no_follow;
   options.dcgm_exporter_url = args.dcgm_exporter_url;
   if (args.python) {
     // Zero-code markers: Python imports our sitecustomize at start-up, which
@@ -189,6 +191,8 @@ Subcommand AddRecordCommand(CLI::App& app) {
   record->add_flag("--python", r->python,
                    "zero-code step markers for a Python job: time DataLoader iteration and optimizer steps without "
                    "changing the script");
+  record->add_flag("--no-follow", r->no_follow,
+                   "stop when the command exits, even if processes it started still run (they are named, not recorded)");
   record->add_option("COMMAND", r->command, "the command to run, after --")->required();
   return {record, [r] { return RunRecord(*r); }};
 }

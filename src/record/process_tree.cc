@@ -1,5 +1,6 @@
 #include "src/record/process_tree.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -61,6 +62,22 @@ bool JobProcesses::Contains(unsigned int pid) {
     p = parent;
   }
   return false;
+}
+
+std::vector<pid_t> ChildProcesses(pid_t parent, const std::string& proc_root) {
+  std::vector<pid_t> children;
+  DIR* dir = opendir(proc_root.c_str());
+  if (dir == nullptr) return children;
+  while (const dirent* entry = readdir(dir)) {
+    char* end = nullptr;
+    const unsigned long pid = std::strtoul(entry->d_name, &end, 10);
+    if (end == entry->d_name || *end != '\0') continue;
+    unsigned int ppid = 0;
+    if (ParentOf(proc_root, static_cast<unsigned int>(pid), &ppid) && ppid == static_cast<unsigned int>(parent))
+      children.push_back(static_cast<pid_t>(pid));
+  }
+  closedir(dir);
+  return children;
 }
 
 }  // namespace gputriage

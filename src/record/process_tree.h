@@ -7,6 +7,7 @@
 
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 namespace gputriage {
 
@@ -27,5 +28,8 @@ class JobProcesses {
   std::string proc_root_;
   std::unordered_map<unsigned int, bool> known_;
 };
+
+/// The processes whose parent is `parent` now (a scan of <proc_root>/*/stat).
+std::vector<pid_t> ChildProcesses(pid_t parent, const std::string& proc_root = "/proc");
 
 }  // namespace gputriage

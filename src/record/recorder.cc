@@ -1,6 +1,7 @@
 #include "src/record/recorder.h"
 
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -198,32 +199,8 @@ StatusOr<RecordResult> RecordCommand(const RecordOptions& options) {
   const std::map<std::string, std::string> context =
       options.store ? CollectRunContext() : std::map<std::string, std::string>{};
 
-  // The exec'd job must not inherit the recorder's signal dispositions: set them after fork in the parent only.
-  std::vector<char*> argv;
-  for (const auto& a : options.command) argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
-  int exec_errno_pipe[2];
-  if (pipe2(exec_errno_pipe, O_CLOEXEC) != 0) return IoError(std::string("record: pipe: ") + std::strerror(errno));
-  g_forward_signal = 0;
-  const pid_t child = fork();
-  if (child < 0) return IoError(std::string("record: fork: ") + std::strerror(errno));
-  if (child == 0) {
-    close(exec_errno_pipe[0]);
-    execvpe(argv[0], argv.data(), envp.data());
-    const int err = errno;  // tell the parent why exec failed
-    (void)!write(exec_errno_pipe[1], &err, sizeof err);
-    _exit(127);
-  }
-  close(exec_errno_pipe[1]);
-  int exec_errno = 0;
-  const ssize_t got = read(exec_errno_pipe[0], &exec_errno, sizeof exec_errno);
-  close(exec_errno_pipe[0]);
-  if (got == static_cast<ssize_t>(sizeof exec_errno)) {
-    waitpid(child, nullptr, 0);
-    return NotFoundError("record: cannot run '" + options.command.front() + "': " + std::strerror(exec_errno));
-  }
-
-  SignalScope signals;
+  // The run is in the store before the job starts: a recorder killed at any
+  // moment leaves a listed (incomplete) run for every job that ran.
   result.started_ns = WallNs();
   // A failed store write costs the run its stored copy, not the recording: say so and go on.
   auto stored = [&result](const Status& s) {
@@ -250,6 +227,43 @@ StatusOr<RecordResult> RecordCommand(const RecordOptions& options) {
       result.recording.stats.AddIssue(IssueSeverity::kError, "store_unavailable", id.status().message());
     }
   }
+  // The exec'd job must not inherit the recorder's signal dispositions: set them after fork in the parent only.
+  std::vector<char*> argv;
+  for (const auto& a : options.command) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  int exec_errno_pipe[2];
+  if (pipe2(exec_errno_pipe, O_CLOEXEC) != 0) return IoError(std::string("record: pipe: ") + std::strerror(errno));
+  g_forward_signal = 0;
+  // Orphans of the job (a daemonized worker, `cmd &` in a script) become the
+  // recorder's children rather than init's: the recording can follow them.
+  int was_subreaper = 0;
+  prctl(PR_GET_CHILD_SUBREAPER, &was_subreaper);
+  prctl(PR_SET_CHILD_SUBREAPER, 1);
+  struct SubreaperReset {
+    int was;
+    ~SubreaperReset() { prctl(PR_SET_CHILD_SUBREAPER, was); }
+  } subreaper_reset{was_subreaper};
+  const pid_t child = fork();
+  if (child < 0) return IoError(std::string("record: fork: ") + std::strerror(errno));
+  if (child == 0) {
+    close(exec_errno_pipe[0]);
+    execvpe(argv[0], argv.data(), envp.data());
+    const int err = errno;  // tell the parent why exec failed
+    (void)!write(exec_errno_pipe[1], &err, sizeof err);
+    _exit(127);
+  }
+  close(exec_errno_pipe[1]);
+  int exec_errno = 0;
+  const ssize_t got = read(exec_errno_pipe[0], &exec_errno, sizeof exec_errno);
+  close(exec_errno_pipe[0]);
+  if (got == static_cast<ssize_t>(sizeof exec_errno)) {
+    waitpid(child, nullptr, 0);
+    // The command never ran: its run ends as a shell says so (127).
+    if (options.store && result.run_id > 0) (void)options.store->EndRun(result.run_id, WallNs(), 127, {});
+    return NotFoundError("record: cannot run '" + options.command.front() + "': " + std::strerror(exec_errno));
+  }
+
+  SignalScope signals;
   // Markers become steps as they arrive; finished steps go to the store once a
   // second, so neither memory nor a killed recorder loses what was measured.
   StepBuilder step_builder;
@@ -270,16 +284,52 @@ StatusOr<RecordResult> RecordCommand(const RecordOptions& options) {
   const TimeNs began = next;
   TimeNs next_status = began + kNsPerS;
   TimeNs next_processes = began;  // the GPUs' processes, once a second
-  JobProcesses job(child);
+  // The recorder's descendants are the job's: the command's own, and the
+  // orphans it left that were reparented to us.
+  JobProcesses job(getpid());
   const auto is_job = [&job](unsigned int pid) { return job.Contains(pid); };
   size_t stored_devices = result.recording.metrics.devices.size();
   int status = 0;
+  bool command_exited = false;
+  int64_t descendants_followed = 0;
+  // After the command: reaps the descendants that ended; true while some run.
+  const auto descendants_running = [&]() {
+    while (true) {
+      int ignored = 0;
+      const pid_t reaped = waitpid(-1, &ignored, WNOHANG);
+      if (reaped > 0) continue;
+      return reaped == 0;  // -1 (ECHILD): none left
+    }
+  };
   while (true) {
-    const pid_t done = waitpid(child, &status, WNOHANG);
-    if (done == child) break;
-    if (done < 0 && errno != EINTR) return IoError(std::string("record: waitpid: ") + std::strerror(errno));
+    if (!command_exited) {
+      const pid_t done = waitpid(child, &status, WNOHANG);
+      if (done < 0 && errno != EINTR) return IoError(std::string("record: waitpid: ") + std::strerror(errno));
+      command_exited = done == child;
+    }
+    if (command_exited) {
+      if (!descendants_running()) break;
+      if (!options.follow_descendants) {
+        const auto outlived = ChildProcesses(getpid());
+        std::vector<std::string> pids;
+        for (pid_t pid : outlived) pids.push_back(std::to_string(pid));
+        result.recording.stats.AddIssue(
+            IssueSeverity::kWarning, "descendants_outlived",
+            std::to_string(outlived.size()) + " process(es) the job started outlived it and were not recorded (pid " +
+                Join(pids, ", ") + ")");
+        break;
+      }
+      if (descendants_followed == 0) {
+        descendants_followed = static_cast<int64_t>(std::max<size_t>(1, ChildProcesses(getpid()).size()));
+        result.recording.stats.AddIssue(
+            IssueSeverity::kInfo, "descendants_followed",
+            "the command exited with " + std::to_string(descendants_followed) +
+                " process(es) it started still running: the recording followed them until they ended");
+      }
+    }
     if (g_forward_signal != 0) {
-      kill(child, g_forward_signal);
+      if (!command_exited) kill(child, g_forward_signal);
+      for (pid_t pid : ChildProcesses(getpid())) kill(pid, g_forward_signal);  // and the orphans
       g_forward_signal = 0;
     }
     if (sampler) {
@@ -316,8 +366,12 @@ StatusOr<RecordResult> RecordCommand(const RecordOptions& options) {
       timespec sleep_for{static_cast<time_t>(slice / kNsPerS), static_cast<long>(slice % kNsPerS)};
       nanosleep(&sleep_for, nullptr);  // a signal cuts it short: the loop looks again
       if (g_forward_signal != 0) break;  // forward promptly
-      const pid_t reaped = waitpid(child, &status, WNOHANG);
-      if (reaped == child) {
+      if (!command_exited) {
+        if (waitpid(child, &status, WNOHANG) == child) {
+          command_exited = true;
+          break;  // the loop's top looks for descendants
+        }
+      } else if (!descendants_running()) {
         exited = true;
         break;
       }

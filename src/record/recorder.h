@@ -17,6 +17,10 @@ namespace gputriage {
 struct RecordOptions {
   std::vector<std::string> command;  // argv of the job
   TimeNs interval_ns = 100 * kNsPerMs;
+  // A job that starts background processes and exits: keep recording until
+  // they end too (the recorder is their subreaper). Off: stop when the command
+  // exits and say which of its processes outlived the record.
+  bool follow_descendants = true;
   std::string nvml_library;          // "" = $GPUTRIAGE_NVML_LIBRARY, then the driver's
   std::string dcgm_exporter_url;     // scrape this dcgm-exporter instead of using NVML
   RunStore* store = nullptr;         // where the run is kept as it is recorded (may be null)

@@ -161,6 +161,25 @@ da, db = a["recordings"][0]["metric_devices"][0], b["recordings"][0]["metric_dev
 assert da["name"] == db["name"] and da["power"]["limit_w"] == db["power"]["limit_w"], (da["name"], db["name"])
 print("ok: exported run diagnoses the same as the stored one")
 PY
+  # Issue 12, item 10: a stored run re-diagnoses as it was recorded: its workload and price.
+  check "record with a workload and a price" 0 "$bin" record --nvml-library "$fake_nvml" --interval 0.02 \
+    --workload dense-transformer --price-per-gpu-hour 7.5 --json "$tmp/live.json" -- sleep 0.3
+  check "runs after the priced run" 0 "$bin" runs --json
+  priced=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))[-1]["id"])' "$tmp/out")
+  check "diagnose the priced run" 0 "$bin" diagnose --json "$priced"
+  python3 - "$tmp/live.json" "$tmp/out" <<'PY' || fail=1
+import json, sys
+live, stored = (json.load(open(p)) for p in sys.argv[1:3])
+for key in ("workload", "idle_cost_usd", "gpu_util_mean_percent"):
+    a, b = live["summary"][key], stored["summary"][key]
+    assert a == b or (isinstance(a, float) and abs(a - b) < 1e-6 * max(1, abs(a))), (key, a, b)
+assert live["summary"]["workload"] == "dense-transformer", live["summary"]["workload"]
+assert sorted(f["verdict"] for f in live["findings"]) == sorted(f["verdict"] for f in stored["findings"])
+print("ok: the stored run is judged with its recorded workload and price")
+PY
+  check "diagnose the priced run with another workload" 0 "$bin" diagnose --json --workload cnn "$priced"
+  [ "$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["summary"]["workload"])' "$tmp/out")" = cnn ] ||
+    { echo "FAIL: --workload does not override the stored one"; fail=1; }
   check "export an unknown run" 3 "$bin" export 999999 -o "$tmp/none.prom"
   check "diagnose: a number too large for a run id is a missing file, not a crash" 3 \
     "$bin" diagnose 99999999999999999999999999
@@ -256,6 +275,24 @@ check "record: nothing listening" 3 "$bin" record --dcgm-exporter "http://127.0.
 grep -q "cannot scrape dcgm-exporter" "$tmp/err" || { echo "FAIL: unclear connection error"; cat "$tmp/err"; fail=1; }
 check "record: a bad URL" 2 "$bin" record --dcgm-exporter "ftp://node1/metrics" -- true
 check "record: NVML and an exporter at once" 2 "$bin" record --dcgm-exporter "http://x" --nvml-library /x.so -- true
+
+# Issue 12, item 12: an exported run carries its steps; a run judged from its steps keeps its verdict.
+check "export a run recorded with step markers" 0 "$bin" export 1 --store "$data/gains/cpu_loops.db" -o "$tmp/steps.prom"
+grep -q "100 steps" "$tmp/err" || { echo "FAIL: the export does not say it wrote the steps"; cat "$tmp/err"; fail=1; }
+check "diagnose the stored step run" 0 "$bin" diagnose --json 1 --store "$data/gains/cpu_loops.db"
+cp "$tmp/out" "$tmp/steps_stored.json"
+check "diagnose the exported step run" 0 "$bin" diagnose --json "$tmp/steps.prom"
+python3 - "$tmp/steps_stored.json" "$tmp/out" <<'PY' || fail=1
+import json, sys
+a, b = (json.load(open(p)) for p in sys.argv[1:3])
+for key in ("steps", "avg_step_ms", "data_wait_percent"):
+    assert a["summary"][key] == b["summary"][key], (key, a["summary"][key], b["summary"][key])
+assert a["summary"]["steps"] == 100
+va = [(f["verdict"], f["severity"]) for f in a["findings"]]
+vb = [(f["verdict"], f["severity"]) for f in b["findings"]]
+assert va == vb and ("input_bound", "high") in va, (va, vb)
+print("ok: the exported step run diagnoses as the stored one")
+PY
 
 # --- the run store as users meet it (issue 12, items 4 and 11) ------------------
 echo "not a database" >"$tmp/notsqlite.db"

@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <charconv>
 #include <filesystem>
 #include <optional>
@@ -28,6 +29,7 @@ struct DiagnoseArgs {
   std::vector<std::string> smi_columns;
   double sample_interval_s = 0;
   std::string workload = "unspecified";
+  bool workload_given = false;
   std::optional<double> price_per_gpu_hour;
   std::optional<double> monthly_spend;
   std::string store_path;
@@ -71,6 +73,20 @@ int RunDiagnose(const DiagnoseArgs& args) {
   DiagnoseOptions options;
   options.workload = *ParseWorkloadClass(args.workload);
   options.price_per_gpu_hour = args.price_per_gpu_hour;
+  // A stored run is judged as it was recorded (its --workload and price), unless
+  // this command line says otherwise.
+  for (const auto& rec : run->recordings) {
+    if (!args.workload_given)
+      if (auto w = rec.metadata.find("workload"); w != rec.metadata.end())
+        if (auto parsed = ParseWorkloadClass(w->second)) options.workload = *parsed;
+    if (!args.price_per_gpu_hour)
+      if (auto p = rec.metadata.find("price_per_gpu_hour"); p != rec.metadata.end()) {
+        char* end = nullptr;
+        const double price = std::strtod(p->second.c_str(), &end);
+        if (end != p->second.c_str() && *end == '\0' && std::isfinite(price) && price >= 0)
+          options.price_per_gpu_hour = price;
+      }
+  }
   options.monthly_spend = args.monthly_spend;
   const Diagnosis diagnosis = Diagnose(*run, options);
   if (args.json) {
@@ -124,7 +140,8 @@ Subcommand AddDiagnoseCommand(CLI::App& app) {
                        "dcgm-exporter scrapes 15 s)")
       ->check(FiniteRange(0.001, 86400.0));
   diagnose->add_option("--workload", d->workload, "workload class the targets are judged against")
-      ->check(CLI::IsMember(WorkloadChoices()));
+      ->check(CLI::IsMember(WorkloadChoices()))
+      ->each([d](const std::string&) { d->workload_given = true; });
   diagnose->add_option("--price-per-gpu-hour", d->price_per_gpu_hour, "USD per GPU-hour (default: the dated price table)")
       ->check(FiniteRange(0.0, 1e6));
   diagnose->add_option("--monthly-spend", d->monthly_spend, "USD per month spent on these GPUs, for the monthly idle cost")

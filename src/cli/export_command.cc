@@ -28,8 +28,10 @@ int RunExport(const std::string& store_path, int64_t run, std::string out_path, 
     PrintError(written.status());
     return kExitInput;
   }
-  std::fprintf(stderr, "gputriage: run %lld: %lld samples written to %s (gputriage diagnose %s)\n",
-               static_cast<long long>(run), static_cast<long long>(*written), Printable(out_path).c_str(), Printable(out_path).c_str());
+  std::fprintf(stderr, "gputriage: run %lld: %lld samples, %lld steps and %lld settings written to %s (gputriage diagnose %s)\n",
+               static_cast<long long>(run), static_cast<long long>(written->samples),
+               static_cast<long long>(written->steps), static_cast<long long>(written->settings),
+               Printable(out_path).c_str(), Printable(out_path).c_str());
   return kExitOk;
 }
 

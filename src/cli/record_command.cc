@@ -103,6 +103,9 @@ int RunRecord(const RecordArgs& args) {
     // (cwd, interval_s, ...) neither overwrites it nor is dropped.
     options.info.metadata["tag." + tag.substr(0, eq)] = tag.substr(eq + 1);
   }
+  // The settings the run is judged with, so `diagnose RUN_ID` judges it the same way.
+  options.info.metadata["workload"] = args.workload;
+  if (args.price_per_gpu_hour) options.info.metadata["price_per_gpu_hour"] = fmt::format("{}", *args.price_per_gpu_hour);
   options.info.metadata["interval_s"] = fmt::format("{:g}", static_cast<double>(options.interval_ns) / 1e9);
   options.info.metadata["source"] = args.dcgm_exporter_url.empty() ? "nvml" : "dcgm-exporter " + args.dcgm_exporter_url;
   const bool tty = isatty(fileno(stderr)) != 0;

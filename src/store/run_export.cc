@@ -77,11 +77,30 @@ std::string Labels(const MetricDevice& d) {
 
 }  // namespace
 
-StatusOr<int64_t> ExportRun(RunStore& store, int64_t run, const std::string& path) {
+StatusOr<ExportCounts> ExportRun(RunStore& store, int64_t run, const std::string& path) {
+  ASSIGN_OR_RETURN(const auto settings, store.LoadSettings(run));
+  ASSIGN_OR_RETURN(const auto steps, store.LoadSteps(run));
   FILE* out = std::fopen(path.c_str(), "w");
   if (out == nullptr) return IoError(path + ": cannot write the export");
   std::fprintf(out, "# gputriage export of run %lld from %s: dcgm-exporter text with sample timestamps (ms)\n",
                static_cast<long long>(run), store.path().c_str());
+  // What diagnose used besides the samples, as comment lines (Prometheus tools
+  // skip them; gputriage's reader takes them back): the run's settings, then
+  // its steps in nanoseconds (docs/formats.md, "gputriage export").
+  ExportCounts counts;
+  for (const auto& [key, value] : settings)
+    if (!key.empty() && key.find_first_of(" \t\r\n") == std::string::npos && ++counts.settings)
+      std::fprintf(out, "# gputriage_setting %s \"%s\"\n", key.c_str(), Escape(value).c_str());
+  if (!steps.empty())
+    std::fprintf(out, "# gputriage_step fields: number pid start_ns end_ns samples tokens flops data_ns forward_ns "
+                      "backward_ns optimizer_ns communication_ns checkpoint_ns other_ns device_ns\n");
+  for (const auto& step : steps) {
+    std::fprintf(out, "# gputriage_step %lld %u %lld %lld %lld %lld %.17g", static_cast<long long>(step.number), step.pid,
+                 static_cast<long long>(step.span.start), static_cast<long long>(step.span.end),
+                 static_cast<long long>(step.samples), static_cast<long long>(step.tokens), step.flops);
+    for (size_t phase = 1; phase <= 7; ++phase) std::fprintf(out, " %lld", static_cast<long long>(step.phase_ns[phase]));
+    std::fprintf(out, " %lld\n", static_cast<long long>(step.device_ns));
+  }
   int64_t written = 0;
   std::set<std::string> helped;
   // Device facts (limit, max clock, memory), each family written after the samples
@@ -129,9 +148,12 @@ StatusOr<int64_t> ExportRun(RunStore& store, int64_t run, const std::string& pat
   }
   const bool write_failed = std::ferror(out) != 0;
   std::fclose(out);
-  if (!s.ok()) return s;
+  // A run recorded without GPU metrics is its steps: exported all the same.
+  if (!s.ok() && !(s.code() == StatusCode::kNotFound && !steps.empty())) return s;
   if (write_failed) return IoError(path + ": write failed");
-  return written;
+  counts.samples = written;
+  counts.steps = static_cast<int64_t>(steps.size());
+  return counts;
 }
 
 }  // namespace gputriage

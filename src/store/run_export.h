@@ -11,7 +11,16 @@
 
 namespace gputriage {
 
-/// Writes run `run` of `store` to `path`. Returns the number of samples written.
-StatusOr<int64_t> ExportRun(RunStore& store, int64_t run, const std::string& path);
+/// What an export wrote.
+struct ExportCounts {
+  int64_t samples = 0;
+  int64_t steps = 0;
+  int64_t settings = 0;
+};
+
+/// Writes run `run` of `store` to `path`: every sample, the GPUs' facts, and as
+/// comment lines the run's settings (workload, price, tags, context) and steps,
+/// so the file diagnoses as the stored run does.
+StatusOr<ExportCounts> ExportRun(RunStore& store, int64_t run, const std::string& path);
 
 }  // namespace gputriage

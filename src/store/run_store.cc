@@ -602,6 +602,9 @@ StatusOr<Recording> RunStore::LoadRun(int64_t run) {
   if (head.Text(2) != "complete")
     rec.stats.AddIssue(IssueSeverity::kWarning, "incomplete_run",
                        "run " + std::to_string(run) + " was not completed (the recorder stopped early); samples up to its last second are kept");
+  // The run's settings and context (workload, price, tags, commit) travel with it.
+  ASSIGN_OR_RETURN(auto settings, LoadSettings(run));
+  for (auto& [key, value] : settings) rec.metadata.try_emplace(key, std::move(value));
   Statement devs(db_, kSelectDevices);
   devs.Bind(1, run);
   std::vector<size_t> position;  // stored device → recording device
@@ -640,6 +643,23 @@ StatusOr<Recording> RunStore::LoadRun(int64_t run) {
       if (!samples.Null(2 + m)) rec.metrics.Add(position[device], static_cast<Metric>(m), t, samples.Real(2 + m));
   }
   RETURN_IF_ERROR(ReadEnd(samples, "reading a run's samples"));
+  ASSIGN_OR_RETURN(rec.marked_steps, LoadSteps(run));
+  rec.clock_is_absolute = true;
+  rec.metrics.clock_note = "host wall clock at each NVML sample";
+  if (rec.metrics.devices.empty()) {  // recorded without a GPU: as the live report said
+    rec.format = "step-markers";
+    rec.metrics.clock_note.clear();
+    rec.stats.AddIssue(IssueSeverity::kInfo, "gpu_metrics_unavailable",
+                       "run " + std::to_string(run) +
+                           " was recorded without GPU metrics: the diagnosis rests on its step markers alone");
+  }
+  AttributeGpusToJob(rec);  // the same GPUs as when the run was recorded
+  ReportRejectedValues(rec);
+  return rec;
+}
+
+StatusOr<std::vector<MarkedStep>> RunStore::LoadSteps(int64_t run) {
+  std::vector<MarkedStep> out;
   Statement steps(db_,
                   "SELECT step, start_ns, end_ns, pid, samples, tokens, flops, data_ns, forward_ns, backward_ns,"
                   " optimizer_ns, communication_ns, checkpoint_ns, other_ns, device_ns FROM steps WHERE run_id=?"
@@ -655,21 +675,19 @@ StatusOr<Recording> RunStore::LoadRun(int64_t run) {
     step.flops = steps.Real(6);
     for (int phase = 1; phase <= 7; ++phase) step.phase_ns[static_cast<size_t>(phase)] = steps.Int(6 + phase);
     step.device_ns = steps.Int(14);
-    rec.marked_steps.push_back(step);
+    out.push_back(step);
   }
   RETURN_IF_ERROR(ReadEnd(steps, "reading a run's steps"));
-  rec.clock_is_absolute = true;
-  rec.metrics.clock_note = "host wall clock at each NVML sample";
-  if (rec.metrics.devices.empty()) {  // recorded without a GPU: as the live report said
-    rec.format = "step-markers";
-    rec.metrics.clock_note.clear();
-    rec.stats.AddIssue(IssueSeverity::kInfo, "gpu_metrics_unavailable",
-                       "run " + std::to_string(run) +
-                           " was recorded without GPU metrics: the diagnosis rests on its step markers alone");
-  }
-  AttributeGpusToJob(rec);  // the same GPUs as when the run was recorded
-  ReportRejectedValues(rec);
-  return rec;
+  return out;
+}
+
+StatusOr<std::map<std::string, std::string>> RunStore::LoadSettings(int64_t run) {
+  std::map<std::string, std::string> out;
+  Statement meta(db_, "SELECT key, value FROM run_metadata WHERE run_id=?");
+  meta.Bind(1, run);
+  while (meta.ok() && meta.Step() == SQLITE_ROW) out.emplace(meta.Text(0), meta.Text(1));
+  RETURN_IF_ERROR(ReadEnd(meta, "reading a run's settings"));
+  return out;
 }
 
 }  // namespace gputriage

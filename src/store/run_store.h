@@ -79,6 +79,11 @@ class RunStore {
   StatusOr<std::vector<RunInfo>> ListRuns();
   /// Rebuilds a stored run as a Recording (devices, facts, every sample).
   StatusOr<Recording> LoadRun(int64_t run);
+  /// A run's steps (step markers), in start order.
+  StatusOr<std::vector<MarkedStep>> LoadSteps(int64_t run);
+  /// A run's settings and context: workload, price_per_gpu_hour, interval_s,
+  /// tag.KEY, git_commit, cwd, ...
+  StatusOr<std::map<std::string, std::string>> LoadSettings(int64_t run);
   /// Every sample of a run in (metric, device, time) order, with its device as
   /// LoadRun builds it (for export). Unknown metrics are skipped.
   Status ForEachSample(int64_t run,

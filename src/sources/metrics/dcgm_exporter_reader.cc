@@ -12,6 +12,9 @@
 // "# TIME <timestamp>" written between scrapes (e.g. by a curl loop); else a new
 // scrape starts when a series repeats, spaced by the sampling interval.
 #include <algorithm>
+#include <array>
+#include <charconv>
+#include <cstdint>
 #include <cmath>
 #include <map>
 
@@ -210,6 +213,16 @@ class DcgmExporterReader final : public MetricLineReader {
   }
 
   Status Finish() override {
+    std::sort(ctx_->recording->marked_steps.begin(), ctx_->recording->marked_steps.end(),
+              [](const MarkedStep& a, const MarkedStep& b) { return a.span.start < b.span.start; });
+    if (metrics_.devices.empty() && !ctx_->recording->marked_steps.empty()) {
+      // An exported run recorded without GPU metrics: its steps are the recording.
+      ctx_->recording->format = "step-markers";
+      ctx_->Issue(IssueSeverity::kInfo, "gpu_metrics_unavailable", [&] {
+        return ctx_->file + ": the run was recorded without GPU metrics: the diagnosis rests on its step markers alone";
+      });
+      return Status::Ok();
+    }
     if (samples_seen_ == 0 && families_seen_ == 0)
       return DataLossError(ctx_->file + ": no Prometheus samples (expected dcgm-exporter /metrics text)");
     if (metrics_.devices.empty())
@@ -231,8 +244,77 @@ class DcgmExporterReader final : public MetricLineReader {
     for (auto& m : seen_) m = 0;
   }
 
+  /// "# gputriage_step number pid start_ns end_ns samples tokens flops data_ns
+  /// forward_ns backward_ns optimizer_ns communication_ns checkpoint_ns other_ns device_ns"
+  void ExportedStep(std::string_view fields, int64_t line_no) {
+    if (StartsWith(fields, "fields:")) return;  // the header naming the columns
+    std::vector<std::string_view> parts;
+    metric_text::SplitWhitespace(fields, parts);
+    MarkedStep step;
+    bool ok = parts.size() == 15;
+    std::array<int64_t, 15> v{};
+    double flops = 0;
+    for (size_t i = 0; ok && i < parts.size(); ++i) {
+      if (i == 6) {
+        const auto parsed = metric_text::ParseNumber(parts[i]);
+        ok = parsed && std::isfinite(*parsed) && *parsed >= 0;
+        flops = parsed.value_or(0);
+        continue;
+      }
+      const auto [end, err] = std::from_chars(parts[i].data(), parts[i].data() + parts[i].size(), v[i]);
+      ok = err == std::errc() && end == parts[i].data() + parts[i].size() && (i == 2 || i == 3 || v[i] >= 0);
+    }
+    ok = ok && v[3] >= v[2] && v[1] <= UINT32_MAX;
+    if (!ok || ctx_->recording->marked_steps.size() >= kMaxExportedSteps) {
+      ctx_->Issue(IssueSeverity::kWarning, "bad_step", [&] {
+        return fmt::format("{}: an exported step that cannot be read: '{}'", ctx_->Where(line_no), fields.substr(0, 200));
+      });
+      return;
+    }
+    step.number = v[0];
+    step.pid = static_cast<uint32_t>(v[1]);
+    step.span = gputriage::Interval{v[2], v[3]};
+    step.samples = v[4];
+    step.tokens = v[5];
+    step.flops = flops;
+    for (size_t phase = 1; phase <= 7; ++phase) step.phase_ns[phase] = v[6 + phase];
+    step.device_ns = v[14];
+    ctx_->recording->marked_steps.push_back(step);
+  }
+
+  /// "# gputriage_setting KEY \"VALUE\"" (the value escaped as a label value).
+  void ExportedSetting(std::string_view fields, int64_t line_no) {
+    const size_t space = fields.find(' ');
+    const std::string_view key = fields.substr(0, space);
+    std::string_view quoted = space == std::string_view::npos ? std::string_view() : TrimAsciiSpace(fields.substr(space));
+    if (key.empty() || quoted.size() < 2 || quoted.front() != '"' || quoted.back() != '"' ||
+        ctx_->recording->metadata.size() >= kMaxExportedSettings) {
+      ctx_->Issue(IssueSeverity::kWarning, "bad_setting", [&] {
+        return fmt::format("{}: an exported setting that cannot be read: '{}'", ctx_->Where(line_no), fields.substr(0, 200));
+      });
+      return;
+    }
+    quoted = quoted.substr(1, quoted.size() - 2);
+    std::string value;
+    for (size_t i = 0; i < quoted.size(); ++i) {
+      if (quoted[i] == '\\' && i + 1 < quoted.size()) {
+        ++i;
+        value += quoted[i] == 'n' ? '\n' : quoted[i];
+      } else {
+        value += quoted[i];
+      }
+    }
+    ctx_->recording->metadata.try_emplace(std::string(key), std::move(value));
+  }
+
+  static constexpr size_t kMaxExportedSteps = 10'000'000;
+  static constexpr size_t kMaxExportedSettings = 256;
+
   void Comment(std::string_view body, int64_t line_no) {
     std::string_view rest = TrimAsciiSpace(body.substr(1));
+    // A `gputriage export` carries the run's steps and settings as comments.
+    if (StartsWith(rest, "gputriage_step ")) return ExportedStep(rest.substr(15), line_no);
+    if (StartsWith(rest, "gputriage_setting ")) return ExportedSetting(rest.substr(18), line_no);
     if (StartsWith(rest, "HELP ")) {
       rest = TrimAsciiSpace(rest.substr(5));
       const size_t sp = rest.find(' ');

@@ -199,6 +199,7 @@ std::string SniffMetricFormat(std::string_view head) {
     if (line.empty()) continue;
     ++examined;
     if (StartsWith(line, "# $ nvidia-smi") || StartsWith(line, "# $ dcgmi")) return "capture-bundle";
+    if (StartsWith(line, "# gputriage export of run")) return "dcgm-exporter";  // may hold steps alone
     if (Contains(line, "NVSMI LOG")) return "nvidia-smi-q";
     if (StartsWith(line, "#Entity") || StartsWith(line, "# Entity")) return "dcgmi-dmon";
     const bool comment = line[0] == '#';

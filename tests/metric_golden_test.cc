@@ -196,13 +196,14 @@ TEST(MetricGolden, BlankSentinelIsMissing) {
 
 TEST(MetricGolden, TraceAndMetricLogOfOneRunGiveOneDiagnosis) {
   // The ResNet-50 num_workers=0 trace (input-bound by its DataLoader share) with an
-  // nvidia-smi log of the same kind of run: a sawtooth in the rhythm of batches.
+  // nvidia-smi log of the same run (the trace was taken at 2021-06-08 08:57 UTC):
+  // a sawtooth in the rhythm of batches.
   const std::string csv = (std::filesystem::temp_directory_path() / "gputriage_same_run.csv").string();
   {
     std::ofstream f(csv);
     f << "timestamp, index, name, utilization.gpu [%], power.draw [W]\n";
-    for (int t = 0; t < 1200; ++t)
-      f << "2021/05/10 12:" << (t / 60 < 10 ? "0" : "") << t / 60 << ":" << (t % 60 < 10 ? "0" : "") << t % 60
+    for (int t = 0; t < 840; ++t)
+      f << "2021/06/08 08:" << (t / 60 + 45 < 10 ? "0" : "") << t / 60 + 45 << ":" << (t % 60 < 10 ? "0" : "") << t % 60
         << ".000, 0, Tesla V100-DGXS-32GB, " << ((t % 6) < 4 ? 96 : 0) << ", 180.00\n";
   }
   auto run = ImportRun({std::string(GPUTRIAGE_TEST_DATA_DIR) + "/traces/kineto-resnet50-v100/num_workers_0.pt.trace.json.gz", csv});
@@ -222,6 +223,40 @@ TEST(MetricGolden, TraceAndMetricLogOfOneRunGiveOneDiagnosis) {
   EXPECT_NE(d.summary.gpu_busy_source.find("trace"), std::string::npos);
   EXPECT_NEAR(d.summary.gpu_util_mean_percent, 64.0, 0.01);
   EXPECT_EQ(d.summary.devices, 1);
+  std::filesystem::remove(csv);
+}
+
+TEST(MetricGolden, SourcesOfDifferentRunsAreJudgedApart) {
+  // Issue 12, item 9: an H100 log from 2026 beside a V100 trace from 2021 was
+  // "the GPU metrics of the same run agree". Now they are set apart, and said so.
+  const std::string csv = (std::filesystem::temp_directory_path() / "gputriage_other_run.csv").string();
+  {
+    std::ofstream f(csv);
+    f << "timestamp, index, name, utilization.gpu [%], power.draw [W]\n";
+    for (int t = 0; t < 600; ++t)
+      f << "2026/03/02 10:" << (t / 60 < 10 ? "0" : "") << t / 60 << ":" << (t % 60 < 10 ? "0" : "") << t % 60
+        << ".000, 0, NVIDIA H100 80GB HBM3, " << ((t % 6) < 4 ? 96 : 0) << ", 500.00\n";
+  }
+  const std::string trace = std::string(GPUTRIAGE_TEST_DATA_DIR) + "/traces/kineto-resnet50-v100/num_workers_0.pt.trace.json.gz";
+  auto run = ImportRun({trace, csv});
+  ASSERT_TRUE(run.ok()) << run.status().ToString();
+  Diagnosis d = Diagnose(*run);
+  ASSERT_EQ(d.notes.size(), 1u);
+  EXPECT_NE(d.notes[0].find("do not overlap in time"), std::string::npos) << d.notes[0];
+  for (const auto& f : d.findings) {
+    EXPECT_EQ(f.detail.find("same run agree"), std::string::npos) << f.verdict;
+    for (const auto& e : f.evidence) EXPECT_NE(e.source.rfind("metrics, ", 0), 0u) << f.verdict << ": " << e.source;
+    EXPECT_FALSE(f.scope.empty());  // each names its file
+  }
+  // Two traces that both say rank 0 are not two ranks of one run, nor renumbered.
+  const std::string nccl = std::string(GPUTRIAGE_TEST_DATA_DIR) + "/traces/hta/nccl_a100_rank0.json.gz";
+  run = ImportRun({nccl, nccl});
+  ASSERT_TRUE(run.ok());
+  EXPECT_EQ(run->recordings[0].rank, 0);
+  EXPECT_EQ(run->recordings[1].rank, 0);
+  d = Diagnose(*run);
+  ASSERT_EQ(d.notes.size(), 1u);
+  EXPECT_NE(d.notes[0].find("both say they are rank 0"), std::string::npos) << d.notes[0];
   std::filesystem::remove(csv);
 }
 

@@ -359,6 +359,7 @@ struct Finding {
   int rank = -1;
   std::string origin = "trace";  // "trace" (profiler timeline) or "metrics" (sampled GPU metrics)
   std::string scope;  // what it is about when not a rank: "GPU 0 (load phase)", a source file
+  int recording = -1;  // the recording it was judged from (index into Diagnosis::recordings)
   std::vector<Evidence> evidence;
   /// When the evidence cannot separate causes: the other verdicts still possible
   /// and the measurement that would tell them apart.
@@ -456,6 +457,9 @@ struct Summary {
 struct Diagnosis {
   std::vector<RecordingAnalysis> recordings;
   std::vector<Finding> findings;  // most severe first
+  /// Run-level notes: inputs that are not one run (different times, GPU models,
+  /// or two traces claiming one rank) and were judged apart.
+  std::vector<std::string> notes;
   Summary summary;
   CostReport cost;
 };

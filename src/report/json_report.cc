@@ -25,7 +25,8 @@ json EvidenceJson(const Evidence& e) {
 json FindingJson(const Finding& f) {
   json j = {{"verdict", f.verdict}, {"severity", SeverityName(f.severity)}, {"title", f.title},
             {"detail", f.detail}, {"rank", f.rank >= 0 ? json(f.rank) : json(nullptr)}, {"origin", f.origin},
-            {"scope", f.scope.empty() ? json(nullptr) : json(f.scope)}};
+            {"scope", f.scope.empty() ? json(nullptr) : json(f.scope)},
+            {"recording", f.recording >= 0 ? json(f.recording) : json(nullptr)}};
   j["cannot_exclude"] = f.cannot_exclude;
   j["to_separate"] = f.to_separate.empty() ? json(nullptr) : json(f.to_separate);
   j["evidence"] = json::array();
@@ -294,6 +295,7 @@ std::string RenderJson(const Run& run, const Diagnosis& d, int indent) {
                   {"idle_cost_usd_per_month", s.idle_cost_usd_per_month ? json(*s.idle_cost_usd_per_month) : json(nullptr)},
                   {"workload", s.workload}};
   j["cost"] = CostJson(d.cost);
+  j["notes"] = d.notes;
   j["findings"] = json::array();
   for (const auto& f : d.findings) j["findings"].push_back(FindingJson(f));
   j["recordings"] = json::array();

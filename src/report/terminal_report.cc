@@ -282,6 +282,7 @@ std::string RenderTerminal(const Run& run, const Diagnosis& d, const TerminalOpt
                        s.devices, s.gpu_hours, Pct(s.gpu_util_mean_percent), s.gpu_busy_percent, s.gpu_busy_source,
                        s.workload);
 
+  for (const auto& note : d.notes) out += st("note: ", "33") + Printable(note) + "\n";
   out += st("\nVERDICTS\n", "1");
   if (d.findings.empty()) out += "  none: no rule crossed its threshold (see the measurements below)\n";
   for (const auto& f : d.findings) {

@@ -11,6 +11,7 @@
 #include "src/analysis/kernel_taxonomy.h"
 #include "src/analysis/what_if.h"
 #include "src/util/strings.h"
+#include "src/analysis/run_sources.h"
 #include "src/verdicts/verdicts_internal.h"
 
 namespace gputriage {
@@ -594,12 +595,19 @@ void GroupRanks(std::vector<Finding>& findings, const std::vector<int>& ranks) {
 
 /// A finding from metrics that repeats a trace finding's verdict joins it: one
 /// diagnosis, with the metric evidence beside the trace evidence.
-void MergeSameVerdicts(std::vector<Finding>& findings) {
+void MergeSameVerdicts(std::vector<Finding>& findings, const RunSources& sources) {
+  const auto group = [&](const Finding& f) {
+    return f.recording >= 0 && static_cast<size_t>(f.recording) < sources.group.size()
+               ? sources.group[static_cast<size_t>(f.recording)]
+               : 0;
+  };
   std::vector<Finding> kept;
   for (auto& f : findings) {
     if (f.origin == "metrics") {
-      auto trace = std::find_if(kept.begin(), kept.end(),
-                                [&](const Finding& k) { return k.origin == "trace" && k.verdict == f.verdict; });
+      // Only evidence of the same run joins: another run's metrics agreeing is no evidence.
+      auto trace = std::find_if(kept.begin(), kept.end(), [&](const Finding& k) {
+        return k.origin == "trace" && k.verdict == f.verdict && group(k) == group(f);
+      });
       if (trace != kept.end()) {
         for (auto e : f.evidence) {
           e.source = "metrics, " + f.scope + ": " + e.source;
@@ -620,32 +628,50 @@ Diagnosis Diagnose(const Run& run, const DiagnoseOptions& options) {
   Diagnosis d;
   const WorkloadTargets targets = TargetsFor(options.workload);
   for (const auto& rec : run.recordings) d.recordings.push_back(AnalyzeRecording(rec));
-  for (const auto& a : d.recordings) {
-    if (a.has_trace) {
-      auto found = JudgeRecording(a);
-      d.findings.insert(d.findings.end(), std::make_move_iterator(found.begin()), std::make_move_iterator(found.end()));
+  const RunSources sources = GroupSourcesIntoRuns(run);
+  d.notes = sources.notes;
+  const auto add = [&d](std::vector<Finding> found, size_t recording) {
+    for (auto& f : found) {
+      f.recording = static_cast<int>(recording);
+      d.findings.push_back(std::move(f));
     }
-  }
+  };
+  for (size_t i = 0; i < d.recordings.size(); ++i)
+    if (d.recordings[i].has_trace) add(JudgeRecording(d.recordings[i]), i);
   {
-    // The ranks of the trace recordings: grouped only when every trace names a distinct rank.
-    std::vector<int> ranks;
-    bool distinct = true;
-    for (const auto& a : d.recordings) {
-      if (!a.has_trace) continue;
-      distinct = distinct && a.rank >= 0 && std::find(ranks.begin(), ranks.end(), a.rank) == ranks.end();
-      ranks.push_back(a.rank);
+    // The ranks of each run's traces: grouped only when every trace names a distinct rank.
+    std::vector<Finding> grouped;
+    for (int g = 0; g < sources.groups; ++g) {
+      std::vector<int> ranks;
+      bool distinct = true;
+      for (size_t i = 0; i < d.recordings.size(); ++i) {
+        if (!d.recordings[i].has_trace || sources.group[i] != g) continue;
+        const int rank = d.recordings[i].rank;
+        distinct = distinct && rank >= 0 && std::find(ranks.begin(), ranks.end(), rank) == ranks.end();
+        ranks.push_back(rank);
+      }
+      std::vector<Finding> of_run;
+      for (auto& f : d.findings)
+        if (sources.group[static_cast<size_t>(f.recording)] == g) of_run.push_back(std::move(f));
+      std::sort(ranks.begin(), ranks.end());
+      if (distinct) GroupRanks(of_run, ranks);
+      grouped.insert(grouped.end(), std::make_move_iterator(of_run.begin()), std::make_move_iterator(of_run.end()));
     }
-    std::sort(ranks.begin(), ranks.end());
-    if (distinct) GroupRanks(d.findings, ranks);
+    d.findings = std::move(grouped);
   }
-  for (const auto& a : d.recordings) {
-    auto found = JudgeMetrics(a, targets);
-    d.findings.insert(d.findings.end(), std::make_move_iterator(found.begin()), std::make_move_iterator(found.end()));
-    auto from_steps = JudgeStepMarkers(a);
-    d.findings.insert(d.findings.end(), std::make_move_iterator(from_steps.begin()),
-                      std::make_move_iterator(from_steps.end()));
+  for (size_t i = 0; i < d.recordings.size(); ++i) {
+    add(JudgeMetrics(d.recordings[i], targets), i);
+    add(JudgeStepMarkers(d.recordings[i]), i);
   }
-  MergeSameVerdicts(d.findings);
+  MergeSameVerdicts(d.findings, sources);
+  if (sources.groups > 1) {
+    // Sources of different runs: every finding names the file it came from.
+    for (auto& f : d.findings) {
+      const std::string& source = run.recordings[static_cast<size_t>(f.recording)].source_path;
+      const std::string name = source.substr(source.find_last_of('/') + 1);
+      f.scope = f.scope.empty() ? name : name + ": " + f.scope;
+    }
+  }
   std::stable_sort(d.findings.begin(), d.findings.end(), [](const Finding& x, const Finding& y) {
     if (x.severity != y.severity) return x.severity > y.severity;
     const bool xs = x.gain && x.gain->unit == "ms", ys = y.gain && y.gain->unit == "ms";

@@ -9,6 +9,7 @@ spent on queued work.
 """
 import atexit
 import collections
+import warnings
 
 from gputriage import _markers
 
@@ -69,10 +70,12 @@ class CudaStepTimer:
 
 
 _timer = None
+_warned_no_device = False
 
 
 def time_device(enable=True, timer=None):
     """Times every step on the GPU from now on (``enable=False`` stops it).
+    Without CUDA (or torch) it warns once and does nothing, returning None.
     ``timer`` replaces the CUDA-event timer (an object with begin(step),
     end(step) and flush())."""
     global _timer
@@ -81,7 +84,18 @@ def time_device(enable=True, timer=None):
         _markers._set_device_timer(None)
         _timer = None
     if enable:
-        _timer = timer if timer is not None else CudaStepTimer()
+        if timer is None:
+            try:
+                timer = CudaStepTimer()
+            except (ImportError, RuntimeError) as e:
+                # A script written for a GPU machine, run on a laptop or in CI: it
+                # must keep training. Say so once; host-side step times still count.
+                global _warned_no_device
+                if not _warned_no_device:
+                    _warned_no_device = True
+                    warnings.warn(f"gputriage.time_device() does nothing here: {e}", RuntimeWarning, stacklevel=2)
+                return None
+        _timer = timer
         _markers._set_device_timer(_timer)
     return _timer
 

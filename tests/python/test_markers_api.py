@@ -225,6 +225,45 @@ class UnderRecorder(unittest.TestCase):
         self.assertNotIn("zero-code markers are off", stderr)
         self.assertIsNone(report["recordings"][0]["step_markers"])
 
+    def test_zero_code_chains_to_the_environments_own_sitecustomize(self):
+        # Issue 12, item 14: a sitecustomize that takes itself out of sys.modules
+        # (as chaining tools do) made Python print "Error in sitecustomize ...
+        # KeyError" on every run of a zero-code job.
+        with tempfile.TemporaryDirectory() as theirs:
+            ran = os.path.join(theirs, "ran")
+            with open(os.path.join(theirs, "sitecustomize.py"), "w") as f:
+                f.write(f"import sys\nsys.modules.pop('sitecustomize', None)\nopen({ran!r}, 'w').close()\n")
+            with tempfile.TemporaryDirectory() as tmp:
+                env = dict(os.environ, PYTHONPATH=theirs + os.pathsep + PACKAGE_DIR)
+                proc = subprocess.run([GPUTRIAGE, "record", "--no-store", "--python", "--", sys.executable, "-c",
+                                       "import sitecustomize; print(sitecustomize.__file__)"],
+                                      env=env, capture_output=True, text=True, timeout=120, cwd=tmp)
+            self.assertEqual(proc.returncode, 0, proc.stderr)
+            self.assertNotIn("Error in sitecustomize", proc.stderr)
+            self.assertNotIn("KeyError", proc.stderr)
+            self.assertTrue(os.path.exists(ran), "the environment's sitecustomize did not run")
+
+
+class TimeDeviceWithoutCuda(unittest.TestCase):
+    def test_warns_once_and_does_nothing(self):
+        # Issue 12, item 14: time_device() raised on a machine without CUDA and
+        # killed the training script.
+        try:
+            import torch
+            if torch.cuda.is_available():
+                self.skipTest("this machine has CUDA")
+        except ImportError:
+            pass
+        import warnings
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            self.assertIsNone(gputriage.time_device())
+            self.assertIsNone(gputriage.time_device())
+        mine = [w for w in caught if "time_device" in str(w.message)]
+        self.assertEqual(len(mine), 1, [str(w.message) for w in caught])
+        with gputriage.step():  # steps go on as before
+            pass
+
 
 if __name__ == "__main__":
     unittest.main(verbosity=2)

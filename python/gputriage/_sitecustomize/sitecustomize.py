@@ -15,15 +15,31 @@ def _gputriage_start():
         sys.stderr.write("gputriage: zero-code markers are off in this process: cannot load the gputriage package "
                          f"({e!r}); pip install ./python from the gputriage source tree, or set GPUTRIAGE_PYTHON_PATH\n")
     # Chain to the next sitecustomize on the path, as if this one were not there.
-    del sys.modules["sitecustomize"]
+    # The import system pops sys.modules["sitecustomize"] after this file runs,
+    # and chaining sitecustomizes (ours, and other tools') remove or replace that
+    # entry: it is put back at the end, or Python prints "Error in sitecustomize
+    # ... KeyError" on every run.
+    ours = sys.modules.pop("sitecustomize", None)
     saved = list(sys.path)
     sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != here]
     try:
         importlib.import_module("sitecustomize")
-    except ImportError:
-        pass
+    except KeyError as e:
+        # Theirs ran and took itself out of sys.modules (chaining tools do), so the
+        # import system's final pop failed: it did run.
+        if e.args != ("sitecustomize",):
+            sys.stderr.write(f"gputriage: the environment's own sitecustomize failed: {e!r}\n")
+    except ImportError as e:
+        if e.name != "sitecustomize":  # theirs exists but failed: say so, as Python would
+            sys.stderr.write(f"gputriage: the environment's own sitecustomize failed: {e!r}\n")
+    except Exception as e:  # noqa: BLE001 - theirs is not ours to fix; the job runs
+        sys.stderr.write(f"gputriage: the environment's own sitecustomize failed: {e!r}\n")
     finally:
         sys.path[:] = saved
-
+        theirs = sys.modules.get("sitecustomize")
+        if ours is not None:
+            if theirs is not None and theirs is not ours:
+                ours.chained = theirs  # reachable, as `import sitecustomize` now gives ours
+            sys.modules["sitecustomize"] = ours
 
 _gputriage_start()

@@ -312,3 +312,50 @@ TEST(Golden, SeveralFilesAreRanksOfOneRun) {
 
 }  // namespace
 }  // namespace gputriage
+
+namespace gputriage {
+namespace {
+
+TEST(TerminalReport, InputTextCannotSteerTheTerminal) {
+  // Issue 12, item 13: names from the input (a file name, a kernel name, a GPU
+  // name) were printed raw: an OSC title change, a screen clear, a newline that
+  // breaks the layout. Only the report's own colours may reach the terminal.
+  std::string trace = R"({"deviceProperties": [{"id": 0, "name": "Evil\u001b[2J GPU\nX", "computeMajor": 8,
+                          "computeMinor": 0, "numSms": 108}], "traceEvents": [)";
+  for (int i = 0; i < 5; ++i) {
+    const long long t = 1700000000000000LL + i * 10000;
+    trace += std::string(i ? "," : "") + R"({"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#)" +
+             std::to_string(i) + R"(", "pid": 1, "tid": 1, "ts": )" + std::to_string(t) + R"(, "dur": 9000},)" +
+             R"({"ph": "X", "cat": "kernel", "name": "evil\u001b]0;pwned\u0007\u001b[31mkernel\nline", "pid": 0,
+                 "tid": 7, "ts": )" + std::to_string(t + 100) + R"(, "dur": 8000, "args": {"device": 0, "stream": 7}})";
+  }
+  trace += "]}";
+  auto rec = ImportKinetoTraceFromMemory("evil\x1b[2Jname\n.json", trace);
+  ASSERT_TRUE(rec.ok()) << rec.status().ToString();
+  gputriage::Run run;
+  run.recordings.push_back(std::move(*rec));
+  const Diagnosis d = Diagnose(run);
+  for (bool color : {false, true}) {
+    TerminalOptions options;
+    options.color = color;
+    const std::string text = RenderTerminal(run, d, options);
+    size_t escapes = 0, sgr = 0;
+    for (size_t i = text.find('\x1b'); i != std::string::npos; i = text.find('\x1b', i + 1)) {
+      ++escapes;
+      size_t j = i + 1;
+      if (j < text.size() && text[j] == '[') {
+        ++j;
+        while (j < text.size() && (std::isdigit(static_cast<unsigned char>(text[j])) || text[j] == ';')) ++j;
+        if (j < text.size() && text[j] == 'm') ++sgr;
+      }
+    }
+    EXPECT_EQ(escapes, sgr) << "an escape other than a colour reached the terminal";
+    if (!color) EXPECT_EQ(escapes, 0u);
+    EXPECT_EQ(text.find('\x07'), std::string::npos);
+    EXPECT_NE(text.find("evil\\x1b]0;pwned\\x07\\x1b[31mkernel\\nline"), std::string::npos);
+    EXPECT_NE(text.find("evil\\x1b[2Jname\\n.json"), std::string::npos);
+  }
+}
+
+}  // namespace
+}  // namespace gputriage

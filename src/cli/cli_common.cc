@@ -6,6 +6,8 @@
 
 #include <fmt/format.h>
 
+#include "src/util/strings.h"
+
 namespace gputriage::cli {
 
 CLI::Validator FiniteRange(double lo, double hi, bool above_lo) {
@@ -42,7 +44,10 @@ const std::vector<std::string>& WorkloadChoices() {
 
 void Print(const std::string& out) { std::fwrite(out.data(), 1, out.size(), stdout); }
 
-void PrintError(const Status& status) { std::fprintf(stderr, "gputriage: error: %s\n", status.ToString().c_str()); }
+void PrintError(const Status& status) {
+  // Messages quote file names and input text: printed so they cannot steer the terminal.
+  std::fprintf(stderr, "gputriage: error: %s\n", Printable(status.ToString()).c_str());
+}
 
 std::unique_ptr<RunStore> OpenStoreForRecording(const std::string& path, Status* why) {
   auto store = RunStore::Open(path.empty() ? RunStore::DefaultPath() : path);

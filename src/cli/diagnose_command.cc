@@ -15,6 +15,7 @@
 #include "gputriage/import.h"
 #include "gputriage/report.h"
 #include "src/cli/cli_common.h"
+#include "src/util/strings.h"
 
 namespace gputriage::cli {
 namespace {
@@ -100,7 +101,8 @@ int RunDiagnose(const DiagnoseArgs& args) {
   }
   for (const auto& r : run->recordings)
     if (r.stats.truncated)
-      std::fprintf(stderr, "gputriage: warning: %s: %s\n", r.source_path.c_str(), r.stats.truncation_note.c_str());
+      std::fprintf(stderr, "gputriage: warning: %s: %s\n", Printable(r.source_path).c_str(),
+                   Printable(r.stats.truncation_note).c_str());
   if (args.fail_on != "none") {
     const Severity threshold = args.fail_on == "high"       ? Severity::kHigh
                                           : args.fail_on == "moderate" ? Severity::kModerate

@@ -1,6 +1,7 @@
 // The terminal report: verdicts first, then their evidence and fixes, then the
 // measurements they came from.
 #include <cmath>
+#include <random>
 
 #include <fmt/format.h>
 
@@ -11,10 +12,40 @@ namespace gputriage {
 namespace {
 
 
+/// Colours by SGR code. While the report is built, a colour is a marker that
+/// carries a per-report random nonce: the final pass (Finish) turns exactly those
+/// markers into escape sequences and every other control character (from file
+/// names, kernel names, device names, log text) into a visible escape, so no input
+/// can move the cursor or recolour the terminal, whatever text it reaches.
 struct Style {
   bool on;
+  std::string nonce;
   std::string operator()(const std::string& text, const char* code) const {
-    return on ? fmt::format("\033[{}m{}\033[0m", code, text) : text;
+    return on ? Marker(code) + text + Marker("0") : text;
+  }
+  std::string Marker(const char* code) const { return "\x1b" + nonce + code + "\x1f"; }
+
+  static std::string NewNonce() {
+    std::random_device random;
+    return fmt::format("{:08x}{:08x}", random(), random());
+  }
+
+  /// The report as printed: markers become SGR sequences, other control
+  /// characters (but the report's own newlines) visible escapes.
+  std::string Finish(const std::string& built) const {
+    const std::string prefix = "\x1b" + nonce;
+    std::string out;
+    out.reserve(built.size());
+    size_t from = 0;
+    for (size_t at = built.find(prefix); at != std::string::npos; at = built.find(prefix, from)) {
+      const size_t end = built.find('\x1f', at + prefix.size());
+      if (end == std::string::npos) break;
+      out += Printable(std::string_view(built).substr(from, at - from), /*keep_newlines=*/true);
+      if (on) out += "\033[" + built.substr(at + prefix.size(), end - at - prefix.size()) + "m";
+      from = end + 1;
+    }
+    out += Printable(std::string_view(built).substr(from), /*keep_newlines=*/true);
+    return out;
   }
 };
 
@@ -101,15 +132,15 @@ void RenderMetricDevices(std::string& out, const Recording& rec, const Recording
   out += fmt::format("   {} rows, {} samples{}\n", rec.metrics.rows, rec.metrics.samples,
                      rec.metrics.clock_note.empty() ? "" : "; clock: " + rec.metrics.clock_note);
   for (const auto& d : a.metric_devices) {
-    out += fmt::format("   {}: {}{}{}\n", d.label, d.name.empty() ? "(model not logged)" : d.name,
-                       d.hostname.empty() ? "" : " on " + d.hostname, d.mig_mode && !d.mig_instance ? " [MIG enabled]" : "");
+    out += fmt::format("   {}: {}{}{}\n", Printable(d.label), d.name.empty() ? "(model not logged)" : Printable(d.name),
+                       d.hostname.empty() ? "" : " on " + Printable(d.hostname), d.mig_mode && !d.mig_instance ? " [MIG enabled]" : "");
     if (!d.labels.empty()) {
       std::string labels;
       for (const auto& [k, v] : d.labels) labels += (labels.empty() ? "" : ", ") + k + "=" + v;
-      out += fmt::format("     labels: {}\n", labels);
+      out += fmt::format("     labels: {}\n", Printable(labels));
     }
     if (!d.other_processes.empty())
-      out += fmt::format("     also on this GPU, outside the job: {}\n", Join(d.other_processes, ", "));
+      out += fmt::format("     also on this GPU, outside the job: {}\n", Printable(Join(d.other_processes, ", ")));
     if (d.median_interval_ns == 0) out += "     one sample (a snapshot, no time span)\n";
     else out += fmt::format("     observed {:.2f} h, sampled every {:.2f} s{}\n", d.hours, static_cast<double>(d.median_interval_ns) / 1e9,
                        d.sampling_gaps > 0 ? fmt::format(" ({} gap{} in the log; span {:.2f} h)", d.sampling_gaps,
@@ -180,11 +211,11 @@ void RenderCost(std::string& out, const CostReport& c) {
 
 void RenderRecording(std::string& out, const Recording& rec, const RecordingAnalysis& a, const TerminalOptions& o,
                      const Style& st) {
-  out += st(fmt::format("\n== {}{} [{}]\n", a.source, a.rank >= 0 ? fmt::format(" (rank {})", a.rank) : "", rec.format), "1");
+  out += st(fmt::format("\n== {}{} [{}]\n", Printable(a.source), a.rank >= 0 ? fmt::format(" (rank {})", a.rank) : "", rec.format), "1");
   if (!a.has_trace) {
     for (const auto& issue : rec.stats.issues)
       out += fmt::format("   import {}: {} × {} (first: {})\n", issue.severity == IssueSeverity::kInfo ? "note" : "warning",
-                         issue.count, issue.kind, Shorten(issue.message, 160));
+                         issue.count, issue.kind, Printable(Shorten(issue.message, 160)));
     RenderStepMarkers(out, a.marked);
     RenderMetricDevices(out, rec, a);
     return;
@@ -196,7 +227,7 @@ void RenderRecording(std::string& out, const Recording& rec, const RecordingAnal
                      rec.stats.truncated ? " — TRUNCATED" : "");
   for (const auto& issue : rec.stats.issues)
     out += fmt::format("   import {}: {} × {} (first: {})\n", issue.severity == IssueSeverity::kInfo ? "note" : "warning",
-                       issue.count, issue.kind, Shorten(issue.message, 160));
+                       issue.count, issue.kind, Printable(Shorten(issue.message, 160)));
   if (a.steps.empty()) {
     out += "   no steps and no activity to measure\n";
   } else {
@@ -235,7 +266,7 @@ void RenderRecording(std::string& out, const Recording& rec, const RecordingAnal
     for (int i = 0; i < o.max_kernels && i < static_cast<int>(a.top_kernels.size()); ++i) {
       const auto& k = a.top_kernels[static_cast<size_t>(i)];
       out += fmt::format("     {:>9.2f} ms {:>6} × {:<13} {:<6} {}\n", ToMs(k.total_ns), k.count, k.kernel_class,
-                         k.precision.empty() ? "" : k.precision, Shorten(k.name, 90));
+                         k.precision.empty() ? "" : k.precision, Printable(Shorten(k.name, 90)));
     }
   }
   for (const auto& l : a.limitations) out += fmt::format("   cannot tell: {}\n", l);
@@ -269,11 +300,11 @@ std::string WhatIfLine(const WhatIf& w) {
 }
 
 std::string RenderTerminal(const Run& run, const Diagnosis& d, const TerminalOptions& o) {
-  const Style st{o.color};
+  const Style st{o.color, Style::NewNonce()};
   std::string out;
   const Summary& s = d.summary;
   out += st("gputriage diagnosis", "1");
-  out += fmt::format(" — {} recording(s){}\n", s.recordings, s.device.empty() ? "" : ", " + s.device);
+  out += fmt::format(" — {} recording(s){}\n", s.recordings, s.device.empty() ? "" : ", " + Printable(s.device));
   if (s.steps > 0)
     out += fmt::format("GPU busy {:.1f}% · data wait {:.1f}% of step · avg step {:.2f} ms over {} step(s)\n",
                        s.gpu_busy_percent, s.data_wait_percent, s.avg_step_ms, s.steps);
@@ -287,7 +318,7 @@ std::string RenderTerminal(const Run& run, const Diagnosis& d, const TerminalOpt
   if (d.findings.empty()) out += "  none: no rule crossed its threshold (see the measurements below)\n";
   for (const auto& f : d.findings) {
     out += fmt::format("  {} {:<20} {}{}\n", st(fmt::format("{:<9}", SeverityName(f.severity)), SeverityColor(f.severity)),
-                       f.verdict, f.scope.empty() ? "" : "[" + f.scope + "] ", f.title);
+                       f.verdict, f.scope.empty() ? "" : "[" + Printable(f.scope) + "] ", Printable(f.title));
     if (f.gain && f.gain->expected > 0)
       out += fmt::format("  {:<9} {:<20} expected: {}\n", "", "", GainLine(*f.gain));
   }
@@ -295,9 +326,9 @@ std::string RenderTerminal(const Run& run, const Diagnosis& d, const TerminalOpt
   int n = 0;
   for (const auto& f : d.findings) {
     out += st(fmt::format("\n[{}] {} ({}){}{}\n", ++n, f.verdict, SeverityName(f.severity),
-                          f.rank >= 0 ? fmt::format(", rank {}", f.rank) : "", f.scope.empty() ? "" : ", " + f.scope),
+                          f.rank >= 0 ? fmt::format(", rank {}", f.rank) : "", f.scope.empty() ? "" : ", " + Printable(f.scope)),
               "1");
-    out += fmt::format("    {}\n", f.detail);
+    out += fmt::format("    {}\n", Printable(f.detail));
     if (!f.cannot_exclude.empty()) {
       std::string alt;
       for (const auto& c : f.cannot_exclude) alt += (alt.empty() ? "" : ", ") + c;
@@ -318,7 +349,7 @@ std::string RenderTerminal(const Run& run, const Diagnosis& d, const TerminalOpt
   out += st("\nMEASUREMENTS\n", "1");
   for (size_t i = 0; i < d.recordings.size() && i < run.recordings.size(); ++i)
     RenderRecording(out, run.recordings[i], d.recordings[i], o, st);
-  return out;
+  return st.Finish(out);
 }
 
 }  // namespace gputriage

@@ -51,13 +51,14 @@ inline bool ContainsToken(std::string_view text, std::string_view fragment) {
 /// Text safe to print on a terminal: control characters (ESC, newline, C1 controls
 /// in UTF-8) become visible escapes (\x1b, \n, \u009b), so a name, tag, command or
 /// file name cannot move the cursor, recolour the screen or break a table row.
-inline std::string Printable(std::string_view s) {
+/// `keep_newlines`: for a whole report, whose own lines end in newlines.
+inline std::string Printable(std::string_view s, bool keep_newlines = false) {
   static constexpr char kHex[] = "0123456789abcdef";
   std::string out;
   out.reserve(s.size());
   for (size_t i = 0; i < s.size(); ++i) {
     const auto c = static_cast<unsigned char>(s[i]);
-    if (c == '\n') out += "\\n";
+    if (c == '\n') out += keep_newlines ? "\n" : "\\n";
     else if (c == '\t') out += "\\t";
     else if (c < 0x20 || c == 0x7f) out += {'\\', 'x', kHex[c >> 4], kHex[c & 15]};
     else if (c == 0xc2 && i + 1 < s.size() && static_cast<unsigned char>(s[i + 1]) >= 0x80 &&

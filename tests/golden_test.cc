@@ -11,6 +11,7 @@
 #include "gputriage/diagnosis.h"
 #include "gputriage/import.h"
 #include "gputriage/report.h"
+#include "src/util/units.h"
 
 namespace gputriage {
 namespace {
@@ -355,6 +356,87 @@ TEST(TerminalReport, InputTextCannotSteerTheTerminal) {
     EXPECT_NE(text.find("evil\\x1b]0;pwned\\x07\\x1b[31mkernel\\nline"), std::string::npos);
     EXPECT_NE(text.find("evil\\x1b[2Jname\\n.json"), std::string::npos);
   }
+}
+
+}  // namespace
+}  // namespace gputriage
+
+namespace gputriage {
+namespace {
+
+TEST(TerminalReport, LaunchBoundTextAgreesWithTheQueue) {
+  // Issue 12, item 18: "the GPU drains its queue" was printed beside a median
+  // launch delay of 2.6 ms (ResNet-50, num_workers=4): kernels that wait that long
+  // after launch are queued, not starved.
+  int queued = 0, drained = 0;
+  for (const char* rel : {"traces/kineto-resnet50-v100/num_workers_4.pt.trace.json.gz", "traces/hta/nccl_a100_rank0.json.gz",
+                          "traces/hta/trace_diff_control_a100.json.gz", "traces/tracelens/b200_eager_trace.json.gz"}) {
+    auto run = ImportRun({std::string(GPUTRIAGE_TEST_DATA_DIR) + "/" + rel});
+    ASSERT_TRUE(run.ok()) << run.status().ToString();
+    const Diagnosis d = Diagnose(*run);
+    for (const auto& f : d.findings) {
+      if (f.verdict != "launch_bound") continue;
+      double delay_us = -1;
+      for (const auto& e : f.evidence)
+        if (e.name == "median_launch_delay_us") delay_us = e.value;
+      ASSERT_GE(delay_us, 0) << rel << ": the launch delay is not in the evidence";
+      const bool says_drained = f.detail.find("drains its queue") != std::string::npos;
+      EXPECT_EQ(says_drained, delay_us <= 100) << rel << ": median launch delay " << delay_us << " µs: " << f.detail;
+      (says_drained ? drained : queued)++;
+    }
+  }
+  EXPECT_GE(queued, 1);
+  EXPECT_GE(drained, 1);
+}
+
+TEST(TerminalReport, NumbersForAReader) {
+  // Issue 12, item 18: "threshold < 95.44519621109607", a `--kernels 0` header
+  // with no rows, --json ignoring --kernels, "0.00 GPU-h × $3.90/h = $0.01".
+  auto run = ImportRun({std::string(GPUTRIAGE_TEST_DATA_DIR) + "/traces/hta/nccl_a100_rank0.json.gz"});
+  ASSERT_TRUE(run.ok());
+  const Diagnosis d = Diagnose(*run);
+  TerminalOptions options;
+  const std::string text = RenderTerminal(*run, d, options);
+  for (size_t i = text.find("threshold "); i != std::string::npos; i = text.find("threshold ", i + 1)) {
+    const std::string clause = text.substr(i, text.find(')', i) - i);
+    const size_t dot = clause.find('.');
+    EXPECT_TRUE(dot == std::string::npos || clause.size() - dot - 1 <= 2) << clause;
+  }
+  options.max_kernels = 0;
+  EXPECT_EQ(RenderTerminal(*run, d, options).find("top kernels"), std::string::npos);
+  JsonOptions json;
+  json.max_kernels = 3;
+  EXPECT_NE(RenderJson(*run, d, json).find("\"top\""), std::string::npos);
+  const std::string three = RenderJson(*run, d, json);
+  size_t rows = 0;
+  for (size_t i = three.find("\"mean_blocks_per_sm\""); i != std::string::npos; i = three.find("\"mean_blocks_per_sm\"", i + 1)) ++rows;
+  EXPECT_EQ(rows, 3u);
+  // A minute of one GPU: in GPU-minutes, and its cost in cents, not "0.00 GPU-h".
+  gputriage::Run metrics;
+  metrics.recordings.emplace_back();
+  auto& rec = metrics.recordings.back();
+  rec.format = "nvidia-smi-csv";
+  const auto dev = rec.metrics.FindOrAdd(0, "GPU-x", "", -1);
+  rec.metrics.devices[*dev].name = "NVIDIA H100 80GB HBM3";
+  for (int i = 0; i < 60; ++i) rec.metrics.Add(*dev, Metric::kGpuUtil, 1'700'000'000'000'000'000 + i * kNsPerS, 30);
+  const std::string cost = RenderTerminal(metrics, Diagnose(metrics), {});
+  EXPECT_EQ(cost.find("0.00 GPU-h"), std::string::npos) << cost;
+  EXPECT_NE(cost.find("GPU-min"), std::string::npos) << cost;
+  EXPECT_EQ(cost.find("0 rows"), std::string::npos);
+}
+
+TEST(Units, ChosenForAReader) {
+  EXPECT_EQ(FormatSeconds(0.02), "20 ms");
+  EXPECT_EQ(FormatSeconds(0.6), "600 ms");
+  EXPECT_EQ(FormatSeconds(7), "7.0 s");
+  EXPECT_EQ(FormatSeconds(0.0004), "400 µs");
+  EXPECT_EQ(FormatGpuTime(0.01), "36 GPU-s");
+  EXPECT_EQ(FormatGpuTime(0.5), "30.0 GPU-min");
+  EXPECT_EQ(FormatGpuTime(2), "2.00 GPU-h");
+  EXPECT_EQ(FormatReadable(95.44519621109607), "95.4");
+  EXPECT_EQ(FormatReadable(249.01281784247854), "249.0");
+  EXPECT_EQ(FormatReadable(20), "20");
+  EXPECT_EQ(FormatUsd(0.004), "$0.004");
 }
 
 }  // namespace

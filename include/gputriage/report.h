@@ -24,7 +24,13 @@ std::string FormatUsd(double usd);
 /// One what-if row as a sentence: "40% → 75%: +87% more compute for the same spend, ...".
 std::string WhatIfLine(const WhatIf& w);
 
+struct JsonOptions {
+  int indent = 2;         // < 0 for one line
+  int max_kernels = -1;   // rows of each recording's kernel table; -1 all the analysis kept (15)
+};
+
 /// The JSON document; `indent` < 0 for one line.
 std::string RenderJson(const Run& run, const Diagnosis& diagnosis, int indent = 2);
+std::string RenderJson(const Run& run, const Diagnosis& diagnosis, const JsonOptions& options);
 
 }  // namespace gputriage

@@ -26,6 +26,7 @@ struct DiagnoseArgs {
   std::string color = "auto";
   std::string fail_on = "none";
   int kernels = 10;
+  bool kernels_given = false;
   std::string format = "auto";
   std::vector<std::string> smi_columns;
   double sample_interval_s = 0;
@@ -91,7 +92,9 @@ int RunDiagnose(const DiagnoseArgs& args) {
   options.monthly_spend = args.monthly_spend;
   const Diagnosis diagnosis = Diagnose(*run, options);
   if (args.json) {
-    Print(RenderJson(*run, diagnosis));
+    JsonOptions json;
+    if (args.kernels_given) json.max_kernels = args.kernels;  // else every kernel the analysis kept
+    Print(RenderJson(*run, diagnosis, json));
     std::fputc('\n', stdout);
   } else {
     TerminalOptions terminal;
@@ -130,7 +133,9 @@ Subcommand AddDiagnoseCommand(CLI::App& app) {
       ->check(CLI::IsMember({"auto", "always", "never"}));
   diagnose->add_option("--fail-on", d->fail_on, "exit 1 when a finding has at least this severity")
       ->check(CLI::IsMember({"none", "info", "low", "moderate", "high"}));
-  diagnose->add_option("--kernels", d->kernels, "rows of the kernel table")->check(CLI::Range(0, 1000));
+  diagnose->add_option("--kernels", d->kernels, "rows of the kernel table (terminal: 10 by default; JSON: all 15 kept)")
+      ->check(CLI::Range(0, 1000))
+      ->each([d](const std::string&) { d->kernels_given = true; });
   std::vector<std::string> formats = {"auto"};
   for (const char* f : kInputFormats) formats.emplace_back(f);
   diagnose->add_option("--format", d->format, "input format; auto detects it from the content")->check(CLI::IsMember(formats));

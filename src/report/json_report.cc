@@ -128,7 +128,7 @@ json CostJson(const CostReport& c) {
   return j;
 }
 
-json RecordingJson(const Recording& rec, const RecordingAnalysis& a) {
+json RecordingJson(const Recording& rec, const RecordingAnalysis& a, int max_kernels) {
   json j;
   j["source"] = a.source;
   j["format"] = rec.format;
@@ -223,11 +223,13 @@ json RecordingJson(const Recording& rec, const RecordingAnalysis& a) {
   j["throughput"] = {{"available", a.throughput.available}, {"flops_per_step", Num(a.throughput.flops_per_step)},
                      {"achieved_tflops", Num(a.throughput.achieved_tflops)}, {"mfu_percent", Num(a.throughput.mfu_percent)}};
   j["kernels"] = {{"distinct_names", a.kernel_names}, {"top", json::array()}};
-  for (const auto& k : a.top_kernels)
+  for (size_t i = 0; i < a.top_kernels.size() && (max_kernels < 0 || i < static_cast<size_t>(max_kernels)); ++i) {
+    const auto& k = a.top_kernels[i];
     j["kernels"]["top"].push_back({{"name", k.name}, {"class", k.kernel_class}, {"precision", k.precision.empty() ? json(nullptr) : json(k.precision)},
                                    {"tensor_cores", k.tensor_cores}, {"count", k.count}, {"total_ms", ToMs(k.total_ns)},
                                    {"mean_us", k.count ? static_cast<double>(k.total_ns) / static_cast<double>(k.count) / 1000.0 : 0.0},
                                    {"mean_blocks_per_sm", Num(k.mean_blocks_per_sm)}, {"mean_occupancy_percent", Num(k.mean_occupancy_percent)}});
+  }
   j["limitations"] = a.limitations;
   j["phase"] = a.phase.empty() ? json(nullptr) : json(a.phase);
   j["metric_rows"] = rec.metrics.rows;
@@ -277,6 +279,13 @@ json RecordingJson(const Recording& rec, const RecordingAnalysis& a) {
 }  // namespace
 
 std::string RenderJson(const Run& run, const Diagnosis& d, int indent) {
+  JsonOptions options;
+  options.indent = indent;
+  return RenderJson(run, d, options);
+}
+
+std::string RenderJson(const Run& run, const Diagnosis& d, const JsonOptions& options) {
+  const int indent = options.indent;
   json j;
   j["schema"] = "gputriage.report";
   j["schema_version"] = kReportSchemaVersion;
@@ -300,7 +309,7 @@ std::string RenderJson(const Run& run, const Diagnosis& d, int indent) {
   for (const auto& f : d.findings) j["findings"].push_back(FindingJson(f));
   j["recordings"] = json::array();
   for (size_t i = 0; i < d.recordings.size() && i < run.recordings.size(); ++i)
-    j["recordings"].push_back(RecordingJson(run.recordings[i], d.recordings[i]));
+    j["recordings"].push_back(RecordingJson(run.recordings[i], d.recordings[i], options.max_kernels));
   // Invalid UTF-8 in kernel names must not abort the dump.
   return j.dump(indent, ' ', false, json::error_handler_t::replace);
 }

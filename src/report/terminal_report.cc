@@ -7,6 +7,7 @@
 
 #include "gputriage/report.h"
 #include "src/util/strings.h"
+#include "src/util/units.h"
 
 namespace gputriage {
 namespace {
@@ -129,7 +130,9 @@ void RenderStepMarkers(std::string& out, const StepMarkerAnalysis& m) {
 
 void RenderMetricDevices(std::string& out, const Recording& rec, const RecordingAnalysis& a) {
   if (rec.metrics.devices.empty() && rec.metrics.rows == 0 && a.marked.steps > 0) return;  // steps alone: said above
-  out += fmt::format("   {} rows, {} samples{}\n", rec.metrics.rows, rec.metrics.samples,
+  // Live recordings have samples, not rows: "0 rows" would read as nothing recorded.
+  out += fmt::format("   {}{} samples{}\n", rec.metrics.rows > 0 ? fmt::format("{} rows, ", rec.metrics.rows) : "",
+                     rec.metrics.samples,
                      rec.metrics.clock_note.empty() ? "" : "; clock: " + rec.metrics.clock_note);
   for (const auto& d : a.metric_devices) {
     out += fmt::format("   {}: {}{}{}\n", Printable(d.label), d.name.empty() ? "(model not logged)" : Printable(d.name),
@@ -184,7 +187,8 @@ void RenderCost(std::string& out, const CostReport& c) {
   if (c.available) out += fmt::format("  price: {}\n", c.price_basis);
   for (const auto& d : c.devices) {
     if (d.price_per_hour <= 0) continue;
-    out += fmt::format("  {:<28} {:>7.2f} GPU-h × {}/h = {:>10}   idle by utilization {:>10}{}\n", Shorten(d.label, 28), d.hours,
+    out += fmt::format("  {:<28} {:>12} × {}/h = {:>10}   idle by utilization {:>10}{}\n", Shorten(d.label, 28),
+                       FormatGpuTime(d.hours),
                        FormatUsd(d.price_per_hour), FormatUsd(d.cost_usd), FormatUsd(d.idle_cost_by_util_usd),
                        std::isnan(d.idle_cost_by_sm_usd) ? "" : fmt::format(", by SM activity {}", FormatUsd(d.idle_cost_by_sm_usd)));
   }
@@ -261,7 +265,7 @@ void RenderRecording(std::string& out, const Recording& rec, const RecordingAnal
     if (a.throughput.available)
       out += fmt::format("   throughput: {:.1f} TFLOP/s achieved, MFU {}\n", a.throughput.achieved_tflops, Pct(a.throughput.mfu_percent));
   }
-  if (!a.top_kernels.empty()) {
+  if (!a.top_kernels.empty() && o.max_kernels > 0) {
     out += fmt::format("   top kernels ({} distinct):\n", a.kernel_names);
     for (int i = 0; i < o.max_kernels && i < static_cast<int>(a.top_kernels.size()); ++i) {
       const auto& k = a.top_kernels[static_cast<size_t>(i)];
@@ -279,6 +283,8 @@ std::string FormatUsd(double v) {
   // Thousands separators: dollar figures are read by people planning budgets.
   const bool negative = v < 0;
   const double a = std::fabs(v);
+  // A short run's cost is cents or less: "$0.00" would read as free.
+  if (a > 0 && a < 0.01) return fmt::format("{}${:.2g}", negative ? "-" : "", a);
   if (a < 1000) {
     const long long cents = std::llround(a * 100.0);
     return fmt::format("{}${}.{:02d}", negative ? "-" : "", cents / 100, cents % 100);
@@ -309,8 +315,8 @@ std::string RenderTerminal(const Run& run, const Diagnosis& d, const TerminalOpt
     out += fmt::format("GPU busy {:.1f}% · data wait {:.1f}% of step · avg step {:.2f} ms over {} step(s)\n",
                        s.gpu_busy_percent, s.data_wait_percent, s.avg_step_ms, s.steps);
   if (!d.cost.devices.empty())
-    out += fmt::format("{} GPU(s) · {:.2f} GPU-hours · utilization.gpu mean {} · busy {:.1f}% ({}) · judged as {}\n",
-                       s.devices, s.gpu_hours, Pct(s.gpu_util_mean_percent), s.gpu_busy_percent, s.gpu_busy_source,
+    out += fmt::format("{} GPU(s) · {} · utilization.gpu mean {} · busy {:.1f}% ({}) · judged as {}\n",
+                       s.devices, FormatGpuTime(s.gpu_hours), Pct(s.gpu_util_mean_percent), s.gpu_busy_percent, s.gpu_busy_source,
                        s.workload);
 
   for (const auto& note : d.notes) out += st("note: ", "33") + Printable(note) + "\n";
@@ -337,7 +343,8 @@ std::string RenderTerminal(const Run& run, const Diagnosis& d, const TerminalOpt
     if (!f.to_separate.empty()) out += fmt::format("    to tell them apart: {}\n", f.to_separate);
     out += "    evidence:\n";
     for (const auto& e : f.evidence) {
-      std::string threshold = e.threshold ? fmt::format(" (threshold {} {})", e.comparison, *e.threshold) : "";
+      std::string threshold =
+          e.threshold ? fmt::format(" (threshold {} {})", e.comparison, FormatReadable(*e.threshold)) : "";
       out += fmt::format("      {:<40} {:>12}{}  — {}\n", e.name, FormatValue(e), threshold, e.source);
     }
     if (!f.recommendations.empty()) out += "    fix:\n";

@@ -19,6 +19,7 @@
 #include "src/analysis/gpu_specs.h"
 #include "src/analysis/metric_analysis.h"
 #include "src/analysis/what_if.h"
+#include "src/util/units.h"
 #include "src/verdicts/verdicts_internal.h"
 
 namespace gputriage {
@@ -354,8 +355,8 @@ void InputBound(const Ctx& c, std::vector<Finding>& out) {
   if (c.d.busy_mean_percent >= c.t.util_good_percent && !periodic) return;
   Finding f = Make(c, "input_bound", Severity::kModerate);
   const auto& r = c.d.rhythm;
-  f.title = periodic ? fmt::format("Stop-and-go utilization: a {:.1f} s sawtooth between ~0 and {:.0f}% (mean {:.0f}%)",
-                                   static_cast<double>(r.period_ns) / 1e9,
+  f.title = periodic ? fmt::format("Stop-and-go utilization: a {} sawtooth between ~0 and {:.0f}% (mean {:.0f}%)",
+                                   FormatSeconds(static_cast<double>(r.period_ns) / 1e9),
                                    c.d.metrics[static_cast<int>(Metric::kGpuUtil)].p95, c.d.busy_mean_percent)
                      : fmt::format("Stop-and-go utilization: {:.0f}% of samples near 0, the rest near full (mean {:.0f}%)",
                                    100.0 * c.d.near_zero_share, c.d.busy_mean_percent);

@@ -11,6 +11,7 @@
 #include "src/analysis/kernel_taxonomy.h"
 #include "src/analysis/what_if.h"
 #include "src/util/strings.h"
+#include "src/util/units.h"
 #include "src/analysis/run_sources.h"
 #include "src/verdicts/verdicts_internal.h"
 
@@ -30,6 +31,9 @@ constexpr double kCommModeratePercent = 10.0;   // tb-profiler's communication a
 constexpr double kLaunchHighPercent = 30.0;
 constexpr double kLaunchModeratePercent = 15.0; // XProf kernel-launch "high" is 15 %
 constexpr double kLaunchMinKernelsPerStep = 20;  // "a few dozen" per step: below that a step is a handful of big kernels
+// A GPU waiting for work starts a kernel within launch latency (5-20 µs) of its
+// launch; a median delay past this means kernels usually wait behind others.
+constexpr double kQueueDrainedLaunchDelayUs = 100;
 constexpr double kHostPacedIntervalUs = 1000;   // the host issues a kernel at least every millisecond on average
 constexpr double kMinWorthwhileGainPercent = 5.0;  // below this a fix is not what holds the step
 constexpr double kMisalignedLowPercent = 5.0;        // off-tile share of matrix kernel time
@@ -253,11 +257,25 @@ void LaunchBound(const Context& c, std::vector<Finding>& out) {
   Finding f;
   f.verdict = "launch_bound";
   f.severity = host_pct >= kLaunchHighPercent ? Severity::kHigh : Severity::kModerate;
-  f.title = fmt::format("Host/launch-bound: the GPU waits for the CPU to issue work {:.1f}% of each step", host_pct);
-  f.detail = fmt::format(
-      "{:.0f} kernels per step with a median of {:.1f} µs, while the host issues one every {:.1f} µs on average: "
-      "the GPU drains its queue and waits for Python/framework overhead and launch latency.",
-      l.kernels_per_step, l.median_kernel_us, l.mean_launch_interval_us);
+  // The text must agree with the queue: kernels that typically wait milliseconds
+  // after their launch show a host that is ahead most of the time; the idle time
+  // then sits in stretches where it issues nothing (syncs, transfers, Python).
+  const bool queue_drains = l.median_launch_delay_us <= kQueueDrainedLaunchDelayUs;
+  f.title = queue_drains
+                ? fmt::format("Host/launch-bound: the GPU waits for the CPU to issue work {:.1f}% of each step", host_pct)
+                : fmt::format("Host-bound in stretches: the GPU waits for the CPU {:.1f}% of each step", host_pct);
+  f.detail = queue_drains
+                 ? fmt::format("{:.0f} kernels per step with a median of {:.1f} µs, while the host issues one every "
+                               "{:.1f} µs on average and a kernel starts a median {:.1f} µs after its launch: the GPU "
+                               "drains its queue and waits for Python/framework overhead and launch latency.",
+                               l.kernels_per_step, l.median_kernel_us, l.mean_launch_interval_us,
+                               l.median_launch_delay_us)
+                 : fmt::format("Most kernels wait in the queue (a median {} from launch to start), so the host runs "
+                               "ahead much of the step; yet the GPU sits idle with nothing queued for {:.1f} ms per "
+                               "step: stretches where the host issues nothing (synchronisations, copies, Python work "
+                               "between phases) leave it waiting. {:.0f} kernels per step, median {:.1f} µs.",
+                               FormatSeconds(l.median_launch_delay_us / 1e6), host_ms, l.kernels_per_step,
+                               l.median_kernel_us);
   f.evidence.push_back(E("gpu_idle_waiting_for_host_percent", host_pct, "percent",
                          "device idle time charged to host_wait + launch_overhead / step time",
                          f.severity == Severity::kHigh ? kLaunchHighPercent : kLaunchModeratePercent, ">="));
@@ -270,6 +288,9 @@ void LaunchBound(const Context& c, std::vector<Finding>& out) {
   f.evidence.push_back(E("mean_launch_interval_us", l.mean_launch_interval_us, "us", "step time / host launches",
                          kHostPacedIntervalUs, "<="));
   f.evidence.push_back(E("short_kernel_percent", l.short_kernel_percent, "percent", "kernels under 10 µs"));
+  f.evidence.push_back(E("median_launch_delay_us", l.median_launch_delay_us, "us",
+                         "kernel start − end of its launch call (queue wait); the queue drains at or below the threshold",
+                         kQueueDrainedLaunchDelayUs, "<="));
   f.recommendations = {
       {"torch.compile(model, mode=\"reduce-overhead\") or CUDA graphs (torch.cuda.graphs)",
        "replays the whole step's kernels with one launch and fuses small ops"},

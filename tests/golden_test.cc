@@ -441,3 +441,43 @@ TEST(Units, ChosenForAReader) {
 
 }  // namespace
 }  // namespace gputriage
+
+namespace gputriage {
+namespace {
+
+TEST(TerminalReport, ThousandsOfGpusAreGroupedAndTheJsonKeepsThemAll) {
+  // Issue 12, item 16: 4,096 GPUs printed 16,443 lines. GPUs that tell the same
+  // story are grouped, the outliers named; --json keeps every GPU.
+  gputriage::Run run;
+  run.recordings.emplace_back();
+  auto& rec = run.recordings.back();
+  rec.format = "dcgm-exporter";
+  constexpr int kGpus = 4096;
+  for (int g = 0; g < kGpus; ++g) {
+    const auto dev = rec.metrics.FindOrAdd(g, "GPU-" + std::to_string(g), "", -1);
+    ASSERT_TRUE(dev.has_value());
+    rec.metrics.devices[*dev].name = "NVIDIA H100 80GB HBM3";
+    for (int i = 0; i < 40; ++i) {
+      const double util = g == 17 ? 1 : g == 2048 ? (i % 4 < 2 ? 0 : 95) : 90 + (g + i) % 7;
+      rec.metrics.Add(*dev, Metric::kGpuUtil, 1'700'000'000'000'000'000 + i * kNsPerS, util);
+      rec.metrics.Add(*dev, Metric::kPowerW, 1'700'000'000'000'000'000 + i * kNsPerS, 600);
+    }
+  }
+  const Diagnosis d = Diagnose(run);
+  const std::string text = RenderTerminal(run, d, {});
+  const auto lines = std::count(text.begin(), text.end(), '\n');
+  EXPECT_LT(lines, 200) << "a terminal report of " << lines << " lines";
+  EXPECT_NE(text.find("4096 × NVIDIA H100 80GB HBM3"), std::string::npos);
+  EXPECT_NE(text.find("GPU 17 1%"), std::string::npos) << "the idle GPU is not named as an outlier";
+  for (const auto& f : d.findings) {
+    EXPECT_LT(f.detail.size(), 2000u) << f.verdict;
+    EXPECT_EQ(f.seen_on.size() + f.not_seen_on.size(), static_cast<size_t>(kGpus)) << f.verdict;
+  }
+  const std::string json = RenderJson(run, d);
+  size_t devices = 0;
+  for (size_t i = json.find("\"GPU-"); i != std::string::npos; i = json.find("\"GPU-", i + 1)) ++devices;
+  EXPECT_GE(devices, static_cast<size_t>(kGpus)) << "the JSON lost GPUs";
+}
+
+}  // namespace
+}  // namespace gputriage

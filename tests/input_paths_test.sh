@@ -107,4 +107,29 @@ done
 check "a trace starting with a byte-order mark is read" 0 "$bin" diagnose --json "$tmp/bom.json"
 same "the BOM trace" 55.51 "$(field gpu_busy_percent)"
 
+# --- progress on a terminal (item 16) -------------------------------------------
+# A long read shows a progress line on stderr when it is a terminal, and nothing
+# when stderr is a pipe or the report is --json.
+python3 - "$tmp/big.csv" <<'PY'
+import sys
+rows = ["timestamp, name, pci.bus_id, utilization.gpu [%], power.draw [W]"]
+line = "2026/11/01 10:{:02d}:{:02d}.{:03d}, NVIDIA H100 80GB HBM3, 00000000:18:00.0, 50 %, 300.00 W"
+with open(sys.argv[1], "w") as f:
+    f.write(rows[0] + "\n")
+    for i in range(400000):
+        f.write(line.format(i // 60000 % 60, i // 1000 % 60, i % 1000) + "\n")
+PY
+slow_feed() { head -c 20000000 "$tmp/big.csv"; sleep 2; tail -c +20000001 "$tmp/big.csv"; }
+if command -v script >/dev/null; then
+  script -qec "bash -c 'head -c 20000000 \"$tmp/big.csv\"; sleep 2; tail -c +20000001 \"$tmp/big.csv\"' | '$bin' diagnose - >/dev/null" /dev/null >"$tmp/tty.txt" 2>&1
+  grep -q "reading standard input" "$tmp/tty.txt" || { echo "FAIL: no progress line on a terminal"; cat -v "$tmp/tty.txt" | head -5; fail=1; }
+  echo "ok: progress shown on a terminal"
+  script -qec "bash -c 'head -c 20000000 \"$tmp/big.csv\"; sleep 2; tail -c +20000001 \"$tmp/big.csv\"' | '$bin' diagnose --json - >/dev/null" /dev/null >"$tmp/tty_json.txt" 2>&1
+  grep -q "reading" "$tmp/tty_json.txt" && { echo "FAIL: progress with --json"; fail=1; }
+  echo "ok: no progress with --json"
+fi
+slow_feed | "$bin" diagnose - >/dev/null 2>"$tmp/piped_err.txt"
+grep -q "reading" "$tmp/piped_err.txt" && { echo "FAIL: progress written to a pipe"; fail=1; }
+echo "ok: no progress when stderr is not a terminal"
+
 exit $fail

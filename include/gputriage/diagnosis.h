@@ -360,6 +360,10 @@ struct Finding {
   std::string origin = "trace";  // "trace" (profiler timeline) or "metrics" (sampled GPU metrics)
   std::string scope;  // what it is about when not a rank: "GPU 0 (load phase)", a source file
   int recording = -1;  // the recording it was judged from (index into Diagnosis::recordings)
+  /// Judged for a job's GPUs together: every GPU that shows it and every one that
+  /// does not (the text names a few; these are whole, for --json at any scale).
+  std::vector<std::string> seen_on;
+  std::vector<std::string> not_seen_on;
   std::vector<Evidence> evidence;
   /// When the evidence cannot separate causes: the other verdicts still possible
   /// and the measurement that would tell them apart.

@@ -2,6 +2,7 @@
 // together and reported on the terminal or as JSON.
 #include <unistd.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -11,10 +12,13 @@
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
+
 #include "gputriage/diagnosis.h"
 #include "gputriage/import.h"
 #include "gputriage/report.h"
 #include "src/cli/cli_common.h"
+#include "src/util/byte_source.h"
 #include "src/util/strings.h"
 
 namespace gputriage::cli {
@@ -37,6 +41,24 @@ struct DiagnoseArgs {
   std::string store_path;
 };
 
+/// A progress line on stderr, rewritten in place at most twice a second, shown
+/// once a read has taken a second (short imports stay silent).
+ReadProgressHook ProgressLine() {
+  const auto start = std::chrono::steady_clock::now();
+  auto last = start;
+  return [start, last](const std::string& name, int64_t read, int64_t total) mutable {
+    const auto now = std::chrono::steady_clock::now();
+    if (now - start < std::chrono::seconds(1) || now - last < std::chrono::milliseconds(500)) return;
+    last = now;
+    const std::string where = total > 0 ? fmt::format("{:.0f}% of {:.1f} GB", 100.0 * static_cast<double>(read) /
+                                                                                static_cast<double>(total),
+                                                      static_cast<double>(total) / 1e9)
+                                        : fmt::format("{:.1f} GB", static_cast<double>(read) / 1e9);
+    std::fprintf(stderr, "\r[gputriage] reading %s: %s\033[K", Printable(name.size() <= 80 ? name : "..." + name.substr(name.size() - 77)).c_str(), where.c_str());
+    std::fflush(stderr);
+  };
+}
+
 int RunDiagnose(const DiagnoseArgs& args) {
   ImportOptions import;
   import.format = args.format;
@@ -55,7 +77,15 @@ int RunDiagnose(const DiagnoseArgs& args) {
     else
       files.push_back(f);
   }
+  // Long imports (a 2 GiB trace) show progress on a terminal; never in --json
+  // output or when stderr is a pipe or file.
+  const bool progress = !args.json && isatty(fileno(stderr)) != 0;
+  if (progress) SetReadProgressHook(ProgressLine());
   auto run = ImportRun(files, import);
+  if (progress) {
+    SetReadProgressHook(nullptr);
+    std::fprintf(stderr, "\r\033[K");
+  }
   if (!run.ok()) {
     PrintError(run.status());
     return kExitInput;

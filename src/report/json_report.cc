@@ -27,6 +27,10 @@ json FindingJson(const Finding& f) {
             {"detail", f.detail}, {"rank", f.rank >= 0 ? json(f.rank) : json(nullptr)}, {"origin", f.origin},
             {"scope", f.scope.empty() ? json(nullptr) : json(f.scope)},
             {"recording", f.recording >= 0 ? json(f.recording) : json(nullptr)}};
+  if (!f.seen_on.empty() || !f.not_seen_on.empty()) {
+    j["seen_on"] = f.seen_on;
+    j["not_seen_on"] = f.not_seen_on;
+  }
   j["cannot_exclude"] = f.cannot_exclude;
   j["to_separate"] = f.to_separate.empty() ? json(nullptr) : json(f.to_separate);
   j["evidence"] = json::array();

@@ -1,5 +1,6 @@
 // The terminal report: verdicts first, then their evidence and fixes, then the
 // measurements they came from.
+#include <algorithm>
 #include <cmath>
 #include <random>
 
@@ -128,12 +129,74 @@ void RenderStepMarkers(std::string& out, const StepMarkerAnalysis& m) {
   }
 }
 
+// Above this many GPUs in one recording, the terminal groups them (--json keeps
+// every GPU): 4,096 GPUs once printed 16,443 lines.
+constexpr size_t kMaxListedGpus = 8;
+
+/// Median of `v` (empty: NaN).
+double MedianOf(std::vector<double> v) {
+  if (v.empty()) return NAN;
+  std::sort(v.begin(), v.end());
+  return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+}
+
+/// Many GPUs: one block per GPU model telling their common story, then the GPUs
+/// whose busy level stands apart from their model's (3 MADs, at least 15 points).
+void RenderGpuGroups(std::string& out, const RecordingAnalysis& a) {
+  std::vector<std::string> models;
+  for (const auto& d : a.metric_devices)
+    if (std::find(models.begin(), models.end(), d.name) == models.end()) models.push_back(d.name);
+  for (const auto& model : models) {
+    std::vector<const DeviceMetricAnalysis*> group;
+    std::vector<double> busy, power, hours;
+    for (const auto& d : a.metric_devices) {
+      if (d.name != model) continue;
+      group.push_back(&d);
+      if (!std::isnan(d.busy_mean_percent)) busy.push_back(d.busy_mean_percent);
+      const auto& p = d.metrics[static_cast<int>(Metric::kPowerW)];
+      if (p.samples > 0) power.push_back(p.mean);
+      hours.push_back(d.hours);
+    }
+    double total_hours = 0;
+    for (double h : hours) total_hours += h;
+    out += fmt::format("   {} × {}: {} observed", group.size(), model.empty() ? "GPU (model not logged)" : Printable(model),
+                       FormatGpuTime(total_hours));
+    if (!busy.empty()) {
+      const auto [lo, hi] = std::minmax_element(busy.begin(), busy.end());
+      out += fmt::format("; {} mean per GPU: median {:.1f}%, range {:.1f}-{:.1f}%", group.front()->busy_metric,
+                         MedianOf(busy), *lo, *hi);
+    }
+    if (!power.empty()) out += fmt::format("; power median {:.0f} W", MedianOf(power));
+    out += "\n";
+    if (busy.empty()) continue;
+    const double median = MedianOf(busy);
+    std::vector<double> deviation;
+    for (double b : busy) deviation.push_back(std::fabs(b - median));
+    const double band = std::max(15.0, 3 * MedianOf(deviation));
+    std::vector<std::string> outliers;
+    for (const auto* d : group)
+      if (!std::isnan(d->busy_mean_percent) && std::fabs(d->busy_mean_percent - median) > band)
+        outliers.push_back(fmt::format("{} {:.0f}%", Printable(d->label), d->busy_mean_percent));
+    if (outliers.empty()) {
+      out += fmt::format("     all within ±{:.0f} points of the median\n", band);
+      continue;
+    }
+    std::string named;
+    for (size_t k = 0; k < outliers.size() && k < 10; ++k) named += (k ? ", " : "") + outliers[k];
+    out += fmt::format("     {} outlier{} (more than {:.0f} points from the median): {}{}\n", outliers.size(),
+                       outliers.size() == 1 ? "" : "s", band, named,
+                       outliers.size() > 10 ? fmt::format(" and {} more", outliers.size() - 10) : "");
+  }
+  out += "     (each GPU's numbers are in --json)\n";
+}
+
 void RenderMetricDevices(std::string& out, const Recording& rec, const RecordingAnalysis& a) {
   if (rec.metrics.devices.empty() && rec.metrics.rows == 0 && a.marked.steps > 0) return;  // steps alone: said above
   // Live recordings have samples, not rows: "0 rows" would read as nothing recorded.
   out += fmt::format("   {}{} samples{}\n", rec.metrics.rows > 0 ? fmt::format("{} rows, ", rec.metrics.rows) : "",
                      rec.metrics.samples,
                      rec.metrics.clock_note.empty() ? "" : "; clock: " + rec.metrics.clock_note);
+  if (a.metric_devices.size() > kMaxListedGpus) return RenderGpuGroups(out, a);
   for (const auto& d : a.metric_devices) {
     out += fmt::format("   {}: {}{}{}\n", Printable(d.label), d.name.empty() ? "(model not logged)" : Printable(d.name),
                        d.hostname.empty() ? "" : " on " + Printable(d.hostname), d.mig_mode && !d.mig_instance ? " [MIG enabled]" : "");
@@ -185,8 +248,33 @@ void RenderCost(std::string& out, const CostReport& c) {
   if (c.devices.empty()) return;
   out += "\nCOST\n";
   if (c.available) out += fmt::format("  price: {}\n", c.price_basis);
+  if (c.devices.size() > kMaxListedGpus) {
+    // Many GPUs: one line per model and price (each GPU's cost is in --json).
+    struct Line {
+      std::string name;
+      double price, hours = 0, cost = 0, idle = 0, idle_sm = 0;
+      size_t gpus = 0;
+    };
+    std::vector<Line> lines;
+    for (const auto& d : c.devices) {
+      if (d.price_per_hour <= 0) continue;
+      auto it = std::find_if(lines.begin(), lines.end(),
+                             [&](const Line& l) { return l.name == d.name && l.price == d.price_per_hour; });
+      if (it == lines.end()) it = lines.insert(lines.end(), Line{d.name, d.price_per_hour});
+      ++it->gpus;
+      it->hours += d.hours;
+      it->cost += d.cost_usd;
+      it->idle += d.idle_cost_by_util_usd;  // NaN when a GPU has no utilization: the sum says n/a
+      it->idle_sm += d.idle_cost_by_sm_usd;
+    }
+    for (const auto& l : lines)
+      out += fmt::format("  {:>5} × {:<28} {:>12} × {}/h = {:>10}   idle by utilization {:>10}{}\n", l.gpus,
+                         Shorten(Printable(l.name.empty() ? "GPU" : l.name), 28), FormatGpuTime(l.hours),
+                         FormatUsd(l.price), FormatUsd(l.cost), FormatUsd(l.idle),
+                         std::isnan(l.idle_sm) ? "" : fmt::format(", by SM activity {}", FormatUsd(l.idle_sm)));
+  }
   for (const auto& d : c.devices) {
-    if (d.price_per_hour <= 0) continue;
+    if (d.price_per_hour <= 0 || c.devices.size() > kMaxListedGpus) continue;
     out += fmt::format("  {:<28} {:>12} × {}/h = {:>10}   idle by utilization {:>10}{}\n", Shorten(d.label, 28),
                        FormatGpuTime(d.hours),
                        FormatUsd(d.price_per_hour), FormatUsd(d.cost_usd), FormatUsd(d.idle_cost_by_util_usd),

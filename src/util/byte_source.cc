@@ -5,6 +5,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <algorithm>
 #include <vector>
@@ -143,9 +144,17 @@ class RawSourceBase : public ByteSource {
   Status pending_error_;  // damage met after some bytes of a call were decoded
 };
 
+ReadProgressHook& ProgressHook() {
+  static ReadProgressHook hook;
+  return hook;
+}
+
 class FileSource : public RawSourceBase {
  public:
-  FileSource(std::string name, FILE* file) : RawSourceBase(std::move(name)), file_(file) {}
+  FileSource(std::string name, FILE* file) : RawSourceBase(std::move(name)), file_(file) {
+    struct stat st {};
+    if (fstat(fileno(file_), &st) == 0 && S_ISREG(st.st_mode)) size_ = st.st_size;
+  }
   ~FileSource() override {
     if (file_) std::fclose(file_);
   }
@@ -155,11 +164,20 @@ class FileSource : public RawSourceBase {
   StatusOr<size_t> ReadRaw(char* out, size_t capacity) override {
     const size_t got = std::fread(out, 1, capacity, file_);
     if (got < capacity && std::ferror(file_)) return IoError(name() + ": read failed: " + std::strerror(errno));
+    read_ += static_cast<int64_t>(got);
+    if (ProgressHook() && read_ >= next_report_) {
+      ProgressHook()(name(), read_, size_);
+      next_report_ = read_ + kProgressEveryBytes;
+    }
     return got;
   }
 
  private:
+  static constexpr int64_t kProgressEveryBytes = 8 << 20;
   FILE* file_;
+  int64_t size_ = 0;
+  int64_t read_ = 0;
+  int64_t next_report_ = kProgressEveryBytes;
 };
 
 class BufferSource : public RawSourceBase {
@@ -361,6 +379,8 @@ std::unique_ptr<ByteSource> Decoded(std::unique_ptr<ByteSource> raw) {
 }
 
 }  // namespace
+
+void SetReadProgressHook(ReadProgressHook hook) { ProgressHook() = std::move(hook); }
 
 StatusOr<std::unique_ptr<ByteSource>> OpenFileSource(const std::string& path) {
   FILE* file = nullptr;

@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -41,6 +42,12 @@ StatusOr<std::unique_ptr<ByteSource>> OpenFileSource(const std::string& path);
 /// nothing read is returned; one after some bytes ends the head there and is met
 /// again by the reader.
 StatusOr<std::string> PeekHead(std::unique_ptr<ByteSource>& source, size_t bytes);
+
+/// Called as files are read: the file, bytes read from it so far (on disk, i.e.
+/// compressed for gzip) and its size (0 when unknown: a pipe). For a progress
+/// line on a terminal; set by the CLI, unset (no calls) otherwise.
+using ReadProgressHook = std::function<void(const std::string& name, int64_t read, int64_t total)>;
+void SetReadProgressHook(ReadProgressHook hook);
 
 /// A source over bytes already in memory (tests, fuzzing). Not decompressed unless
 /// the bytes start with the gzip magic; decoded to UTF-8 as OpenFileSource does.

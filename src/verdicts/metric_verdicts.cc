@@ -511,6 +511,15 @@ bool IsProblem(const Finding& f) {
   return f.severity >= Severity::kModerate && f.verdict != "at_compute_limit" && f.verdict != "efficiency_unknown";
 }
 
+/// "a; b; c" for a few names, "a; b; c; d; e; f and 505 more" for many.
+std::string NameSome(const std::vector<std::string>& names) {
+  constexpr size_t kNamed = 8;  // a node's GPUs, as the terminal lists them
+  std::string out;
+  for (size_t k = 0; k < names.size() && k < kNamed; ++k) out += (k ? "; " : "") + names[k];
+  if (names.size() > kNamed) out += fmt::format(" and {} more (all listed in --json)", names.size() - kNamed);
+  return out;
+}
+
 /// One job's GPUs are one job: a verdict found on several of them is one finding
 /// naming them all and the GPUs that differ; where any GPU shows a problem, no GPU
 /// of the job is called "at the compute limit" (they wait for each other at every
@@ -547,15 +556,12 @@ std::vector<Finding> JudgeJob(std::vector<std::vector<Finding>>& per_gpu, const 
     auto& f = grouped[i];
     if (with.size() > 1) f.scope = fmt::format("{} and {} more ({} of {} GPUs of the job)", with.front(), with.size() - 1,
                                                with.size(), per_gpu.size());
-    std::string listed;
-    for (size_t k = 0; k < with.size(); ++k) listed += (k ? "; " : "") + with[k];
-    f.detail += fmt::format(" Judged for the job's {} GPUs together: seen on {}", per_gpu.size(), listed);
-    if (!without.empty()) {
-      std::string others;
-      for (size_t k = 0; k < without.size(); ++k) others += (k ? "; " : "") + without[k];
-      f.detail += fmt::format("; the GPUs that differ: {}", others);
-    }
+    // Thousands of GPUs: the text names a few, the finding keeps them all (--json).
+    f.detail += fmt::format(" Judged for the job's {} GPUs together: seen on {}", per_gpu.size(), NameSome(with));
+    if (!without.empty()) f.detail += fmt::format("; the GPUs that differ: {}", NameSome(without));
     f.detail += " (each GPU's numbers are under MEASUREMENTS; the evidence is the most severe GPU's).";
+    f.seen_on = std::move(with);
+    f.not_seen_on = std::move(without);
   }
   return grouped;
 }

@@ -10,6 +10,7 @@
 #include <fstream>
 #include <string>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "gputriage/import.h"
@@ -557,6 +558,54 @@ TEST(MetricImport, UnrecognisedAndEmptyInputsAreErrors) {
                                             ImportOptions{"nvidia-smi-csv", {}, 0});
   ASSERT_FALSE(too_long.ok());
   EXPECT_NE(too_long.status().message().find("long.csv:2"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace gputriage
+
+namespace gputriage {
+namespace {
+
+const ImportIssue* IssueOf(const Recording& rec, std::string_view kind) { return rec.stats.FindIssue(kind); }
+
+TEST(HostileInput, DamageInALogIsNamedNotReadAsData) {
+  // Found by the hostile-input campaign (tests/hostile): a value with trailing
+  // garbage read as its number, an index that is no index making a GPU of its
+  // own, NUL bytes (a log's zero-filled tail after a crash) and a cut last line
+  // passing in silence.
+  const std::string header = "timestamp, index, name, utilization.gpu [%], power.draw [W]\n";
+  const std::string row = "2026/11/01 10:00:0{}.000, 0, NVIDIA H100 80GB HBM3, {} %, 300.00 W\n";
+  std::string log = header;
+  for (int i = 0; i < 5; ++i) log += fmt::format(fmt::runtime(row), i, 50);
+  log += "2026/11/01 10:00:05.000, 0, NVIDIA H100 80GB HBM3, 37 -250 %, 300.00 W\n";
+  log += "2026/11/01 10:00:06.000, 1e308, NVIDIA H100 80GB HBM3, 50 %, 300.00 W\n";
+  log += std::string("2026/11/01 10:00:07.000, 0, NVIDIA H1\0\0\0 80GB HBM3, 50 %, 300.00 W\n", 67);
+  log += "2026/11/01 10:00:08.000, 0, NVIDIA H100 80GB HBM3, 5";  // cut mid-line
+  auto recs = ImportMetricLogFromMemory("damaged.csv", log);
+  ASSERT_TRUE(recs.ok()) << recs.status().ToString();
+  const Recording& rec = recs->front();
+  ASSERT_EQ(rec.metrics.devices.size(), 1u) << "a bad index made a GPU of its own";
+  EXPECT_TRUE(IssueOf(rec, "bad_value")) << "37 -250 % was read as a number";
+  EXPECT_TRUE(IssueOf(rec, "bad_row"));
+  EXPECT_TRUE(IssueOf(rec, "binary_line"));
+  EXPECT_TRUE(IssueOf(rec, "unterminated_last_line"));
+  EXPECT_FALSE(metric_text::ParseValueWithUnit("37 -250 %"));
+  EXPECT_TRUE(metric_text::ParseValueWithUnit("300.5 W"));
+  EXPECT_TRUE(metric_text::ParseValueWithUnit("1.5 KB/s"));
+}
+
+TEST(HostileInput, BytesAfterATraceAreCountedNotIgnored) {
+  const std::string trace = R"({"traceEvents": [{"ph": "X", "cat": "kernel", "name": "k", "ts": 1, "dur": 2,
+                               "args": {"device": 0, "stream": 7}}]})";
+  auto clean = ImportKinetoTraceFromMemory("clean.json", trace + "\n\n");
+  ASSERT_TRUE(clean.ok());
+  EXPECT_FALSE(clean->stats.FindIssue("trailing_data"));
+  auto appended = ImportKinetoTraceFromMemory("appended.json", trace + "\n" + trace + "garbage");
+  ASSERT_TRUE(appended.ok());
+  const ImportIssue* trailing = appended->stats.FindIssue("trailing_data");
+  ASSERT_TRUE(trailing);
+  EXPECT_NE(trailing->message.find(std::to_string(trace.size() + 7) + " bytes after the end"), std::string::npos)
+      << trailing->message;
 }
 
 }  // namespace

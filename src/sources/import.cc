@@ -182,7 +182,7 @@ Status CheckMostlyReadable(const Recording& rec) {
   const ImportIssue* first = nullptr;
   for (const auto& issue : rec.stats.issues)
     if (issue.kind == "bad_sample" || issue.kind == "bad_row" || issue.kind == "bad_value" ||
-        issue.kind == "bad_timestamp" || issue.kind == "row_before_header") {
+        issue.kind == "bad_timestamp" || issue.kind == "row_before_header" || issue.kind == "binary_line") {
       unreadable += issue.count;
       if (first == nullptr) first = &issue;
     }

@@ -72,6 +72,7 @@ bool LineReader::Next(std::string_view& line) {
         consumed_ += static_cast<int64_t>(end_ - begin_);
         begin_ = end_;
         ++line_number_;
+        last_line_unterminated_ = line.find_first_not_of(" \t\r") != std::string_view::npos;
         return true;
       }
       return false;

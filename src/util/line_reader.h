@@ -24,6 +24,9 @@ class LineReader {
   const Status& status() const { return status_; }
   int64_t line_number() const { return line_number_; }
   int64_t bytes_consumed() const { return consumed_; }
+  /// The input's last line had no newline: text tools end every line, so the
+  /// file was probably cut while it was written (the line was returned as is).
+  bool last_line_unterminated() const { return last_line_unterminated_; }
   const std::string& name() const { return source_->name(); }
 
  private:
@@ -36,6 +39,7 @@ class LineReader {
   bool eof_ = false;
   int64_t line_number_ = 0;
   int64_t consumed_ = 0;
+  bool last_line_unterminated_ = false;
   Status status_;
 };
 

@@ -437,6 +437,11 @@ StatusOr<Recording> ImportFromSource(ByteSource& source, size_t chunk_bytes = si
                                      rec.stats.events_seen, unreadable->message));
   }
   importer.Finish(outcome);
+  if (outcome.trailing_bytes > 0)
+    rec.stats.AddIssue(IssueSeverity::kWarning, "trailing_data",
+                       fmt::format("{}: {} bytes after the end of the trace (from byte {}) were ignored: a second "
+                                   "trace appended, or damage",
+                                   source.name(), outcome.trailing_bytes, outcome.trailing_offset));
   return rec;
 }
 

@@ -11,7 +11,9 @@
 namespace gputriage {
 namespace {
 
-constexpr size_t kMaxValueBytes = size_t{1} << 30;  // one event/member above 1 GiB is corrupt
+// One event or member above 128 MiB is corrupt (the longest real kernel names and
+// stacks are kilobytes); the bound keeps a hostile value from costing gigabytes.
+constexpr size_t kMaxValueBytes = size_t{128} << 20;
 
 bool IsSpace(char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; }
 
@@ -92,7 +94,7 @@ Status TraceJsonSplitter::Fill() {
   }
   if (end_ == capacity_) {  // one value fills the whole buffer: grow
     if (capacity_ >= kMaxValueBytes) {
-      return Malformed("a single JSON value is larger than 1 GiB; the file is corrupt");
+      return Malformed("a single JSON value is larger than 128 MiB; the file is corrupt");
     }
     capacity_ *= 2;
     buffer_.resize(capacity_ + kSplitterPadding, '\0');
@@ -268,9 +270,25 @@ StatusOr<SplitOutcome> TraceJsonSplitter::Run(const MemberCallback& on_member,
     }
     return outcome;
   };
+  // After the closing bracket only whitespace belongs to the trace: anything else
+  // (a second trace appended, log text, garbage) is counted, never read as events.
+  auto closed = [&]() -> StatusOr<SplitOutcome> {
+    ASSIGN_OR_RETURN(int next, PeekNonSpace());
+    if (next >= 0) {
+      outcome.trailing_offset = Offset();
+      while (true) {
+        outcome.trailing_bytes += static_cast<int64_t>(end_ - begin_);
+        begin_ = end_;
+        if (eof_) break;
+        RETURN_IF_ERROR(Fill());
+      }
+    }
+    return finish();
+  };
   if (first == '[') {  // the bare-array form of the Chrome trace format
     outcome.saw_trace_events = true;
     RETURN_IF_ERROR(ReadArray(on_event, outcome));
+    if (!outcome.truncated) return closed();
     return finish();
   }
   if (first != '{') {
@@ -295,7 +313,7 @@ StatusOr<SplitOutcome> TraceJsonSplitter::Run(const MemberCallback& on_member,
     }
     if (c == '}' && (first_member || !expect_member)) {
       ++begin_;
-      return finish();
+      return closed();
     }
     if (!expect_member) {
       if (c != ',') return Malformed(fmt::format("expected ',' or '}}' between top-level members, found {}", Printable(c)));

@@ -30,6 +30,8 @@ struct SplitOutcome {
   bool saw_trace_events = false;
   bool truncated = false;
   std::string truncation_note;  // what was lost and where
+  int64_t trailing_bytes = 0;   // non-space bytes after the trace's closing bracket (ignored)
+  int64_t trailing_offset = -1; // where they start
 };
 
 class TraceJsonSplitter {

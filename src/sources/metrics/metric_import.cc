@@ -143,10 +143,34 @@ StatusOr<std::vector<Recording>> ReadBundle(LineReader& lines, const std::string
     out.push_back(std::move(p.recording));
   }
   if (out.empty()) return DataLossError(path + ": capture bundle without a readable nvidia-smi -q, --query-gpu or dmon section");
+  NoteUnterminatedLastLine(lines, path, out.back());
   return out;
 }
 
 }  // namespace
+
+void FeedLines(LineReader& lines, MetricLineReader& reader, MetricReaderContext& ctx) {
+  std::string_view line;
+  while (lines.Next(line)) {
+    // NUL bytes never occur in these text logs: a log's zero-filled tail after a
+    // crash, or binary damage. The line is not read as numbers.
+    if (line.find('\0') != std::string_view::npos) {
+      ctx.Issue(IssueSeverity::kWarning, "binary_line", [&] {
+        return fmt::format("{}: binary bytes (NUL) in a text log; line skipped", ctx.Where(lines.line_number()));
+      });
+      continue;
+    }
+    reader.Line(line, lines.line_number());
+  }
+}
+
+void NoteUnterminatedLastLine(const LineReader& lines, const std::string& path, Recording& rec) {
+  if (!lines.last_line_unterminated()) return;
+  rec.stats.AddIssue(IssueSeverity::kWarning, "unterminated_last_line",
+                     fmt::format("{}:{}: the last line has no newline: the file was probably cut while it was being "
+                                 "written (the line was read as it stands)",
+                                 path, lines.line_number()));
+}
 
 StatusOr<std::vector<Recording>> ReadMetricLines(std::unique_ptr<ByteSource> source, const std::string& format,
                                                  const ImportOptions& options) {
@@ -161,10 +185,10 @@ StatusOr<std::vector<Recording>> ReadMetricLines(std::unique_ptr<ByteSource> sou
   ctx.options = WithDefaultInterval(options, format);
   auto reader = MakeReader(format, &ctx);
   if (!reader) return InvalidArgumentError("unknown metric format '" + format + "'");
-  std::string_view line;
-  while (lines.Next(line)) reader->Line(line, lines.line_number());
+  FeedLines(lines, *reader, ctx);
   RETURN_IF_ERROR(lines.status());
   RETURN_IF_ERROR(reader->Finish());
+  NoteUnterminatedLastLine(lines, path, rec);
   rec.stats.bytes_read = lines.bytes_consumed();
   if (rec.metrics.timestamps_synthetic)
     rec.metrics.clock_note = "no timestamps in the source: samples spaced by the sampling interval from 0";
@@ -276,9 +300,9 @@ StatusOr<Recording> ImportScrapeFiles(const std::string& path, std::vector<std::
       StartDcgmExporterScrape(reader.get(), since_epoch.count());
       mtime_used = true;
     }
-    std::string_view line;
-    while (lines.Next(line)) reader->Line(line, lines.line_number());
+    FeedLines(lines, *reader, ctx);
     RETURN_IF_ERROR(lines.status());
+    NoteUnterminatedLastLine(lines, f.string(), rec);
     rec.stats.bytes_read += lines.bytes_consumed();
   }
   ctx.file = path;

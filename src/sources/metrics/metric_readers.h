@@ -17,6 +17,7 @@
 #include "gputriage/model.h"
 #include "gputriage/status.h"
 #include "src/util/byte_source.h"
+#include "src/util/line_reader.h"
 
 namespace gputriage {
 
@@ -99,6 +100,12 @@ void StartDcgmExporterScrape(MetricLineReader* reader, TimeNs t);
 /// Which metric-log format a text starts with ("" when none); `head` is the
 /// first bytes of the (decompressed) file.
 std::string SniffMetricFormat(std::string_view head);
+
+/// Hands each line of `lines` to `reader`, skipping (and counting as binary_line
+/// issues) lines with NUL bytes.
+void FeedLines(LineReader& lines, MetricLineReader& reader, MetricReaderContext& ctx);
+/// Says in `rec` when the input's last line had no newline (a file cut while written).
+void NoteUnterminatedLastLine(const LineReader& lines, const std::string& path, Recording& rec);
 
 /// Reads a metric log (already sniffed or forced as `format`) into one
 /// recording, or several for a capture bundle with phases.

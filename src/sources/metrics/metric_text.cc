@@ -1,5 +1,6 @@
 #include "src/sources/metrics/metric_text.h"
 
+#include <cctype>
 #include <charconv>
 #include <cmath>
 
@@ -88,7 +89,13 @@ std::optional<ValueWithUnit> ParseValueWithUnit(std::string_view token) {
   if (i == 0) return std::nullopt;
   auto number = ParseNumber(token.substr(0, i));
   if (!number) return std::nullopt;
-  return ValueWithUnit{*number, TrimAsciiSpace(token.substr(i))};
+  // A unit is a word ("%", "MiB", "W", "MHz", "KB/s", "°C"): "37 -250 %" is not
+  // 37 of some unit "-250 %", it is unreadable.
+  const std::string_view unit = TrimAsciiSpace(token.substr(i));
+  for (char c : unit)
+    if (!(std::isalpha(static_cast<unsigned char>(c)) || c == '%' || c == '/' || static_cast<unsigned char>(c) >= 0x80))
+      return std::nullopt;
+  return ValueWithUnit{*number, unit};
 }
 
 double BytesPerUnit(std::string_view unit) {

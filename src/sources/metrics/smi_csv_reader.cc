@@ -271,7 +271,17 @@ class SmiCsvReader final : public MetricLineReader {
     for (size_t c = 0; c < columns_.size(); ++c) {
       const auto kind = columns_[c].kind;
       if (kind == Column::kIndex) {
-        if (auto v = metric_text::ParseNumber(fields_[c]); v && *v >= 0 && *v < 1e6) index = static_cast<int>(*v);
+        const auto v = metric_text::ParseNumber(fields_[c]);
+        if (v && *v >= 0 && *v < 1e6 && *v == std::floor(*v)) {
+          index = static_cast<int>(*v);
+        } else if (!metric_text::IsMissing(fields_[c])) {
+          // A GPU index that is not one would put the row on a GPU of its own.
+          ctx_->Issue(IssueSeverity::kWarning, "bad_row", [&] {
+            return fmt::format("{}: GPU index '{}' is not a GPU index; row skipped", ctx_->Where(line_no),
+                               fields_[c].substr(0, 40));
+          });
+          return;
+        }
       } else if (kind == Column::kUuid && !metric_text::IsMissing(fields_[c])) {
         uuid = fields_[c];
       } else if (kind == Column::kPciBusId && !metric_text::IsMissing(fields_[c])) {

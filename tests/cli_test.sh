@@ -294,6 +294,28 @@ assert va == vb and ("input_bound", "high") in va, (va, vb)
 print("ok: the exported step run diagnoses as the stored one")
 PY
 
+# ---- compare (issue 13, first part) ----
+check "compare two stored runs" 0 "$bin" compare --json 2 1 --store "$data/gains/cpu_loops.db"
+python3 - "$tmp/out" <<'PY' || fail=1
+import json, sys
+c = json.load(open(sys.argv[1]))
+regressed = {r["metric"]: r for r in c["regressions"]}
+assert "step_time_ms" in regressed and "data_wait_percent" in regressed, list(regressed)
+assert regressed["step_time_ms"]["after"] > regressed["step_time_ms"]["before"] * 1.3, regressed["step_time_ms"]
+changes = {ch["key"]: ch for ch in c["config_changes"]}
+assert changes["command --workers"]["before"] == "4" and changes["command --workers"]["after"] == "0", changes
+why = {e["metric"]: e for e in c["explanations"]}
+assert why["data_wait_percent"]["config_key"] == "command --workers", why
+print("ok: compare names the regression and the change behind it")
+PY
+check "compare a run with itself" 0 "$bin" compare --json 1 1 --store "$data/gains/cpu_loops.db"
+python3 -c 'import json,sys; c=json.load(open(sys.argv[1])); assert not c["regressions"] and not c["config_changes"], c; print("ok: a run equals itself")' "$tmp/out" || fail=1
+check "compare --fail-on regression" 1 "$bin" compare --fail-on regression 2 1 --store "$data/gains/cpu_loops.db"
+grep -q "command --workers            4 → 0" "$tmp/out" || { echo "FAIL: compare text"; cat "$tmp/out"; fail=1; }
+check "compare two traces" 0 "$bin" compare --json "$data/traces/kineto-resnet50-v100/num_workers_4.pt.trace.json.gz" "$nw0"
+python3 -c 'import json,sys; c=json.load(open(sys.argv[1])); r={x["metric"] for x in c["regressions"]}; assert {"step_time_ms","data_wait_percent"} <= r, r; print("ok: nw4 -> nw0 regresses")' "$tmp/out" || fail=1
+check "compare an unknown run" 3 "$bin" compare 1 999 --store "$data/gains/cpu_loops.db"
+
 # --- the run store as users meet it (issue 12, items 4 and 11) ------------------
 echo "not a database" >"$tmp/notsqlite.db"
 check "record runs the job when the store cannot be opened" 0 \

@@ -1,6 +1,8 @@
 #include "src/cli/cli_common.h"
 
+#include <charconv>
 #include <cmath>
+#include <filesystem>
 #include <cstdio>
 #include <cstdlib>
 
@@ -34,6 +36,32 @@ CLI::Validator RunIdNumber() {
         return std::string();
       },
       "RUN_ID");
+}
+
+std::optional<int64_t> AsRunId(const std::string& argument) {
+  int64_t id = 0;
+  std::error_code ec;
+  const auto [end, err] = std::from_chars(argument.data(), argument.data() + argument.size(), id);
+  if (!argument.empty() && err == std::errc() && end == argument.data() + argument.size() && id >= 0 &&
+      !std::filesystem::exists(argument, ec))
+    return id;
+  return std::nullopt;
+}
+
+void ApplyRecordedSettings(const Run& run, bool workload_given, DiagnoseOptions& options) {
+  const bool price_given = options.price_per_gpu_hour.has_value();
+  for (const auto& rec : run.recordings) {
+    if (!workload_given)
+      if (auto w = rec.metadata.find("workload"); w != rec.metadata.end())
+        if (auto parsed = ParseWorkloadClass(w->second)) options.workload = *parsed;
+    if (!price_given)
+      if (auto p = rec.metadata.find("price_per_gpu_hour"); p != rec.metadata.end()) {
+        char* end = nullptr;
+        const double price = std::strtod(p->second.c_str(), &end);
+        if (end != p->second.c_str() && *end == '\0' && std::isfinite(price) && price >= 0)
+          options.price_per_gpu_hour = price;
+      }
+  }
 }
 
 const std::vector<std::string>& WorkloadChoices() {

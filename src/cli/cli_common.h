@@ -10,13 +10,16 @@
 // `record` exits with the recorded command's exit code (128 + N when signal N killed it).
 #pragma once
 
+#include <cstdint>
 #include <functional>
+#include <optional>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include <CLI/CLI.hpp>
 
+#include "gputriage/diagnosis.h"
 #include "gputriage/status.h"
 #include "src/store/run_store.h"
 
@@ -38,6 +41,7 @@ Subcommand AddCostCommand(CLI::App& app);
 Subcommand AddRecordCommand(CLI::App& app);
 Subcommand AddRunsCommand(CLI::App& app);
 Subcommand AddExportCommand(CLI::App& app);
+Subcommand AddCompareCommand(CLI::App& app);
 
 /// A number in [lo, hi] (in (lo, hi] with `above_lo`). CLI11's Range lets NaN and
 /// infinities through; here they are usage errors like any out-of-range value.
@@ -46,6 +50,14 @@ CLI::Validator FiniteRange(double lo, double hi, bool above_lo = false);
 /// A run id: a whole number from 1, said as such (CLI11's own message for
 /// `export abc` is a 300-digit range).
 CLI::Validator RunIdNumber();
+
+/// A bare number that is not a file names a stored run (one too large for a run
+/// id stays a file name, and its import says it is missing).
+std::optional<int64_t> AsRunId(const std::string& argument);
+
+/// A stored or exported run is judged as it was recorded (its --workload and
+/// price), unless the command line says otherwise (`workload_given`, a price set).
+void ApplyRecordedSettings(const Run& run, bool workload_given, DiagnoseOptions& options);
 
 /// The workload classes --workload accepts.
 const std::vector<std::string>& WorkloadChoices();

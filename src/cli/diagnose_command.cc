@@ -69,13 +69,8 @@ int RunDiagnose(const DiagnoseArgs& args) {
   std::vector<std::string> files;
   std::vector<int64_t> run_ids;
   for (const auto& f : args.files) {
-    std::error_code ec;
-    int64_t id = 0;
-    const auto [end, err] = std::from_chars(f.data(), f.data() + f.size(), id);
-    if (!f.empty() && err == std::errc() && end == f.data() + f.size() && id >= 0 && !std::filesystem::exists(f, ec))
-      run_ids.push_back(id);
-    else
-      files.push_back(f);
+    if (auto id = AsRunId(f)) run_ids.push_back(*id);
+    else files.push_back(f);
   }
   // Long imports (a 2 GiB trace) show progress on a terminal; never in --json
   // output or when stderr is a pipe or file.
@@ -105,20 +100,7 @@ int RunDiagnose(const DiagnoseArgs& args) {
   DiagnoseOptions options;
   options.workload = *ParseWorkloadClass(args.workload);
   options.price_per_gpu_hour = args.price_per_gpu_hour;
-  // A stored run is judged as it was recorded (its --workload and price), unless
-  // this command line says otherwise.
-  for (const auto& rec : run->recordings) {
-    if (!args.workload_given)
-      if (auto w = rec.metadata.find("workload"); w != rec.metadata.end())
-        if (auto parsed = ParseWorkloadClass(w->second)) options.workload = *parsed;
-    if (!args.price_per_gpu_hour)
-      if (auto p = rec.metadata.find("price_per_gpu_hour"); p != rec.metadata.end()) {
-        char* end = nullptr;
-        const double price = std::strtod(p->second.c_str(), &end);
-        if (end != p->second.c_str() && *end == '\0' && std::isfinite(price) && price >= 0)
-          options.price_per_gpu_hour = price;
-      }
-  }
+  ApplyRecordedSettings(*run, args.workload_given, options);
   options.monthly_spend = args.monthly_spend;
   const Diagnosis diagnosis = Diagnose(*run, options);
   if (args.json) {

@@ -15,7 +15,8 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", std::string("gputriage ") + gputriage::kGputriageVersion);
   app.require_subcommand(1);
   const std::vector<Subcommand> subcommands = {AddDiagnoseCommand(app), AddCostCommand(app), AddRecordCommand(app),
-                                               AddRunsCommand(app), AddExportCommand(app)};
+                                               AddRunsCommand(app), AddExportCommand(app),
+                                               AddCompareCommand(app)};
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

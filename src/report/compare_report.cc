@@ -1,0 +1,72 @@
+// `gputriage compare` output: a table of the two runs, what changed, and the
+// explanations; the JSON form beside the report's own schema.
+#include <cmath>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "gputriage/report.h"
+#include "src/util/strings.h"
+#include "src/verdicts/compare.h"
+
+namespace gputriage {
+
+std::string RenderComparisonJson(const Comparison& c) {
+  using nlohmann::json;
+  const auto num = [](double v) { return std::isnan(v) ? json(nullptr) : json(v); };
+  json j;
+  j["schema"] = "gputriage.comparison";
+  j["schema_version"] = 1;
+  j["a"] = c.a_name;
+  j["b"] = c.b_name;
+  j["metrics"] = json::array();
+  j["regressions"] = json::array();
+  for (const auto& m : c.metrics) {
+    json row = {{"metric", m.metric}, {"unit", m.unit}, {"before", num(m.before)}, {"after", num(m.after)},
+                {"change_percent", num(m.change_percent)}, {"higher_is_better", m.higher_is_better},
+                {"worse", m.worse}, {"better", m.better}, {"noise_floor", m.noise_floor}};
+    j["metrics"].push_back(row);
+    if (m.worse) j["regressions"].push_back(row);
+  }
+  j["config_changes"] = json::array();
+  for (const auto& ch : c.config_changes)
+    j["config_changes"].push_back({{"key", ch.key}, {"before", ch.before.empty() ? json(nullptr) : json(ch.before)},
+                                   {"after", ch.after.empty() ? json(nullptr) : json(ch.after)}});
+  j["verdicts"] = {{"a", c.a_verdicts}, {"b", c.b_verdicts}};
+  j["explanations"] = json::array();
+  for (const auto& e : c.explanations)
+    j["explanations"].push_back({{"metric", e.metric},
+                                 {"config_key", e.config_key.empty() ? json(nullptr) : json(e.config_key)},
+                                 {"text", e.text}});
+  return j.dump(2, ' ', false, json::error_handler_t::replace) + "\n";
+}
+
+std::string RenderComparisonText(const Comparison& c) {
+  std::string out = fmt::format("gputriage compare — A: {}  B: {}\n\n", Printable(c.a_name), Printable(c.b_name));
+  out += fmt::format("  {:<36} {:>18} {:>18} {:>10}\n", "", "A", "B", "change");
+  const auto figure = [](const ComparedMetric& m, double v) {
+    return m.unit == "percent" ? fmt::format("{:.1f}%", v)
+           : m.unit == "ms"    ? fmt::format("{:.2f} ms", v)
+                               : fmt::format("{:.1f}", v) + (m.unit.empty() ? "" : " " + m.unit);
+  };
+  for (const auto& m : c.metrics) {
+    // Shares move in points: 8.6% → 42.0% is +33.4 points, not +387%.
+    const std::string change = m.unit == "percent" ? fmt::format("{:+.1f} pts", m.after - m.before)
+                                                   : fmt::format("{:+.1f}%", m.change_percent);
+    out += fmt::format("  {:<36} {:>18} {:>18} {:>10}{}\n", m.label, figure(m, m.before), figure(m, m.after), change,
+                       m.worse ? "  worse" : m.better ? "  better" : "");
+  }
+  out += fmt::format("\n  verdicts A: {}\n  verdicts B: {}\n", c.a_verdicts.empty() ? "none" : Join(c.a_verdicts, ", "),
+                     c.b_verdicts.empty() ? "none" : Join(c.b_verdicts, ", "));
+  out += "\nWHAT CHANGED\n";
+  if (c.config_changes.empty()) out += "  nothing recorded (settings, tags, commit, command and GPU are the same)\n";
+  for (const auto& ch : c.config_changes)
+    out += fmt::format("  {:<28} {} → {}\n", Printable(ch.key), Printable(ch.before.empty() ? "(unset)" : ch.before),
+                       Printable(ch.after.empty() ? "(unset)" : ch.after));
+  out += "\nWHY\n";
+  if (c.explanations.empty()) out += "  no figure moved beyond its noise floor\n";
+  for (const auto& e : c.explanations) out += "  " + Printable(e.text) + "\n";
+  return out;
+}
+
+}  // namespace gputriage

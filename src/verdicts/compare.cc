@@ -1,0 +1,211 @@
+#include "src/verdicts/compare.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+#include <fmt/format.h>
+
+#include "src/util/strings.h"
+
+namespace gputriage {
+namespace {
+
+// A relative change a rerun of the same code can show (clocks, caches, other
+// tenants) without anything having changed; shares move by points instead.
+constexpr double kRelativeNoisePercent = 5.0;
+constexpr double kShareNoisePoints = 2.0;
+
+// Recorded context that differs between any two runs and explains nothing.
+bool Incidental(const std::string& key) {
+  return key == "status" || key == "exit_code" || key == "scrapes" || key == "unchanged_scrapes_skipped" ||
+         key == "git_dirty";
+}
+
+std::map<std::string, std::string> Settings(const Run& run, const Diagnosis& d) {
+  std::map<std::string, std::string> out;
+  for (const auto& rec : run.recordings)
+    for (const auto& [k, v] : rec.metadata)
+      if (!Incidental(k)) out.try_emplace(k, v);
+  if (!d.summary.device.empty()) out["gpu"] = d.summary.device;
+  if (d.summary.devices > 0) out["gpu_count"] = std::to_string(d.summary.devices);
+  return out;
+}
+
+/// The step-time CV of a run's marked steps (0 when it has none).
+double StepCv(const Diagnosis& d) {
+  double cv = 0;
+  for (const auto& a : d.recordings) cv = std::max(cv, a.marked.step_ms_cv);
+  return cv;
+}
+
+double MarkedThroughput(const Diagnosis& d) {
+  double total = 0;
+  for (const auto& a : d.recordings)
+    if (!std::isnan(a.marked.samples_per_s)) total += a.marked.samples_per_s;
+  return total > 0 ? total : NAN;
+}
+
+double Mfu(const Diagnosis& d) {
+  for (const auto& a : d.recordings) {
+    if (!std::isnan(a.marked.mfu_percent)) return a.marked.mfu_percent;
+    if (!std::isnan(a.throughput.mfu_percent)) return a.throughput.mfu_percent;
+  }
+  return NAN;
+}
+
+/// The flags whose values differ between two commands of the same shape:
+/// "train.py --workers 4" vs "train.py --workers 0" gives {"--workers", "4", "0"}.
+std::vector<ConfigChange> CommandChanges(const std::string& a, const std::string& b) {
+  std::vector<ConfigChange> out;
+  const auto ta = Split(a, " "), tb = Split(b, " ");
+  if (ta.size() != tb.size()) return out;
+  for (size_t i = 0; i < ta.size(); ++i) {
+    if (ta[i] == tb[i]) continue;
+    const size_t eq_a = ta[i].find('='), eq_b = tb[i].find('=');
+    if (eq_a != std::string::npos && eq_b != std::string::npos && ta[i].substr(0, eq_a) == tb[i].substr(0, eq_b))
+      out.push_back({"command " + ta[i].substr(0, eq_a), ta[i].substr(eq_a + 1), tb[i].substr(eq_b + 1)});
+    else if (i > 0 && StartsWith(ta[i - 1], "-"))
+      out.push_back({"command " + ta[i - 1], ta[i], tb[i]});
+  }
+  return out;
+}
+
+/// The settings that move each figure, most direct first (matched as fragments
+/// of the change's key).
+const std::vector<std::string>& Movers(const std::string& metric) {
+  static const std::vector<std::string> input = {"num_workers", "workers", "prefetch", "pin_memory", "persistent",
+                                                 "batch_size", "batch", "dataset", "data", "storage"};
+  static const std::vector<std::string> compute = {"batch_size", "batch", "autocast", "amp", "dtype", "precision",
+                                                   "compile", "attention", "sdpa", "fused", "num_workers", "workers",
+                                                   "gpu", "torch", "cuda", "cudnn", "nccl", "driver", "git_commit"};
+  static const std::vector<std::string> comm = {"nccl", "world", "nodes", "gpu_count", "bucket", "ddp", "fsdp",
+                                                "batch_size", "batch", "git_commit"};
+  if (metric == "data_wait_percent") return input;
+  if (metric == "exposed_communication_percent") return comm;
+  return compute;
+}
+
+std::string Figure(const ComparedMetric& m, double v) {
+  if (m.unit == "percent") return fmt::format("{:.1f}%", v);
+  if (m.unit == "ms") return fmt::format("{:.2f} ms", v);
+  return fmt::format("{:.1f} {}", v, m.unit);
+}
+
+}  // namespace
+
+std::vector<ComparedMetric> Comparison::regressions() const {
+  std::vector<ComparedMetric> out;
+  for (const auto& m : metrics)
+    if (m.worse) out.push_back(m);
+  return out;
+}
+
+Comparison CompareRuns(const std::string& a_name, const Run& a_run, const Diagnosis& a, const std::string& b_name,
+                       const Run& b_run, const Diagnosis& b) {
+  Comparison c;
+  c.a_name = a_name;
+  c.b_name = b_name;
+  const double cv = std::max(StepCv(a), StepCv(b));
+  const auto add = [&](const char* id, const char* label, const char* unit, double before, double after,
+                       bool higher_is_better) {
+    if (std::isnan(before) || std::isnan(after)) return;
+    ComparedMetric m{id, label, unit, before, after, 0, higher_is_better, false, false, ""};
+    m.change_percent = before != 0 ? 100.0 * (after - before) / std::fabs(before) : 0;
+    const double delta = higher_is_better ? before - after : after - before;  // > 0: B is worse
+    if (m.unit == std::string("percent")) {
+      m.noise_floor = fmt::format("{:.0f} points", kShareNoisePoints);
+      m.worse = delta > kShareNoisePoints;
+      m.better = -delta > kShareNoisePoints;
+    } else {
+      const double floor = std::max(kRelativeNoisePercent, 200.0 * cv);
+      m.noise_floor = cv > 0 ? fmt::format("{:.0f}% (twice the runs' step-time CV, at least 5%)", floor)
+                             : fmt::format("{:.0f}%", floor);
+      const double relative = before != 0 ? 100.0 * delta / std::fabs(before) : 0;
+      m.worse = relative > floor;
+      m.better = -relative > floor;
+    }
+    c.metrics.push_back(std::move(m));
+  };
+  const Summary& sa = a.summary;
+  const Summary& sb = b.summary;
+  if (sa.steps > 0 && sb.steps > 0) {
+    add("step_time_ms", "step time", "ms", sa.avg_step_ms, sb.avg_step_ms, false);
+    add("data_wait_percent", "data wait (share of step)", "percent", sa.data_wait_percent, sb.data_wait_percent, false);
+  }
+  add("samples_per_s", "throughput", "samples/s", MarkedThroughput(a), MarkedThroughput(b), true);
+  const bool busy = !sa.gpu_busy_source.empty() && !StartsWith(sa.gpu_busy_source, "none") &&
+                    !sb.gpu_busy_source.empty() && !StartsWith(sb.gpu_busy_source, "none");
+  if (busy) add("gpu_busy_percent", "GPU busy", "percent", sa.gpu_busy_percent, sb.gpu_busy_percent, true);
+  add("gpu_util_mean_percent", "utilization.gpu", "percent", sa.gpu_util_mean_percent, sb.gpu_util_mean_percent, true);
+  add("sm_efficiency_percent", "SM efficiency", "percent", sa.sm_efficiency_percent, sb.sm_efficiency_percent, true);
+  add("tensor_core_percent_of_matrix_time", "tensor cores (share of matrix time)", "percent",
+      sa.tensor_core_percent_of_matrix, sb.tensor_core_percent_of_matrix, true);
+  if (sa.steps > 0 && sb.steps > 0)
+    add("exposed_communication_percent", "exposed communication", "percent", sa.exposed_communication_percent,
+        sb.exposed_communication_percent, false);
+  add("mfu_percent", "MFU", "percent", Mfu(a), Mfu(b), true);
+
+  // What changed: settings, tags and context, the command's flags, the GPU.
+  const auto ma = Settings(a_run, a), mb = Settings(b_run, b);
+  for (const auto& [k, v] : ma) {
+    auto it = mb.find(k);
+    if (it == mb.end()) c.config_changes.push_back({k, v, ""});
+    else if (it->second != v) c.config_changes.push_back({k, v, it->second});
+  }
+  for (const auto& [k, v] : mb)
+    if (!ma.count(k)) c.config_changes.push_back({k, "", v});
+  if (auto ca = ma.find("command"), cb = mb.find("command"); ca != ma.end() && cb != mb.end())
+    for (auto& change : CommandChanges(ca->second, cb->second)) c.config_changes.push_back(std::move(change));
+
+  // Whether there is anything to explain with: stored runs and exports carry
+  // their settings; a trace or a metric log carries none beyond the GPU.
+  const auto recorded = [](const std::map<std::string, std::string>& m) {
+    return std::any_of(m.begin(), m.end(), [](const auto& kv) {
+      return kv.first == "command" || kv.first == "git_commit" || kv.first == "workload" || StartsWith(kv.first, "tag.");
+    });
+  };
+  const bool settings_recorded = recorded(ma) && recorded(mb);
+  for (const auto& f : a.findings) c.a_verdicts.push_back(fmt::format("{} ({})", f.verdict, SeverityName(f.severity)));
+  for (const auto& f : b.findings) c.b_verdicts.push_back(fmt::format("{} ({})", f.verdict, SeverityName(f.severity)));
+
+  // Each move, with the change most plausibly behind it: the first of the
+  // metric's movers that a change's key names (the command's own flags count).
+  for (const auto& m : c.metrics) {
+    if (!m.worse && !m.better) continue;
+    const ConfigChange* cause = nullptr;
+    for (const auto& fragment : Movers(m.metric)) {
+      for (const auto& change : c.config_changes) {
+        if (change.key == "command") continue;  // its flags are listed one by one
+        if (Contains(AsciiLower(change.key), fragment)) {
+          cause = &change;
+          break;
+        }
+      }
+      if (cause) break;
+    }
+    Explanation e;
+    e.metric = m.metric;
+    const std::string change = m.unit == "percent" ? fmt::format("{:+.1f} points", m.after - m.before)
+                                                   : fmt::format("{:+.0f}%", m.change_percent);
+    const std::string move = fmt::format("{} {} → {} ({}, {})", m.label, Figure(m, m.before), Figure(m, m.after),
+                                         change, m.worse ? "worse" : "better");
+    if (cause) {
+      e.config_key = cause->key;
+      e.text = fmt::format("{}, with {} {} → {}", move, cause->key, cause->before.empty() ? "(unset)" : cause->before,
+                           cause->after.empty() ? "(unset)" : cause->after);
+    } else {
+      e.text = !settings_recorded
+                   ? move + ": neither input records its settings (a profiler trace or metric log keeps none); "
+                            "`gputriage record --tag KEY=VALUE` keeps them for the next comparison"
+                   : move + ": no recorded setting that moves it changed" +
+                         (c.config_changes.empty() ? " (the code, command and settings are the same: the data, "
+                                                     "the machine's load, or a cause outside what is recorded)"
+                                                   : "; see what changed");
+    }
+    c.explanations.push_back(std::move(e));
+  }
+  return c;
+}
+
+}  // namespace gputriage

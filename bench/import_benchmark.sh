@@ -11,10 +11,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 copies=${1:-32}
 source_trace=${2:-tests/data/traces/kineto-resnet50-v100/num_workers_0.pt.trace.json.gz}
-bin=build/release/src/cli/gputriage
-[ -x "$bin" ] || { cmake --preset release >/dev/null && cmake --build --preset release --target gputriage; }
-out=${BENCH_DIR:-bench/out}
-mkdir -p "$out"
+source bench/common.sh
 big=$out/replicated_${copies}.json
 if [ ! -s "$big" ]; then
   python3 bench/replicate_trace.py "$source_trace" "$copies" "$big"

@@ -9,10 +9,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 size_mb=${1:-1100}
-bin=build/release/src/cli/gputriage
-[ -x "$bin" ] || { cmake --preset release >/dev/null && cmake --build --preset release --target gputriage; }
-out=${BENCH_DIR:-bench/out}
-mkdir -p "$out"
+source bench/common.sh
 log=$out/nvidia_smi_${size_mb}MB.csv
 [ -s "$log" ] || python3 bench/make_smi_log.py "$log" "$size_mb"
 size=$(stat -c %s "$log")

@@ -9,10 +9,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 runs=${1:-10000}
-bin=build/release/src/cli/gputriage
-[ -x "$bin" ] || { cmake --preset release >/dev/null && cmake --build --preset release --target gputriage; }
-out=${BENCH_DIR:-bench/out}
-mkdir -p "$out"
+source bench/common.sh
 store=$out/runs_${runs}.db
 if [ ! -s "$store" ]; then
   # One real recording makes the schema; the rest are copies of it with their

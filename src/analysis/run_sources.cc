@@ -35,8 +35,7 @@ SourceFacts FactsOf(const Recording& rec) {
   SourceFacts f;
   f.trace = rec.format == "kineto";
   f.rank = rec.rank;
-  const size_t slash = rec.source_path.find_last_of('/');
-  f.name = slash == std::string::npos ? rec.source_path : rec.source_path.substr(slash + 1);
+  f.name = FileName(rec.source_path);
   TimeNs lo = std::numeric_limits<TimeNs>::max(), hi = std::numeric_limits<TimeNs>::min();
   const auto take = [&](const Interval& i) {
     lo = std::min(lo, i.start);

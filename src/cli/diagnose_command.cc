@@ -5,9 +5,6 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <cstdlib>
-#include <charconv>
-#include <filesystem>
 #include <optional>
 #include <string>
 #include <vector>

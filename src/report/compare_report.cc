@@ -44,16 +44,12 @@ std::string RenderComparisonJson(const Comparison& c) {
 std::string RenderComparisonText(const Comparison& c) {
   std::string out = fmt::format("gputriage compare — A: {}  B: {}\n\n", Printable(c.a_name), Printable(c.b_name));
   out += fmt::format("  {:<36} {:>18} {:>18} {:>10}\n", "", "A", "B", "change");
-  const auto figure = [](const ComparedMetric& m, double v) {
-    return m.unit == "percent" ? fmt::format("{:.1f}%", v)
-           : m.unit == "ms"    ? fmt::format("{:.2f} ms", v)
-                               : fmt::format("{:.1f}", v) + (m.unit.empty() ? "" : " " + m.unit);
-  };
   for (const auto& m : c.metrics) {
     // Shares move in points: 8.6% → 42.0% is +33.4 points, not +387%.
     const std::string change = m.unit == "percent" ? fmt::format("{:+.1f} pts", m.after - m.before)
                                                    : fmt::format("{:+.1f}%", m.change_percent);
-    out += fmt::format("  {:<36} {:>18} {:>18} {:>10}{}\n", m.label, figure(m, m.before), figure(m, m.after), change,
+    out += fmt::format("  {:<36} {:>18} {:>18} {:>10}{}\n", m.label, FormatComparedValue(m, m.before),
+                       FormatComparedValue(m, m.after), change,
                        m.worse ? "  worse" : m.better ? "  better" : "");
   }
   out += fmt::format("\n  verdicts A: {}\n  verdicts B: {}\n", c.a_verdicts.empty() ? "none" : Join(c.a_verdicts, ", "),

@@ -54,6 +54,12 @@ namespace {
 
 constexpr int64_t kFlushEveryMs = 1000;
 
+Status SchemaTooNew(const std::string& path, int64_t version) {
+  return UnimplementedError(path + ": the store's schema version " + std::to_string(version) +
+                            " is newer than this gputriage (" + std::to_string(RunStore::kSchemaVersion) +
+                            "); upgrade gputriage");
+}
+
 /// A path as the file: URI form wants it (%, ? and # escaped).
 std::string UriPath(const std::string& path) {
   std::string out;
@@ -229,7 +235,6 @@ StatusOr<std::unique_ptr<RunStore>> RunStore::OpenForReading(const std::string& 
     return NotFoundError(path + ": there is no run store here (nothing recorded yet, or another --store path?)");
   std::unique_ptr<RunStore> store(new RunStore());
   store->path_ = path;
-  store->read_only_ = true;
   if (sqlite3_open_v2(path.c_str(), &store->db_, SQLITE_OPEN_READONLY, nullptr) != SQLITE_OK)
     return IoError(path + ": cannot open the run store: " + (store->db_ ? sqlite3_errmsg(store->db_) : "out of memory"));
   sqlite3_busy_timeout(store->db_, kBusyTimeoutMs);
@@ -250,8 +255,7 @@ StatusOr<std::unique_ptr<RunStore>> RunStore::OpenForReading(const std::string& 
   RETURN_IF_ERROR(readable);
   if (version == 0) return DataLossError(path + ": this file is not a gputriage run store");
   if (version > kSchemaVersion)
-    return UnimplementedError(path + ": the store's schema version " + std::to_string(version) +
-                              " is newer than this gputriage (" + std::to_string(kSchemaVersion) + "); upgrade gputriage");
+    return SchemaTooNew(path, version);
   if (version < kSchemaVersion)
     return UnimplementedError(path + ": the store's schema version " + std::to_string(version) +
                               " is older than this gputriage's (" + std::to_string(kSchemaVersion) +
@@ -329,8 +333,7 @@ Status RunStore::Migrate() {
     int64_t current = 0;
     Status s = ReadVersion(&current);
     if (s.ok() && current > kSchemaVersion)
-      s = UnimplementedError(path_ + ": the store's schema version " + std::to_string(current) +
-                             " is newer than this gputriage (" + std::to_string(kSchemaVersion) + "); upgrade gputriage");
+      s = SchemaTooNew(path_, current);
     if (s.ok() && current == 0) {
       // A non-empty file without our version is someone else's database: leave it alone.
       Statement tables(db_, "SELECT count(*) FROM sqlite_master");

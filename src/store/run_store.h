@@ -102,7 +102,6 @@ class RunStore {
   Status CheckSampleColumns();
 
   sqlite3* db_ = nullptr;
-  bool read_only_ = false;
   // How long a writer waits for another's lock: a recorder commits once a
   // second; a new store's schema is made once.
   static constexpr int kBusyTimeoutMs = 30'000;

@@ -72,6 +72,12 @@ inline std::string Printable(std::string_view s, bool keep_newlines = false) {
   return out;
 }
 
+/// The last component of a path ("run.json.gz" of "/logs/run.json.gz").
+inline std::string FileName(std::string_view path) {
+  const size_t slash = path.find_last_of('/');
+  return std::string(slash == std::string_view::npos ? path : path.substr(slash + 1));
+}
+
 inline bool IsAsciiSpace(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
 
 inline std::string_view TrimAsciiSpace(std::string_view s) {

@@ -86,13 +86,13 @@ const std::vector<std::string>& Movers(const std::string& metric) {
   return compute;
 }
 
-std::string Figure(const ComparedMetric& m, double v) {
+}  // namespace
+
+std::string FormatComparedValue(const ComparedMetric& m, double v) {
   if (m.unit == "percent") return fmt::format("{:.1f}%", v);
   if (m.unit == "ms") return fmt::format("{:.2f} ms", v);
   return fmt::format("{:.1f} {}", v, m.unit);
 }
-
-}  // namespace
 
 std::vector<ComparedMetric> Comparison::regressions() const {
   std::vector<ComparedMetric> out;
@@ -188,7 +188,8 @@ Comparison CompareRuns(const std::string& a_name, const Run& a_run, const Diagno
     e.metric = m.metric;
     const std::string change = m.unit == "percent" ? fmt::format("{:+.1f} points", m.after - m.before)
                                                    : fmt::format("{:+.0f}%", m.change_percent);
-    const std::string move = fmt::format("{} {} → {} ({}, {})", m.label, Figure(m, m.before), Figure(m, m.after),
+    const std::string move = fmt::format("{} {} → {} ({}, {})", m.label, FormatComparedValue(m, m.before),
+                                         FormatComparedValue(m, m.after),
                                          change, m.worse ? "worse" : "better");
     if (cause) {
       e.config_key = cause->key;

@@ -26,6 +26,9 @@ struct ComparedMetric {
   std::string noise_floor;    // what a change had to pass
 };
 
+/// A value of `m` as text: "42.0%", "16.09 ms", "1988.8 samples/s".
+std::string FormatComparedValue(const ComparedMetric& m, double value);
+
 struct ConfigChange {
   std::string key;
   std::string before;  // "" when absent in A

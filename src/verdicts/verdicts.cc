@@ -688,8 +688,7 @@ Diagnosis Diagnose(const Run& run, const DiagnoseOptions& options) {
   if (sources.groups > 1) {
     // Sources of different runs: every finding names the file it came from.
     for (auto& f : d.findings) {
-      const std::string& source = run.recordings[static_cast<size_t>(f.recording)].source_path;
-      const std::string name = source.substr(source.find_last_of('/') + 1);
+      const std::string name = FileName(run.recordings[static_cast<size_t>(f.recording)].source_path);
       f.scope = f.scope.empty() ? name : name + ": " + f.scope;
     }
   }

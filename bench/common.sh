@@ -1,0 +1,6 @@
+# Sourced by the benchmark scripts: the release binary (built when missing) and
+# the output directory ($BENCH_DIR, else bench/out). Sets `bin` and `out`.
+bin=build/release/src/cli/gputriage
+[ -x "$bin" ] || { cmake --preset release >/dev/null && cmake --build --preset release --target gputriage; }
+out=${BENCH_DIR:-bench/out}
+mkdir -p "$out"

@@ -351,6 +351,14 @@ struct ExpectedGain {
   std::string basis;           // how the estimate and its range were derived
 };
 
+/// A setting that differs between two runs (compare, and a regression's
+/// changes since its baseline); "" when absent on that side.
+struct ConfigChange {
+  std::string key;
+  std::string before;
+  std::string after;
+};
+
 struct Finding {
   std::string verdict;  // stable id: input_bound, low_precision, ...
   Severity severity = Severity::kInfo;
@@ -371,6 +379,8 @@ struct Finding {
   std::string to_separate;
   std::vector<Recommendation> recommendations;
   std::optional<ExpectedGain> gain;
+  /// A regression: the settings changed since the baseline run it names.
+  std::vector<ConfigChange> config_changes;
 };
 
 /// What a workload class should reach, for judging metric levels.

@@ -32,10 +32,12 @@ from gputriage._markers import (  # noqa: F401  (the public API)
 )
 from gputriage._markers import _auto_step_begin, _auto_step_end
 from gputriage.device import CudaStepTimer, time_device  # noqa: F401
+from gputriage import job_config as _config
+from gputriage.job_config import config  # noqa: F401
 
 __all__ = ["ABI_VERSION", "PHASES", "enabled", "phase", "phase_begin", "phase_end", "step", "step_begin",
            "step_end", "step_device_time", "watch", "batch_samples", "time_device", "CudaStepTimer",
-           "transformer_flops_per_token"]
+           "transformer_flops_per_token", "config"]
 
 _DATA = PHASES["data"]
 
@@ -83,6 +85,8 @@ def watch(iterable, samples=batch_samples):
     ``gputriage.step``, each iteration as a step. ``samples`` maps a batch to its
     sample count (None: not counted)."""
     fetch, next_batch, auto_end = iter(iterable).__next__, _next_batch, _auto_step_end
+    # A DataLoader's settings (num_workers, batch_size, ...) go with the run.
+    loader_batch = _config.loader_batch if hasattr(iterable, "num_workers") else None
     count = None
     try:
         while True:
@@ -90,6 +94,8 @@ def watch(iterable, samples=batch_samples):
                 item, count = next_batch(fetch, samples)
             except StopIteration:
                 return
+            if loader_batch is not None:
+                loader_batch(iterable)
             yield item
             auto_end(count)
             count = None

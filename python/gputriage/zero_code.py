@@ -9,7 +9,10 @@ imported early: hooks wait for the script to import PyTorch, then
   counted), exactly what ``gputriage.watch(loader)`` marks;
 - every optimizer's ``step()`` is marked as the optimizer phase;
 - where CUDA is available, each step is also timed on the GPU (CUDA events read
-  without synchronising; GPUTRIAGE_DEVICE_TIME=0 turns this off).
+  without synchronising; GPUTRIAGE_DEVICE_TIME=0 turns this off);
+- the configuration that moves utilization is told to the recorder
+  (gputriage/job_config.py): the training loader's settings, the optimizer, autocast,
+  torch.compile, the attention backend SDPA picked, library versions.
 
 Evaluation loaders are timed too: their batches count as steps.
 """
@@ -22,6 +25,7 @@ import sys
 
 import gputriage
 from gputriage import _markers
+from gputriage import job_config as _config
 
 _OPTIMIZER = _markers.PHASES["optimizer"]
 _installed = False
@@ -49,7 +53,14 @@ def _patch_dataloader(module):
     if cls is None or getattr(cls.__next__, "_gputriage", False):
         return
     original = cls.__next__
+    original_init = cls.__init__
     next_batch, auto_end, samples = gputriage._next_batch, _markers._auto_step_end, gputriage.batch_samples
+    loader_batch = _config.loader_batch
+
+    @functools.wraps(original_init)
+    def __init__(self, loader, *args, **kwargs):
+        original_init(self, loader, *args, **kwargs)
+        self._gputriage_loader = loader  # whose settings a batch counts for
 
     @functools.wraps(original)
     def __next__(self):
@@ -59,9 +70,13 @@ def _patch_dataloader(module):
         batch, self._gputriage_samples = next_batch(functools.partial(original, self), samples)
         if not _device_timing_checked:
             _start_device_timing_once()
+        loader = getattr(self, "_gputriage_loader", None)
+        if loader is not None:
+            loader_batch(loader)
         return batch
 
     __next__._gputriage = True
+    cls.__init__ = __init__
     cls.__next__ = __next__
 
 
@@ -91,14 +106,103 @@ def _patch_optimizer(module):
         klass = type(self)
         if not getattr(klass.step, "_gputriage", False):
             klass.step = wrap_step(klass.step)
+        try:
+            _config.optimizer_created(self)
+        except Exception:  # never break the user's optimizer
+            pass
 
     __init__._gputriage = True
     cls.__init__ = __init__
 
 
+def _patch_autocast(torch):
+    """The first autocast region entered with autocast on says the run uses it
+    (and its dtype); then the original __enter__ is put back."""
+    cls = getattr(getattr(getattr(torch, "amp", None), "autocast_mode", None), "autocast", None)
+    if cls is None or getattr(cls.__enter__, "_gputriage", False):
+        return
+    original = cls.__enter__
+
+    @functools.wraps(original)
+    def __enter__(self):
+        if getattr(self, "_enabled", False):
+            cls.__enter__ = original
+            try:
+                _config.autocast_entered(True, getattr(self, "fast_dtype", None), getattr(self, "device", None))
+            except Exception:
+                pass
+        return original(self)
+
+    __enter__._gputriage = True
+    cls.__enter__ = __enter__
+
+
+def _patch_compile(torch):
+    original = getattr(torch, "compile", None)
+    if original is None or getattr(original, "_gputriage", False):
+        return
+
+    @functools.wraps(original)
+    def compile(*args, **kwargs):
+        try:
+            _config.compile_called(kwargs.get("mode"), kwargs.get("backend", "inductor"))
+        except Exception:
+            pass
+        return original(*args, **kwargs)
+
+    compile._gputriage = True
+    torch.compile = compile
+
+
+def _sdpa_backend(torch, args, kwargs):
+    """The fused kernel PyTorch picks for these inputs (flash_attention,
+    efficient_attention, cudnn_attention, math), asked the way SDPA asks."""
+    choose = getattr(torch, "_fused_sdp_choice", None)
+    if choose is None:
+        return "sdpa"
+    index = choose(*args, **kwargs)
+    for holder in (getattr(getattr(torch.nn, "attention", None), "SDPBackend", None),
+                   getattr(torch.backends.cuda, "SDPBackend", None)):
+        if holder is not None:
+            try:
+                return holder(index).name.lower()
+            except Exception:
+                continue
+    return f"sdpa backend {index}"
+
+
+def _patch_sdpa(torch):
+    functional = getattr(getattr(torch, "nn", None), "functional", None)
+    original = getattr(functional, "scaled_dot_product_attention", None)
+    if original is None or getattr(original, "_gputriage", False):
+        return
+
+    @functools.wraps(original)
+    def scaled_dot_product_attention(*args, **kwargs):
+        if functional.scaled_dot_product_attention is scaled_dot_product_attention:
+            functional.scaled_dot_product_attention = original  # once is enough
+            try:
+                _config.attention_backend(_sdpa_backend(torch, args, kwargs))
+            except Exception:
+                _config.attention_backend("sdpa")
+        return original(*args, **kwargs)
+
+    scaled_dot_product_attention._gputriage = True
+    functional.scaled_dot_product_attention = scaled_dot_product_attention
+
+
+def _patch_torch(torch):
+    for patch in (_patch_autocast, _patch_compile, _patch_sdpa):
+        try:
+            patch(torch)
+        except Exception as e:  # never break the user's import
+            sys.stderr.write(f"gputriage: zero-code mode: cannot hook {patch.__name__[7:]}: {e!r}\n")
+
+
 _PATCHES = {
     "torch.utils.data.dataloader": _patch_dataloader,
     "torch.optim.optimizer": _patch_optimizer,
+    "torch": _patch_torch,
 }
 
 
@@ -148,3 +252,4 @@ def install():
             patch(module)
     sys.meta_path.insert(0, _PatchAfterImport())
     atexit.register(_markers._auto_step_end, None)  # the last batch's step
+    atexit.register(_config.at_exit)

@@ -1,5 +1,6 @@
 #include "src/cli/cli_common.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <filesystem>
@@ -8,7 +9,10 @@
 
 #include <fmt/format.h>
 
+#include "src/store/run_history.h"
 #include "src/util/strings.h"
+#include "src/verdicts/compare.h"
+#include "src/verdicts/history.h"
 
 namespace gputriage::cli {
 
@@ -62,6 +66,41 @@ void ApplyRecordedSettings(const Run& run, bool workload_given, DiagnoseOptions&
           options.price_per_gpu_hour = price;
       }
   }
+}
+
+Status JudgeAgainstExperiment(RunStore& store, int64_t run_id, const std::string& name, Diagnosis& diagnosis) {
+  if (name.empty()) return Status::Ok();
+  ASSIGN_OR_RETURN(auto earlier, LoadExperiment(store, name, run_id, kHistoryWindow));
+  if (earlier.empty()) return Status::Ok();
+  HistoryRun current;
+  current.id = run_id;
+  current.figures = FiguresOf(diagnosis);
+  ASSIGN_OR_RETURN(current.settings, store.LoadSettings(run_id));
+  ASSIGN_OR_RETURN(auto runs, store.ListRuns());
+  for (const auto& r : runs)
+    if (r.id == run_id) current.settings["command"] = r.command;
+  std::vector<HistoryRun> predecessors;
+  for (auto& e : earlier) predecessors.push_back(std::move(e.history));
+  if (auto finding = JudgeAgainstHistory(name, current, predecessors)) {
+    // After the findings of its own severity: what the run itself shows comes first.
+    auto at = std::find_if(diagnosis.findings.begin(), diagnosis.findings.end(),
+                           [&](const Finding& f) { return f.severity < finding->severity; });
+    diagnosis.findings.insert(at, std::move(*finding));
+  }
+  return Status::Ok();
+}
+
+bool ReachesFailOn(const Diagnosis& diagnosis, const std::string& level) {
+  if (level == "none") return false;
+  if (level == "regression")
+    return std::any_of(diagnosis.findings.begin(), diagnosis.findings.end(),
+                       [](const Finding& f) { return f.verdict == "regression"; });
+  const Severity threshold = level == "high"       ? Severity::kHigh
+                             : level == "moderate" ? Severity::kModerate
+                             : level == "low"      ? Severity::kLow
+                                                   : Severity::kInfo;
+  return std::any_of(diagnosis.findings.begin(), diagnosis.findings.end(),
+                     [&](const Finding& f) { return f.severity >= threshold; });
 }
 
 const std::vector<std::string>& WorkloadChoices() {

@@ -59,6 +59,19 @@ std::optional<int64_t> AsRunId(const std::string& argument);
 /// price), unless the command line says otherwise (`workload_given`, a price set).
 void ApplyRecordedSettings(const Run& run, bool workload_given, DiagnoseOptions& options);
 
+/// Judges stored run `run_id` of experiment `name` against the complete runs of
+/// that name before it; a regression becomes a finding in `diagnosis` (kept in
+/// severity order). No name, or no predecessor: nothing to judge.
+Status JudgeAgainstExperiment(RunStore& store, int64_t run_id, const std::string& name, Diagnosis& diagnosis);
+
+/// --fail-on: whether a finding reaches `level` ("none", "info", "low",
+/// "moderate", "high", or "regression": a regression finding of any severity).
+bool ReachesFailOn(const Diagnosis& diagnosis, const std::string& level);
+inline const std::vector<std::string>& FailOnChoices() {
+  static const std::vector<std::string> choices = {"none", "info", "low", "moderate", "high", "regression"};
+  return choices;
+}
+
 /// The workload classes --workload accepts.
 const std::vector<std::string>& WorkloadChoices();
 

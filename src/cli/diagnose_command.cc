@@ -82,8 +82,9 @@ int RunDiagnose(const DiagnoseArgs& args) {
     PrintError(run.status());
     return kExitInput;
   }
+  std::unique_ptr<RunStore> store;
   if (!run_ids.empty()) {
-    auto store = OpenStoreForReading(args.store_path);
+    store = OpenStoreForReading(args.store_path);
     if (!store) return kExitInput;
     for (int64_t id : run_ids) {
       auto rec = store->LoadRun(id);
@@ -99,7 +100,14 @@ int RunDiagnose(const DiagnoseArgs& args) {
   options.price_per_gpu_hour = args.price_per_gpu_hour;
   ApplyRecordedSettings(*run, args.workload_given, options);
   options.monthly_spend = args.monthly_spend;
-  const Diagnosis diagnosis = Diagnose(*run, options);
+  Diagnosis diagnosis = Diagnose(*run, options);
+  // One stored run of a named experiment is judged against the runs before it, as when it was recorded.
+  if (run_ids.size() == 1 && files.empty() && store) {
+    if (Status s = JudgeAgainstExperiment(*store, run_ids[0], run->recordings[0].metadata["name"], diagnosis); !s.ok()) {
+      PrintError(s);
+      return kExitInput;
+    }
+  }
   if (args.json) {
     JsonOptions json;
     if (args.kernels_given) json.max_kernels = args.kernels;  // else every kernel the analysis kept
@@ -115,14 +123,7 @@ int RunDiagnose(const DiagnoseArgs& args) {
     if (r.stats.truncated)
       std::fprintf(stderr, "gputriage: warning: %s: %s\n", Printable(r.source_path).c_str(),
                    Printable(r.stats.truncation_note).c_str());
-  if (args.fail_on != "none") {
-    const Severity threshold = args.fail_on == "high"       ? Severity::kHigh
-                                          : args.fail_on == "moderate" ? Severity::kModerate
-                                          : args.fail_on == "low"      ? Severity::kLow
-                                                                       : Severity::kInfo;
-    for (const auto& f : diagnosis.findings)
-      if (f.severity >= threshold) return kExitFindings;
-  }
+  if (ReachesFailOn(diagnosis, args.fail_on)) return kExitFindings;
   return kExitOk;
 }
 
@@ -140,8 +141,10 @@ Subcommand AddDiagnoseCommand(CLI::App& app) {
   diagnose->add_flag("--json", d->json, "print the versioned JSON report (docs/json-schema.md)");
   diagnose->add_option("--color", d->color, "colour the terminal report: auto (on a TTY), always, never")
       ->check(CLI::IsMember({"auto", "always", "never"}));
-  diagnose->add_option("--fail-on", d->fail_on, "exit 1 when a finding has at least this severity")
-      ->check(CLI::IsMember({"none", "info", "low", "moderate", "high"}));
+  diagnose->add_option("--fail-on", d->fail_on,
+                       "exit 1 when a finding has at least this severity, or (regression) when a stored run of a named "
+                       "experiment regressed against the runs before it")
+      ->check(CLI::IsMember(FailOnChoices()));
   diagnose->add_option("--kernels", d->kernels, "rows of the kernel table (terminal: 10 by default; JSON: all 15 kept)")
       ->check(CLI::Range(0, 1000))
       ->each([d](const std::string&) { d->kernels_given = true; });

@@ -16,6 +16,7 @@
 #include "src/cli/cli_common.h"
 #include "src/record/recorder.h"
 #include "src/util/strings.h"
+#include "src/verdicts/compare.h"
 
 namespace gputriage::cli {
 namespace {
@@ -35,6 +36,7 @@ struct RecordArgs {
   std::optional<double> price_per_gpu_hour;
   bool python = false;
   bool no_follow = false;
+  std::string fail_on = "none";
 };
 
 /// `record --python`: the directory holding the gputriage Python package
@@ -140,9 +142,15 @@ int RunRecord(const RecordArgs& args) {
   DiagnoseOptions diagnose;
   diagnose.workload = *ParseWorkloadClass(args.workload);
   diagnose.price_per_gpu_hour = args.price_per_gpu_hour;
-  const Diagnosis diagnosis = Diagnose(run, diagnose);
+  Diagnosis diagnosis = Diagnose(run, diagnose);
   if (store && result->run_id > 0) {
-    if (auto s = store->EndRun(result->run_id, result->ended_ns, result->exit_code, diagnosis.findings); !s.ok())
+    // A named run is one of an experiment: judged against the runs before it.
+    if (Status s = JudgeAgainstExperiment(*store, result->run_id, args.name, diagnosis); !s.ok())
+      std::fprintf(stderr, "gputriage: warning: the run was not judged against its history: %s\n",
+                   Printable(s.message()).c_str());
+    if (auto s = store->EndRun(result->run_id, result->ended_ns, result->exit_code, diagnosis.findings,
+                               FiguresOf(diagnosis));
+        !s.ok())
       std::fprintf(stderr, "gputriage: error: %s\n", s.ToString().c_str());
     else
       std::fprintf(stderr, "gputriage: stored as run %lld in %s\n", static_cast<long long>(result->run_id),
@@ -164,6 +172,8 @@ int RunRecord(const RecordArgs& args) {
       std::fclose(f);
     }
   }
+  // A job that failed keeps its exit code; one that succeeded fails a CI gate on --fail-on.
+  if (result->exit_code == 0 && ReachesFailOn(diagnosis, args.fail_on)) return kExitFindings;
   return result->exit_code;
 }
 
@@ -188,7 +198,13 @@ Subcommand AddRecordCommand(CLI::App& app) {
   record->add_option("--price-per-gpu-hour", r->price_per_gpu_hour, "USD per GPU-hour")->check(FiniteRange(0.0, 1e6));
   record->add_option("--store", r->store_path, kStoreHelp);
   record->add_flag("--no-store", r->no_store, "do not keep the run");
-  record->add_option("--name", r->name, "a name for the run");
+  record->add_option("--name", r->name,
+                     "the experiment this run belongs to: runs of one name form its history, and each is judged "
+                     "against the runs before it (a regression finding)");
+  record->add_option("--fail-on", r->fail_on,
+                     "exit 1 when the job succeeded but a finding has at least this severity, or (regression) the run "
+                     "regressed against its experiment's history; a failed job keeps its own exit code")
+      ->check(CLI::IsMember(FailOnChoices()));
   record->add_option("--tag", r->tags, "KEY=VALUE settings kept with the run (batch size, ...); one per --tag")
       ->allow_extra_args(false);  // one value each: a greedy list would take the -- that starts the job
   record->add_flag("--python", r->python,

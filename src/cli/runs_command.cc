@@ -1,20 +1,24 @@
-// `gputriage runs`: the runs in the store, newest last; `--check` runs the
-// store's integrity check.
+// `gputriage runs`: the runs in the store, newest last; `--name NAME` shows one
+// experiment's history (figures, verdicts, regressions, what changed);
+// `--check` runs the store's integrity check.
 #include <cstdio>
 #include <ctime>
+#include <optional>
 #include <vector>
 #include <string>
 
 #include <fmt/format.h>
 
 #include "src/cli/cli_common.h"
+#include "src/report/experiment_report.h"
 #include "src/report/runs_json.h"
+#include "src/store/run_history.h"
 #include "src/util/strings.h"
 
 namespace gputriage::cli {
 namespace {
 
-int RunRuns(const std::string& store_path, bool json, bool check) {
+int RunRuns(const std::string& store_path, bool json, bool check, const std::optional<std::string>& name) {
   auto store = OpenStoreForReading(store_path);
   if (!store) return kExitInput;
   if (check) {
@@ -30,6 +34,15 @@ int RunRuns(const std::string& store_path, bool json, bool check) {
       return kExitInput;
     }
     std::fprintf(stderr, "gputriage: %s passes its integrity check\n", Printable(store->path()).c_str());
+  }
+  if (name) {
+    auto runs = LoadExperiment(*store, *name);
+    if (!runs.ok()) {
+      PrintError(runs.status());
+      return kExitInput;
+    }
+    Print(json ? RenderExperimentJson(*name, *runs) + "\n" : RenderExperimentText(*name, *runs));
+    return kExitOk;
   }
   auto runs = store->ListRuns();
   if (!runs.ok()) {
@@ -71,6 +84,7 @@ Subcommand AddRunsCommand(CLI::App& app) {
     std::string store;
     bool json = false;
     bool check = false;
+    std::optional<std::string> name;
   };
   auto a = std::make_shared<RunsArgs>();
   auto* runs = app.add_subcommand("runs", "List the runs in the run store");
@@ -78,7 +92,10 @@ Subcommand AddRunsCommand(CLI::App& app) {
   runs->add_flag("--json", a->json, "print JSON");
   runs->add_flag("--check", a->check,
                  "run the store's integrity check (reads every page) before listing; exit 3 when it is damaged");
-  return {runs, [a] { return RunRuns(a->store, a->json, a->check); }};
+  runs->add_option("--name", a->name,
+                   "one experiment's history: its complete runs with their figures, verdicts, regressions and what "
+                   "changed from run to run");
+  return {runs, [a] { return RunRuns(a->store, a->json, a->check, a->name); }};
 }
 
 }  // namespace gputriage::cli

@@ -21,6 +21,7 @@
 #include "src/record/process_tree.h"
 #include "src/sources/nvml/nvml_library.h"
 #include "src/sources/nvml/nvml_sampler.h"
+#include "src/record/job_config.h"
 #include "src/util/strings.h"
 
 namespace gputriage {
@@ -189,6 +190,14 @@ StatusOr<RecordResult> RecordCommand(const RecordOptions& options) {
   if (ring) {
     job_vars.emplace_back(kMarkersFdEnv, std::to_string(ring->fd()));
     job_vars.emplace_back(kMarkersPathEnv, "/proc/" + std::to_string(getpid()) + "/fd/" + std::to_string(ring->fd()));
+  }
+  // What the job reports about its configuration (python/gputriage/job_config.py), the same way.
+  std::unique_ptr<JobConfigChannel> config;
+  if (auto created = JobConfigChannel::Create(); created.ok()) config = std::move(*created);
+  else result.recording.stats.AddIssue(IssueSeverity::kWarning, "job_config_unavailable", created.status().message());
+  if (config) {
+    job_vars.emplace_back(kConfigFdEnv, std::to_string(config->fd()));
+    job_vars.emplace_back(kConfigPathEnv, "/proc/" + std::to_string(getpid()) + "/fd/" + std::to_string(config->fd()));
   }
   std::vector<std::string> job_env = JobEnvironment(job_vars);
   std::vector<char*> envp;
@@ -397,6 +406,19 @@ StatusOr<RecordResult> RecordCommand(const RecordOptions& options) {
     result.recording.metadata["unchanged_scrapes_skipped"] = std::to_string(scraper->unchanged());
   }
   if (sampler) sampler->FinishAttribution(result.recording);
+  if (config) {
+    JobConfig reported = config->Read();
+    if (reported.rejected_lines > 0)
+      result.recording.stats.AddIssue(IssueSeverity::kWarning, "job_config_rejected",
+                                      std::to_string(reported.rejected_lines) +
+                                          " configuration lines the job wrote were not used (" +
+                                          reported.first_problem + ")");
+    if (reported.truncated)
+      result.recording.stats.AddIssue(IssueSeverity::kWarning, "job_config_truncated",
+                                      "the job wrote more than 4 MiB of configuration: the rest was not read");
+    if (options.store && result.run_id > 0) stored(options.store->PutSettings(result.run_id, reported.settings));
+    for (auto& [key, value] : reported.settings) result.recording.metadata[key] = std::move(value);
+  }
   // Stored with every GPU (sample rows refer to positions; facts may have grown), attributed on load.
   if (options.store && result.run_id > 0) {
     stored(options.store->PutDevices(result.run_id, result.recording.metrics));

@@ -46,6 +46,12 @@ json FindingJson(const Finding& f) {
   } else {
     j["expected_gain"] = nullptr;
   }
+  if (!f.config_changes.empty()) {
+    j["config_changes"] = json::array();
+    for (const auto& c : f.config_changes)
+      j["config_changes"].push_back({{"key", c.key}, {"before", c.before.empty() ? json(nullptr) : json(c.before)},
+                                     {"after", c.after.empty() ? json(nullptr) : json(c.after)}});
+  }
   return j;
 }
 

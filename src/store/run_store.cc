@@ -4,6 +4,7 @@
 #include <time.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <iterator>
@@ -154,13 +155,21 @@ constexpr const char* kMigrationToVersion3 =
     "ALTER TABLE steps ADD COLUMN other_ns INTEGER NOT NULL DEFAULT 0;"
     "ALTER TABLE steps ADD COLUMN device_ns INTEGER NOT NULL DEFAULT 0;";
 
+/// 3 → 4: each complete run's headline figures (step time, data wait, busy, ...),
+/// written with its findings, so an experiment's history is judged without
+/// re-reading every run's samples.
+constexpr const char* kMigrationToVersion4 =
+    "CREATE TABLE run_figures(run_id INTEGER NOT NULL REFERENCES runs(id), figure TEXT NOT NULL,"
+    " value REAL NOT NULL, PRIMARY KEY(run_id, figure));";
+
 /// The SQL that brings a store from version `from` to `from + 1`.
 std::string Migration(int64_t from) {
   if (from == 0) return kMigrations[0];
   if (from == 1) return MigrationToVersion2();
-  return kMigrationToVersion3;
+  if (from == 2) return kMigrationToVersion3;
+  return kMigrationToVersion4;
 }
-static_assert(RunStore::kSchemaVersion == 3, "a new schema version needs its migration in Migration()");
+static_assert(RunStore::kSchemaVersion == 4, "a new schema version needs its migration in Migration()");
 
 /// "\"gpu_util\", \"mem_copy_util\", ..." in Metric order, each after `prefix` ("s.").
 std::string MetricColumns(const std::string& prefix = "") {
@@ -225,6 +234,7 @@ StatusOr<std::unique_ptr<RunStore>> RunStore::Open(const std::string& path) {
   RETURN_IF_ERROR(store->Exec("PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON;"));
   RETURN_IF_ERROR(store->Migrate());
   RETURN_IF_ERROR(store->CheckSampleColumns());
+  store->version_ = kSchemaVersion;
   store->last_flush_ms_ = MonotonicMs();
   return store;
 }
@@ -256,10 +266,11 @@ StatusOr<std::unique_ptr<RunStore>> RunStore::OpenForReading(const std::string& 
   if (version == 0) return DataLossError(path + ": this file is not a gputriage run store");
   if (version > kSchemaVersion)
     return SchemaTooNew(path, version);
-  if (version < kSchemaVersion)
+  if (version < kOldestReadableVersion)
     return UnimplementedError(path + ": the store's schema version " + std::to_string(version) +
                               " is older than this gputriage's (" + std::to_string(kSchemaVersion) +
                               "); reading commands never change a store: record one run into it to migrate it");
+  store->version_ = version;
   RETURN_IF_ERROR(store->CheckSampleColumns());
   return store;
 }
@@ -501,7 +512,8 @@ Status RunStore::Flush() {
   return Exec("COMMIT");
 }
 
-Status RunStore::EndRun(int64_t run, TimeNs ended_ns, std::optional<int> exit_code, const std::vector<Finding>& findings) {
+Status RunStore::EndRun(int64_t run, TimeNs ended_ns, std::optional<int> exit_code, const std::vector<Finding>& findings,
+                        const std::map<std::string, double>& figures) {
   RETURN_IF_ERROR(Flush());
   RETURN_IF_ERROR(Exec("BEGIN"));
   Statement end(db_, "UPDATE runs SET status='complete', ended_ns=?, exit_code=? WHERE id=?");
@@ -526,6 +538,18 @@ Status RunStore::EndRun(int64_t run, TimeNs ended_ns, std::optional<int> exit_co
       return IoError(path_ + ": cannot store findings: " + sqlite3_errmsg(db_));
     }
     put.Reset();
+  }
+  Statement figure(db_, "INSERT OR REPLACE INTO run_figures(run_id, figure, value) VALUES(?, ?, ?)");
+  for (const auto& [name, value] : figures) {
+    if (!std::isfinite(value)) continue;
+    figure.Bind(1, run);
+    figure.Bind(2, name);
+    figure.Bind(3, value);
+    if (figure.Step() != SQLITE_DONE) {
+      (void)Exec("ROLLBACK");
+      return IoError(path_ + ": cannot store the run's figures: " + sqlite3_errmsg(db_));
+    }
+    figure.Reset();
   }
   return Exec("COMMIT");
 }
@@ -602,6 +626,7 @@ StatusOr<Recording> RunStore::LoadRun(int64_t run) {
   rec.source_path = "run " + std::to_string(run) + (head.Text(0).empty() ? "" : " (" + head.Text(0) + ")");
   rec.metadata["command"] = head.Text(1);
   rec.metadata["status"] = head.Text(2);
+  if (!head.Text(0).empty()) rec.metadata["name"] = head.Text(0);
   if (head.Text(2) != "complete")
     rec.stats.AddIssue(IssueSeverity::kWarning, "incomplete_run",
                        "run " + std::to_string(run) + " was not completed (the recorder stopped early); samples up to its last second are kept");
@@ -691,6 +716,51 @@ StatusOr<std::map<std::string, std::string>> RunStore::LoadSettings(int64_t run)
   while (meta.ok() && meta.Step() == SQLITE_ROW) out.emplace(meta.Text(0), meta.Text(1));
   RETURN_IF_ERROR(ReadEnd(meta, "reading a run's settings"));
   return out;
+}
+
+StatusOr<std::map<std::string, double>> RunStore::LoadFigures(int64_t run) {
+  std::map<std::string, double> out;
+  if (version_ < 4) return out;  // kept before figures were: the caller works them out
+  Statement q(db_, "SELECT figure, value FROM run_figures WHERE run_id=?");
+  q.Bind(1, run);
+  while (q.ok() && q.Step() == SQLITE_ROW) out.emplace(q.Text(0), q.Real(1));
+  RETURN_IF_ERROR(ReadEnd(q, "reading a run's figures"));
+  return out;
+}
+
+StatusOr<std::vector<Finding>> RunStore::LoadFindings(int64_t run) {
+  std::vector<Finding> out;
+  Statement q(db_, "SELECT verdict, severity, title, scope FROM findings WHERE run_id=? ORDER BY position");
+  q.Bind(1, run);
+  while (q.ok() && q.Step() == SQLITE_ROW) {
+    Finding f;
+    f.verdict = q.Text(0);
+    const std::string severity = q.Text(1);
+    for (Severity s : {Severity::kInfo, Severity::kLow, Severity::kModerate, Severity::kHigh})
+      if (severity == SeverityName(s)) f.severity = s;
+    f.title = q.Text(2);
+    f.scope = q.Text(3);
+    out.push_back(std::move(f));
+  }
+  RETURN_IF_ERROR(ReadEnd(q, "reading a run's findings"));
+  return out;
+}
+
+Status RunStore::PutSettings(int64_t run, const std::map<std::string, std::string>& settings) {
+  RETURN_IF_ERROR(Exec("BEGIN"));
+  Statement meta(db_, "INSERT OR REPLACE INTO run_metadata(run_id, key, value) VALUES(?, ?, ?)");
+  for (const auto& [k, v] : settings) {
+    meta.Bind(1, run);
+    meta.Bind(2, k);
+    meta.Bind(3, v);
+    if (meta.Step() != SQLITE_DONE) {
+      const std::string why = sqlite3_errmsg(db_);
+      (void)Exec("ROLLBACK");
+      return IoError(path_ + ": cannot store the run's settings: " + why);
+    }
+    meta.Reset();
+  }
+  return Exec("COMMIT");
 }
 
 }  // namespace gputriage

@@ -45,7 +45,10 @@ struct RunInfo {
 class RunStore {
  public:
   /// The schema version this build writes; older stores are migrated on open.
-  static constexpr int kSchemaVersion = 3;
+  static constexpr int kSchemaVersion = 4;
+  /// Reading commands also read stores this old, as they are (version 3 has no
+  /// stored figures: they are worked out from the samples when asked for).
+  static constexpr int kOldestReadableVersion = 3;
 
   /// $GPUTRIAGE_STORE, else $XDG_DATA_HOME/gputriage/runs.db, else ~/.local/share/gputriage/runs.db.
   static std::string DefaultPath();
@@ -73,8 +76,13 @@ class RunStore {
   Status Flush();
   /// Records training steps (step markers, a trace's ProfilerStep spans) of a run.
   Status PutSteps(int64_t run, const std::vector<MarkedStep>& steps);
-  /// Marks the run complete with its end, exit code and findings.
-  Status EndRun(int64_t run, TimeNs ended_ns, std::optional<int> exit_code, const std::vector<Finding>& findings);
+  /// Marks the run complete with its end, exit code, findings and headline
+  /// figures (src/verdicts/compare.h: step_time_ms, data_wait_percent, ...), in one transaction.
+  Status EndRun(int64_t run, TimeNs ended_ns, std::optional<int> exit_code, const std::vector<Finding>& findings,
+                const std::map<std::string, double>& figures = {});
+  /// Adds or replaces settings of a run (what the job reported about itself:
+  /// its DataLoader, optimizer, precision, versions).
+  Status PutSettings(int64_t run, const std::map<std::string, std::string>& settings);
 
   StatusOr<std::vector<RunInfo>> ListRuns();
   /// Rebuilds a stored run as a Recording (devices, facts, every sample).
@@ -84,6 +92,11 @@ class RunStore {
   /// A run's settings and context: workload, price_per_gpu_hour, interval_s,
   /// tag.KEY, git_commit, cwd, ...
   StatusOr<std::map<std::string, std::string>> LoadSettings(int64_t run);
+  /// A run's headline figures as EndRun stored them; empty for a run that is
+  /// incomplete or was kept by an older gputriage (version 3 store).
+  StatusOr<std::map<std::string, double>> LoadFigures(int64_t run);
+  /// A run's stored findings: verdict, severity, title and scope.
+  StatusOr<std::vector<Finding>> LoadFindings(int64_t run);
   /// Every sample of a run in (metric, device, time) order, with its device as
   /// LoadRun builds it (for export). Unknown metrics are skipped.
   Status ForEachSample(int64_t run,
@@ -102,6 +115,7 @@ class RunStore {
   Status CheckSampleColumns();
 
   sqlite3* db_ = nullptr;
+  int64_t version_ = 0;  // the schema version of the open file
   // How long a writer waits for another's lock: a recorder commits once a
   // second; a new store's schema is made once.
   static constexpr int kBusyTimeoutMs = 30'000;

@@ -88,6 +88,80 @@ const std::vector<std::string>& Movers(const std::string& metric) {
 
 }  // namespace
 
+const std::vector<FigureDefinition>& Figures() {
+  static const std::vector<FigureDefinition> figures = {
+      {"step_time_ms", "step time", "ms", false},
+      {"data_wait_percent", "data wait (share of step)", "percent", false},
+      {"samples_per_s", "throughput", "samples/s", true},
+      {"gpu_busy_percent", "GPU busy", "percent", true},
+      {"gpu_util_mean_percent", "utilization.gpu", "percent", true},
+      {"sm_efficiency_percent", "SM efficiency", "percent", true},
+      {"tensor_core_percent_of_matrix_time", "tensor cores (share of matrix time)", "percent", true},
+      {"exposed_communication_percent", "exposed communication", "percent", false},
+      {"mfu_percent", "MFU", "percent", true},
+  };
+  return figures;
+}
+
+const FigureDefinition* FindFigure(const std::string& id) {
+  for (const auto& f : Figures())
+    if (id == f.id) return &f;
+  return nullptr;
+}
+
+std::map<std::string, double> FiguresOf(const Diagnosis& d) {
+  std::map<std::string, double> out;
+  const auto put = [&](const char* id, double v) {
+    if (std::isfinite(v)) out[id] = v;
+  };
+  const Summary& s = d.summary;
+  if (s.steps > 0) {
+    put("step_time_ms", s.avg_step_ms);
+    put("data_wait_percent", s.data_wait_percent);
+    put("exposed_communication_percent", s.exposed_communication_percent);
+  }
+  put("samples_per_s", MarkedThroughput(d));
+  // Busy time only where something measured it (a trace's kernels, utilization samples).
+  if (!s.gpu_busy_source.empty() && !StartsWith(s.gpu_busy_source, "none")) put("gpu_busy_percent", s.gpu_busy_percent);
+  put("gpu_util_mean_percent", s.gpu_util_mean_percent);
+  put("sm_efficiency_percent", s.sm_efficiency_percent);
+  put("tensor_core_percent_of_matrix_time", s.tensor_core_percent_of_matrix);
+  put("mfu_percent", Mfu(d));
+  out["step_time_cv"] = StepCv(d);
+  return out;
+}
+
+double NoiseFloor(const FigureDefinition& figure, double step_time_cv) {
+  if (figure.unit == std::string("percent")) return kShareNoisePoints;
+  return std::max(kRelativeNoisePercent, 200.0 * step_time_cv);
+}
+
+std::vector<ConfigChange> SettingsChanges(const std::map<std::string, std::string>& a,
+                                          const std::map<std::string, std::string>& b) {
+  std::vector<ConfigChange> out;
+  for (const auto& [k, v] : a) {
+    if (Incidental(k)) continue;
+    auto it = b.find(k);
+    if (it == b.end()) out.push_back({k, v, ""});
+    else if (it->second != v) out.push_back({k, v, it->second});
+  }
+  for (const auto& [k, v] : b)
+    if (!Incidental(k) && !a.count(k)) out.push_back({k, "", v});
+  if (auto ca = a.find("command"), cb = b.find("command"); ca != a.end() && cb != b.end())
+    for (auto& change : CommandChanges(ca->second, cb->second)) out.push_back(std::move(change));
+  return out;
+}
+
+const ConfigChange* PlausibleCause(const std::string& figure, const std::vector<ConfigChange>& changes) {
+  // The first of the figure's movers that a change's key names (the command's own flags count).
+  for (const auto& fragment : Movers(figure))
+    for (const auto& change : changes) {
+      if (change.key == "command") continue;  // its flags are listed one by one
+      if (Contains(AsciiLower(change.key), fragment)) return &change;
+    }
+  return nullptr;
+}
+
 std::string FormatComparedValue(const ComparedMetric& m, double v) {
   if (m.unit == "percent") return fmt::format("{:.1f}%", v);
   if (m.unit == "ms") return fmt::format("{:.2f} ms", v);
@@ -106,19 +180,21 @@ Comparison CompareRuns(const std::string& a_name, const Run& a_run, const Diagno
   Comparison c;
   c.a_name = a_name;
   c.b_name = b_name;
-  const double cv = std::max(StepCv(a), StepCv(b));
-  const auto add = [&](const char* id, const char* label, const char* unit, double before, double after,
-                       bool higher_is_better) {
-    if (std::isnan(before) || std::isnan(after)) return;
-    ComparedMetric m{id, label, unit, before, after, 0, higher_is_better, false, false, ""};
+  const auto fa = FiguresOf(a), fb = FiguresOf(b);
+  const double cv = std::max(fa.at("step_time_cv"), fb.at("step_time_cv"));
+  for (const auto& def : Figures()) {
+    const auto ia = fa.find(def.id), ib = fb.find(def.id);
+    if (ia == fa.end() || ib == fb.end()) continue;
+    const double before = ia->second, after = ib->second;
+    ComparedMetric m{def.id, def.label, def.unit, before, after, 0, def.higher_is_better, false, false, ""};
     m.change_percent = before != 0 ? 100.0 * (after - before) / std::fabs(before) : 0;
-    const double delta = higher_is_better ? before - after : after - before;  // > 0: B is worse
+    const double delta = def.higher_is_better ? before - after : after - before;  // > 0: B is worse
+    const double floor = NoiseFloor(def, cv);
     if (m.unit == std::string("percent")) {
-      m.noise_floor = fmt::format("{:.0f} points", kShareNoisePoints);
-      m.worse = delta > kShareNoisePoints;
-      m.better = -delta > kShareNoisePoints;
+      m.noise_floor = fmt::format("{:.0f} points", floor);
+      m.worse = delta > floor;
+      m.better = -delta > floor;
     } else {
-      const double floor = std::max(kRelativeNoisePercent, 200.0 * cv);
       m.noise_floor = cv > 0 ? fmt::format("{:.0f}% (twice the runs' step-time CV, at least 5%)", floor)
                              : fmt::format("{:.0f}%", floor);
       const double relative = before != 0 ? 100.0 * delta / std::fabs(before) : 0;
@@ -126,37 +202,11 @@ Comparison CompareRuns(const std::string& a_name, const Run& a_run, const Diagno
       m.better = -relative > floor;
     }
     c.metrics.push_back(std::move(m));
-  };
-  const Summary& sa = a.summary;
-  const Summary& sb = b.summary;
-  if (sa.steps > 0 && sb.steps > 0) {
-    add("step_time_ms", "step time", "ms", sa.avg_step_ms, sb.avg_step_ms, false);
-    add("data_wait_percent", "data wait (share of step)", "percent", sa.data_wait_percent, sb.data_wait_percent, false);
   }
-  add("samples_per_s", "throughput", "samples/s", MarkedThroughput(a), MarkedThroughput(b), true);
-  const bool busy = !sa.gpu_busy_source.empty() && !StartsWith(sa.gpu_busy_source, "none") &&
-                    !sb.gpu_busy_source.empty() && !StartsWith(sb.gpu_busy_source, "none");
-  if (busy) add("gpu_busy_percent", "GPU busy", "percent", sa.gpu_busy_percent, sb.gpu_busy_percent, true);
-  add("gpu_util_mean_percent", "utilization.gpu", "percent", sa.gpu_util_mean_percent, sb.gpu_util_mean_percent, true);
-  add("sm_efficiency_percent", "SM efficiency", "percent", sa.sm_efficiency_percent, sb.sm_efficiency_percent, true);
-  add("tensor_core_percent_of_matrix_time", "tensor cores (share of matrix time)", "percent",
-      sa.tensor_core_percent_of_matrix, sb.tensor_core_percent_of_matrix, true);
-  if (sa.steps > 0 && sb.steps > 0)
-    add("exposed_communication_percent", "exposed communication", "percent", sa.exposed_communication_percent,
-        sb.exposed_communication_percent, false);
-  add("mfu_percent", "MFU", "percent", Mfu(a), Mfu(b), true);
 
   // What changed: settings, tags and context, the command's flags, the GPU.
   const auto ma = Settings(a_run, a), mb = Settings(b_run, b);
-  for (const auto& [k, v] : ma) {
-    auto it = mb.find(k);
-    if (it == mb.end()) c.config_changes.push_back({k, v, ""});
-    else if (it->second != v) c.config_changes.push_back({k, v, it->second});
-  }
-  for (const auto& [k, v] : mb)
-    if (!ma.count(k)) c.config_changes.push_back({k, "", v});
-  if (auto ca = ma.find("command"), cb = mb.find("command"); ca != ma.end() && cb != mb.end())
-    for (auto& change : CommandChanges(ca->second, cb->second)) c.config_changes.push_back(std::move(change));
+  c.config_changes = SettingsChanges(ma, mb);
 
   // Whether there is anything to explain with: stored runs and exports carry
   // their settings; a trace or a metric log carries none beyond the GPU.
@@ -173,17 +223,7 @@ Comparison CompareRuns(const std::string& a_name, const Run& a_run, const Diagno
   // metric's movers that a change's key names (the command's own flags count).
   for (const auto& m : c.metrics) {
     if (!m.worse && !m.better) continue;
-    const ConfigChange* cause = nullptr;
-    for (const auto& fragment : Movers(m.metric)) {
-      for (const auto& change : c.config_changes) {
-        if (change.key == "command") continue;  // its flags are listed one by one
-        if (Contains(AsciiLower(change.key), fragment)) {
-          cause = &change;
-          break;
-        }
-      }
-      if (cause) break;
-    }
+    const ConfigChange* cause = PlausibleCause(m.metric, c.config_changes);
     Explanation e;
     e.metric = m.metric;
     const std::string change = m.unit == "percent" ? fmt::format("{:+.1f} points", m.after - m.before)

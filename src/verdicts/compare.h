@@ -3,12 +3,44 @@
 // command, GPU), and which change most plausibly explains each move.
 #pragma once
 
+#include <map>
 #include <string>
 #include <vector>
 
 #include "gputriage/diagnosis.h"
 
 namespace gputriage {
+
+/// A headline figure of a run: what compare shows side by side, what the run
+/// store keeps per run (RunStore::EndRun) and what history judges.
+struct FigureDefinition {
+  const char* id;     // step_time_ms, data_wait_percent, ...
+  const char* label;  // for people
+  const char* unit;   // "ms", "percent", "samples/s"
+  bool higher_is_better;
+};
+const std::vector<FigureDefinition>& Figures();
+const FigureDefinition* FindFigure(const std::string& id);
+
+/// The figures a diagnosis measured (a run without steps has no step time; a
+/// figure it could not measure is absent), plus "step_time_cv" (the steps'
+/// coefficient of variation, 0 without steps) for noise floors.
+std::map<std::string, double> FiguresOf(const Diagnosis& d);
+
+/// The smallest move of `figure` that is more than noise: 2 points for shares,
+/// else max(5 %, twice the step-time CV) of the value, in percent of it.
+double NoiseFloor(const FigureDefinition& figure, double step_time_cv);
+
+/// The settings that differ from `a` to `b` (incidental context such as the exit
+/// code left out), and each flag of the command whose value differs
+/// ("command --workers": 4 → 0).
+std::vector<ConfigChange> SettingsChanges(const std::map<std::string, std::string>& a,
+                                          const std::map<std::string, std::string>& b);
+
+/// The change that most plausibly moved `figure` (a FigureDefinition id): the
+/// most direct of the settings known to move it (num_workers for data wait,
+/// autocast or batch size for compute, ...); null when none changed.
+const ConfigChange* PlausibleCause(const std::string& figure, const std::vector<ConfigChange>& changes);
 
 /// One figure of both runs. `worse` when B is worse than A by more than the
 /// figure's noise floor (5 % relative, 2 points for shares, or twice the runs'
@@ -28,12 +60,6 @@ struct ComparedMetric {
 
 /// A value of `m` as text: "42.0%", "16.09 ms", "1988.8 samples/s".
 std::string FormatComparedValue(const ComparedMetric& m, double value);
-
-struct ConfigChange {
-  std::string key;
-  std::string before;  // "" when absent in A
-  std::string after;   // "" when absent in B
-};
 
 /// A move and the change that most plausibly explains it.
 struct Explanation {

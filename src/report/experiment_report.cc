@@ -1,0 +1,132 @@
+#include "src/report/experiment_report.h"
+
+#include <cmath>
+#include <ctime>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "src/util/strings.h"
+#include "src/verdicts/compare.h"
+
+namespace gputriage {
+namespace {
+
+// The figures shown per run, in this order, when some run has them, with their column heads.
+struct Column {
+  const char* figure;
+  const char* head;
+};
+constexpr Column kColumns[] = {{"step_time_ms", "step time"},        {"data_wait_percent", "data wait"},
+                               {"samples_per_s", "samples/s"},       {"gpu_busy_percent", "GPU busy"},
+                               {"gpu_util_mean_percent", "util"},    {"tensor_core_percent_of_matrix_time", "tensor"},
+                               {"mfu_percent", "MFU"}};
+
+std::string Cell(const FigureDefinition& f, double v) {
+  if (f.unit == std::string("samples/s")) return fmt::format("{:.1f}", v);
+  ComparedMetric m;
+  m.unit = f.unit;
+  return FormatComparedValue(m, v);
+}
+
+std::string Started(TimeNs ns) {
+  char text[32] = "-";
+  const time_t seconds = static_cast<time_t>(ns / 1'000'000'000);
+  struct tm local {};
+  if (ns > 0 && localtime_r(&seconds, &local) != nullptr) std::strftime(text, sizeof text, "%Y-%m-%d %H:%M", &local);
+  return text;
+}
+
+std::string Short(const std::string& value) { return value.empty() ? "(unset)" : value.size() > 24 ? value.substr(0, 21) + "..." : value; }
+
+/// What changed from the previous run, briefly: "dataloader.num_workers 4→0".
+std::vector<ConfigChange> ChangesFromPrevious(const std::vector<ExperimentRun>& runs, size_t i) {
+  if (i == 0) return {};
+  return SettingsChanges(runs[i - 1].history.settings, runs[i].history.settings);
+}
+
+bool Regressed(const ExperimentRun& r) {
+  for (const auto& f : r.findings)
+    if (f.verdict == "regression") return true;
+  return false;
+}
+
+}  // namespace
+
+std::string RenderExperimentText(const std::string& name, const std::vector<ExperimentRun>& runs) {
+  std::string out = fmt::format("Experiment \"{}\": {} complete {}\n", Printable(name), runs.size(),
+                                runs.size() == 1 ? "run" : "runs");
+  if (runs.empty()) return out + "  (no complete run has this name: `gputriage runs` lists every run)\n";
+  std::vector<const Column*> columns;
+  for (const Column& c : kColumns)
+    for (const auto& r : runs)
+      if (r.history.figures.count(c.figure)) {
+        columns.push_back(&c);
+        break;
+      }
+  out += fmt::format("  {:>5}  {:<16}", "run", "started");
+  for (const auto* c : columns) out += fmt::format("  {:>10}", c->head);
+  out += "  verdicts\n";
+  std::vector<std::string> regressions;
+  for (size_t i = 0; i < runs.size(); ++i) {
+    const auto& r = runs[i];
+    out += fmt::format("  {:>5}  {:<16}", r.info.id, Started(r.info.started_ns));
+    for (const auto* c : columns) {
+      auto it = r.history.figures.find(c->figure);
+      out += fmt::format("  {:>10}", it == r.history.figures.end() ? "-" : Cell(*FindFigure(c->figure), it->second));
+    }
+    std::vector<std::string> verdicts;
+    for (const auto& f : r.findings)
+      verdicts.push_back(f.verdict == "regression" ? "REGRESSION" : f.verdict);
+    out += "  " + (verdicts.empty() ? std::string("-") : Join(verdicts, ", ")) + "\n";
+    std::vector<std::string> changed;
+    for (const auto& c : ChangesFromPrevious(runs, i))
+      if (c.key != "command" && c.key != "git_commit")
+        changed.push_back(fmt::format("{} {} → {}", c.key, Short(c.before), Short(c.after)));
+      else if (c.key == "git_commit")
+        changed.push_back(fmt::format("commit {} → {}", c.before.substr(0, 8), c.after.substr(0, 8)));
+    if (!changed.empty()) out += fmt::format("  {:>5}  changed: {}\n", "", Printable(Join(changed, ", ")));
+    for (const auto& f : r.findings)
+      if (f.verdict == "regression") regressions.push_back(fmt::format("run {}: {}", r.info.id, f.title));
+  }
+  if (!regressions.empty()) {
+    out += "\nRegressions (each run judged against the runs before it):\n";
+    for (const auto& line : regressions) out += "  " + Printable(line) + "\n";
+  }
+  bool worked_out = false;
+  for (const auto& r : runs) worked_out = worked_out || r.figures_worked_out;
+  if (worked_out)
+    out += "\nRuns kept by an older gputriage have no stored figures: theirs were worked out from their samples now.\n";
+  return out;
+}
+
+std::string RenderExperimentJson(const std::string& name, const std::vector<ExperimentRun>& runs) {
+  using json = nlohmann::json;
+  json out = {{"schema", "gputriage.experiment"}, {"schema_version", 1}, {"name", name}, {"runs", json::array()}};
+  for (size_t i = 0; i < runs.size(); ++i) {
+    const auto& r = runs[i];
+    json figures = json::object();
+    for (const auto& [k, v] : r.history.figures)
+      if (std::isfinite(v)) figures[k] = v;
+    json findings = json::array();
+    for (const auto& f : r.findings)
+      findings.push_back({{"verdict", f.verdict}, {"severity", SeverityName(f.severity)}, {"title", f.title}});
+    json changes = json::array();
+    for (const auto& c : ChangesFromPrevious(runs, i))
+      changes.push_back({{"key", c.key}, {"before", c.before.empty() ? json(nullptr) : json(c.before)},
+                         {"after", c.after.empty() ? json(nullptr) : json(c.after)}});
+    out["runs"].push_back({{"id", r.info.id},
+                           {"started_ns", r.info.started_ns},
+                           {"ended_ns", r.info.ended_ns},
+                           {"exit_code", r.info.exit_code ? json(*r.info.exit_code) : json(nullptr)},
+                           {"command", r.info.command},
+                           {"figures", figures},
+                           {"figures_worked_out", r.figures_worked_out},
+                           {"findings", findings},
+                           {"regression", Regressed(r)},
+                           {"changes_from_previous", changes}});
+  }
+  return out.dump(2, ' ', false, json::error_handler_t::replace);
+}
+
+}  // namespace gputriage

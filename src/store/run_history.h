@@ -1,0 +1,34 @@
+// An experiment's history in the run store: the runs kept under one --name,
+// with their headline figures and settings, for judging a run against the
+// runs before it (src/verdicts/history.h) and for `gputriage runs --name`.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "gputriage/status.h"
+#include "src/store/run_store.h"
+#include "src/verdicts/history.h"
+
+namespace gputriage {
+
+/// One stored run of an experiment.
+struct ExperimentRun {
+  RunInfo info;
+  HistoryRun history;              // id, figures, settings (with "command")
+  std::vector<Finding> findings;   // as stored when the run ended
+  bool figures_worked_out = false; // kept before figures were stored: diagnosed from its samples now
+};
+
+/// The complete runs named `name`, oldest first, with ids below `before` (0: all).
+/// `last` keeps only the latest ones (0: all). Figures come from the store, or
+/// are worked out from a run's samples and steps when an older gputriage kept it.
+StatusOr<std::vector<ExperimentRun>> LoadExperiment(RunStore& store, const std::string& name, int64_t before = 0,
+                                                    size_t last = 0);
+
+/// The history view of one stored run: its figures (stored, else worked out)
+/// and settings.
+StatusOr<HistoryRun> LoadHistoryRun(RunStore& store, const RunInfo& info, bool* worked_out = nullptr);
+
+}  // namespace gputriage

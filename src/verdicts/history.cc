@@ -1,0 +1,184 @@
+#include "src/verdicts/history.h"
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "src/util/strings.h"
+#include "src/verdicts/compare.h"
+
+namespace gputriage {
+namespace {
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+bool IsShare(const FigureDefinition& f) { return f.unit == std::string("percent"); }
+
+std::string Value(const FigureDefinition& f, double v) {
+  ComparedMetric m;
+  m.unit = f.unit;
+  return FormatComparedValue(m, v);
+}
+
+/// "+62%" or "+33.4 points": a move as the figure counts it.
+std::string Move(const FigureDefinition& f, double before, double after) {
+  if (IsShare(f)) return fmt::format("{:+.1f} points", after - before);
+  return before != 0 ? fmt::format("{:+.0f}%", 100.0 * (after - before) / std::fabs(before)) : "new";
+}
+
+Severity SeverityOf(const FigureDefinition& f, double worse_by) {
+  // Shares move by points, times by percent of the baseline.
+  const double high = IsShare(f) ? 15.0 : 25.0, moderate = IsShare(f) ? 5.0 : 10.0;
+  return worse_by >= high ? Severity::kHigh : worse_by >= moderate ? Severity::kModerate : Severity::kLow;
+}
+
+std::string RunList(const std::vector<int64_t>& ids) {
+  std::vector<std::string> parts;
+  for (int64_t id : ids) parts.push_back("#" + std::to_string(id));
+  if (parts.size() > 6) parts.erase(parts.begin() + 2, parts.end() - 2), parts.insert(parts.begin() + 2, "…");
+  return Join(parts, ", ");
+}
+
+}  // namespace
+
+std::vector<HistoryCheck> CheckAgainstHistory(const HistoryRun& current, const std::vector<HistoryRun>& predecessors) {
+  std::vector<HistoryCheck> out;
+  const size_t first = predecessors.size() > kHistoryWindow ? predecessors.size() - kHistoryWindow : 0;
+  // The noise of step times: this run's and the history's typical CV.
+  std::vector<double> cvs;
+  for (size_t i = first; i < predecessors.size(); ++i)
+    if (auto it = predecessors[i].figures.find("step_time_cv"); it != predecessors[i].figures.end()) cvs.push_back(it->second);
+  double cv = cvs.empty() ? 0 : Median(cvs);
+  if (auto it = current.figures.find("step_time_cv"); it != current.figures.end()) cv = std::max(cv, it->second);
+
+  for (const auto& def : Figures()) {
+    const auto now = current.figures.find(def.id);
+    if (now == current.figures.end()) continue;
+    std::vector<double> values;
+    for (size_t i = first; i < predecessors.size(); ++i)
+      if (auto it = predecessors[i].figures.find(def.id); it != predecessors[i].figures.end()) values.push_back(it->second);
+    if (values.empty()) continue;
+    HistoryCheck c;
+    c.figure = def.id;
+    c.value = now->second;
+    c.runs = values.size();
+    c.baseline = Median(values);
+    std::vector<double> deviations;
+    for (double v : values) deviations.push_back(std::fabs(v - c.baseline));
+    c.spread = 1.4826 * Median(deviations);  // a normal distribution's SD, from its MAD
+    const double delta = def.higher_is_better ? c.baseline - c.value : c.value - c.baseline;
+    if (IsShare(def)) {
+      c.threshold = std::max(NoiseFloor(def, cv), kHistorySigmas * c.spread);
+      c.worse_by = delta;
+    } else {
+      if (c.baseline == 0) continue;  // nothing to be a percentage of
+      c.threshold = std::max(NoiseFloor(def, cv), 100.0 * kHistorySigmas * c.spread / std::fabs(c.baseline));
+      c.worse_by = 100.0 * delta / std::fabs(c.baseline);
+    }
+    c.regression = c.worse_by > c.threshold;
+    out.push_back(c);
+  }
+  return out;
+}
+
+std::optional<Finding> JudgeAgainstHistory(const std::string& experiment, const HistoryRun& current,
+                                           const std::vector<HistoryRun>& predecessors) {
+  if (predecessors.empty()) return std::nullopt;
+  const auto checks = CheckAgainstHistory(current, predecessors);
+  std::vector<const HistoryCheck*> worse;
+  for (const auto& c : checks)
+    if (c.regression) worse.push_back(&c);
+  if (worse.empty()) return std::nullopt;
+
+  const size_t first = predecessors.size() > kHistoryWindow ? predecessors.size() - kHistoryWindow : 0;
+  std::vector<int64_t> baseline_ids;
+  for (size_t i = first; i < predecessors.size(); ++i) baseline_ids.push_back(predecessors[i].id);
+
+  // The run the settings are compared with: the latest baseline run whose value
+  // of the first regressed figure was typical of the history (within its band),
+  // so a change is named against a good run, not against an earlier bad one.
+  const FigureDefinition& lead = *FindFigure(worse.front()->figure);
+  const HistoryRun* reference = &predecessors.back();
+  for (size_t i = predecessors.size(); i-- > first;) {
+    auto it = predecessors[i].figures.find(lead.id);
+    if (it == predecessors[i].figures.end()) continue;
+    const double off = IsShare(lead) ? std::fabs(it->second - worse.front()->baseline)
+                                     : 100.0 * std::fabs(it->second - worse.front()->baseline) /
+                                           std::fabs(worse.front()->baseline);
+    if (off <= worse.front()->threshold) {
+      reference = &predecessors[i];
+      break;
+    }
+  }
+
+  Finding f;
+  f.verdict = "regression";
+  f.origin = "history";
+  f.scope = "experiment " + experiment;
+  f.config_changes = SettingsChanges(reference->settings, current.settings);
+  std::vector<std::string> moves, bars;
+  for (const HistoryCheck* c : worse) {
+    const FigureDefinition& def = *FindFigure(c->figure);
+    f.severity = std::max(f.severity, SeverityOf(def, c->worse_by));
+    moves.push_back(fmt::format("{} {} → {} ({})", def.label, Value(def, c->baseline), Value(def, c->value),
+                                Move(def, c->baseline, c->value)));
+    const std::string unit = IsShare(def) ? "points" : "%";
+    bars.push_back(fmt::format("{}: worse by {:.1f} {} against a bar of {:.1f} {} (spread of the history {})", def.label,
+                               c->worse_by, unit, c->threshold, unit, Value(def, c->spread)));
+    // The value past which the run counts as worse, in the figure's own unit.
+    const double bar = IsShare(def) ? (def.higher_is_better ? c->baseline - c->threshold : c->baseline + c->threshold)
+                                    : c->baseline * (1 + (def.higher_is_better ? -1 : 1) * c->threshold / 100.0);
+    const std::string source = fmt::format("median of {} {} of \"{}\" ({}); the bar is the larger of the figure's noise "
+                                           "floor and {:.0f} robust SDs of those runs",
+                                           c->runs, c->runs == 1 ? "run" : "runs", experiment, RunList(baseline_ids),
+                                           kHistorySigmas);
+    f.evidence.push_back({c->figure, c->value, def.unit, bar, def.higher_is_better ? "<" : ">", source});
+    f.evidence.push_back({c->figure + "_baseline", c->baseline, def.unit, std::nullopt, "", source});
+    f.evidence.push_back({c->figure + "_change_percent",
+                          c->baseline != 0 ? 100.0 * (c->value - c->baseline) / std::fabs(c->baseline) : 0, "percent",
+                          std::nullopt, "", "against the baseline median"});
+  }
+  f.title = fmt::format("Regression against the last {} {} of \"{}\": {}", baseline_ids.size(),
+                        baseline_ids.size() == 1 ? "run" : "runs", experiment, Join(moves, "; "));
+
+  std::vector<std::string> changed;
+  for (const auto& ch : f.config_changes)
+    if (ch.key != "command")
+      changed.push_back(fmt::format("{} {} → {}", ch.key, ch.before.empty() ? "(unset)" : ch.before,
+                                    ch.after.empty() ? "(unset)" : ch.after));
+  f.detail = fmt::format("Baseline: the median of runs {} of this experiment. {}. ", RunList(baseline_ids), Join(bars, "; "));
+  f.detail += changed.empty()
+                  ? fmt::format("Nothing recorded changed since run #{}, the latest typical run (code, command, "
+                                "settings and job configuration are the same): look at the data, the machine's load or "
+                                "a change gputriage does not record.",
+                                reference->id)
+                  : fmt::format("Changed since run #{}, the latest typical run: {}.", reference->id, Join(changed, ", "));
+
+  // What to do: undo the change that most plausibly moved each figure.
+  std::set<std::string> advised;
+  for (const HistoryCheck* c : worse) {
+    const FigureDefinition& def = *FindFigure(c->figure);
+    const ConfigChange* cause = PlausibleCause(c->figure, f.config_changes);
+    if (cause == nullptr) continue;
+    if (!advised.insert(cause->key).second) continue;
+    f.recommendations.push_back(
+        {cause->before.empty() ? fmt::format("Remove {} (= {}), which run #{} did not have", cause->key, cause->after,
+                                             reference->id)
+                               : fmt::format("Set {} back to {} (as in run #{}), or confirm the change was meant",
+                                             cause->key, cause->before, reference->id),
+         fmt::format("{} moved with it, and {} is among the settings that move {} most directly", def.label, cause->key,
+                     def.label)});
+  }
+  f.recommendations.push_back(
+      {fmt::format("gputriage compare {} {}", reference->id, current.id > 0 ? std::to_string(current.id) : "RUN"),
+       "every figure and every recorded change of the two runs, side by side"});
+  return f;
+}
+
+}  // namespace gputriage

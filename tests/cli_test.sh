@@ -316,6 +316,47 @@ check "compare two traces" 0 "$bin" compare --json "$data/traces/kineto-resnet50
 python3 -c 'import json,sys; c=json.load(open(sys.argv[1])); r={x["metric"] for x in c["regressions"]}; assert {"step_time_ms","data_wait_percent"} <= r, r; print("ok: nw4 -> nw0 regresses")' "$tmp/out" || fail=1
 check "compare an unknown run" 3 "$bin" compare 1 999 --store "$data/gains/cpu_loops.db"
 
+# ---- an experiment's history (issue 13, item 3) ----
+check "runs --name on a store kept by schema 3 (figures worked out)" 0 \
+  "$bin" runs --name io_workers_0 --store "$data/gains/cpu_loops.db"
+grep -q "26.10 ms" "$tmp/out" && grep -q "worked out" "$tmp/out" || { echo "FAIL: runs --name"; cat "$tmp/out"; fail=1; }
+if [ -n "$fake_nvml" ]; then
+  # Nightly runs of one job through the fake NVML: two healthy, then one whose
+  # GPU is half idle. The third regresses on utilization; --fail-on gates on it.
+  printf 'device name="NVIDIA H100 80GB HBM3" uuid=GPU-n\nseries gpu_util 95 96 94 95\nseries power_w 600\n' >"$tmp/good.scn"
+  printf 'device name="NVIDIA H100 80GB HBM3" uuid=GPU-n\nseries gpu_util 95 0 95 0\nseries power_w 300\n' >"$tmp/bad.scn"
+  hist=$tmp/history.db
+  for i in 1 2; do
+    GPUTRIAGE_FAKE_NVML_SCENARIO=$tmp/good.scn check "nightly run $i" 0 "$bin" record --store "$hist" --name nightly \
+      --fail-on regression --nvml-library "$fake_nvml" --interval 0.02 -- sleep 0.4
+  done
+  GPUTRIAGE_FAKE_NVML_SCENARIO=$tmp/bad.scn check "record --fail-on regression: a worse run fails the gate" 1 \
+    "$bin" record --store "$hist" --name nightly --fail-on regression --nvml-library "$fake_nvml" --interval 0.02 \
+    --json "$tmp/nightly3.json" -- sleep 0.4
+  grep -q "regression" "$tmp/err" || { echo "FAIL: no regression in the report"; cat "$tmp/err"; fail=1; }
+  GPUTRIAGE_FAKE_NVML_SCENARIO=$tmp/bad.scn check "a failed job keeps its own exit code under --fail-on" 5 \
+    "$bin" record --store "$hist" --name nightly --fail-on regression --nvml-library "$fake_nvml" --interval 0.02 \
+    -- sh -c 'sleep 0.4; exit 5'
+  GPUTRIAGE_FAKE_NVML_SCENARIO=$tmp/good.scn check "other experiments are not its history" 0 "$bin" record \
+    --store "$hist" --name other --fail-on regression --nvml-library "$fake_nvml" --interval 0.02 -- sleep 0.4
+  python3 - "$tmp/nightly3.json" <<'PY' || fail=1
+import json, sys
+d = json.load(open(sys.argv[1]))
+r = [f for f in d["findings"] if f["verdict"] == "regression"]
+assert len(r) == 1, [f["verdict"] for f in d["findings"]]
+ev = {e["name"]: e for e in r[0]["evidence"]}
+assert "gpu_util_mean_percent" in ev, list(ev)
+assert abs(ev["gpu_util_mean_percent_baseline"]["value"] - 95) < 1.5, ev
+assert ev["gpu_util_mean_percent"]["value"] < 60, ev
+assert r[0]["scope"] == "experiment nightly" and "last 2 runs" in r[0]["title"], r[0]
+print("ok: the half-idle nightly run regresses against the two before it")
+PY
+  check "runs --name nightly" 0 "$bin" runs --name nightly --json --store "$hist"
+  python3 -c 'import json,sys; h=json.load(open(sys.argv[1])); assert [r["regression"] for r in h["runs"]] == [False, False, True, True], h; print("ok: the trend marks the regressed runs")' "$tmp/out" || fail=1
+  check "diagnose a stored regressed run --fail-on regression" 1 "$bin" diagnose 3 --fail-on regression --store "$hist"
+  check "diagnose a stored healthy run --fail-on regression" 0 "$bin" diagnose 2 --fail-on regression --store "$hist"
+fi
+
 # --- the run store as users meet it (issue 12, items 4 and 11) ------------------
 echo "not a database" >"$tmp/notsqlite.db"
 check "record runs the job when the store cannot be opened" 0 \

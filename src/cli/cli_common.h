@@ -7,7 +7,8 @@
 //   2  usage error (bad flag or value)
 //   3  an input could not be read (missing, unreadable, not a trace or metric log, corrupt),
 //      or `record` could not start its command
-// `record` exits with the recorded command's exit code (128 + N when signal N killed it).
+// `record` exits with the recorded command's exit code (128 + N when signal N killed it),
+// or 1 when the command succeeded and a finding reached its --fail-on.
 #pragma once
 
 #include <cstdint>

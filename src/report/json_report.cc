@@ -144,6 +144,9 @@ json RecordingJson(const Recording& rec, const RecordingAnalysis& a, int max_ker
   j["format"] = rec.format;
   j["rank"] = a.rank >= 0 ? json(a.rank) : json(nullptr);
   j["world_size"] = rec.world_size >= 0 ? json(rec.world_size) : json(nullptr);
+  // What the run was, as recorded: the command, tags, commit, the job's own
+  // configuration (dataloader.*, optimizer.*, autocast.*, ...), a trace's metadata.
+  j["settings"] = rec.metadata;
   j["device"] = {{"id", a.device.id}, {"name", a.device.name}, {"vendor", VendorName(a.device.vendor)},
                  {"compute_capability", a.device.compute_major >= 0
                                             ? json(std::to_string(a.device.compute_major) + "." + std::to_string(a.device.compute_minor))

@@ -15,6 +15,8 @@ namespace {
 // tenants) without anything having changed; shares move by points instead.
 constexpr double kRelativeNoisePercent = 5.0;
 constexpr double kShareNoisePoints = 2.0;
+// Standard errors of the step-time difference a move must exceed.
+constexpr double kStandardErrors = 3.0;
 
 // Recorded context that differs between any two runs and explains nothing.
 bool Incidental(const std::string& key) {
@@ -128,12 +130,22 @@ std::map<std::string, double> FiguresOf(const Diagnosis& d) {
   put("tensor_core_percent_of_matrix_time", s.tensor_core_percent_of_matrix);
   put("mfu_percent", Mfu(d));
   out["step_time_cv"] = StepCv(d);
+  out["steps"] = static_cast<double>(s.steps);
   return out;
 }
 
-double NoiseFloor(const FigureDefinition& figure, double step_time_cv) {
+double NoiseFloor(const FigureDefinition& figure, double step_time_cv, double steps) {
   if (figure.unit == std::string("percent")) return kShareNoisePoints;
-  return std::max(kRelativeNoisePercent, 200.0 * step_time_cv);
+  // Two runs' mean step times, each over `steps` steps with this CV, differ by
+  // chance by about CV·√(2/steps) of the mean (the standard error of their
+  // difference); three of those, and never less than a rerun's 5 %.
+  const double chance = steps >= 2 ? 100.0 * kStandardErrors * step_time_cv * std::sqrt(2.0 / steps) : 0;
+  return std::max(kRelativeNoisePercent, chance);
+}
+
+double FigureOr(const std::map<std::string, double>& figures, const char* id, double fallback) {
+  auto it = figures.find(id);
+  return it == figures.end() ? fallback : it->second;
 }
 
 std::vector<ConfigChange> SettingsChanges(const std::map<std::string, std::string>& a,
@@ -181,7 +193,8 @@ Comparison CompareRuns(const std::string& a_name, const Run& a_run, const Diagno
   c.a_name = a_name;
   c.b_name = b_name;
   const auto fa = FiguresOf(a), fb = FiguresOf(b);
-  const double cv = std::max(fa.at("step_time_cv"), fb.at("step_time_cv"));
+  const double cv = std::max(FigureOr(fa, "step_time_cv", 0), FigureOr(fb, "step_time_cv", 0));
+  const double steps = std::min(FigureOr(fa, "steps", 0), FigureOr(fb, "steps", 0));
   for (const auto& def : Figures()) {
     const auto ia = fa.find(def.id), ib = fb.find(def.id);
     if (ia == fa.end() || ib == fb.end()) continue;
@@ -189,14 +202,16 @@ Comparison CompareRuns(const std::string& a_name, const Run& a_run, const Diagno
     ComparedMetric m{def.id, def.label, def.unit, before, after, 0, def.higher_is_better, false, false, ""};
     m.change_percent = before != 0 ? 100.0 * (after - before) / std::fabs(before) : 0;
     const double delta = def.higher_is_better ? before - after : after - before;  // > 0: B is worse
-    const double floor = NoiseFloor(def, cv);
+    const double floor = NoiseFloor(def, cv, steps);
     if (m.unit == std::string("percent")) {
       m.noise_floor = fmt::format("{:.0f} points", floor);
       m.worse = delta > floor;
       m.better = -delta > floor;
     } else {
-      m.noise_floor = cv > 0 ? fmt::format("{:.0f}% (twice the runs' step-time CV, at least 5%)", floor)
-                             : fmt::format("{:.0f}%", floor);
+      m.noise_floor = cv > 0 && steps >= 2
+                          ? fmt::format("{:.0f}% (at least 5%, and 3 standard errors of the step-time difference: "
+                                        "CV {:.2f} over {:.0f} steps)", floor, cv, steps)
+                          : fmt::format("{:.0f}%", floor);
       const double relative = before != 0 ? 100.0 * delta / std::fabs(before) : 0;
       m.worse = relative > floor;
       m.better = -relative > floor;

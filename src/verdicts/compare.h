@@ -23,13 +23,17 @@ const std::vector<FigureDefinition>& Figures();
 const FigureDefinition* FindFigure(const std::string& id);
 
 /// The figures a diagnosis measured (a run without steps has no step time; a
-/// figure it could not measure is absent), plus "step_time_cv" (the steps'
+/// figure it could not measure is absent), plus "steps" and "step_time_cv" (the steps'
 /// coefficient of variation, 0 without steps) for noise floors.
 std::map<std::string, double> FiguresOf(const Diagnosis& d);
 
 /// The smallest move of `figure` that is more than noise: 2 points for shares,
-/// else max(5 %, twice the step-time CV) of the value, in percent of it.
-double NoiseFloor(const FigureDefinition& figure, double step_time_cv);
+/// else, in percent of the value, max(5 %, three standard errors of the
+/// difference of two mean step times over `steps` steps with CV `step_time_cv`).
+double NoiseFloor(const FigureDefinition& figure, double step_time_cv, double steps);
+
+/// figures[id], or `fallback` when absent.
+double FigureOr(const std::map<std::string, double>& figures, const char* id, double fallback);
 
 /// The settings that differ from `a` to `b` (incidental context such as the exit
 /// code left out), and each flag of the command whose value differs
@@ -43,7 +47,7 @@ std::vector<ConfigChange> SettingsChanges(const std::map<std::string, std::strin
 const ConfigChange* PlausibleCause(const std::string& figure, const std::vector<ConfigChange>& changes);
 
 /// One figure of both runs. `worse` when B is worse than A by more than the
-/// figure's noise floor (5 % relative, 2 points for shares, or twice the runs'
+/// figure's noise floor (5 % relative, 2 points for shares, or three standard errors of the mean step time from the runs'
 /// step-time CV where the steps give one).
 struct ComparedMetric {
   std::string metric;   // stable id: step_time_ms, data_wait_percent, ...

@@ -51,11 +51,13 @@ std::vector<HistoryCheck> CheckAgainstHistory(const HistoryRun& current, const s
   std::vector<HistoryCheck> out;
   const size_t first = predecessors.size() > kHistoryWindow ? predecessors.size() - kHistoryWindow : 0;
   // The noise of step times: this run's and the history's typical CV.
-  std::vector<double> cvs;
-  for (size_t i = first; i < predecessors.size(); ++i)
+  std::vector<double> cvs, step_counts;
+  for (size_t i = first; i < predecessors.size(); ++i) {
     if (auto it = predecessors[i].figures.find("step_time_cv"); it != predecessors[i].figures.end()) cvs.push_back(it->second);
-  double cv = cvs.empty() ? 0 : Median(cvs);
-  if (auto it = current.figures.find("step_time_cv"); it != current.figures.end()) cv = std::max(cv, it->second);
+    if (auto it = predecessors[i].figures.find("steps"); it != predecessors[i].figures.end()) step_counts.push_back(it->second);
+  }
+  const double cv = std::max(cvs.empty() ? 0 : Median(cvs), FigureOr(current.figures, "step_time_cv", 0));
+  const double steps = std::min(step_counts.empty() ? 0 : Median(step_counts), FigureOr(current.figures, "steps", 0));
 
   for (const auto& def : Figures()) {
     const auto now = current.figures.find(def.id);
@@ -74,11 +76,11 @@ std::vector<HistoryCheck> CheckAgainstHistory(const HistoryRun& current, const s
     c.spread = 1.4826 * Median(deviations);  // a normal distribution's SD, from its MAD
     const double delta = def.higher_is_better ? c.baseline - c.value : c.value - c.baseline;
     if (IsShare(def)) {
-      c.threshold = std::max(NoiseFloor(def, cv), kHistorySigmas * c.spread);
+      c.threshold = std::max(NoiseFloor(def, cv, steps), kHistorySigmas * c.spread);
       c.worse_by = delta;
     } else {
       if (c.baseline == 0) continue;  // nothing to be a percentage of
-      c.threshold = std::max(NoiseFloor(def, cv), 100.0 * kHistorySigmas * c.spread / std::fabs(c.baseline));
+      c.threshold = std::max(NoiseFloor(def, cv, steps), 100.0 * kHistorySigmas * c.spread / std::fabs(c.baseline));
       c.worse_by = 100.0 * delta / std::fabs(c.baseline);
     }
     c.regression = c.worse_by > c.threshold;

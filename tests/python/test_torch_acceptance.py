@@ -17,7 +17,7 @@ PACKAGE_DIR = os.environ["GPUTRIAGE_PYTHON_PATH"]
 LOOP = os.path.join(os.path.dirname(os.path.abspath(__file__)), "torch_training_loop.py")
 
 try:
-    import torch  # noqa: F401
+    import torch
     HAVE_TORCH = True
 except ImportError:
     HAVE_TORCH = False
@@ -67,6 +67,12 @@ class SlowDatasetLoop(unittest.TestCase):
                     self.assertIn(f"{share:.0f}%", f["title"])
                 else:
                     self.assertLess(share, 20)
+                # The loader's settings go with the run (watch() or zero-code), and the user's own.
+                settings = report["recordings"][0]["settings"]
+                self.assertEqual(settings["dataloader.num_workers"], str(workers))
+                if not zero_code:
+                    self.assertEqual(settings["config.model"], "mlp")
+                    self.assertEqual(settings["config.hidden"], "512")
                 # No GPU here: the report says so and judges from the steps alone.
                 self.assertIn("gpu_metrics_unavailable",
                               [i["kind"] for i in report["recordings"][0]["import"]["issues"]])
@@ -79,6 +85,78 @@ class SlowDatasetLoop(unittest.TestCase):
 
     def test_zero_code(self):
         self.check("none", zero_code=True)
+
+
+def gputriage(*args):
+    proc = subprocess.run([GPUTRIAGE, *args], capture_output=True, text=True, timeout=120)
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+@unittest.skipUnless(HAVE_TORCH, "python3-torch is not installed (scripts/bootstrap.sh installs it)")
+class ExperimentHistory(unittest.TestCase):
+    """Issue 13's acceptance: one loop recorded three times under one --name in
+    zero-code mode, num_workers 4, then 0, then 4. The second run regresses
+    (step time and data wait) and names num_workers 4 -> 0; the third does not;
+    compare of the first two lists the regression and the change."""
+
+    def test_num_workers_regression_is_found_and_named(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            store = os.path.join(tmp, "runs.db")
+            env = dict(os.environ)
+            env.pop("PYTHONPATH", None)
+            reports = []
+            for i, workers in enumerate((4, 0, 4)):
+                report_path = os.path.join(tmp, f"run{i + 1}.json")
+                cmd = [GPUTRIAGE, "record", "--store", store, "--name", "cpu-loop", "--python", "--json", report_path,
+                       "--", sys.executable, LOOP, "--workers", str(workers), "--markers", "none"]
+                proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+                self.assertEqual(proc.returncode, 0, proc.stderr)
+                with open(report_path) as f:
+                    reports.append(json.load(f))
+
+            # What the job reported about itself, with no change to the script.
+            settings = reports[1]["recordings"][0]["settings"]
+            self.assertEqual(settings["dataloader.num_workers"], "0")
+            self.assertEqual(settings["dataloader.batch_size"], "32")
+            self.assertEqual(settings["optimizer.class"], "SGD")
+            self.assertEqual(settings["autocast.enabled"], "false")
+            self.assertEqual(settings["version.torch"], torch.__version__)
+
+            def regression(report):
+                return [f for f in report["findings"] if f["verdict"] == "regression"]
+
+            self.assertEqual(regression(reports[0]), [], "the first run has nothing to regress against")
+            found = regression(reports[1])
+            self.assertEqual(len(found), 1, json.dumps(reports[1]["findings"], indent=1))
+            f = found[0]
+            moved = {e["name"] for e in f["evidence"]}
+            self.assertIn("step_time_ms", moved, f["title"])
+            self.assertIn("data_wait_percent", moved, f["title"])
+            changes = {c["key"]: (c["before"], c["after"]) for c in f["config_changes"]}
+            self.assertEqual(changes.get("dataloader.num_workers"), ("4", "0"), f["detail"])
+            self.assertIn("dataloader.num_workers 4 → 0", f["detail"])
+            self.assertEqual(regression(reports[2]), [], json.dumps(regression(reports[2]), indent=1))
+            print(f"  run 2: {f['title']}", file=sys.stderr)
+
+            # compare of the first two lists the regression and the config change.
+            rc, out, err = gputriage("compare", "--json", "1", "2", "--store", store)
+            self.assertEqual(rc, 0, err)
+            c = json.loads(out)
+            self.assertTrue({"step_time_ms", "data_wait_percent"} <= {r["metric"] for r in c["regressions"]}, out)
+            self.assertIn({"key": "dataloader.num_workers", "before": "4", "after": "0"}, c["config_changes"])
+            why = {e["metric"]: e for e in c["explanations"]}
+            self.assertEqual(why["data_wait_percent"]["config_key"], "dataloader.num_workers")
+
+            # The experiment's history, and the CI gates on it.
+            rc, out, err = gputriage("runs", "--name", "cpu-loop", "--json", "--store", store)
+            self.assertEqual(rc, 0, err)
+            history = json.loads(out)
+            self.assertEqual([r["regression"] for r in history["runs"]], [False, True, False])
+            self.assertEqual(gputriage("diagnose", "2", "--fail-on", "regression", "--store", store)[0], 1)
+            self.assertEqual(gputriage("diagnose", "3", "--fail-on", "regression", "--store", store)[0], 0)
+            # Diagnosed again from the store, run 2 is judged as it was when recorded.
+            rc, out, err = gputriage("diagnose", "--json", "2", "--store", store)
+            self.assertEqual([g["config_changes"] for g in regression(json.loads(out))], [f["config_changes"]])
 
 
 if __name__ == "__main__":

@@ -61,6 +61,7 @@ def main():
     batches = loader
     if args.markers != "none":
         import gputriage
+        gputriage.config(model="mlp", hidden=args.hidden)  # the user's own settings, kept with the run
         batches = gputriage.watch(loader)
     for x, y in batches:
         if args.markers == "step":

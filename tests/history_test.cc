@@ -1,0 +1,243 @@
+// An experiment's history: runs judged against their predecessors (median and
+// robust spread), the regression finding's content, and the job's
+// configuration channel the changes it names come from.
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "src/record/job_config.h"
+#include "src/store/run_history.h"
+#include "src/store/run_store.h"
+#include "src/verdicts/history.h"
+
+namespace gputriage {
+namespace {
+
+HistoryRun PastRun(int64_t id, double step_ms, double data_wait, const std::string& workers, double cv = 0.05) {
+  HistoryRun r;
+  r.id = id;
+  r.figures = {{"step_time_ms", step_ms}, {"data_wait_percent", data_wait}, {"step_time_cv", cv}, {"steps", 100}};
+  r.settings = {{"dataloader.num_workers", workers}, {"command", "python train.py"}};
+  return r;
+}
+
+const Evidence* FindEvidence(const Finding& f, const std::string& name) {
+  for (const auto& e : f.evidence)
+    if (e.name == name) return &e;
+  return nullptr;
+}
+
+TEST(History, AWorseRunNamesTheFiguresAndTheChangeSinceItsBaseline) {
+  const std::vector<HistoryRun> before = {PastRun(1, 16.0, 9.0, "4")};
+  auto f = JudgeAgainstHistory("loop", PastRun(2, 26.0, 42.0, "0"), before);
+  ASSERT_TRUE(f.has_value());
+  EXPECT_EQ(f->verdict, "regression");
+  EXPECT_EQ(f->origin, "history");
+  EXPECT_EQ(f->severity, Severity::kHigh);  // +62 % step time, +33 points of data wait
+  ASSERT_NE(FindEvidence(*f, "step_time_ms"), nullptr);
+  ASSERT_NE(FindEvidence(*f, "data_wait_percent"), nullptr);
+  EXPECT_DOUBLE_EQ(FindEvidence(*f, "step_time_ms_baseline")->value, 16.0);
+  EXPECT_NEAR(FindEvidence(*f, "step_time_ms_change_percent")->value, 62.5, 1e-9);
+  // The bar over one run: 5 % (3 standard errors of the difference, CV 0.05
+  // over 100 steps, are 2.1 %): 16 × 1.05.
+  EXPECT_NEAR(*FindEvidence(*f, "step_time_ms")->threshold, 16.8, 1e-9);
+  EXPECT_NEAR(*FindEvidence(*f, "data_wait_percent")->threshold, 11.0, 1e-9);  // 9 + 2 points
+  ASSERT_EQ(f->config_changes.size(), 1u);
+  EXPECT_EQ(f->config_changes[0].key, "dataloader.num_workers");
+  EXPECT_EQ(f->config_changes[0].before, "4");
+  EXPECT_EQ(f->config_changes[0].after, "0");
+  EXPECT_NE(f->title.find("step time 16.00 ms → 26.00 ms (+62%)"), std::string::npos) << f->title;
+  EXPECT_NE(f->detail.find("dataloader.num_workers 4 → 0"), std::string::npos) << f->detail;
+  ASSERT_FALSE(f->recommendations.empty());
+  EXPECT_NE(f->recommendations[0].action.find("dataloader.num_workers back to 4"), std::string::npos);
+}
+
+TEST(History, TheSameOrABetterRunIsNoRegression) {
+  const std::vector<HistoryRun> before = {PastRun(1, 16.0, 9.0, "4"), PastRun(2, 26.0, 42.0, "0")};
+  EXPECT_FALSE(JudgeAgainstHistory("loop", PastRun(3, 16.2, 8.5, "4"), before).has_value());
+  EXPECT_FALSE(JudgeAgainstHistory("loop", PastRun(2, 16.5, 9.5, "4"), {PastRun(1, 16.0, 9.0, "4")}).has_value());
+  EXPECT_FALSE(JudgeAgainstHistory("loop", PastRun(1, 99, 99, "0"), {}).has_value());  // nothing to judge against
+}
+
+TEST(History, ANoisyHistoryRaisesTheBar) {
+  // Step times that swing ±20 % from run to run: a run 25 % slower than their
+  // median is within three robust SDs of them, not a regression.
+  std::vector<HistoryRun> noisy;
+  const double times[] = {100, 80, 120, 100, 85, 115, 100, 120, 80, 100};
+  for (int i = 0; i < 10; ++i) noisy.push_back(PastRun(i + 1, times[i], 5.0, "4", 0.01));
+  auto checks = CheckAgainstHistory(PastRun(11, 125, 5.0, "4", 0.01), noisy);
+  ASSERT_FALSE(checks.empty());
+  EXPECT_EQ(checks[0].figure, "step_time_ms");
+  EXPECT_DOUBLE_EQ(checks[0].baseline, 100);
+  EXPECT_NEAR(checks[0].spread, 1.4826 * 15, 1e-9);  // MAD: the median of |v − 100| (0,0,0,0,15,15,20,20,20,20)
+  EXPECT_FALSE(checks[0].regression);
+  EXPECT_FALSE(JudgeAgainstHistory("noisy", PastRun(11, 125, 5.0, "4", 0.01), noisy).has_value());
+  // A steady history: the same 25 % is a regression.
+  std::vector<HistoryRun> steady;
+  for (int i = 0; i < 10; ++i) steady.push_back(PastRun(i + 1, 100 + (i % 2), 5.0, "4", 0.01));
+  EXPECT_TRUE(JudgeAgainstHistory("steady", PastRun(11, 125, 5.0, "4", 0.01), steady).has_value());
+}
+
+TEST(History, FewNoisyStepsRaiseTheFloor) {
+  // CV 0.5 over 20 steps: two means differ by chance by 0.5·√(2/20) = 15.8 %;
+  // three of those make the bar 47 %, so a 40 % slower run is not yet a regression.
+  HistoryRun few = PastRun(2, 14, 5, "4", 0.5), before = PastRun(1, 10, 5, "4", 0.5);
+  few.figures["steps"] = before.figures["steps"] = 20;
+  auto checks = CheckAgainstHistory(few, {before});
+  ASSERT_FALSE(checks.empty());
+  EXPECT_NEAR(checks[0].threshold, 100 * 3 * 0.5 * std::sqrt(2.0 / 20), 1e-9);
+  EXPECT_FALSE(checks[0].regression);
+  few.figures["steps"] = before.figures["steps"] = 2000;  // the same CV over many steps: a real move
+  EXPECT_TRUE(CheckAgainstHistory(few, {before})[0].regression);
+}
+
+TEST(History, OnlyTheLastTenRunsFormTheBaseline) {
+  std::vector<HistoryRun> runs;
+  for (int i = 0; i < 5; ++i) runs.push_back(PastRun(i + 1, 50, 5.0, "8"));  // long ago, faster
+  for (int i = 5; i < 15; ++i) runs.push_back(PastRun(i + 1, 100, 5.0, "4"));
+  auto checks = CheckAgainstHistory(PastRun(16, 101, 5.0, "4"), runs);
+  ASSERT_FALSE(checks.empty());
+  EXPECT_EQ(checks[0].runs, 10u);
+  EXPECT_DOUBLE_EQ(checks[0].baseline, 100);
+  EXPECT_FALSE(checks[0].regression);
+}
+
+TEST(History, ChangesAreNamedAgainstTheLatestTypicalRun) {
+  // Run 3 was already slow (workers 0); run 4 is slow again. Its baseline
+  // median is the fast runs, and the change is named against run 2 (the latest
+  // typical run), not against run 3 whose settings match run 4.
+  const std::vector<HistoryRun> before = {PastRun(1, 16, 9, "4"), PastRun(2, 16.5, 9, "4"), PastRun(3, 26, 40, "0")};
+  auto f = JudgeAgainstHistory("loop", PastRun(4, 26, 41, "0"), before);
+  ASSERT_TRUE(f.has_value());
+  ASSERT_EQ(f->config_changes.size(), 1u);
+  EXPECT_EQ(f->config_changes[0].before, "4");
+  EXPECT_NE(f->detail.find("since run #2"), std::string::npos) << f->detail;
+}
+
+TEST(History, UnchangedSettingsSayTheCauseIsOutsideWhatIsRecorded) {
+  auto f = JudgeAgainstHistory("loop", PastRun(2, 30, 9, "4"), {PastRun(1, 16, 9, "4")});
+  ASSERT_TRUE(f.has_value());
+  EXPECT_TRUE(f->config_changes.empty());
+  EXPECT_NE(f->detail.find("Nothing recorded changed"), std::string::npos);
+}
+
+TEST(JobConfig, LinesAreCheckedAndTheLastValueWins) {
+  const std::string text =
+      "12\tdataloader.num_workers\t4\n"
+      "12\tconfig.model\tllama\\t1b\\nline two \\\\ done\n"
+      "13\tdataloader.num_workers\t8\n"
+      "x\tconfig.a\t1\n"               // no pid
+      "12\tcommand\trm -rf /\n"        // no namespace: could pose as the recorder's context
+      "12\ttag.owner\tmallory\n"       // --tag's namespace
+      "12\tconfig.bad\tend\\q\n"       // bad escape
+      "12\tconfig.sp ace\t1\n"         // bad key character
+      "12 only one field\n"
+      "12\tconfig.partial\tbeing writ";  // no newline yet: a write in progress
+  const JobConfig c = ParseJobConfig(text);
+  EXPECT_EQ(c.settings.size(), 2u);
+  EXPECT_EQ(c.settings.at("dataloader.num_workers"), "8");
+  EXPECT_EQ(c.settings.at("config.model"), "llama\t1b\nline two \\ done");
+  EXPECT_EQ(c.rejected_lines, 6);
+  EXPECT_EQ(c.first_problem, "line 4: the process id is not a number");
+  EXPECT_FALSE(c.settings.count("config.partial"));
+}
+
+TEST(JobConfig, SizesAreBounded) {
+  std::string text;
+  for (int i = 0; i < 1005; ++i) text += "1\tconfig.k" + std::to_string(i) + "\tv\n";
+  text += "1\tconfig.k0\t" + std::string(5000, 'x') + "\n";
+  text += "1\tconfig." + std::string(200, 'k') + "\tv\n";
+  const JobConfig c = ParseJobConfig(text);
+  EXPECT_EQ(c.settings.size(), JobConfigChannel::kMaxKeys);
+  EXPECT_EQ(c.rejected_lines, 5 + 2);
+  EXPECT_EQ(c.settings.at("config.k0"), "v");
+}
+
+TEST(JobConfig, TheChannelReadsWhatTheJobAppended) {
+  auto channel = JobConfigChannel::Create();
+  ASSERT_TRUE(channel.ok());
+  // A writer as the Python package is one: its own descriptor, O_APPEND.
+  const std::string path = "/proc/self/fd/" + std::to_string((*channel)->fd());
+  char link[256] = {};
+  ASSERT_GT(readlink(path.c_str(), link, sizeof link - 1), 0);
+  EXPECT_EQ(std::string(link).rfind("/memfd:gputriage-config", 0), 0u) << link;
+  FILE* f = std::fopen(path.c_str(), "a");
+  ASSERT_NE(f, nullptr);
+  std::fputs("7\toptimizer.class\tAdamW\n7\tautocast.dtype\tbfloat16\n", f);
+  std::fclose(f);
+  const JobConfig c = (*channel)->Read();
+  EXPECT_EQ(c.settings.at("optimizer.class"), "AdamW");
+  EXPECT_EQ(c.settings.at("autocast.dtype"), "bfloat16");
+  EXPECT_FALSE(c.truncated);
+}
+
+std::string TempStore(const std::string& name) {
+  const auto p = std::filesystem::temp_directory_path() / ("gputriage_history_" + name);
+  for (const char* suffix : {"", "-wal", "-shm"}) std::filesystem::remove(p.string() + suffix);
+  return p.string();
+}
+
+TEST(ExperimentStore, FiguresAndSettingsRoundTripAndOnlyThatNamesRunsCount) {
+  const std::string path = TempStore("experiment.db");
+  auto store = RunStore::Open(path);
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  const auto add = [&](const std::string& name, double step_ms, bool complete) {
+    RunInfo info;
+    info.name = name;
+    info.command = "python train.py";
+    info.metadata = {{"tag.team", "a"}};
+    auto id = (*store)->BeginRun(info);
+    EXPECT_TRUE(id.ok());
+    EXPECT_TRUE((*store)->PutSettings(*id, {{"dataloader.num_workers", "4"}}).ok());
+    if (complete) EXPECT_TRUE((*store)->EndRun(*id, kNsPerS, 0, {}, {{"step_time_ms", step_ms}, {"step_time_cv", 0.1}}).ok());
+    return *id;
+  };
+  add("a", 10, true);
+  add("b", 99, true);
+  add("a", 11, false);  // still running (or its recorder was killed): not history
+  const int64_t third = add("a", 12, true);
+  add("a", 13, true);
+  auto runs = LoadExperiment(**store, "a", third);
+  ASSERT_TRUE(runs.ok()) << runs.status().ToString();
+  ASSERT_EQ(runs->size(), 1u);
+  EXPECT_EQ((*runs)[0].history.figures.at("step_time_ms"), 10);
+  EXPECT_FALSE((*runs)[0].figures_worked_out);
+  EXPECT_EQ((*runs)[0].history.settings.at("dataloader.num_workers"), "4");
+  EXPECT_EQ((*runs)[0].history.settings.at("tag.team"), "a");
+  EXPECT_EQ((*runs)[0].history.settings.at("command"), "python train.py");
+  auto all = LoadExperiment(**store, "a");
+  ASSERT_TRUE(all.ok());
+  EXPECT_EQ(all->size(), 3u);
+  auto last = LoadExperiment(**store, "a", 0, 2);
+  ASSERT_TRUE(last.ok());
+  ASSERT_EQ(last->size(), 2u);
+  EXPECT_EQ((*last)[0].history.figures.at("step_time_ms"), 12);
+  // Readers see the same.
+  auto reader = RunStore::OpenForReading(path);
+  ASSERT_TRUE(reader.ok());
+  auto figures = (*reader)->LoadFigures(third);
+  ASSERT_TRUE(figures.ok());
+  EXPECT_EQ(figures->at("step_time_ms"), 12);
+}
+
+TEST(ExperimentStore, AVersionThreeStoreIsReadAndItsFiguresWorkedOut) {
+  // The CPU-loop store was kept by schema 3 (no figures): readers take it as it
+  // is and work a run's figures out from its steps.
+  auto store = RunStore::OpenForReading(std::string(GPUTRIAGE_TEST_DATA_DIR) + "/gains/cpu_loops.db");
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  auto runs = LoadExperiment(**store, "io_workers_0");
+  ASSERT_TRUE(runs.ok()) << runs.status().ToString();
+  ASSERT_EQ(runs->size(), 1u);
+  EXPECT_TRUE((*runs)[0].figures_worked_out);
+  EXPECT_NEAR((*runs)[0].history.figures.at("step_time_ms"), 26.10, 0.01);
+  EXPECT_NEAR((*runs)[0].history.figures.at("data_wait_percent"), 42.0, 0.1);
+  ASSERT_FALSE((*runs)[0].findings.empty());
+  EXPECT_EQ((*runs)[0].findings[0].verdict, "input_bound");
+}
+
+}  // namespace
+}  // namespace gputriage

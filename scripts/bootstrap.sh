@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
-# Installs the Debian packages gputriage builds with. Idempotent: installs only
-# what is missing. Run as root (CI) or with sudo available.
+# Installs the Debian packages gputriage builds with, and the test-only Python
+# environment (.venv: the real trackers the tests run beside gputriage, pinned in
+# tests/requirements.txt). Idempotent: installs only what is missing. Run as root
+# (CI) or with sudo available.
 set -euo pipefail
 packages=(
   build-essential cmake ninja-build pkg-config clang libclang-rt-14-dev
   zlib1g-dev libsimdjson-dev libfmt-dev libcli11-dev nlohmann-json3-dev
   libgtest-dev libbenchmark-dev libsqlite3-dev libcpp-httplib-dev python3 procps time
+  # TensorBoard event files (protobuf messages); PostgreSQL for the team store.
+  libprotobuf-dev protobuf-compiler
   # The Python package (python/): pybind11, headers, venv + pip for the offline
   # install test, and PyTorch (CPU) for the training-loop acceptance tests.
   pybind11-dev python3-dev python3-venv python3-pip python3-torch
@@ -16,11 +20,27 @@ for p in "${packages[@]}"; do
 done
 if [ ${#missing[@]} -eq 0 ]; then
   echo "bootstrap: all packages present"
-  exit 0
+else
+  sudo_cmd=()
+  [ "$(id -u)" -ne 0 ] && sudo_cmd=(sudo)
+  echo "bootstrap: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  "${sudo_cmd[@]}" apt-get update -q
+  "${sudo_cmd[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}"
 fi
-sudo_cmd=()
-[ "$(id -u)" -ne 0 ] && sudo_cmd=(sudo)
-echo "bootstrap: installing ${missing[*]}"
-export DEBIAN_FRONTEND=noninteractive
-"${sudo_cmd[@]}" apt-get update -q
-"${sudo_cmd[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}"
+
+# Tests and benchmarks only (never the product): an MLflow server, TensorBoard's
+# event reader, the wandb SDK, in a virtual environment of Debian's Python.
+root=$(cd "$(dirname "$0")/.." && pwd)
+venv=$root/.venv
+requirements=$root/tests/requirements.txt
+stamp=$venv/.requirements
+if [ -x "$venv/bin/python" ] && cmp -s "$requirements" "$stamp"; then
+  echo "bootstrap: test environment present"
+else
+  echo "bootstrap: installing the test environment ($requirements)"
+  rm -rf "$venv"
+  /usr/bin/python3 -m venv "$venv"
+  "$venv/bin/pip" install -q --disable-pip-version-check -r "$requirements"
+  cp "$requirements" "$stamp"
+fi

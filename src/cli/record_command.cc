@@ -1,6 +1,7 @@
 // `gputriage record -- COMMAND`: runs a job, samples its GPUs (NVML or a
 // dcgm-exporter endpoint) and its step markers, keeps the run in the store and
 // prints the diagnosis on stderr (the job's own stdout stays its own).
+#include <time.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -15,11 +16,18 @@
 #include "gputriage/report.h"
 #include "src/cli/cli_common.h"
 #include "src/record/recorder.h"
+#include "src/trackers/mlflow_tracker.h"
+#include "src/trackers/tensorboard_writer.h"
+#include "src/trackers/tracker_feed.h"
+#include "src/trackers/tracker_worker.h"
 #include "src/util/strings.h"
 #include "src/verdicts/compare.h"
 
 namespace gputriage::cli {
 namespace {
+
+// How long a finished run waits for its trackers (queued points, the run's end).
+constexpr int64_t kTrackerDeadlineMs = 10'000;
 
 struct RecordArgs {
   std::vector<std::string> command;
@@ -37,7 +45,63 @@ struct RecordArgs {
   bool python = false;
   bool no_follow = false;
   std::string fail_on = "none";
+  std::string mlflow_uri;         // --mlflow, else $MLFLOW_TRACKING_URI
+  bool no_mlflow = false;
+  std::string tensorboard_dir;
+  double tracker_interval_s = 10;
 };
+
+TimeNs WallNow() {
+  timespec ts{};
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<TimeNs>(ts.tv_sec) * kNsPerS + ts.tv_nsec;
+}
+
+/// The trackers asked for (--mlflow or MLflow's environment, --tensorboard),
+/// started before the job: an MLflow run's id goes into the job's environment
+/// so its own mlflow.start_run() logs into the same run. A tracker that cannot
+/// start is a warning: the job runs and the run is stored all the same.
+struct Trackers {
+  std::vector<std::unique_ptr<Tracker>> started;
+  MlflowTracker* mlflow = nullptr;
+  std::vector<std::string> warnings;
+};
+
+Trackers StartTrackers(const RecordArgs& args, RecordOptions& options) {
+  Trackers t;
+  const TimeNs now = WallNow();
+  MlflowOptions mlflow = MlflowOptionsFromEnvironment();
+  if (!args.mlflow_uri.empty()) mlflow.tracking_uri = args.mlflow_uri;
+  // MLflow's own default is a local ./mlruns directory, which has no REST API to
+  // log to: only a server URI is followed.
+  const bool server = mlflow.tracking_uri.rfind("http://", 0) == 0 || mlflow.tracking_uri.rfind("https://", 0) == 0;
+  if (!args.no_mlflow && !mlflow.tracking_uri.empty() && !server) {
+    t.warnings.push_back("MLflow " + mlflow.tracking_uri + ": not an http(s):// tracking server; not logged to MLflow");
+  } else if (!args.no_mlflow && server) {
+    mlflow.run_name = args.name;
+    const std::string command = Join(args.command, " ");
+    mlflow.tags = {{"mlflow.source.name", command}, {"mlflow.source.type", "LOCAL"}, {"gputriage.command", command}};
+    if (const char* user = std::getenv("USER")) mlflow.tags["mlflow.user"] = user;
+    auto started = MlflowTracker::Start(mlflow, now);
+    if (!started.ok()) {
+      t.warnings.push_back("MLflow " + mlflow.tracking_uri + ": " + started.status().message() +
+                           "; not logged to MLflow (the run is stored locally)");
+    } else {
+      t.mlflow = started->get();
+      options.environment.emplace_back("MLFLOW_RUN_ID", (*started)->run_id());
+      options.environment.emplace_back("MLFLOW_TRACKING_URI", mlflow.tracking_uri);
+      if (!(*started)->experiment_id().empty())
+        options.environment.emplace_back("MLFLOW_EXPERIMENT_ID", (*started)->experiment_id());
+      t.started.push_back(std::move(*started));
+    }
+  }
+  if (!args.tensorboard_dir.empty()) {
+    auto writer = TensorBoardWriter::Open(args.tensorboard_dir, now);
+    if (!writer.ok()) t.warnings.push_back(writer.status().message() + "; not logged to TensorBoard");
+    else t.started.push_back(std::move(*writer));
+  }
+  return t;
+}
 
 /// `record --python`: the directory holding the gputriage Python package
 /// ($GPUTRIAGE_PYTHON_PATH, else this build's), with its zero-code
@@ -129,6 +193,24 @@ int RunRecord(const RecordArgs& args) {
       std::fflush(stderr);
     };
   }
+  // Trackers: windows of the sampled figures, handed to a worker thread.
+  Trackers trackers = StartTrackers(args, options);
+  for (const auto& w : trackers.warnings) std::fprintf(stderr, "gputriage: warning: %s\n", Printable(w).c_str());
+  std::unique_ptr<TrackerFeed> feed;
+  std::unique_ptr<TrackerWorker> worker;
+  if (!trackers.started.empty()) {
+    feed = std::make_unique<TrackerFeed>(static_cast<TimeNs>(std::llround(args.tracker_interval_s * 1e9)),
+                                         options.interval_ns);
+    worker = std::make_unique<TrackerWorker>(std::move(trackers.started));
+    options.on_sample = [f = feed.get()](size_t device, Metric m, TimeNs t, double v) { f->AddSample(device, m, t, v); };
+    options.on_steps = [f = feed.get()](const std::vector<MarkedStep>& steps) { f->AddSteps(steps); };
+    options.on_second = [f = feed.get(), w = worker.get(), status = options.on_second](const Recording& rec,
+                                                                                      TimeNs elapsed) {
+      if (status) status(rec, elapsed);
+      f->NoteDevices(rec.metrics);
+      if (auto point = f->Poll(WallNow())) w->Push(std::move(*point));
+    };
+  }
   auto result = RecordCommand(options);
   if (tty) std::fprintf(stderr, "\r\033[K");
   if (!result.ok()) {
@@ -156,6 +238,33 @@ int RunRecord(const RecordArgs& args) {
       std::fprintf(stderr, "gputriage: stored as run %lld in %s\n", static_cast<long long>(result->run_id),
                    store->path().c_str());
   }
+  if (worker) {
+    // The last window, then the run's end; a tracker that is down costs at most
+    // the deadline, never the run (it is stored above).
+    if (auto point = feed->Poll(WallNow(), /*final=*/true)) worker->Push(std::move(*point));
+    TrackerSummary summary;
+    summary.exit_code = result->exit_code;
+    summary.ended_ns = result->ended_ns;
+    summary.figures = FiguresOf(diagnosis);
+    summary.findings = diagnosis.findings;
+    summary.report_json = RenderJson(run, diagnosis);
+    summary.report_text = RenderTerminal(run, diagnosis, {});
+    if (trackers.mlflow) {
+      std::map<std::string, std::string> params = run.recordings[0].metadata;
+      for (const char* incidental : {"exit_code", "command", "scrapes", "unchanged_scrapes_skipped"}) params.erase(incidental);
+      params.insert(options.info.metadata.begin(), options.info.metadata.end());
+      trackers.mlflow->SetParams(std::move(params));
+    }
+    worker->Finish(summary, kTrackerDeadlineMs);
+    for (const auto& w : worker->Warnings()) trackers.warnings.push_back(w);
+    for (const auto& w : worker->Warnings())
+      std::fprintf(stderr, "gputriage: warning: %s\n", Printable(w).c_str());
+    run.recordings[0].stats.AddIssue(
+        IssueSeverity::kInfo, "trackers",
+        fmt::format("{} points logged to the trackers, {} dropped; tracker thread CPU {:.3f} s",
+                    worker->PointsLogged(), worker->PointsDropped(), static_cast<double>(worker->ThreadCpuNs()) / 1e9));
+  }
+  for (const auto& w : trackers.warnings) run.recordings[0].stats.AddIssue(IssueSeverity::kWarning, "tracker_unavailable", w);
   // A report when there is something to judge: GPU metrics, or the job's own step markers.
   if (result->gpu_metrics || !run.recordings[0].marked_steps.empty()) {
     const std::string text = RenderTerminal(run, diagnosis, {});
@@ -212,6 +321,15 @@ Subcommand AddRecordCommand(CLI::App& app) {
                    "changing the script");
   record->add_flag("--no-follow", r->no_follow,
                    "stop when the command exits, even if processes it started still run (they are named, not recorded)");
+  record->add_option("--mlflow", r->mlflow_uri,
+                     "log to this MLflow tracking server (default: $MLFLOW_TRACKING_URI; the job's run is "
+                     "$MLFLOW_RUN_ID, else one is created and handed to the job)");
+  record->add_flag("--no-mlflow", r->no_mlflow, "do not log to MLflow even when $MLFLOW_TRACKING_URI is set");
+  record->add_option("--tensorboard", r->tensorboard_dir,
+                     "also write TensorBoard event files into this directory (the job's logdir, say)");
+  record->add_option("--tracker-interval", r->tracker_interval_s,
+                     "seconds per point logged to the trackers (default 10, like MLflow's system metrics)")
+      ->check(FiniteRange(1.0, 86400.0));
   record->add_option("COMMAND", r->command, "the command to run, after --")->required();
   return {record, [r] { return RunRecord(*r); }};
 }

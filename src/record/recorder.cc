@@ -228,14 +228,16 @@ StatusOr<RecordResult> RecordCommand(const RecordOptions& options) {
       result.run_id = *id;
       stored(options.store->PutDevices(result.run_id, result.recording.metrics));
       // Every value the recording takes from now on also goes to the store (batched there).
-      result.recording.metrics.observer = [store = options.store, run = result.run_id](size_t device, Metric m, TimeNs t,
-                                                                                      double v) {
+      result.recording.metrics.observer = [store = options.store, run = result.run_id, tap = options.on_sample](
+                                              size_t device, Metric m, TimeNs t, double v) {
         store->AddSample(run, device, m, t, v);
+        if (tap) tap(device, m, t, v);
       };
     } else {
       result.recording.stats.AddIssue(IssueSeverity::kError, "store_unavailable", id.status().message());
     }
   }
+  if (options.on_sample && !result.recording.metrics.observer) result.recording.metrics.observer = options.on_sample;
   // The exec'd job must not inherit the recorder's signal dispositions: set them after fork in the parent only.
   std::vector<char*> argv;
   for (const auto& a : options.command) argv.push_back(const_cast<char*>(a.c_str()));
@@ -287,6 +289,7 @@ StatusOr<RecordResult> RecordCommand(const RecordOptions& options) {
   auto store_steps = [&](const std::vector<MarkedStep>& steps) {
     if (steps.empty()) return;
     if (options.store && result.run_id > 0) stored(options.store->PutSteps(result.run_id, steps));
+    if (options.on_steps) options.on_steps(steps);
     finished_steps.insert(finished_steps.end(), steps.begin(), steps.end());
   };
   TimeNs next = MonotonicNs();

@@ -31,8 +31,13 @@ struct RecordOptions {
   /// Variables set (or replaced) in the job's environment, e.g. PYTHONPATH for
   /// `record --python`.
   std::vector<std::pair<std::string, std::string>> environment;
-  /// Called about once a second while the job runs (the CLI's live status line).
+  /// Called about once a second while the job runs (the CLI's live status line,
+  /// the trackers' windows).
   std::function<void(const Recording& recording, TimeNs elapsed_ns)> on_second;
+  /// Every sampled value as it is taken (device position, metric, wall time, value).
+  std::function<void(size_t device, Metric metric, TimeNs t, double value)> on_sample;
+  /// Steps from the job's markers, each once, when they are final.
+  std::function<void(const std::vector<MarkedStep>& steps)> on_steps;
 };
 
 struct RecordResult {

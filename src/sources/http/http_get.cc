@@ -4,7 +4,7 @@
 
 namespace gputriage {
 
-StatusOr<HttpTarget> ParseHttpUrl(const std::string& url) {
+StatusOr<HttpTarget> ParseHttpUrl(const std::string& url, const std::string& default_path) {
   HttpTarget t;
   std::string rest = url;
   if (const size_t sep = rest.find("://"); sep != std::string::npos) {
@@ -17,7 +17,7 @@ StatusOr<HttpTarget> ParseHttpUrl(const std::string& url) {
   }
   const size_t slash = rest.find('/');
   t.host = rest.substr(0, slash);
-  t.path = slash == std::string::npos ? "/metrics" : rest.substr(slash);
+  t.path = slash == std::string::npos ? default_path : rest.substr(slash);
   if (t.host.empty() || t.host.find_first_of(" \t\r\n@") != std::string::npos)
     return InvalidArgumentError(url + ": no usable host in the URL (expected e.g. http://node1:9400/metrics)");
   if (const size_t colon = t.host.rfind(':'); colon != std::string::npos && t.host.back() != ']') {
@@ -33,19 +33,23 @@ struct HttpClient::Impl {
   HttpTarget target;
   std::string where;  // the URL, for messages
   httplib::Client client;
-  Impl(HttpTarget t, int timeout_ms)
+  Impl(HttpTarget t, int timeout_ms, const HttpAuth& auth)
       : target(std::move(t)), where(target.scheme + "://" + target.host + target.path),
         client(target.scheme + "://" + target.host) {
     const time_t seconds = timeout_ms / 1000;
     const time_t micros = (timeout_ms % 1000) * 1000;
     client.set_connection_timeout(seconds, micros);
     client.set_read_timeout(seconds, micros);
+    client.set_write_timeout(seconds, micros);
     client.set_follow_location(true);
     client.set_keep_alive(true);
+    if (!auth.bearer_token.empty()) client.set_bearer_token_auth(auth.bearer_token);
+    else if (!auth.username.empty()) client.set_basic_auth(auth.username, auth.password);
   }
 };
 
-HttpClient::HttpClient(HttpTarget target, int timeout_ms) : impl_(std::make_unique<Impl>(std::move(target), timeout_ms)) {}
+HttpClient::HttpClient(HttpTarget target, int timeout_ms, const HttpAuth& auth)
+    : impl_(std::make_unique<Impl>(std::move(target), timeout_ms, auth)) {}
 HttpClient::~HttpClient() = default;
 
 StatusOr<std::string> HttpClient::Get(size_t max_bytes) {
@@ -69,6 +73,20 @@ StatusOr<std::string> HttpClient::Get(size_t max_bytes) {
     return IoError(impl_->where + ": HTTP " + std::to_string(response->status) + (start.empty() ? "" : ": " + start));
   }
   return body;
+}
+
+StatusOr<HttpReply> HttpClient::Request(const std::string& method, const std::string& path, const std::string& body,
+                                        const std::string& content_type, size_t max_bytes) {
+  const std::string where = impl_->target.scheme + "://" + impl_->target.host + path;
+  if (method != "GET" && method != "POST" && method != "PUT")
+    return InvalidArgumentError("HTTP method " + method + " is not supported");
+  httplib::Result result = method == "GET"    ? impl_->client.Get(path)
+                           : method == "POST" ? impl_->client.Post(path, body, content_type)
+                                              : impl_->client.Put(path, body, content_type);
+  if (!result) return IoError(method + " " + where + ": " + httplib::to_string(result.error()));
+  if (result->body.size() > max_bytes)
+    return DataLossError(method + " " + where + ": reply larger than " + std::to_string(max_bytes) + " bytes");
+  return HttpReply{result->status, std::move(result->body)};
 }
 
 }  // namespace gputriage

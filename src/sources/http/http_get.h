@@ -1,5 +1,5 @@
-// HTTP GET for scraping metric endpoints (dcgm-exporter /metrics). The only
-// user of cpp-httplib (http_get.cc).
+// HTTP for scraping metric endpoints (dcgm-exporter /metrics) and for the
+// trackers' REST calls (MLflow). The only user of cpp-httplib (http_get.cc).
 #pragma once
 
 #include <cstddef>
@@ -16,15 +16,27 @@ struct HttpTarget {
   std::string path;    // "/metrics" when the URL has none
 };
 
-/// Splits "http://host:9400/metrics"; a URL without a scheme is taken as http.
-/// Errors name what is wrong with the URL.
-StatusOr<HttpTarget> ParseHttpUrl(const std::string& url);
+/// Splits "http://host:9400/metrics"; a URL without a scheme is taken as http,
+/// one without a path gets `default_path`. Errors name what is wrong with the URL.
+StatusOr<HttpTarget> ParseHttpUrl(const std::string& url, const std::string& default_path = "/metrics");
+
+/// Credentials sent with every request: a bearer token, or a user and password.
+struct HttpAuth {
+  std::string bearer_token;
+  std::string username, password;
+};
+
+/// A reply of any status.
+struct HttpReply {
+  int status = 0;
+  std::string body;
+};
 
 /// GETs one URL again and again over one kept-alive connection (a recorder
 /// scrapes the same endpoint every second).
 class HttpClient {
  public:
-  HttpClient(HttpTarget target, int timeout_ms);
+  HttpClient(HttpTarget target, int timeout_ms, const HttpAuth& auth = {});
   ~HttpClient();
   HttpClient(const HttpClient&) = delete;
   HttpClient& operator=(const HttpClient&) = delete;
@@ -33,6 +45,12 @@ class HttpClient {
   /// failed: connection refused, timeout, a reply over the limit, or the HTTP
   /// status with the start of the body.
   StatusOr<std::string> Get(size_t max_bytes);
+
+  /// `method` ("GET", "POST", "PUT") of `path` on the target's host, with `body`
+  /// of `content_type` (ignored for GET). Any HTTP status is a reply; an error
+  /// means no reply (refused, timed out, a reply over `max_bytes`).
+  StatusOr<HttpReply> Request(const std::string& method, const std::string& path, const std::string& body,
+                              const std::string& content_type, size_t max_bytes);
 
  private:
   struct Impl;

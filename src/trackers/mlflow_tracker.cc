@@ -1,0 +1,216 @@
+#include "src/trackers/mlflow_tracker.h"
+
+#include <cstdlib>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+namespace gputriage {
+namespace {
+
+using json = nlohmann::json;
+
+constexpr size_t kMaxReplyBytes = 16 << 20;
+// log-batch limits (MLflow's REST API): 1000 metrics, 100 params, 100 tags per
+// request; keys ≤ 250 characters, param and tag values ≤ 250 in a batch.
+constexpr size_t kMetricsPerBatch = 1000;
+constexpr size_t kParamsPerBatch = 100;
+constexpr size_t kMaxValueChars = 250;
+
+std::string Env(const char* name) {
+  const char* v = std::getenv(name);
+  return v ? v : "";
+}
+
+int64_t Ms(TimeNs t) { return t / 1'000'000; }
+
+std::string Clip(std::string s) {
+  if (s.size() > kMaxValueChars) s = s.substr(0, kMaxValueChars - 3) + "...";
+  return s;
+}
+
+/// "a%20b": a query parameter's value.
+std::string UrlEncode(const std::string& s) {
+  std::string out;
+  for (unsigned char c : s) {
+    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~') out.push_back(static_cast<char>(c));
+    else out += fmt::format("%{:02X}", c);
+  }
+  return out;
+}
+
+}  // namespace
+
+MlflowOptions MlflowOptionsFromEnvironment() {
+  MlflowOptions o;
+  o.tracking_uri = Env("MLFLOW_TRACKING_URI");
+  o.run_id = Env("MLFLOW_RUN_ID");
+  o.experiment_id = Env("MLFLOW_EXPERIMENT_ID");
+  o.experiment_name = Env("MLFLOW_EXPERIMENT_NAME");
+  o.auth.bearer_token = Env("MLFLOW_TRACKING_TOKEN");
+  o.auth.username = Env("MLFLOW_TRACKING_USERNAME");
+  o.auth.password = Env("MLFLOW_TRACKING_PASSWORD");
+  return o;
+}
+
+struct MlflowTracker::Impl {
+  std::unique_ptr<HttpClient> http;
+  std::string prefix;  // the tracking URI's path ("" or "/mlflow")
+
+  /// One REST call; an error carries MLflow's error_code and message.
+  StatusOr<json> Call(const std::string& method, const std::string& api, const json& body,
+                      const std::string& query = "") {
+    const std::string path = prefix + "/api/2.0/" + api + (query.empty() ? "" : "?" + query);
+    ASSIGN_OR_RETURN(HttpReply reply,
+                     http->Request(method, path, method == "GET" ? "" : body.dump(-1, ' ', false, json::error_handler_t::replace),
+                                   "application/json", kMaxReplyBytes));
+    json parsed = json::parse(reply.body, nullptr, /*allow_exceptions=*/false);
+    if (reply.status / 100 != 2) {
+      std::string why = parsed.is_object() && parsed.contains("message") && parsed["message"].is_string()
+                            ? parsed.value("error_code", std::string("error")) + ": " + parsed["message"].get<std::string>()
+                            : reply.body.substr(0, 200);
+      return IoError(fmt::format("{} {}: HTTP {}: {}", method, api, reply.status, why));
+    }
+    if (parsed.is_discarded()) return DataLossError(method + " " + api + ": the reply is not JSON");
+    return parsed;
+  }
+
+  StatusOr<HttpReply> Put(const std::string& path, const std::string& body, const std::string& type) {
+    return http->Request("PUT", prefix + path, body, type, kMaxReplyBytes);
+  }
+};
+
+StatusOr<std::unique_ptr<MlflowTracker>> MlflowTracker::Start(const MlflowOptions& options, TimeNs started_ns) {
+  ASSIGN_OR_RETURN(HttpTarget target, ParseHttpUrl(options.tracking_uri, ""));
+  std::unique_ptr<MlflowTracker> t(new MlflowTracker());
+  t->base_ = options.tracking_uri;
+  t->impl_ = std::make_unique<Impl>();
+  t->impl_->prefix = target.path == "/" ? "" : target.path;
+  while (!t->impl_->prefix.empty() && t->impl_->prefix.back() == '/') t->impl_->prefix.pop_back();
+  t->impl_->http = std::make_unique<HttpClient>(target, options.timeout_ms, options.auth);
+  Impl& m = *t->impl_;
+  json run;
+  if (!options.run_id.empty()) {
+    // The job's run: gputriage logs into it and leaves its status to the job.
+    ASSIGN_OR_RETURN(json got, m.Call("GET", "mlflow/runs/get", {}, "run_id=" + UrlEncode(options.run_id)));
+    run = got["run"];
+  } else {
+    std::string experiment = options.experiment_id;
+    if (experiment.empty() && !options.experiment_name.empty()) {
+      auto found = m.Call("GET", "mlflow/experiments/get-by-name", {}, "experiment_name=" + UrlEncode(options.experiment_name));
+      if (found.ok()) {
+        experiment = (*found)["experiment"].value("experiment_id", "");
+      } else {
+        auto created = m.Call("POST", "mlflow/experiments/create", {{"name", options.experiment_name}});
+        if (!created.ok()) {
+          // Another recorder may have made it since: look again before giving up.
+          auto again = m.Call("GET", "mlflow/experiments/get-by-name", {}, "experiment_name=" + UrlEncode(options.experiment_name));
+          if (!again.ok()) return created.status();
+          experiment = (*again)["experiment"].value("experiment_id", "");
+        } else {
+          experiment = (*created).value("experiment_id", "");
+        }
+      }
+    }
+    if (experiment.empty()) experiment = "0";  // MLflow's Default experiment
+    json tags = json::array();
+    for (const auto& [k, v] : options.tags) tags.push_back({{"key", k}, {"value", Clip(v)}});
+    json request = {{"experiment_id", experiment}, {"start_time", Ms(started_ns)}, {"tags", tags}};
+    if (!options.run_name.empty()) request["run_name"] = options.run_name;
+    ASSIGN_OR_RETURN(json created, m.Call("POST", "mlflow/runs/create", request));
+    run = created["run"];
+    t->created_ = true;
+  }
+  const json info = run.is_object() ? run.value("info", json::object()) : json::object();
+  t->run_id_ = info.value("run_id", info.value("run_uuid", ""));
+  t->experiment_id_ = info.value("experiment_id", "");
+  t->artifact_uri_ = info.value("artifact_uri", "");
+  if (t->run_id_.empty()) return DataLossError(options.tracking_uri + ": the server's run has no run_id");
+  return t;
+}
+
+MlflowTracker::~MlflowTracker() = default;
+
+std::string MlflowTracker::Describe() const { return "MLflow " + base_ + " run " + run_id_; }
+
+Status MlflowTracker::Log(const std::vector<TrackerPoint>& points) {
+  json metrics = json::array();
+  const auto send = [&]() -> Status {
+    if (metrics.empty()) return Status::Ok();
+    auto r = impl_->Call("POST", "mlflow/runs/log-batch", {{"run_id", run_id_}, {"metrics", metrics}});
+    metrics = json::array();
+    return r.status();
+  };
+  for (const auto& p : points)
+    for (const auto& [key, value] : p.values) {
+      metrics.push_back({{"key", key}, {"value", value}, {"timestamp", Ms(p.t_ns)}, {"step", p.step}});
+      if (metrics.size() == kMetricsPerBatch) RETURN_IF_ERROR(send());
+    }
+  return send();
+}
+
+Status MlflowTracker::Finish(const TrackerSummary& summary) {
+  Impl& m = *impl_;
+  // Params are immutable in MLflow: under their own prefix, so the job's own
+  // params never collide with them; a rejected batch costs only the params.
+  Status params_status;
+  json params = json::array();
+  const auto send_params = [&]() {
+    if (params.empty()) return;
+    auto r = m.Call("POST", "mlflow/runs/log-batch", {{"run_id", run_id_}, {"params", params}});
+    if (!r.ok() && params_status.ok()) params_status = r.status();
+    params = json::array();
+  };
+  for (const auto& [k, v] : params_) {
+    params.push_back({{"key", Clip("gputriage." + k)}, {"value", Clip(v.empty() ? "-" : v)}});
+    if (params.size() == kParamsPerBatch) send_params();
+  }
+  send_params();
+
+  // Verdicts as tags (searchable: tags."gputriage.verdict.input_bound" = 'high'),
+  // the summary figures as metrics.
+  json tags = json::array(), metrics = json::array();
+  std::string verdicts;
+  for (const auto& f : summary.findings) {
+    verdicts += (verdicts.empty() ? "" : ", ") + f.verdict + " (" + SeverityName(f.severity) + ")";
+    tags.push_back({{"key", "gputriage.verdict." + f.verdict}, {"value", SeverityName(f.severity)}});
+  }
+  tags.push_back({{"key", "gputriage.verdicts"}, {"value", Clip(verdicts.empty() ? "none" : verdicts)}});
+  if (!summary.findings.empty()) tags.push_back({{"key", "gputriage.top_verdict"}, {"value", summary.findings[0].verdict}});
+  for (const auto& [k, v] : summary.figures)
+    metrics.push_back({{"key", "gputriage/summary/" + k}, {"value", v}, {"timestamp", Ms(summary.ended_ns)}, {"step", 0}});
+  RETURN_IF_ERROR(m.Call("POST", "mlflow/runs/log-batch", {{"run_id", run_id_}, {"tags", tags}, {"metrics", metrics}}).status());
+
+  // The reports as artifacts, where the server serves the run's artifact store
+  // (mlflow-artifacts:/..., MLflow's default since 2.0).
+  Status artifacts_status;
+  const std::string scheme = "mlflow-artifacts:";
+  if (artifact_uri_.rfind(scheme, 0) == 0) {
+    std::string where = artifact_uri_.substr(scheme.size());
+    if (where.rfind("//", 0) == 0) where = where.substr(where.find('/', 2) == std::string::npos ? where.size() : where.find('/', 2));
+    while (!where.empty() && where.front() == '/') where.erase(0, 1);
+    for (const auto& [name, body, type] : {std::tuple<std::string, const std::string&, std::string>{
+                                               "report.json", summary.report_json, "application/json"},
+                                           {"report.txt", summary.report_text, "text/plain"}}) {
+      auto r = m.Put("/api/2.0/mlflow-artifacts/artifacts/" + where + "/gputriage/" + name, body, type);
+      if (!r.ok()) return r.status();
+      if (r->status / 100 != 2 && artifacts_status.ok())
+        artifacts_status = IoError(fmt::format("uploading gputriage/{}: HTTP {}", name, r->status));
+    }
+  } else {
+    artifacts_status = UnimplementedError("the run's artifact store (" + artifact_uri_ +
+                                          ") is not served by the tracking server: the report was not uploaded");
+  }
+
+  if (created_) {
+    // The job's exit: 0 finished, a signal (128 + N) killed, else failed.
+    const char* status = summary.exit_code == 0 ? "FINISHED" : summary.exit_code > 128 ? "KILLED" : "FAILED";
+    RETURN_IF_ERROR(
+        m.Call("POST", "mlflow/runs/update", {{"run_id", run_id_}, {"status", status}, {"end_time", Ms(summary.ended_ns)}})
+            .status());
+  }
+  if (!params_status.ok()) return IoError("the run's settings were not logged as params: " + params_status.message());
+  return artifacts_status;
+}
+
+}  // namespace gputriage

@@ -146,6 +146,16 @@ TEST(JobConfig, LinesAreCheckedAndTheLastValueWins) {
   EXPECT_FALSE(c.settings.count("config.partial"));
 }
 
+TEST(JobConfig, RequestsAreNotSettings) {
+  const JobConfig c = ParseJobConfig(
+      "9\tgputriage.request\tsummary 9-1\n"
+      "9\tgputriage.workload\tfake\n"  // the recorder's namespace
+      "9\tconfig.lr\t0.1\n");
+  EXPECT_EQ(c.requests, (std::vector<std::string>{"summary 9-1"}));
+  EXPECT_EQ(c.settings.size(), 1u);
+  EXPECT_EQ(c.rejected_lines, 1);
+}
+
 TEST(JobConfig, SizesAreBounded) {
   std::string text;
   for (int i = 0; i < 1005; ++i) text += "1\tconfig.k" + std::to_string(i) + "\tv\n";
@@ -169,6 +179,16 @@ TEST(JobConfig, TheChannelReadsWhatTheJobAppended) {
   ASSERT_NE(f, nullptr);
   std::fputs("7\toptimizer.class\tAdamW\n7\tautocast.dtype\tbfloat16\n", f);
   std::fclose(f);
+  // Requests are taken once each, a line only when it is whole.
+  f = std::fopen(path.c_str(), "a");
+  std::fputs("7\tgputriage.request\tsummary a\n7\tgputriage.request\tsumm", f);
+  std::fclose(f);
+  EXPECT_EQ((*channel)->TakeRequests(), (std::vector<std::string>{"summary a"}));
+  EXPECT_TRUE((*channel)->TakeRequests().empty());
+  f = std::fopen(path.c_str(), "a");
+  std::fputs("ary b\n", f);
+  std::fclose(f);
+  EXPECT_EQ((*channel)->TakeRequests(), (std::vector<std::string>{"summary b"}));
   const JobConfig c = (*channel)->Read();
   EXPECT_EQ(c.settings.at("optimizer.class"), "AdamW");
   EXPECT_EQ(c.settings.at("autocast.dtype"), "bfloat16");

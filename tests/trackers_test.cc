@@ -85,6 +85,27 @@ TEST(TrackerFeed, StepsGiveStepTimeDataWaitAndThroughput) {
   EXPECT_FALSE(v.count("gpu/utilization_percent"));
 }
 
+TEST(TrackerFeed, SeveralGpusGiveTheirMeanAndTheirOwnKeys) {
+  TrackerFeed feed(kNsPerS, 100 * kNsPerMs);
+  MetricSet gpus;
+  gpus.devices[*gpus.FindOrAdd(0, "GPU-a", "", -1)].memory_total_bytes = 80LL << 30;
+  gpus.devices[*gpus.FindOrAdd(3, "GPU-b", "", 2)].memory_total_bytes = 40LL << 30;  // a MIG instance
+  feed.NoteDevices(gpus);
+  const TimeNs t0 = 1'700'000'000 * kNsPerS;
+  for (int i = 0; i < 5; ++i) {
+    feed.AddSample(0, Metric::kGpuUtil, t0 + i * 100 * kNsPerMs, 50);
+    feed.AddSample(1, Metric::kGpuUtil, t0 + i * 100 * kNsPerMs, 100);
+  }
+  auto p = feed.Poll(t0 + kNsPerS);
+  ASSERT_TRUE(p.has_value());
+  std::map<std::string, double> v(p->values.begin(), p->values.end());
+  EXPECT_DOUBLE_EQ(v.at("gpu/utilization_percent"), 75);
+  EXPECT_DOUBLE_EQ(v.at("gpu/0/utilization_percent"), 50);
+  EXPECT_DOUBLE_EQ(v.at("gpu/3.mig2/utilization_percent"), 100);
+  EXPECT_DOUBLE_EQ(v.at("gpu/memory_total_mib"), (80 + 40) * 1024 / 2);  // per GPU, their mean
+  EXPECT_DOUBLE_EQ(v.at("gputriage/gpus"), 2);
+}
+
 /// A tracker whose server is gone: every call fails after `delay`.
 class DeadTracker : public Tracker {
  public:

@@ -109,3 +109,16 @@ def transformer_flops_per_token(n_params, n_layers=0, hidden=0, seq_len=0):
     N the parameters without embeddings; the attention term needs layers, hidden
     size and sequence length. Multiply by tokens per step for ``step(flops=...)``."""
     return 6 * n_params + 12 * n_layers * hidden * seq_len
+
+
+# Under a recorder, a job that uses W&B gets the recorder's figures and its
+# verdicts in its run (gputriage/wandb_bridge.py), with or without zero-code mode.
+def _hook_wandb_under_a_recorder():
+    import os
+    if not os.environ.get("GPUTRIAGE_FEED_FD") and not os.environ.get("GPUTRIAGE_FEED_PATH"):
+        return
+    from gputriage import wandb_bridge, zero_code
+    zero_code.hook_modules({"wandb": wandb_bridge.patch_wandb})
+
+
+_hook_wandb_under_a_recorder()

@@ -26,6 +26,7 @@ import sys
 import gputriage
 from gputriage import _markers
 from gputriage import job_config as _config
+from gputriage import wandb_bridge as _wandb_bridge
 
 _OPTIMIZER = _markers.PHASES["optimizer"]
 _installed = False
@@ -203,6 +204,7 @@ _PATCHES = {
     "torch.utils.data.dataloader": _patch_dataloader,
     "torch.optim.optimizer": _patch_optimizer,
     "torch": _patch_torch,
+    "wandb": _wandb_bridge.patch_wandb,  # the recorder's figures in the job's W&B run
 }
 
 
@@ -210,8 +212,11 @@ class _PatchAfterImport(importlib.abc.MetaPathFinder):
     """Finds nothing itself: lets the other finders load a hooked module, then
     patches it once it has run."""
 
+    def __init__(self, patches=None):
+        self.patches = _PATCHES if patches is None else patches
+
     def find_spec(self, name, path=None, target=None):
-        patch = _PATCHES.get(name)
+        patch = self.patches.get(name)
         if patch is None:
             return None
         sys.meta_path.remove(self)
@@ -237,6 +242,15 @@ class _PatchAfterImport(importlib.abc.MetaPathFinder):
 
         spec.loader = _Loader()
         return spec
+
+
+def hook_modules(patches):
+    """Patches each named module now if it is imported, else when it is."""
+    for name, patch in patches.items():
+        module = sys.modules.get(name)
+        if module is not None:
+            patch(module)
+    sys.meta_path.insert(0, _PatchAfterImport(patches))
 
 
 def install():

@@ -7,6 +7,8 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -16,6 +18,7 @@
 #include "gputriage/report.h"
 #include "src/cli/cli_common.h"
 #include "src/record/recorder.h"
+#include "src/trackers/job_feed.h"
 #include "src/trackers/mlflow_tracker.h"
 #include "src/trackers/tensorboard_writer.h"
 #include "src/trackers/tracker_feed.h"
@@ -28,6 +31,8 @@ namespace {
 
 // How long a finished run waits for its trackers (queued points, the run's end).
 constexpr int64_t kTrackerDeadlineMs = 10'000;
+// Requests from the job answered per sampling tick (one per rank of a large job).
+constexpr int kMaxAnswersPerTick = 256;
 
 struct RecordArgs {
   std::vector<std::string> command;
@@ -64,6 +69,8 @@ TimeNs WallNow() {
 struct Trackers {
   std::vector<std::unique_ptr<Tracker>> started;
   MlflowTracker* mlflow = nullptr;
+  JobFeed* feed = nullptr;  // the job's own view (W&B logging in the Python package)
+  bool user_trackers = false;  // MLflow or TensorBoard asked for
   std::vector<std::string> warnings;
 };
 
@@ -99,6 +106,16 @@ Trackers StartTrackers(const RecordArgs& args, RecordOptions& options) {
     auto writer = TensorBoardWriter::Open(args.tensorboard_dir, now);
     if (!writer.ok()) t.warnings.push_back(writer.status().message() + "; not logged to TensorBoard");
     else t.started.push_back(std::move(*writer));
+  }
+  t.user_trackers = !t.started.empty();
+  // The job's feed, always: a Python job that uses W&B logs the same windows and
+  // its verdicts into its own run (python/gputriage/wandb_bridge.py).
+  if (auto feed = JobFeed::Create(); feed.ok()) {
+    t.feed = feed->get();
+    options.environment.emplace_back(kFeedFdEnv, std::to_string((*feed)->fd()));
+    options.environment.emplace_back(kFeedPathEnv,
+                                     "/proc/" + std::to_string(getpid()) + "/fd/" + std::to_string((*feed)->fd()));
+    t.started.push_back(std::move(*feed));
   }
   return t;
 }
@@ -211,10 +228,50 @@ int RunRecord(const RecordArgs& args) {
       if (auto point = f->Poll(WallNow())) w->Push(std::move(*point));
     };
   }
+  if (trackers.feed) {
+    // The job, ending, asks for its verdicts so far (to put in its W&B summary).
+    // One diagnosis a second at most, shared by every request of that second (the
+    // ranks of a job end together): a job cannot make the recorder's loop judge
+    // the run over and over.
+    struct Answer {
+      bool made = false;
+      int64_t at_ms = 0;
+      std::map<std::string, double> figures;
+      std::vector<Finding> findings;
+    };
+    options.on_job_request = [&args, job_feed = trackers.feed, answer = std::make_shared<Answer>()](
+                                 const std::vector<std::string>& requests, const Run& run) {
+      timespec ts{};
+      clock_gettime(CLOCK_MONOTONIC, &ts);
+      const int64_t now_ms = static_cast<int64_t>(ts.tv_sec) * 1000 + ts.tv_nsec / 1'000'000;
+      int answered = 0;
+      for (const std::string& request : requests) {
+        if (request.rfind("summary ", 0) != 0 || ++answered > kMaxAnswersPerTick) continue;
+        if (!answer->made || now_ms - answer->at_ms >= 1000) {
+          DiagnoseOptions diagnose;
+          diagnose.workload = *ParseWorkloadClass(args.workload);
+          diagnose.price_per_gpu_hour = args.price_per_gpu_hour;
+          const Diagnosis d = Diagnose(run, diagnose);
+          *answer = Answer{true, now_ms, FiguresOf(d), d.findings};
+        }
+        (void)job_feed->AppendSummary(request.substr(8), answer->figures, answer->findings);
+      }
+    };
+  }
   auto result = RecordCommand(options);
   if (tty) std::fprintf(stderr, "\r\033[K");
   if (!result.ok()) {
     PrintError(result.status());
+    if (worker && trackers.user_trackers) {
+      // A run made for the job (MLflow) ends as failed, with why, rather than
+      // staying "running" for ever.
+      TrackerSummary failed;
+      failed.exit_code = 127;
+      failed.ended_ns = WallNow();
+      failed.report_text = result.status().message();
+      failed.report_json = "{}";
+      worker->Finish(failed, kTrackerDeadlineMs);
+    }
     return result.status().code() == StatusCode::kInvalidArgument ? kExitUsage : kExitInput;
   }
   if (!result->gpu_metrics)
@@ -247,8 +304,10 @@ int RunRecord(const RecordArgs& args) {
     summary.ended_ns = result->ended_ns;
     summary.figures = FiguresOf(diagnosis);
     summary.findings = diagnosis.findings;
-    summary.report_json = RenderJson(run, diagnosis);
-    summary.report_text = RenderTerminal(run, diagnosis, {});
+    if (trackers.user_trackers) {  // the job's feed does not take them
+      summary.report_json = RenderJson(run, diagnosis);
+      summary.report_text = RenderTerminal(run, diagnosis, {});
+    }
     if (trackers.mlflow) {
       std::map<std::string, std::string> params = run.recordings[0].metadata;
       for (const char* incidental : {"exit_code", "command", "scrapes", "unchanged_scrapes_skipped"}) params.erase(incidental);
@@ -259,7 +318,8 @@ int RunRecord(const RecordArgs& args) {
     for (const auto& w : worker->Warnings()) trackers.warnings.push_back(w);
     for (const auto& w : worker->Warnings())
       std::fprintf(stderr, "gputriage: warning: %s\n", Printable(w).c_str());
-    run.recordings[0].stats.AddIssue(
+    if (trackers.user_trackers)
+      run.recordings[0].stats.AddIssue(
         IssueSeverity::kInfo, "trackers",
         fmt::format("{} points logged to the trackers, {} dropped; tracker thread CPU {:.3f} s",
                     worker->PointsLogged(), worker->PointsDropped(), static_cast<double>(worker->ThreadCpuNs()) / 1e9));

@@ -134,6 +134,15 @@ std::vector<MarkedStep> StepBuilder::TakeFinished() {
   return out;
 }
 
+std::vector<MarkedStep> StepBuilder::PeekEnded() const {
+  std::vector<MarkedStep> out;
+  for (const auto& [pid, p] : processes_)
+    for (const auto& [begin, slot] : p.by_begin)
+      if (!slot.open) out.push_back(slot.step);
+  std::sort(out.begin(), out.end(), [](const MarkedStep& a, const MarkedStep& b) { return a.span.start < b.span.start; });
+  return out;
+}
+
 MarkedSteps StepBuilder::Finish() {
   std::vector<MarkedStep> steps;
   Release(true, steps);

@@ -47,6 +47,9 @@ class StepBuilder {
   std::vector<MarkedStep> TakeFinished();
   /// Everything left once the job is over; the counts cover the whole run.
   MarkedSteps Finish();
+  /// The ended steps still held (not yet final), by start, left in place: with
+  /// the finished ones, the run's steps so far (a snapshot the job asked for).
+  std::vector<MarkedStep> PeekEnded() const;
 
  private:
   struct Slot {

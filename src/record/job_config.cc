@@ -83,6 +83,16 @@ JobConfig ParseJobConfig(std::string_view text) {
       reject(line_number, "the process id is not a number");
       continue;
     }
+    if (key == kJobRequestKey) {
+      std::string request;
+      if (raw.size() <= 256 && Unescape(raw, &request)) out.requests.push_back(std::move(request));
+      else reject(line_number, "a request that is too long or badly escaped");
+      continue;
+    }
+    if (key.substr(0, 10) == "gputriage.") {
+      reject(line_number, "a key under gputriage. (the recorder's own)");
+      continue;
+    }
     if (std::string why = KeyProblem(key); !why.empty()) {
       reject(line_number, why);
       continue;
@@ -116,6 +126,24 @@ StatusOr<std::unique_ptr<JobConfigChannel>> JobConfigChannel::Create() {
 
 JobConfigChannel::~JobConfigChannel() {
   if (fd_ >= 0) close(fd_);
+}
+
+std::vector<std::string> JobConfigChannel::TakeRequests() {
+  // New bytes only: a request is a short line, checked about ten times a second.
+  std::string text;
+  char buf[4096];
+  for (size_t at = requests_read_to_; at < kMaxBytes;) {
+    const ssize_t n = pread(fd_, buf, sizeof buf, static_cast<off_t>(at));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    text.append(buf, static_cast<size_t>(n));
+    at += static_cast<size_t>(n);
+  }
+  const size_t complete = text.rfind('\n');
+  if (complete == std::string::npos) return {};
+  text.resize(complete + 1);
+  requests_read_to_ += text.size();
+  return ParseJobConfig(text).requests;
 }
 
 JobConfig JobConfigChannel::Read() const {

@@ -13,6 +13,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "gputriage/status.h"
 
@@ -27,7 +28,13 @@ struct JobConfig {
   int64_t rejected_lines = 0;                   // malformed, a reserved or bad key, too long, past the key limit
   std::string first_problem;                    // the first rejected line's problem, for the report
   bool truncated = false;                       // the job wrote more than kMaxBytes
+  std::vector<std::string> requests;            // "gputriage.request" lines: what the job asks of the recorder
 };
+
+/// The key of a request line ("summary NONCE": the job, ending, asks for the
+/// diagnosis so far; the answer goes to its feed, src/trackers/job_feed.h). Keys
+/// under "gputriage." are the recorder's protocol, never settings.
+inline constexpr const char* kJobRequestKey = "gputriage.request";
 
 /// Parses the channel's text. A last line without its newline is a write in
 /// progress (or cut short) and is left out.
@@ -49,10 +56,13 @@ class JobConfigChannel {
   int fd() const { return fd_; }
   /// Everything written so far.
   JobConfig Read() const;
+  /// Requests written since the last call (complete lines only).
+  std::vector<std::string> TakeRequests();
 
  private:
   JobConfigChannel() = default;
   int fd_ = -1;
+  size_t requests_read_to_ = 0;  // offset of the first line TakeRequests has not seen
 };
 
 }  // namespace gputriage

@@ -359,6 +359,23 @@ StatusOr<RecordResult> RecordCommand(const RecordOptions& options) {
         next_steps_write += kNsPerS;
       }
     }
+    if (config && options.on_job_request)
+      if (std::vector<std::string> requests = config->TakeRequests(); !requests.empty()) {
+        // The steps so far: final ones, and the ended ones still held for late markers.
+        if (ring) take_markers(false);
+        std::vector<MarkedStep> steps = finished_steps;
+        for (auto& step : step_builder.PeekEnded()) steps.push_back(std::move(step));
+        std::stable_sort(steps.begin(), steps.end(),
+                         [](const MarkedStep& a, const MarkedStep& b) { return a.span.start < b.span.start; });
+        // The recording is lent to the requests as a run (moved, not copied: its
+        // sketches are large), with the steps so far, and taken back.
+        Run lent;
+        lent.recordings.push_back(std::move(result.recording));
+        std::swap(lent.recordings[0].marked_steps, steps);
+        options.on_job_request(requests, lent);
+        std::swap(lent.recordings[0].marked_steps, steps);
+        result.recording = std::move(lent.recordings[0]);
+      }
     if (options.store && result.run_id > 0 && result.recording.metrics.devices.size() != stored_devices) {
       stored_devices = result.recording.metrics.devices.size();  // a scrape named a new GPU
       stored(options.store->PutDevices(result.run_id, result.recording.metrics));

@@ -38,6 +38,11 @@ struct RecordOptions {
   std::function<void(size_t device, Metric metric, TimeNs t, double value)> on_sample;
   /// Steps from the job's markers, each once, when they are final.
   std::function<void(const std::vector<MarkedStep>& steps)> on_steps;
+  /// The requests the job wrote to its configuration channel since the last
+  /// tick (the Python package, ending, asks "summary NONCE" for the diagnosis so
+  /// far), with the recording so far as a run: its samples, and every step that
+  /// has ended. Called on the sampling loop: it must be quick.
+  std::function<void(const std::vector<std::string>& requests, const Run& so_far)> on_job_request;
 };
 
 struct RecordResult {

@@ -24,7 +24,7 @@ struct MlflowOptions {
   std::string run_name;         // a new run's name (record --name)
   std::map<std::string, std::string> tags;  // a new run's tags
   HttpAuth auth;                // MLFLOW_TRACKING_TOKEN, or _USERNAME and _PASSWORD
-  int timeout_ms = 3000;        // per request: a server that hangs costs this, not the job
+  int timeout_ms = 5000;        // per request: a server that hangs costs this, not the job
 };
 
 /// MLflow's own environment, as its client reads it.

@@ -35,8 +35,14 @@ void TrackerFeed::AddSample(size_t device, Metric metric, TimeNs t, double value
 void TrackerFeed::NoteDevices(const MetricSet& metrics) {
   const size_t n = std::min(metrics.devices.size(), kMaxDevices);
   memory_total_bytes_.resize(n, 0);
-  for (size_t d = 0; d < n; ++d)
-    memory_total_bytes_[d] = static_cast<double>(metrics.devices[d].memory_total_bytes);
+  gpu_label_.resize(n);
+  for (size_t d = 0; d < n; ++d) {
+    const MetricDevice& device = metrics.devices[d];
+    memory_total_bytes_[d] = static_cast<double>(device.memory_total_bytes);
+    if (device.index >= 0)
+      gpu_label_[d] = std::to_string(device.index) +
+                      (device.mig_instance >= 0 ? ".mig" + std::to_string(device.mig_instance) : "");
+  }
 }
 
 void TrackerFeed::AddSteps(const std::vector<MarkedStep>& steps) {
@@ -53,7 +59,9 @@ void TrackerFeed::AddSteps(const std::vector<MarkedStep>& steps) {
 
 std::optional<TrackerPoint> TrackerFeed::Poll(TimeNs now, bool final) {
   if (window_start_ == 0) return std::nullopt;  // nothing seen yet
-  if (!final && now < window_start_ + every_) return std::nullopt;
+  // A window ends on the recorder's once-a-second tick: a tick a few ms early
+  // still ends it (5 % of the window), or a 1 s window would often last 2.
+  if (!final && now + every_ / 20 < window_start_ + every_) return std::nullopt;
   TrackerPoint p;
   p.t_ns = now;
   p.step = latest_step_ >= 0 ? latest_step_ : points_;
@@ -83,7 +91,10 @@ std::optional<TrackerPoint> TrackerFeed::Poll(TimeNs now, bool final) {
       if (kTracked[i] == Metric::kFbUsedBytes || kTracked[i] == Metric::kFbTotalBytes) v /= kMiB;
       sum[i] += v;
       ++n[i];
-      if (devices_.size() > 1) p.values.emplace_back("gpu/" + std::to_string(d) + "/" + kKeys[i], v);
+      if (devices_.size() > 1) {
+        const std::string label = d < gpu_label_.size() && !gpu_label_[d].empty() ? gpu_label_[d] : std::to_string(d);
+        p.values.emplace_back("gpu/" + label + "/" + kKeys[i], v);
+      }
       a.weighted = a.covered = 0;  // the next window starts; last_t stays for the next sample's span
       a.seen = false;
     }

@@ -6,6 +6,7 @@
 
 #include <array>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "gputriage/metrics.h"
@@ -46,6 +47,7 @@ class TrackerFeed {
   static constexpr size_t kNumTracked = std::size(kTracked);
   std::vector<std::array<Accumulator, kNumTracked>> devices_;
   std::vector<double> memory_total_bytes_;  // per device position, 0 unknown
+  std::vector<std::string> gpu_label_;      // per device position: "0", or "0.mig3" (gpu/LABEL/... keys)
   TimeNs every_;
   TimeNs gap_cap_;
   TimeNs window_start_ = 0;

@@ -352,7 +352,17 @@ assert r[0]["scope"] == "experiment nightly" and "last 2 runs" in r[0]["title"],
 print("ok: the half-idle nightly run regresses against the two before it")
 PY
   check "runs --name nightly" 0 "$bin" runs --name nightly --json --store "$hist"
-  python3 -c 'import json,sys; h=json.load(open(sys.argv[1])); assert [r["regression"] for r in h["runs"]] == [False, False, True, True], h; print("ok: the trend marks the regressed runs")' "$tmp/out" || fail=1
+  python3 - "$tmp/out" <<'PY' || fail=1
+import json, sys
+h = json.load(open(sys.argv[1]))
+assert [r["regression"] for r in h["runs"]] == [False, False, True, True], h
+now = {c["figure"]: c for c in h["latest_against_history"]}
+# The latest (half idle) against the median of the three before it (95, 95, ~50).
+assert now["gpu_util_mean_percent"]["regression"] and abs(now["gpu_util_mean_percent"]["baseline"] - 95) < 1.5, now
+print("ok: the trend marks the regressed runs and where the experiment stands")
+PY
+  check "runs --name nightly (text)" 0 "$bin" runs --name nightly --store "$hist"
+  grep -q "^Trend: run 4 against the median of the 3 runs before it" "$tmp/out" || { echo "FAIL: no trend"; cat "$tmp/out"; fail=1; }
   check "diagnose a stored regressed run --fail-on regression" 1 "$bin" diagnose 3 --fail-on regression --store "$hist"
   check "diagnose a stored healthy run --fail-on regression" 0 "$bin" diagnose 2 --fail-on regression --store "$hist"
 fi

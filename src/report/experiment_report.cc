@@ -1,5 +1,6 @@
 #include "src/report/experiment_report.h"
 
+#include <algorithm>
 #include <cmath>
 #include <ctime>
 
@@ -8,6 +9,7 @@
 
 #include "src/util/strings.h"
 #include "src/verdicts/compare.h"
+#include "src/verdicts/history.h"
 
 namespace gputriage {
 namespace {
@@ -43,6 +45,15 @@ std::string Short(const std::string& value) { return value.empty() ? "(unset)" :
 std::vector<ConfigChange> ChangesFromPrevious(const std::vector<ExperimentRun>& runs, size_t i) {
   if (i == 0) return {};
   return SettingsChanges(runs[i - 1].history.settings, runs[i].history.settings);
+}
+
+/// The latest run against the runs before it (the last kHistoryWindow): where
+/// the experiment stands now.
+std::vector<HistoryCheck> LatestAgainstHistory(const std::vector<ExperimentRun>& runs) {
+  if (runs.size() < 2) return {};
+  std::vector<HistoryRun> before;
+  for (size_t i = 0; i + 1 < runs.size(); ++i) before.push_back(runs[i].history);
+  return CheckAgainstHistory(runs.back().history, before);
 }
 
 bool Regressed(const ExperimentRun& r) {
@@ -89,6 +100,24 @@ std::string RenderExperimentText(const std::string& name, const std::vector<Expe
     for (const auto& f : r.findings)
       if (f.verdict == "regression") regressions.push_back(fmt::format("run {}: {}", r.info.id, f.title));
   }
+  // The trend: the first run to the latest, and the latest against its baseline.
+  if (runs.size() >= 2) {
+    out += fmt::format("\nTrend: run {} against the median of the {} runs before it (the first was run {})\n",
+                       runs.back().info.id, std::min(runs.size() - 1, kHistoryWindow), runs.front().info.id);
+    for (const auto& c : LatestAgainstHistory(runs)) {
+      const FigureDefinition& def = *FindFigure(c.figure);
+      const auto first = runs.front().history.figures.find(c.figure);
+      const bool share = def.unit == std::string("percent");
+      const std::string move = share ? fmt::format("{:+.1f} points", c.value - c.baseline)
+                                     : fmt::format("{:+.0f}%", 100.0 * (c.value - c.baseline) / c.baseline);
+      out += fmt::format("  {:<36} {:>12} now, {:>12} baseline ({}{}){}\n", def.label, Cell(def, c.value),
+                         Cell(def, c.baseline), move,
+                         c.regression ? ", worse past the bar" : c.worse_by < -c.threshold ? ", better past the bar" : "",
+                         first != runs.front().history.figures.end()
+                             ? fmt::format("; first run {}", Cell(def, first->second))
+                             : "");
+    }
+  }
   if (!regressions.empty()) {
     out += "\nRegressions (each run judged against the runs before it):\n";
     for (const auto& line : regressions) out += "  " + Printable(line) + "\n";
@@ -126,6 +155,12 @@ std::string RenderExperimentJson(const std::string& name, const std::vector<Expe
                            {"regression", Regressed(r)},
                            {"changes_from_previous", changes}});
   }
+  json latest = json::array();
+  for (const auto& c : LatestAgainstHistory(runs))
+    latest.push_back({{"figure", c.figure}, {"value", c.value}, {"baseline", c.baseline}, {"spread", c.spread},
+                      {"threshold", c.threshold}, {"worse_by", c.worse_by}, {"runs", c.runs},
+                      {"regression", c.regression}});
+  out["latest_against_history"] = latest;
   return out.dump(2, ' ', false, json::error_handler_t::replace);
 }
 

@@ -65,7 +65,7 @@ done
 import statistics, sys
 diffs = [float(x) for x in sys.argv[1].split()]
 threads = [float(x) for x in sys.argv[2].split()]
-print(f"median: whole recorder +{statistics.median(diffs):.3f} % of a core (noise: the spread of the pairs, "
+print(f"median: whole recorder {statistics.median(diffs):+.3f} % of a core (noise: the spread of the pairs, "
       f"{min(diffs):.3f} to {max(diffs):.3f}); tracker thread {statistics.median(threads):.4f} % of a core "
       f"(goal < 0.1 %)")
 PY

@@ -135,6 +135,9 @@ dev = d["recordings"][0]["metric_devices"][0]
 assert dev["name"] == "Fake GPU (gputriage test)", dev["name"]
 assert dev["metrics"]["gpu_util"]["samples"] >= 5, dev["metrics"]["gpu_util"]
 assert d["recordings"][0]["format"] == "nvml"
+settings = d["recordings"][0]["settings"]
+assert settings["gpu.model"] == "Fake GPU (gputriage test)" and settings["gpu.count"] == "1", settings
+assert settings["version.driver"], settings  # the machine's driver, for compare and history
 print("ok: record JSON")
 PY
   # The stored run, exported, diagnoses the same on "another machine".

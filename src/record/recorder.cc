@@ -446,6 +446,20 @@ StatusOr<RecordResult> RecordCommand(const RecordOptions& options) {
   }
   AttributeGpusToJob(result.recording);
   ReportRejectedValues(result.recording);
+  // What the recorder itself knows of the machine that moves performance: the
+  // driver, and the GPUs (kept with the job's own configuration; where the job
+  // told its GPUs as PyTorch sees them, the job's word stands).
+  if (!result.recording.metrics.devices.empty()) {
+    std::map<std::string, std::string> machine;
+    for (const auto& d : result.recording.metrics.devices)
+      if (!d.driver_version.empty()) machine.try_emplace("version.driver", d.driver_version);
+    if (!result.recording.metadata.count("gpu.model") && !result.recording.metrics.devices[0].name.empty()) {
+      machine["gpu.model"] = result.recording.metrics.devices[0].name;
+      machine["gpu.count"] = std::to_string(result.recording.metrics.devices.size());
+    }
+    if (options.store && result.run_id > 0 && !machine.empty()) stored(options.store->PutSettings(result.run_id, machine));
+    for (auto& [key, value] : machine) result.recording.metadata[key] = std::move(value);
+  }
   if (WIFEXITED(status)) result.exit_code = WEXITSTATUS(status);
   else if (WIFSIGNALED(status)) result.exit_code = 128 + WTERMSIG(status);
   result.recording.metadata["command"] = command;

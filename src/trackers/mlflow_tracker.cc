@@ -29,6 +29,18 @@ std::string Clip(std::string s) {
   return s;
 }
 
+/// obj[key] when `obj` is an object that has it, else null: a reply is not
+/// trusted to have the shape the API documents (and nlohmann throws on the wrong one).
+const json& Member(const json& obj, const char* key) {
+  static const json kNull;
+  if (!obj.is_object()) return kNull;
+  const auto it = obj.find(key);
+  return it == obj.end() ? kNull : *it;
+}
+
+/// A JSON string's text; "" for anything else.
+std::string Text(const json& v) { return v.is_string() ? v.get<std::string>() : ""; }
+
 /// "a%20b": a query parameter's value.
 std::string UrlEncode(const std::string& s) {
   std::string out;
@@ -66,9 +78,9 @@ struct MlflowTracker::Impl {
                                    "application/json", kMaxReplyBytes));
     json parsed = json::parse(reply.body, nullptr, /*allow_exceptions=*/false);
     if (reply.status / 100 != 2) {
-      std::string why = parsed.is_object() && parsed.contains("message") && parsed["message"].is_string()
-                            ? parsed.value("error_code", std::string("error")) + ": " + parsed["message"].get<std::string>()
-                            : reply.body.substr(0, 200);
+      const std::string message = Text(Member(parsed, "message"));
+      std::string code = Text(Member(parsed, "error_code"));
+      std::string why = !message.empty() ? (code.empty() ? "error" : code) + ": " + message : reply.body.substr(0, 200);
       return IoError(fmt::format("{} {}: HTTP {}: {}", method, api, reply.status, why));
     }
     if (parsed.is_discarded()) return DataLossError(method + " " + api + ": the reply is not JSON");
@@ -93,22 +105,22 @@ StatusOr<std::unique_ptr<MlflowTracker>> MlflowTracker::Start(const MlflowOption
   if (!options.run_id.empty()) {
     // The job's run: gputriage logs into it and leaves its status to the job.
     ASSIGN_OR_RETURN(json got, m.Call("GET", "mlflow/runs/get", {}, "run_id=" + UrlEncode(options.run_id)));
-    run = got["run"];
+    run = Member(got, "run");
   } else {
     std::string experiment = options.experiment_id;
     if (experiment.empty() && !options.experiment_name.empty()) {
       auto found = m.Call("GET", "mlflow/experiments/get-by-name", {}, "experiment_name=" + UrlEncode(options.experiment_name));
       if (found.ok()) {
-        experiment = (*found)["experiment"].value("experiment_id", "");
+        experiment = Text(Member(Member(*found, "experiment"), "experiment_id"));
       } else {
         auto created = m.Call("POST", "mlflow/experiments/create", {{"name", options.experiment_name}});
         if (!created.ok()) {
           // Another recorder may have made it since: look again before giving up.
           auto again = m.Call("GET", "mlflow/experiments/get-by-name", {}, "experiment_name=" + UrlEncode(options.experiment_name));
           if (!again.ok()) return created.status();
-          experiment = (*again)["experiment"].value("experiment_id", "");
+          experiment = Text(Member(Member(*again, "experiment"), "experiment_id"));
         } else {
-          experiment = (*created).value("experiment_id", "");
+          experiment = Text(Member(*created, "experiment_id"));
         }
       }
     }
@@ -118,13 +130,14 @@ StatusOr<std::unique_ptr<MlflowTracker>> MlflowTracker::Start(const MlflowOption
     json request = {{"experiment_id", experiment}, {"start_time", Ms(started_ns)}, {"tags", tags}};
     if (!options.run_name.empty()) request["run_name"] = options.run_name;
     ASSIGN_OR_RETURN(json created, m.Call("POST", "mlflow/runs/create", request));
-    run = created["run"];
+    run = Member(created, "run");
     t->created_ = true;
   }
-  const json info = run.is_object() ? run.value("info", json::object()) : json::object();
-  t->run_id_ = info.value("run_id", info.value("run_uuid", ""));
-  t->experiment_id_ = info.value("experiment_id", "");
-  t->artifact_uri_ = info.value("artifact_uri", "");
+  const json& info = Member(run, "info");
+  t->run_id_ = Text(Member(info, "run_id"));
+  if (t->run_id_.empty()) t->run_id_ = Text(Member(info, "run_uuid"));
+  t->experiment_id_ = Text(Member(info, "experiment_id"));
+  t->artifact_uri_ = Text(Member(info, "artifact_uri"));
   if (t->run_id_.empty()) return DataLossError(options.tracking_uri + ": the server's run has no run_id");
   return t;
 }

@@ -217,6 +217,38 @@ class Trackers(unittest.TestCase):
         print(f"  killed server: the record took {elapsed:.1f} s for a 5 s job", file=sys.stderr)
 
 
+    def test_5_a_server_that_answers_nonsense_is_a_warning(self):
+        # Replies of the wrong shape (a list, a number where an object belongs,
+        # numbers for strings, not JSON): a warning each, never a crash.
+        import http.server
+        import threading
+        replies = [b"[]", b'{"run": 5}', b'{"run": {"info": {"run_id": 7}}}', b"not json", b'{"error_code": 3}']
+        for body in replies:
+            class Handler(http.server.BaseHTTPRequestHandler):
+                def reply(self):
+                    self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                    self.send_response(200)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(body)))
+                    self.end_headers()
+                    self.wfile.write(body)
+                do_GET = do_POST = do_PUT = reply
+
+                def log_message(self, *args):
+                    pass
+
+            server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+            threading.Thread(target=server.serve_forever, daemon=True).start()
+            try:
+                proc = record(["--no-store", "--mlflow", f"http://127.0.0.1:{server.server_address[1]}", "--", "true"])
+            finally:
+                server.shutdown()
+                server.server_close()
+            with self.subTest(reply=body):
+                self.assertEqual(proc.returncode, 0, proc.stderr)
+                self.assertIn("gputriage: warning: MLflow", proc.stderr)
+                self.assertNotIn("runtime error", proc.stderr)
+
     def test_4_a_wandb_run_gets_the_windows_and_the_verdicts(self):
         for finish in (True, False):
             with self.subTest(run_finish=finish):

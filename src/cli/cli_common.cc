@@ -70,18 +70,13 @@ void ApplyRecordedSettings(const Run& run, bool workload_given, DiagnoseOptions&
 
 Status JudgeAgainstExperiment(RunStore& store, int64_t run_id, const std::string& name, Diagnosis& diagnosis) {
   if (name.empty()) return Status::Ok();
-  ASSIGN_OR_RETURN(auto earlier, LoadExperiment(store, name, run_id, kHistoryWindow));
-  if (earlier.empty()) return Status::Ok();
+  ASSIGN_OR_RETURN(auto loaded, LoadPredecessors(store, run_id, name, kHistoryWindow));
+  if (loaded.predecessors.empty()) return Status::Ok();
   HistoryRun current;
   current.id = run_id;
   current.figures = FiguresOf(diagnosis);
-  ASSIGN_OR_RETURN(current.settings, store.LoadSettings(run_id));
-  ASSIGN_OR_RETURN(auto runs, store.ListRuns());
-  for (const auto& r : runs)
-    if (r.id == run_id) current.settings["command"] = r.command;
-  std::vector<HistoryRun> predecessors;
-  for (auto& e : earlier) predecessors.push_back(std::move(e.history));
-  if (auto finding = JudgeAgainstHistory(name, current, predecessors)) {
+  current.settings = std::move(loaded.settings);
+  if (auto finding = JudgeAgainstHistory(name, current, loaded.predecessors)) {
     // After the findings of its own severity: what the run itself shows comes first.
     auto at = std::find_if(diagnosis.findings.begin(), diagnosis.findings.end(),
                            [&](const Finding& f) { return f.severity < finding->severity; });

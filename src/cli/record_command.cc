@@ -1,7 +1,6 @@
 // `gputriage record -- COMMAND`: runs a job, samples its GPUs (NVML or a
 // dcgm-exporter endpoint) and its step markers, keeps the run in the store and
 // prints the diagnosis on stderr (the job's own stdout stays its own).
-#include <time.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -23,6 +22,7 @@
 #include "src/trackers/tensorboard_writer.h"
 #include "src/trackers/tracker_feed.h"
 #include "src/trackers/tracker_worker.h"
+#include "src/util/clock.h"
 #include "src/util/strings.h"
 #include "src/verdicts/compare.h"
 
@@ -56,12 +56,6 @@ struct RecordArgs {
   double tracker_interval_s = 10;
 };
 
-TimeNs WallNow() {
-  timespec ts{};
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return static_cast<TimeNs>(ts.tv_sec) * kNsPerS + ts.tv_nsec;
-}
-
 /// The trackers asked for (--mlflow or MLflow's environment, --tensorboard),
 /// started before the job: an MLflow run's id goes into the job's environment
 /// so its own mlflow.start_run() logs into the same run. A tracker that cannot
@@ -76,7 +70,7 @@ struct Trackers {
 
 Trackers StartTrackers(const RecordArgs& args, RecordOptions& options) {
   Trackers t;
-  const TimeNs now = WallNow();
+  const TimeNs now = WallNs();
   MlflowOptions mlflow = MlflowOptionsFromEnvironment();
   if (!args.mlflow_uri.empty()) mlflow.tracking_uri = args.mlflow_uri;
   // MLflow's own default is a local ./mlruns directory, which has no REST API to
@@ -225,7 +219,7 @@ int RunRecord(const RecordArgs& args) {
                                                                                       TimeNs elapsed) {
       if (status) status(rec, elapsed);
       f->NoteDevices(rec.metrics);
-      if (auto point = f->Poll(WallNow())) w->Push(std::move(*point));
+      if (auto point = f->Poll(WallNs())) w->Push(std::move(*point));
     };
   }
   if (trackers.feed) {
@@ -241,9 +235,7 @@ int RunRecord(const RecordArgs& args) {
     };
     options.on_job_request = [&args, job_feed = trackers.feed, answer = std::make_shared<Answer>()](
                                  const std::vector<std::string>& requests, const Run& run) {
-      timespec ts{};
-      clock_gettime(CLOCK_MONOTONIC, &ts);
-      const int64_t now_ms = static_cast<int64_t>(ts.tv_sec) * 1000 + ts.tv_nsec / 1'000'000;
+      const int64_t now_ms = MonotonicMs();
       int answered = 0;
       for (const std::string& request : requests) {
         if (request.rfind("summary ", 0) != 0 || ++answered > kMaxAnswersPerTick) continue;
@@ -267,7 +259,7 @@ int RunRecord(const RecordArgs& args) {
       // staying "running" for ever.
       TrackerSummary failed;
       failed.exit_code = 127;
-      failed.ended_ns = WallNow();
+      failed.ended_ns = WallNs();
       failed.report_text = result.status().message();
       failed.report_json = "{}";
       worker->Finish(failed, kTrackerDeadlineMs);
@@ -298,7 +290,7 @@ int RunRecord(const RecordArgs& args) {
   if (worker) {
     // The last window, then the run's end; a tracker that is down costs at most
     // the deadline, never the run (it is stored above).
-    if (auto point = feed->Poll(WallNow(), /*final=*/true)) worker->Push(std::move(*point));
+    if (auto point = feed->Poll(WallNs(), /*final=*/true)) worker->Push(std::move(*point));
     TrackerSummary summary;
     summary.exit_code = result->exit_code;
     summary.ended_ns = result->ended_ns;

@@ -2,7 +2,6 @@
 // experiment's history (figures, verdicts, regressions, what changed);
 // `--check` runs the store's integrity check.
 #include <cstdio>
-#include <ctime>
 #include <optional>
 #include <vector>
 #include <string>
@@ -14,6 +13,7 @@
 #include "src/report/runs_json.h"
 #include "src/store/run_history.h"
 #include "src/util/strings.h"
+#include "src/util/units.h"
 
 namespace gputriage::cli {
 namespace {
@@ -57,11 +57,7 @@ int RunRuns(const std::string& store_path, bool json, bool check, const std::opt
                       "gpus", "samples", "commit", "command");
     for (const auto& r : *runs) {
       // Local start time, and the code's commit (with * when the working tree had changes).
-      char started[32] = "-";
-      const time_t seconds = static_cast<time_t>(r.started_ns / 1'000'000'000);
-      struct tm local {};
-      if (r.started_ns > 0 && localtime_r(&seconds, &local) != nullptr)
-        std::strftime(started, sizeof started, "%Y-%m-%d %H:%M", &local);
+      const std::string started = FormatLocalMinute(r.started_ns);
       std::string commit = "-";
       if (auto c = r.metadata.find("git_commit"); c != r.metadata.end()) {
         commit = c->second.substr(0, 8);

@@ -22,6 +22,7 @@
 #include "src/sources/nvml/nvml_library.h"
 #include "src/sources/nvml/nvml_sampler.h"
 #include "src/record/job_config.h"
+#include "src/util/clock.h"
 #include "src/util/strings.h"
 
 namespace gputriage {
@@ -32,18 +33,6 @@ volatile sig_atomic_t g_forward_signal = 0;
 constexpr TimeNs kJobExitCheckNs = 20 * kNsPerMs;
 
 void RememberSignal(int sig) { g_forward_signal = sig; }
-
-TimeNs WallNs() {
-  timespec ts{};
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return static_cast<TimeNs>(ts.tv_sec) * kNsPerS + ts.tv_nsec;
-}
-
-TimeNs MonotonicNs() {
-  timespec ts{};
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<TimeNs>(ts.tv_sec) * kNsPerS + ts.tv_nsec;
-}
 
 /// Restores the recorder's signal dispositions when recording ends.
 class SignalScope {

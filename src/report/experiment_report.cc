@@ -2,12 +2,12 @@
 
 #include <algorithm>
 #include <cmath>
-#include <ctime>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "src/util/strings.h"
+#include "src/util/units.h"
 #include "src/verdicts/compare.h"
 #include "src/verdicts/history.h"
 
@@ -25,18 +25,8 @@ constexpr Column kColumns[] = {{"step_time_ms", "step time"},        {"data_wait
                                {"mfu_percent", "MFU"}};
 
 std::string Cell(const FigureDefinition& f, double v) {
-  if (f.unit == std::string("samples/s")) return fmt::format("{:.1f}", v);
-  ComparedMetric m;
-  m.unit = f.unit;
-  return FormatComparedValue(m, v);
-}
-
-std::string Started(TimeNs ns) {
-  char text[32] = "-";
-  const time_t seconds = static_cast<time_t>(ns / 1'000'000'000);
-  struct tm local {};
-  if (ns > 0 && localtime_r(&seconds, &local) != nullptr) std::strftime(text, sizeof text, "%Y-%m-%d %H:%M", &local);
-  return text;
+  // Throughput without its unit: the column head says it.
+  return f.unit == std::string("samples/s") ? fmt::format("{:.1f}", v) : FormatFigureValue(f.unit, v);
 }
 
 std::string Short(const std::string& value) { return value.empty() ? "(unset)" : value.size() > 24 ? value.substr(0, 21) + "..." : value; }
@@ -81,7 +71,7 @@ std::string RenderExperimentText(const std::string& name, const std::vector<Expe
   std::vector<std::string> regressions;
   for (size_t i = 0; i < runs.size(); ++i) {
     const auto& r = runs[i];
-    out += fmt::format("  {:>5}  {:<16}", r.info.id, Started(r.info.started_ns));
+    out += fmt::format("  {:>5}  {:<16}", r.info.id, FormatLocalMinute(r.info.started_ns));
     for (const auto* c : columns) {
       auto it = r.history.figures.find(c->figure);
       out += fmt::format("  {:>10}", it == r.history.figures.end() ? "-" : Cell(*FindFigure(c->figure), it->second));

@@ -23,15 +23,37 @@ StatusOr<HistoryRun> LoadHistoryRun(RunStore& store, const RunInfo& info, bool* 
   return h;
 }
 
-StatusOr<std::vector<ExperimentRun>> LoadExperiment(RunStore& store, const std::string& name, int64_t before,
-                                                    size_t last) {
-  ASSIGN_OR_RETURN(auto runs, store.ListRuns());
+namespace {
+
+/// The complete runs named `name` with ids below `before` (0: all), the last `last` (0: all).
+std::vector<RunInfo> Choose(std::vector<RunInfo>& runs, const std::string& name, int64_t before, size_t last) {
   std::vector<RunInfo> chosen;
   for (auto& r : runs)
     if (r.name == name && r.status == "complete" && (before == 0 || r.id < before)) chosen.push_back(std::move(r));
   if (last > 0 && chosen.size() > last) chosen.erase(chosen.begin(), chosen.end() - static_cast<ptrdiff_t>(last));
+  return chosen;
+}
+
+}  // namespace
+
+StatusOr<RunAndPredecessors> LoadPredecessors(RunStore& store, int64_t run_id, const std::string& name, size_t last) {
+  ASSIGN_OR_RETURN(auto runs, store.ListRuns());
+  RunAndPredecessors out;
+  ASSIGN_OR_RETURN(out.settings, store.LoadSettings(run_id));
+  for (const auto& r : runs)
+    if (r.id == run_id) out.settings["command"] = r.command;
+  for (const auto& info : Choose(runs, name, run_id, last)) {
+    ASSIGN_OR_RETURN(HistoryRun h, LoadHistoryRun(store, info));
+    out.predecessors.push_back(std::move(h));
+  }
+  return out;
+}
+
+StatusOr<std::vector<ExperimentRun>> LoadExperiment(RunStore& store, const std::string& name, int64_t before,
+                                                    size_t last) {
+  ASSIGN_OR_RETURN(auto runs, store.ListRuns());
   std::vector<ExperimentRun> out;
-  for (auto& info : chosen) {
+  for (auto& info : Choose(runs, name, before, last)) {
     ExperimentRun e;
     ASSIGN_OR_RETURN(e.history, LoadHistoryRun(store, info, &e.figures_worked_out));
     ASSIGN_OR_RETURN(e.findings, store.LoadFindings(info.id));

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,15 @@ struct ExperimentRun {
 /// are worked out from a run's samples and steps when an older gputriage kept it.
 StatusOr<std::vector<ExperimentRun>> LoadExperiment(RunStore& store, const std::string& name, int64_t before = 0,
                                                     size_t last = 0);
+
+/// What judging stored run `run_id` against its experiment needs, from one
+/// listing of the store: the run's settings (with "command") and the history
+/// view of the complete runs named `name` before it (the last `last`, oldest first).
+struct RunAndPredecessors {
+  std::map<std::string, std::string> settings;
+  std::vector<HistoryRun> predecessors;
+};
+StatusOr<RunAndPredecessors> LoadPredecessors(RunStore& store, int64_t run_id, const std::string& name, size_t last);
 
 /// The history view of one stored run: its figures (stored, else worked out)
 /// and settings.

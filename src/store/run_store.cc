@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include "src/util/clock.h"
 #include "src/util/strings.h"
 
 namespace gputriage {
@@ -71,11 +72,6 @@ std::string UriPath(const std::string& path) {
   return out;
 }
 
-int64_t MonotonicMs() {
-  timespec ts{};
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<int64_t>(ts.tv_sec) * 1000 + ts.tv_nsec / 1'000'000;
-}
 
 
 // Schema migrations: Migration(N) brings a store from version N to N + 1; the

@@ -5,14 +5,10 @@
 #include <algorithm>
 #include <chrono>
 
+#include "src/util/clock.h"
+
 namespace gputriage {
 namespace {
-
-int64_t MonotonicMs() {
-  timespec ts{};
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<int64_t>(ts.tv_sec) * 1000 + ts.tv_nsec / 1'000'000;
-}
 
 int64_t ThreadCpuNow() {
   timespec ts{};

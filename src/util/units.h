@@ -3,12 +3,25 @@
 // digits. The JSON keeps the exact values; these are for text.
 #pragma once
 
+#include <time.h>
+
 #include <cmath>
+#include <cstdint>
+#include <ctime>
 #include <string>
 
 #include <fmt/format.h>
 
 namespace gputriage {
+
+/// A wall-clock time in the local zone to the minute ("2026-11-30 18:02"); "-" when unknown.
+inline std::string FormatLocalMinute(int64_t ns) {
+  char text[32] = "-";
+  const time_t seconds = static_cast<time_t>(ns / 1'000'000'000);
+  struct tm local {};
+  if (ns > 0 && localtime_r(&seconds, &local) != nullptr) std::strftime(text, sizeof text, "%Y-%m-%d %H:%M", &local);
+  return text;
+}
 
 /// 850 µs, 42 ms, 2.5 s, 4.2 min, 3.1 h.
 inline std::string FormatSeconds(double seconds) {

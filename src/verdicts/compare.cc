@@ -28,7 +28,7 @@ std::map<std::string, std::string> Settings(const Run& run, const Diagnosis& d) 
   std::map<std::string, std::string> out;
   for (const auto& rec : run.recordings)
     for (const auto& [k, v] : rec.metadata)
-      if (!Incidental(k)) out.try_emplace(k, v);
+      out.try_emplace(k, v);  // incidental context is left out by SettingsChanges
   if (!d.summary.device.empty()) out["gpu"] = d.summary.device;
   if (d.summary.devices > 0) out["gpu_count"] = std::to_string(d.summary.devices);
   return out;
@@ -174,10 +174,10 @@ const ConfigChange* PlausibleCause(const std::string& figure, const std::vector<
   return nullptr;
 }
 
-std::string FormatComparedValue(const ComparedMetric& m, double v) {
-  if (m.unit == "percent") return fmt::format("{:.1f}%", v);
-  if (m.unit == "ms") return fmt::format("{:.2f} ms", v);
-  return fmt::format("{:.1f} {}", v, m.unit);
+std::string FormatFigureValue(const std::string& unit, double v) {
+  if (unit == "percent") return fmt::format("{:.1f}%", v);
+  if (unit == "ms") return fmt::format("{:.2f} ms", v);
+  return fmt::format("{:.1f} {}", v, unit);
 }
 
 std::vector<ComparedMetric> Comparison::regressions() const {

@@ -62,8 +62,9 @@ struct ComparedMetric {
   std::string noise_floor;    // what a change had to pass
 };
 
-/// A value of `m` as text: "42.0%", "16.09 ms", "1988.8 samples/s".
-std::string FormatComparedValue(const ComparedMetric& m, double value);
+/// A value in a figure's unit as text: "42.0%", "16.09 ms", "1988.8 samples/s".
+std::string FormatFigureValue(const std::string& unit, double value);
+inline std::string FormatComparedValue(const ComparedMetric& m, double value) { return FormatFigureValue(m.unit, value); }
 
 /// A move and the change that most plausibly explains it.
 struct Explanation {

@@ -20,11 +20,7 @@ double Median(std::vector<double> v) {
 
 bool IsShare(const FigureDefinition& f) { return f.unit == std::string("percent"); }
 
-std::string Value(const FigureDefinition& f, double v) {
-  ComparedMetric m;
-  m.unit = f.unit;
-  return FormatComparedValue(m, v);
-}
+std::string Value(const FigureDefinition& f, double v) { return FormatFigureValue(f.unit, v); }
 
 /// "+62%" or "+33.4 points": a move as the figure counts it.
 std::string Move(const FigureDefinition& f, double before, double after) {
@@ -45,11 +41,16 @@ std::string RunList(const std::vector<int64_t>& ids) {
   return Join(parts, ", ");
 }
 
+/// The first of the predecessors that form the baseline (the last kHistoryWindow).
+size_t BaselineStart(const std::vector<HistoryRun>& predecessors) {
+  return predecessors.size() > kHistoryWindow ? predecessors.size() - kHistoryWindow : 0;
+}
+
 }  // namespace
 
 std::vector<HistoryCheck> CheckAgainstHistory(const HistoryRun& current, const std::vector<HistoryRun>& predecessors) {
   std::vector<HistoryCheck> out;
-  const size_t first = predecessors.size() > kHistoryWindow ? predecessors.size() - kHistoryWindow : 0;
+  const size_t first = BaselineStart(predecessors);
   // The noise of step times: this run's and the history's typical CV.
   std::vector<double> cvs, step_counts;
   for (size_t i = first; i < predecessors.size(); ++i) {
@@ -98,7 +99,7 @@ std::optional<Finding> JudgeAgainstHistory(const std::string& experiment, const 
     if (c.regression) worse.push_back(&c);
   if (worse.empty()) return std::nullopt;
 
-  const size_t first = predecessors.size() > kHistoryWindow ? predecessors.size() - kHistoryWindow : 0;
+  const size_t first = BaselineStart(predecessors);
   std::vector<int64_t> baseline_ids;
   for (size_t i = first; i < predecessors.size(); ++i) baseline_ids.push_back(predecessors[i].id);
 

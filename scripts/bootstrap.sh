@@ -9,7 +9,7 @@ packages=(
   zlib1g-dev libsimdjson-dev libfmt-dev libcli11-dev nlohmann-json3-dev
   libgtest-dev libbenchmark-dev libsqlite3-dev libcpp-httplib-dev python3 procps time
   # TensorBoard event files (protobuf messages); PostgreSQL for the team store.
-  libprotobuf-dev protobuf-compiler
+  libprotobuf-dev protobuf-compiler libpq-dev postgresql
   # The Python package (python/): pybind11, headers, venv + pip for the offline
   # install test, and PyTorch (CPU) for the training-loop acceptance tests.
   pybind11-dev python3-dev python3-venv python3-pip python3-torch

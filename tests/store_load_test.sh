@@ -31,24 +31,9 @@ worker() {  # w: runs_each records, half of the workers sampling the fake NVML
 
 start=$(date +%s.%N)
 for w in $(seq 1 "$workers"); do worker "$w" 2>/dev/null & done
-# The killer: SIGKILL a running recorder at a random moment until $kills
-# recorders have died of it (a recorder may exit between the choice and the
-# signal: only the deaths its worker saw count).
-victims=""
 RANDOM=12
-effective() { cat "$tmp"/results/rc.* 2>/dev/null | grep -c ' 137$'; }
-while [ "$(effective)" -lt "$kills" ]; do
-  sleep "0.$((RANDOM % 8 + 1))"
-  # Recorders only: not the short-lived forks a recorder makes (popen, the job before exec).
-  mapfile -t pids < <(pgrep -f -- "record --store $store" | while read -r p; do
-    parent=$(awk '{print $4}' "/proc/$p/stat" 2>/dev/null) || continue
-    tr "\0" " " <"/proc/$parent/cmdline" 2>/dev/null | grep -q -- "record --store" || echo "$p"
-  done)
-  [ "${#pids[@]}" -gt 0 ] || { pgrep -f -- "--name load-" >/dev/null || break; continue; }
-  victim=${pids[$((RANDOM % ${#pids[@]}))]}
-  case " $victims " in *" $victim "*) continue ;; esac  # still exiting from an earlier kill
-  kill -9 "$victim" 2>/dev/null && victims="$victims $victim"
-done
+source "$(dirname "$0")/kill_recorders.sh"
+kill_recorders "$store" "$tmp/results" "$kills" 8
 wait
 end=$(date +%s.%N)
 

@@ -77,7 +77,7 @@ inline const std::vector<std::string>& FailOnChoices() {
 const std::vector<std::string>& WorkloadChoices();
 
 /// Help text of every --store option.
-inline constexpr const char* kStoreHelp = "run store (default: $GPUTRIAGE_STORE, else ~/.local/share/gputriage/runs.db)";
+inline constexpr const char* kStoreHelp = "run store: a file, or a team's postgresql://USER:PASS@HOST/DB (default: $GPUTRIAGE_STORE, else ~/.local/share/gputriage/runs.db)";
 
 void Print(const std::string& out);
 /// "gputriage: error: MESSAGE" on stderr.

@@ -1,6 +1,8 @@
 // The run store: every recorded run, its GPUs, samples, findings and settings,
-// in one SQLite file (WAL mode, versioned schema with migrations). SQLite is used
-// only in run_store.cc.
+// with a versioned schema and migrations (src/store/schema.h). By default one
+// SQLite file per machine (WAL mode); given a postgresql:// URL, a PostgreSQL
+// database that a team's recorders on many machines share. The SQL is written
+// once, over the adapters in src/store/database.h.
 //
 // Crash safety: a run is inserted as "incomplete" when recording starts and
 // marked "complete" when it ends; samples are written in transactions at most
@@ -21,12 +23,10 @@
 #include "gputriage/model.h"
 #include "gputriage/status.h"
 
-struct sqlite3;
-struct sqlite3_stmt;
-
 namespace gputriage {
 
-class Statement;  // a prepared SQLite statement (run_store.cc)
+class Database;  // src/store/database.h
+class Query;
 
 struct RunInfo {
   int64_t id = 0;
@@ -44,7 +44,8 @@ struct RunInfo {
 
 class RunStore {
  public:
-  /// The schema version this build writes; older stores are migrated on open.
+  /// The schema version this build writes; older stores are migrated on open
+  /// (src/store/schema.h: kStoreSchemaVersion).
   static constexpr int kSchemaVersion = 4;
   /// Reading commands also read stores this old, as they are (version 3 has no
   /// stored figures: they are worked out from the samples when asked for).
@@ -53,16 +54,20 @@ class RunStore {
   /// $GPUTRIAGE_STORE, else $XDG_DATA_HOME/gputriage/runs.db, else ~/.local/share/gputriage/runs.db.
   static std::string DefaultPath();
 
-  /// Opens for recording (creating the file and its directory if needed) and
-  /// migrates; safe when several recorders open a new store at once. A file that
-  /// is not a gputriage store, or is newer than this build, is an error.
-  static StatusOr<std::unique_ptr<RunStore>> Open(const std::string& path);
+  /// Opens for recording and migrates; safe when several recorders open a new
+  /// store at once. `location` is a file path (created with its directory if
+  /// needed) or a postgresql:// URL (the database must exist). A file or
+  /// database that is not a gputriage store, or is newer than this build, is an error.
+  static StatusOr<std::unique_ptr<RunStore>> Open(const std::string& location);
   /// Opens for reading only: never creates, migrates or writes anything (a
-  /// read-only file or directory is fine). A missing file, another database, or a
-  /// schema older or newer than this build's is an error that says so.
-  static StatusOr<std::unique_ptr<RunStore>> OpenForReading(const std::string& path);
-  /// SQLite's integrity check over the whole file; `problems` is empty when it
-  /// passes. Reads every page: for `runs --check`, not for every listing.
+  /// read-only file or directory is fine; a PostgreSQL session is read-only).
+  /// A missing store, another database, or a schema older or newer than this
+  /// build's is an error that says so.
+  static StatusOr<std::unique_ptr<RunStore>> OpenForReading(const std::string& location);
+  /// The engine's check of its pages (SQLite's integrity check), then the
+  /// store's own: every run's status, and each run's samples inside its recorded
+  /// range and adding up to its recorded count. `problems` is empty when it
+  /// passes. Reads every row: for `runs --check`, not for every listing.
   Status CheckIntegrity(std::vector<std::string>* problems);
   ~RunStore();
 
@@ -102,23 +107,25 @@ class RunStore {
   Status ForEachSample(int64_t run,
                        const std::function<void(const MetricDevice& device, Metric metric, TimeNs t, double value)>& fn);
 
+  /// The store as messages name it: its file, or its URL without the password.
   const std::string& path() const { return path_; }
+  /// "sqlite" or "postgresql".
+  const char* kind() const;
 
  private:
-  RunStore() = default;
-  Status Exec(const char* sql);
+  explicit RunStore(std::unique_ptr<Database> db);
   Status Migrate();
-  Status SetJournalMode();
-  Status ReadVersion(int64_t* version);
-  /// Ok when `statement`'s rows ended at the last one; a damaged store otherwise.
-  Status ReadEnd(const Statement& statement, const char* what) const;
+  /// Ok when `statement`'s rows ended at the last one; otherwise a damaged
+  /// store, or one that could not be read, naming `what` was being done.
+  Status ReadEnd(const Query& statement, const char* what) const;
+  /// `what` failed, with the database's message.
+  Status Failed(const char* what) const;
+  /// Failed(what), after rolling the open transaction back.
+  Status Rollback(const char* what);
   Status CheckSampleColumns();
 
-  sqlite3* db_ = nullptr;
-  int64_t version_ = 0;  // the schema version of the open file
-  // How long a writer waits for another's lock: a recorder commits once a
-  // second; a new store's schema is made once.
-  static constexpr int kBusyTimeoutMs = 30'000;
+  std::unique_ptr<Database> db_;
+  int64_t version_ = 0;  // the schema version of the open store
   std::string path_;
   /// One device's values at one time: a samples row.
   struct PendingRow {

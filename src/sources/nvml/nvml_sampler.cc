@@ -253,6 +253,20 @@ bool NvmlSampler::Gone(const Gpu& gpu) const {
   return gpu.lost || (gpu.parent >= 0 && devices_[static_cast<size_t>(gpu.parent)].lost);
 }
 
+bool NvmlSampler::Lost(size_t metric_device) const {
+  for (const auto& g : devices_)
+    if (g.metric_device == metric_device) return Gone(g);
+  return false;
+}
+
+std::vector<unsigned int> NvmlSampler::ProcessIds(size_t metric_device) const {
+  std::vector<unsigned int> out;
+  for (const auto& g : devices_)
+    if (g.metric_device == metric_device && !Gone(g))
+      for (const auto& p : g.processes) out.push_back(p.pid);
+  return out;
+}
+
 int NvmlSampler::lost_devices() const {
   int n = 0;
   for (const auto& g : devices_) n += g.lost ? 1 : 0;

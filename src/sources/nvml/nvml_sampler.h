@@ -42,6 +42,12 @@ class NvmlSampler {
 
   size_t devices() const { return devices_.size(); }
   int lost_devices() const;
+  /// Whether the device at `metric_device` (its position in the recording) has
+  /// fallen off the bus (or its physical GPU has).
+  bool Lost(size_t metric_device) const;
+  /// The compute processes SampleProcesses last listed on the device at
+  /// `metric_device` (empty before the first listing or when it failed).
+  std::vector<unsigned int> ProcessIds(size_t metric_device) const;
 
  private:
   enum Call {

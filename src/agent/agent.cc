@@ -1,0 +1,414 @@
+#include "src/agent/agent.h"
+
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "gputriage/version.h"
+#include "src/sources/nvml/nvml_library.h"
+#include "src/sources/nvml/nvml_sampler.h"
+#include "src/util/clock.h"
+
+namespace gputriage {
+namespace {
+
+/// Nanoseconds as seconds.
+double Seconds(int64_t ns) { return static_cast<double>(ns) / 1e9; }
+
+// DCGM's series for what NVML gives the agent: dcgm-exporter's default names
+// (before 4.9's renames, what dashboards and alerts query), units and HELP.
+struct DcgmSeries {
+  const char* name;
+  Metric metric;
+  double scale;  // canonical unit → DCGM's
+  const char* help;
+};
+constexpr DcgmSeries kDcgmSeries[] = {
+    {"DCGM_FI_DEV_GPU_UTIL", Metric::kGpuUtil, 1, "GPU utilization (in %)."},
+    {"DCGM_FI_DEV_MEM_COPY_UTIL", Metric::kMemCopyUtil, 1, "Memory utilization (in %)."},
+    {"DCGM_FI_DEV_ENC_UTIL", Metric::kEncoderUtil, 1, "Encoder utilization (in %)."},
+    {"DCGM_FI_DEV_DEC_UTIL", Metric::kDecoderUtil, 1, "Decoder utilization (in %)."},
+    {"DCGM_FI_DEV_SM_CLOCK", Metric::kSmClockMHz, 1, "SM clock frequency (in MHz)."},
+    {"DCGM_FI_DEV_MEM_CLOCK", Metric::kMemClockMHz, 1, "Memory clock frequency (in MHz)."},
+    {"DCGM_FI_DEV_GPU_TEMP", Metric::kGpuTempC, 1, "GPU temperature (in C)."},
+    {"DCGM_FI_DEV_MEMORY_TEMP", Metric::kMemTempC, 1, "Memory temperature (in C)."},
+    {"DCGM_FI_DEV_POWER_USAGE", Metric::kPowerW, 1, "Power draw (in W)."},
+    // A counter in dcgm-exporter; a gauge here so its name stays DCGM's (no _total).
+    {"DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", Metric::kEnergyJ, 1e3, "Total energy consumption since boot (in mJ)."},
+    {"DCGM_FI_DEV_FB_FREE", Metric::kFbFreeBytes, 1.0 / (1024 * 1024), "Framebuffer memory free (in MiB)."},
+    {"DCGM_FI_DEV_FB_USED", Metric::kFbUsedBytes, 1.0 / (1024 * 1024), "Framebuffer memory used (in MiB)."},
+    {"DCGM_FI_DEV_CLOCK_THROTTLE_REASONS", Metric::kClockEventReasons, 1, "Current clock throttle reasons."},
+    {"DCGM_FI_PROF_GR_ENGINE_ACTIVE", Metric::kGrEngineActive, 0.01, "Ratio of time the graphics engine is active."},
+    {"DCGM_FI_PROF_SM_ACTIVE", Metric::kSmActive, 0.01,
+     "The ratio of cycles an SM has at least 1 warp assigned."},
+    {"DCGM_FI_PROF_SM_OCCUPANCY", Metric::kSmOccupancy, 0.01,
+     "The ratio of number of warps resident on an SM."},
+    {"DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", Metric::kTensorActive, 0.01,
+     "Ratio of cycles the tensor (HMMA) pipe is active."},
+    {"DCGM_FI_PROF_DRAM_ACTIVE", Metric::kDramActive, 0.01,
+     "Ratio of cycles the device memory interface is active sending or receiving data."},
+    {"DCGM_FI_PROF_PIPE_FP64_ACTIVE", Metric::kFp64Active, 0.01, "Ratio of cycles the fp64 pipes are active."},
+    {"DCGM_FI_PROF_PIPE_FP32_ACTIVE", Metric::kFp32Active, 0.01, "Ratio of cycles the fp32 pipes are active."},
+    {"DCGM_FI_PROF_PIPE_FP16_ACTIVE", Metric::kFp16Active, 0.01, "Ratio of cycles the fp16 pipes are active."},
+    {"DCGM_FI_PROF_PCIE_TX_BYTES", Metric::kPcieTxBytesPerS, 1,
+     "The rate of data transmitted over the PCIe bus - including both protocol headers and data payloads - in bytes per second."},
+    {"DCGM_FI_PROF_PCIE_RX_BYTES", Metric::kPcieRxBytesPerS, 1,
+     "The rate of data received over the PCIe bus - including both protocol headers and data payloads - in bytes per second."},
+    {"DCGM_FI_PROF_NVLINK_TX_BYTES", Metric::kNvlinkTxBytesPerS, 1,
+     "The rate of data transmitted over NVLink, not including protocol headers, in bytes per second."},
+    {"DCGM_FI_PROF_NVLINK_RX_BYTES", Metric::kNvlinkRxBytesPerS, 1,
+     "The rate of data received over NVLink, not including protocol headers, in bytes per second."},
+};
+
+double NaN() { return std::nan(""); }
+
+/// dcgm-exporter's labels for a GPU, in its order (render_metrics.go):
+/// gpu, UUID, pci_bus_id, device, modelName, [GPU_I_PROFILE, GPU_I_ID], Hostname, DCGM_FI_DRIVER_VERSION.
+Labels DcgmLabels(const MetricDevice& d, const std::string& hostname) {
+  Labels out;
+  const std::string index = d.index >= 0 ? std::to_string(d.index) : "";
+  out.emplace_back("gpu", index);
+  out.emplace_back("UUID", d.uuid);
+  out.emplace_back("pci_bus_id", d.pci_bus_id);
+  out.emplace_back("device", "nvidia" + index);
+  out.emplace_back("modelName", d.name);
+  if (d.mig_instance >= 0) {
+    out.emplace_back("GPU_I_PROFILE", d.mig_profile);
+    out.emplace_back("GPU_I_ID", std::to_string(d.mig_instance));
+  }
+  if (!hostname.empty()) out.emplace_back("Hostname", hostname);
+  if (!d.driver_version.empty()) out.emplace_back("DCGM_FI_DRIVER_VERSION", d.driver_version);
+  return out;
+}
+
+/// The labels of gputriage's own series for a GPU: DCGM's identity in
+/// Prometheus' snake_case (gpu is the same label, so the two join on it).
+Labels GpuLabels(const MetricDevice& d, const std::string& hostname) {
+  Labels out;
+  out.emplace_back("gpu", d.index >= 0 ? std::to_string(d.index) : "");
+  out.emplace_back("uuid", d.uuid);
+  out.emplace_back("pci_bus_id", d.pci_bus_id);
+  out.emplace_back("model_name", d.name);
+  if (d.mig_instance >= 0) {
+    out.emplace_back("mig_profile", d.mig_profile);
+    out.emplace_back("mig_instance", std::to_string(d.mig_instance));
+  }
+  if (!hostname.empty()) out.emplace_back("hostname", hostname);
+  return out;
+}
+
+Labels With(Labels base, const Labels& more) {
+  base.insert(base.end(), more.begin(), more.end());
+  return base;
+}
+
+}  // namespace
+
+Agent::Agent(AgentOptions options) : options_(std::move(options)), window_(options_.window_ns) {}
+
+Agent::~Agent() { Stop(); }
+
+void Agent::Start() {
+  started_ = WallNs();
+  Tick(started_);  // the first page is there before the first scrape
+  thread_ = std::thread([this] { Loop(); });
+}
+
+void Agent::Stop() {
+  {
+    std::lock_guard<std::mutex> lock(stop_mutex_);
+    stop_ = true;
+  }
+  stop_cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void Agent::Loop() {
+  // A steady tick on the monotonic clock: a slow pass (a judgement, a slow
+  // NVML call) delays one tick, never shifts the schedule; missed ticks are skipped.
+  auto next = std::chrono::steady_clock::now() + std::chrono::nanoseconds(options_.interval_ns);
+  std::unique_lock<std::mutex> lock(stop_mutex_);
+  while (!stop_) {
+    if (stop_cv_.wait_until(lock, next, [this] { return stop_; })) break;
+    lock.unlock();
+    Tick(WallNs());
+    lock.lock();
+    const auto now = std::chrono::steady_clock::now();
+    next += std::chrono::nanoseconds(options_.interval_ns);
+    while (next <= now) next += std::chrono::nanoseconds(options_.interval_ns);
+  }
+}
+
+std::shared_ptr<const std::string> Agent::Page(Exposition::Format format) const {
+  std::lock_guard<std::mutex> lock(page_mutex_);
+  return format == Exposition::Format::kOpenMetrics ? page_openmetrics_ : page_text_;
+}
+
+bool Agent::Healthy(std::string* why) const {
+  const int64_t last = last_tick_ns_.load();
+  const int64_t late = MonotonicNs() - last;
+  const int64_t allowed = std::max<int64_t>(3 * options_.interval_ns, 5 * kNsPerS);
+  if (last != 0 && late <= allowed) return true;
+  *why = last == 0 ? "the sampling loop has not run yet"
+                   : fmt::format("the sampling loop last ran {:.1f} s ago (interval {:.1f} s)", Seconds(late),
+                                 Seconds(options_.interval_ns));
+  return false;
+}
+
+void Agent::CloseNvml() {
+  sampler_.reset();
+  nvml_.reset();
+  live_.reset();
+  gpus_.clear();
+  window_ = SampleWindow(options_.window_ns);
+}
+
+void Agent::OpenNvml(TimeNs now) {
+  next_open_ = now + options_.reopen_every_ns;
+  auto lib = NvmlLibrary::Load(options_.nvml_library);
+  if (!lib.ok()) {
+    nvml_status_ = lib.status().message();
+    return;
+  }
+  auto live = std::make_unique<Recording>();
+  live->format = "nvml";
+  live->clock_is_absolute = true;
+  auto sampler = NvmlSampler::Open(**lib, *live);
+  if (!sampler.ok()) {
+    nvml_status_ = sampler.status().message();
+    return;
+  }
+  nvml_ = std::move(*lib);
+  live_ = std::move(live);
+  sampler_ = std::make_unique<NvmlSampler>(std::move(*sampler));
+  ++nvml_opens_;
+  nvml_status_.clear();
+  gpus_.assign(live_->metrics.devices.size(), GpuState{});
+  for (auto& g : gpus_) g.latest.fill(NaN());
+  window_ = SampleWindow(options_.window_ns);
+  live_->metrics.observer = [this](size_t device, Metric m, TimeNs t, double value) {
+    window_.Add(device, m, t, value);
+    if (device < gpus_.size()) gpus_[device].latest[static_cast<size_t>(m)] = value;
+    ++samples_;
+  };
+  next_attribution_ = now;
+  next_judgement_ = now + options_.judge_every_ns;
+}
+
+void Agent::Attribute(TimeNs now) {
+  // Every process on a GPU counts: the agent has no one job of its own.
+  sampler_->SampleProcesses(now, [](unsigned int) { return true; }, *live_);
+  for (size_t d = 0; d < gpus_.size(); ++d) {
+    GpuState& g = gpus_[d];
+    if (g.lost) continue;
+    JobIdentity job = JobOfProcesses(sampler_->ProcessIds(d), options_.proc_root);
+    const std::string key = job.Key();
+    if (key == g.job_key) continue;
+    // Another job (or none) on this GPU: its window and verdict start again.
+    window_.Forget(d);
+    g.judgement = GpuJudgement{};
+    g.job = std::move(job);
+    g.job_key = key;
+  }
+  next_attribution_ = now + kNsPerS;
+}
+
+void Agent::Tick(TimeNs now) {
+  ++ticks_;
+  if (!sampler_ && now >= next_open_) OpenNvml(now);
+  if (sampler_) {
+    sampler_->Sample(now, *live_);
+    size_t lost = 0;
+    for (size_t d = 0; d < gpus_.size(); ++d) {
+      const bool gone = sampler_->Lost(d);
+      if (gone && !gpus_[d].lost) {
+        window_.Forget(d);
+        gpus_[d].judgement = GpuJudgement{};
+        gpus_[d].latest.fill(NaN());
+      }
+      gpus_[d].lost = gone;
+      lost += gone ? 1 : 0;
+    }
+    if (lost > 0 && lost == gpus_.size()) {
+      // Every GPU gone (a driver reload, NVML restarted): open NVML again later.
+      CloseNvml();
+      nvml_status_ = "every GPU was lost; NVML is opened again every " +
+                     fmt::format("{:g}", Seconds(options_.reopen_every_ns)) + " s";
+      next_open_ = now + options_.reopen_every_ns;
+    }
+  }
+  if (sampler_ && now >= next_attribution_) Attribute(now);
+  window_.Prune(now);
+  if (sampler_ && now >= next_judgement_) {
+    Judge(now);
+    next_judgement_ = now + options_.judge_every_ns;
+  }
+  Render(now);
+  last_tick_ns_.store(MonotonicNs());
+}
+
+void Agent::Judge(TimeNs /*now*/) {
+  ++judgements_;
+  for (size_t d = 0; d < gpus_.size(); ++d) {
+    GpuState& g = gpus_[d];
+    if (g.lost) continue;
+    const MetricDevice& facts = live_->metrics.devices[d];
+    Recording r;
+    r.format = "nvml";
+    r.clock_is_absolute = true;
+    r.source_path = "agent window, " + facts.Label();
+    auto pos = r.metrics.FindOrAdd(facts.index, facts.uuid, facts.pci_bus_id, facts.mig_instance);
+    if (!pos) continue;
+    MetricDevice& dev = r.metrics.devices[*pos];
+    dev.name = facts.name;
+    dev.driver_version = facts.driver_version;
+    dev.power_limit_w = facts.power_limit_w;
+    dev.max_sm_clock_mhz = facts.max_sm_clock_mhz;
+    dev.memory_total_bytes = facts.memory_total_bytes;
+    dev.mig_mode = facts.mig_mode;
+    dev.mig_profile = facts.mig_profile;
+    window_.Replay(d, r.metrics, *pos);
+    GpuJudgement j;
+    const SeriesSketch& util = dev.Get(Metric::kGpuUtil);
+    j.window_covered_ns = util.count() > 0 ? util.CoveredTime() : 0;
+    auto mean = [&](Metric m) { return dev.Has(m) ? dev.Get(m).mean() : NaN(); };
+    j.util_percent = mean(Metric::kGpuUtil);
+    j.sm_active_percent = mean(Metric::kSmActive);
+    j.tensor_active_percent = mean(Metric::kTensorActive);
+    j.dram_active_percent = mean(Metric::kDramActive);
+    // Fewer than 3 values: nothing to judge yet (a new GPU, a new job).
+    if (util.count() >= 3) {
+      Run run;
+      run.recordings.push_back(std::move(r));
+      DiagnoseOptions o;
+      o.workload = options_.workload;
+      o.price_per_gpu_hour = options_.price_per_gpu_hour;
+      const Diagnosis dx = Diagnose(run, o);
+      if (!dx.findings.empty()) {
+        const Finding& lead = dx.findings.front();
+        j.verdict = lead.verdict;
+        j.severity = lead.severity;
+        j.title = lead.title;
+        for (const auto& f : dx.findings)
+          if (f.gain) {
+            j.gain_percent = f.gain->speedup_percent;
+            j.gain_bounded_by = f.gain->bounded_by;
+            break;
+          }
+      }
+      if (dx.cost.available && !dx.cost.devices.empty()) {
+        const DeviceCost& c = dx.cost.devices.front();
+        j.price_per_hour = c.price_per_hour * c.board_share;
+        j.price_basis = dx.cost.price_basis;
+        if (std::isfinite(j.util_percent)) j.idle_usd_per_hour = j.price_per_hour * (1 - j.util_percent / 100);
+      }
+    }
+    g.judgement = std::move(j);
+  }
+}
+
+void Agent::Render(TimeNs now) {
+  Exposition e;
+  const std::string& host = options_.hostname;
+  e.Family("gputriage_agent", Exposition::Type::kInfo, "The gputriage agent: version and sampling settings.");
+  e.Sample({{"version", kGputriageVersion},
+            {"interval_seconds", fmt::format("{:g}", Seconds(options_.interval_ns))},
+            {"window_seconds", fmt::format("{:g}", Seconds(options_.window_ns))},
+            {"hostname", host}},
+           1);
+  e.Family("gputriage_nvml_up", Exposition::Type::kGauge,
+           "1 when NVML is loaded and sampling; 0 with the reason in the `error` label.");
+  e.Sample({{"error", nvml_status_}, {"hostname", host}}, sampler_ ? 1 : 0);
+  e.Family("gputriage_agent_nvml_opens", Exposition::Type::kCounter, "Times NVML was opened (again after a failure).");
+  e.Sample({{"hostname", host}}, static_cast<double>(nvml_opens_));
+  e.Family("gputriage_agent_ticks", Exposition::Type::kCounter, "Sampling ticks.");
+  e.Sample({{"hostname", host}}, static_cast<double>(ticks_));
+  e.Family("gputriage_agent_samples", Exposition::Type::kCounter, "Values sampled.");
+  e.Sample({{"hostname", host}}, static_cast<double>(samples_));
+  e.Family("gputriage_agent_judgements", Exposition::Type::kCounter, "Times the verdicts were drawn.");
+  e.Sample({{"hostname", host}}, static_cast<double>(judgements_));
+  e.Family("gputriage_agent_scrapes", Exposition::Type::kCounter, "Scrapes of /metrics answered.");
+  e.Sample({{"hostname", host}}, static_cast<double>(scrapes_.load(std::memory_order_relaxed)));
+  e.Family("gputriage_agent_window_values", Exposition::Type::kGauge, "Values held in the sliding windows.");
+  e.Sample({{"hostname", host}}, static_cast<double>(window_.values()));
+  e.Family("gputriage_agent_uptime_seconds", Exposition::Type::kGauge, "Seconds since the agent started.");
+  e.Sample({{"hostname", host}}, std::max<double>(0, Seconds(now - started_)));
+  if (!live_) {
+    Publish(e);
+    return;
+  }
+  const auto& devices = live_->metrics.devices;
+  for (const auto& s : kDcgmSeries) {
+    e.Family(s.name, Exposition::Type::kGauge, s.help);
+    for (size_t d = 0; d < gpus_.size() && d < devices.size(); ++d) {
+      const double v = gpus_[d].latest[static_cast<size_t>(s.metric)];
+      if (gpus_[d].lost || !std::isfinite(v)) continue;
+      Labels labels = DcgmLabels(devices[d], host);
+      if (!gpus_[d].job.pod_uid.empty()) labels.emplace_back("pod_uid", gpus_[d].job.pod_uid);
+      if (!gpus_[d].job.slurm_job.empty()) labels.emplace_back("hpc_job", gpus_[d].job.slurm_job);
+      e.Sample(labels, v * s.scale);
+    }
+  }
+  auto per_gpu = [&](const char* name, Exposition::Type type, const char* help, auto value_of) {
+    e.Family(name, type, help);
+    for (size_t d = 0; d < gpus_.size() && d < devices.size(); ++d) {
+      if (gpus_[d].lost) continue;
+      const auto [extra, value] = value_of(gpus_[d]);
+      if (!std::isfinite(value)) continue;
+      e.Sample(With(With(GpuLabels(devices[d], host), gpus_[d].job.ToLabels()), extra), value);
+    }
+  };
+  const std::string window = fmt::format("{:g}s", Seconds(options_.window_ns));
+  using Pair = std::pair<Labels, double>;
+  per_gpu("gputriage_gpu_utilization_percent", Exposition::Type::kGauge,
+          "utilization.gpu (share of time a kernel runs), time-weighted over the window.",
+          [&](const GpuState& g) { return Pair{{{"window", window}}, g.judgement.util_percent}; });
+  per_gpu("gputriage_sm_active_percent", Exposition::Type::kGauge, "SM activity, time-weighted over the window.",
+          [&](const GpuState& g) { return Pair{{{"window", window}}, g.judgement.sm_active_percent}; });
+  per_gpu("gputriage_tensor_active_percent", Exposition::Type::kGauge,
+          "Tensor pipe activity, time-weighted over the window.",
+          [&](const GpuState& g) { return Pair{{{"window", window}}, g.judgement.tensor_active_percent}; });
+  per_gpu("gputriage_dram_active_percent", Exposition::Type::kGauge,
+          "DRAM interface activity, time-weighted over the window.",
+          [&](const GpuState& g) { return Pair{{{"window", window}}, g.judgement.dram_active_percent}; });
+  per_gpu("gputriage_window_covered_seconds", Exposition::Type::kGauge,
+          "Seconds of the window the last judgement rested on (less than the window after a job starts).",
+          [&](const GpuState& g) {
+            return Pair{{}, g.judgement.verdict.empty() && g.judgement.window_covered_ns == 0
+                                ? NaN()
+                                : Seconds(g.judgement.window_covered_ns)};
+          });
+  per_gpu("gputriage_finding", Exposition::Type::kGauge,
+          "The leading verdict for the GPU's window, as `diagnose` would draw it (value 1).",
+          [&](const GpuState& g) {
+            return Pair{{{"verdict", g.judgement.verdict}, {"severity", SeverityName(g.judgement.severity)}},
+                        g.judgement.verdict.empty() ? NaN() : 1.0};
+          });
+  per_gpu("gputriage_price_usd_per_hour", Exposition::Type::kGauge,
+          "The GPU's price per hour the idle dollars use (`basis`: the flag or the dated table).",
+          [&](const GpuState& g) { return Pair{{{"basis", g.judgement.price_basis}}, g.judgement.price_per_hour}; });
+  per_gpu("gputriage_idle_usd_per_hour", Exposition::Type::kGauge,
+          "Dollars per hour paid for the GPU's idle time: price x (1 - utilization over the window).",
+          [&](const GpuState& g) { return Pair{{}, g.judgement.idle_usd_per_hour}; });
+  per_gpu("gputriage_expected_gain_percent", Exposition::Type::kGauge,
+          "Throughput gain expected from the leading fix (`bounded_by`: what limits it next).",
+          [&](const GpuState& g) {
+            return Pair{{{"bounded_by", g.judgement.gain_bounded_by}},
+                        g.judgement.gain_percent ? *g.judgement.gain_percent : NaN()};
+          });
+  e.Family("gputriage_gpu_lost", Exposition::Type::kGauge,
+           "1 for a GPU that fell off the bus (NVML: GPU is lost); its other series stop.");
+  for (size_t d = 0; d < gpus_.size() && d < devices.size(); ++d)
+    if (gpus_[d].lost) e.Sample(GpuLabels(devices[d], host), 1);
+  Publish(e);
+}
+
+void Agent::Publish(const Exposition& e) {
+  auto text = std::make_shared<const std::string>(e.Render(Exposition::Format::kPrometheusText));
+  auto om = std::make_shared<const std::string>(e.Render(Exposition::Format::kOpenMetrics));
+  std::lock_guard<std::mutex> lock(page_mutex_);
+  page_text_ = std::move(text);
+  page_openmetrics_ = std::move(om);
+}
+
+}  // namespace gputriage

@@ -1,0 +1,135 @@
+// `gputriage agent`: a node's long-running sampler and judge. It samples every
+// GPU through NVML (GPM on Hopper) on a steady tick, keeps the last window of
+// values (sample_window.h), attributes each GPU to the job whose processes run
+// there (job_identity.h), judges each GPU's window with the same rules as
+// `diagnose` every few seconds, and renders the whole state as one page of
+// Prometheus series that scrapes copy (exposition.h): DCGM's names and labels
+// where DCGM has the metric, and gputriage_* series for the window, the
+// verdict, the idle dollars and the expected gain.
+//
+// Faults are states, never exits: NVML failing to load or initialise is
+// retried; a GPU that falls off the bus is a gputriage_gpu_lost series until
+// NVML is opened again; a GPU whose job changes starts a new window, so a
+// verdict is never about a job that has gone.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cmath>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "gputriage/diagnosis.h"
+#include "gputriage/model.h"
+#include "src/agent/exposition.h"
+#include "src/agent/job_identity.h"
+#include "src/agent/sample_window.h"
+
+namespace gputriage {
+
+class NvmlLibrary;
+class NvmlSampler;
+
+struct AgentOptions {
+  std::string nvml_library;                // "" = $GPUTRIAGE_NVML_LIBRARY, then the driver's
+  TimeNs interval_ns = kNsPerS;            // sampling tick (the sawtooth at 1 s resolution)
+  TimeNs window_ns = 300 * kNsPerS;        // what a verdict is about
+  TimeNs judge_every_ns = 15 * kNsPerS;    // how often the verdicts are drawn again
+  TimeNs reopen_every_ns = 30 * kNsPerS;   // NVML unusable, or a GPU lost: try again this often
+  WorkloadClass workload = WorkloadClass::kUnspecified;
+  std::optional<double> price_per_gpu_hour;  // else the dated price table, by GPU model
+  std::string hostname;
+  std::string proc_root = "/proc";
+};
+
+/// What the agent says about one GPU, as of its last judgement.
+struct GpuJudgement {
+  std::string verdict;        // the leading finding's verdict; "" before the first judgement
+  Severity severity = Severity::kInfo;
+  std::string title;
+  TimeNs window_covered_ns = 0;
+  double util_percent = NAN;  // time-weighted over the window
+  double sm_active_percent = NAN;
+  double tensor_active_percent = NAN;
+  double dram_active_percent = NAN;
+  double price_per_hour = NAN;
+  std::string price_basis;
+  double idle_usd_per_hour = NAN;  // price × (1 − utilization)
+  std::optional<double> gain_percent;  // the leading finding's expected throughput gain
+  std::string gain_bounded_by;
+};
+
+class Agent {
+ public:
+  explicit Agent(AgentOptions options);
+  ~Agent();  // stops the sampling thread
+  Agent(const Agent&) = delete;
+  Agent& operator=(const Agent&) = delete;
+
+  /// Starts sampling (in its own thread) and renders the first page at once.
+  void Start();
+  void Stop();
+
+  /// The latest page, in either format (cheap: a shared, immutable string).
+  std::shared_ptr<const std::string> Page(Exposition::Format format) const;
+  /// Healthy while the sampling loop keeps its tick; `why` says what is wrong.
+  bool Healthy(std::string* why) const;
+  /// Counted in gputriage_agent_scrapes_total.
+  void CountScrape() { scrapes_.fetch_add(1, std::memory_order_relaxed); }
+
+  /// One pass of the loop at `now`, for tests that drive time themselves.
+  void TickForTest(TimeNs now) { Tick(now); }
+
+ private:
+  struct GpuState {
+    JobIdentity job;
+    std::string job_key;
+    std::array<double, kNumMetrics> latest;  // NaN: no value yet
+    GpuJudgement judgement;
+    bool lost = false;
+  };
+  void Loop();
+  void Tick(TimeNs now);
+  void OpenNvml(TimeNs now);
+  void CloseNvml();
+  void Attribute(TimeNs now);
+  void Judge(TimeNs now);
+  void Render(TimeNs now);
+  void Publish(const Exposition& e);
+
+  const AgentOptions options_;
+  // The sampling loop's own state (one thread).
+  std::unique_ptr<NvmlLibrary> nvml_;
+  std::unique_ptr<NvmlSampler> sampler_;
+  std::unique_ptr<Recording> live_;  // the sampler's recording: facts, and bounded sketches
+  SampleWindow window_;
+  std::vector<GpuState> gpus_;
+  std::string nvml_status_ = "not opened yet";
+  TimeNs next_open_ = 0;
+  TimeNs next_attribution_ = 0;
+  TimeNs next_judgement_ = 0;
+  int64_t nvml_opens_ = 0;
+  int64_t ticks_ = 0;
+  int64_t judgements_ = 0;
+  int64_t samples_ = 0;
+  TimeNs started_ = 0;
+
+  // Shared with the server's threads.
+  mutable std::mutex page_mutex_;
+  std::shared_ptr<const std::string> page_text_;
+  std::shared_ptr<const std::string> page_openmetrics_;
+  std::atomic<int64_t> scrapes_{0};
+  std::atomic<int64_t> last_tick_ns_{0};
+
+  std::thread thread_;
+  std::mutex stop_mutex_;
+  std::condition_variable stop_cv_;
+  bool stop_ = false;
+};
+
+}  // namespace gputriage

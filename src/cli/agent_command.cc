@@ -1,0 +1,99 @@
+// `gputriage agent`: the node agent (src/agent/) behind a /metrics endpoint
+// until SIGTERM or SIGINT.
+#include <signal.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <string>
+
+#include "src/agent/agent.h"
+#include "src/agent/metrics_server.h"
+#include "src/cli/cli_common.h"
+#include "src/util/strings.h"
+
+namespace gputriage::cli {
+namespace {
+
+struct AgentArgs {
+  std::string listen = "127.0.0.1:9401";
+  std::string nvml_library;
+  double interval_s = 1;
+  double window_s = 300;
+  double judge_every_s = 15;
+  std::string workload = "unspecified";
+  std::optional<double> price_per_gpu_hour;
+  int threads = 64;
+};
+
+int RunAgent(const AgentArgs& args) {
+  std::string host;
+  int port = 0;
+  if (Status s = ParseListenAddress(args.listen, &host, &port); !s.ok()) {
+    PrintError(s);
+    return kExitUsage;
+  }
+  AgentOptions options;
+  options.nvml_library = args.nvml_library;
+  options.interval_ns = static_cast<TimeNs>(std::llround(args.interval_s * 1e9));
+  options.window_ns = static_cast<TimeNs>(std::llround(args.window_s * 1e9));
+  options.judge_every_ns = static_cast<TimeNs>(std::llround(args.judge_every_s * 1e9));
+  options.workload = *ParseWorkloadClass(args.workload);
+  options.price_per_gpu_hour = args.price_per_gpu_hour;
+  char hostname[256] = {};
+  if (gethostname(hostname, sizeof hostname - 1) == 0) options.hostname = hostname;
+
+  // SIGTERM/SIGINT end the agent; they are waited for on this thread, so no
+  // handler runs inside the sampling or serving threads.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGTERM);
+  sigaddset(&stop_signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);  // a scraper that hangs up mid-response
+
+  Agent agent(options);
+  agent.Start();
+  ServerOptions server_options;
+  server_options.host = host;
+  server_options.port = port;
+  server_options.threads = args.threads;
+  auto server = MetricsServer::Start(agent, server_options);
+  if (!server.ok()) {
+    PrintError(server.status());
+    return kExitInput;
+  }
+  std::fprintf(stderr, "gputriage agent: serving http://%s:%d/metrics (sampling every %gs, judging a %gs window every %gs)\n",
+               Printable(host).c_str(), (*server)->port(), args.interval_s, args.window_s, args.judge_every_s);
+  std::fflush(stderr);
+  int received = 0;
+  sigwait(&stop_signals, &received);
+  std::fprintf(stderr, "gputriage agent: %s received, stopping\n", received == SIGTERM ? "SIGTERM" : "SIGINT");
+  (*server)->Stop();
+  agent.Stop();
+  return kExitOk;
+}
+
+}  // namespace
+
+Subcommand AddAgentCommand(CLI::App& app) {
+  auto a = std::make_shared<AgentArgs>();
+  auto* agent = app.add_subcommand(
+      "agent", "Run as a node agent: sample every GPU, judge each job continuously, serve Prometheus /metrics");
+  agent->add_option("--listen", a->listen, "HOST:PORT to serve /metrics and /healthz on (default 127.0.0.1:9401)");
+  agent->add_option("--nvml-library", a->nvml_library,
+                    "NVML library to load (default: $GPUTRIAGE_NVML_LIBRARY, then libnvidia-ml.so.1)");
+  agent->add_option("--interval", a->interval_s, "seconds between samples (default 1)")->check(FiniteRange(0.01, 3600.0));
+  agent->add_option("--window", a->window_s, "seconds of history each verdict is about (default 300)")
+      ->check(FiniteRange(1.0, 86400.0));
+  agent->add_option("--judge-every", a->judge_every_s, "seconds between verdicts (default 15)")
+      ->check(FiniteRange(0.1, 3600.0));
+  agent->add_option("--workload", a->workload, "workload class the targets are judged against")
+      ->check(CLI::IsMember(WorkloadChoices()));
+  agent->add_option("--price-per-gpu-hour", a->price_per_gpu_hour, "USD per GPU-hour (default: the dated price table)")
+      ->check(FiniteRange(0.0, 1e6));
+  agent->add_option("--threads", a->threads, "connections served at once (default 64)")->check(CLI::Range(1, 4096));
+  return {agent, [a] { return RunAgent(*a); }};
+}
+
+}  // namespace gputriage::cli

@@ -1,0 +1,150 @@
+// The agent's parts: the exposition formats, a process's job from its cgroup,
+// and the bounded sliding window.
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "src/agent/exposition.h"
+#include "src/agent/job_identity.h"
+#include "src/agent/sample_window.h"
+
+namespace gputriage {
+namespace {
+
+TEST(Exposition, TextFormatEscapesAndTypes) {
+  Exposition e;
+  e.Family("DCGM_FI_DEV_GPU_UTIL", Exposition::Type::kGauge, "GPU utilization (in %).");
+  e.Sample({{"gpu", "0"}, {"modelName", "NVIDIA \"H100\"\\80GB\nx"}}, 97);
+  e.Family("gputriage_agent_scrapes", Exposition::Type::kCounter, "Scrapes.");
+  e.Sample({}, 12);
+  e.Family("gputriage_empty", Exposition::Type::kGauge, "Nothing: left out.");
+  e.Family("gputriage_agent", Exposition::Type::kInfo, "Info.");
+  e.Sample({{"version", "1"}}, 0);
+  e.Family("gputriage_nan", Exposition::Type::kGauge, "Special values.");
+  e.Sample({{"k", "nan"}}, std::nan(""));
+  e.Sample({{"k", "inf"}}, INFINITY);
+  e.Sample({{"k", "small"}}, 0.1 + 0.2);
+  const std::string text = e.Render(Exposition::Format::kPrometheusText);
+  EXPECT_EQ(text,
+            "# HELP DCGM_FI_DEV_GPU_UTIL GPU utilization (in %).\n"
+            "# TYPE DCGM_FI_DEV_GPU_UTIL gauge\n"
+            "DCGM_FI_DEV_GPU_UTIL{gpu=\"0\",modelName=\"NVIDIA \\\"H100\\\"\\\\80GB\\nx\"} 97\n"
+            "# HELP gputriage_agent_scrapes_total Scrapes.\n"
+            "# TYPE gputriage_agent_scrapes_total counter\n"
+            "gputriage_agent_scrapes_total 12\n"
+            "# HELP gputriage_agent_info Info.\n"
+            "# TYPE gputriage_agent_info gauge\n"
+            "gputriage_agent_info{version=\"1\"} 1\n"
+            "# HELP gputriage_nan Special values.\n"
+            "# TYPE gputriage_nan gauge\n"
+            "gputriage_nan{k=\"nan\"} NaN\n"
+            "gputriage_nan{k=\"inf\"} +Inf\n"
+            "gputriage_nan{k=\"small\"} 0.30000000000000004\n");
+  const std::string om = e.Render(Exposition::Format::kOpenMetrics);
+  EXPECT_NE(om.find("# TYPE gputriage_agent_scrapes counter\ngputriage_agent_scrapes_total 12\n"), std::string::npos) << om;
+  EXPECT_NE(om.find("# TYPE gputriage_agent info\ngputriage_agent_info{version=\"1\"} 1\n"), std::string::npos) << om;
+  EXPECT_TRUE(om.size() > 6 && om.substr(om.size() - 6) == "# EOF\n");
+}
+
+TEST(Exposition, NegotiatesOpenMetricsOnlyWhenAsked) {
+  EXPECT_EQ(Exposition::Negotiate(""), Exposition::Format::kPrometheusText);
+  EXPECT_EQ(Exposition::Negotiate("text/plain;version=0.0.4;q=0.5,*/*;q=0.1"), Exposition::Format::kPrometheusText);
+  // Prometheus 2.x's scrape Accept header.
+  EXPECT_EQ(Exposition::Negotiate("application/openmetrics-text;version=1.0.0,application/openmetrics-text;"
+                                  "version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1"),
+            Exposition::Format::kOpenMetrics);
+  EXPECT_TRUE(Exposition::ValidName("DCGM_FI_DEV_GPU_UTIL"));
+  EXPECT_TRUE(Exposition::ValidName("a:b"));
+  EXPECT_FALSE(Exposition::ValidName("a:b", /*label=*/true));
+  EXPECT_FALSE(Exposition::ValidName("0abc"));
+  EXPECT_FALSE(Exposition::ValidName(""));
+}
+
+TEST(JobIdentity, KubernetesPodFromEitherCgroupDriver) {
+  // cgroup v2, systemd driver (kubelet default since 1.22).
+  JobIdentity a = IdentityFromCgroup(
+      "0::/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod8a4b2c1d_1e2f_4a5b_9c8d_7e6f5a4b3c2d.slice/"
+      "cri-containerd-0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef.scope\n");
+  EXPECT_EQ(a.pod_uid, "8a4b2c1d-1e2f-4a5b-9c8d-7e6f5a4b3c2d");
+  EXPECT_EQ(a.container_id, "0123456789ab");
+  // cgroup v1, cgroupfs driver.
+  JobIdentity b = IdentityFromCgroup(
+      "12:devices:/kubepods/besteffort/pod8a4b2c1d-1e2f-4a5b-9c8d-7e6f5a4b3c2d/"
+      "fedcba9876543210fedcba9876543210fedcba9876543210fedcba9876543210\n"
+      "11:memory:/kubepods/besteffort/pod8a4b2c1d-1e2f-4a5b-9c8d-7e6f5a4b3c2d/"
+      "fedcba9876543210fedcba9876543210fedcba9876543210fedcba9876543210\n");
+  EXPECT_EQ(b.pod_uid, "8a4b2c1d-1e2f-4a5b-9c8d-7e6f5a4b3c2d");
+  EXPECT_EQ(b.container_id, "fedcba987654");
+  EXPECT_EQ(b.Key(), "pod:8a4b2c1d-1e2f-4a5b-9c8d-7e6f5a4b3c2d/fedcba987654");
+  // Slurm.
+  JobIdentity c = IdentityFromCgroup("0::/system.slice/slurmstepd.scope/job_4242/step_0/user/task_0\n");
+  EXPECT_EQ(c.slurm_job, "4242");
+  EXPECT_EQ(c.Key(), "slurm:4242");
+  // A login session, and a docker container outside Kubernetes: the process is the job.
+  EXPECT_TRUE(IdentityFromCgroup("0::/user.slice/user-1000.slice/session-3.scope\n").Key().empty());
+  JobIdentity d = IdentityFromCgroup(
+      "0::/system.slice/docker-0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef.scope\n");
+  EXPECT_TRUE(d.pod_uid.empty());
+  EXPECT_TRUE(d.container_id.empty());
+  // Not a UID: left alone.
+  EXPECT_TRUE(IdentityFromCgroup("0::/kubepods/podnotauid/abc\n").pod_uid.empty());
+}
+
+TEST(JobIdentity, TheGpusJobIsItsFirstContainerizedProcess) {
+  const auto root = std::filesystem::temp_directory_path() / "gputriage_agent_proc";
+  std::filesystem::remove_all(root);
+  auto write = [&](unsigned pid, const std::string& cgroup, const std::string& comm) {
+    std::filesystem::create_directories(root / std::to_string(pid));
+    std::ofstream(root / std::to_string(pid) / "cgroup") << cgroup;
+    std::ofstream(root / std::to_string(pid) / "comm") << comm << "\n";
+  };
+  write(100, "0::/user.slice/session-1.scope\n", "nvidia-smi");
+  write(200, "0::/kubepods/burstable/pod11111111-2222-3333-4444-555555555555/"
+             "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\n", "python");
+  JobIdentity job = JobOfProcesses({200, 100, 999}, root.string());
+  EXPECT_EQ(job.pod_uid, "11111111-2222-3333-4444-555555555555");
+  EXPECT_EQ(job.pid, 200u);
+  JobIdentity plain = JobOfProcesses({100, 999}, root.string());
+  EXPECT_EQ(plain.Key(), "pid:100");
+  EXPECT_EQ(plain.command, "nvidia-smi");
+  Labels labels = plain.ToLabels();
+  ASSERT_EQ(labels.size(), 1u);
+  EXPECT_EQ(labels[0].second, "nvidia-smi (pid 100)");
+  EXPECT_TRUE(JobOfProcesses({999}, root.string()).empty());  // gone
+  EXPECT_TRUE(JobOfProcesses({}, root.string()).empty());
+  std::filesystem::remove_all(root);
+}
+
+TEST(SampleWindow, KeepsOnlyTheWindowInTimeOrder) {
+  SampleWindow w(10 * kNsPerS);
+  for (int i = 0; i < 100; ++i) w.Add(1, Metric::kGpuUtil, i * kNsPerS, i);
+  EXPECT_EQ(w.values(), 11u);  // t = 89..99 s
+  w.Add(1, Metric::kGpuUtil, 50 * kNsPerS, 5);  // out of order: dropped
+  EXPECT_EQ(w.values(), 11u);
+  EXPECT_EQ(w.Span(1), std::make_pair(89 * kNsPerS, 99 * kNsPerS));
+  EXPECT_EQ(w.Span(0), std::make_pair(TimeNs{0}, TimeNs{0}));
+  MetricSet out;
+  auto pos = out.FindOrAdd(0, "GPU-a", "", -1);
+  EXPECT_EQ(w.Replay(1, out, *pos), 11);
+  EXPECT_DOUBLE_EQ(out.devices[0].Get(Metric::kGpuUtil).max(), 99);
+  EXPECT_DOUBLE_EQ(out.devices[0].Get(Metric::kGpuUtil).min(), 89);
+  w.Prune(200 * kNsPerS);
+  EXPECT_EQ(w.values(), 0u);
+  w.Add(3, Metric::kPowerW, 300 * kNsPerS, 1);
+  w.Forget(3);
+  EXPECT_EQ(w.values(), 0u);
+  w.Add(MetricSet::kMaxDevices, Metric::kPowerW, 1, 1);  // past the bound: ignored
+  EXPECT_EQ(w.values(), 0u);
+}
+
+TEST(SampleWindow, AFastSeriesIsCappedNotUnbounded) {
+  SampleWindow w(3600 * kNsPerS);
+  for (int64_t i = 0; i < 150'000; ++i) w.Add(0, Metric::kGpuUtil, i * kNsPerMs, 1);
+  EXPECT_EQ(w.values(), SampleWindow::kMaxValuesPerSeries);
+}
+
+}  // namespace
+}  // namespace gputriage

@@ -26,18 +26,8 @@ chmod 755 "$server"
 trap 'bash tests/postgres_server.sh stop "$server/pg"; rm -rf "$server"' EXIT
 url=$(bash tests/postgres_server.sh start "$server/pg")
 scenario=$out/team_store_gpus.txt
-: >"$scenario"
-for g in 0 1 2 3 4 5 6 7; do
-  cat >>"$scenario" <<EOT
-device name="NVIDIA H100 80GB HBM3" uuid=GPU-bench-$g bus=00000000:1$g:00.0 power_limit_w=700 max_sm_mhz=1980 gpm=1
-series gpu_util 97 97 97 97 97 0 0 0
-series power_w 600 610 620 630 640 150 140 130
-series sm_mhz 1980
-series sm_active 90 90 90 90 90 2 2 2
-series tensor_active 60 60 60 60 60 0 0 0
-series dram_active 40
-EOT
-done
+source bench/eight_gpus.sh
+write_eight_gpus "$scenario"
 measure() {  # command... -> "user_s sys_s"
   /usr/bin/time -f "%U %S" -o "$out/time.txt" "$@" >/dev/null 2>&1
   cat "$out/time.txt"

@@ -7,13 +7,15 @@ set -euo pipefail
 packages=(
   build-essential cmake ninja-build pkg-config clang libclang-rt-14-dev
   zlib1g-dev libsimdjson-dev libfmt-dev libcli11-dev nlohmann-json3-dev
-  libgtest-dev libbenchmark-dev libsqlite3-dev libcpp-httplib-dev python3 procps time
+  libgtest-dev libbenchmark-dev libsqlite3-dev libcpp-httplib-dev python3 procps time curl
   # TensorBoard event files (protobuf messages); PostgreSQL for the team store;
   # Prometheus (server and promtool) for the agent's tests.
   libprotobuf-dev protobuf-compiler libpq-dev postgresql prometheus
   # The Python package (python/): pybind11, headers, venv + pip for the offline
   # install test, and PyTorch (CPU) for the training-loop acceptance tests.
   pybind11-dev python3-dev python3-venv python3-pip python3-torch
+  # The deployment files' check (YAML) and binutils' readelf.
+  python3-yaml binutils
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -130,7 +130,7 @@ assert verdict["GPU-healthy"] == "at_compute_limit", verdict
 assert verdict["GPU-stopgo"] not in ("at_compute_limit", "idle"), verdict
 assert idle["GPU-idle"] > idle["GPU-stopgo"] > idle["GPU-healthy"], idle
 # The job on each GPU, from its process.
-jobs = {l["uuid"]: l.get("job", "") for l, v in series["gputriage_finding"]}
+jobs = {l["uuid"]: l.get("job_name", "") for l, v in series["gputriage_finding"]}
 assert jobs["GPU-stopgo"] == f"sleep (pid {job_pid})", jobs
 assert jobs["GPU-idle"] == "", jobs
 # A GPU lost: a series of its own, no verdict, no DCGM values.
@@ -150,7 +150,7 @@ job_pid=""
 sleep 1.2
 curl -sf "http://127.0.0.1:$port/metrics" >"$tmp/after.txt"
 covered=$(grep '^gputriage_window_covered_seconds{.*uuid="GPU-stopgo"' "$tmp/after.txt" | awk '{print $NF}')
-job=$(grep '^gputriage_finding{.*uuid="GPU-stopgo"' "$tmp/after.txt" | grep -o 'job="[^"]*"')
+job=$(grep '^gputriage_finding{.*uuid="GPU-stopgo"' "$tmp/after.txt" | grep -o 'job_name="[^"]*"')
 if [ -n "$job" ] || awk "BEGIN { exit !(${covered:-0} > 2) }"; then
   echo "FAIL: after the job exited, GPU-stopgo still has job '$job' or a window of ${covered:-?} s"
   grep 'GPU-stopgo' "$tmp/after.txt" | grep gputriage_ | head

@@ -52,12 +52,13 @@ Labels JobIdentity::ToLabels() const {
   if (!container_id.empty()) out.emplace_back("container_id", container_id);
   if (!slurm_job.empty()) out.emplace_back("hpc_job", slurm_job);
   if (!pod_uid.empty()) out.emplace_back("pod_uid", pod_uid);
-  // `job` says what ran in words: the pod's container, the Slurm job, or the process.
+  // `job_name` says what ran in words: the pod's container, the Slurm job, or the
+  // process (not `job`, which Prometheus sets to the scrape job's name).
   std::string job = !pod_uid.empty()     ? "pod " + pod_uid.substr(0, 8) + (container_id.empty() ? "" : "/" + container_id)
                     : !slurm_job.empty() ? "slurm " + slurm_job
                     : pid != 0          ? command + " (pid " + std::to_string(pid) + ")"
                                         : "";
-  if (!job.empty()) out.emplace_back("job", job);
+  if (!job.empty()) out.emplace_back("job_name", job);
   return out;
 }
 

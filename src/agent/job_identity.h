@@ -21,7 +21,7 @@ struct JobIdentity {
 
   /// A stable key: "pod:UID/CONTAINER", "slurm:ID", "pid:N", "" for none.
   std::string Key() const;
-  /// Labels for the agent's series: pod_uid, container, hpc_job, job.
+  /// Labels for the agent's series: container_id, hpc_job, pod_uid, job_name.
   Labels ToLabels() const;
   bool empty() const { return pid == 0 && pod_uid.empty() && slurm_job.empty(); }
 };

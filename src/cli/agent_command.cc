@@ -24,6 +24,7 @@ struct AgentArgs {
   std::string workload = "unspecified";
   std::optional<double> price_per_gpu_hour;
   int threads = 64;
+  std::string hostname;
 };
 
 int RunAgent(const AgentArgs& args) {
@@ -40,8 +41,9 @@ int RunAgent(const AgentArgs& args) {
   options.judge_every_ns = static_cast<TimeNs>(std::llround(args.judge_every_s * 1e9));
   options.workload = *ParseWorkloadClass(args.workload);
   options.price_per_gpu_hour = args.price_per_gpu_hour;
+  options.hostname = args.hostname;
   char hostname[256] = {};
-  if (gethostname(hostname, sizeof hostname - 1) == 0) options.hostname = hostname;
+  if (options.hostname.empty() && gethostname(hostname, sizeof hostname - 1) == 0) options.hostname = hostname;
 
   // SIGTERM/SIGINT end the agent; they are waited for on this thread, so no
   // handler runs inside the sampling or serving threads.
@@ -92,6 +94,10 @@ Subcommand AddAgentCommand(CLI::App& app) {
       ->check(CLI::IsMember(WorkloadChoices()));
   agent->add_option("--price-per-gpu-hour", a->price_per_gpu_hour, "USD per GPU-hour (default: the dated price table)")
       ->check(FiniteRange(0.0, 1e6));
+  agent->add_option("--hostname", a->hostname,
+                    "the node's name on every series (default: $NODE_NAME, else this machine's hostname; in a "
+                    "Kubernetes pod the hostname is the pod's)")
+      ->envname("NODE_NAME");
   agent->add_option("--threads", a->threads, "connections served at once (default 64)")->check(CLI::Range(1, 4096));
   return {agent, [a] { return RunAgent(*a); }};
 }

@@ -1,0 +1,87 @@
+"""The deployment files (deploy/) hold together: the DaemonSet asks for what NVML
+and process attribution need and no more, every command line they give the
+agent is one this build accepts, and the container image installs the Debian
+runtime package of every shared library the binary needs.
+
+    /usr/bin/python3 tests/deploy_test.py GPUTRIAGE_BINARY
+"""
+import configparser
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+root = Path(__file__).resolve().parent.parent
+binary = sys.argv[1]
+agent_help = subprocess.run([binary, "agent", "--help"], capture_output=True, text=True, check=True).stdout
+
+
+def check_agent_args(args, where):
+    assert args[0] == "agent", (where, args)
+    for flag in [a.split("=")[0] for a in args[1:] if a.startswith("--")]:
+        assert re.search(rf"(^|\s|,){re.escape(flag)}\b", agent_help), f"{where}: {flag} is not an agent option"
+
+
+# Kubernetes DaemonSet.
+ds = yaml.safe_load((root / "deploy/kubernetes/gputriage-agent-daemonset.yaml").read_text())
+assert ds["apiVersion"] == "apps/v1" and ds["kind"] == "DaemonSet", ds["kind"]
+spec = ds["spec"]
+assert spec["selector"]["matchLabels"].items() <= spec["template"]["metadata"]["labels"].items()
+pod = spec["template"]["spec"]
+assert pod["hostPID"] is True, "NVML's pids are the host's: hostPID is needed to read their cgroups"
+assert not pod.get("hostNetwork"), "the agent needs no host network"
+assert not pod.get("volumes"), "the agent needs no host paths"
+assert pod.get("automountServiceAccountToken") is False
+(container,) = pod["containers"]
+check_agent_args(container["args"], "DaemonSet")
+env = {e["name"]: e for e in container["env"]}
+assert env["NODE_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] == "spec.nodeName"
+assert env["NVIDIA_DRIVER_CAPABILITIES"]["value"] == "utility"
+assert "NODE_NAME" in agent_help, "--hostname must read $NODE_NAME"
+(port,) = container["ports"]
+assert port["containerPort"] == 9401 and port["name"] == "metrics"
+for probe in ("livenessProbe", "readinessProbe"):
+    assert container[probe]["httpGet"]["path"] == "/healthz", probe
+sc = container["securityContext"]
+assert sc["privileged"] is False and sc["allowPrivilegeEscalation"] is False and sc["readOnlyRootFilesystem"] is True
+assert sc["capabilities"]["drop"] == ["ALL"] and "add" not in sc["capabilities"]
+assert "nvidia.com/gpu" not in str(container.get("resources", {})), "monitoring must not take a GPU from the jobs"
+print("ok: DaemonSet: hostPID for attribution, no host network or paths, all capabilities dropped, not privileged,"
+      " /healthz probes, NODE_NAME, no GPU requested; its args are agent options")
+
+# systemd unit.
+unit = configparser.ConfigParser(strict=False, interpolation=None)
+unit.optionxform = str
+unit.read_string((root / "deploy/systemd/gputriage-agent.service").read_text())
+exec_start = unit["Service"]["ExecStart"].split()
+assert exec_start[0].endswith("/gputriage"), exec_start
+check_agent_args(exec_start[1:], "systemd unit")
+for key, value in {"NoNewPrivileges": "yes", "DynamicUser": "yes", "ProtectSystem": "strict", "KillSignal": "SIGTERM"}.items():
+    assert unit["Service"].get(key) == value, (key, unit["Service"].get(key))
+assert unit["Service"].get("CapabilityBoundingSet") == ""
+print("ok: systemd unit: a dynamic user without capabilities, read-only system; its ExecStart is an agent command line")
+
+# Container image: every shared library the binary needs comes from a package the runtime stage installs.
+dockerfile = (root / "deploy/container/Dockerfile").read_text()
+runtime = dockerfile.split("FROM debian:bookworm-slim", 1)[1]
+installed = set(re.findall(r"\b(lib[a-z0-9.+-]+|zlib1g)\b", runtime.split("&& rm", 1)[0]))
+cmd = re.search(r'CMD \[(.*)\]', runtime).group(1)
+check_agent_args([a.strip().strip('"') for a in cmd.split(",")], "Dockerfile CMD")
+needed = re.findall(r"\(NEEDED\)\s+Shared library: \[(.+?)\]", subprocess.run(
+    ["readelf", "-d", binary], capture_output=True, text=True, check=True).stdout)
+base = {"libc.so.6", "libm.so.6", "libstdc++.so.6", "libgcc_s.so.1"}  # in debian:bookworm-slim itself
+# A sanitizer build's runtimes (the test suite's binary) are not the product's.
+needed = [lib for lib in needed if not re.match(r"lib(asan|ubsan|tsan|lsan)\.so", lib)]
+missing = []
+for lib in needed:
+    if lib in base:
+        continue
+    owners = subprocess.run(["dpkg", "-S", f"*/{lib}"], capture_output=True, text=True).stdout
+    packages = {line.split(":")[0] for line in owners.splitlines() if line}
+    if not packages & installed:
+        missing.append((lib, sorted(packages)))
+assert not missing, f"the image lacks the packages of {missing}"
+print(f"ok: Dockerfile: the runtime stage installs the packages of all {len(needed) - len(base & set(needed))}"
+      f" non-base libraries the binary needs; its CMD is an agent command line")

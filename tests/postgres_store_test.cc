@@ -346,5 +346,36 @@ TEST_F(PostgresStore, ARunOfManySamplesStreams) {
   EXPECT_TRUE((*store)->ListRuns().ok());
 }
 
+TEST_F(PostgresStore, RowsWaitForAStoreThatRefusesThemWithinABound) {
+  const std::string url = FreshSchema("refuse");
+  auto store = RunStore::Open(url);
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  RunInfo info;
+  auto id = (*store)->BeginRun(info);
+  ASSERT_TRUE(id.ok());
+  // The store refuses samples (as a server that is down would): they wait.
+  ServerSql("ALTER TABLE refuse.samples RENAME TO samples_away");
+  for (int i = 0; i < 50; ++i) (*store)->AddSample(*id, 0, Metric::kGpuUtil, i * kNsPerMs, i);
+  EXPECT_FALSE((*store)->Flush().ok());
+  ServerSql("ALTER TABLE refuse.samples_away RENAME TO samples");
+  ASSERT_TRUE((*store)->Flush().ok());
+  auto runs = (*store)->ListRuns();
+  ASSERT_TRUE(runs.ok());
+  EXPECT_EQ(runs->at(0).samples, 50);  // nothing lost, nothing doubled by the failed attempt
+  // Refused for long: the newest rows are kept, at most kMaxPendingRows, the rest counted.
+  ServerSql("ALTER TABLE refuse.samples RENAME TO samples_away");
+  const int64_t added = static_cast<int64_t>(RunStore::kMaxPendingRows) + 25'000;
+  for (int64_t i = 0; i < added; ++i) (*store)->AddSample(*id, 0, Metric::kGpuUtil, (1000 + i) * kNsPerMs, 1);
+  EXPECT_EQ((*store)->dropped_rows(), 30'000);
+  ServerSql("ALTER TABLE refuse.samples_away RENAME TO samples");
+  ASSERT_TRUE((*store)->Flush().ok());
+  runs = (*store)->ListRuns();
+  ASSERT_TRUE(runs.ok());
+  EXPECT_EQ(runs->at(0).samples, 50 + added - 30'000);
+  std::vector<std::string> problems;
+  ASSERT_TRUE((*store)->CheckIntegrity(&problems).ok());
+  EXPECT_TRUE(problems.empty()) << problems.front();
+}
+
 }  // namespace
 }  // namespace gputriage

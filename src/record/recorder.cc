@@ -432,6 +432,12 @@ StatusOr<RecordResult> RecordCommand(const RecordOptions& options) {
   if (options.store && result.run_id > 0) {
     stored(options.store->PutDevices(result.run_id, result.recording.metrics));
     stored(options.store->Flush());
+    if (const int64_t dropped = options.store->dropped_rows(); dropped > 0)
+      result.recording.stats.AddIssue(
+          IssueSeverity::kWarning, "store_samples_dropped",
+          std::to_string(dropped) + " sample rows could not be written to the run store (" +
+              options.store->path() + ") while it refused them, and were dropped to bound the recorder's memory;"
+              " the diagnosis printed here used every sample, the stored run lacks those");
   }
   AttributeGpusToJob(result.recording);
   ReportRejectedValues(result.recording);

@@ -1,6 +1,7 @@
 #include "src/store/run_store.h"
 
 #include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <cmath>
 #include <cstdlib>
@@ -276,6 +277,14 @@ void RunStore::AddSample(int64_t run, size_t device, Metric metric, TimeNs t, do
     }
   }
   if (row == nullptr) {
+    // A full buffer is written at once; if the store refuses it (for a long
+    // time by now), the newest rows are kept and the rest counted.
+    if (pending_.size() >= kMaxPendingRows) (void)Flush();
+    if (pending_.size() >= kMaxPendingRows) {
+      const size_t drop = kMaxPendingRows / 10;
+      pending_.erase(pending_.begin(), pending_.begin() + static_cast<std::ptrdiff_t>(drop));
+      dropped_rows_ += static_cast<int64_t>(drop);
+    }
     pending_.push_back(PendingRow{run, dev, t, 0, {}});
     row = &pending_.back();
   }

@@ -76,7 +76,14 @@ class RunStore {
   /// Records the GPUs of a run as the recording knows them (call again when new ones appear).
   Status PutDevices(int64_t run, const MetricSet& metrics);
   /// Buffers one sample; written by Flush() or automatically once a second.
+  /// While the store cannot be written (a team store's server down), rows wait
+  /// for the next Flush(), at most kMaxPendingRows of them: past that the oldest
+  /// are dropped and counted (dropped_rows()), so memory stays bounded.
   void AddSample(int64_t run, size_t device, Metric metric, TimeNs t, double value);
+  /// About 20 minutes of 8 GPUs sampled at 10 Hz; 27 MB.
+  static constexpr size_t kMaxPendingRows = 100'000;
+  /// Sample rows dropped because the store could not take them in time.
+  int64_t dropped_rows() const { return dropped_rows_; }
   /// Writes buffered samples in one transaction.
   Status Flush();
   /// Records training steps (step markers, a trace's ProfilerStep spans) of a run.
@@ -137,6 +144,7 @@ class RunStore {
   };
   static_assert(kNumMetrics <= 64);
   std::vector<PendingRow> pending_;
+  int64_t dropped_rows_ = 0;
   int64_t last_flush_ms_ = 0;
 };
 

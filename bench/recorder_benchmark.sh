@@ -19,24 +19,9 @@ fake=build/release/fake_nvml/libnvidia-ml.so.1
 out=${BENCH_DIR:-bench/out}
 mkdir -p "$out"
 scenario=$out/eight_gpus.txt
-: >"$scenario"
-for g in 0 1 2 3 4 5 6 7; do
-  cat >>"$scenario" <<EOT
-device name="NVIDIA H100 80GB HBM3" uuid=GPU-bench-$g bus=00000000:1$g:00.0 power_limit_w=700 max_sm_mhz=1980 gpm=1
-series gpu_util 97 97 97 97 97 0 0 0
-series power_w 600 610 620 630 640 150 140 130
-series sm_mhz 1980
-series mem_used_mib 60000
-series pcie_rx_kbs 2000 2000 900000
-series sm_active 90 90 90 90 90 2 2 2
-series tensor_active 60 60 60 60 60 0 0 0
-series dram_active 40
-series fp32_active 5
-buffer 6
-process pid=4242 sm=80 used_mib=50000
-process pid=4343 sm=5 used_mib=2000
-EOT
-done
+source bench/eight_gpus.sh
+write_eight_gpus "$scenario" "series mem_used_mib 60000" "series pcie_rx_kbs 2000 2000 900000" "series fp32_active 5" \
+  "buffer 6" "process pid=4242 sm=80 used_mib=50000" "process pid=4343 sm=5 used_mib=2000"
 interval=0.01  # 100 Hz for a measurable total; the share is scaled to 10 Hz below
 measure() {  # command... -> "user_s sys_s"
   /usr/bin/time -f "%U %S" -o "$out/time.txt" "$@" >/dev/null 2>&1

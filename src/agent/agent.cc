@@ -338,24 +338,30 @@ void Agent::Render(TimeNs now) {
     return;
   }
   const auto& devices = live_->metrics.devices;
+  const size_t n = std::min(gpus_.size(), devices.size());
+  // Each GPU's two label sets, built once per page (not once per series).
+  std::vector<Labels> dcgm_labels(n), own_labels(n);
+  for (size_t d = 0; d < n; ++d) {
+    dcgm_labels[d] = DcgmLabels(devices[d], host);
+    if (!gpus_[d].job.pod_uid.empty()) dcgm_labels[d].emplace_back("pod_uid", gpus_[d].job.pod_uid);
+    if (!gpus_[d].job.slurm_job.empty()) dcgm_labels[d].emplace_back("hpc_job", gpus_[d].job.slurm_job);
+    own_labels[d] = With(GpuLabels(devices[d], host), gpus_[d].job.ToLabels());
+  }
   for (const auto& s : kDcgmSeries) {
     e.Family(s.name, Exposition::Type::kGauge, s.help);
-    for (size_t d = 0; d < gpus_.size() && d < devices.size(); ++d) {
+    for (size_t d = 0; d < n; ++d) {
       const double v = gpus_[d].latest[static_cast<size_t>(s.metric)];
       if (gpus_[d].lost || !std::isfinite(v)) continue;
-      Labels labels = DcgmLabels(devices[d], host);
-      if (!gpus_[d].job.pod_uid.empty()) labels.emplace_back("pod_uid", gpus_[d].job.pod_uid);
-      if (!gpus_[d].job.slurm_job.empty()) labels.emplace_back("hpc_job", gpus_[d].job.slurm_job);
-      e.Sample(labels, v * s.scale);
+      e.Sample(dcgm_labels[d], v * s.scale);
     }
   }
   auto per_gpu = [&](const char* name, Exposition::Type type, const char* help, auto value_of) {
     e.Family(name, type, help);
-    for (size_t d = 0; d < gpus_.size() && d < devices.size(); ++d) {
+    for (size_t d = 0; d < n; ++d) {
       if (gpus_[d].lost) continue;
       const auto [extra, value] = value_of(gpus_[d]);
       if (!std::isfinite(value)) continue;
-      e.Sample(With(With(GpuLabels(devices[d], host), gpus_[d].job.ToLabels()), extra), value);
+      e.Sample(With(own_labels[d], extra), value);
     }
   };
   const std::string window = fmt::format("{:g}s", Seconds(options_.window_ns));
@@ -398,7 +404,7 @@ void Agent::Render(TimeNs now) {
           });
   e.Family("gputriage_gpu_lost", Exposition::Type::kGauge,
            "1 for a GPU that fell off the bus (NVML: GPU is lost); its other series stop.");
-  for (size_t d = 0; d < gpus_.size() && d < devices.size(); ++d)
+  for (size_t d = 0; d < n; ++d)
     if (gpus_[d].lost) e.Sample(GpuLabels(devices[d], host), 1);
   Publish(e);
 }

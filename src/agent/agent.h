@@ -82,9 +82,6 @@ class Agent {
   /// Counted in gputriage_agent_scrapes_total.
   void CountScrape() { scrapes_.fetch_add(1, std::memory_order_relaxed); }
 
-  /// One pass of the loop at `now`, for tests that drive time themselves.
-  void TickForTest(TimeNs now) { Tick(now); }
-
  private:
   struct GpuState {
     JobIdentity job;

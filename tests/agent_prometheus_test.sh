@@ -23,38 +23,11 @@ cleanup() {
 trap cleanup EXIT
 fail=0
 command -v prometheus >/dev/null || { echo "FAIL: prometheus not installed (apt install prometheus)"; exit 1; }
-free_port() { /usr/bin/python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
-
+source "$here/two_agent_nodes.sh"
 sleep 600 &
 pids+=($!)
-job=$!
-cat >"$tmp/node-a" <<EOT
-device name="NVIDIA H100 80GB HBM3" uuid=GPU-a0 bus=00000000:18:00.0 power_limit_w=700 max_sm_mhz=1980
-series gpu_util 95 95 0 0 0 0
-series power_w 500 500 120 120 120 120
-series sm_mhz 1980
-process pid=$job sm=40 used_mib=39000
-device name="NVIDIA H100 80GB HBM3" uuid=GPU-a1 bus=00000000:19:00.0 power_limit_w=700 max_sm_mhz=1980
-series gpu_util 0
-series power_w 70
-EOT
-cat >"$tmp/node-b" <<EOT
-device name="NVIDIA H100 80GB HBM3" uuid=GPU-b0 bus=00000000:18:00.0 power_limit_w=700 max_sm_mhz=1980 gpm=1
-series gpu_util 99
-series power_w 650
-series sm_mhz 1980
-series sm_active 92
-series tensor_active 62
-process pid=$job sm=95 used_mib=69000
-EOT
-targets=()
-for node in node-a node-b; do
-  port=$(free_port)
-  GPUTRIAGE_FAKE_NVML_SCENARIO=$tmp/$node "$bin" agent --listen "127.0.0.1:$port" --nvml-library "$fake_nvml" \
-    --hostname "$node" --interval 0.1 --window 5 --judge-every 0.5 --price-per-gpu-hour 2 2>"$tmp/$node.err" &
-  pids+=($!)
-  targets+=("127.0.0.1:$port")
-done
+start_two_agent_nodes "$bin" "$fake_nvml" "$tmp" $!
+targets=("${agent_targets[@]}")
 promtool check rules "$root/deploy/prometheus/gputriage-rules.yml" >"$tmp/rules.out" 2>&1 ||
   { echo "FAIL: promtool check rules"; cat "$tmp/rules.out"; fail=1; }
 prom=$(bash "$here/prometheus_server.sh" start "$tmp/prom" "$root/deploy/prometheus/gputriage-rules.yml" "${targets[@]}") ||

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """A stand-in dcgm-exporter for the record --dcgm-exporter tests (stdlib only).
 
-  fake_dcgm_exporter.py PORT_FILE
+  fake_dcgm_exporter.py PORT_FILE [fleet-legacy|fleet-ratio HOSTNAME]
 
 Listens on 127.0.0.1 (a free port, written to PORT_FILE) and serves, in
 dcgm-exporter's legacy text format:
@@ -11,6 +11,15 @@ dcgm-exporter's legacy text format:
   /notdcgm   a Prometheus text without DCGM series
   /error     HTTP 500
   /huge      70 MiB of comment lines (no metrics page is that large)
+
+With fleet-legacy or fleet-ratio, /metrics is instead one node (HOSTNAME) of
+three H100s as a fleet's dcgm-exporter with its Kubernetes mapping on, under
+the legacy names (GPU_UTIL in %, PROF fields as ratios, `Hostname`) or
+DCGM 4.7 / exporter 4.9's (every one a 0-1 ratio, `hostname`):
+  GPU 0  pod team-a/loader-starved: stop-and-go on the wall clock, 95 % for
+         2 s of every 6 s and 0 % otherwise (31.7 % on average)
+  GPU 1  pod team-b/bf16-pretrain: 99 %, SM 92 %, tensor 62 %, DRAM 40 %
+  GPU 2  no pod, 0 %
 """
 import http.server
 import sys
@@ -40,13 +49,50 @@ def body(n):
     return out
 
 
+FLEET_NAMES = {
+    # family: (legacy name, legacy scale from percent, 4.9 name)
+    "util": ("DCGM_FI_DEV_GPU_UTIL", 1, "DCGM_FI_DEV_GPU_UTIL_RATIO"),
+    "sm": ("DCGM_FI_PROF_SM_ACTIVE", 0.01, "DCGM_FI_PROF_SM_UTIL_RATIO"),
+    "tensor": ("DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", 0.01, "DCGM_FI_PROF_TENSOR_UTIL_RATIO"),
+    "dram": ("DCGM_FI_PROF_DRAM_ACTIVE", 0.01, "DCGM_FI_PROF_DRAM_UTIL_RATIO"),
+    "power": ("DCGM_FI_DEV_POWER_USAGE", 1, "DCGM_FI_DEV_BOARD_POWER_WATTS"),
+}
+
+
+def fleet_body(generation, hostname):
+    import time
+    busy = int(time.time()) % 6 < 2
+    gpus = [  # percent values (power in W), pod
+        ({"util": 95 if busy else 0, "sm": 80 if busy else 0, "tensor": 40 if busy else 0,
+          "dram": 30 if busy else 0, "power": 520 if busy else 110}, ("team-a", "loader-starved")),
+        ({"util": 99, "sm": 92, "tensor": 62, "dram": 40, "power": 650}, ("team-b", "bf16-pretrain")),
+        ({"util": 0, "sm": 0, "tensor": 0, "dram": 0, "power": 70}, None),
+    ]
+    host_label = "Hostname" if generation == "fleet-legacy" else "hostname"
+    out = ""
+    for family, (legacy, scale, renamed) in FLEET_NAMES.items():
+        name = legacy if generation == "fleet-legacy" else renamed
+        ratio = generation != "fleet-legacy" and family != "power"
+        out += "# HELP %s %s\n# TYPE %s gauge\n" % (name, family, name)
+        for i, (values, pod) in enumerate(gpus):
+            labels = ('gpu="%d",UUID="GPU-%s-%d",pci_bus_id="00000000:%02X:00.0",device="nvidia%d",'
+                      'modelName="NVIDIA H100 80GB HBM3",%s="%s"' % (i, hostname, i, 0x18 + i, i, host_label, hostname))
+            if pod:
+                labels += ',container="main",namespace="%s",pod="%s"' % pod
+            value = values[family] * (0.01 if ratio else scale)
+            out += "%s{%s} %g\n" % (name, labels, value)
+    return out
+
+
 class Handler(http.server.BaseHTTPRequestHandler):
     def do_GET(self):
         global requests
         with lock:
             requests += 1
             n = requests
-        if self.path == "/metrics":
+        if self.path == "/metrics" and len(sys.argv) > 3:
+            text, code = fleet_body(sys.argv[2], sys.argv[3]), 200
+        elif self.path == "/metrics":
             text, code = body(n), 200
         elif self.path == "/static":
             text, code = body(0), 200

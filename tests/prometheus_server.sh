@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # A throwaway Prometheus (Debian's) for the agent's tests.
 #   prometheus_server.sh start DIR RULES TARGET...   starts one scraping each
-#        TARGET (HOST:PORT) every second, with RULES loaded, on a free
+#        TARGET (HOST:PORT) every second, with RULES loaded ("" for none), on a free
 #        127.0.0.1 port; prints its URL
 #   prometheus_server.sh stop DIR
 set -euo pipefail
@@ -13,11 +13,13 @@ start)
   shift 3
   mkdir -p "$dir/data"
   targets=$(printf '"%s",' "$@")
+  rule_list=""
+  [ -n "$rules" ] && rule_list="\"$rules\""
   cat >"$dir/prometheus.yml" <<EOT
 global:
   scrape_interval: 1s
   evaluation_interval: 1s
-rule_files: ["$rules"]
+rule_files: [$rule_list]
 scrape_configs:
   - job_name: gputriage-agent
     static_configs:

@@ -44,6 +44,7 @@ Subcommand AddRunsCommand(CLI::App& app);
 Subcommand AddExportCommand(CLI::App& app);
 Subcommand AddCompareCommand(CLI::App& app);
 Subcommand AddAgentCommand(CLI::App& app);
+Subcommand AddFleetCommand(CLI::App& app);
 
 /// A number in [lo, hi] (in (lo, hi] with `above_lo`). CLI11's Range lets NaN and
 /// infinities through; here they are usage errors like any out-of-range value.

@@ -16,7 +16,8 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   const std::vector<Subcommand> subcommands = {AddDiagnoseCommand(app), AddCostCommand(app), AddRecordCommand(app),
                                                AddRunsCommand(app), AddExportCommand(app),
-                                               AddCompareCommand(app), AddAgentCommand(app)};
+                                               AddCompareCommand(app), AddAgentCommand(app),
+                                               AddFleetCommand(app)};
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,0 +1,576 @@
+#include "src/fleet/fleet.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "src/util/strings.h"
+
+namespace gputriage {
+namespace {
+
+constexpr double kHoursPerMonth = 730;  // 365 × 24 / 12
+
+double Hours(TimeNs ns) { return static_cast<double>(ns) / 3.6e12; }
+
+/// One GPU under one job (or none) over the range: the unit every group is
+/// summed from.
+struct Slice {
+  LabelMap labels;  // canonical: hostname, gpu, uuid, model_name, mig_*, namespace, pod, container, pod_uid, hpc_job, job_name
+  double hours = 0;
+  double util_percent = NAN;
+  double own_price = NAN;  // the agent's, or the price table's through Diagnose
+  std::string own_price_basis;
+  double price = NAN;      // what the report uses
+  std::map<std::string, FleetVerdictShare> verdicts;
+  std::vector<std::string> cannot_exclude;
+  double IdleCost() const { return std::isfinite(price) ? hours * price * (1 - util_percent / 100) : 0; }
+};
+
+std::string Get(const LabelMap& m, const std::string& key) {
+  const auto it = m.find(key);
+  return it == m.end() ? "" : it->second;
+}
+
+std::string KeyOf(const LabelMap& m) {
+  std::string k;
+  for (const auto& [name, value] : m) k += name + "=" + value + "\x1f";
+  return k;
+}
+
+/// The labels that say which GPU and which job, under one spelling whatever
+/// wrote them (the agent, dcgm-exporter's legacy or 1.x labels, or 4.9's
+/// lower-case hostname); Prometheus' own target labels only name the node
+/// when nothing else does.
+LabelMap Canonical(const LabelMap& in) {
+  LabelMap out;
+  auto first = [&](std::initializer_list<const char*> names) -> std::string {
+    for (const char* n : names)
+      if (auto it = in.find(n); it != in.end() && !it->second.empty()) return it->second;
+    return "";
+  };
+  auto put = [&](const char* key, std::initializer_list<const char*> names) {
+    std::string v = first(names);
+    if (!v.empty()) out[key] = std::move(v);
+  };
+  put("hostname", {"hostname", "Hostname", "instance"});
+  put("gpu", {"gpu"});
+  put("uuid", {"uuid", "UUID"});
+  put("model_name", {"model_name", "modelName"});
+  put("mig_instance", {"mig_instance", "GPU_I_ID"});
+  put("mig_profile", {"mig_profile", "GPU_I_PROFILE"});
+  put("namespace", {"namespace", "pod_namespace", "exported_namespace"});
+  put("pod", {"pod", "pod_name", "exported_pod"});
+  put("container", {"container", "container_name", "exported_container"});
+  put("pod_uid", {"pod_uid"});
+  put("container_id", {"container_id"});
+  put("hpc_job", {"hpc_job"});
+  put("job_name", {"job_name"});
+  return out;
+}
+
+std::string GpuKey(const LabelMap& c) {
+  return Get(c, "hostname") + "/" + (Get(c, "uuid").empty() ? Get(c, "gpu") : Get(c, "uuid")) + "/" +
+         Get(c, "mig_instance");
+}
+
+/// The group a slice belongs to under `by`, and its name in words.
+std::pair<LabelMap, std::string> GroupOf(const LabelMap& c, FleetGrouping by) {
+  LabelMap g;
+  auto copy = [&](const char* key) {
+    if (auto it = c.find(key); it != c.end()) g[key] = it->second;
+  };
+  switch (by) {
+    case FleetGrouping::kNode:
+      copy("hostname");
+      return {g, Get(c, "hostname").empty() ? "(no node label)" : Get(c, "hostname")};
+    case FleetGrouping::kNamespace:
+      copy("namespace");
+      return {g, Get(c, "namespace").empty() ? "(no namespace)" : Get(c, "namespace")};
+    case FleetGrouping::kGpu: {
+      copy("hostname");
+      copy("gpu");
+      copy("uuid");
+      copy("model_name");
+      copy("mig_instance");
+      copy("mig_profile");
+      std::string name = Get(c, "hostname") + " GPU " + Get(c, "gpu");
+      if (!Get(c, "mig_instance").empty()) name += " MIG " + Get(c, "mig_profile") + " #" + Get(c, "mig_instance");
+      if (!Get(c, "model_name").empty()) name += " (" + Get(c, "model_name") + ")";
+      return {g, name};
+    }
+    case FleetGrouping::kJob:
+      if (!Get(c, "pod").empty()) {
+        copy("namespace");
+        copy("pod");
+        return {g, "pod " + (Get(c, "namespace").empty() ? "" : Get(c, "namespace") + "/") + Get(c, "pod")};
+      }
+      if (!Get(c, "pod_uid").empty()) {
+        copy("pod_uid");
+        copy("namespace");
+        return {g, "pod " + Get(c, "pod_uid")};
+      }
+      if (!Get(c, "hpc_job").empty()) {
+        copy("hpc_job");
+        return {g, "Slurm job " + Get(c, "hpc_job")};
+      }
+      copy("hostname");
+      if (!Get(c, "job_name").empty()) {
+        copy("job_name");
+        return {g, Get(c, "job_name") + " on " + Get(c, "hostname")};
+      }
+      g["job_name"] = "";
+      return {g, "no job on " + Get(c, "hostname")};
+  }
+  return {g, ""};
+}
+
+TimeNs DefaultStep(TimeNs range) { return std::max<TimeNs>(kNsPerS, (range / 1440 / kNsPerS) * kNsPerS); }
+
+/// `expr` evaluated at each step of the range, as a subquery.
+std::string Sub(const std::string& expr, const FleetOptions& o) {
+  return "(" + expr + ")[" + FormatPromDuration(o.range) + ":" + FormatPromDuration(o.step) + "]";
+}
+
+// ---- the agent's series ----
+
+Status ReadAgentSeries(PrometheusApi& api, const FleetOptions& o, FleetReport& report,
+                       std::map<std::string, Slice>& slices) {
+  const double step_hours = Hours(o.step);
+  // Each series of the agent is keyed by its labels less those that say what
+  // the value is (window, basis, verdict, severity).
+  auto slice_of = [&](const LabelMap& raw) -> Slice& {
+    LabelMap c = Canonical(raw);
+    Slice& s = slices[KeyOf(c)];
+    if (s.labels.empty()) s.labels = std::move(c);
+    return s;
+  };
+  const std::string util = "count_over_time(" + Sub("gputriage_gpu_utilization_percent", o) + ")";
+  const std::string util_mean = "avg_over_time(" + Sub("gputriage_gpu_utilization_percent", o) + ")";
+  const std::string price = "avg_over_time(" + Sub("max without (basis) (gputriage_price_usd_per_hour)", o) + ")";
+  const std::string basis = "max by (basis) (last_over_time(gputriage_price_usd_per_hour[" + FormatPromDuration(o.range) + "]))";
+  const std::string verdict_idle =
+      "sum_over_time(" +
+      Sub("gputriage_finding * ignoring (verdict, severity) group_left gputriage_idle_usd_per_hour", o) + ")";
+  const std::string verdict_time = "count_over_time(" + Sub("gputriage_finding", o) + ")";
+  report.queries = {util + "  # steps with a value (× step = GPU time)", util_mean, price, basis, verdict_idle,
+                    verdict_time};
+
+  auto steps = api.Query(util, o.end);
+  if (!steps.ok()) return steps.status();
+  for (const auto& s : *steps) slice_of(s.labels).hours = s.value * step_hours;
+  auto means = api.Query(util_mean, o.end);
+  if (!means.ok()) return means.status();
+  for (const auto& s : *means) slice_of(s.labels).util_percent = s.value;
+  auto prices = api.Query(price, o.end);
+  if (!prices.ok()) return prices.status();
+  for (const auto& s : *prices) slice_of(s.labels).own_price = s.value;
+  auto bases = api.Query(basis, o.end);
+  if (!bases.ok()) return bases.status();
+  std::vector<std::string> basis_names;
+  for (const auto& s : *bases) basis_names.push_back(Get(s.labels, "basis"));
+  const std::string agent_basis = basis_names.empty() ? "" : "the agents' prices (" + Join(basis_names, "; ") + ")";
+  for (auto& [key, s] : slices) s.own_price_basis = agent_basis;
+
+  // Per verdict: the idle dollars paid under it (at the agent's price; rescaled
+  // later when the price is given here) and the GPU time it held. A verdict
+  // whose severity changed within the range comes as two series: both add.
+  for (const auto& [query, field] : {std::pair{verdict_idle, &FleetVerdictShare::idle_cost_usd},
+                                     std::pair{verdict_time, &FleetVerdictShare::gpu_hours}}) {
+    auto result = api.Query(query, o.end);
+    if (!result.ok()) return result.status();
+    for (const auto& s : *result) {
+      LabelMap raw = s.labels;
+      const std::string verdict = Get(raw, "verdict");
+      raw.erase("verdict");
+      raw.erase("severity");
+      FleetVerdictShare& share = slice_of(raw).verdicts[verdict];
+      share.verdict = verdict;
+      share.*field += s.value * step_hours;
+    }
+  }
+  // Series that carry a verdict but no utilization in the range (scraped
+  // only at its very end) add no GPU time.
+  for (auto it = slices.begin(); it != slices.end();)
+    it = it->second.hours > 0 && std::isfinite(it->second.util_percent) ? std::next(it) : slices.erase(it);
+  return Status::Ok();
+}
+
+// ---- dcgm-exporter's series ----
+
+struct DcgmFamily {
+  Metric metric;
+  const char* legacy;  // legacy name (percent for GPU_UTIL, ratio for PROF)
+  double legacy_scale;
+  const char* renamed;  // DCGM 4.7 / dcgm-exporter 4.9 name (0-1 ratio)
+};
+constexpr DcgmFamily kDcgmFamilies[] = {
+    {Metric::kGpuUtil, "DCGM_FI_DEV_GPU_UTIL", 1, "DCGM_FI_DEV_GPU_UTIL_RATIO"},
+    {Metric::kGrEngineActive, "DCGM_FI_PROF_GR_ENGINE_ACTIVE", 100, "DCGM_FI_PROF_GR_ENGINE_UTIL_RATIO"},
+    {Metric::kSmActive, "DCGM_FI_PROF_SM_ACTIVE", 100, "DCGM_FI_PROF_SM_UTIL_RATIO"},
+    {Metric::kSmOccupancy, "DCGM_FI_PROF_SM_OCCUPANCY", 100, "DCGM_FI_PROF_SM_OCCUPANCY_RATIO"},
+    {Metric::kTensorActive, "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", 100, "DCGM_FI_PROF_TENSOR_UTIL_RATIO"},
+    {Metric::kDramActive, "DCGM_FI_PROF_DRAM_ACTIVE", 100, "DCGM_FI_PROF_DRAM_UTIL_RATIO"},
+    {Metric::kFp32Active, "DCGM_FI_PROF_PIPE_FP32_ACTIVE", 100, "DCGM_FI_PROF_FP32_UTIL_RATIO"},
+    {Metric::kFp16Active, "DCGM_FI_PROF_PIPE_FP16_ACTIVE", 100, "DCGM_FI_PROF_FP16_UTIL_RATIO"},
+    {Metric::kPowerW, "DCGM_FI_DEV_POWER_USAGE", 1, "DCGM_FI_DEV_BOARD_POWER_WATTS"},
+};
+
+struct DcgmSliceData {
+  LabelMap labels;
+  std::map<Metric, std::vector<std::pair<TimeNs, double>>> series;
+};
+
+Status ReadDcgmSeries(PrometheusApi& api, const FleetOptions& o, FleetReport& report,
+                      std::map<std::string, Slice>& slices) {
+  const std::string range = "[" + FormatPromDuration(o.range) + "]";
+  // Which families the range holds, under which generation's names.
+  struct Present {
+    const DcgmFamily* family;
+    std::string name;
+    double scale;
+  };
+  // A fleet part-way through the upgrade has both generations: each name found is read.
+  std::vector<Present> present;
+  bool legacy_util = false, renamed_util = false;
+  for (const auto& f : kDcgmFamilies) {
+    for (int generation = 0; generation < 2; ++generation) {
+      const std::string name = generation == 0 ? f.legacy : f.renamed;
+      auto n = api.Query("count(last_over_time(" + name + range + "))", o.end);
+      if (!n.ok()) return n.status();
+      if (n->empty() || n->front().value <= 0) continue;
+      // Legacy names hold percent (GPU_UTIL) or a ratio (PROF); DCGM 4.7's are
+      // all ratios, except power, which stays in watts.
+      const double scale = generation == 0 ? f.legacy_scale : f.metric == Metric::kPowerW ? 1.0 : 100.0;
+      present.push_back({&f, name, scale});
+      if (f.metric == Metric::kGpuUtil) (generation == 0 ? legacy_util : renamed_util) = true;
+    }
+  }
+  const bool has_util = std::any_of(present.begin(), present.end(), [](const Present& p) {
+    return p.family->metric == Metric::kGpuUtil || p.family->metric == Metric::kGrEngineActive;
+  });
+  if (!has_util)
+    return NotFoundError(fmt::format(
+        "Prometheus {}: no GPU utilization series in the last {} (looked for gputriage_gpu_utilization_percent, "
+        "DCGM_FI_DEV_GPU_UTIL, DCGM_FI_DEV_GPU_UTIL_RATIO and DCGM_FI_PROF_GR_ENGINE_ACTIVE)",
+        api.url(), FormatPromDuration(o.range)));
+  report.source_key = legacy_util && renamed_util ? "dcgm_mixed" : renamed_util ? "dcgm_ratio" : "dcgm_legacy";
+  report.source = legacy_util && renamed_util
+                      ? "dcgm-exporter series under both name generations (legacy, and DCGM 4.7 / exporter 4.9's ratios)"
+                  : renamed_util ? "dcgm-exporter series (DCGM 4.7 / exporter 4.9 names, 0-1 ratios)"
+                                 : "dcgm-exporter series (legacy DCGM names)";
+  auto has = [&](Metric m) {
+    return std::any_of(present.begin(), present.end(), [&](const Present& p) { return p.family->metric == m; });
+  };
+
+  // The targets, queried a batch at a time so that no reply holds the whole fleet.
+  std::set<std::string> instance_set;
+  for (const auto& p : present) {
+    if (p.family->metric != Metric::kGpuUtil && p.family->metric != Metric::kGrEngineActive) continue;
+    auto targets = api.Query("count by (instance) (last_over_time(" + p.name + range + "))", o.end);
+    if (!targets.ok()) return targets.status();
+    for (const auto& t : *targets) instance_set.insert(Get(t.labels, "instance"));
+  }
+  std::vector<std::string> instances(instance_set.begin(), instance_set.end());
+  std::sort(instances.begin(), instances.end());
+  for (const auto& p : present)
+    report.queries.push_back(fmt::format("{}{{instance=~\"…\"}} over [end - {}, end] every {} (query_range)", p.name,
+                                         FormatPromDuration(o.range), FormatPromDuration(o.step)));
+
+  const TimeNs start = o.end - o.range;
+  const size_t batch = std::max<size_t>(1, o.nodes_per_query);
+  for (size_t first = 0; first < instances.size(); first += batch) {
+    std::vector<std::string> alternatives;
+    for (size_t i = first; i < std::min(instances.size(), first + batch); ++i)
+      alternatives.push_back(PromRegexEscape(instances[i]));
+    const std::string matcher = "{instance=~\"" + Join(alternatives, "|") + "\"}";
+    std::map<std::string, DcgmSliceData> data;
+    for (const auto& p : present) {
+      auto series = api.QueryRange(p.name + matcher, start, o.end, o.step);
+      if (!series.ok()) return series.status();
+      for (auto& s : *series) {
+        LabelMap c = Canonical(s.labels);
+        DcgmSliceData& d = data[KeyOf(c)];
+        if (d.labels.empty()) d.labels = std::move(c);
+        auto& points = d.series[p.family->metric];
+        for (const auto& [t, v] : s.points)
+          if (std::isfinite(v)) points.emplace_back(t, v * p.scale);
+      }
+    }
+    // Each GPU (under each pod) judged by `diagnose`'s rules over its range.
+    for (auto& [key, d] : data) {
+      // One value per step, even where both name generations were scraped at once.
+      for (auto& [metric, points] : d.series) {
+        std::stable_sort(points.begin(), points.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
+        points.erase(std::unique(points.begin(), points.end(),
+                                 [](const auto& x, const auto& y) { return x.first == y.first; }),
+                     points.end());
+      }
+      // MIG instances have no GPU_UTIL: the graphics engine's activity stands for it.
+      const Metric busy = d.series.count(Metric::kGpuUtil) ? Metric::kGpuUtil : Metric::kGrEngineActive;
+      const auto& busy_points = d.series[busy];
+      if (busy_points.empty()) continue;
+      Recording r;
+      r.format = "prometheus";
+      r.clock_is_absolute = true;
+      r.source_path = report.prometheus_url;
+      const int index = std::atoi(Get(d.labels, "gpu").c_str());
+      const int mig = Get(d.labels, "mig_instance").empty() ? -1 : std::atoi(Get(d.labels, "mig_instance").c_str());
+      auto pos = r.metrics.FindOrAdd(index, Get(d.labels, "uuid"), "", mig);
+      if (!pos) continue;
+      MetricDevice& dev = r.metrics.devices[*pos];
+      dev.name = Get(d.labels, "model_name");
+      dev.mig_profile = Get(d.labels, "mig_profile");
+      for (const auto& [metric, points] : d.series)
+        for (const auto& [t, v] : points) r.metrics.Add(*pos, metric, t, v);
+      Slice& s = slices[key];
+      s.labels = d.labels;
+      s.hours = static_cast<double>(busy_points.size()) * Hours(o.step);
+      const SeriesSketch& sketch = dev.Get(busy);
+      s.util_percent = sketch.mean();
+      Run run;
+      run.recordings.push_back(std::move(r));
+      DiagnoseOptions dopt;
+      dopt.workload = o.workload;
+      dopt.price_per_gpu_hour = o.price_per_gpu_hour;
+      const Diagnosis dx = Diagnose(run, dopt);
+      std::string verdict = "efficiency_unknown";
+      if (!dx.findings.empty()) {
+        verdict = dx.findings.front().verdict;
+        s.cannot_exclude = dx.findings.front().cannot_exclude;
+      }
+      FleetVerdictShare& share = s.verdicts[verdict];
+      share.verdict = verdict;
+      share.gpu_hours = s.hours;
+      if (dx.cost.available && !dx.cost.devices.empty()) {
+        s.own_price = dx.cost.devices.front().price_per_hour * dx.cost.devices.front().board_share;
+        const DeviceCost& c = dx.cost.devices.front();
+        s.own_price_basis = c.price_source.empty() ? dx.cost.price_basis
+                                                   : fmt::format("{} at ${:g}/GPU-hour: {}", c.name, c.price_per_hour, c.price_source);
+      }
+    }
+  }
+
+  // What these series cannot tell apart.
+  report.cannot_separate.push_back(
+      "input_bound, launch_bound and host-side stalls (checkpointing, evaluation, synchronisation): DCGM's "
+      "utilization shows the GPU waiting, not what it waits for; the agent's step markers or a profiler trace tell "
+      "them apart");
+  report.cannot_separate.push_back(
+      "communication_bound: NCCL kernels that wait for a peer count as busy in every DCGM field");
+  if (!has(Metric::kTensorActive))
+    report.cannot_separate.push_back(
+        "low_precision and at_compute_limit: without tensor pipe activity (DCGM_FI_PROF_PIPE_TENSOR_ACTIVE) a busy "
+        "GPU in fp32 looks like one at its limit");
+  if (!has(Metric::kDramActive))
+    report.cannot_separate.push_back(
+        "memory_bound: without DRAM activity (DCGM_FI_PROF_DRAM_ACTIVE) memory-bound kernels look like busy ones");
+  if (!has(Metric::kSmActive))
+    report.cannot_separate.push_back(
+        "undersized_work: without SM activity (DCGM_FI_PROF_SM_ACTIVE) a GPU running one small kernel at a time "
+        "counts as fully utilized");
+  if (o.step > 5 * kNsPerS)
+    report.cannot_separate.push_back(fmt::format(
+        "at a step of {}, stop-and-go rhythms shorter than {} are averaged away (input_bound's sawtooth); a shorter "
+        "--step over a shorter --range shows them",
+        FormatPromDuration(o.step), FormatPromDuration(2 * o.step)));
+  return Status::Ok();
+}
+
+}  // namespace
+
+const char* FleetGroupingName(FleetGrouping g) {
+  switch (g) {
+    case FleetGrouping::kGpu: return "gpu";
+    case FleetGrouping::kJob: return "job";
+    case FleetGrouping::kNamespace: return "namespace";
+    case FleetGrouping::kNode: return "node";
+  }
+  return "";
+}
+
+std::optional<FleetGrouping> ParseFleetGrouping(std::string_view name) {
+  for (FleetGrouping g : {FleetGrouping::kGpu, FleetGrouping::kJob, FleetGrouping::kNamespace, FleetGrouping::kNode})
+    if (name == FleetGroupingName(g)) return g;
+  return std::nullopt;
+}
+
+StatusOr<TimeNs> ParsePromDuration(std::string_view text) {
+  static constexpr std::pair<std::string_view, TimeNs> kUnits[] = {
+      {"ms", 1'000'000},           {"s", kNsPerS},          {"m", 60 * kNsPerS},          {"h", 3600 * kNsPerS},
+      {"d", 86400 * kNsPerS},      {"w", 7 * 86400 * kNsPerS}, {"y", 365 * 86400 * kNsPerS}};
+  const std::string shown(text);
+  if (text.empty()) return InvalidArgumentError("empty duration (expected e.g. 24h, 7d, 90m)");
+  TimeNs total = 0;
+  size_t i = 0;
+  while (i < text.size()) {
+    size_t digits = i;
+    while (digits < text.size() && text[digits] >= '0' && text[digits] <= '9') ++digits;
+    if (digits == i || digits - i > 9)
+      return InvalidArgumentError("bad duration '" + Printable(shown) + "' (expected e.g. 24h, 7d, 1h30m)");
+    const int64_t n = std::stoll(std::string(text.substr(i, digits - i)));
+    const std::string_view rest = text.substr(digits);
+    const auto unit = std::find_if(std::begin(kUnits), std::end(kUnits),
+                                   [&](const auto& u) { return StartsWith(rest, u.first) && !(u.first == "m" && StartsWith(rest, "ms")); });
+    if (unit == std::end(kUnits))
+      return InvalidArgumentError("bad duration '" + Printable(shown) + "': a number needs a unit (ms, s, m, h, d, w, y)");
+    if (n > INT64_MAX / unit->second || total > INT64_MAX - n * unit->second)
+      return InvalidArgumentError("duration '" + Printable(shown) + "' is too long");
+    total += n * unit->second;
+    i = digits + unit->first.size();
+  }
+  if (total <= 0) return InvalidArgumentError("duration '" + Printable(shown) + "' must be above zero");
+  return total;
+}
+
+std::string FormatPromDuration(TimeNs ns) {
+  static constexpr std::pair<const char*, TimeNs> kUnits[] = {
+      {"d", 86400 * kNsPerS}, {"h", 3600 * kNsPerS}, {"m", 60 * kNsPerS}, {"s", kNsPerS}, {"ms", 1'000'000}};
+  ns = std::max<TimeNs>(1'000'000, ns / 1'000'000 * 1'000'000);
+  std::string out;
+  for (const auto& [unit, size] : kUnits) {
+    if (ns >= size) {
+      out += std::to_string(ns / size) + unit;
+      ns %= size;
+    }
+  }
+  return out;
+}
+
+StatusOr<FleetReport> BuildFleetReport(PrometheusApi& api, const FleetOptions& options) {
+  FleetOptions o = options;
+  if (o.step <= 0) o.step = DefaultStep(o.range);
+  if (o.step > o.range) return InvalidArgumentError("the step (" + FormatPromDuration(o.step) + ") is longer than the range");
+  if (o.range / o.step > 100'000)
+    return InvalidArgumentError(fmt::format("{} steps of {} over {}: too many points per series; raise --step",
+                                            o.range / o.step, FormatPromDuration(o.step), FormatPromDuration(o.range)));
+  FleetReport report;
+  report.prometheus_url = api.url();
+  report.start = o.end - o.range;
+  report.end = o.end;
+  report.step = o.step;
+  report.by = o.by;
+  report.target_percent = o.target_percent;
+
+  std::map<std::string, Slice> slices;
+  bool agent = false;
+  if (o.source != FleetSource::kDcgm) {
+    auto n = api.Query("count(last_over_time(gputriage_gpu_utilization_percent[" + FormatPromDuration(o.range) + "]))", o.end);
+    if (!n.ok()) return n.status();
+    agent = !n->empty() && n->front().value > 0;
+    if (!agent && o.source == FleetSource::kGputriage)
+      return NotFoundError(fmt::format("Prometheus {}: no gputriage_gpu_utilization_percent series in the last {} "
+                                       "(is a gputriage agent scraped?)",
+                                       api.url(), FormatPromDuration(o.range)));
+  }
+  if (agent) {
+    report.source_key = "gputriage";
+    report.source = "gputriage agent series (utilization over each agent's window, its verdicts and prices)";
+    if (Status s = ReadAgentSeries(api, o, report, slices); !s.ok()) return s;
+  } else {
+    if (Status s = ReadDcgmSeries(api, o, report, slices); !s.ok()) return s;
+  }
+  if (slices.empty())
+    return NotFoundError(fmt::format("Prometheus {}: GPU series exist but none has values in the last {}", api.url(),
+                                     FormatPromDuration(o.range)));
+
+  // Prices: the flag, the monthly spend spread over the GPUs seen, else each
+  // source's own (the agent's, or the dated table by model).
+  std::set<std::string> gpus;
+  for (const auto& [k, s] : slices) gpus.insert(GpuKey(s.labels));
+  std::set<std::string> unpriced;
+  if (o.price_per_gpu_hour) {
+    report.price_basis = fmt::format("--price-per-gpu-hour {:g}", *o.price_per_gpu_hour);
+  } else if (o.monthly_spend) {
+    report.price_basis = fmt::format("--monthly-spend {:g} over the {} GPUs seen, {:g} h a month each: ${:.4g}/GPU-hour",
+                                     *o.monthly_spend, gpus.size(), kHoursPerMonth,
+                                     *o.monthly_spend / (kHoursPerMonth * static_cast<double>(gpus.size())));
+  }
+  std::set<std::string> bases;
+  for (auto& [k, s] : slices) {
+    if (o.price_per_gpu_hour) s.price = *o.price_per_gpu_hour;
+    else if (o.monthly_spend) s.price = *o.monthly_spend / (kHoursPerMonth * static_cast<double>(gpus.size()));
+    else s.price = s.own_price;
+    if (!std::isfinite(s.price)) unpriced.insert(Get(s.labels, "model_name").empty() ? GpuKey(s.labels) : Get(s.labels, "model_name"));
+    else if (!o.price_per_gpu_hour && !o.monthly_spend && !s.own_price_basis.empty()) bases.insert(s.own_price_basis);
+    // The agent's idle dollars per verdict were at its price; the report's price may differ.
+    const double rescale = agent && std::isfinite(s.own_price) && s.own_price > 0 ? s.price / s.own_price : 1.0;
+    for (auto& [v, share] : s.verdicts) {
+      if (!agent) share.idle_cost_usd = s.IdleCost();
+      else share.idle_cost_usd = std::isfinite(rescale) ? share.idle_cost_usd * rescale : 0;
+    }
+  }
+  if (report.price_basis.empty()) report.price_basis = Join(std::vector<std::string>(bases.begin(), bases.end()), "; ");
+  if (!unpriced.empty())
+    report.warnings.push_back("no price known for " + Join(std::vector<std::string>(unpriced.begin(), unpriced.end()), ", ") +
+                              ": their idle dollars count as 0; give --price-per-gpu-hour or --monthly-spend");
+
+  // Groups.
+  struct Acc {
+    FleetGroup g;
+    std::set<std::string> gpus;
+    double busy_hours = 0;
+    std::map<std::string, FleetVerdictShare> verdicts;
+    std::set<std::string> cannot_exclude;
+  };
+  std::map<std::string, Acc> groups;
+  double busy_hours = 0;
+  for (const auto& [k, s] : slices) {
+    auto [labels, name] = GroupOf(s.labels, o.by);
+    Acc& a = groups[KeyOf(labels)];
+    a.g.labels = labels;
+    a.g.name = name;
+    a.gpus.insert(GpuKey(s.labels));
+    a.g.gpu_hours += s.hours;
+    a.busy_hours += s.hours * s.util_percent / 100;
+    if (std::isfinite(s.price)) a.g.cost_usd += s.hours * s.price;
+    a.g.idle_cost_usd += s.IdleCost();
+    for (const auto& [v, share] : s.verdicts) {
+      FleetVerdictShare& t = a.verdicts[v];
+      t.verdict = v;
+      t.gpu_hours += share.gpu_hours;
+      t.idle_cost_usd += share.idle_cost_usd;
+    }
+    a.cannot_exclude.insert(s.cannot_exclude.begin(), s.cannot_exclude.end());
+    report.gpu_hours += s.hours;
+    busy_hours += s.hours * s.util_percent / 100;
+    if (std::isfinite(s.price)) report.cost_usd += s.hours * s.price;
+    report.idle_cost_usd += s.IdleCost();
+  }
+  for (auto& [k, a] : groups) {
+    FleetGroup& g = a.g;
+    g.gpus = static_cast<int>(a.gpus.size());
+    g.utilization_percent = g.gpu_hours > 0 ? 100 * a.busy_hours / g.gpu_hours : 0;
+    for (auto& [v, share] : a.verdicts) g.verdicts.push_back(share);
+    std::sort(g.verdicts.begin(), g.verdicts.end(), [](const FleetVerdictShare& x, const FleetVerdictShare& y) {
+      if (std::abs(x.idle_cost_usd - y.idle_cost_usd) > 1e-9) return x.idle_cost_usd > y.idle_cost_usd;
+      return x.gpu_hours > y.gpu_hours;
+    });
+    if (!g.verdicts.empty()) g.verdict = g.verdicts.front().verdict;
+    // What the dominant verdict could also be (dcgm route), without the verdicts already named.
+    for (const auto& c : a.cannot_exclude) g.cannot_exclude.push_back(c);
+    if (g.utilization_percent > 0 && g.utilization_percent < o.target_percent) {
+      g.what_if = MakeWhatIf(g.utilization_percent, o.target_percent, std::nullopt);
+      g.what_if_saving_usd = g.cost_usd * g.what_if->spend_saved_percent / 100;
+    }
+    report.groups.push_back(std::move(g));
+  }
+  std::sort(report.groups.begin(), report.groups.end(), [](const FleetGroup& x, const FleetGroup& y) {
+    if (std::abs(x.idle_cost_usd - y.idle_cost_usd) > 1e-9) return x.idle_cost_usd > y.idle_cost_usd;
+    return x.name < y.name;
+  });
+  report.gpus = static_cast<int>(gpus.size());
+  report.utilization_percent = report.gpu_hours > 0 ? 100 * busy_hours / report.gpu_hours : 0;
+  if (report.utilization_percent > 0 && report.utilization_percent < o.target_percent) {
+    report.what_if = MakeWhatIf(report.utilization_percent, o.target_percent, std::nullopt);
+    report.what_if_saving_usd = report.cost_usd * report.what_if->spend_saved_percent / 100;
+  }
+  report.idle_cost_usd_per_month = report.idle_cost_usd * kHoursPerMonth / Hours(o.range);
+  report.warnings.insert(report.warnings.end(), api.warnings().begin(), api.warnings().end());
+  return report;
+}
+
+}  // namespace gputriage

@@ -1,0 +1,102 @@
+// `gputriage fleet`: where a fleet's GPU money goes idle, from the series a
+// Prometheus already holds. Every figure is PromQL over a time range (the
+// server does the work, so it scales with the Prometheus, not with this
+// process), time-weighted: the range is cut into steps and each step stands
+// for its own length of GPU time.
+//
+// Two kinds of series are understood:
+//  - the agent's (gputriage_*): utilization over its window (which saw every
+//    sampling tick, not only the scrapes), its verdict, its price;
+//  - dcgm-exporter's alone, in either name generation (DCGM_FI_DEV_GPU_UTIL in
+//    percent, or 4.9's DCGM_FI_DEV_GPU_UTIL_RATIO): each GPU's series over the
+//    range are judged by the same rules as `diagnose`, and the report says
+//    which verdicts those metrics cannot separate.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "gputriage/diagnosis.h"
+#include "gputriage/model.h"
+#include "gputriage/status.h"
+#include "src/fleet/prometheus_api.h"
+
+namespace gputriage {
+
+enum class FleetGrouping { kGpu, kJob, kNamespace, kNode };
+const char* FleetGroupingName(FleetGrouping g);
+std::optional<FleetGrouping> ParseFleetGrouping(std::string_view name);
+
+enum class FleetSource { kAuto, kGputriage, kDcgm };
+
+/// "90s", "30m", "24h", "7d", "2w", "1h30m" (Prometheus' duration syntax; ms,
+/// y too). Errors name the text.
+StatusOr<TimeNs> ParsePromDuration(std::string_view text);
+/// The shortest Prometheus duration for `ns` ("1h30m"; whole milliseconds).
+std::string FormatPromDuration(TimeNs ns);
+
+struct FleetOptions {
+  TimeNs end = 0;                  // the range ends here (wall clock, ns)
+  TimeNs range = 24 * 3600 * kNsPerS;
+  TimeNs step = 0;                 // 0: range / 1440, at least 1 s
+  FleetGrouping by = FleetGrouping::kJob;
+  FleetSource source = FleetSource::kAuto;
+  std::optional<double> price_per_gpu_hour;
+  std::optional<double> monthly_spend;  // spread over the GPUs seen, 730 h a month each
+  double target_percent = 75;           // the what-if's utilization
+  WorkloadClass workload = WorkloadClass::kUnspecified;
+  size_t nodes_per_query = 32;          // dcgm-exporter route: range queries cover this many targets
+};
+
+/// A verdict's share of a group: the GPU time it held and the idle dollars
+/// paid meanwhile.
+struct FleetVerdictShare {
+  std::string verdict;
+  double gpu_hours = 0;
+  double idle_cost_usd = 0;
+};
+
+struct FleetGroup {
+  LabelMap labels;          // what identifies the group (by GPU: node and GPU; by job: pod, Slurm job or process)
+  std::string name;         // the same, in words
+  int gpus = 0;             // distinct GPUs
+  double gpu_hours = 0;
+  double utilization_percent = 0;  // time-weighted over the group's GPU time
+  double cost_usd = 0;
+  double idle_cost_usd = 0;
+  std::string verdict;      // the verdict under which most of its idle dollars were paid
+  std::vector<FleetVerdictShare> verdicts;  // most idle dollars first
+  std::vector<std::string> cannot_exclude;  // what the verdict could also be (dcgm-exporter route)
+  std::optional<WhatIf> what_if;            // raised to the target (absent at 0 % or at or above it)
+  double what_if_saving_usd = 0;            // over the range: the same work for less GPU time
+};
+
+struct FleetReport {
+  std::string prometheus_url;
+  std::string source;          // what the figures were read from, in words
+  std::string source_key;      // "gputriage", "dcgm_legacy", "dcgm_ratio"
+  TimeNs start = 0, end = 0, step = 0;
+  FleetGrouping by = FleetGrouping::kJob;
+  std::string price_basis;
+  double target_percent = 75;
+  // Totals over every GPU in the range.
+  int gpus = 0;
+  double gpu_hours = 0;
+  double utilization_percent = 0;
+  double cost_usd = 0;
+  double idle_cost_usd = 0;
+  std::optional<WhatIf> what_if;
+  double what_if_saving_usd = 0;
+  double idle_cost_usd_per_month = 0;  // at this range's rate, 730 h a month
+  std::vector<FleetGroup> groups;  // most idle dollars first
+  std::vector<std::string> cannot_separate;  // verdicts the series read cannot tell apart
+  std::vector<std::string> queries;          // the PromQL behind the figures, to check them by hand
+  std::vector<std::string> warnings;
+};
+
+/// Reads the series over the range and ranks the groups. Errors: the server
+/// cannot be reached or refuses a query; no GPU series in the range.
+StatusOr<FleetReport> BuildFleetReport(PrometheusApi& api, const FleetOptions& options);
+
+}  // namespace gputriage

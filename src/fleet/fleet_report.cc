@@ -1,0 +1,129 @@
+#include "src/fleet/fleet_report.h"
+
+#include <cmath>
+#include <ctime>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "gputriage/report.h"
+#include "gputriage/version.h"
+#include "src/util/strings.h"
+
+namespace gputriage {
+namespace {
+
+using json = nlohmann::ordered_json;  // members in the order written
+
+
+std::string Utc(TimeNs t) {
+  const time_t s = static_cast<time_t>(t / kNsPerS);
+  struct tm tm {};
+  gmtime_r(&s, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+json WhatIfJson(const std::optional<WhatIf>& w, double saving) {
+  if (!w) return nullptr;
+  return {{"from_percent", w->from_percent}, {"to_percent", w->to_percent},
+          {"more_compute_percent", w->more_compute_percent}, {"spend_saved_percent", w->spend_saved_percent},
+          {"saving_usd", saving}};
+}
+
+/// GPU-hours: tenths from 10 up, three figures below (a short range is minutes).
+std::string Hours(double h) { return h >= 10 ? fmt::format("{:.1f}", h) : fmt::format("{:.3g}", h); }
+
+}  // namespace
+
+std::string RenderFleetText(const FleetReport& r, size_t top) {
+  std::string out;
+  out += fmt::format("gputriage fleet — {} · {} to {} (step {})\n", Printable(r.prometheus_url), Utc(r.start),
+                     Utc(r.end), FormatPromDuration(r.step));
+  out += "source: " + r.source + "\n";
+  out += "price: " + (r.price_basis.empty() ? std::string("none known") : Printable(r.price_basis)) + "\n";
+  out += fmt::format("{} GPU(s), {} GPU-hours at {:.1f}% utilization (time-weighted): {} spent, {} idle ({}/month at "
+                     "this rate)\n",
+                     r.gpus, Hours(r.gpu_hours), r.utilization_percent, FormatUsd(r.cost_usd), FormatUsd(r.idle_cost_usd),
+                     FormatUsd(r.idle_cost_usd_per_month));
+  if (r.what_if)
+    out += fmt::format("what-if, the fleet at {}: saves {} over this range\n", WhatIfLine(*r.what_if),
+                       FormatUsd(r.what_if_saving_usd));
+  out += fmt::format("\nBy {}, most idle dollars first:\n", FleetGroupingName(r.by));
+  out += fmt::format("  {:>3}  {:<44} {:>4} {:>8} {:>6} {:>10}  {:<20} {}\n", "#", FleetGroupingName(r.by), "GPUs",
+                     "GPU-h", "util", "idle $", "verdict", fmt::format("at {:g}%", r.target_percent));
+  size_t shown = 0;
+  for (const auto& g : r.groups) {
+    if (top > 0 && shown == top) {
+      out += fmt::format("  … {} more (--top 0 shows all)\n", r.groups.size() - shown);
+      break;
+    }
+    ++shown;
+    std::string name = Printable(g.name);
+    if (name.size() > 44) name = name.substr(0, 41) + "...";
+    const std::string what_if = g.what_if ? fmt::format("saves {} ({:.0f}% less GPU time)", FormatUsd(g.what_if_saving_usd),
+                                                        std::floor(g.what_if->spend_saved_percent))
+                                : g.utilization_percent <= 0 ? "no work: release it (saves all of its cost)"
+                                                             : "at or above the target";
+    out += fmt::format("  {:>3}  {:<44} {:>4} {:>8} {:>5.1f}% {:>10}  {:<20} {}\n", shown, name, g.gpus, Hours(g.gpu_hours),
+                       g.utilization_percent, FormatUsd(g.idle_cost_usd), g.verdict.empty() ? "-" : g.verdict, what_if);
+    if (!g.cannot_exclude.empty())
+      out += fmt::format("       {:<44} could also be: {}\n", "", Join(g.cannot_exclude, ", "));
+  }
+  if (!r.cannot_separate.empty()) {
+    out += "\nWhat these series cannot separate:\n";
+    for (const auto& c : r.cannot_separate) out += "  - " + c + "\n";
+    if (r.source_key != "gputriage")
+      out += "  (run `gputriage agent` on the nodes for its verdicts, which see every sampling tick)\n";
+  }
+  for (const auto& w : r.warnings) out += "warning: " + Printable(w) + "\n";
+  return out;
+}
+
+std::string RenderFleetJson(const FleetReport& r, size_t top) {
+  json j;
+  j["schema_version"] = kFleetSchemaVersion;
+  j["tool"] = {{"name", "gputriage"}, {"version", kGputriageVersion}};
+  j["prometheus"] = r.prometheus_url;
+  j["source"] = r.source_key;
+  j["source_description"] = r.source;
+  j["start"] = Utc(r.start);
+  j["end"] = Utc(r.end);
+  j["range_seconds"] = static_cast<double>(r.end - r.start) / 1e9;
+  j["step_seconds"] = static_cast<double>(r.step) / 1e9;
+  j["by"] = FleetGroupingName(r.by);
+  j["price_basis"] = r.price_basis;
+  j["totals"] = {{"gpus", r.gpus},
+                 {"gpu_hours", r.gpu_hours},
+                 {"utilization_percent", r.utilization_percent},
+                 {"cost_usd", r.cost_usd},
+                 {"idle_cost_usd", r.idle_cost_usd},
+                 {"idle_cost_usd_per_month", r.idle_cost_usd_per_month},
+                 {"what_if", WhatIfJson(r.what_if, r.what_if_saving_usd)}};
+  j["groups"] = json::array();
+  size_t shown = 0;
+  for (const auto& g : r.groups) {
+    if (top > 0 && shown++ == top) break;
+    json verdicts = json::array();
+    for (const auto& v : g.verdicts)
+      verdicts.push_back({{"verdict", v.verdict}, {"gpu_hours", v.gpu_hours}, {"idle_cost_usd", v.idle_cost_usd}});
+    j["groups"].push_back({{"labels", g.labels},
+                           {"name", g.name},
+                           {"gpus", g.gpus},
+                           {"gpu_hours", g.gpu_hours},
+                           {"utilization_percent", g.utilization_percent},
+                           {"cost_usd", g.cost_usd},
+                           {"idle_cost_usd", g.idle_cost_usd},
+                           {"verdict", g.verdict.empty() ? json(nullptr) : json(g.verdict)},
+                           {"verdicts", verdicts},
+                           {"cannot_exclude", g.cannot_exclude},
+                           {"what_if", WhatIfJson(g.what_if, g.what_if_saving_usd)}});
+  }
+  j["cannot_separate"] = r.cannot_separate;
+  j["queries"] = r.queries;
+  j["warnings"] = r.warnings;
+  return j.dump(2, ' ', false, json::error_handler_t::replace) + "\n";
+}
+
+}  // namespace gputriage

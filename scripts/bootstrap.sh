@@ -16,6 +16,9 @@ packages=(
   pybind11-dev python3-dev python3-venv python3-pip python3-torch
   # The deployment files' check (YAML) and binutils' readelf.
   python3-yaml binutils
+  # The agent's web config: libyaml, bcrypt (libxcrypt), TLS (OpenSSL; the
+  # openssl tool makes the tests' self-signed certificate).
+  libyaml-dev libcrypt-dev libssl-dev openssl
 )
 missing=()
 for p in "${packages[@]}"; do

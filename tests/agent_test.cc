@@ -10,6 +10,8 @@
 #include "src/agent/exposition.h"
 #include "src/agent/job_identity.h"
 #include "src/agent/sample_window.h"
+#include "src/agent/web_config.h"
+#include "src/util/yaml_tree.h"
 
 namespace gputriage {
 namespace {
@@ -144,6 +146,95 @@ TEST(SampleWindow, AFastSeriesIsCappedNotUnbounded) {
   SampleWindow w(3600 * kNsPerS);
   for (int64_t i = 0; i < 150'000; ++i) w.Add(0, Metric::kGpuUtil, i * kNsPerMs, 1);
   EXPECT_EQ(w.values(), SampleWindow::kMaxValuesPerSeries);
+}
+
+}  // namespace
+}  // namespace gputriage
+
+// ---- the web config (exporter-toolkit's format) ----
+
+namespace gputriage {
+namespace {
+
+std::string WriteTemp(const std::string& name, const std::string& text) {
+  const std::string path = ::testing::TempDir() + name;
+  std::ofstream(path) << text;
+  return path;
+}
+
+// bcrypt of "s3cret" at cost 4 (made once with Python's crypt module).
+constexpr const char* kS3cretHash = "$2b$04$Idu1dCQO5HZJ1rvlsMvFNuJF7B7zdvqqptLLzkAIJ7ZUKPEiTZ.kK";
+
+TEST(YamlTree, KeepsOrderLinesAndNulls) {
+  auto doc = ParseYaml("a: 1\nb:\n  - x\n  - 'y'\nc:\nd: ~\n", "t.yml");
+  ASSERT_TRUE(doc.ok()) << doc.status().message();
+  ASSERT_EQ(doc->members.size(), 4u);
+  EXPECT_EQ(doc->members[0].first, "a");
+  EXPECT_EQ(doc->Find("a")->scalar, "1");
+  EXPECT_EQ(doc->Find("b")->items.size(), 2u);
+  EXPECT_EQ(doc->Find("b")->items[1].line, 4);
+  EXPECT_EQ(doc->Find("c")->kind, YamlNode::Kind::kNull);
+  EXPECT_EQ(doc->Find("d")->kind, YamlNode::Kind::kNull);
+}
+
+TEST(YamlTree, ErrorsNameFileAndLine) {
+  auto bad = ParseYaml("a: 1\nb: [1, 2\n", "cfg.yml");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("cfg.yml:"), std::string::npos) << bad.status().message();
+  auto dup = ParseYaml("a: 1\na: 2\n", "cfg.yml");
+  ASSERT_FALSE(dup.ok());
+  EXPECT_NE(dup.status().message().find("cfg.yml:2: duplicate key 'a'"), std::string::npos) << dup.status().message();
+  // An alias bomb is refused, not expanded.
+  std::string bomb = "a: &a [x, x, x, x, x, x, x, x, x, x]\n";
+  for (char c = 'b'; c <= 'h'; ++c)
+    bomb += std::string(1, c) + ": &" + c + " [*" + char(c - 1) + ", *" + char(c - 1) + ", *" + char(c - 1) + ", *" +
+            char(c - 1) + ", *" + char(c - 1) + ", *" + char(c - 1) + ", *" + char(c - 1) + ", *" + char(c - 1) +
+            ", *" + char(c - 1) + ", *" + char(c - 1) + "]\n";
+  auto exploded = ParseYaml(bomb, "bomb.yml");
+  ASSERT_FALSE(exploded.ok());
+  EXPECT_NE(exploded.status().message().find("100,000"), std::string::npos) << exploded.status().message();
+}
+
+TEST(WebConfig, ReadsExporterToolkitFormat) {
+  const std::string path = WriteTemp("web.yml", std::string("basic_auth_users:\n  prometheus: ") + kS3cretHash +
+                                                    "\nhttp_server_config:\n  http2: true\n  headers:\n    X-Frame-Options: deny\n");
+  auto c = LoadWebConfig(path);
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_FALSE(c->tls());
+  ASSERT_EQ(c->basic_auth_users.size(), 1u);
+  EXPECT_EQ(c->headers.front().first, "X-Frame-Options");
+}
+
+TEST(WebConfig, RefusesWhatItCannotHonour) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"tls_server_config:\n  cert_file: a.crt\n", ":1: tls_server_config needs both cert_file and key_file"},
+      {"tls_server_config:\n  cipher_suites: [TLS_AES_128_GCM_SHA256]\n", ":2: tls_server_config.cipher_suites is not supported"},
+      {"basic_auth_users:\n  alice: plaintext\n", ":2: basic_auth_users.alice must be a bcrypt hash"},
+      {"basic_auth_user:\n  alice: x\n", ":1: unknown field basic_auth_user"},
+      {"tls_server_config:\n  cert_file: missing.crt\n  key_file: missing.key\n", "cert_file"},
+      {"- a\n- b\n", "the web config must be a mapping"},
+  };
+  for (const auto& [text, want] : cases) {
+    auto c = LoadWebConfig(WriteTemp("bad.yml", text));
+    ASSERT_FALSE(c.ok()) << text;
+    EXPECT_NE(c.status().message().find(want), std::string::npos) << c.status().message();
+    EXPECT_NE(c.status().message().find("bad.yml"), std::string::npos) << c.status().message();
+  }
+}
+
+TEST(BasicAuth, ChecksBcryptAndRemembersOnlySuccesses) {
+  BasicAuthVerifier auth(std::vector<std::pair<std::string, std::string>>{{"prometheus", kS3cretHash}});
+  ASSERT_TRUE(auth.enabled());
+  // "prometheus:s3cret", "prometheus:wrong", "nobody:s3cret"
+  EXPECT_TRUE(auth.Verify("Basic cHJvbWV0aGV1czpzM2NyZXQ="));
+  EXPECT_TRUE(auth.Verify("Basic cHJvbWV0aGV1czpzM2NyZXQ="));  // from the cache
+  EXPECT_FALSE(auth.Verify("Basic cHJvbWV0aGV1czp3cm9uZw=="));
+  EXPECT_FALSE(auth.Verify("Basic bm9ib2R5OnMzY3JldA=="));
+  EXPECT_FALSE(auth.Verify(""));
+  EXPECT_FALSE(auth.Verify("Bearer cHJvbWV0aGV1czpzM2NyZXQ="));
+  EXPECT_FALSE(auth.Verify("Basic !!!"));
+  BasicAuthVerifier open(std::vector<std::pair<std::string, std::string>>{});
+  EXPECT_TRUE(open.Verify(""));  // no users: open
 }
 
 }  // namespace

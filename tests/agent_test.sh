@@ -180,5 +180,36 @@ curl -sf "http://127.0.0.1:$port/healthz" >/dev/null || { echo "FAIL: /healthz w
 "$bin" agent --listen "127.0.0.1:$port" --nvml-library /nonexistent 2>"$tmp/busy.err" >/dev/null
 [ $? = 3 ] && grep -q "cannot listen" "$tmp/busy.err" || { echo "FAIL: a port in use"; cat "$tmp/busy.err"; fail=1; }
 [ $fail = 0 ] && echo "ok: without NVML the agent serves nvml_up 0 with the reason and stays healthy; bad --listen and a port in use are named"
+kill "$agent_pid" 2>/dev/null
+
+# NVML init failing (driver not loaded), then succeeding: the agent tries again
+# every --nvml-retry, and the GPU's series and verdict arrive once it opens.
+cat >"$tmp/init" <<EOT
+init_error 9
+device name="NVIDIA H100 80GB HBM3" uuid=GPU-late bus=00000000:18:00.0 power_limit_w=700 max_sm_mhz=1980
+series gpu_util 0
+series power_w 70
+EOT
+port=$(free_port)
+GPUTRIAGE_FAKE_NVML_SCENARIO=$tmp/init "$bin" agent --listen "127.0.0.1:$port" --nvml-library "$fake_nvml" \
+  --interval 0.05 --window 2 --judge-every 0.2 --nvml-retry 0.5 2>"$tmp/agent3.err" &
+agent_pid=$!
+for _ in $(seq 1 100); do curl -sf "http://127.0.0.1:$port/metrics" >"$tmp/init1.txt" && break; sleep 0.1; done
+grep -q '^gputriage_nvml_up{error="[^"]*[Dd]river[^"]*",hostname="[^"]*"} 0$' "$tmp/init1.txt" ||
+  { echo "FAIL: NVML init failing is not nvml_up 0 with the driver named"; grep nvml_up "$tmp/init1.txt"; fail=1; }
+sed -i '/^init_error/d' "$tmp/init"  # the driver is back
+found=""
+for _ in $(seq 1 60); do
+  curl -sf "http://127.0.0.1:$port/metrics" >"$tmp/init2.txt"
+  grep -q '^gputriage_finding{.*uuid="GPU-late".*verdict="idle".*} 1$' "$tmp/init2.txt" && { found=1; break; }
+  sleep 0.1
+done
+if [ -n "$found" ] && grep -q '^gputriage_nvml_up{error="",hostname="[^"]*"} 1$' "$tmp/init2.txt" &&
+   grep -q '^gputriage_agent_nvml_opens_total{hostname="[^"]*"} 1$' "$tmp/init2.txt"; then
+  echo "ok: NVML failing to initialise, then succeeding: nvml_up 0 with the reason, then 1, one open, the GPU judged idle"
+else
+  echo "FAIL: NVML succeeding after failing"; grep -E "nvml|GPU-late" "$tmp/init2.txt"; fail=1
+fi
+kill "$agent_pid" 2>/dev/null
 kill "$healthy_pid" 2>/dev/null
 exit $fail

@@ -9,6 +9,7 @@
 
 #include "src/agent/agent.h"
 #include "src/agent/metrics_server.h"
+#include "src/agent/web_config.h"
 #include "src/cli/cli_common.h"
 #include "src/util/strings.h"
 
@@ -21,10 +22,12 @@ struct AgentArgs {
   double interval_s = 1;
   double window_s = 300;
   double judge_every_s = 15;
+  double nvml_retry_s = 30;
   std::string workload = "unspecified";
   std::optional<double> price_per_gpu_hour;
   int threads = 64;
   std::string hostname;
+  std::string web_config_file;
 };
 
 int RunAgent(const AgentArgs& args) {
@@ -34,11 +37,21 @@ int RunAgent(const AgentArgs& args) {
     PrintError(s);
     return kExitUsage;
   }
+  std::shared_ptr<const WebConfig> web;
+  if (!args.web_config_file.empty()) {
+    auto config = LoadWebConfig(args.web_config_file);
+    if (!config.ok()) {
+      PrintError(config.status());
+      return kExitInput;
+    }
+    web = std::make_shared<const WebConfig>(std::move(*config));
+  }
   AgentOptions options;
   options.nvml_library = args.nvml_library;
   options.interval_ns = static_cast<TimeNs>(std::llround(args.interval_s * 1e9));
   options.window_ns = static_cast<TimeNs>(std::llround(args.window_s * 1e9));
   options.judge_every_ns = static_cast<TimeNs>(std::llround(args.judge_every_s * 1e9));
+  options.reopen_every_ns = static_cast<TimeNs>(std::llround(args.nvml_retry_s * 1e9));
   options.workload = *ParseWorkloadClass(args.workload);
   options.price_per_gpu_hour = args.price_per_gpu_hour;
   options.hostname = args.hostname;
@@ -60,13 +73,15 @@ int RunAgent(const AgentArgs& args) {
   server_options.host = host;
   server_options.port = port;
   server_options.threads = args.threads;
+  server_options.web = web;
   auto server = MetricsServer::Start(agent, server_options);
   if (!server.ok()) {
     PrintError(server.status());
     return kExitInput;
   }
-  std::fprintf(stderr, "gputriage agent: serving http://%s:%d/metrics (sampling every %gs, judging a %gs window every %gs)\n",
-               Printable(host).c_str(), (*server)->port(), args.interval_s, args.window_s, args.judge_every_s);
+  std::fprintf(stderr, "gputriage agent: serving %s://%s:%d/metrics%s (sampling every %gs, judging a %gs window every %gs)\n",
+               web && web->tls() ? "https" : "http", Printable(host).c_str(), (*server)->port(),
+               web && !web->basic_auth_users.empty() ? " (basic auth)" : "", args.interval_s, args.window_s, args.judge_every_s);
   std::fflush(stderr);
   int received = 0;
   sigwait(&stop_signals, &received);
@@ -90,6 +105,9 @@ Subcommand AddAgentCommand(CLI::App& app) {
       ->check(FiniteRange(1.0, 86400.0));
   agent->add_option("--judge-every", a->judge_every_s, "seconds between verdicts (default 15)")
       ->check(FiniteRange(0.1, 3600.0));
+  agent->add_option("--nvml-retry", a->nvml_retry_s,
+                    "seconds between attempts to open NVML again while it fails or every GPU is lost (default 30)")
+      ->check(FiniteRange(0.1, 86400.0));
   agent->add_option("--workload", a->workload, "workload class the targets are judged against")
       ->check(CLI::IsMember(WorkloadChoices()));
   agent->add_option("--price-per-gpu-hour", a->price_per_gpu_hour, "USD per GPU-hour (default: the dated price table)")
@@ -98,6 +116,8 @@ Subcommand AddAgentCommand(CLI::App& app) {
                     "the node's name on every series (default: $NODE_NAME, else this machine's hostname; in a "
                     "Kubernetes pod the hostname is the pod's)")
       ->envname("NODE_NAME");
+  agent->add_option("--web-config-file", a->web_config_file,
+                    "TLS and basic auth, in the Prometheus exporter-toolkit's web-config format (docs/deployment.md)");
   agent->add_option("--threads", a->threads, "connections served at once (default 64)")->check(CLI::Range(1, 4096));
   return {agent, [a] { return RunAgent(*a); }};
 }

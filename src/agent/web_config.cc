@@ -1,0 +1,219 @@
+#include "src/agent/web_config.h"
+
+#include <crypt.h>
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include "src/util/strings.h"
+#include "src/util/yaml_tree.h"
+
+namespace gputriage {
+namespace {
+
+/// "FILE:LINE" of a member: its key's line.
+std::string Where(const std::string& path, const YamlNode& node) {
+  return path + ":" + std::to_string(node.key_line > 0 ? node.key_line : node.line);
+}
+
+Status ExpectMapping(const std::string& path, const YamlNode& node, const std::string& name) {
+  if (node.kind == YamlNode::Kind::kMapping || node.kind == YamlNode::Kind::kNull) return Status::Ok();
+  return InvalidArgumentError(Where(path, node) + ": " + name + " must be a mapping");
+}
+
+StatusOr<std::string> ScalarOf(const std::string& path, const YamlNode& node, const std::string& name) {
+  if (node.kind == YamlNode::Kind::kNull) return std::string();
+  if (node.kind != YamlNode::Kind::kScalar)
+    return InvalidArgumentError(Where(path, node) + ": " + name + " must be a single value");
+  return node.scalar;
+}
+
+/// A path in the file, relative to the file's own directory (as exporter-toolkit reads them).
+std::string Resolve(const std::string& config_path, const std::string& file) {
+  if (file.empty() || file.front() == '/') return file;
+  const size_t slash = config_path.rfind('/');
+  return slash == std::string::npos ? file : config_path.substr(0, slash + 1) + file;
+}
+
+Status Readable(const std::string& path, const YamlNode& node, const std::string& name, const std::string& file) {
+  std::ifstream in(file);
+  if (!in) return InvalidArgumentError(Where(path, node) + ": " + name + " " + file + " cannot be read");
+  return Status::Ok();
+}
+
+bool IsBcrypt(const std::string& hash) {
+  return hash.size() == 60 && (StartsWith(hash, "$2a$") || StartsWith(hash, "$2b$") || StartsWith(hash, "$2y$"));
+}
+
+/// RFC 4648 base64; false on anything else.
+bool DecodeBase64(std::string_view in, std::string* out) {
+  auto value = [](char c) -> int {
+    if (c >= 'A' && c <= 'Z') return c - 'A';
+    if (c >= 'a' && c <= 'z') return c - 'a' + 26;
+    if (c >= '0' && c <= '9') return c - '0' + 52;
+    if (c == '+') return 62;
+    if (c == '/') return 63;
+    return -1;
+  };
+  while (!in.empty() && in.back() == '=') in.remove_suffix(1);
+  uint32_t acc = 0;
+  int bits = 0;
+  for (char c : in) {
+    const int v = value(c);
+    if (v < 0) return false;
+    acc = (acc << 6) | static_cast<uint32_t>(v);
+    bits += 6;
+    if (bits >= 8) {
+      bits -= 8;
+      out->push_back(static_cast<char>((acc >> bits) & 0xFF));
+    }
+  }
+  return true;
+}
+
+std::string Sha256(const std::string& data) {
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int size = 0;
+  EVP_Digest(data.data(), data.size(), digest, &size, EVP_sha256(), nullptr);
+  return std::string(reinterpret_cast<const char*>(digest), size);
+}
+
+/// Whether `password` hashes to `hash` (bcrypt through libxcrypt), compared in constant time.
+bool BcryptMatches(const std::string& password, const std::string& hash) {
+  struct crypt_data data {};
+  const char* out = crypt_r(password.c_str(), hash.c_str(), &data);
+  if (out == nullptr || out[0] == '*') return false;
+  const std::string computed = out;
+  return computed.size() == hash.size() && CRYPTO_memcmp(computed.data(), hash.data(), hash.size()) == 0;
+}
+
+}  // namespace
+
+StatusOr<WebConfig> LoadWebConfig(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return IoError("--web-config-file " + path + ": cannot be read");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  auto doc = ParseYaml(ss.str(), path);
+  if (!doc.ok()) return doc.status();
+  WebConfig c;
+  c.path = path;
+  if (Status s = ExpectMapping(path, *doc, "the web config"); !s.ok()) return s;
+  for (const auto& [key, node] : doc->members) {
+    if (key == "tls_server_config") {
+      if (Status s = ExpectMapping(path, node, key); !s.ok()) return s;
+      for (const auto& [field, value] : node.members) {
+        if (field == "cert" || field == "key" || field == "client_ca" || field == "cipher_suites" ||
+            field == "curve_preferences" || field == "client_allowed_sans" || field == "prefer_server_cipher_suites")
+          return InvalidArgumentError(Where(path, value) + ": tls_server_config." + field +
+                                      " is not supported by the gputriage agent (use cert_file/key_file/client_ca_file)");
+        auto text = ScalarOf(path, value, "tls_server_config." + field);
+        if (!text.ok()) return text.status();
+        if (field == "cert_file") c.cert_file = Resolve(path, *text);
+        else if (field == "key_file") c.key_file = Resolve(path, *text);
+        else if (field == "client_ca_file") c.client_ca_file = Resolve(path, *text);
+        else if (field == "client_auth_type") c.client_auth_type = *text;
+        else if (field == "min_version") c.min_version = *text;
+        else if (field == "max_version") c.max_version = *text;
+        else
+          return InvalidArgumentError(Where(path, value) + ": unknown field tls_server_config." + field);
+      }
+    } else if (key == "http_server_config") {
+      if (Status s = ExpectMapping(path, node, key); !s.ok()) return s;
+      for (const auto& [field, value] : node.members) {
+        if (field == "headers") {
+          if (Status s = ExpectMapping(path, value, "http_server_config.headers"); !s.ok()) return s;
+          for (const auto& [name, header] : value.members) {
+            auto text = ScalarOf(path, header, "header " + name);
+            if (!text.ok()) return text.status();
+            if (name.find_first_of(" \t\r\n:") != std::string::npos || text->find_first_of("\r\n") != std::string::npos)
+              return InvalidArgumentError(Where(path, header) + ": header " + name + " is not a valid HTTP header");
+            c.headers.emplace_back(name, *text);
+          }
+        } else if (field == "http2") {
+          // Prometheus scrapes over HTTP/1.1; the agent serves only that.
+        } else {
+          return InvalidArgumentError(Where(path, value) + ": unknown field http_server_config." + field);
+        }
+      }
+    } else if (key == "basic_auth_users") {
+      if (Status s = ExpectMapping(path, node, key); !s.ok()) return s;
+      for (const auto& [user, hash] : node.members) {
+        auto text = ScalarOf(path, hash, "basic_auth_users." + user);
+        if (!text.ok()) return text.status();
+        if (!IsBcrypt(*text))
+          return InvalidArgumentError(Where(path, hash) + ": basic_auth_users." + user +
+                                      " must be a bcrypt hash ($2y$..., 60 characters; htpasswd -nBC 10 " + user + ")");
+        c.basic_auth_users.emplace_back(user, *text);
+      }
+    } else {
+      return InvalidArgumentError(Where(path, node) + ": unknown field " + key);
+    }
+  }
+  const YamlNode* tls = doc->Find("tls_server_config");
+  if (tls != nullptr && tls->kind == YamlNode::Kind::kMapping) {
+    if (c.cert_file.empty() != c.key_file.empty())
+      return InvalidArgumentError(Where(path, *tls) + ": tls_server_config needs both cert_file and key_file");
+    if (c.cert_file.empty() && !tls->members.empty())
+      return InvalidArgumentError(Where(path, *tls) + ": tls_server_config without cert_file and key_file");
+    for (const char* field : {"cert_file", "key_file", "client_ca_file"})
+      if (const YamlNode* n = tls->Find(field))
+        if (Status s = Readable(path, *n, field, Resolve(path, n->scalar)); !s.ok()) return s;
+    static const char* kAuthTypes[] = {"NoClientCert", "RequestClientCert", "RequireAnyClientCert",
+                                       "VerifyClientCertIfGiven", "RequireAndVerifyClientCert"};
+    if (std::find(std::begin(kAuthTypes), std::end(kAuthTypes), c.client_auth_type) == std::end(kAuthTypes))
+      return InvalidArgumentError(Where(path, *tls) + ": client_auth_type '" + c.client_auth_type +
+                                  "' is not one of NoClientCert, RequestClientCert, RequireAnyClientCert, "
+                                  "VerifyClientCertIfGiven, RequireAndVerifyClientCert");
+    const bool verifies = c.client_auth_type == "VerifyClientCertIfGiven" || c.client_auth_type == "RequireAndVerifyClientCert";
+    if (verifies && c.client_ca_file.empty())
+      return InvalidArgumentError(Where(path, *tls) + ": client_auth_type " + c.client_auth_type + " needs client_ca_file");
+    for (const std::string* v : {&c.min_version, &c.max_version})
+      if (!v->empty() && *v != "TLS10" && *v != "TLS11" && *v != "TLS12" && *v != "TLS13")
+        return InvalidArgumentError(Where(path, *tls) + ": TLS version '" + *v + "' is not TLS10, TLS11, TLS12 or TLS13");
+  }
+  return c;
+}
+
+BasicAuthVerifier::BasicAuthVerifier(std::vector<std::pair<std::string, std::string>> users) : users_(std::move(users)) {
+  // Compared against when the user is unknown, so that a reply takes as long
+  // for an unknown user as for a wrong password (exporter-toolkit does the same).
+  char salt[CRYPT_GENSALT_OUTPUT_SIZE] = {};
+  const std::string cost = users_.empty() ? "10" : users_.front().second.substr(4, 2);
+  if (crypt_gensalt_rn("$2y$", std::atoi(cost.c_str()), nullptr, 0, salt, sizeof salt) != nullptr) {
+    struct crypt_data data {};
+    if (const char* h = crypt_r("gputriage", salt, &data); h != nullptr && h[0] != '*') dummy_hash_ = h;
+  }
+}
+
+bool BasicAuthVerifier::Verify(const std::string& authorization) {
+  if (users_.empty()) return true;
+  if (!StartsWith(authorization, "Basic ")) return false;
+  std::string decoded;
+  if (!DecodeBase64(TrimAsciiSpace(std::string_view(authorization).substr(6)), &decoded)) return false;
+  const size_t colon = decoded.find(':');
+  if (colon == std::string::npos) return false;
+  const std::string user = decoded.substr(0, colon);
+  const std::string password = decoded.substr(colon + 1);
+  const std::string digest = Sha256(user + '\0' + password);
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (verified_.count(digest) != 0) return true;
+  }
+  const std::string* hash = nullptr;
+  for (const auto& [name, h] : users_)
+    if (name == user) hash = &h;
+  const bool ok = BcryptMatches(password, hash != nullptr ? *hash : dummy_hash_) && hash != nullptr;
+  if (ok) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (verified_.size() >= 1024) verified_.clear();  // bounded: many distinct passwords only cost a bcrypt again
+    verified_.insert(digest);
+  }
+  return ok;
+}
+
+}  // namespace gputriage

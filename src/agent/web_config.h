@@ -1,0 +1,72 @@
+// The agent's web configuration, in the Prometheus exporter-toolkit's
+// web-config format (the file node_exporter and dcgm-exporter take with
+// --web.config.file), so one file serves every exporter on a node:
+//
+//   tls_server_config:
+//     cert_file: agent.crt          # relative paths: to the config file
+//     key_file: agent.key
+//     client_auth_type: RequireAndVerifyClientCert   # optional, with client_ca_file
+//     client_ca_file: ca.crt
+//     min_version: TLS12            # default TLS12
+//   http_server_config:
+//     headers: {X-Frame-Options: deny}
+//   basic_auth_users:
+//     prometheus: $2y$10$...        # bcrypt (htpasswd -nBC 10 USER)
+//
+// Keys this agent does not implement (cipher_suites, curve_preferences,
+// client_allowed_sans, inline cert/key) are errors, never silently ignored;
+// unknown keys are errors as in exporter-toolkit.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_set>
+#include <utility>
+#include <vector>
+
+#include "gputriage/status.h"
+
+namespace gputriage {
+
+struct WebConfig {
+  std::string path;  // the file, for messages
+  // tls_server_config (TLS when cert_file is set)
+  std::string cert_file;
+  std::string key_file;
+  std::string client_ca_file;
+  std::string client_auth_type = "NoClientCert";
+  std::string min_version = "TLS12";
+  std::string max_version;  // "": the library's highest
+  // http_server_config.headers
+  std::vector<std::pair<std::string, std::string>> headers;
+  // basic_auth_users: user → bcrypt hash
+  std::vector<std::pair<std::string, std::string>> basic_auth_users;
+
+  bool tls() const { return !cert_file.empty(); }
+};
+
+/// Reads and checks a web-config file. Errors name the file, the line and the
+/// field: YAML syntax, an unknown or unsupported key, a cert without its key,
+/// an unreadable file, a password that is not a bcrypt hash.
+StatusOr<WebConfig> LoadWebConfig(const std::string& path);
+
+/// Checks HTTP basic auth against the bcrypt hashes. bcrypt is slow by design
+/// (tens of ms at cost 10), so a verified user and password is remembered
+/// (as a SHA-256 digest, not the password) and later scrapes cost a hash.
+class BasicAuthVerifier {
+ public:
+  explicit BasicAuthVerifier(std::vector<std::pair<std::string, std::string>> users);
+  bool enabled() const { return !users_.empty(); }
+  /// Whether an `Authorization` header value names a user with the right password.
+  bool Verify(const std::string& authorization);
+
+ private:
+  std::vector<std::pair<std::string, std::string>> users_;
+  std::string dummy_hash_;
+  std::mutex mutex_;
+  std::unordered_set<std::string> verified_;  // digests of "user\0password" that matched
+};
+
+}  // namespace gputriage

@@ -5,6 +5,9 @@
 // answer (a scraper stalled mid-response), held for the whole run.
 //
 //   agent_load HOST PORT PATH RATE CLIENTS SECONDS [--stall N]
+//
+// With AGENT_LOAD_CA=FILE the clients speak TLS and verify the server against
+// FILE; with AGENT_LOAD_USER and AGENT_LOAD_PASSWORD they send basic auth.
 #include <arpa/inet.h>
 #include <httplib.h>
 #include <netinet/in.h>
@@ -62,7 +65,15 @@ int main(int argc, char** argv) {
   std::vector<std::thread> threads;
   for (int c = 0; c < clients; ++c) {
     threads.emplace_back([&, c] {
-      httplib::Client client(host, port);
+      const char* ca = std::getenv("AGENT_LOAD_CA");
+      const char* user = std::getenv("AGENT_LOAD_USER");
+      const char* password = std::getenv("AGENT_LOAD_PASSWORD");
+      httplib::Client client((ca ? "https://" : "http://") + host + ":" + std::to_string(port));
+      if (ca) {
+        client.set_ca_cert_path(ca);
+        client.enable_server_certificate_verification(true);
+      }
+      if (user && password) client.set_basic_auth(user, password);
       client.set_keep_alive(true);
       client.set_tcp_nodelay(true);
       client.set_connection_timeout(5, 0);

@@ -6,6 +6,8 @@
 #   load      /metrics at RATE from CLIENTS for SECONDS (goal: 1,000/s from 32 for 60 s)
 #   stall     the same for 10 s while 8 more connections ask and never read
 #   rest      until TOTAL_SCRAPES (10^5) in all
+#   tls+auth  a second agent behind a web config (TLS, bcrypt basic auth) at
+#             RATE for 10 s: its latency against the plain agent's warm phase
 # (the 10 s phases are SECONDS long when that is shorter: the CI smoke)
 # Prints p50/p99 scrape latency of each phase (and /metrics over /healthz),
 # the sampling cadence during the load (ticks done / ticks due: 1.00 is
@@ -61,14 +63,30 @@ while [ "${scrapes%.*}" -lt "$total" ]; do
 done
 rss_1e5=$(rss_kib)
 hwm=$(awk '/^VmHWM/ {print $2}' "/proc/$agent/status")
+
+# The same scrapes over TLS with basic auth (exporter-toolkit web config).
+openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj /CN=bench -keyout "$out/agent.key" -out "$out/agent.crt" \
+  -addext "subjectAltName=IP:127.0.0.1" 2>/dev/null
+hash=$(/usr/bin/python3 -W ignore -c 'import crypt; print(crypt.crypt("bench", crypt.mksalt(crypt.METHOD_BLOWFISH, rounds=1024)))')
+printf 'tls_server_config:\n  cert_file: agent.crt\n  key_file: agent.key\nbasic_auth_users:\n  bench: %s\n' "'$hash'" >"$out/web.yml"
+tls_port=$(/usr/bin/python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+GPUTRIAGE_FAKE_NVML_SCENARIO=$scenario "$bin" agent --listen "127.0.0.1:$tls_port" --nvml-library "$fake" \
+  --interval "$interval" --judge-every 5 --web-config-file "$out/web.yml" 2>"$out/agent-tls.err" &
+tls_agent=$!
+trap 'kill $agent $tls_agent 2>/dev/null' EXIT
+for _ in $(seq 1 100); do grep -q serving "$out/agent-tls.err" && break; sleep 0.1; done
+sleep 2
+tls=$(AGENT_LOAD_CA=$out/agent.crt AGENT_LOAD_USER=bench AGENT_LOAD_PASSWORD=bench \
+      "$load" 127.0.0.1 "$tls_port" /metrics "$rate" "$clients" "$short")
 /usr/bin/python3 - "$healthz" "$warm" "$main" "$stall" "$ticks0" "$ticks1" "$t0" "$t1" "$interval" "$rss_1e4" "$rss_1e5" \
-  "$hwm" "$scrapes" "$page_bytes" "$clients" "$rss_load" "$scrapes_load" <<'PY'
+  "$hwm" "$scrapes" "$page_bytes" "$clients" "$rss_load" "$scrapes_load" "$tls" <<'PY'
 import json, sys
 a = sys.argv[1:]
 healthz, warm, main, stall = (json.loads(x) for x in a[0:4])
 ticks0, ticks1, t0, t1, interval = float(a[4]), float(a[5]), float(a[6]), float(a[7]), float(a[8])
 rss_1e4, rss_1e5, hwm, scrapes, page, clients = int(a[9]), int(a[10]), int(a[11]), float(a[12]), int(a[13]), int(a[14])
 rss_load, scrapes_load = int(a[15]), float(a[16])
+tls = json.loads(a[17])
 def line(name, r):
     return (f"{name:9s} {r['requests']:>7d} requests in {r['seconds']:.1f} s ({r['rate']:.0f}/s), {r['errors']} errors;"
             f" p50 {r['p50_ms']:.2f} ms, p99 {r['p99_ms']:.2f} ms, max {r['max_ms']:.1f} ms")
@@ -77,6 +95,8 @@ print(line("/healthz", healthz))
 print(line("warm", warm))
 print(line("load", main))
 print(line("stall x8", stall))
+print(line("tls+auth", tls))
+print(f"TLS + basic auth over plain (warm phase): p50 {tls['p50_ms'] / warm['p50_ms']:.2f}x, p99 {tls['p99_ms'] / warm['p99_ms']:.2f}x")
 print(f"/metrics over /healthz (load phase): p50 {main['p50_ms'] / healthz['p50_ms']:.2f}x, p99 {main['p99_ms'] / healthz['p99_ms']:.2f}x")
 due = (t1 - t0) / interval
 print(f"sampling cadence during the load: {ticks1 - ticks0:.0f} ticks of {due:.0f} due ({(ticks1 - ticks0) / due:.3f})")

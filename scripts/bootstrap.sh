@@ -19,6 +19,8 @@ packages=(
   # The agent's web config: libyaml, bcrypt (libxcrypt), TLS (OpenSSL; the
   # openssl tool makes the tests' self-signed certificate).
   libyaml-dev libcrypt-dev libssl-dev openssl
+  # The kubelet's pod-resources API (gRPC over its unix socket).
+  libgrpc++-dev protobuf-compiler-grpc
 )
 missing=()
 for p in "${packages[@]}"; do

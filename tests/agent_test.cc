@@ -239,3 +239,36 @@ TEST(BasicAuth, ChecksBcryptAndRemembersOnlySuccesses) {
 
 }  // namespace
 }  // namespace gputriage
+
+namespace gputriage {
+namespace {
+
+TEST(JobIdentity, KubeletNamesComeFirst) {
+  JobIdentity id;
+  id.pod_uid = "1b2c3d4e-0000-1111-2222-333344445555";
+  id.container_id = "abcdef012345";
+  id.namespace_name = "team-a";
+  id.pod_name = "trainer-0";
+  id.container_name = "main";
+  EXPECT_EQ(id.Key(), "pod:team-a/trainer-0/main");
+  const Labels labels = id.ToLabels();
+  auto value = [&](const std::string& name) {
+    for (const auto& [k, v] : labels)
+      if (k == name) return v;
+    return std::string("(absent)");
+  };
+  EXPECT_EQ(value("namespace"), "team-a");
+  EXPECT_EQ(value("pod"), "trainer-0");
+  EXPECT_EQ(value("container"), "main");
+  EXPECT_EQ(value("pod_uid"), id.pod_uid);
+  EXPECT_EQ(value("job_name"), "pod team-a/trainer-0/main");
+  // Allocated, with no process seen: still a job.
+  JobIdentity held;
+  held.namespace_name = "team-b";
+  held.pod_name = "held-idle";
+  EXPECT_FALSE(held.empty());
+  EXPECT_EQ(held.Key(), "pod:team-b/held-idle/");
+}
+
+}  // namespace
+}  // namespace gputriage

@@ -32,7 +32,11 @@ assert spec["selector"]["matchLabels"].items() <= spec["template"]["metadata"]["
 pod = spec["template"]["spec"]
 assert pod["hostPID"] is True, "NVML's pids are the host's: hostPID is needed to read their cgroups"
 assert not pod.get("hostNetwork"), "the agent needs no host network"
-assert not pod.get("volumes"), "the agent needs no host paths"
+# One host path, read-only: the kubelet's pod-resources socket (pod names).
+(volume,) = pod.get("volumes", [])
+assert volume["hostPath"]["path"] == "/var/lib/kubelet/pod-resources", volume
+mounts = {m["name"]: m for m in pod["containers"][0].get("volumeMounts", [])}
+assert mounts[volume["name"]]["readOnly"] is True and mounts[volume["name"]]["mountPath"] == "/var/lib/kubelet/pod-resources", mounts
 assert pod.get("automountServiceAccountToken") is False
 (container,) = pod["containers"]
 check_agent_args(container["args"], "DaemonSet")
@@ -48,7 +52,7 @@ sc = container["securityContext"]
 assert sc["privileged"] is False and sc["allowPrivilegeEscalation"] is False and sc["readOnlyRootFilesystem"] is True
 assert sc["capabilities"]["drop"] == ["ALL"] and "add" not in sc["capabilities"]
 assert "nvidia.com/gpu" not in str(container.get("resources", {})), "monitoring must not take a GPU from the jobs"
-print("ok: DaemonSet: hostPID for attribution, no host network or paths, all capabilities dropped, not privileged,"
+print("ok: DaemonSet: hostPID for attribution, no host network, only the pod-resources directory read-only, all capabilities dropped, not privileged,"
       " /healthz probes, NODE_NAME, no GPU requested; its args are agent options")
 
 # systemd unit.

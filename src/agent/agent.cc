@@ -110,8 +110,30 @@ Agent::~Agent() { Stop(); }
 
 void Agent::Start() {
   started_ = WallNs();
+  if (!options_.pod_resources_socket.empty()) pod_thread_ = std::thread([this] { PodLoop(); });
   Tick(started_);  // the first page is there before the first scrape
   thread_ = std::thread([this] { Loop(); });
+}
+
+void Agent::PodLoop() {
+  PodResourcesClient client(options_.pod_resources_socket);
+  std::unique_lock<std::mutex> lock(stop_mutex_);
+  while (!stop_) {
+    lock.unlock();
+    auto pods = client.List(2000);
+    {
+      std::lock_guard<std::mutex> pods_lock(pods_mutex_);
+      if (pods.ok()) {
+        pods_ = std::move(*pods);
+        pods_status_.clear();
+      } else {
+        // The last answer stays: a kubelet restarting does not unname every job.
+        pods_status_ = pods.status().message();
+      }
+    }
+    lock.lock();
+    stop_cv_.wait_for(lock, std::chrono::nanoseconds(options_.pod_refresh_ns), [this] { return stop_; });
+  }
 }
 
 void Agent::Stop() {
@@ -121,6 +143,7 @@ void Agent::Stop() {
   }
   stop_cv_.notify_all();
   if (thread_.joinable()) thread_.join();
+  if (pod_thread_.joinable()) pod_thread_.join();
 }
 
 void Agent::Loop() {
@@ -198,10 +221,23 @@ void Agent::OpenNvml(TimeNs now) {
 void Agent::Attribute(TimeNs now) {
   // Every process on a GPU counts: the agent has no one job of its own.
   sampler_->SampleProcesses(now, [](unsigned int) { return true; }, *live_);
+  PodAllocations pods;
+  {
+    std::lock_guard<std::mutex> lock(pods_mutex_);
+    pods = pods_;
+  }
   for (size_t d = 0; d < gpus_.size(); ++d) {
     GpuState& g = gpus_[d];
     if (g.lost) continue;
     JobIdentity job = JobOfProcesses(sampler_->ProcessIds(d), options_.proc_root);
+    // The kubelet names the pod the GPU is allocated to, with or without a
+    // process of it on the GPU (held and idle counts too).
+    if (d < live_->metrics.devices.size())
+      if (auto it = pods.find(live_->metrics.devices[d].uuid); it != pods.end()) {
+        job.namespace_name = it->second.namespace_name;
+        job.pod_name = it->second.pod;
+        job.container_name = it->second.container;
+      }
     const std::string key = job.Key();
     if (key == g.job_key) continue;
     // Another job (or none) on this GPU: its window and verdict start again.
@@ -319,6 +355,12 @@ void Agent::Render(TimeNs now) {
   e.Family("gputriage_nvml_up", Exposition::Type::kGauge,
            "1 when NVML is loaded and sampling; 0 with the reason in the `error` label.");
   e.Sample({{"error", nvml_status_}, {"hostname", host}}, sampler_ ? 1 : 0);
+  if (!options_.pod_resources_socket.empty()) {
+    std::lock_guard<std::mutex> lock(pods_mutex_);
+    e.Family("gputriage_pod_resources_up", Exposition::Type::kGauge,
+             "1 when the kubelet's pod-resources socket answered the last List; 0 with the reason in `error`.");
+    e.Sample({{"error", pods_status_}, {"hostname", host}}, pods_status_.empty() ? 1 : 0);
+  }
   e.Family("gputriage_agent_nvml_opens", Exposition::Type::kCounter, "Times NVML was opened (again after a failure).");
   e.Sample({{"hostname", host}}, static_cast<double>(nvml_opens_));
   e.Family("gputriage_agent_ticks", Exposition::Type::kCounter, "Sampling ticks.");
@@ -343,6 +385,11 @@ void Agent::Render(TimeNs now) {
   std::vector<Labels> dcgm_labels(n), own_labels(n);
   for (size_t d = 0; d < n; ++d) {
     dcgm_labels[d] = DcgmLabels(devices[d], host);
+    if (!gpus_[d].job.pod_name.empty()) {  // dcgm-exporter's Kubernetes labels
+      dcgm_labels[d].emplace_back("pod", gpus_[d].job.pod_name);
+      dcgm_labels[d].emplace_back("namespace", gpus_[d].job.namespace_name);
+      dcgm_labels[d].emplace_back("container", gpus_[d].job.container_name);
+    }
     if (!gpus_[d].job.pod_uid.empty()) dcgm_labels[d].emplace_back("pod_uid", gpus_[d].job.pod_uid);
     if (!gpus_[d].job.slurm_job.empty()) dcgm_labels[d].emplace_back("hpc_job", gpus_[d].job.slurm_job);
     own_labels[d] = With(GpuLabels(devices[d], host), gpus_[d].job.ToLabels());

@@ -28,6 +28,7 @@
 #include "gputriage/model.h"
 #include "src/agent/exposition.h"
 #include "src/agent/job_identity.h"
+#include "src/agent/pod_resources.h"
 #include "src/agent/sample_window.h"
 
 namespace gputriage {
@@ -45,6 +46,10 @@ struct AgentOptions {
   std::optional<double> price_per_gpu_hour;  // else the dated price table, by GPU model
   std::string hostname;
   std::string proc_root = "/proc";
+  // The kubelet's pod-resources socket ("" : none); asked every pod_refresh_ns
+  // on a thread of its own, so a slow kubelet never delays a sampling tick.
+  std::string pod_resources_socket;
+  TimeNs pod_refresh_ns = 10 * kNsPerS;
 };
 
 /// What the agent says about one GPU, as of its last judgement.
@@ -98,6 +103,7 @@ class Agent {
   void Judge(TimeNs now);
   void Render(TimeNs now);
   void Publish(const Exposition& e);
+  void PodLoop();
 
   const AgentOptions options_;
   // The sampling loop's own state (one thread).
@@ -123,7 +129,13 @@ class Agent {
   std::atomic<int64_t> scrapes_{0};
   std::atomic<int64_t> last_tick_ns_{0};
 
+  // The pod-resources thread's answer.
+  mutable std::mutex pods_mutex_;
+  PodAllocations pods_;
+  std::string pods_status_ = "not asked yet";
+
   std::thread thread_;
+  std::thread pod_thread_;
   std::mutex stop_mutex_;
   std::condition_variable stop_cv_;
   bool stop_ = false;

@@ -41,6 +41,7 @@ std::string ContainerId(std::string_view part) {
 }  // namespace
 
 std::string JobIdentity::Key() const {
+  if (!pod_name.empty()) return "pod:" + namespace_name + "/" + pod_name + "/" + container_name;
   if (!pod_uid.empty()) return "pod:" + pod_uid + "/" + container_id;
   if (!slurm_job.empty()) return "slurm:" + slurm_job;
   if (pid != 0) return "pid:" + std::to_string(pid);
@@ -52,9 +53,16 @@ Labels JobIdentity::ToLabels() const {
   if (!container_id.empty()) out.emplace_back("container_id", container_id);
   if (!slurm_job.empty()) out.emplace_back("hpc_job", slurm_job);
   if (!pod_uid.empty()) out.emplace_back("pod_uid", pod_uid);
+  if (!pod_name.empty()) {  // dcgm-exporter's names for them
+    out.emplace_back("namespace", namespace_name);
+    out.emplace_back("pod", pod_name);
+    if (!container_name.empty()) out.emplace_back("container", container_name);
+  }
   // `job_name` says what ran in words: the pod's container, the Slurm job, or the
   // process (not `job`, which Prometheus sets to the scrape job's name).
-  std::string job = !pod_uid.empty()     ? "pod " + pod_uid.substr(0, 8) + (container_id.empty() ? "" : "/" + container_id)
+  std::string job = !pod_name.empty()    ? "pod " + namespace_name + "/" + pod_name +
+                                               (container_name.empty() ? "" : "/" + container_name)
+                    : !pod_uid.empty()   ? "pod " + pod_uid.substr(0, 8) + (container_id.empty() ? "" : "/" + container_id)
                     : !slurm_job.empty() ? "slurm " + slurm_job
                     : pid != 0          ? command + " (pid " + std::to_string(pid) + ")"
                                         : "";

@@ -1,7 +1,8 @@
 // Which job a GPU's processes belong to, from what the node itself says: the
 // process's cgroup path names its Kubernetes pod (UID) and container, or its
 // Slurm job; otherwise the job is the process itself (its pid and name).
-// Pod names and namespaces need the kubelet; the UID is what the cgroup holds.
+// Pod names and namespaces need the kubelet (pod_resources.h); the UID is what
+// the cgroup holds.
 #pragma once
 
 #include <string>
@@ -18,12 +19,17 @@ struct JobIdentity {
   std::string slurm_job;     // Slurm job id
   unsigned int pid = 0;      // the process the identity was read from
   std::string command;       // its name (/proc/PID/comm)
+  // From the kubelet's pod-resources API: the pod the GPU is allocated to.
+  std::string namespace_name;
+  std::string pod_name;
+  std::string container_name;
 
-  /// A stable key: "pod:UID/CONTAINER", "slurm:ID", "pid:N", "" for none.
+  /// A stable key: "pod:NAMESPACE/POD/CONTAINER", "pod:UID/CONTAINER", "slurm:ID", "pid:N", "" for none.
   std::string Key() const;
-  /// Labels for the agent's series: container_id, hpc_job, pod_uid, job_name.
+  /// Labels for the agent's series: container_id, hpc_job, pod_uid, namespace,
+  /// pod, container, job_name.
   Labels ToLabels() const;
-  bool empty() const { return pid == 0 && pod_uid.empty() && slurm_job.empty(); }
+  bool empty() const { return pid == 0 && pod_uid.empty() && slurm_job.empty() && pod_name.empty(); }
 };
 
 /// Parses one /proc/PID/cgroup text (v1 or v2; systemd or cgroupfs drivers).

@@ -28,6 +28,8 @@ struct AgentArgs {
   int threads = 64;
   std::string hostname;
   std::string web_config_file;
+  std::string pod_resources_socket;  // "": the kubelet's, when this node has one
+  double pod_refresh_s = 10;
 };
 
 int RunAgent(const AgentArgs& args) {
@@ -55,6 +57,12 @@ int RunAgent(const AgentArgs& args) {
   options.workload = *ParseWorkloadClass(args.workload);
   options.price_per_gpu_hour = args.price_per_gpu_hour;
   options.hostname = args.hostname;
+  options.pod_refresh_ns = static_cast<TimeNs>(std::llround(args.pod_refresh_s * 1e9));
+  if (args.pod_resources_socket.empty()) {
+    if (access(PodResourcesClient::kDefaultSocket, F_OK) == 0) options.pod_resources_socket = PodResourcesClient::kDefaultSocket;
+  } else if (args.pod_resources_socket != "none") {
+    options.pod_resources_socket = args.pod_resources_socket;
+  }
   char hostname[256] = {};
   if (options.hostname.empty() && gethostname(hostname, sizeof hostname - 1) == 0) options.hostname = hostname;
 
@@ -118,6 +126,11 @@ Subcommand AddAgentCommand(CLI::App& app) {
       ->envname("NODE_NAME");
   agent->add_option("--web-config-file", a->web_config_file,
                     "TLS and basic auth, in the Prometheus exporter-toolkit's web-config format (docs/deployment.md)");
+  agent->add_option("--pod-resources-socket", a->pod_resources_socket,
+                    "the kubelet's pod-resources socket, naming the pod, namespace and container each GPU is allocated "
+                    "to (default: /var/lib/kubelet/pod-resources/kubelet.sock when it exists; none: never)");
+  agent->add_option("--pod-refresh", a->pod_refresh_s, "seconds between asking the kubelet (default 10)")
+      ->check(FiniteRange(0.1, 3600.0));
   agent->add_option("--threads", a->threads, "connections served at once (default 64)")->check(CLI::Range(1, 4096));
   return {agent, [a] { return RunAgent(*a); }};
 }

@@ -169,7 +169,7 @@ TEST(YamlTree, KeepsOrderLinesAndNulls) {
   auto doc = ParseYaml("a: 1\nb:\n  - x\n  - 'y'\nc:\nd: ~\n", "t.yml");
   ASSERT_TRUE(doc.ok()) << doc.status().message();
   ASSERT_EQ(doc->members.size(), 4u);
-  EXPECT_EQ(doc->members[0].first, "a");
+  EXPECT_EQ(doc->members[0].key, "a");
   EXPECT_EQ(doc->Find("a")->scalar, "1");
   EXPECT_EQ(doc->Find("b")->items.size(), 2u);
   EXPECT_EQ(doc->Find("b")->items[1].line, 4);

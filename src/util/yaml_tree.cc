@@ -58,7 +58,7 @@ Status Convert(yaml_document_t* doc, yaml_node_t* node, const std::string& path,
         YamlNode value;
         if (Status s = Convert(doc, yaml_document_get_node(doc, p->value), path, depth + 1, nodes, &value); !s.ok()) return s;
         value.key_line = static_cast<int>(key->start_mark.line) + 1;
-        out->members.emplace_back(std::move(name), std::move(value));
+        out->members.push_back(YamlMember{std::move(name), std::move(value)});
       }
       return Status::Ok();
     default:

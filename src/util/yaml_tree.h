@@ -11,21 +11,30 @@
 
 namespace gputriage {
 
+struct YamlMember;
+
 struct YamlNode {
   enum class Kind { kNull, kScalar, kSequence, kMapping };
   Kind kind = Kind::kNull;
   std::string scalar;                                  // kScalar
   std::vector<YamlNode> items;                         // kSequence
-  std::vector<std::pair<std::string, YamlNode>> members;  // kMapping, in file order (keys are scalars)
+  std::vector<YamlMember> members;                     // kMapping, in file order (keys are scalars)
   int line = 0;                                        // 1-based, where the value starts
   int key_line = 0;                                    // a member's: the line of its key
 
-  const YamlNode* Find(const std::string& key) const {
-    for (const auto& [k, v] : members)
-      if (k == key) return &v;
-    return nullptr;
-  }
+  const YamlNode* Find(const std::string& key) const;
 };
+
+struct YamlMember {
+  std::string key;
+  YamlNode value;
+};
+
+inline const YamlNode* YamlNode::Find(const std::string& key) const {
+  for (const auto& m : members)
+    if (m.key == key) return &m.value;
+  return nullptr;
+}
 
 /// Parses the first document of `text` (`path` names it in errors). An empty
 /// file is a null node. Errors: YAML syntax (with line and column), aliases

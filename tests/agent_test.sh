@@ -212,4 +212,57 @@ else
 fi
 kill "$agent_pid" 2>/dev/null
 kill "$healthy_pid" 2>/dev/null
+# From a local dcgm-exporter instead of NVML (a stand-in: three H100s under
+# Kubernetes pods, tests/fake_dcgm_exporter.py): the pods named from its
+# labels, the verdicts drawn, its DCGM series not served twice; the exporter
+# gone is a series with the reason.
+/usr/bin/python3 "$(dirname "$0")/fake_dcgm_exporter.py" "$tmp/exporter.port" fleet-legacy node-x &
+exporter_pid=$!
+for _ in $(seq 1 50); do [ -s "$tmp/exporter.port" ] && break; sleep 0.1; done
+port=$(free_port)
+"$bin" agent --listen "127.0.0.1:$port" --dcgm-exporter "http://127.0.0.1:$(cat "$tmp/exporter.port")/metrics" \
+  --interval 0.1 --window 8 --judge-every 0.2 --price-per-gpu-hour 2 2>"$tmp/agent4.err" &
+agent_pid=$!
+found=""
+# A window covering more than one 6 s cycle of the stop-and-go GPU.
+for _ in $(seq 1 200); do
+  curl -sf "http://127.0.0.1:$port/metrics" >"$tmp/exporter.txt"
+  [ "$(grep -c '^gputriage_finding{' "$tmp/exporter.txt")" = 3 ] &&
+    grep -q '^gputriage_window_covered_seconds{.*uuid="GPU-node-x-0".*} [7-9]' "$tmp/exporter.txt" && { found=1; break; }
+  sleep 0.1
+done
+/usr/bin/python3 - "$tmp/exporter.txt" <<'PY' || fail=1
+import re, sys
+text = open(sys.argv[1]).read()
+def series(name):
+    out = {}
+    for labels, value in re.findall(r"^" + name + r"\{(.*)\} (\S+)$", text, re.M):
+        l = dict(re.findall(r'(\w+)="([^"]*)"', labels))
+        out[l["uuid"]] = (l, float(value))
+    return out
+finding = series("gputriage_finding")
+assert set(finding) == {"GPU-node-x-0", "GPU-node-x-1", "GPU-node-x-2"}, finding
+healthy, idle = finding["GPU-node-x-1"][0], finding["GPU-node-x-2"][0]
+assert (healthy["namespace"], healthy["pod"], healthy["container"]) == ("team-b", "bf16-pretrain", "main"), healthy
+assert healthy["job_name"] == "pod team-b/bf16-pretrain/main" and healthy["verdict"] == "at_compute_limit", healthy
+assert idle["verdict"] == "idle" and "pod" not in idle, idle
+util = series("gputriage_gpu_utilization_percent")
+assert util["GPU-node-x-1"][1] == 99 and util["GPU-node-x-2"][1] == 0, util
+assert 15 < util["GPU-node-x-0"][1] < 85, util["GPU-node-x-0"]  # stop-and-go: between its busy and idle levels
+idle_usd = series("gputriage_idle_usd_per_hour")
+assert abs(idle_usd["GPU-node-x-2"][1] - 2.0) < 1e-9, idle_usd
+assert "DCGM_FI_DEV_GPU_UTIL" not in text, "the exporter's own series are served again"
+assert re.search(r'^gputriage_dcgm_exporter_up\{url="[^"]+",error="",hostname="[^"]*"\} 1$', text, re.M), "dcgm_exporter_up"
+assert "gputriage_nvml_up" not in text
+print("ok: from a dcgm-exporter: pods named from its labels, verdicts at_compute_limit / idle, its DCGM series not served twice")
+PY
+kill "$exporter_pid"
+gone=""
+for _ in $(seq 1 50); do
+  curl -sf "http://127.0.0.1:$port/metrics" | grep -q '^gputriage_dcgm_exporter_up{url="[^"]*",error="[^"]\+",hostname="[^"]*"} 0$' && { gone=1; break; }
+  sleep 0.1
+done
+[ -n "$gone" ] && echo "ok: the dcgm-exporter gone is gputriage_dcgm_exporter_up 0 with the reason" ||
+  { echo "FAIL: the dcgm-exporter gone"; curl -s "http://127.0.0.1:$port/metrics" | grep dcgm_exporter_up; fail=1; }
+kill "$agent_pid" 2>/dev/null
 exit $fail

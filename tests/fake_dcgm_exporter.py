@@ -59,14 +59,15 @@ FLEET_NAMES = {
 }
 
 
-def fleet_body(generation, hostname):
+def fleet_body(generation, hostname, n):
     import time
     busy = int(time.time()) % 6 < 2
     gpus = [  # percent values (power in W), pod
         ({"util": 95 if busy else 0, "sm": 80 if busy else 0, "tensor": 40 if busy else 0,
           "dram": 30 if busy else 0, "power": 520 if busy else 110}, ("team-a", "loader-starved")),
         ({"util": 99, "sm": 92, "tensor": 62, "dram": 40, "power": 650}, ("team-b", "bf16-pretrain")),
-        ({"util": 0, "sm": 0, "tensor": 0, "dram": 0, "power": 70}, None),
+        # Power moves a little on every page, as a real one does: no two pages are the same.
+        ({"util": 0, "sm": 0, "tensor": 0, "dram": 0, "power": 70 + (n % 3) * 0.001}, None),
     ]
     host_label = "Hostname" if generation == "fleet-legacy" else "hostname"
     out = ""
@@ -91,7 +92,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
             requests += 1
             n = requests
         if self.path == "/metrics" and len(sys.argv) > 3:
-            text, code = fleet_body(sys.argv[2], sys.argv[3]), 200
+            text, code = fleet_body(sys.argv[2], sys.argv[3], n), 200
         elif self.path == "/metrics":
             text, code = body(n), 200
         elif self.path == "/static":

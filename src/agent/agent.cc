@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "gputriage/version.h"
+#include "src/record/dcgm_exporter_source.h"
 #include "src/sources/nvml/nvml_library.h"
 #include "src/sources/nvml/nvml_sampler.h"
 #include "src/util/clock.h"
@@ -209,18 +210,51 @@ void Agent::OpenNvml(TimeNs now) {
   gpus_.assign(live_->metrics.devices.size(), GpuState{});
   for (auto& g : gpus_) g.latest.fill(NaN());
   window_ = SampleWindow(options_.window_ns);
-  live_->metrics.observer = [this](size_t device, Metric m, TimeNs t, double value) {
+  Watch(*live_);
+  next_attribution_ = now;
+  next_judgement_ = now + options_.judge_every_ns;
+}
+
+void Agent::Watch(Recording& live) {
+  live.metrics.observer = [this](size_t device, Metric m, TimeNs t, double value) {
     window_.Add(device, m, t, value);
-    if (device < gpus_.size()) gpus_[device].latest[static_cast<size_t>(m)] = value;
+    // A dcgm-exporter's GPUs appear as its pages name them.
+    if (device >= gpus_.size()) {
+      GpuState fresh;
+      fresh.latest.fill(NaN());
+      gpus_.resize(device + 1, fresh);
+    }
+    gpus_[device].latest[static_cast<size_t>(m)] = value;
     ++samples_;
   };
+}
+
+void Agent::OpenDcgmExporter(TimeNs now) {
+  next_open_ = now + options_.reopen_every_ns;
+  auto live = std::make_unique<Recording>();
+  live->format = "dcgm-exporter";
+  live->clock_is_absolute = true;
+  gpus_.clear();
+  window_ = SampleWindow(options_.window_ns);
+  Watch(*live);
+  auto source = DcgmExporterSource::Open(options_.dcgm_exporter_url, now, *live);
+  if (!source.ok()) {
+    nvml_status_ = source.status().message();
+    gpus_.clear();
+    window_ = SampleWindow(options_.window_ns);
+    return;
+  }
+  live_ = std::move(live);
+  dcgm_ = std::move(*source);
+  ++nvml_opens_;
+  nvml_status_.clear();
   next_attribution_ = now;
   next_judgement_ = now + options_.judge_every_ns;
 }
 
 void Agent::Attribute(TimeNs now) {
   // Every process on a GPU counts: the agent has no one job of its own.
-  sampler_->SampleProcesses(now, [](unsigned int) { return true; }, *live_);
+  if (sampler_) sampler_->SampleProcesses(now, [](unsigned int) { return true; }, *live_);
   PodAllocations pods;
   {
     std::lock_guard<std::mutex> lock(pods_mutex_);
@@ -229,7 +263,21 @@ void Agent::Attribute(TimeNs now) {
   for (size_t d = 0; d < gpus_.size(); ++d) {
     GpuState& g = gpus_[d];
     if (g.lost) continue;
-    JobIdentity job = JobOfProcesses(sampler_->ProcessIds(d), options_.proc_root);
+    JobIdentity job;
+    if (sampler_) {
+      job = JobOfProcesses(sampler_->ProcessIds(d), options_.proc_root);
+    } else if (d < live_->metrics.devices.size()) {
+      // A dcgm-exporter names the pod (its Kubernetes mapping) or the HPC job.
+      const auto& labels = live_->metrics.devices[d].labels;
+      auto label = [&](const char* k) {
+        const auto it = labels.find(k);
+        return it == labels.end() ? std::string() : it->second;
+      };
+      job.pod_name = label("pod");
+      job.namespace_name = label("namespace");
+      job.container_name = label("container");
+      job.slurm_job = label("hpc_job");
+    }
     // The kubelet names the pod the GPU is allocated to, with or without a
     // process of it on the GPU (held and idle counts too).
     if (d < live_->metrics.devices.size())
@@ -251,7 +299,16 @@ void Agent::Attribute(TimeNs now) {
 
 void Agent::Tick(TimeNs now) {
   ++ticks_;
-  if (!sampler_ && now >= next_open_) OpenNvml(now);
+  const bool from_exporter = !options_.dcgm_exporter_url.empty();
+  if (from_exporter) {
+    if (!dcgm_ && now >= next_open_) OpenDcgmExporter(now);
+    else if (dcgm_) {
+      dcgm_->Sample(now, *live_);
+      nvml_status_ = dcgm_->last_error();
+    }
+  } else if (!sampler_ && now >= next_open_) {
+    OpenNvml(now);
+  }
   if (sampler_) {
     sampler_->Sample(now, *live_);
     size_t lost = 0;
@@ -273,9 +330,10 @@ void Agent::Tick(TimeNs now) {
       next_open_ = now + options_.reopen_every_ns;
     }
   }
-  if (sampler_ && now >= next_attribution_) Attribute(now);
+  const bool sampling = sampler_ || dcgm_;
+  if (sampling && now >= next_attribution_) Attribute(now);
   window_.Prune(now);
-  if (sampler_ && now >= next_judgement_) {
+  if (sampling && now >= next_judgement_) {
     Judge(now);
     next_judgement_ = now + options_.judge_every_ns;
   }
@@ -352,9 +410,16 @@ void Agent::Render(TimeNs now) {
             {"window_seconds", fmt::format("{:g}", Seconds(options_.window_ns))},
             {"hostname", host}},
            1);
-  e.Family("gputriage_nvml_up", Exposition::Type::kGauge,
-           "1 when NVML is loaded and sampling; 0 with the reason in the `error` label.");
-  e.Sample({{"error", nvml_status_}, {"hostname", host}}, sampler_ ? 1 : 0);
+  if (options_.dcgm_exporter_url.empty()) {
+    e.Family("gputriage_nvml_up", Exposition::Type::kGauge,
+             "1 when NVML is loaded and sampling; 0 with the reason in the `error` label.");
+    e.Sample({{"error", nvml_status_}, {"hostname", host}}, sampler_ ? 1 : 0);
+  } else {
+    e.Family("gputriage_dcgm_exporter_up", Exposition::Type::kGauge,
+             "1 when the last scrape of the local dcgm-exporter succeeded; 0 with the reason in `error`.");
+    e.Sample({{"url", options_.dcgm_exporter_url}, {"error", nvml_status_}, {"hostname", host}},
+             dcgm_ && nvml_status_.empty() ? 1 : 0);
+  }
   if (!options_.pod_resources_socket.empty()) {
     std::lock_guard<std::mutex> lock(pods_mutex_);
     e.Family("gputriage_pod_resources_up", Exposition::Type::kGauge,
@@ -394,7 +459,9 @@ void Agent::Render(TimeNs now) {
     if (!gpus_[d].job.slurm_job.empty()) dcgm_labels[d].emplace_back("hpc_job", gpus_[d].job.slurm_job);
     own_labels[d] = With(GpuLabels(devices[d], host), gpus_[d].job.ToLabels());
   }
+  // From a dcgm-exporter, its DCGM series are Prometheus' already: not served twice.
   for (const auto& s : kDcgmSeries) {
+    if (dcgm_) break;
     e.Family(s.name, Exposition::Type::kGauge, s.help);
     for (size_t d = 0; d < n; ++d) {
       const double v = gpus_[d].latest[static_cast<size_t>(s.metric)];

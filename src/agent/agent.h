@@ -33,11 +33,16 @@
 
 namespace gputriage {
 
+class DcgmExporterSource;
 class NvmlLibrary;
 class NvmlSampler;
 
 struct AgentOptions {
   std::string nvml_library;                // "" = $GPUTRIAGE_NVML_LIBRARY, then the driver's
+  // Instead of NVML: a local dcgm-exporter's page, scraped every tick (a node
+  // where DCGM owns the profiling counters). Its DCGM series are not served
+  // again (Prometheus scrapes the exporter); the agent adds gputriage_*.
+  std::string dcgm_exporter_url;
   TimeNs interval_ns = kNsPerS;            // sampling tick (the sawtooth at 1 s resolution)
   TimeNs window_ns = 300 * kNsPerS;        // what a verdict is about
   TimeNs judge_every_ns = 15 * kNsPerS;    // how often the verdicts are drawn again
@@ -98,6 +103,8 @@ class Agent {
   void Loop();
   void Tick(TimeNs now);
   void OpenNvml(TimeNs now);
+  void OpenDcgmExporter(TimeNs now);
+  void Watch(Recording& live);  // its values into the window and each GPU's latest
   void CloseNvml();
   void Attribute(TimeNs now);
   void Judge(TimeNs now);
@@ -109,6 +116,7 @@ class Agent {
   // The sampling loop's own state (one thread).
   std::unique_ptr<NvmlLibrary> nvml_;
   std::unique_ptr<NvmlSampler> sampler_;
+  std::unique_ptr<DcgmExporterSource> dcgm_;
   std::unique_ptr<Recording> live_;  // the sampler's recording: facts, and bounded sketches
   SampleWindow window_;
   std::vector<GpuState> gpus_;

@@ -19,6 +19,7 @@ namespace {
 struct AgentArgs {
   std::string listen = "127.0.0.1:9401";
   std::string nvml_library;
+  std::string dcgm_exporter_url;
   double interval_s = 1;
   double window_s = 300;
   double judge_every_s = 15;
@@ -50,6 +51,7 @@ int RunAgent(const AgentArgs& args) {
   }
   AgentOptions options;
   options.nvml_library = args.nvml_library;
+  options.dcgm_exporter_url = args.dcgm_exporter_url;
   options.interval_ns = static_cast<TimeNs>(std::llround(args.interval_s * 1e9));
   options.window_ns = static_cast<TimeNs>(std::llround(args.window_s * 1e9));
   options.judge_every_ns = static_cast<TimeNs>(std::llround(args.judge_every_s * 1e9));
@@ -87,9 +89,10 @@ int RunAgent(const AgentArgs& args) {
     PrintError(server.status());
     return kExitInput;
   }
-  std::fprintf(stderr, "gputriage agent: serving %s://%s:%d/metrics%s (sampling every %gs, judging a %gs window every %gs)\n",
+  std::fprintf(stderr, "gputriage agent: serving %s://%s:%d/metrics%s (sampling %s every %gs, judging a %gs window every %gs)\n",
                web && web->tls() ? "https" : "http", Printable(host).c_str(), (*server)->port(),
-               web && !web->basic_auth_users.empty() ? " (basic auth)" : "", args.interval_s, args.window_s, args.judge_every_s);
+               web && !web->basic_auth_users.empty() ? " (basic auth)" : "",
+               args.dcgm_exporter_url.empty() ? "NVML" : Printable(args.dcgm_exporter_url).c_str(), args.interval_s, args.window_s, args.judge_every_s);
   std::fflush(stderr);
   int received = 0;
   sigwait(&stop_signals, &received);
@@ -106,8 +109,12 @@ Subcommand AddAgentCommand(CLI::App& app) {
   auto* agent = app.add_subcommand(
       "agent", "Run as a node agent: sample every GPU, judge each job continuously, serve Prometheus /metrics");
   agent->add_option("--listen", a->listen, "HOST:PORT to serve /metrics and /healthz on (default 127.0.0.1:9401)");
-  agent->add_option("--nvml-library", a->nvml_library,
-                    "NVML library to load (default: $GPUTRIAGE_NVML_LIBRARY, then libnvidia-ml.so.1)");
+  auto* nvml = agent->add_option("--nvml-library", a->nvml_library,
+                                 "NVML library to load (default: $GPUTRIAGE_NVML_LIBRARY, then libnvidia-ml.so.1)");
+  agent->add_option("--dcgm-exporter", a->dcgm_exporter_url,
+                    "sample a local dcgm-exporter (e.g. http://127.0.0.1:9400/metrics) instead of NVML; its DCGM "
+                    "series are not served again")
+      ->excludes(nvml);
   agent->add_option("--interval", a->interval_s, "seconds between samples (default 1)")->check(FiniteRange(0.01, 3600.0));
   agent->add_option("--window", a->window_s, "seconds of history each verdict is about (default 300)")
       ->check(FiniteRange(1.0, 86400.0));

@@ -53,9 +53,11 @@ void DcgmExporterSource::Sample(TimeNs t, Recording& recording) {
   context_->recording = &recording;
   auto body = http_->Get(kMaxReplyBytes);
   if (!body.ok()) {
+    last_error_ = body.status().message();
     context_->Issue(IssueSeverity::kWarning, "scrape_failed", [&] { return body.status().message(); });
     return;
   }
+  last_error_.clear();
   if (*body == previous_) {
     ++unchanged_;
     return;

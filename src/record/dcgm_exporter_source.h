@@ -31,6 +31,8 @@ class DcgmExporterSource {
   Status Finish();
 
   int64_t scrapes() const { return scrapes_; }
+  /// Why the last scrape failed; "" when it succeeded.
+  const std::string& last_error() const { return last_error_; }
   int64_t unchanged() const { return unchanged_; }
 
  private:
@@ -42,6 +44,7 @@ class DcgmExporterSource {
   std::unique_ptr<MetricReaderContext> context_;
   std::unique_ptr<MetricLineReader> reader_;
   std::string previous_;
+  std::string last_error_;
   int64_t scrapes_ = 0;
   int64_t unchanged_ = 0;
 };

@@ -43,6 +43,31 @@ class Markers : public ::testing::Test {
   std::unique_ptr<MarkerRing> ring_;
 };
 
+// The node agent's side: a second, read-only reader of a job's ring, through
+// /proc/PID/fd/N, that sees the markers published after it attached, while
+// the recorder's reader sees them all.
+TEST_F(Markers, ASecondReaderAttachesReadOnly) {
+  Attach(256);
+  gputriage_step_begin(1);
+  gputriage_step_end(1, 8, 0, 0);
+  auto second = MarkerRing::Attach("/proc/self/fd/" + std::to_string(ring_->fd()));
+  ASSERT_TRUE(second.ok()) << second.status().ToString();
+  gputriage_step_begin(2);
+  gputriage_step_end(2, 8, 0, 0);
+  std::vector<Marker> first_seen, second_seen;
+  ring_->Drain(first_seen);
+  (*second)->Drain(second_seen);
+  ASSERT_EQ(first_seen.size(), 4u);
+  ASSERT_EQ(second_seen.size(), 2u);
+  EXPECT_EQ(second_seen[0].step, 2);
+  EXPECT_EQ((*second)->stats().corrupt, 0);
+  // Not a ring: refused with the path.
+  auto not_ring = MarkerRing::Attach("/proc/self/status");
+  ASSERT_FALSE(not_ring.ok());
+  EXPECT_NE(not_ring.status().message().find("/proc/self/status"), std::string::npos);
+  EXPECT_FALSE(MarkerRing::Attach("/nonexistent/ring").ok());
+}
+
 TEST_F(Markers, WithoutARecorderTheyAreNoOps) {
   unsetenv(kMarkersFdEnv);
   ResetMarkersForTesting();

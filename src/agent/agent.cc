@@ -1,14 +1,19 @@
 #include "src/agent/agent.h"
 
 #include <cmath>
+#include <cstring>
+#include <fstream>
 
 #include <fmt/format.h>
 
 #include "gputriage/version.h"
+#include "src/markers/marked_steps.h"
+#include "src/markers/marker_ring.h"
 #include "src/record/dcgm_exporter_source.h"
 #include "src/sources/nvml/nvml_library.h"
 #include "src/sources/nvml/nvml_sampler.h"
 #include "src/util/clock.h"
+#include "src/util/strings.h"
 
 namespace gputriage {
 namespace {
@@ -104,6 +109,57 @@ Labels With(Labels base, const Labels& more) {
 }
 
 }  // namespace
+
+Agent::JobMarkers::~JobMarkers() = default;
+
+/// The marker ring a process writes to, from its environment: its inherited
+/// descriptor ($GPUTRIAGE_MARKERS_FD, reached as /proc/PID/fd/N), else the
+/// path it was given ($GPUTRIAGE_MARKERS_PATH). "" when it has none.
+static std::string MarkerRingPath(unsigned int pid, const std::string& proc_root) {
+  const std::string dir = proc_root + "/" + std::to_string(pid);
+  std::ifstream in(dir + "/environ", std::ios::binary);
+  std::string fd, path, entry;
+  while (std::getline(in, entry, '\0')) {
+    if (StartsWith(entry, std::string(kMarkersFdEnv) + "=")) fd = entry.substr(std::strlen(kMarkersFdEnv) + 1);
+    else if (StartsWith(entry, std::string(kMarkersPathEnv) + "=")) path = entry.substr(std::strlen(kMarkersPathEnv) + 1);
+  }
+  if (!fd.empty() && fd.find_first_not_of("0123456789") == std::string::npos && fd.size() < 8) return dir + "/fd/" + fd;
+  return path;
+}
+
+TimeNs Agent::MarkerHold() const {
+  return std::clamp<TimeNs>(options_.window_ns / 4, kNsPerS / 2, StepBuilder::kDefaultHoldNs);
+}
+
+void Agent::FindMarkers(GpuState& g, const std::vector<unsigned int>& pids) {
+  for (unsigned int pid : pids) {
+    const std::string path = MarkerRingPath(pid, options_.proc_root);
+    if (path.empty()) continue;
+    auto ring = MarkerRing::Attach(path);
+    if (!ring.ok()) continue;  // not ours to read (another user), or gone
+    auto m = std::make_shared<JobMarkers>();
+    m->path = path;
+    m->ring = std::move(*ring);
+    // A step is final once its late phases and device time have had time to
+    // come: 5 s (the recorder's), less in a short window.
+    m->builder = std::make_unique<StepBuilder>(MarkerHold());
+    g.markers = std::move(m);
+    return;
+  }
+}
+
+void Agent::ReadMarkers(TimeNs now) {
+  for (auto& g : gpus_) {
+    if (!g.markers) continue;
+    JobMarkers& m = *g.markers;
+    std::vector<Marker> fresh;
+    m.ring->Drain(fresh);
+    m.builder->Add(std::move(fresh));
+    for (auto& step : m.builder->TakeFinished()) m.steps.push_back(std::move(step));
+    // Steps reach the window a hold late: they are kept for the window and the hold.
+    while (!m.steps.empty() && m.steps.front().span.end < now - options_.window_ns - MarkerHold()) m.steps.pop_front();
+  }
+}
 
 Agent::Agent(AgentOptions options) : options_(std::move(options)), window_(options_.window_ns) {}
 
@@ -287,13 +343,19 @@ void Agent::Attribute(TimeNs now) {
         job.container_name = it->second.container;
       }
     const std::string key = job.Key();
-    if (key == g.job_key) continue;
-    // Another job (or none) on this GPU: its window and verdict start again.
+    if (key == g.job_key) {
+      if (!g.markers && sampler_ && job.pid != 0) FindMarkers(g, sampler_->ProcessIds(d));
+      continue;
+    }
+    // Another job (or none) on this GPU: its window, verdict and markers start again.
     window_.Forget(d);
     g.judgement = GpuJudgement{};
+    g.markers.reset();
     g.job = std::move(job);
     g.job_key = key;
+    if (sampler_ && g.job.pid != 0) FindMarkers(g, sampler_->ProcessIds(d));
   }
+  ReadMarkers(now);
   next_attribution_ = now + kNsPerS;
 }
 
@@ -362,6 +424,9 @@ void Agent::Judge(TimeNs /*now*/) {
     dev.mig_mode = facts.mig_mode;
     dev.mig_profile = facts.mig_profile;
     window_.Replay(d, r.metrics, *pos);
+    // The job's own step times, when it marks them: the same step-marker rules
+    // as `diagnose` (data wait, step time) join the metric rules.
+    if (g.markers) r.marked_steps.assign(g.markers->steps.begin(), g.markers->steps.end());
     GpuJudgement j;
     const SeriesSketch& util = dev.Get(Metric::kGpuUtil);
     j.window_covered_ns = util.count() > 0 ? util.CoveredTime() : 0;
@@ -491,6 +556,11 @@ void Agent::Render(TimeNs now) {
   per_gpu("gputriage_dram_active_percent", Exposition::Type::kGauge,
           "DRAM interface activity, time-weighted over the window.",
           [&](const GpuState& g) { return Pair{{{"window", window}}, g.judgement.dram_active_percent}; });
+  per_gpu("gputriage_window_steps", Exposition::Type::kGauge,
+          "Training steps the job marked in the window (step markers, read from its ring; absent without one).",
+          [&](const GpuState& g) {
+            return Pair{{}, g.markers ? static_cast<double>(g.markers->steps.size()) : NaN()};
+          });
   per_gpu("gputriage_window_covered_seconds", Exposition::Type::kGauge,
           "Seconds of the window the last judgement rested on (less than the window after a job starts).",
           [&](const GpuState& g) {

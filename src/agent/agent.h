@@ -15,6 +15,7 @@
 
 #include <array>
 #include <atomic>
+#include <deque>
 #include <cmath>
 #include <condition_variable>
 #include <memory>
@@ -34,6 +35,8 @@
 namespace gputriage {
 
 class DcgmExporterSource;
+class MarkerRing;
+class StepBuilder;
 class NvmlLibrary;
 class NvmlSampler;
 
@@ -93,8 +96,19 @@ class Agent {
   void CountScrape() { scrapes_.fetch_add(1, std::memory_order_relaxed); }
 
  private:
+  // A job's step markers, when it writes them (a job started under
+  // `gputriage record`, or given a ring): read through /proc/PID/fd/N as a
+  // second reader, its steps kept for the window.
+  struct JobMarkers {
+    std::string path;
+    std::unique_ptr<MarkerRing> ring;
+    std::unique_ptr<StepBuilder> builder;
+    std::deque<MarkedStep> steps;  // finished, ending within the window
+    ~JobMarkers();
+  };
   struct GpuState {
     JobIdentity job;
+    std::shared_ptr<JobMarkers> markers;  // shared: a GPU's state is copied as GPUs appear
     std::string job_key;
     std::array<double, kNumMetrics> latest;  // NaN: no value yet
     GpuJudgement judgement;
@@ -107,6 +121,9 @@ class Agent {
   void Watch(Recording& live);  // its values into the window and each GPU's latest
   void CloseNvml();
   void Attribute(TimeNs now);
+  void FindMarkers(GpuState& g, const std::vector<unsigned int>& pids);
+  void ReadMarkers(TimeNs now);
+  TimeNs MarkerHold() const;
   void Judge(TimeNs now);
   void Render(TimeNs now);
   void Publish(const Exposition& e);

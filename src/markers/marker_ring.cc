@@ -2,6 +2,7 @@
 
 #include "gputriage/markers.h"
 
+#include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -86,6 +87,31 @@ StatusOr<std::unique_ptr<MarkerRing>> MarkerRing::Create(uint64_t capacity) {
   ring->tsc0_ = ring->tsc1_ = ReadTsc();
   ring->ns0_ = ring->ns1_ = RealtimeNs();
   header->write_index.store(0, std::memory_order_release);
+  return ring;
+}
+
+StatusOr<std::unique_ptr<MarkerRing>> MarkerRing::Attach(const std::string& path) {
+  std::unique_ptr<MarkerRing> ring(new MarkerRing());
+  ring->fd_ = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (ring->fd_ < 0) return IoError("step markers: " + path + ": " + std::strerror(errno));
+  struct stat st {};
+  if (fstat(ring->fd_, &st) != 0 || st.st_size < static_cast<off_t>(sizeof(MarkerRingHeader)) ||
+      st.st_size > (off_t{1} << 34))
+    return DataLossError("step markers: " + path + " is not a marker ring (size)");
+  ring->bytes_ = static_cast<size_t>(st.st_size);
+  // Read-only: a second reader never writes the job's ring (Drain only loads).
+  ring->base_ = mmap(nullptr, ring->bytes_, PROT_READ, MAP_SHARED, ring->fd_, 0);
+  if (ring->base_ == MAP_FAILED) {
+    ring->base_ = nullptr;
+    return IoError("step markers: mmap " + path + ": " + std::strerror(errno));
+  }
+  const auto* header = static_cast<const MarkerRingHeader*>(ring->base_);
+  if (!IsMarkerRingHeader(*header, ring->bytes_)) return DataLossError("step markers: " + path + " is not a marker ring");
+  ring->capacity_ = header->capacity;
+  ring->clock_ = header->clock;
+  ring->tsc0_ = ring->tsc1_ = ReadTsc();
+  ring->ns0_ = ring->ns1_ = RealtimeNs();
+  ring->read_index_ = header->write_index.load(std::memory_order_acquire);
   return ring;
 }
 

@@ -122,6 +122,11 @@ class MarkerRing {
  public:
   /// A ring of `capacity` records (rounded up to a power of two).
   static StatusOr<std::unique_ptr<MarkerRing>> Create(uint64_t capacity = 1 << 16);
+  /// A second reader of a ring someone else created (the node agent reading a
+  /// job's ring through /proc/PID/fd/N): mapped read-only, read from the
+  /// markers published after this call. Errors: the path cannot be opened or
+  /// does not hold a ring.
+  static StatusOr<std::unique_ptr<MarkerRing>> Attach(const std::string& path);
   ~MarkerRing();
   MarkerRing(const MarkerRing&) = delete;
   MarkerRing& operator=(const MarkerRing&) = delete;

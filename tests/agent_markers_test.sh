@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# The agent reading a job's step markers: a stand-in training loop
+# (tests/marker_writer.cc: 30 ms waiting for data, then 10 ms of compute, every
+# step) started under `gputriage record`, on GPU 0 of the agent's fake NVML;
+# GPU 1 runs a job at the same utilization without markers. The agent reads
+# the job's ring through /proc/PID/fd/N as a second reader: GPU 0's window
+# holds its steps and its verdict is input_bound (the data wait the markers
+# time), as `diagnose` draws it from markers; GPU 1 has no steps series.
+set -u
+bin=$1
+fake_nvml=$2
+marker_writer=$3
+tmp=$(mktemp -d)
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
+  pkill -f "$marker_writer 100000 normal 30 10" 2>/dev/null
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+fail=0
+free_port() { /usr/bin/python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+
+printf 'device name="NVIDIA H100 80GB HBM3" uuid=GPU-r0 bus=00000000:18:00.0\nseries gpu_util 25\n' >"$tmp/record-gpu"
+GPUTRIAGE_FAKE_NVML_SCENARIO=$tmp/record-gpu "$bin" record --nvml-library "$fake_nvml" --no-store --no-mlflow \
+  --interval 0.5 -- "$marker_writer" 100000 normal 30 10 >"$tmp/record.out" 2>"$tmp/record.err" &
+pids+=($!)
+writer=""
+for _ in $(seq 1 100); do
+  writer=$(pgrep -f "^$marker_writer 100000 normal 30 10" | head -1)
+  [ -n "$writer" ] && break
+  sleep 0.1
+done
+[ -n "$writer" ] || { echo "FAIL: the marked job did not start"; cat "$tmp/record.err"; exit 1; }
+sleep 600 &
+pids+=($!)
+unmarked=$!
+cat >"$tmp/scenario" <<EOT
+device name="NVIDIA H100 80GB HBM3" uuid=GPU-m0 bus=00000000:18:00.0 power_limit_w=700 max_sm_mhz=1980
+series gpu_util 25
+series power_w 250
+process pid=$writer sm=25 used_mib=20000
+device name="NVIDIA H100 80GB HBM3" uuid=GPU-m1 bus=00000000:19:00.0 power_limit_w=700 max_sm_mhz=1980
+series gpu_util 25
+series power_w 250
+process pid=$unmarked sm=25 used_mib=20000
+EOT
+port=$(free_port)
+GPUTRIAGE_FAKE_NVML_SCENARIO=$tmp/scenario "$bin" agent --listen "127.0.0.1:$port" --nvml-library "$fake_nvml" \
+  --interval 0.1 --window 4 --judge-every 0.3 2>"$tmp/agent.err" &
+pids+=($!)
+ok=""
+for _ in $(seq 1 100); do
+  curl -sf "http://127.0.0.1:$port/metrics" >"$tmp/page.txt"
+  grep -q '^gputriage_finding{.*uuid="GPU-m0".*verdict="input_bound".*} 1$' "$tmp/page.txt" &&
+    grep -q '^gputriage_window_steps{.*uuid="GPU-m0".*} [1-9][0-9]' "$tmp/page.txt" && { ok=1; break; }
+  sleep 0.1
+done
+if [ -n "$ok" ]; then
+  echo "ok: the marked job: $(grep '^gputriage_window_steps' "$tmp/page.txt" | sed 's/{.*}//'), verdict input_bound"
+else
+  echo "FAIL: the marked job's steps or verdict"; grep -E "window_steps|gputriage_finding" "$tmp/page.txt"; cat "$tmp/agent.err"; fail=1
+fi
+grep -q 'gputriage_window_steps{.*uuid="GPU-m1"' "$tmp/page.txt" && { echo "FAIL: steps for the unmarked job"; fail=1; }
+grep '^gputriage_finding{.*uuid="GPU-m1"' "$tmp/page.txt" | grep -q 'verdict="input_bound"' &&
+  { echo "FAIL: the unmarked job at the same utilization is input_bound too: the markers made no difference"; fail=1; }
+[ "$fail" = 0 ] && echo "ok: the unmarked job at the same utilization: $(grep '^gputriage_finding{.*uuid="GPU-m1"' "$tmp/page.txt" | grep -o 'verdict="[a-z_]*"')"
+[ "$fail" = 0 ] && echo "PASS"
+exit "$fail"

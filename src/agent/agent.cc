@@ -181,7 +181,7 @@ void Agent::PodLoop() {
     {
       std::lock_guard<std::mutex> pods_lock(pods_mutex_);
       if (pods.ok()) {
-        pods_ = std::move(*pods);
+        pods_ = std::make_shared<const PodAllocations>(std::move(*pods));
         pods_status_.clear();
       } else {
         // The last answer stays: a kubelet restarting does not unname every job.
@@ -311,10 +311,10 @@ void Agent::OpenDcgmExporter(TimeNs now) {
 void Agent::Attribute(TimeNs now) {
   // Every process on a GPU counts: the agent has no one job of its own.
   if (sampler_) sampler_->SampleProcesses(now, [](unsigned int) { return true; }, *live_);
-  PodAllocations pods;
+  std::shared_ptr<const PodAllocations> pods;
   {
     std::lock_guard<std::mutex> lock(pods_mutex_);
-    pods = pods_;
+    pods = pods_;  // the kubelet's last answer, shared, not copied
   }
   for (size_t d = 0; d < gpus_.size(); ++d) {
     GpuState& g = gpus_[d];
@@ -336,23 +336,21 @@ void Agent::Attribute(TimeNs now) {
     }
     // The kubelet names the pod the GPU is allocated to, with or without a
     // process of it on the GPU (held and idle counts too).
-    if (d < live_->metrics.devices.size())
-      if (auto it = pods.find(live_->metrics.devices[d].uuid); it != pods.end()) {
+    if (pods && d < live_->metrics.devices.size())
+      if (auto it = pods->find(live_->metrics.devices[d].uuid); it != pods->end()) {
         job.namespace_name = it->second.namespace_name;
         job.pod_name = it->second.pod;
         job.container_name = it->second.container;
       }
     const std::string key = job.Key();
-    if (key == g.job_key) {
-      if (!g.markers && sampler_ && job.pid != 0) FindMarkers(g, sampler_->ProcessIds(d));
-      continue;
-    }
+    if (key == g.job_key) continue;
     // Another job (or none) on this GPU: its window, verdict and markers start again.
     window_.Forget(d);
     g.judgement = GpuJudgement{};
     g.markers.reset();
     g.job = std::move(job);
     g.job_key = key;
+    // A process's environment is fixed at exec: its ring is looked for once per job.
     if (sampler_ && g.job.pid != 0) FindMarkers(g, sampler_->ProcessIds(d));
   }
   ReadMarkers(now);

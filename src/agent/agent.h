@@ -156,7 +156,7 @@ class Agent {
 
   // The pod-resources thread's answer.
   mutable std::mutex pods_mutex_;
-  PodAllocations pods_;
+  std::shared_ptr<const PodAllocations> pods_;
   std::string pods_status_ = "not asked yet";
 
   std::thread thread_;

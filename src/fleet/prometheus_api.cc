@@ -20,15 +20,6 @@ using json = nlohmann::json;
 // or the step should change.
 constexpr size_t kMaxReplyBytes = 256u << 20;
 
-std::string FormEncode(const std::string& s) {
-  std::string out;
-  for (unsigned char c : s) {
-    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~') out.push_back(static_cast<char>(c));
-    else out += fmt::format("%{:02X}", c);
-  }
-  return out;
-}
-
 /// Seconds since the epoch, as the API takes them.
 std::string ApiTime(TimeNs t) { return fmt::format("{}.{:03d}", t / kNsPerS, static_cast<int>((t % kNsPerS) / 1'000'000)); }
 
@@ -132,7 +123,7 @@ Status PrometheusApi::Post(const std::string& endpoint, const std::string& form,
 
 StatusOr<std::vector<PromSample>> PrometheusApi::Query(const std::string& expr, TimeNs at) {
   Reply reply;
-  if (Status s = Post("/api/v1/query", "query=" + FormEncode(expr) + "&time=" + ApiTime(at), expr, &reply); !s.ok())
+  if (Status s = Post("/api/v1/query", "query=" + UrlEncode(expr) + "&time=" + ApiTime(at), expr, &reply); !s.ok())
     return s;
   const json& d = reply.data;
   const json& type = Member(d, "resultType");
@@ -160,7 +151,7 @@ StatusOr<std::vector<PromSample>> PrometheusApi::Query(const std::string& expr, 
 
 StatusOr<std::vector<PromSeries>> PrometheusApi::QueryRange(const std::string& expr, TimeNs start, TimeNs end,
                                                             TimeNs step) {
-  const std::string form = "query=" + FormEncode(expr) + "&start=" + ApiTime(start) + "&end=" + ApiTime(end) +
+  const std::string form = "query=" + UrlEncode(expr) + "&start=" + ApiTime(start) + "&end=" + ApiTime(end) +
                            "&step=" + ApiTime(step);
   Reply reply;
   if (Status s = Post("/api/v1/query_range", form, expr, &reply); !s.ok()) return s;

@@ -41,16 +41,6 @@ const json& Member(const json& obj, const char* key) {
 /// A JSON string's text; "" for anything else.
 std::string Text(const json& v) { return v.is_string() ? v.get<std::string>() : ""; }
 
-/// "a%20b": a query parameter's value.
-std::string UrlEncode(const std::string& s) {
-  std::string out;
-  for (unsigned char c : s) {
-    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~') out.push_back(static_cast<char>(c));
-    else out += fmt::format("%{:02X}", c);
-  }
-  return out;
-}
-
 }  // namespace
 
 MlflowOptions MlflowOptionsFromEnvironment() {

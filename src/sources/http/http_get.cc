@@ -2,7 +2,24 @@
 
 #include <httplib.h>
 
+#include <cctype>
+
 namespace gputriage {
+
+std::string UrlEncode(const std::string& s) {
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  std::string out;
+  for (unsigned char c : s) {
+    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~') {
+      out.push_back(static_cast<char>(c));
+    } else {
+      out.push_back('%');
+      out.push_back(kHex[c >> 4]);
+      out.push_back(kHex[c & 15]);
+    }
+  }
+  return out;
+}
 
 StatusOr<HttpTarget> ParseHttpUrl(const std::string& url, const std::string& default_path) {
   HttpTarget t;

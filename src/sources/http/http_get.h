@@ -20,6 +20,9 @@ struct HttpTarget {
 /// one without a path gets `default_path`. Errors name what is wrong with the URL.
 StatusOr<HttpTarget> ParseHttpUrl(const std::string& url, const std::string& default_path = "/metrics");
 
+/// "a%20b": text as a URL query or form value (RFC 3986 unreserved characters kept).
+std::string UrlEncode(const std::string& s);
+
 /// Credentials sent with every request: a bearer token, or a user and password.
 struct HttpAuth {
   std::string bearer_token;

@@ -21,6 +21,10 @@ packages=(
   libyaml-dev libcrypt-dev libssl-dev openssl
   # The kubelet's pod-resources API (gRPC over its unix socket).
   libgrpc++-dev protobuf-compiler-grpc
+  # The HTML report's browser tests drive Debian's Chromium (fonts for its
+  # screenshots); `top` draws with ncurses and is tested under tmux. (Node.js
+  # and npm, which fetch uPlot at build time, come with the machine; below.)
+  chromium fonts-dejavu-core libncurses-dev tmux
 )
 missing=()
 for p in "${packages[@]}"; do
@@ -37,9 +41,27 @@ else
   "${sudo_cmd[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}"
 fi
 
+# Web assets (uPlot, bundled into the binary at build time) and the browser
+# tests' driver (playwright-core, which uses Debian's Chromium, never a download),
+# at the versions package-lock.json pins.
+root=$(cd "$(dirname "$0")/.." && pwd)
+if ! command -v npm >/dev/null 2>&1; then
+  # Machines of this kind carry Node.js with npm; elsewhere Debian's packages serve.
+  echo "bootstrap: installing nodejs npm"
+  sudo_cmd=()
+  [ "$(id -u)" -ne 0 ] && sudo_cmd=(sudo)
+  DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -q --no-install-recommends nodejs npm
+fi
+if [ -f "$root/node_modules/.package-lock.json" ] && cmp -s "$root/package-lock.json" "$root/node_modules/.gputriage-lock"; then
+  echo "bootstrap: npm packages present"
+else
+  echo "bootstrap: installing the npm packages (package-lock.json)"
+  (cd "$root" && npm ci --no-audit --no-fund --loglevel=error)
+  cp "$root/package-lock.json" "$root/node_modules/.gputriage-lock"
+fi
+
 # Tests and benchmarks only (never the product): an MLflow server, TensorBoard's
 # event reader, the wandb SDK, in a virtual environment of Debian's Python.
-root=$(cd "$(dirname "$0")/.." && pwd)
 venv=$root/.venv
 requirements=$root/tests/requirements.txt
 stamp=$venv/.requirements

@@ -87,11 +87,16 @@ constexpr uint64_t kPerformanceLimiting =
 /// A streaming summary of one series. Exact: count, sum, min, max, first/last
 /// time. Quantiles: exact for integer values 0..4095 (what percent and MHz
 /// readings are), else from a log-linear histogram (relative error < 0.4 %).
-/// Timeline: at most kTimelineBuckets means, merged pairwise as the series grows.
+/// Timeline: at most kTimelineBuckets means (kChartTimelineBuckets for the series
+/// the HTML report draws), merged pairwise as the series grows.
 /// Periodicity: mean autocorrelation over blocks of kRhythmBlock regular samples.
 class SeriesSketch {
  public:
   static constexpr int kTimelineBuckets = 512;
+  /// Pictures need about one bucket per pixel column of a wide chart; only the
+  /// few activity series a report draws keep this many (min and max in each, so
+  /// no spike is lost when the buckets merge).
+  static constexpr int kChartTimelineBuckets = 2048;
   static constexpr int kRhythmBlock = 256;
   static constexpr int kRhythmMaxLag = 96;
 
@@ -105,6 +110,8 @@ class SeriesSketch {
   void Add(TimeNs t, double value);
   /// Turns on the periodicity accumulator (costly: only for utilization series).
   void EnableRhythm();
+  /// Keeps up to `buckets` timeline buckets instead of kTimelineBuckets (before the first sample).
+  void SetTimelineBuckets(int buckets) { timeline_buckets_ = buckets; }
 
   int64_t count() const { return count_; }
   /// Time-weighted mean: each sample counts for the time since the one before it
@@ -143,6 +150,9 @@ class SeriesSketch {
     double weight = 0;  // the time its samples cover (ns): the mean is weighted by it
   };
   std::vector<TimelinePoint> Timeline() const;
+  /// The timeline with neighbouring buckets merged pairwise until at most
+  /// `max_points` remain (min and max kept, means time-weighted).
+  std::vector<TimelinePoint> Timeline(size_t max_points) const;
   TimeNs timeline_bucket_ns() const { return bucket_ns_; }
 
   struct Rhythm {
@@ -180,6 +190,7 @@ class SeriesSketch {
   std::unique_ptr<Histogram> values_;
   std::unique_ptr<IntervalCounts> intervals_;
   std::vector<TimelinePoint> timeline_;
+  int timeline_buckets_ = kTimelineBuckets;
   TimeNs bucket_ns_ = 0;
   size_t current_ = 0;         // bucket of the latest sample
   TimeNs current_start_ = 0;

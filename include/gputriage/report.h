@@ -33,4 +33,13 @@ struct JsonOptions {
 std::string RenderJson(const Run& run, const Diagnosis& diagnosis, int indent = 2);
 std::string RenderJson(const Run& run, const Diagnosis& diagnosis, const JsonOptions& options);
 
+struct HtmlOptions {
+  std::string title;  // shown in the page's heading and tab; the sources when empty
+};
+
+/// One self-contained HTML file: the verdicts as cards with their evidence, fix
+/// and expected gain, then the charts that show them (uPlot and the report's
+/// own script are inside the file; it opens offline and requests nothing).
+std::string RenderHtml(const Run& run, const Diagnosis& diagnosis, const HtmlOptions& options = {});
+
 }  // namespace gputriage

@@ -102,7 +102,7 @@ std::vector<DeviceMetricAnalysis> AnalyzeMetrics(const MetricSet& metrics) {
       a.fed_mean_percent = busy->MeanAbove(kNearZeroPercent);
       a.near_full_share = busy->ShareAtLeast(kNearFullPercent);
       a.rhythm = busy->rhythm();
-      a.busy_timeline = busy->Timeline();
+      a.busy_timeline = busy->Timeline(SeriesSketch::kTimelineBuckets);
     }
 
     // Power against the limit: the logged limit, else the board power of the model.

@@ -6,6 +6,9 @@
 #include <filesystem>
 #include <cstdio>
 #include <cstdlib>
+#include <cerrno>
+#include <cstring>
+#include <unistd.h>
 
 #include <fmt/format.h>
 
@@ -105,6 +108,30 @@ const std::vector<std::string>& WorkloadChoices() {
 }
 
 void Print(const std::string& out) { std::fwrite(out.data(), 1, out.size(), stdout); }
+
+Status WriteOutputFile(const std::string& path, const std::string& content) {
+  if (path == "-") {
+    Print(content);
+    return Status::Ok();
+  }
+  // Beside the target, then renamed over it: a reader (a browser reloading the
+  // report) never sees half a file, and a failed write leaves the old one.
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  std::FILE* f = std::fopen(tmp.c_str(), "wb");
+  if (f == nullptr) return IoError(fmt::format("{}: cannot write: {}", path, std::strerror(errno)));
+  const bool written = std::fwrite(content.data(), 1, content.size(), f) == content.size();
+  const int write_errno = errno;
+  if (std::fclose(f) != 0 || !written) {
+    std::remove(tmp.c_str());
+    return IoError(fmt::format("{}: cannot write: {}", path, std::strerror(written ? errno : write_errno)));
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int e = errno;
+    std::remove(tmp.c_str());
+    return IoError(fmt::format("{}: cannot write: {}", path, std::strerror(e)));
+  }
+  return Status::Ok();
+}
 
 void PrintError(const Status& status) {
   // Messages quote file names and input text: printed so they cannot steer the terminal.

@@ -82,6 +82,8 @@ const std::vector<std::string>& WorkloadChoices();
 inline constexpr const char* kStoreHelp = "run store: a file, or a team's postgresql://USER:PASS@HOST/DB (default: $GPUTRIAGE_STORE, else ~/.local/share/gputriage/runs.db)";
 
 void Print(const std::string& out);
+/// Writes a report file whole (a temporary beside it, renamed over it); "-" is standard output.
+Status WriteOutputFile(const std::string& path, const std::string& content);
 /// "gputriage: error: MESSAGE" on stderr.
 void PrintError(const Status& status);
 

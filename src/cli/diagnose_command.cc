@@ -36,6 +36,7 @@ struct DiagnoseArgs {
   std::optional<double> price_per_gpu_hour;
   std::optional<double> monthly_spend;
   std::string store_path;
+  std::string html_path;
 };
 
 /// A progress line on stderr, rewritten in place at most twice a second, shown
@@ -108,6 +109,13 @@ int RunDiagnose(const DiagnoseArgs& args) {
       return kExitInput;
     }
   }
+  if (!args.html_path.empty()) {
+    // The HTML file is written beside the terminal or JSON report, not instead of it.
+    if (Status s = WriteOutputFile(args.html_path, RenderHtml(*run, diagnosis)); !s.ok()) {
+      PrintError(s);
+      return kExitInput;
+    }
+  }
   if (args.json) {
     JsonOptions json;
     if (args.kernels_given) json.max_kernels = args.kernels;  // else every kernel the analysis kept
@@ -166,6 +174,9 @@ Subcommand AddDiagnoseCommand(CLI::App& app) {
   diagnose->add_option("--monthly-spend", d->monthly_spend, "USD per month spent on these GPUs, for the monthly idle cost")
       ->check(FiniteRange(0.0, 1e12));
   diagnose->add_option("--store", d->store_path, kStoreHelp);
+  diagnose->add_option("--html", d->html_path,
+                       "also write a self-contained HTML report (verdicts, then charts; opens offline) to this file")
+      ->type_name("FILE");
   return {diagnose, [d] { return RunDiagnose(*d); }};
 }
 

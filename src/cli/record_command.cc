@@ -45,6 +45,7 @@ struct RecordArgs {
   std::string nvml_library;
   std::string dcgm_exporter_url;
   std::string json_path;
+  std::string html_path;
   std::string workload = "unspecified";
   std::optional<double> price_per_gpu_hour;
   bool python = false;
@@ -333,6 +334,10 @@ int RunRecord(const RecordArgs& args) {
       std::fclose(f);
     }
   }
+  if (!args.html_path.empty()) {
+    // The run is stored already: a report that cannot be written costs only itself.
+    if (Status s = WriteOutputFile(args.html_path, RenderHtml(run, diagnosis)); !s.ok()) PrintError(s);
+  }
   // A job that failed keeps its exit code; one that succeeded fails a CI gate on --fail-on.
   if (result->exit_code == 0 && ReachesFailOn(diagnosis, args.fail_on)) return kExitFindings;
   return result->exit_code;
@@ -354,6 +359,8 @@ Subcommand AddRecordCommand(CLI::App& app) {
                      "NVML library to load (default: $GPUTRIAGE_NVML_LIBRARY, then libnvidia-ml.so.1)");
   exporter_option->excludes(nvml_option);
   record->add_option("--json", r->json_path, "also write the JSON report to this file");
+  record->add_option("--html", r->html_path, "also write the self-contained HTML report (verdicts, then charts) to this file")
+      ->type_name("FILE");
   record->add_option("--workload", r->workload, "workload class the targets are judged against")
       ->check(CLI::IsMember(WorkloadChoices()));
   record->add_option("--price-per-gpu-hour", r->price_per_gpu_hour, "USD per GPU-hour")->check(FiniteRange(0.0, 1e6));

@@ -309,7 +309,7 @@ void SeriesSketch::AddTimeline(TimeNs t, double value, double w) {
     }
   }
   TimeNs index = (t - first_t_) / bucket_ns_;
-  while (index >= kTimelineBuckets) {
+  while (index >= timeline_buckets_) {
     // Merge neighbours: the timeline keeps its shape at half the resolution.
     std::vector<TimelinePoint> merged((timeline_.size() + 1) / 2);
     for (size_t i = 0; i < timeline_.size(); ++i) {
@@ -465,12 +465,38 @@ int64_t SeriesSketch::Gaps() const {
 }
 
 std::vector<SeriesSketch::TimelinePoint> SeriesSketch::Timeline() const {
+  return Timeline(timeline_.size());
+}
+
+std::vector<SeriesSketch::TimelinePoint> SeriesSketch::Timeline(size_t max_points) const {
+  // Merging works on the sums the buckets hold, so a merged mean stays time-weighted.
+  size_t factor = 1;
+  while (max_points > 0 && (timeline_.size() + factor - 1) / factor > max_points) factor *= 2;
   std::vector<TimelinePoint> out;
-  for (auto p : timeline_) {
+  TimelinePoint m;
+  size_t group = SIZE_MAX;
+  auto flush = [&] {
+    if (m.count == 0) return;
+    m.mean = m.weight > 0 ? m.mean / m.weight : m.mean / static_cast<double>(m.count);
+    out.push_back(m);
+  };
+  for (size_t i = 0; i < timeline_.size(); ++i) {
+    const auto& p = timeline_[i];
     if (p.count == 0) continue;
-    p.mean = p.weight > 0 ? p.mean / p.weight : p.mean / static_cast<double>(p.count);  // sums while accumulating
-    out.push_back(p);
+    if (i / factor != group) {
+      flush();
+      group = i / factor;
+      m = p;
+      if (bucket_ns_ > 0) m.start = first_t_ + static_cast<TimeNs>(group * factor) * bucket_ns_;
+      continue;
+    }
+    m.mean += p.mean;
+    m.weight += p.weight;
+    m.min = std::min(m.min, p.min);
+    m.max = std::max(m.max, p.max);
+    m.count += p.count;
   }
+  flush();
   return out;
 }
 
@@ -543,6 +569,9 @@ std::optional<size_t> MetricSet::FindOrAdd(int index, std::string_view uuid, std
   d.mig_instance = mig_instance;
   d.series[static_cast<int>(Metric::kGpuUtil)].EnableRhythm();
   d.series[static_cast<int>(Metric::kGrEngineActive)].EnableRhythm();
+  for (Metric m : {Metric::kGpuUtil, Metric::kGrEngineActive, Metric::kSmActive, Metric::kTensorActive,
+                   Metric::kDramActive, Metric::kJobSmUtil})
+    d.series[static_cast<int>(m)].SetTimelineBuckets(SeriesSketch::kChartTimelineBuckets);
   devices.push_back(std::move(d));
   return devices.size() - 1;
 }

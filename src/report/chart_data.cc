@@ -1,0 +1,246 @@
+// Builds the chart document from a run and its diagnosis. Times are seconds
+// from the recording's first event, so the browser never handles int64 ns.
+#include "src/report/chart_data.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <tuple>
+
+#include <nlohmann/json.hpp>
+
+#include "gputriage/markers.hpp"
+
+namespace gputriage {
+namespace {
+
+constexpr int kNumMarkerPhases = static_cast<int>(std::tuple_size_v<decltype(MarkedStep::phase_ns)>);
+
+using json = nlohmann::json;
+
+// Short decimal forms keep the document small: times to the microsecond,
+// percents to a hundredth.
+double Round(double v, double scale) { return std::round(v * scale) / scale; }
+json Seconds(TimeNs t, TimeNs t0) { return Round(static_cast<double>(t - t0) / 1e9, 1e6); }
+json Percent(double v) { return std::isfinite(v) ? json(Round(v, 100)) : json(nullptr); }
+
+/// Time-weighted coverage of [start, end) by `intervals` in `buckets` equal
+/// buckets, as a percent of each bucket. `intervals` need not be sorted or disjoint:
+/// overlaps are merged first, so two DataLoader spans at once count once.
+std::vector<double> CoveragePercent(std::vector<Interval> intervals, TimeNs start, TimeNs end, int buckets) {
+  std::vector<double> covered(static_cast<size_t>(buckets), 0.0);
+  if (end <= start) return covered;
+  std::sort(intervals.begin(), intervals.end(), [](const Interval& a, const Interval& b) { return a.start < b.start; });
+  const double width = static_cast<double>(end - start) / buckets;
+  auto add = [&](TimeNs s, TimeNs e) {
+    s = std::max(s, start);
+    e = std::min(e, end);
+    if (e <= s) return;
+    const double fs = static_cast<double>(s - start) / width;
+    const double fe = static_cast<double>(e - start) / width;
+    auto first = static_cast<size_t>(fs);
+    auto last = std::min(static_cast<size_t>(fe), covered.size() - 1);
+    if (first >= covered.size()) return;
+    if (first == last) {
+      covered[first] += fe - fs;
+      return;
+    }
+    covered[first] += static_cast<double>(first + 1) - fs;
+    for (size_t b = first + 1; b < last; ++b) covered[b] += 1.0;
+    covered[last] += std::min(fe, static_cast<double>(last + 1)) - static_cast<double>(last);
+  };
+  TimeNs cur_s = 0, cur_e = -1;
+  for (const auto& iv : intervals) {
+    if (iv.end <= iv.start) continue;
+    if (cur_e < cur_s || iv.start > cur_e) {
+      if (cur_e > cur_s) add(cur_s, cur_e);
+      cur_s = iv.start;
+      cur_e = iv.end;
+    } else {
+      cur_e = std::max(cur_e, iv.end);
+    }
+  }
+  if (cur_e > cur_s) add(cur_s, cur_e);
+  for (auto& c : covered) c = std::clamp(100.0 * c, 0.0, 100.0);
+  return covered;
+}
+
+json BucketSeries(const std::vector<double>& percent, TimeNs start, TimeNs end, TimeNs t0) {
+  json t = json::array(), v = json::array();
+  const double width = static_cast<double>(end - start) / static_cast<double>(percent.size());
+  for (size_t i = 0; i < percent.size(); ++i) {
+    t.push_back(Round((static_cast<double>(start - t0) + width * static_cast<double>(i)) / 1e9, 1e6));
+    v.push_back(Percent(percent[i]));
+  }
+  return {{"t_s", t}, {"percent", v}, {"bucket_s", Round(width / 1e9, 1e9)}};
+}
+
+/// One sketch timeline: bucket starts, time-weighted means, and each bucket's extremes.
+json SketchSeries(const SeriesSketch& s, TimeNs t0) {
+  json t = json::array(), mean = json::array(), lo = json::array(), hi = json::array();
+  for (const auto& p : s.Timeline(kChartPoints)) {
+    t.push_back(Seconds(p.start, t0));
+    mean.push_back(Percent(p.mean));
+    lo.push_back(Percent(p.min));
+    hi.push_back(Percent(p.max));
+  }
+  return {{"t_s", t}, {"mean", mean}, {"min", lo}, {"max", hi}};
+}
+
+constexpr Metric kActivityMetrics[] = {Metric::kGpuUtil, Metric::kGrEngineActive, Metric::kSmActive,
+                                       Metric::kTensorActive, Metric::kDramActive, Metric::kJobSmUtil};
+
+/// Step boundaries and per-step phase bars from step markers. Several processes
+/// (ranks) overlap in time: boundaries are drawn for the first process, and the
+/// data-wait share is the mean over processes.
+void AddMarkedSteps(json& out, const std::vector<MarkedStep>& steps, TimeNs t0, TimeNs start, TimeNs end) {
+  if (steps.empty()) return;
+  std::map<uint32_t, int> processes;
+  for (const auto& s : steps) ++processes[s.pid];
+  const uint32_t first_pid = processes.begin()->first;
+  std::vector<const MarkedStep*> mine;
+  std::vector<Interval> waits;
+  for (const auto& s : steps) {
+    if (s.pid == first_pid) mine.push_back(&s);
+    // The wait opens the step's span (a batch fetched between steps is that step's wait).
+    if (s.data_wait_ns() > 0) waits.push_back({s.span.start, std::min(s.span.end, s.span.start + s.data_wait_ns())});
+  }
+  json st = {{"count", mine.size()}, {"source", "step markers"}, {"pid", first_pid},
+             {"processes", processes.size()}, {"drawn", mine.size() <= kChartMaxStepBoundaries}};
+  if (mine.size() <= kChartMaxStepBoundaries) {
+    json s0 = json::array(), s1 = json::array(), n = json::array();
+    for (const auto* s : mine) {
+      s0.push_back(Seconds(s->span.start, t0));
+      s1.push_back(Seconds(s->span.end, t0));
+      n.push_back(s->number);
+    }
+    st["start_s"] = s0;
+    st["end_s"] = s1;
+    st["number"] = n;
+  }
+  out["steps"] = st;
+  if (!waits.empty() && end > start) {
+    // Per process: the mean over processes is each process's share, summed and divided.
+    std::map<uint32_t, std::vector<Interval>> by_pid;
+    for (const auto& s : steps)
+      if (s.data_wait_ns() > 0) by_pid[s.pid].push_back({s.span.start, std::min(s.span.end, s.span.start + s.data_wait_ns())});
+    std::vector<double> share(kChartPoints, 0.0);
+    for (auto& [pid, iv] : by_pid) {
+      const auto c = CoveragePercent(std::move(iv), start, end, kChartPoints);
+      for (size_t i = 0; i < share.size(); ++i) share[i] += c[i] / static_cast<double>(processes.size());
+    }
+    out["data_wait"] = BucketSeries(share, start, end, t0);
+    out["data_wait"]["source"] = "step markers' data phase";
+  }
+  // Phase bars of the first process, grouped so at most kChartMaxStepBars remain.
+  const size_t group = (mine.size() + kChartMaxStepBars - 1) / kChartMaxStepBars;
+  json bars = {{"group", group}, {"source", "step markers"}, {"step", json::array()}, {"phases", json::object()}};
+  std::vector<std::string> names;
+  for (int p = 1; p < kNumMarkerPhases; ++p) names.emplace_back(kPhaseNames[p]);
+  names.emplace_back("unmarked");
+  for (const auto& n : names) bars["phases"][n] = json::array();
+  for (size_t i = 0; i < mine.size(); i += group) {
+    const size_t stop = std::min(mine.size(), i + group);
+    std::array<double, kNumMarkerPhases + 1> sum{};
+    for (size_t k = i; k < stop; ++k) {
+      TimeNs marked = 0;
+      for (int p = 1; p < kNumMarkerPhases; ++p) {
+        sum[static_cast<size_t>(p)] += static_cast<double>(mine[k]->phase_ns[static_cast<size_t>(p)]);
+        marked += mine[k]->phase_ns[static_cast<size_t>(p)];
+      }
+      sum[kNumMarkerPhases] += static_cast<double>(std::max<TimeNs>(0, mine[k]->span.duration() - marked));
+    }
+    bars["step"].push_back(mine[i]->number);
+    const double n = static_cast<double>(stop - i);
+    for (int p = 1; p <= kNumMarkerPhases; ++p)
+      bars["phases"][names[static_cast<size_t>(p - 1)]].push_back(Round(sum[static_cast<size_t>(p)] / n / 1e6, 1000));
+  }
+  out["step_phases"] = bars;
+}
+
+std::string DeviceLabel(const RecordingAnalysis& a) {
+  std::string label = "GPU " + std::to_string(a.device.id);
+  if (!a.device.name.empty()) label += " (" + a.device.name + ")";
+  return label;
+}
+
+json RecordingCharts(size_t index, const Recording& rec, const RecordingAnalysis& a) {
+  json out = {{"recording", index}, {"source", rec.source_path}, {"format", rec.format}, {"gpus", json::array()},
+              {"busy", nullptr}, {"steps", nullptr}, {"data_wait", nullptr}, {"step_phases", nullptr}};
+  // The recording's clock origin: its earliest event of any kind drawn here.
+  TimeNs t0 = INT64_MAX, t1 = INT64_MIN;
+  auto widen = [&](TimeNs s, TimeNs e) {
+    t0 = std::min(t0, s);
+    t1 = std::max(t1, e);
+  };
+  const int device = a.device.id;
+  for (const auto& k : rec.kernels)
+    if (k.device == device) widen(k.time.start, k.time.end);
+  for (const auto& s : a.steps) widen(s.window.start, s.window.end);
+  for (const auto& s : rec.marked_steps) widen(s.span.start, s.span.end);
+  for (const auto& d : rec.metrics.devices)
+    for (Metric m : kActivityMetrics)
+      if (d.Has(m)) widen(d.Get(m).first_time(), d.Get(m).last_time());
+  if (t0 > t1) return out;
+  out["t0_ns"] = t0;
+  out["duration_s"] = Seconds(t1, t0);
+
+  // Trace: the primary device's kernel coverage, the share of time any kernel runs
+  // (the same quantity utilization.gpu samples), over the steps when there are steps.
+  if (a.has_gpu_activity && !rec.kernels.empty()) {
+    TimeNs start = INT64_MAX, end = INT64_MIN;
+    if (!a.steps.empty() && a.steps_from_markers) {
+      for (const auto& s : a.steps) start = std::min(start, s.window.start), end = std::max(end, s.window.end);
+    } else {
+      for (const auto& k : rec.kernels)
+        if (k.device == device) start = std::min(start, k.time.start), end = std::max(end, k.time.end);
+    }
+    std::vector<Interval> busy;
+    for (const auto& k : rec.kernels)
+      if (k.device == device) busy.push_back(k.time);
+    if (end > start) {
+      out["busy"] = BucketSeries(CoveragePercent(std::move(busy), start, end, kChartPoints), start, end, t0);
+      out["busy"]["label"] = DeviceLabel(a);
+      out["busy"]["source"] = "kernel time in the trace (any kernel running)";
+      std::vector<Interval> loader;
+      for (const auto& c : rec.cpu_spans)
+        if (c.kind == CpuSpanKind::kDataLoader) loader.push_back(c.time);
+      if (!loader.empty()) {
+        out["data_wait"] = BucketSeries(CoveragePercent(std::move(loader), start, end, kChartPoints), start, end, t0);
+        out["data_wait"]["source"] = "DataLoader spans in the trace";
+      }
+    }
+    if (!a.steps.empty() && a.steps_from_markers) {
+      json s0 = json::array(), s1 = json::array(), n = json::array();
+      const bool drawn = a.steps.size() <= kChartMaxStepBoundaries;
+      for (size_t i = 0; drawn && i < a.steps.size(); ++i) {
+        s0.push_back(Seconds(a.steps[i].window.start, t0));
+        s1.push_back(Seconds(a.steps[i].window.end, t0));
+        n.push_back(a.steps[i].number);
+      }
+      out["steps"] = {{"count", a.steps.size()}, {"source", "ProfilerStep markers"}, {"drawn", drawn}};
+      if (drawn) out["steps"].update({{"start_s", s0}, {"end_s", s1}, {"number", n}});
+    }
+  }
+  AddMarkedSteps(out, rec.marked_steps, t0, t0, t1);
+
+  for (size_t i = 0; i < rec.metrics.devices.size(); ++i) {
+    const auto& d = rec.metrics.devices[i];
+    json g = {{"label", d.Label()}, {"name", d.name}, {"series", json::object()}};
+    for (Metric m : kActivityMetrics)
+      if (d.Has(m)) g["series"][MetricName(m)] = SketchSeries(d.Get(m), t0);
+    if (!g["series"].empty()) out["gpus"].push_back(std::move(g));
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string RenderChartJson(const Run& run, const Diagnosis& diagnosis, int indent) {
+  json doc = {{"schema", "gputriage.charts"}, {"schema_version", 1}, {"points", kChartPoints}, {"recordings", json::array()}};
+  for (size_t i = 0; i < run.recordings.size() && i < diagnosis.recordings.size(); ++i)
+    doc["recordings"].push_back(RecordingCharts(i, run.recordings[i], diagnosis.recordings[i]));
+  return doc.dump(indent, ' ', false, json::error_handler_t::replace);
+}
+
+}  // namespace gputriage

@@ -1,0 +1,59 @@
+// Shared by the browser tests: Debian's Chromium driven by playwright-core
+// (never a downloaded browser), headless, with the flags that keep it off the
+// network, and the checks every page gets: no console error, no page error, no
+// request leaving the page's own origin (none at all for a file:// report).
+// Playwright gives each launch a new empty profile of its own.
+"use strict";
+const fs = require("fs");
+const { chromium } = require("playwright-core");
+
+const executablePath = process.env.GPUTRIAGE_CHROMIUM || "/usr/bin/chromium";
+
+async function launch() {
+  if (!fs.existsSync(executablePath)) throw new Error(`${executablePath} is missing (scripts/bootstrap.sh installs Debian's chromium)`);
+  const browser = await chromium.launch({
+    executablePath,
+    headless: true,
+    args: ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
+      "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage"],
+  });
+  return browser;
+}
+
+/// A page that records what the checks look at.
+async function openPage(browser, options) {
+  const context = await browser.newContext(Object.assign({ viewport: { width: 1400, height: 900 } }, options || {}));
+  const page = await context.newPage();
+  const log = { console: [], pageErrors: [], requests: [] };
+  page.on("console", (m) => { if (m.type() === "error" || m.type() === "warning") log.console.push(`${m.type()}: ${m.text()}`); });
+  page.on("pageerror", (e) => log.pageErrors.push(String(e && e.stack || e)));
+  page.on("request", (r) => log.requests.push(r.url()));
+  return { page, context, log };
+}
+
+/// Canvases with drawn (non-transparent) pixels, per chart element.
+async function chartPixels(page) {
+  return page.$$eval("[data-chart]", (boxes) => boxes.map((box) => {
+    let drawn = 0;
+    for (const canvas of box.querySelectorAll("canvas")) {
+      const ctx = canvas.getContext("2d");
+      if (!ctx || !canvas.width || !canvas.height) continue;
+      const d = ctx.getImageData(0, 0, canvas.width, canvas.height).data;
+      for (let i = 3; i < d.length; i += 4) if (d[i] !== 0) drawn++;
+    }
+    return { id: box.dataset.chart, drawn };
+  }));
+}
+
+let failures = 0;
+function check(ok, what) {
+  if (ok) {
+    console.log(`ok   ${what}`);
+  } else {
+    failures++;
+    console.log(`FAIL ${what}`);
+  }
+}
+function failed() { return failures; }
+
+module.exports = { launch, openPage, chartPixels, check, failed };

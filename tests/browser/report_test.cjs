@@ -1,0 +1,94 @@
+// The HTML report in a real browser (ctest html_report_browser): for each report
+// named on the command line, with the verdicts it must show, the page loads with
+// no console error and no network request, every verdict card of the report
+// document is there, each chart's canvas has drawn pixels, the kernel table
+// sorts, and both themes draw. Screenshots go to the artifacts directory.
+//   node report_test.cjs ARTIFACT_DIR REPORT.html[=verdict,verdict...] ...
+"use strict";
+const fs = require("fs");
+const path = require("path");
+const { pathToFileURL } = require("url");
+const { launch, openPage, chartPixels, check, failed } = require("./browser.cjs");
+
+async function checkReport(browser, file, expectedVerdicts, artifacts) {
+  const name = path.basename(file, ".html");
+  const { page, context, log } = await openPage(browser);
+  const url = pathToFileURL(path.resolve(file)).href;
+  await page.goto(url, { waitUntil: "load" });
+  await page.waitForSelector("html[data-rendered=true]", { timeout: 30000 });
+  // The report document the page was built from: every finding must have its card.
+  const report = JSON.parse(await page.$eval("#gputriage-report", (e) => e.textContent));
+  const cards = await page.$$eval("[data-verdict]", (es) => es.map((e) => e.dataset.verdict));
+  check(cards.length === report.findings.length, `${name}: ${cards.length} verdict cards for ${report.findings.length} findings`);
+  for (const f of report.findings) check(cards.includes(f.verdict), `${name}: card for ${f.verdict}`);
+  for (const v of expectedVerdicts) check(cards.includes(v), `${name}: expected verdict ${v} is shown`);
+  const cardText = await page.$$eval("[data-verdict]", (es) => es.map((e) => e.textContent));
+  report.findings.forEach((f, i) => {
+    const text = cardText.find((t) => t.includes(f.title));
+    check(text !== undefined, `${name}: card ${i} shows its title "${f.title.slice(0, 60)}"`);
+    for (const e of f.evidence) check(text !== undefined && text.includes(e.name), `${name}: card ${f.verdict} shows evidence ${e.name}`);
+    if (f.recommendations.length) check(text !== undefined && text.includes(f.recommendations[0].action), `${name}: card ${f.verdict} shows its fix`);
+  });
+  const pixels = await chartPixels(page);
+  check(pixels.length > 0, `${name}: ${pixels.length} charts`);
+  for (const p of pixels) check(p.drawn > 500, `${name}: chart ${p.id} drew ${p.drawn} pixels`);
+  // The kernel table sorts on a click of its header.
+  const tables = await page.$$("[data-table^=kernels] table");
+  if (tables.length) {
+    const firstCell = () => page.$eval("[data-table^=kernels] tbody tr td", (td) => td.textContent);
+    const before = await firstCell();
+    await page.click("[data-table^=kernels] th[data-key=count]");
+    await page.click("[data-table^=kernels] th[data-key=count]");
+    const counts = await page.$$eval("[data-table^=kernels] tbody tr", (rows) =>
+      rows.map((r) => Number(r.children[4].textContent.replace(/,/g, ""))));
+    check(counts.every((c, i) => i === 0 || counts[i - 1] <= c), `${name}: kernel table sorts by calls (ascending on the second click)`);
+    check(typeof before === "string" && before.length > 0, `${name}: kernel table has rows`);
+  }
+  await page.screenshot({ path: path.join(artifacts, `${name}-light.png`), fullPage: true });
+  // Dark theme: every chart is drawn again in its colours.
+  await page.click("#theme-toggle");
+  check(await page.evaluate(() => document.documentElement.dataset.theme) === "dark", `${name}: theme toggles to dark`);
+  const dark = await chartPixels(page);
+  for (const p of dark) check(p.drawn > 500, `${name}: dark chart ${p.id} drew ${p.drawn} pixels`);
+  await page.screenshot({ path: path.join(artifacts, `${name}-dark.png`), fullPage: true });
+  // Print: light, every card and chart laid out (a PDF of the page).
+  await page.emulateMedia({ media: "print" });
+  await page.pdf({ path: path.join(artifacts, `${name}.pdf`), printBackground: true }).catch(() => {});
+  await page.emulateMedia({ media: "screen" });
+  // A narrow window: charts follow the width.
+  await page.setViewportSize({ width: 700, height: 900 });
+  await page.waitForTimeout(300);
+  const widths = await page.$$eval("[data-chart] canvas", (cs) => cs.map((c) => c.getBoundingClientRect().width));
+  check(widths.every((w) => w <= 700), `${name}: charts fit a 700 px window (widest ${Math.max(...widths)} px)`);
+  const offsite = log.requests.filter((u) => u !== url);
+  check(offsite.length === 0, `${name}: no network request (${offsite.slice(0, 3).join(", ")})`);
+  check(log.console.length === 0, `${name}: no console errors or warnings (${log.console.slice(0, 3).join(" | ")})`);
+  check(log.pageErrors.length === 0, `${name}: no page errors (${log.pageErrors.slice(0, 2).join(" | ")})`);
+  await context.close();
+}
+
+(async () => {
+  const [artifacts, ...reports] = process.argv.slice(2);
+  if (!artifacts || reports.length === 0) {
+    console.error("usage: node report_test.cjs ARTIFACT_DIR REPORT.html[=verdict,...] ...");
+    process.exit(2);
+  }
+  fs.mkdirSync(artifacts, { recursive: true });
+  const browser = await launch();
+  try {
+    for (const arg of reports) {
+      const [file, verdicts] = arg.split("=");
+      await checkReport(browser, file, verdicts ? verdicts.split(",") : [], artifacts);
+    }
+  } finally {
+    await browser.close();
+  }
+  if (failed()) {
+    console.log(`${failed()} checks failed`);
+    process.exit(1);
+  }
+  console.log("all checks passed");
+})().catch((e) => {
+  console.error(e);
+  process.exit(1);
+});

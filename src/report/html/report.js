@@ -465,6 +465,9 @@
     const cost = costSection(report);
     if (cost) app.append(cost);
     document.documentElement.dataset.rendered = "true";
+    // Read by bench/html_report_benchmark.sh: drawing done, and the frame that shows it painted.
+    window.gputriageRenderedMs = performance.now();
+    requestAnimationFrame(() => setTimeout(() => { window.gputriagePaintedMs = performance.now(); }, 0));
   }
 
   function renderEmbedded() {

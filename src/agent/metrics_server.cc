@@ -3,13 +3,13 @@
 #include <httplib.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
-#include <sys/socket.h>
 
 #include <cstdlib>
 
 #include "src/agent/agent.h"
 #include "src/agent/exposition.h"
 #include "src/agent/web_config.h"
+#include "src/sources/http/http_server.h"
 
 namespace gputriage {
 
@@ -117,21 +117,10 @@ StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Start(Agent& agent, cons
       for (const auto& [name, value] : headers) res.set_header(name.c_str(), value);
     });
   }
-  const int threads = std::max(options.threads, 1);
-  server.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
-  server.set_read_timeout(options.io_timeout_s, 0);
-  server.set_write_timeout(options.io_timeout_s, 0);
-  server.set_keep_alive_timeout(options.io_timeout_s);
-  server.set_payload_max_length(64 * 1024);  // scrapes send no body
-  // Headers and body go out in separate writes: without TCP_NODELAY, Nagle's
-  // algorithm holds the body until the client's delayed ACK (40 ms a scrape).
-  server.set_tcp_nodelay(true);
-  // SO_REUSEADDR only: cpp-httplib's default, SO_REUSEPORT, would let a second
-  // agent bind the same port and take half the scrapes.
-  server.set_socket_options([](int sock) {
-    int yes = 1;
-    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
-  });
+  HttpServerSettings settings;
+  settings.threads = options.threads;
+  settings.io_timeout_s = options.io_timeout_s;
+  ConfigureHttpServer(server, settings);  // scrapes send no body
   server.Get("/metrics", [&agent](const httplib::Request& req, httplib::Response& res) {
     agent.CountScrape();
     const auto format = Exposition::Negotiate(req.get_header_value("Accept"));
@@ -159,17 +148,7 @@ StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Start(Agent& agent, cons
   server.Get("/", [](const httplib::Request&, httplib::Response& res) {
     res.set_content("gputriage agent: /metrics (Prometheus), /healthz\n", "text/plain; charset=utf-8");
   });
-  if (options.port == 0) {
-    out->port_ = server.bind_to_any_port(options.host);
-    if (out->port_ < 0) return IoError("cannot listen on " + options.host + ": no free port");
-  } else {
-    if (!server.bind_to_port(options.host, options.port))
-      return IoError("cannot listen on " + options.host + ":" + std::to_string(options.port) +
-                     " (in use, or not an address of this machine)");
-    out->port_ = options.port;
-  }
-  MetricsServer* self = out.get();
-  out->thread_ = std::thread([self] { self->impl_->server->listen_after_bind(); });
+  ASSIGN_OR_RETURN(out->port_, BindAndServe(server, options.host, options.port, out->thread_));
   return out;
 }
 

@@ -55,39 +55,6 @@ std::optional<int64_t> AsRunId(const std::string& argument) {
   return std::nullopt;
 }
 
-void ApplyRecordedSettings(const Run& run, bool workload_given, DiagnoseOptions& options) {
-  const bool price_given = options.price_per_gpu_hour.has_value();
-  for (const auto& rec : run.recordings) {
-    if (!workload_given)
-      if (auto w = rec.metadata.find("workload"); w != rec.metadata.end())
-        if (auto parsed = ParseWorkloadClass(w->second)) options.workload = *parsed;
-    if (!price_given)
-      if (auto p = rec.metadata.find("price_per_gpu_hour"); p != rec.metadata.end()) {
-        char* end = nullptr;
-        const double price = std::strtod(p->second.c_str(), &end);
-        if (end != p->second.c_str() && *end == '\0' && std::isfinite(price) && price >= 0)
-          options.price_per_gpu_hour = price;
-      }
-  }
-}
-
-Status JudgeAgainstExperiment(RunStore& store, int64_t run_id, const std::string& name, Diagnosis& diagnosis) {
-  if (name.empty()) return Status::Ok();
-  ASSIGN_OR_RETURN(auto loaded, LoadPredecessors(store, run_id, name, kHistoryWindow));
-  if (loaded.predecessors.empty()) return Status::Ok();
-  HistoryRun current;
-  current.id = run_id;
-  current.figures = FiguresOf(diagnosis);
-  current.settings = std::move(loaded.settings);
-  if (auto finding = JudgeAgainstHistory(name, current, loaded.predecessors)) {
-    // After the findings of its own severity: what the run itself shows comes first.
-    auto at = std::find_if(diagnosis.findings.begin(), diagnosis.findings.end(),
-                           [&](const Finding& f) { return f.severity < finding->severity; });
-    diagnosis.findings.insert(at, std::move(*finding));
-  }
-  return Status::Ok();
-}
-
 bool ReachesFailOn(const Diagnosis& diagnosis, const std::string& level) {
   if (level == "none") return false;
   if (level == "regression")

@@ -22,6 +22,7 @@
 
 #include "gputriage/diagnosis.h"
 #include "gputriage/status.h"
+#include "src/store/run_history.h"
 #include "src/store/run_store.h"
 
 namespace gputriage::cli {
@@ -45,6 +46,7 @@ Subcommand AddExportCommand(CLI::App& app);
 Subcommand AddCompareCommand(CLI::App& app);
 Subcommand AddAgentCommand(CLI::App& app);
 Subcommand AddFleetCommand(CLI::App& app);
+Subcommand AddServeCommand(CLI::App& app);
 
 /// A number in [lo, hi] (in (lo, hi] with `above_lo`). CLI11's Range lets NaN and
 /// infinities through; here they are usage errors like any out-of-range value.
@@ -58,14 +60,7 @@ CLI::Validator RunIdNumber();
 /// id stays a file name, and its import says it is missing).
 std::optional<int64_t> AsRunId(const std::string& argument);
 
-/// A stored or exported run is judged as it was recorded (its --workload and
-/// price), unless the command line says otherwise (`workload_given`, a price set).
-void ApplyRecordedSettings(const Run& run, bool workload_given, DiagnoseOptions& options);
-
-/// Judges stored run `run_id` of experiment `name` against the complete runs of
-/// that name before it; a regression becomes a finding in `diagnosis` (kept in
-/// severity order). No name, or no predecessor: nothing to judge.
-Status JudgeAgainstExperiment(RunStore& store, int64_t run_id, const std::string& name, Diagnosis& diagnosis);
+// ApplyRecordedSettings and JudgeAgainstExperiment: src/store/run_history.h.
 
 /// --fail-on: whether a finding reaches `level` ("none", "info", "low",
 /// "moderate", "high", or "regression": a regression finding of any severity).

@@ -11,4 +11,5 @@ extern const std::string_view kUplotCss;      // node_modules/uplot/dist/uPlot.m
 extern const std::string_view kUplotLicense;  // node_modules/uplot/LICENSE
 extern const std::string_view kReportJs;      // src/report/html/report.js
 extern const std::string_view kReportCss;     // src/report/html/report.css
+extern const std::string_view kServeJs;       // src/report/html/serve.js
 }  // namespace gputriage::assets

@@ -1,5 +1,9 @@
 #include "src/store/run_history.h"
 
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+
 #include "src/verdicts/compare.h"
 
 namespace gputriage {
@@ -60,6 +64,52 @@ StatusOr<std::vector<ExperimentRun>> LoadExperiment(RunStore& store, const std::
     e.info = std::move(info);
     out.push_back(std::move(e));
   }
+  return out;
+}
+
+void ApplyRecordedSettings(const Run& run, bool workload_given, DiagnoseOptions& options) {
+  const bool price_given = options.price_per_gpu_hour.has_value();
+  for (const auto& rec : run.recordings) {
+    if (!workload_given)
+      if (auto w = rec.metadata.find("workload"); w != rec.metadata.end())
+        if (auto parsed = ParseWorkloadClass(w->second)) options.workload = *parsed;
+    if (!price_given)
+      if (auto p = rec.metadata.find("price_per_gpu_hour"); p != rec.metadata.end()) {
+        char* end = nullptr;
+        const double price = std::strtod(p->second.c_str(), &end);
+        if (end != p->second.c_str() && *end == '\0' && std::isfinite(price) && price >= 0)
+          options.price_per_gpu_hour = price;
+      }
+  }
+}
+
+Status JudgeAgainstExperiment(RunStore& store, int64_t run_id, const std::string& name, Diagnosis& diagnosis) {
+  if (name.empty()) return Status::Ok();
+  ASSIGN_OR_RETURN(auto loaded, LoadPredecessors(store, run_id, name, kHistoryWindow));
+  if (loaded.predecessors.empty()) return Status::Ok();
+  HistoryRun current;
+  current.id = run_id;
+  current.figures = FiguresOf(diagnosis);
+  current.settings = std::move(loaded.settings);
+  if (auto finding = JudgeAgainstHistory(name, current, loaded.predecessors)) {
+    // After the findings of its own severity: what the run itself shows comes first.
+    auto at = std::find_if(diagnosis.findings.begin(), diagnosis.findings.end(),
+                           [&](const Finding& f) { return f.severity < finding->severity; });
+    diagnosis.findings.insert(at, std::move(*finding));
+  }
+  return Status::Ok();
+}
+
+StatusOr<StoredRunDiagnosis> DiagnoseStoredRun(RunStore& store, int64_t run_id) {
+  StoredRunDiagnosis out;
+  ASSIGN_OR_RETURN(auto rec, store.LoadRun(run_id));
+  out.run.recordings.push_back(std::move(rec));
+  DiagnoseOptions options;
+  ApplyRecordedSettings(out.run, /*workload_given=*/false, options);
+  out.diagnosis = Diagnose(out.run, options);
+  const auto name = out.run.recordings[0].metadata.find("name");
+  if (name != out.run.recordings[0].metadata.end())
+    RETURN_IF_ERROR(JudgeAgainstExperiment(store, run_id, name->second, out.diagnosis));
   return out;
 }
 

@@ -41,4 +41,21 @@ StatusOr<RunAndPredecessors> LoadPredecessors(RunStore& store, int64_t run_id, c
 /// and settings.
 StatusOr<HistoryRun> LoadHistoryRun(RunStore& store, const RunInfo& info, bool* worked_out = nullptr);
 
+/// A stored or exported run is judged as it was recorded (its --workload and
+/// price), unless the caller says otherwise (`workload_given`, a price set).
+void ApplyRecordedSettings(const Run& run, bool workload_given, DiagnoseOptions& options);
+
+/// Judges stored run `run_id` of experiment `name` against the complete runs of
+/// that name before it; a regression becomes a finding in `diagnosis` (kept in
+/// severity order). No name, or no predecessor: nothing to judge.
+Status JudgeAgainstExperiment(RunStore& store, int64_t run_id, const std::string& name, Diagnosis& diagnosis);
+
+/// A stored run loaded and diagnosed as `diagnose RUN_ID` does: its recorded
+/// settings, then judged against its experiment's earlier runs.
+struct StoredRunDiagnosis {
+  Run run;
+  Diagnosis diagnosis;
+};
+StatusOr<StoredRunDiagnosis> DiagnoseStoredRun(RunStore& store, int64_t run_id);
+
 }  // namespace gputriage

@@ -25,7 +25,11 @@ async function openPage(browser, options) {
   const context = await browser.newContext(Object.assign({ viewport: { width: 1400, height: 900 } }, options || {}));
   const page = await context.newPage();
   const log = { console: [], pageErrors: [], requests: [] };
-  page.on("console", (m) => { if (m.type() === "error" || m.type() === "warning") log.console.push(`${m.type()}: ${m.text()}`); });
+  page.on("console", (m) => {
+    // Chromium's hint after repeated getImageData calls: the checks' own pixel reads, not the page's.
+    if (m.type() === "warning" && m.text().includes("willReadFrequently")) return;
+    if (m.type() === "error" || m.type() === "warning") log.console.push(`${m.type()}: ${m.text()}`);
+  });
   page.on("pageerror", (e) => log.pageErrors.push(String(e && e.stack || e)));
   page.on("request", (r) => log.requests.push(r.url()));
   return { page, context, log };
@@ -56,4 +60,18 @@ function check(ok, what) {
 }
 function failed() { return failures; }
 
-module.exports = { launch, openPage, chartPixels, check, failed };
+/// Runs a test's main and exits 0 only when it finished with every check passed.
+function runTest(main) {
+  main().then(() => {
+    if (failures) {
+      console.log(`${failures} checks failed`);
+      process.exit(1);
+    }
+    console.log("all checks passed");
+  }, (e) => {
+    console.error(e);
+    process.exit(1);
+  });
+}
+
+module.exports = { launch, openPage, chartPixels, check, failed, runTest };

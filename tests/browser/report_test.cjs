@@ -8,7 +8,7 @@
 const fs = require("fs");
 const path = require("path");
 const { pathToFileURL } = require("url");
-const { launch, openPage, chartPixels, check, failed } = require("./browser.cjs");
+const { launch, openPage, chartPixels, check, runTest } = require("./browser.cjs");
 
 async function checkReport(browser, file, expectedVerdicts, artifacts) {
   const name = path.basename(file, ".html");
@@ -67,7 +67,7 @@ async function checkReport(browser, file, expectedVerdicts, artifacts) {
   await context.close();
 }
 
-(async () => {
+runTest(async () => {
   const [artifacts, ...reports] = process.argv.slice(2);
   if (!artifacts || reports.length === 0) {
     console.error("usage: node report_test.cjs ARTIFACT_DIR REPORT.html[=verdict,...] ...");
@@ -83,12 +83,4 @@ async function checkReport(browser, file, expectedVerdicts, artifacts) {
   } finally {
     await browser.close();
   }
-  if (failed()) {
-    console.log(`${failed()} checks failed`);
-    process.exit(1);
-  }
-  console.log("all checks passed");
-})().catch((e) => {
-  console.error(e);
-  process.exit(1);
 });

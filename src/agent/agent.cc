@@ -1,6 +1,8 @@
 #include "src/agent/agent.h"
 
 #include <cmath>
+#include <cstdio>
+#include <limits>
 #include <cstring>
 #include <fstream>
 
@@ -397,8 +399,60 @@ void Agent::Tick(TimeNs now) {
     Judge(now);
     next_judgement_ = now + options_.judge_every_ns;
   }
-  Render(now);
+  if (options_.render_page) Render(now);
+  if (options_.view_history > 0) PublishView(now);
   last_tick_ns_.store(MonotonicNs());
+}
+
+void Agent::PublishView(TimeNs now) {
+  auto view = std::make_shared<AgentView>();
+  view->at = now;
+  view->source_status = (sampler_ || dcgm_) ? std::string() : nvml_status_;
+  if (dcgm_) view->source_status = nvml_status_;
+  view->interval_ns = options_.interval_ns;
+  view->window_ns = options_.window_ns;
+  for (size_t d = 0; d < gpus_.size(); ++d) {
+    GpuState& g = gpus_[d];
+    for (size_t k = 0; k < kNumViewSeries; ++k) {
+      auto& ring = g.recent[k];
+      ring.push_back(g.lost ? std::numeric_limits<float>::quiet_NaN() : static_cast<float>(g.latest[static_cast<size_t>(kViewSeries[k])]));
+      while (ring.size() > options_.view_history) ring.pop_front();
+    }
+    GpuView v;
+    if (live_ && d < live_->metrics.devices.size()) {
+      const MetricDevice& facts = live_->metrics.devices[d];
+      v.label = facts.Label();
+      v.name = facts.name;
+      v.uuid = facts.uuid;
+      v.power_limit_w = facts.power_limit_w;
+      v.memory_total_bytes = facts.memory_total_bytes;
+    }
+    v.lost = g.lost;
+    v.job = g.job;
+    v.latest = g.latest;
+    v.judgement = g.judgement;
+    for (size_t k = 0; k < kNumViewSeries; ++k) v.recent[k].assign(g.recent[k].begin(), g.recent[k].end());
+    if (sampler_ && !g.lost)
+      for (unsigned int pid : sampler_->ProcessIds(d)) {
+        // Its name, as top(1) shows it; a process gone since the listing keeps its pid.
+        std::string comm;
+        if (FILE* f = std::fopen((options_.proc_root + "/" + std::to_string(pid) + "/comm").c_str(), "r")) {
+          char buf[64] = {};
+          if (std::fgets(buf, sizeof buf, f) != nullptr) comm = buf;
+          std::fclose(f);
+        }
+        while (!comm.empty() && (comm.back() == '\n' || comm.back() == '\r')) comm.pop_back();
+        v.processes.push_back({pid, comm});
+      }
+    view->gpus.push_back(std::move(v));
+  }
+  std::lock_guard<std::mutex> lock(page_mutex_);
+  view_ = std::move(view);
+}
+
+std::shared_ptr<const AgentView> Agent::View() const {
+  std::lock_guard<std::mutex> lock(page_mutex_);
+  return view_;
 }
 
 void Agent::Judge(TimeNs /*now*/) {

@@ -58,6 +58,10 @@ struct AgentOptions {
   // on a thread of its own, so a slow kubelet never delays a sampling tick.
   std::string pod_resources_socket;
   TimeNs pod_refresh_ns = 10 * kNsPerS;
+  // `gputriage top`: each GPU's last values kept for View() (sparklines), and
+  // no Prometheus page rendered (nobody scrapes it).
+  size_t view_history = 0;  // ticks kept per GPU; 0: no View()
+  bool render_page = true;
 };
 
 /// What the agent says about one GPU, as of its last judgement.
@@ -77,6 +81,39 @@ struct GpuJudgement {
   std::string gain_bounded_by;
 };
 
+/// The series `top` draws as sparklines, in this order.
+inline constexpr Metric kViewSeries[] = {Metric::kGpuUtil, Metric::kSmActive, Metric::kTensorActive, Metric::kDramActive};
+inline constexpr size_t kNumViewSeries = 4;
+
+/// One process on a GPU, as NVML lists it.
+struct GpuProcessView {
+  unsigned int pid = 0;
+  std::string command;  // /proc/PID/comm
+};
+
+/// One GPU as of the last tick (a copy: the sampling thread goes on).
+struct GpuView {
+  std::string label;  // "GPU 0", "GPU 0 / MIG 1g.10gb (13)"
+  std::string name;
+  std::string uuid;
+  double power_limit_w = 0;       // as NVML reported it once; 0 unknown
+  int64_t memory_total_bytes = 0;
+  bool lost = false;
+  JobIdentity job;
+  std::vector<GpuProcessView> processes;
+  std::array<double, kNumMetrics> latest{};  // NaN: not sampled
+  std::array<std::vector<float>, kNumViewSeries> recent;  // oldest first; NaN where not sampled
+  GpuJudgement judgement;
+};
+
+struct AgentView {
+  TimeNs at = 0;
+  std::string source_status;  // "" while sampling, else why not (NVML failed to load, ...)
+  TimeNs interval_ns = 0;
+  TimeNs window_ns = 0;
+  std::vector<GpuView> gpus;
+};
+
 class Agent {
  public:
   explicit Agent(AgentOptions options);
@@ -92,6 +129,8 @@ class Agent {
   std::shared_ptr<const std::string> Page(Exposition::Format format) const;
   /// Healthy while the sampling loop keeps its tick; `why` says what is wrong.
   bool Healthy(std::string* why) const;
+  /// The GPUs as of the last tick (with AgentOptions::view_history); null before the first.
+  std::shared_ptr<const AgentView> View() const;
   /// Counted in gputriage_agent_scrapes_total.
   void CountScrape() { scrapes_.fetch_add(1, std::memory_order_relaxed); }
 
@@ -113,6 +152,7 @@ class Agent {
     std::array<double, kNumMetrics> latest;  // NaN: no value yet
     GpuJudgement judgement;
     bool lost = false;
+    std::array<std::deque<float>, kNumViewSeries> recent;  // view_history ticks
   };
   void Loop();
   void Tick(TimeNs now);
@@ -127,6 +167,7 @@ class Agent {
   void Judge(TimeNs now);
   void Render(TimeNs now);
   void Publish(const Exposition& e);
+  void PublishView(TimeNs now);
   void PodLoop();
 
   const AgentOptions options_;
@@ -151,6 +192,7 @@ class Agent {
   mutable std::mutex page_mutex_;
   std::shared_ptr<const std::string> page_text_;
   std::shared_ptr<const std::string> page_openmetrics_;
+  std::shared_ptr<const AgentView> view_;
   std::atomic<int64_t> scrapes_{0};
   std::atomic<int64_t> last_tick_ns_{0};
 

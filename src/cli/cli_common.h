@@ -47,6 +47,7 @@ Subcommand AddCompareCommand(CLI::App& app);
 Subcommand AddAgentCommand(CLI::App& app);
 Subcommand AddFleetCommand(CLI::App& app);
 Subcommand AddServeCommand(CLI::App& app);
+Subcommand AddTopCommand(CLI::App& app);
 
 /// A number in [lo, hi] (in (lo, hi] with `above_lo`). CLI11's Range lets NaN and
 /// infinities through; here they are usage errors like any out-of-range value.

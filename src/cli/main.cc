@@ -17,7 +17,7 @@ int main(int argc, char** argv) {
   const std::vector<Subcommand> subcommands = {AddDiagnoseCommand(app), AddCostCommand(app), AddRecordCommand(app),
                                                AddRunsCommand(app), AddExportCommand(app),
                                                AddCompareCommand(app), AddAgentCommand(app),
-                                               AddFleetCommand(app), AddServeCommand(app)};
+                                               AddFleetCommand(app), AddServeCommand(app), AddTopCommand(app)};
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

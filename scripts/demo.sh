@@ -6,15 +6,19 @@
 # machine with an NVIDIA GPU and PyTorch it also records a short training loop
 # there (a profiler trace via scripts/record_gpu_trace.py, an nvidia-smi log and,
 # on Hopper or newer, GPM metrics through nvidia-smi dmon) and diagnoses them together.
+# The traces' (and the GPU run's) HTML reports go to build/demo/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/bootstrap.sh
 cmake --preset release >/dev/null
 cmake --build --preset release -j "$(nproc)" --target gputriage gputriage_python_package
 bin=build/release/src/cli/gputriage
+reports=build/demo
+mkdir -p "$reports"
 for f in tests/data/traces/kineto-resnet50-v100/num_workers_0.pt.trace.json.gz \
          tests/data/traces/kineto-resnet50-v100/num_workers_4.pt.trace.json.gz; do
-  "$bin" diagnose --kernels 5 "$f"
+  name=$(basename "$f" .pt.trace.json.gz)
+  "$bin" diagnose --kernels 5 "$f" --html "$reports/resnet50_$name.html"
   echo
 done
 "$bin" diagnose tests/data/metrics/nvidia-smi/linux-x86_64__nvidia-h100-80gb-hbm3__590.48.01.txt
@@ -40,5 +44,6 @@ if command -v nvidia-smi >/dev/null 2>&1 && python3 -c 'import torch; assert tor
   inputs=("$out/live.json")
   [ -s "$out/nvidia-smi.csv" ] && inputs+=("$out/nvidia-smi.csv")
   grep -qi "smutil" "$out/gpm-dmon.txt" 2>/dev/null && inputs+=("$out/gpm-dmon.txt")  # GPM needs Hopper+
-  "$bin" diagnose "${inputs[@]}"
+  "$bin" diagnose "${inputs[@]}" --html "$reports/this_gpu.html"
 fi
+echo "HTML reports (open in any browser, offline): $(ls "$reports"/*.html | tr '\n' ' ')"

@@ -152,6 +152,25 @@ TEST(ChartDocument, MarkedStepsGiveBoundariesWaitsAndPhaseBars) {
   EXPECT_TRUE(r["gpus"][0]["series"].contains("gpu_util"));
 }
 
+TEST(ChartDocument, AClusterScrapeDrawsItsLeastBusyGpus) {
+  gputriage::Run run;
+  Recording rec;
+  rec.source_path = "cluster.prom";
+  rec.format = "dcgm-exporter";
+  for (int g = 0; g < 40; ++g) {
+    const size_t d = *rec.metrics.FindOrAdd(g, "GPU-" + std::to_string(g), "", -1);
+    // GPU g runs at (g * 7) % 40 + 50 percent: GPUs 30..39 sit lowest in a shuffled order.
+    for (int i = 0; i < 20; ++i) rec.metrics.Add(d, Metric::kGpuUtil, i * kNsPerS, (g * 7) % 40 + 50.0);
+  }
+  run.recordings.push_back(std::move(rec));
+  const json doc = json::parse(RenderChartJson(run, Diagnose(run)));
+  const auto& r = doc["recordings"][0];
+  EXPECT_EQ(r["gpus_total"], 40);
+  ASSERT_EQ(r["gpus"].size(), kChartMaxGpus);
+  for (const auto& g : r["gpus"]) EXPECT_LT(g["series"]["gpu_util"]["mean"][0].get<double>(), 66.0) << g["label"];
+  EXPECT_TRUE(r.contains("gpus_note"));
+}
+
 TEST(HtmlReport, SelfContainedAndNoFileNameEndsItsScripts) {
   gputriage::Run run;
   Recording rec = TraceWithLoader();

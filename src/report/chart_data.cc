@@ -224,12 +224,34 @@ json RecordingCharts(size_t index, const Recording& rec, const RecordingAnalysis
   }
   AddMarkedSteps(out, rec.marked_steps, t0, t0, t1);
 
-  for (size_t i = 0; i < rec.metrics.devices.size(); ++i) {
+  // Every GPU with an activity series, least busy first past kChartMaxGpus, else in order.
+  std::vector<size_t> drawn;
+  for (size_t i = 0; i < rec.metrics.devices.size(); ++i)
+    for (Metric m : kActivityMetrics)
+      if (rec.metrics.devices[i].Has(m)) {
+        drawn.push_back(i);
+        break;
+      }
+  out["gpus_total"] = drawn.size();
+  if (drawn.size() > kChartMaxGpus) {
+    auto busy = [&](size_t i) {
+      const auto& d = rec.metrics.devices[i];
+      for (Metric m : kActivityMetrics)
+        if (d.Has(m)) return d.Get(m).mean();
+      return 0.0;
+    };
+    std::stable_sort(drawn.begin(), drawn.end(), [&](size_t x, size_t y) { return busy(x) < busy(y); });
+    drawn.resize(kChartMaxGpus);
+    std::sort(drawn.begin(), drawn.end());
+    out["gpus_note"] = "charts for the " + std::to_string(kChartMaxGpus) + " least busy of " + std::to_string(out["gpus_total"].get<size_t>()) +
+                       " GPUs (by mean utilization); every GPU is in the verdicts and the JSON report";
+  }
+  for (size_t i : drawn) {
     const auto& d = rec.metrics.devices[i];
     json g = {{"label", d.Label()}, {"name", d.name}, {"series", json::object()}};
     for (Metric m : kActivityMetrics)
       if (d.Has(m)) g["series"][MetricName(m)] = SketchSeries(d.Get(m), t0);
-    if (!g["series"].empty()) out["gpus"].push_back(std::move(g));
+    out["gpus"].push_back(std::move(g));
   }
   return out;
 }

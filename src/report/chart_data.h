@@ -21,6 +21,9 @@ inline constexpr int kChartPoints = 2048;
 inline constexpr size_t kChartMaxStepBoundaries = 5000;
 /// Per-step bars: consecutive steps are averaged in groups past this many bars.
 inline constexpr size_t kChartMaxStepBars = 400;
+/// GPUs of one recording drawn as charts (a dcgm-exporter scrape of a whole
+/// cluster holds thousands): the least busy first, as they cost the most idle time.
+inline constexpr size_t kChartMaxGpus = 16;
 
 /// The chart document (schema "gputriage.charts", version 1; docs/json-schema.md).
 std::string RenderChartJson(const Run& run, const Diagnosis& diagnosis, int indent = -1);

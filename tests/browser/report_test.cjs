@@ -45,6 +45,10 @@ async function checkReport(browser, file, expectedVerdicts, artifacts) {
     check(typeof before === "string" && before.length > 0, `${name}: kernel table has rows`);
   }
   await page.screenshot({ path: path.join(artifacts, `${name}-light.png`), fullPage: true });
+  // The top of the page (verdicts, then the first charts): the README's picture is one of these.
+  const height = await page.evaluate(() => document.documentElement.scrollHeight);
+  await page.screenshot({ path: path.join(artifacts, `${name}-top.png`), fullPage: true,
+    clip: { x: 0, y: 0, width: 1400, height: Math.min(height, 2000) } });
   // Dark theme: every chart is drawn again in its colours.
   await page.click("#theme-toggle");
   check(await page.evaluate(() => document.documentElement.dataset.theme) === "dark", `${name}: theme toggles to dark`);

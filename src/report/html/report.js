@@ -240,7 +240,7 @@
       const series = [{ label: xLabel, value: (u, v) => (v == null ? "" : xNames ? xNames[v] || "" : String(v)) }];
       const data = [xs];
       for (let k = categories.length - 1; k >= 0; k--) {
-        const color = css("--c" + (k % 8));
+        const color = css(categories[k].color || "--c" + (k % 8));
         const mine = raw[k];
         series.push({ label: categories[k].label, fill: color, stroke: color, width: 0, paths: bars, points: { show: false },
           value: (u, v, si, idx) => (idx == null || mine[idx] == null ? "–" : fmt(mine[idx])) });
@@ -275,6 +275,11 @@
   }
 
   // ---- sections ------------------------------------------------------------
+  // The same colours for the same thing in every chart: waiting for data is the
+  // red of the timeline's shading, GPU work the utilization blue.
+  const phaseColors = { data: "--wait-line", data_loader: "--wait-line", kernel: "--util", forward: "--util",
+    backward: "--tensor", optimizer: "--sm", communication: "--dram", unmarked: "--c5", other: "--c5", runtime: "--c7",
+    cpu_exec: "--c6", memcpy: "--c1", memset: "--c2", checkpoint: "--c6" };
   const severityOrder = { high: 0, moderate: 1, low: 2, info: 3 };
 
   function findingCard(f, report) {
@@ -411,6 +416,7 @@
       if (ch.busy)
         timelineChart(sec, "timeline-" + i + "-trace", "Kernel activity over time: " + ch.busy.label,
           "Share of each " + num(ch.busy.bucket_s * 1000) + " ms bucket with a kernel running (what utilization.gpu samples). " + stepNote + waitNote, ch, null, ch.busy);
+      if (ch.gpus_note) sec.append(el("p", { class: "muted", text: ch.gpus_note }));
       ch.gpus.forEach((g, k) => {
         timelineChart(sec, "timeline-" + i + "-gpu" + k, g.label + (g.name ? " (" + g.name + ")" : "") + ": utilization and activity",
           "Each point one pixel column: the line is the time-weighted mean, the band the lowest and highest sample in it. " + stepNote + waitNote,
@@ -422,12 +428,12 @@
     if (steps && steps.length && rec.steps_from_markers) {
       const cats = ["kernel", "memcpy", "memset", "communication", "runtime", "data_loader", "cpu_exec", "other"];
       stackedBars(sec, "steps-" + i, "Step time by category", "Each step's wall time, in torch-tb-profiler's categories (where several run at once, the earlier category takes the time).",
-        steps.map((s) => s.step), "step", cats.map((c) => ({ label: c.replace("_", " "), values: steps.map((s) => s[c + "_ms"]) })));
+        steps.map((s) => s.step), "step", cats.map((c) => ({ label: c.replace("_", " "), values: steps.map((s) => s[c + "_ms"]), color: phaseColors[c] })));
     } else if (ch && ch.step_phases && ch.step_phases.step.length) {
       const p = ch.step_phases;
       const names = Object.keys(p.phases).filter((n) => p.phases[n].some((v) => v > 0));
       stackedBars(sec, "steps-" + i, "Step time by phase", (p.group > 1 ? "Each bar the mean of " + p.group + " consecutive steps. " : "") + "From the job's step markers (process " + (ch.steps ? ch.steps.pid : "") + ").",
-        p.step, "step", names.map((n) => ({ label: n, values: p.phases[n] })));
+        p.step, "step", names.map((n) => ({ label: n, values: p.phases[n], color: phaseColors[n] })));
     }
     if (rec.idle && rec.idle.total_ms > 0) {
       const causes = ["data_loader", "host_wait", "launch_overhead", "synchronization", "other"];

@@ -98,10 +98,15 @@ Status ServeApi::RefreshListings() {
     // A complete run kept already is final; anything else is read again.
     if (it != listings_.end() && it->second.info.status == "complete" && info.status == "complete") continue;
     RunListing row;
-    ASSIGN_OR_RETURN(row.findings, store_->LoadFindings(info.id));
-    // Stored figures, else worked out from the run's samples and steps (an older gputriage kept it).
-    auto history = LoadHistoryRun(*store_, info);
-    if (history.ok()) row.figures = std::move(history->figures);
+    // Findings and figures are a finished run's: one still recording has none
+    // yet, and working its figures out from its samples on every listing would
+    // cost a diagnosis per request.
+    if (info.status == "complete") {
+      ASSIGN_OR_RETURN(row.findings, store_->LoadFindings(info.id));
+      // Stored figures, else worked out from the run's samples and steps (an older gputriage kept it).
+      auto history = LoadHistoryRun(*store_, info);
+      if (history.ok()) row.figures = std::move(history->figures);
+    }
     row.info = std::move(info);
     listings_[row.info.id] = std::move(row);
   }
@@ -134,7 +139,8 @@ ApiResponse ServeApi::Runs(const std::multimap<std::string, std::string>& query)
   }
   std::set<std::string> all_verdicts;
   std::vector<const RunListing*> matches;
-  for (const auto& [id, r] : listings_) {
+  for (const auto& entry : listings_) {
+    const RunListing& r = entry.second;  // not a structured binding: lambdas below capture it
     for (const auto& f : r.findings) all_verdicts.insert(f.verdict);
     if (!Contains(r.info.name, name)) continue;
     if (!text.empty() && !Contains(r.info.command, text) && !Contains(r.info.name, text) && !Contains(r.info.host, text)) continue;

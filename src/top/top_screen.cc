@@ -172,11 +172,14 @@ std::vector<ScreenLine> RenderTopScreen(const AgentView* view, const TopUiState&
   } else {
     if (!view->source_status.empty()) add("warning: " + view->source_status, LineStyle::kModerate);
     // Columns: fixed figures, then the job and verdict share what is left.
-    const bool wide = width >= 110;
-    const int spark = wide ? std::clamp((width - 96) / 2, 8, 40) : 0;
-    const std::string header =
-        fmt::format(" {:<4} {:>5} {:>4} {:>4} {:>4} {:>11} {:>10}  ", "GPU", "util", "SM", "tens", "DRAM", "memory", "power") +
-        (wide ? FitColumns("util history", spark) + " " + FitColumns("SM history", spark) + " " : std::string()) + "verdict / job";
+    // Sparkline columns as the width allows: none, utilization and SM, or all four.
+    const int histories = width >= 170 ? 4 : width >= 110 ? 2 : 0;
+    const int spark = histories > 0 ? std::clamp((width - 96) / histories, 8, 40) : 0;
+    const char* history_names[] = {"util history", "SM history", "tensor history", "DRAM history"};
+    std::string header =
+        fmt::format(" {:<4} {:>5} {:>4} {:>4} {:>4} {:>11} {:>10}  ", "GPU", "util", "SM", "tens", "DRAM", "memory", "power");
+    for (int h = 0; h < histories; ++h) header += FitColumns(history_names[h], spark) + " ";
+    header += "verdict / job";
     add(header, LineStyle::kHeader);
     const auto order = SortedGpus(*view, ui);
     const size_t selected = std::min(ui.selected, order.empty() ? size_t{0} : order.size() - 1);
@@ -194,7 +197,7 @@ std::vector<ScreenLine> RenderTopScreen(const AgentView* view, const TopUiState&
       std::string row = fmt::format("{}{:<4} {:>5} {:>4} {:>4} {:>4} {:>11} {:>10}  ", k == selected ? ">" : " ", FitColumns(label, 4), Percent(value(Metric::kGpuUtil)),
                                     Percent(value(Metric::kSmActive)), Percent(value(Metric::kTensorActive)),
                                     Percent(value(Metric::kDramActive)), Memory(g), Power(g));
-      if (wide) row += Sparkline(g.recent[0], spark) + " " + Sparkline(g.recent[1], spark) + " ";
+      for (int h = 0; h < histories; ++h) row += Sparkline(g.recent[static_cast<size_t>(h)], spark) + " ";
       // The verdict before the job: on a narrow screen it is what must stay.
       row += g.lost ? "lost (fell off the bus)" : Verdict(g.judgement) + "  " + JobName(g.job);
       LineStyle style = g.lost ? LineStyle::kHigh : SeverityStyle(g.judgement);

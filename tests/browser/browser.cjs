@@ -35,17 +35,24 @@ async function openPage(browser, options) {
   return { page, context, log };
 }
 
-/// Canvases with drawn (non-transparent) pixels, per chart element.
+/// Per chart element: pixels drawn at all (axes, grid and labels too) and pixels
+/// of the data (saturated colour: every series, band and bar is coloured, while
+/// axes, grid and text are grey in both themes), so an empty plot cannot pass.
 async function chartPixels(page) {
   return page.$$eval("[data-chart]", (boxes) => boxes.map((box) => {
-    let drawn = 0;
+    let drawn = 0, data = 0;
     for (const canvas of box.querySelectorAll("canvas")) {
       const ctx = canvas.getContext("2d");
       if (!ctx || !canvas.width || !canvas.height) continue;
       const d = ctx.getImageData(0, 0, canvas.width, canvas.height).data;
-      for (let i = 3; i < d.length; i += 4) if (d[i] !== 0) drawn++;
+      for (let i = 0; i < d.length; i += 4) {
+        if (d[i + 3] === 0) continue;
+        drawn++;
+        const hi = Math.max(d[i], d[i + 1], d[i + 2]), lo = Math.min(d[i], d[i + 1], d[i + 2]);
+        if (hi - lo > 60 && d[i + 3] > 40) data++;
+      }
     }
-    return { id: box.dataset.chart, drawn };
+    return { id: box.dataset.chart, drawn, data };
   }));
 }
 

@@ -41,7 +41,7 @@ runTest(async () => {
     const cards = await page.$$eval("[data-verdict]", (es) => es.map((e) => e.dataset.verdict));
     check(cards.includes("input_bound") && cards.includes("regression"), `run 3's report shows its verdict cards (${cards})`);
     const pixels = await chartPixels(page);
-    check(pixels.length >= 2 && pixels.every((p) => p.drawn > 500), `run 3's charts are drawn (${pixels.map((p) => p.id + ":" + p.drawn)})`);
+    check(pixels.length >= 2 && pixels.every((p) => p.data > 200), `run 3's charts are drawn (${pixels.map((p) => p.id + ":" + p.data)})`);
     await page.screenshot({ path: path.join(artifacts, "serve-run.png"), fullPage: true });
     // Compare two runs from the table.
     await page.goto(base + "/", { waitUntil: "load" });
@@ -61,7 +61,7 @@ runTest(async () => {
     await page.goto(base + "/experiments/loader-exp", { waitUntil: "load" });
     await rendered();
     const trend = await chartPixels(page);
-    check(trend.length >= 2 && trend.every((p) => p.drawn > 300), `the trend charts are drawn (${trend.map((p) => p.id)})`);
+    check(trend.length >= 2 && trend.every((p) => p.data > 100), `the trend charts are drawn (${trend.map((p) => p.id + ":" + p.data)})`);
     const regressionRows = await page.$$eval("[data-table=experiment] tr.regression", (r) => r.map((x) => Number(x.dataset.run)));
     check(JSON.stringify(regressionRows) === "[3]", `the trend marks run 3 as the regression (${regressionRows})`);
     // The marked point: red pixels in the step-time chart.

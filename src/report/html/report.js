@@ -166,6 +166,12 @@
   }
 
   function pctValue(u, v) { return v == null ? "–" : num(v, 1) + "%"; }
+  // A series of a few points is drawn as points too: a line needs two.
+  function sparsePoints(values) {
+    let n = 0;
+    for (const v of values) if (v != null && ++n >= 3) return { show: false };
+    return { show: true, size: 7 };
+  }
 
   // Utilization (mean line over the min–max band of each bucket), the activity
   // series beside it, the data-wait share shaded and the step boundaries.
@@ -195,11 +201,11 @@
             tables.push([s.t_s, s.max, s.min, s.mean]);
             series.push({ label: names[name] + " max", stroke: css("--band"), width: 1, value: pctValue, points: { show: false }, spanGaps: true });
             series.push({ label: names[name] + " min", stroke: css("--band"), width: 1, value: pctValue, points: { show: false }, spanGaps: true });
-            series.push({ label: names[name], stroke: css(colors[name]), width: 1.5, value: pctValue, points: { show: false }, spanGaps: true });
+            series.push({ label: names[name], stroke: css(colors[name]), width: 1.5, value: pctValue, points: sparsePoints(s.mean), spanGaps: true });
             bands.push({ series: [base, base + 1], fill: css("--band") });
           } else {
             tables.push([s.t_s, s.mean]);
-            series.push({ label: names[name], stroke: css(colors[name]), width: 1.25, value: pctValue, points: { show: false }, spanGaps: true });
+            series.push({ label: names[name], stroke: css(colors[name]), width: 1.25, value: pctValue, points: sparsePoints(s.mean), spanGaps: true });
           }
         }
       }
@@ -259,12 +265,12 @@
     });
   }
 
-  function categoryBars(container, id, title, note, labels, values, unit) {
+  function categoryBars(container, id, title, note, labels, values, unit, xLabel) {
     return addChart(container, id, title, note, () => ({
       data: [labels.map((_, i) => i), values],
       opts: {
         height: 200,
-        series: [{ label: "cause", value: (u, v) => (v == null ? "" : labels[v] || "") },
+        series: [{ label: xLabel || "cause", value: (u, v) => (v == null ? "" : labels[v] || "") },
           { label: unit, fill: css("--c3"), stroke: css("--c3"), width: 0, paths: uPlot.paths.bars({ size: [0.6, 90] }),
             points: { show: false }, value: (u, v) => (v == null ? "–" : num(v) + " " + unit) }],
         scales: { x: { time: false, range: () => [-0.5, labels.length - 0.5] }, y: { range: (u, min, max) => [0, max * 1.1 || 1] } },
@@ -417,7 +423,23 @@
         timelineChart(sec, "timeline-" + i + "-trace", "Kernel activity over time: " + ch.busy.label,
           "Share of each " + num(ch.busy.bucket_s * 1000) + " ms bucket with a kernel running (what utilization.gpu samples). " + stepNote + waitNote, ch, null, ch.busy);
       if (ch.gpus_note) sec.append(el("p", { class: "muted", text: ch.gpus_note }));
-      ch.gpus.forEach((g, k) => {
+      // One instant (a single scrape, a one-row log): no timeline to draw; each
+      // GPU's levels at that instant instead.
+      const instant = ch.gpus.length > 0 && ch.gpus.every((g) => Object.values(g.series).every((s) => s.t_s.length < 2));
+      if (instant) {
+        const labels = [], values = [];
+        const short = { gpu_util: "util", gr_engine_active: "GR", sm_active: "SM", tensor_active: "tensor", dram_active: "DRAM", job_sm_util: "job SM" };
+        for (const g of ch.gpus)
+          for (const name of Object.keys(short)) {  // the timelines' order: busy first, then the pipes
+            if (!g.series[name]) continue;
+            labels.push(g.label.replace("GPU ", "") + " " + short[name]);
+            values.push(g.series[name].mean[0]);
+          }
+        categoryBars(sec, "instant-" + i, "Activity at the one instant recorded",
+          "This recording holds a single instant (one scrape or row): each GPU's levels then, in percent; there is no timeline.",
+          labels, values, "%", "GPU, series");
+      }
+      if (!instant) ch.gpus.forEach((g, k) => {
         timelineChart(sec, "timeline-" + i + "-gpu" + k, g.label + (g.name ? " (" + g.name + ")" : "") + ": utilization and activity",
           "Each point one pixel column: the line is the time-weighted mean, the band the lowest and highest sample in it. " + stepNote + waitNote,
           ch, g, null);

@@ -148,9 +148,10 @@
     app.append(header(`Compare run ${a} with run ${b}`, "B against A: each figure, what changed, and the change most likely behind each move"));
     const c = await api(`/api/compare?a=${encodeURIComponent(a)}&b=${encodeURIComponent(b)}`);
     app.append(el("p", {}, el("a", { href: `/runs/${a}` }, `A: run ${a}`), " · ", el("a", { href: `/runs/${b}` }, `B: run ${b}`)));
+    const withUnit = (v, unit) => (v == null ? "n/a" : unit === "percent" ? num(v, 1) + "%" : num(v) + " " + unit);
     const rows = c.metrics.map((m) => el("tr", { class: m.worse ? "worse" : m.better ? "better" : "", "data-metric": m.metric },
-      el("td", { text: m.metric }), el("td", { class: "num", text: m.before == null ? "n/a" : num(m.before) + " " + m.unit }),
-      el("td", { class: "num", text: m.after == null ? "n/a" : num(m.after) + " " + m.unit }),
+      el("td", { text: m.metric }), el("td", { class: "num", text: withUnit(m.before, m.unit) }),
+      el("td", { class: "num", text: withUnit(m.after, m.unit) }),
       el("td", { class: "num", text: m.change_percent == null ? "" : (m.change_percent > 0 ? "+" : "") + num(m.change_percent, 1) + "%" }),
       el("td", {}, m.worse ? el("span", { class: "badge sev-high", text: "worse" }) : m.better ? el("span", { class: "badge sev-info", text: "better" }) : "")));
     app.append(el("h2", { text: "Figures" }), el("table", { "data-table": "comparison" },

@@ -1,7 +1,6 @@
 #include "src/agent/agent.h"
 
 #include <cmath>
-#include <cstdio>
 #include <limits>
 #include <cstring>
 #include <fstream>
@@ -321,6 +320,11 @@ void Agent::Attribute(TimeNs now) {
   for (size_t d = 0; d < gpus_.size(); ++d) {
     GpuState& g = gpus_[d];
     if (g.lost) continue;
+    if (options_.view_history > 0 && sampler_) {
+      // `top` shows each process by name: read once per attribution, not every tick.
+      g.processes.clear();
+      for (unsigned int pid : sampler_->ProcessIds(d)) g.processes.push_back({pid, ProcessName(pid, options_.proc_root)});
+    }
     JobIdentity job;
     if (sampler_) {
       job = JobOfProcesses(sampler_->ProcessIds(d), options_.proc_root);
@@ -407,8 +411,8 @@ void Agent::Tick(TimeNs now) {
 void Agent::PublishView(TimeNs now) {
   auto view = std::make_shared<AgentView>();
   view->at = now;
-  view->source_status = (sampler_ || dcgm_) ? std::string() : nvml_status_;
-  if (dcgm_) view->source_status = nvml_status_;
+  // NVML sampling: nothing to say; a dcgm-exporter's last error, or why nothing samples.
+  view->source_status = sampler_ ? std::string() : nvml_status_;
   view->interval_ns = options_.interval_ns;
   view->window_ns = options_.window_ns;
   for (size_t d = 0; d < gpus_.size(); ++d) {
@@ -432,18 +436,7 @@ void Agent::PublishView(TimeNs now) {
     v.latest = g.latest;
     v.judgement = g.judgement;
     for (size_t k = 0; k < kNumViewSeries; ++k) v.recent[k].assign(g.recent[k].begin(), g.recent[k].end());
-    if (sampler_ && !g.lost)
-      for (unsigned int pid : sampler_->ProcessIds(d)) {
-        // Its name, as top(1) shows it; a process gone since the listing keeps its pid.
-        std::string comm;
-        if (FILE* f = std::fopen((options_.proc_root + "/" + std::to_string(pid) + "/comm").c_str(), "r")) {
-          char buf[64] = {};
-          if (std::fgets(buf, sizeof buf, f) != nullptr) comm = buf;
-          std::fclose(f);
-        }
-        while (!comm.empty() && (comm.back() == '\n' || comm.back() == '\r')) comm.pop_back();
-        v.processes.push_back({pid, comm});
-      }
+    if (!g.lost) v.processes = g.processes;
     view->gpus.push_back(std::move(v));
   }
   std::lock_guard<std::mutex> lock(page_mutex_);

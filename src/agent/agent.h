@@ -153,6 +153,7 @@ class Agent {
     GpuJudgement judgement;
     bool lost = false;
     std::array<std::deque<float>, kNumViewSeries> recent;  // view_history ticks
+    std::vector<GpuProcessView> processes;  // with view_history: as listed at the last attribution
   };
   void Loop();
   void Tick(TimeNs now);

@@ -101,9 +101,15 @@ JobIdentity IdentifyProcess(unsigned int pid, const std::string& proc_root) {
   text << cgroup.rdbuf();
   JobIdentity id = IdentityFromCgroup(text.str());
   id.pid = pid;
-  std::ifstream comm(dir + "/comm");
-  std::getline(comm, id.command);
+  id.command = ProcessName(pid, proc_root);
   return id;
+}
+
+std::string ProcessName(unsigned int pid, const std::string& proc_root) {
+  std::ifstream comm(proc_root + "/" + std::to_string(pid) + "/comm");
+  std::string name;
+  std::getline(comm, name);
+  return name;
 }
 
 JobIdentity JobOfProcesses(std::vector<unsigned int> pids, const std::string& proc_root) {

@@ -38,6 +38,9 @@ JobIdentity IdentityFromCgroup(std::string_view cgroup_text);
 /// Reads PROC_ROOT/PID/cgroup and comm; a process that has gone returns an empty identity.
 JobIdentity IdentifyProcess(unsigned int pid, const std::string& proc_root = "/proc");
 
+/// The process's name as top(1) shows it (<proc_root>/PID/comm); "" when it is gone.
+std::string ProcessName(unsigned int pid, const std::string& proc_root = "/proc");
+
 /// The job of a GPU's processes: the first one (lowest pid) in a container or
 /// Slurm job, else the lowest pid itself; empty when there are none.
 JobIdentity JobOfProcesses(std::vector<unsigned int> pids, const std::string& proc_root = "/proc");

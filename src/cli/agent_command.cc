@@ -18,14 +18,8 @@ namespace {
 
 struct AgentArgs {
   std::string listen = "127.0.0.1:9401";
-  std::string nvml_library;
-  std::string dcgm_exporter_url;
-  double interval_s = 1;
-  double window_s = 300;
-  double judge_every_s = 15;
+  SamplingArgs sampling;  // a node agent's defaults: 1 s ticks, 5-minute windows judged every 15 s
   double nvml_retry_s = 30;
-  std::string workload = "unspecified";
-  std::optional<double> price_per_gpu_hour;
   int threads = 64;
   std::string hostname;
   std::string web_config_file;
@@ -49,15 +43,8 @@ int RunAgent(const AgentArgs& args) {
     }
     web = std::make_shared<const WebConfig>(std::move(*config));
   }
-  AgentOptions options;
-  options.nvml_library = args.nvml_library;
-  options.dcgm_exporter_url = args.dcgm_exporter_url;
-  options.interval_ns = static_cast<TimeNs>(std::llround(args.interval_s * 1e9));
-  options.window_ns = static_cast<TimeNs>(std::llround(args.window_s * 1e9));
-  options.judge_every_ns = static_cast<TimeNs>(std::llround(args.judge_every_s * 1e9));
+  AgentOptions options = ToAgentOptions(args.sampling);
   options.reopen_every_ns = static_cast<TimeNs>(std::llround(args.nvml_retry_s * 1e9));
-  options.workload = *ParseWorkloadClass(args.workload);
-  options.price_per_gpu_hour = args.price_per_gpu_hour;
   options.hostname = args.hostname;
   options.pod_refresh_ns = static_cast<TimeNs>(std::llround(args.pod_refresh_s * 1e9));
   if (args.pod_resources_socket.empty()) {
@@ -92,7 +79,8 @@ int RunAgent(const AgentArgs& args) {
   std::fprintf(stderr, "gputriage agent: serving %s://%s:%d/metrics%s (sampling %s every %gs, judging a %gs window every %gs)\n",
                web && web->tls() ? "https" : "http", Printable(host).c_str(), (*server)->port(),
                web && !web->basic_auth_users.empty() ? " (basic auth)" : "",
-               args.dcgm_exporter_url.empty() ? "NVML" : Printable(args.dcgm_exporter_url).c_str(), args.interval_s, args.window_s, args.judge_every_s);
+               args.sampling.dcgm_exporter_url.empty() ? "NVML" : Printable(args.sampling.dcgm_exporter_url).c_str(),
+               args.sampling.interval_s, args.sampling.window_s, args.sampling.judge_every_s);
   std::fflush(stderr);
   int received = 0;
   sigwait(&stop_signals, &received);
@@ -109,24 +97,10 @@ Subcommand AddAgentCommand(CLI::App& app) {
   auto* agent = app.add_subcommand(
       "agent", "Run as a node agent: sample every GPU, judge each job continuously, serve Prometheus /metrics");
   agent->add_option("--listen", a->listen, "HOST:PORT to serve /metrics and /healthz on (default 127.0.0.1:9401)");
-  auto* nvml = agent->add_option("--nvml-library", a->nvml_library,
-                                 "NVML library to load (default: $GPUTRIAGE_NVML_LIBRARY, then libnvidia-ml.so.1)");
-  agent->add_option("--dcgm-exporter", a->dcgm_exporter_url,
-                    "sample a local dcgm-exporter (e.g. http://127.0.0.1:9400/metrics) instead of NVML; its DCGM "
-                    "series are not served again")
-      ->excludes(nvml);
-  agent->add_option("--interval", a->interval_s, "seconds between samples (default 1)")->check(FiniteRange(0.01, 3600.0));
-  agent->add_option("--window", a->window_s, "seconds of history each verdict is about (default 300)")
-      ->check(FiniteRange(1.0, 86400.0));
-  agent->add_option("--judge-every", a->judge_every_s, "seconds between verdicts (default 15)")
-      ->check(FiniteRange(0.1, 3600.0));
+  AddSamplingOptions(*agent, a->sampling, "; its DCGM series are not served again");
   agent->add_option("--nvml-retry", a->nvml_retry_s,
                     "seconds between attempts to open NVML again while it fails or every GPU is lost (default 30)")
       ->check(FiniteRange(0.1, 86400.0));
-  agent->add_option("--workload", a->workload, "workload class the targets are judged against")
-      ->check(CLI::IsMember(WorkloadChoices()));
-  agent->add_option("--price-per-gpu-hour", a->price_per_gpu_hour, "USD per GPU-hour (default: the dated price table)")
-      ->check(FiniteRange(0.0, 1e6));
   agent->add_option("--hostname", a->hostname,
                     "the node's name on every series (default: $NODE_NAME, else this machine's hostname; in a "
                     "Kubernetes pod the hostname is the pod's)")

@@ -74,6 +74,36 @@ const std::vector<std::string>& WorkloadChoices() {
   return choices;
 }
 
+void AddSamplingOptions(CLI::App& app, SamplingArgs& args, const std::string& exporter_note) {
+  auto* nvml = app.add_option("--nvml-library", args.nvml_library,
+                              "NVML library to load (default: $GPUTRIAGE_NVML_LIBRARY, then libnvidia-ml.so.1)");
+  app.add_option("--dcgm-exporter", args.dcgm_exporter_url,
+                 "sample a local dcgm-exporter (e.g. http://127.0.0.1:9400/metrics) instead of NVML" + exporter_note)
+      ->excludes(nvml);
+  app.add_option("--interval", args.interval_s, fmt::format("seconds between samples (default {:g})", args.interval_s))
+      ->check(FiniteRange(0.01, 3600.0));
+  app.add_option("--window", args.window_s, fmt::format("seconds of history each verdict is about (default {:g})", args.window_s))
+      ->check(FiniteRange(1.0, 86400.0));
+  app.add_option("--judge-every", args.judge_every_s, fmt::format("seconds between verdicts (default {:g})", args.judge_every_s))
+      ->check(FiniteRange(0.1, 3600.0));
+  app.add_option("--workload", args.workload, "workload class the targets are judged against")
+      ->check(CLI::IsMember(WorkloadChoices()));
+  app.add_option("--price-per-gpu-hour", args.price_per_gpu_hour, "USD per GPU-hour (default: the dated price table)")
+      ->check(FiniteRange(0.0, 1e6));
+}
+
+AgentOptions ToAgentOptions(const SamplingArgs& args) {
+  AgentOptions options;
+  options.nvml_library = args.nvml_library;
+  options.dcgm_exporter_url = args.dcgm_exporter_url;
+  options.interval_ns = static_cast<TimeNs>(std::llround(args.interval_s * 1e9));
+  options.window_ns = static_cast<TimeNs>(std::llround(args.window_s * 1e9));
+  options.judge_every_ns = static_cast<TimeNs>(std::llround(args.judge_every_s * 1e9));
+  options.workload = *ParseWorkloadClass(args.workload);
+  options.price_per_gpu_hour = args.price_per_gpu_hour;
+  return options;
+}
+
 void Print(const std::string& out) { std::fwrite(out.data(), 1, out.size(), stdout); }
 
 Status WriteOutputFile(const std::string& path, const std::string& content) {

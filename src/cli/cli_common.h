@@ -21,6 +21,7 @@
 #include <CLI/CLI.hpp>
 
 #include "gputriage/diagnosis.h"
+#include "src/agent/agent.h"
 #include "gputriage/status.h"
 #include "src/store/run_history.h"
 #include "src/store/run_store.h"
@@ -48,6 +49,24 @@ Subcommand AddAgentCommand(CLI::App& app);
 Subcommand AddFleetCommand(CLI::App& app);
 Subcommand AddServeCommand(CLI::App& app);
 Subcommand AddTopCommand(CLI::App& app);
+
+/// What `agent` and `top` both sample and judge with: the source, the tick, the
+/// window a verdict is about, the targets and the price. The defaults differ
+/// (a node agent judges 5 minutes every 15 s; top a minute every 5 s).
+struct SamplingArgs {
+  std::string nvml_library;
+  std::string dcgm_exporter_url;
+  double interval_s = 1;
+  double window_s = 300;
+  double judge_every_s = 15;
+  std::string workload = "unspecified";
+  std::optional<double> price_per_gpu_hour;
+};
+/// --nvml-library | --dcgm-exporter, --interval, --window, --judge-every,
+/// --workload, --price-per-gpu-hour; help shows the defaults `args` holds.
+void AddSamplingOptions(CLI::App& app, SamplingArgs& args, const std::string& exporter_note = "");
+/// The agent's options those flags set (the rest stay at AgentOptions' defaults).
+AgentOptions ToAgentOptions(const SamplingArgs& args);
 
 /// A number in [lo, hi] (in (lo, hi] with `above_lo`). CLI11's Range lets NaN and
 /// infinities through; here they are usage errors like any out-of-range value.

@@ -323,21 +323,11 @@ int RunRecord(const RecordArgs& args) {
     const std::string text = RenderTerminal(run, diagnosis, {});
     std::fwrite(text.data(), 1, text.size(), stderr);
   }
-  if (!args.json_path.empty()) {
-    FILE* f = std::fopen(args.json_path.c_str(), "w");
-    if (f == nullptr) {
-      std::fprintf(stderr, "gputriage: error: cannot write %s\n", args.json_path.c_str());
-    } else {
-      const std::string json = RenderJson(run, diagnosis);
-      std::fwrite(json.data(), 1, json.size(), f);
-      std::fputc('\n', f);
-      std::fclose(f);
-    }
-  }
-  if (!args.html_path.empty()) {
-    // The run is stored already: a report that cannot be written costs only itself.
-    if (Status s = WriteOutputFile(args.html_path, RenderHtml(run, diagnosis)); !s.ok()) PrintError(s);
-  }
+  // The run is stored already: a report that cannot be written costs only itself.
+  if (!args.json_path.empty())
+    if (Status s = WriteOutputFile(args.json_path, RenderJson(run, diagnosis) + "\n"); !s.ok()) PrintError(s);
+  if (!args.html_path.empty())
+    if (Status s = WriteOutputFile(args.html_path, RenderHtml(run, diagnosis, {.title = args.name})); !s.ok()) PrintError(s);
   // A job that failed keeps its exit code; one that succeeded fails a CI gate on --fail-on.
   if (result->exit_code == 0 && ReachesFailOn(diagnosis, args.fail_on)) return kExitFindings;
   return result->exit_code;

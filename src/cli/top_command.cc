@@ -19,28 +19,23 @@
 namespace gputriage::cli {
 namespace {
 
+/// A live view: a minute's window, judged every 5 s (a node agent's are 5 minutes and 15 s).
+SamplingArgs TopSampling() {
+  SamplingArgs s;
+  s.window_s = 60;
+  s.judge_every_s = 5;
+  return s;
+}
+
 struct TopArgs {
-  std::string nvml_library;
-  std::string dcgm_exporter_url;
-  double interval_s = 1;
-  double window_s = 60;
-  double judge_every_s = 5;
-  std::string workload = "unspecified";
-  std::optional<double> price_per_gpu_hour;
+  SamplingArgs sampling = TopSampling();
   bool once = false;
 };
 
 std::atomic<bool> g_stop{false};
 
 int RunTop(const TopArgs& args) {
-  AgentOptions options;
-  options.nvml_library = args.nvml_library;
-  options.dcgm_exporter_url = args.dcgm_exporter_url;
-  options.interval_ns = static_cast<TimeNs>(std::llround(args.interval_s * 1e9));
-  options.window_ns = static_cast<TimeNs>(std::llround(args.window_s * 1e9));
-  options.judge_every_ns = static_cast<TimeNs>(std::llround(args.judge_every_s * 1e9));
-  options.workload = *ParseWorkloadClass(args.workload);
-  options.price_per_gpu_hour = args.price_per_gpu_hour;
+  AgentOptions options = ToAgentOptions(args.sampling);
   options.view_history = 240;
   options.render_page = false;
   signal(SIGINT, [](int) { g_stop.store(true); });
@@ -92,18 +87,7 @@ Subcommand AddTopCommand(CLI::App& app) {
   auto* top = app.add_subcommand(
       "top", "Live terminal view of this machine's GPUs: activity sparklines, memory, power, processes and jobs, and "
              "each job's current verdict (keys: s sort, j/k pick, h help, q quit)");
-  auto* exporter = top->add_option("--dcgm-exporter", a->dcgm_exporter_url,
-                                   "read a local dcgm-exporter's page (http://HOST:9400/metrics) instead of NVML");
-  auto* nvml = top->add_option("--nvml-library", a->nvml_library,
-                               "NVML library to load (default: $GPUTRIAGE_NVML_LIBRARY, then libnvidia-ml.so.1)");
-  exporter->excludes(nvml);
-  top->add_option("--interval", a->interval_s, "seconds between samples (1)")->check(FiniteRange(0.05, 60));
-  top->add_option("--window", a->window_s, "seconds of samples each verdict is about (60)")->check(FiniteRange(1, 86400));
-  top->add_option("--judge-every", a->judge_every_s, "seconds between verdicts (5)")->check(FiniteRange(0.1, 3600));
-  top->add_option("--workload", a->workload, "workload class the targets are judged against")
-      ->check(CLI::IsMember(WorkloadChoices()));
-  top->add_option("--price-per-gpu-hour", a->price_per_gpu_hour, "USD per GPU-hour (default: the dated price table)")
-      ->check(FiniteRange(0.0, 1e6));
+  AddSamplingOptions(*top, a->sampling);
   top->add_flag("--once", a->once, "print one plain-text screen once the verdicts are in, and exit (no terminal needed)");
   return {top, [a] { return RunTop(*a); }};
 }

@@ -4,17 +4,22 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <map>
 #include <tuple>
+#include <utility>
 
 #include <nlohmann/json.hpp>
 
 #include "gputriage/markers.hpp"
+#include "src/analysis/intervals.h"
 
 namespace gputriage {
 namespace {
 
-constexpr int kNumMarkerPhases = static_cast<int>(std::tuple_size_v<decltype(MarkedStep::phase_ns)>);
+// Marked phases 1..7 (kPhaseNames[0] is unused), as MarkedStep::phase_ns holds them.
+constexpr int kPhases = static_cast<int>(std::size(kPhaseNames));
+static_assert(std::tuple_size_v<decltype(MarkedStep::phase_ns)> == std::size(kPhaseNames));
 
 using json = nlohmann::json;
 
@@ -24,45 +29,49 @@ double Round(double v, double scale) { return std::round(v * scale) / scale; }
 json Seconds(TimeNs t, TimeNs t0) { return Round(static_cast<double>(t - t0) / 1e9, 1e6); }
 json Percent(double v) { return std::isfinite(v) ? json(Round(v, 100)) : json(nullptr); }
 
-/// Time-weighted coverage of [start, end) by `intervals` in `buckets` equal
-/// buckets, as a percent of each bucket. `intervals` need not be sorted or disjoint:
-/// overlaps are merged first, so two DataLoader spans at once count once.
-std::vector<double> CoveragePercent(std::vector<Interval> intervals, TimeNs start, TimeNs end, int buckets) {
+/// Time-weighted coverage of [start, end) by a merged interval list
+/// (intervals::Merge: overlaps joined, so two DataLoader spans at once count
+/// once), in `buckets` equal buckets, as a percent of each bucket.
+std::vector<double> CoveragePercent(const intervals::List& merged, TimeNs start, TimeNs end, int buckets) {
   std::vector<double> covered(static_cast<size_t>(buckets), 0.0);
   if (end <= start) return covered;
-  std::sort(intervals.begin(), intervals.end(), [](const Interval& a, const Interval& b) { return a.start < b.start; });
   const double width = static_cast<double>(end - start) / buckets;
-  auto add = [&](TimeNs s, TimeNs e) {
-    s = std::max(s, start);
-    e = std::min(e, end);
-    if (e <= s) return;
+  for (const auto& iv : merged) {
+    const TimeNs s = std::max(iv.start, start), e = std::min(iv.end, end);
+    if (e <= s) continue;
     const double fs = static_cast<double>(s - start) / width;
     const double fe = static_cast<double>(e - start) / width;
-    auto first = static_cast<size_t>(fs);
-    auto last = std::min(static_cast<size_t>(fe), covered.size() - 1);
-    if (first >= covered.size()) return;
+    const auto first = static_cast<size_t>(fs);
+    const auto last = std::min(static_cast<size_t>(fe), covered.size() - 1);
+    if (first >= covered.size()) continue;
     if (first == last) {
       covered[first] += fe - fs;
-      return;
+      continue;
     }
     covered[first] += static_cast<double>(first + 1) - fs;
     for (size_t b = first + 1; b < last; ++b) covered[b] += 1.0;
     covered[last] += std::min(fe, static_cast<double>(last + 1)) - static_cast<double>(last);
-  };
-  TimeNs cur_s = 0, cur_e = -1;
-  for (const auto& iv : intervals) {
-    if (iv.end <= iv.start) continue;
-    if (cur_e < cur_s || iv.start > cur_e) {
-      if (cur_e > cur_s) add(cur_s, cur_e);
-      cur_s = iv.start;
-      cur_e = iv.end;
-    } else {
-      cur_e = std::max(cur_e, iv.end);
-    }
   }
-  if (cur_e > cur_s) add(cur_s, cur_e);
   for (auto& c : covered) c = std::clamp(100.0 * c, 0.0, 100.0);
   return covered;
+}
+
+/// The boundaries of `steps` (each given as its span and number by `describe`),
+/// when few enough to draw.
+template <typename Steps, typename Describe>
+json StepBoundaries(const Steps& steps, const char* source, Describe describe, TimeNs t0) {
+  const bool drawn = steps.size() <= kChartMaxStepBoundaries;
+  json st = {{"count", steps.size()}, {"source", source}, {"drawn", drawn}};
+  if (!drawn) return st;
+  json s0 = json::array(), s1 = json::array(), n = json::array();
+  for (const auto& step : steps) {
+    const auto [span, number] = describe(step);
+    s0.push_back(Seconds(span.start, t0));
+    s1.push_back(Seconds(span.end, t0));
+    n.push_back(number);
+  }
+  st.update({{"start_s", s0}, {"end_s", s1}, {"number", n}});
+  return st;
 }
 
 json BucketSeries(const std::vector<double>& percent, TimeNs start, TimeNs end, TimeNs t0) {
@@ -99,34 +108,21 @@ void AddMarkedSteps(json& out, const std::vector<MarkedStep>& steps, TimeNs t0, 
   for (const auto& s : steps) ++processes[s.pid];
   const uint32_t first_pid = processes.begin()->first;
   std::vector<const MarkedStep*> mine;
-  std::vector<Interval> waits;
+  std::map<uint32_t, intervals::List> waits;  // per process
   for (const auto& s : steps) {
     if (s.pid == first_pid) mine.push_back(&s);
     // The wait opens the step's span (a batch fetched between steps is that step's wait).
-    if (s.data_wait_ns() > 0) waits.push_back({s.span.start, std::min(s.span.end, s.span.start + s.data_wait_ns())});
+    if (s.data_wait_ns() > 0) waits[s.pid].push_back({s.span.start, std::min(s.span.end, s.span.start + s.data_wait_ns())});
   }
-  json st = {{"count", mine.size()}, {"source", "step markers"}, {"pid", first_pid},
-             {"processes", processes.size()}, {"drawn", mine.size() <= kChartMaxStepBoundaries}};
-  if (mine.size() <= kChartMaxStepBoundaries) {
-    json s0 = json::array(), s1 = json::array(), n = json::array();
-    for (const auto* s : mine) {
-      s0.push_back(Seconds(s->span.start, t0));
-      s1.push_back(Seconds(s->span.end, t0));
-      n.push_back(s->number);
-    }
-    st["start_s"] = s0;
-    st["end_s"] = s1;
-    st["number"] = n;
-  }
+  json st = StepBoundaries(mine, "step markers", [](const MarkedStep* m) { return std::pair(m->span, m->number); }, t0);
+  st["pid"] = first_pid;
+  st["processes"] = processes.size();
   out["steps"] = st;
   if (!waits.empty() && end > start) {
-    // Per process: the mean over processes is each process's share, summed and divided.
-    std::map<uint32_t, std::vector<Interval>> by_pid;
-    for (const auto& s : steps)
-      if (s.data_wait_ns() > 0) by_pid[s.pid].push_back({s.span.start, std::min(s.span.end, s.span.start + s.data_wait_ns())});
+    // The mean over processes: each process's share, summed and divided.
     std::vector<double> share(kChartPoints, 0.0);
-    for (auto& [pid, iv] : by_pid) {
-      const auto c = CoveragePercent(std::move(iv), start, end, kChartPoints);
+    for (auto& [pid, iv] : waits) {
+      const auto c = CoveragePercent(intervals::Merge(std::move(iv)), start, end, kChartPoints);
       for (size_t i = 0; i < share.size(); ++i) share[i] += c[i] / static_cast<double>(processes.size());
     }
     out["data_wait"] = BucketSeries(share, start, end, t0);
@@ -136,23 +132,23 @@ void AddMarkedSteps(json& out, const std::vector<MarkedStep>& steps, TimeNs t0, 
   const size_t group = (mine.size() + kChartMaxStepBars - 1) / kChartMaxStepBars;
   json bars = {{"group", group}, {"source", "step markers"}, {"step", json::array()}, {"phases", json::object()}};
   std::vector<std::string> names;
-  for (int p = 1; p < kNumMarkerPhases; ++p) names.emplace_back(kPhaseNames[p]);
+  for (int p = 1; p < kPhases; ++p) names.emplace_back(kPhaseNames[p]);
   names.emplace_back("unmarked");
   for (const auto& n : names) bars["phases"][n] = json::array();
   for (size_t i = 0; i < mine.size(); i += group) {
     const size_t stop = std::min(mine.size(), i + group);
-    std::array<double, kNumMarkerPhases + 1> sum{};
+    std::array<double, kPhases + 1> sum{};
     for (size_t k = i; k < stop; ++k) {
       TimeNs marked = 0;
-      for (int p = 1; p < kNumMarkerPhases; ++p) {
+      for (int p = 1; p < kPhases; ++p) {
         sum[static_cast<size_t>(p)] += static_cast<double>(mine[k]->phase_ns[static_cast<size_t>(p)]);
         marked += mine[k]->phase_ns[static_cast<size_t>(p)];
       }
-      sum[kNumMarkerPhases] += static_cast<double>(std::max<TimeNs>(0, mine[k]->span.duration() - marked));
+      sum[kPhases] += static_cast<double>(std::max<TimeNs>(0, mine[k]->span.duration() - marked));
     }
     bars["step"].push_back(mine[i]->number);
     const double n = static_cast<double>(stop - i);
-    for (int p = 1; p <= kNumMarkerPhases; ++p)
+    for (int p = 1; p <= kPhases; ++p)
       bars["phases"][names[static_cast<size_t>(p - 1)]].push_back(Round(sum[static_cast<size_t>(p)] / n / 1e6, 1000));
   }
   out["step_phases"] = bars;
@@ -173,9 +169,12 @@ json RecordingCharts(size_t index, const Recording& rec, const RecordingAnalysis
     t0 = std::min(t0, s);
     t1 = std::max(t1, e);
   };
-  const int device = a.device.id;
+  // The primary device's kernels, gathered once: they bound the clock and give the coverage.
+  intervals::List busy;
   for (const auto& k : rec.kernels)
-    if (k.device == device) widen(k.time.start, k.time.end);
+    if (k.device == a.device.id) busy.push_back(k.time);
+  busy = intervals::Merge(std::move(busy));
+  if (!busy.empty()) widen(busy.front().start, busy.back().end);
   for (const auto& s : a.steps) widen(s.window.start, s.window.end);
   for (const auto& s : rec.marked_steps) widen(s.span.start, s.span.end);
   for (const auto& d : rec.metrics.devices)
@@ -187,40 +186,29 @@ json RecordingCharts(size_t index, const Recording& rec, const RecordingAnalysis
 
   // Trace: the primary device's kernel coverage, the share of time any kernel runs
   // (the same quantity utilization.gpu samples), over the steps when there are steps.
-  if (a.has_gpu_activity && !rec.kernels.empty()) {
-    TimeNs start = INT64_MAX, end = INT64_MIN;
-    if (!a.steps.empty() && a.steps_from_markers) {
+  if (a.has_gpu_activity && !busy.empty()) {
+    const bool profiler_steps = !a.steps.empty() && a.steps_from_markers;
+    TimeNs start = busy.front().start, end = busy.back().end;
+    if (profiler_steps) {
+      start = a.steps.front().window.start;
+      end = a.steps.front().window.end;
       for (const auto& s : a.steps) start = std::min(start, s.window.start), end = std::max(end, s.window.end);
-    } else {
-      for (const auto& k : rec.kernels)
-        if (k.device == device) start = std::min(start, k.time.start), end = std::max(end, k.time.end);
     }
-    std::vector<Interval> busy;
-    for (const auto& k : rec.kernels)
-      if (k.device == device) busy.push_back(k.time);
     if (end > start) {
-      out["busy"] = BucketSeries(CoveragePercent(std::move(busy), start, end, kChartPoints), start, end, t0);
+      out["busy"] = BucketSeries(CoveragePercent(busy, start, end, kChartPoints), start, end, t0);
       out["busy"]["label"] = DeviceLabel(a);
       out["busy"]["source"] = "kernel time in the trace (any kernel running)";
-      std::vector<Interval> loader;
+      intervals::List loader;
       for (const auto& c : rec.cpu_spans)
         if (c.kind == CpuSpanKind::kDataLoader) loader.push_back(c.time);
       if (!loader.empty()) {
-        out["data_wait"] = BucketSeries(CoveragePercent(std::move(loader), start, end, kChartPoints), start, end, t0);
+        out["data_wait"] = BucketSeries(CoveragePercent(intervals::Merge(std::move(loader)), start, end, kChartPoints), start, end, t0);
         out["data_wait"]["source"] = "DataLoader spans in the trace";
       }
     }
-    if (!a.steps.empty() && a.steps_from_markers) {
-      json s0 = json::array(), s1 = json::array(), n = json::array();
-      const bool drawn = a.steps.size() <= kChartMaxStepBoundaries;
-      for (size_t i = 0; drawn && i < a.steps.size(); ++i) {
-        s0.push_back(Seconds(a.steps[i].window.start, t0));
-        s1.push_back(Seconds(a.steps[i].window.end, t0));
-        n.push_back(a.steps[i].number);
-      }
-      out["steps"] = {{"count", a.steps.size()}, {"source", "ProfilerStep markers"}, {"drawn", drawn}};
-      if (drawn) out["steps"].update({{"start_s", s0}, {"end_s", s1}, {"number", n}});
-    }
+    if (profiler_steps)
+      out["steps"] = StepBoundaries(a.steps, "ProfilerStep markers",
+                                    [](const StepBreakdown& b) { return std::pair(b.window, b.number); }, t0);
   }
   AddMarkedSteps(out, rec.marked_steps, t0, t0, t1);
 
@@ -234,13 +222,13 @@ json RecordingCharts(size_t index, const Recording& rec, const RecordingAnalysis
       }
   out["gpus_total"] = drawn.size();
   if (drawn.size() > kChartMaxGpus) {
-    auto busy = [&](size_t i) {
+    auto busy_mean = [&](size_t i) {
       const auto& d = rec.metrics.devices[i];
       for (Metric m : kActivityMetrics)
         if (d.Has(m)) return d.Get(m).mean();
       return 0.0;
     };
-    std::stable_sort(drawn.begin(), drawn.end(), [&](size_t x, size_t y) { return busy(x) < busy(y); });
+    std::stable_sort(drawn.begin(), drawn.end(), [&](size_t x, size_t y) { return busy_mean(x) < busy_mean(y); });
     drawn.resize(kChartMaxGpus);
     std::sort(drawn.begin(), drawn.end());
     out["gpus_note"] = "charts for the " + std::to_string(kChartMaxGpus) + " least busy of " + std::to_string(out["gpus_total"].get<size_t>()) +

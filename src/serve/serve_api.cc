@@ -16,6 +16,8 @@ namespace gputriage {
 namespace {
 
 ApiResponse Error(int status, const std::string& message) { return {status, "application/json", RenderErrorJson(message)}; }
+/// A store's failure: 404 for what is not there (a run, the store itself), else 500.
+ApiResponse Error(const Status& s) { return Error(s.code() == StatusCode::kNotFound ? 404 : 500, s.ToString()); }
 
 std::string Param(const std::multimap<std::string, std::string>& q, const std::string& key) {
   auto it = q.find(key);
@@ -45,6 +47,15 @@ bool HasTag(const RunInfo& r, const std::string& filter) {
   auto it = r.metadata.find(key);
   if (it == r.metadata.end()) return false;
   return eq == std::string::npos || it->second == filter.substr(eq + 1);
+}
+
+/// The text columns a listing sorts by; null for a numeric key.
+const std::string* TextKey(const RunListing& r, const std::string& key) {
+  if (key == "name") return &r.info.name;
+  if (key == "status") return &r.info.status;
+  if (key == "command") return &r.info.command;
+  if (key == "host") return &r.info.host;
+  return nullptr;
 }
 
 /// A sort key of a listing: the run's own columns, else one of its figures
@@ -116,7 +127,7 @@ Status ServeApi::RefreshListings() {
 }
 
 ApiResponse ServeApi::Runs(const std::multimap<std::string, std::string>& query) {
-  if (Status s = RefreshListings(); !s.ok()) return Error(500, s.ToString());
+  if (Status s = RefreshListings(); !s.ok()) return Error(s);
   const std::string name = Lower(Param(query, "name"));
   const std::string text = Lower(Param(query, "q"));
   const std::string verdict = Param(query, "verdict");
@@ -137,6 +148,11 @@ ApiResponse ServeApi::Runs(const std::multimap<std::string, std::string>& query)
     if (!v) return Error(400, "offset=" + o + ": expected a whole number");
     offset = static_cast<size_t>(*v);
   }
+  const bool by_text = TextKey(RunListing{}, sort) != nullptr;
+  if (!by_text && sort != "id" && sort != "started" && sort != "duration" && sort != "gpus" && sort != "samples" &&
+      sort != "exit_code" && FindFigure(sort) == nullptr)
+    return Error(400, "sort=" + sort + ": expected id, started, duration, name, status, command, host, gpus, samples, "
+                      "exit_code or a figure (step_time_ms, gpu_util_mean_percent, ...)");
   std::set<std::string> all_verdicts;
   std::vector<const RunListing*> matches;
   for (const auto& entry : listings_) {
@@ -150,17 +166,8 @@ ApiResponse ServeApi::Runs(const std::multimap<std::string, std::string>& query)
     matches.push_back(&r);
   }
   const bool desc = order == "desc";
-  const bool by_text = sort == "name" || sort == "status" || sort == "command" || sort == "host";
-  if (!by_text && sort != "id" && sort != "started" && sort != "duration" && sort != "gpus" && sort != "samples" &&
-      sort != "exit_code" && FindFigure(sort) == nullptr)
-    return Error(400, "sort=" + sort + ": expected id, started, duration, name, status, command, host, gpus, samples, "
-                      "exit_code or a figure (step_time_ms, gpu_util_mean_percent, ...)");
   std::stable_sort(matches.begin(), matches.end(), [&](const RunListing* a, const RunListing* b) {
-    if (by_text) {
-      const auto& x = sort == "name" ? a->info.name : sort == "status" ? a->info.status : sort == "host" ? a->info.host : a->info.command;
-      const auto& y = sort == "name" ? b->info.name : sort == "status" ? b->info.status : sort == "host" ? b->info.host : b->info.command;
-      return desc ? y < x : x < y;
-    }
+    if (by_text) return desc ? *TextKey(*b, sort) < *TextKey(*a, sort) : *TextKey(*a, sort) < *TextKey(*b, sort);
     const auto x = NumericKey(*a, sort), y = NumericKey(*b, sort);
     if (!x || !y) return x.has_value() && !y.has_value();  // missing last
     return desc ? *y < *x : *x < *y;
@@ -175,10 +182,7 @@ ApiResponse ServeApi::RunDocument(int64_t id, bool charts) {
   if (auto it = rendered_.find(id); it != rendered_.end())
     return {200, "application/json", charts ? it->second.charts : it->second.report};
   auto stored = DiagnoseStoredRun(*store_, id);
-  if (!stored.ok()) {
-    const bool missing = stored.status().code() == StatusCode::kNotFound;
-    return Error(missing ? 404 : 500, stored.status().ToString());
-  }
+  if (!stored.ok()) return Error(stored.status());
   JsonOptions json;
   json.indent = -1;
   Rendered r{RenderJson(stored->run, stored->diagnosis, json), RenderChartJson(stored->run, stored->diagnosis)};
@@ -200,10 +204,11 @@ ApiResponse ServeApi::RunDocument(int64_t id, bool charts) {
 ApiResponse ServeApi::Compare(const std::multimap<std::string, std::string>& query) {
   const auto a = ParseId(Param(query, "a")), b = ParseId(Param(query, "b"));
   if (!a || !b) return Error(400, "compare needs two run ids: /api/compare?a=ID&b=ID");
-  auto run_a = DiagnoseStoredRun(*store_, *a);
-  if (!run_a.ok()) return Error(run_a.status().code() == StatusCode::kNotFound ? 404 : 500, run_a.status().ToString());
-  auto run_b = DiagnoseStoredRun(*store_, *b);
-  if (!run_b.ok()) return Error(run_b.status().code() == StatusCode::kNotFound ? 404 : 500, run_b.status().ToString());
+  // Each side as `compare` diagnoses it: recorded settings, no judging against its experiment.
+  auto run_a = DiagnoseStoredRun(*store_, *a, /*judge_history=*/false);
+  if (!run_a.ok()) return Error(run_a.status());
+  auto run_b = DiagnoseStoredRun(*store_, *b, /*judge_history=*/false);
+  if (!run_b.ok()) return Error(run_b.status());
   const Comparison c = CompareRuns("run " + std::to_string(*a), run_a->run, run_a->diagnosis, "run " + std::to_string(*b),
                                    run_b->run, run_b->diagnosis);
   return {200, "application/json", RenderComparisonJson(c)};
@@ -211,7 +216,7 @@ ApiResponse ServeApi::Compare(const std::multimap<std::string, std::string>& que
 
 ApiResponse ServeApi::Experiment(const std::string& name) {
   auto runs = LoadExperiment(*store_, name);
-  if (!runs.ok()) return Error(500, runs.status().ToString());
+  if (!runs.ok()) return Error(runs.status());
   if (runs->empty()) return Error(404, "no complete run is named " + name);
   return {200, "application/json", RenderExperimentJson(name, *runs)};
 }

@@ -60,7 +60,7 @@ class ServeApi {
     std::string report;
     std::string charts;
   };
-  std::map<int64_t, Rendered> rendered_;  // at most kCachedReports, oldest id evicted first
+  std::map<int64_t, Rendered> rendered_;  // at most kCachedReports, the first rendered evicted first
   std::vector<int64_t> rendered_order_;
 };
 

@@ -100,7 +100,7 @@ Status JudgeAgainstExperiment(RunStore& store, int64_t run_id, const std::string
   return Status::Ok();
 }
 
-StatusOr<StoredRunDiagnosis> DiagnoseStoredRun(RunStore& store, int64_t run_id) {
+StatusOr<StoredRunDiagnosis> DiagnoseStoredRun(RunStore& store, int64_t run_id, bool judge_history) {
   StoredRunDiagnosis out;
   ASSIGN_OR_RETURN(auto rec, store.LoadRun(run_id));
   out.run.recordings.push_back(std::move(rec));
@@ -108,7 +108,7 @@ StatusOr<StoredRunDiagnosis> DiagnoseStoredRun(RunStore& store, int64_t run_id) 
   ApplyRecordedSettings(out.run, /*workload_given=*/false, options);
   out.diagnosis = Diagnose(out.run, options);
   const auto name = out.run.recordings[0].metadata.find("name");
-  if (name != out.run.recordings[0].metadata.end())
+  if (judge_history && name != out.run.recordings[0].metadata.end())
     RETURN_IF_ERROR(JudgeAgainstExperiment(store, run_id, name->second, out.diagnosis));
   return out;
 }

@@ -51,11 +51,12 @@ void ApplyRecordedSettings(const Run& run, bool workload_given, DiagnoseOptions&
 Status JudgeAgainstExperiment(RunStore& store, int64_t run_id, const std::string& name, Diagnosis& diagnosis);
 
 /// A stored run loaded and diagnosed as `diagnose RUN_ID` does: its recorded
-/// settings, then judged against its experiment's earlier runs.
+/// settings, then (with `judge_history`) judged against its experiment's
+/// earlier runs; without, as `compare` diagnoses each side.
 struct StoredRunDiagnosis {
   Run run;
   Diagnosis diagnosis;
 };
-StatusOr<StoredRunDiagnosis> DiagnoseStoredRun(RunStore& store, int64_t run_id);
+StatusOr<StoredRunDiagnosis> DiagnoseStoredRun(RunStore& store, int64_t run_id, bool judge_history = true);
 
 }  // namespace gputriage

@@ -101,6 +101,14 @@
     themeBeforePrint = null;
   });
 
+  /// The page's heading with its navigation and the theme button (the theme set first).
+  function topbar(title, subtitle, nav) {
+    if (!document.documentElement.dataset.theme) document.documentElement.dataset.theme = initialTheme();
+    return el("div", { class: "topbar" },
+      el("div", {}, el("h1", { text: title }), subtitle ? el("div", { class: "muted", text: subtitle }) : null),
+      el("div", { class: "no-print" }, nav || null, themeButton()));
+  }
+
   // ---- charts ---------------------------------------------------------------
   function chartWidth(container) {
     return Math.max(320, Math.min(container.clientWidth || 900, 1360));
@@ -299,7 +307,7 @@
       el("p", { text: f.detail }));
     if (f.expected_gain) {
       const g = f.expected_gain;
-      const range = g.range || [g.best, g.worst];
+      const range = g.range;  // [best, worst]
       card.append(el("div", { class: "gain" },
         el("div", {}, "Expected after the fix: ", el("b", { text: withUnit(g.expected, g.unit) }),
           " (now " + withUnit(g.current, g.unit) + "; range " + withUnit(range[0], g.unit) + " – " + withUnit(range[1], g.unit) +
@@ -475,12 +483,9 @@
     options = options || {};
     charts.length = 0;
     app.textContent = "";
-    if (!document.documentElement.dataset.theme) document.documentElement.dataset.theme = initialTheme();
     const title = options.title || app.dataset.title || "report";
-    app.append(el("div", { class: "topbar" },
-      el("div", {}, el("h1", { text: "gputriage: " + title }),
-        el("div", { class: "muted", text: "gputriage " + ((report.tool && report.tool.version) || "") + " · report schema " + report.schema_version })),
-      el("div", { class: "no-print" }, options.nav || null, themeButton())));
+    app.append(topbar("gputriage: " + title,
+      "gputriage " + ((report.tool && report.tool.version) || "") + " · report schema " + report.schema_version, options.nav));
     app.append(summarySection(report));
     const findings = (report.findings || []).slice().sort((a, b) => (severityOrder[a.severity] ?? 9) - (severityOrder[b.severity] ?? 9));
     app.append(el("h2", { text: "Verdicts" }));
@@ -510,5 +515,5 @@
     }
   }
 
-  window.GputriageReport = { render, renderEmbedded, el, num, usd, addChart, charts };
+  window.GputriageReport = { render, renderEmbedded, el, num, usd, addChart, axis, css, topbar };
 })();

@@ -20,20 +20,8 @@
     return el("nav", {}, el("a", { href: "/" }, "Runs"));
   }
   function header(title, subtitle) {
-    if (!document.documentElement.dataset.theme) {
-      const dark = window.matchMedia && window.matchMedia("(prefers-color-scheme: dark)").matches;
-      document.documentElement.dataset.theme = dark ? "dark" : "light";
-    }
     document.title = "gputriage: " + title;
-    return el("div", { class: "topbar" },
-      el("div", {}, el("h1", { text: title }), subtitle ? el("div", { class: "muted", text: subtitle }) : null),
-      el("div", { class: "no-print" }, nav(), el("button", {
-        type: "button", id: "theme-toggle",
-        onclick: () => {
-          document.documentElement.dataset.theme = document.documentElement.dataset.theme === "dark" ? "light" : "dark";
-          for (const c of R.charts) c.rebuild();
-        },
-      }, "Theme")));
+    return R.topbar(title, subtitle, nav());
   }
   function showError(e) {
     app.append(el("p", { class: "error", "data-error": "true", text: String(e.message || e) }));
@@ -184,8 +172,7 @@
       if (values.every((v) => v == null)) continue;
       const marked = runs.map((r, i) => (r.regression ? values[i] : null));
       R.addChart(section, "trend-" + key, label + " by run", null, () => {
-        const css = (n) => getComputedStyle(document.documentElement).getPropertyValue(n).trim();
-        const axis = (extra) => Object.assign({ stroke: css("--muted"), grid: { stroke: css("--grid") }, ticks: { stroke: css("--grid") } }, extra);
+        const css = R.css, axis = R.axis;
         return {
           data: [xs, values, marked],
           opts: {

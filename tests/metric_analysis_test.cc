@@ -280,6 +280,68 @@ TEST(MetricVerdicts, PowerCapThrottling) {
   EXPECT_NE(f->title.find("sw_power_cap"), std::string::npos);
 }
 
+/// Power and clocks without reason columns: `loaded_s` seconds of GEMM bursts
+/// between idle stretches, at `power(t)` W and `clock(t)` MHz while loaded; idle
+/// at 60 W and 345 MHz (where clocks drop on their own and must not count).
+std::string PowerClockLog(int seconds, int loaded_s, const std::function<double(int)>& power,
+                          const std::function<double(int)>& clock, const char* limit = nullptr,
+                          const char* name = nullptr) {
+  std::string out = "timestamp, utilization.gpu [%], power.draw [W], clocks.current.sm [MHz]";
+  out += limit ? ", power.limit [W]" : "";
+  out += name ? ", name\n" : "\n";
+  for (int t = 0; t < seconds; ++t) {
+    const bool loaded = (t % 60) < loaded_s;
+    out += fmt::format("2026/03/01 {:02d}:{:02d}:{:02d}.000, {}, {:.2f}, {:.0f}", 10 + t / 3600, (t / 60) % 60, t % 60,
+                       loaded ? 100 : 0, loaded ? power(t) : 60.0, loaded ? clock(t) : 345.0);
+    out += limit ? fmt::format(", {}", limit) : "";
+    out += name ? fmt::format(", {}\n", name) : "\n";
+  }
+  return out;
+}
+
+TEST(MetricVerdicts, PowerCapWithoutReasonColumnsFromPowerAndClocks) {
+  // An H100 PCIe GEMM burst as logged by -lms with no reasons, no limit, no name:
+  // power flat near 348 W while the clock wanders 990-1740 MHz (the highest
+  // reading, 1755, is the maximum).
+  const Diagnosis d = DiagnoseText(PowerClockLog(
+      1200, 45, [](int t) { return 346.0 + (t % 3); }, [](int t) { return t == 5 ? 1755.0 : 990.0 + (t % 7) * 15; }));
+  const Finding* f = Find(d, "throttled");
+  ASSERT_TRUE(f) << Verdicts(d);
+  EXPECT_EQ(f->severity, Severity::kHigh);  // 1755 / ~1035 MHz: +70 % headroom
+  EXPECT_NE(f->title.find("power cap"), std::string::npos) << f->title;
+  EXPECT_NE(f->detail.find("not logged"), std::string::npos) << f->detail;
+  ASSERT_TRUE(f->gain);
+  EXPECT_EQ(f->gain->bounded_by, "power_limit");
+  EXPECT_NEAR(f->gain->expected, 1755.0, 1e-9);
+  EXPECT_GT(f->gain->speedup_percent, 50.0);
+  EXPECT_FALSE(Find(d, "at_compute_limit")) << Verdicts(d);
+  // The clock under load, not the idle stretches' 345 MHz, is the evidence.
+  const auto& dev = d.recordings.at(0).metric_devices.at(0);
+  EXPECT_NEAR(dev.loaded_sm_clock_mean_mhz, 1035.0, 25.0);
+  EXPECT_NEAR(dev.loaded_share, 0.75, 0.01);
+}
+
+TEST(MetricVerdicts, PowerAtTheBoardsLimitAssumedFromItsName) {
+  const Diagnosis d = DiagnoseText(PowerClockLog(
+      600, 50, [](int) { return 247.0; }, [](int t) { return t == 3 ? 1410.0 : 1275.0; }, nullptr,
+      "NVIDIA A100-PCIE-40GB"));
+  const Finding* f = Find(d, "throttled");
+  ASSERT_TRUE(f) << Verdicts(d);
+  EXPECT_EQ(f->severity, Severity::kModerate);  // +10 % headroom
+  EXPECT_NE(f->detail.find("assumed"), std::string::npos) << f->detail;
+}
+
+TEST(MetricVerdicts, ClocksAtMaximumOrLockedLowAreNotThrottling) {
+  // Uncapped: clocks at their maximum under load, power below the limit.
+  EXPECT_FALSE(Find(DiagnoseText(PowerClockLog(600, 50, [](int) { return 228.0; }, [](int) { return 1410.0; })),
+                    "throttled"));
+  // Locked application clocks: low and flat, power steady and nowhere near a limit
+  // that is logged.
+  EXPECT_FALSE(Find(DiagnoseText(PowerClockLog(
+                        600, 50, [](int) { return 180.0; }, [](int t) { return t == 1 ? 1410.0 : 1005.0; }, "250.00")),
+                    "throttled"));
+}
+
 TEST(MetricVerdicts, UtilizationOnlyLowSaysWhichMetricWouldTell) {
   std::mt19937 rng(3);
   std::uniform_real_distribution<double> u(25, 45);  // steady ~35 %, no rhythm, no zeros

@@ -122,15 +122,116 @@ TEST(SmiCsv, UnitsInValuesAndAnyColumnOrder) {
 }
 
 TEST(SmiCsv, PositionalGpusWithoutKeyColumns) {
-  // No index/uuid/bus id: rows of one interval share a timestamp (within ms).
+  // No index/uuid/bus id: rows of one interval are milliseconds apart, intervals a second.
   const std::string log =
       "timestamp, utilization.gpu [%]\n"
       "2026/01/02 03:04:05.000, 10\n2026/01/02 03:04:05.003, 20\n"
-      "2026/01/02 03:04:06.000, 30\n2026/01/02 03:04:06.004, 40\n";
+      "2026/01/02 03:04:06.000, 30\n2026/01/02 03:04:06.004, 40\n"
+      "2026/01/02 03:04:07.000, 50\n2026/01/02 03:04:07.002, 60\n";
   Recording rec = ImportOne(log);
   ASSERT_EQ(rec.metrics.devices.size(), 2u);
-  EXPECT_DOUBLE_EQ(FindIndex(rec, 0)->Get(Metric::kGpuUtil).mean(), 20.0);
-  EXPECT_DOUBLE_EQ(FindIndex(rec, 1)->Get(Metric::kGpuUtil).mean(), 30.0);
+  // Time-weighted: GPU 1's rows are 0.997 and 0.998 s apart.
+  EXPECT_NEAR(FindIndex(rec, 0)->Get(Metric::kGpuUtil).mean(), 30.0, 0.05);
+  EXPECT_NEAR(FindIndex(rec, 1)->Get(Metric::kGpuUtil).mean(), 40.0, 0.05);
+}
+
+// An index-less log's rows as nvidia-smi writes them: `gpus` rows per cycle,
+// queried `query_ms` apart, cycles `interval_ms` apart plus jitter; each GPU has
+// its own memory use, and utilization alternates with a rhythm of its own.
+std::string InterleavedLog(int gpus, int cycles, double interval_ms, double jitter_ms, double query_ms,
+                           int skip_first_rows = 0) {
+  std::string log = "timestamp, power.draw [W], utilization.gpu [%], memory.used [MiB]\n";
+  uint32_t seed = 12345;
+  auto next = [&seed] {
+    seed = seed * 1664525u + 1013904223u;
+    return static_cast<double>(seed >> 8) / static_cast<double>(1u << 24);
+  };
+  double t_ms = 0;
+  int row = 0;
+  for (int c = 0; c < cycles; ++c) {
+    double at = t_ms;
+    for (int g = 0; g < gpus; ++g, ++row) {
+      if (g > 0) at += query_ms * (0.5 + next());  // each GPU queried after the one before
+      if (row < skip_first_rows) continue;
+      const int ms = static_cast<int>(at);
+      const int util = (c % 2 == 0) ? 100 : 0;
+      log += fmt::format("2026/01/02 03:{:02d}:{:02d}.{:03d}, {:.2f} W, {} %, {} MiB\n", 4 + ms / 60000,
+                         (ms / 1000) % 60, ms % 1000, 250.0 + 5 * next(), util, 1000 * (g + 1) + (c / 10));
+    }
+    t_ms += interval_ms + jitter_ms * next();
+  }
+  return log;
+}
+
+const ImportIssue* FindIssue(const Recording& rec, std::string_view kind) {
+  for (const auto& i : rec.stats.issues)
+    if (i.kind == kind) return &i;
+  return nullptr;
+}
+
+TEST(SmiCsv, OneGpuSampledFastAndIrregularlyIsOneGpu) {
+  // -lms 10 on one GPU: rows 7-19 ms apart. Read once as 4-5 GPUs (rows < 20 ms
+  // apart taken for one cycle of several).
+  Recording rec = ImportOne(InterleavedLog(1, 600, 7, 12, 0));
+  ASSERT_EQ(rec.metrics.devices.size(), 1u);
+  EXPECT_EQ(rec.metrics.devices[0].Get(Metric::kGpuUtil).count(), 600);
+  const ImportIssue* why = FindIssue(rec, "gpu_count_inferred");
+  ASSERT_NE(why, nullptr);
+  EXPECT_NE(why->message.find("1 GPU inferred"), std::string::npos) << why->message;
+  EXPECT_NE(why->message.find("no repeating pattern"), std::string::npos) << why->message;
+  EXPECT_NE(why->message.find("--gpus N"), std::string::npos);
+}
+
+TEST(SmiCsv, InterleavedGpusAreInferredFromTheCycleOfGaps) {
+  for (int gpus : {2, 3, 8}) {
+    SCOPED_TRACE(gpus);
+    // -lms 100: each GPU's query 1-3 ms after the one before, cycles ~100 ms apart.
+    Recording rec = ImportOne(InterleavedLog(gpus, 700, 100, 5, 2));
+    ASSERT_EQ(rec.metrics.devices.size(), static_cast<size_t>(gpus));
+    for (int g = 0; g < gpus; ++g) {
+      const MetricDevice* d = FindIndex(rec, g);
+      ASSERT_NE(d, nullptr);
+      EXPECT_EQ(d->Get(Metric::kGpuUtil).count(), 700);
+      // Each GPU keeps its own memory use: no row was put on another GPU.
+      EXPECT_NEAR(d->Get(Metric::kFbUsedBytes).min() / kMiB, 1000.0 * (g + 1), 0.5);
+      EXPECT_NEAR(d->Get(Metric::kFbUsedBytes).max() / kMiB, 1000.0 * (g + 1) + 69, 0.5);
+    }
+    const ImportIssue* why = FindIssue(rec, "gpu_count_inferred");
+    ASSERT_NE(why, nullptr);
+    EXPECT_NE(why->message.find(fmt::format("cycles of {}", gpus)), std::string::npos) << why->message;
+    EXPECT_NE(why->message.find("memory.used"), std::string::npos) << why->message;
+  }
+}
+
+TEST(SmiCsv, ALogCutMidCycleStartsWithTheLastGpus) {
+  Recording rec = ImportOne(InterleavedLog(4, 200, 1000, 50, 3, /*skip_first_rows=*/3));
+  ASSERT_EQ(rec.metrics.devices.size(), 4u);
+  EXPECT_EQ(FindIndex(rec, 3)->Get(Metric::kGpuUtil).count(), 200);
+  EXPECT_EQ(FindIndex(rec, 0)->Get(Metric::kGpuUtil).count(), 199);
+  EXPECT_NEAR(FindIndex(rec, 3)->Get(Metric::kFbUsedBytes).min() / kMiB, 4000.0, 0.5);
+}
+
+TEST(SmiCsv, EvenlySpacedRowsOfSeveralGpusShowInTheirMemory) {
+  // A logging loop that queries one GPU at a time, evenly spaced: no cycles in
+  // the timing, but each GPU's memory use continues every 3 rows.
+  std::string log = "timestamp, utilization.gpu [%], memory.used [MiB]\n";
+  for (int row = 0; row < 300; ++row)
+    log += fmt::format("2026/01/02 03:{:02d}:{:02d}.{:03d}, {}, {} MiB\n", 4 + row / 600, (row / 10) % 60,
+                       (row % 10) * 100, (row / 3) % 2 == 0 ? 100 : 0, 1000 * (row % 3 + 1) + row / 30);
+  Recording rec = ImportOne(log);
+  ASSERT_EQ(rec.metrics.devices.size(), 3u);
+  EXPECT_NEAR(FindIndex(rec, 2)->Get(Metric::kFbUsedBytes).min() / kMiB, 3000.0, 0.5);
+  const ImportIssue* why = FindIssue(rec, "gpu_count_inferred");
+  ASSERT_NE(why, nullptr);
+  EXPECT_NE(why->message.find("no cycles in the timing"), std::string::npos) << why->message;
+}
+
+TEST(SmiCsv, GpusOptionSetsTheCount) {
+  ImportOptions two;
+  two.gpus = 2;
+  Recording rec = ImportOne(InterleavedLog(1, 100, 7, 12, 0), two);
+  ASSERT_EQ(rec.metrics.devices.size(), 2u);
+  EXPECT_EQ(FindIssue(rec, "gpu_count_inferred"), nullptr);
 }
 
 TEST(SmiCsv, HeaderlessNeedsTheColumnList) {

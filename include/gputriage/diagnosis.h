@@ -235,6 +235,19 @@ struct DeviceMetricAnalysis {
   double power_mean_percent_of_limit = NAN;
   double max_sm_clock_mhz = 0;
   double sm_clock_mean_percent_of_max = NAN;
+  /// While loaded (busy >= 80 % in the same sample, MetricDevice::loaded): where a
+  /// power cap or a thermal limit shows, without the idle stretches' low clocks.
+  double loaded_share = NAN;             // of the time with a busy reading
+  int64_t loaded_clock_samples = 0;
+  double loaded_power_mean_w = NAN;
+  double loaded_power_max_w = NAN;
+  double loaded_power_percent_of_limit = NAN;  // against power_limit_w when known
+  double loaded_sm_clock_mean_mhz = NAN;
+  double loaded_sm_clock_min_mhz = NAN;
+  double loaded_sm_clock_max_mhz = NAN;
+  double loaded_sm_clock_percent_of_max = NAN;
+  double loaded_temp_mean_c = NAN;
+  std::string max_sm_clock_source;       // "logged clocks.max.sm" / "highest SM clock in the log"
   int64_t reason_samples = 0;
   double limiting_reason_share = NAN;  // share of samples with a performance-limiting clock event
   std::vector<std::string> active_reasons;  // names of reasons seen

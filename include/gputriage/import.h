@@ -34,6 +34,10 @@ struct ImportOptions {
   /// default: 1 s for nvidia-smi dmon (-d) and dcgmi dmon (-d 1000), and 15 s
   /// between untimed dcgm-exporter scrapes (the Helm chart's scrape interval).
   TimeNs sample_interval_ns = 0;
+  /// GPUs in an nvidia-smi CSV that names none (no index, uuid or pci.bus_id
+  /// column): its rows cycle through this many. 0 = inferred from the rows
+  /// (src/sources/metrics/interleaved_gpus.h).
+  int gpus = 0;
 };
 
 /// Formats `--format` accepts.

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <array>
+#include <cmath>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -201,6 +202,45 @@ class SeriesSketch {
   mutable int64_t sorted_count_ = -1;
 };
 
+/// Power, SM clock and temperature while the GPU is loaded (its utilization, or GR
+/// engine activity, at least kLoadedBusyPercent in the same sample): the readings
+/// of one sample are joined by their time as they arrive, so the signature of a
+/// power cap or a thermal limit (power pinned at a ceiling, clocks below their
+/// maximum) is read where the work runs, not averaged with idle stretches, where
+/// clocks drop on their own. Time-weighted: a loaded sample stands for the time
+/// since the device's previous sample (at most kMaxWeightNs). Bounded: one
+/// pending sample and a few sums.
+struct LoadedReadings {
+  static constexpr double kLoadedBusyPercent = 80.0;
+  static constexpr TimeNs kMaxWeightNs = TimeNs{60} * 1000 * 1000 * 1000;
+
+  struct Sums {
+    double weight_ns = 0;  // loaded time with each reading
+    double value_sum = 0;  // time-weighted
+    double min = 0, max = 0;
+    int64_t samples = 0;
+    void Add(double value, double weight);
+    double Mean() const { return weight_ns > 0 ? value_sum / weight_ns : NAN; }
+  };
+  Sums power_w, sm_clock_mhz, temp_c;
+  double loaded_ns = 0;       // loaded time (samples with a busy reading >= the threshold)
+  double observed_ns = 0;     // time of every sample with a busy reading
+  /// Readings of the device's latest sample time, until a later one arrives.
+  TimeNs pending_t = 0;
+  TimeNs previous_t = 0;
+  bool has_previous = false;
+  bool has_pending = false;
+  double busy = NAN, power = NAN, sm_clock = NAN, temp = NAN;
+
+  /// Takes one reading (any metric: the ones above are kept).
+  void Take(Metric m, TimeNs t, double value);
+  /// The sums with the pending sample counted in (what analysis reads).
+  LoadedReadings Settled() const;
+
+ private:
+  void Commit();
+};
+
 /// Identity and static facts of one GPU (or MIG instance) as a metric source saw it.
 struct MetricDevice {
   int index = -1;            // nvidia-smi / DCGM GPU index, -1 if not given
@@ -229,6 +269,7 @@ struct MetricDevice {
   /// and how many had any performance-limiting reason.
   std::array<int64_t, 9> reason_counts{};
   int64_t limiting_reason_samples = 0;
+  LoadedReadings loaded;
 
   /// "GPU 0", "GPU 0 / MIG 1g.5gb (13)", or the uuid when no index is known.
   std::string Label() const;

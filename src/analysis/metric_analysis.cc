@@ -121,9 +121,29 @@ std::vector<DeviceMetricAnalysis> AnalyzeMetrics(const MetricSet& metrics) {
       a.power_mean_percent_of_limit = 100.0 * d.Get(Metric::kPowerW).mean() / a.power_limit_w;
 
     a.max_sm_clock_mhz = d.max_sm_clock_mhz;
-    if (a.max_sm_clock_mhz <= 0 && d.Has(Metric::kSmClockMHz)) a.max_sm_clock_mhz = d.Get(Metric::kSmClockMHz).max();
+    if (a.max_sm_clock_mhz > 0) a.max_sm_clock_source = "logged maximum SM clock";
+    if (a.max_sm_clock_mhz <= 0 && d.Has(Metric::kSmClockMHz)) {
+      a.max_sm_clock_mhz = d.Get(Metric::kSmClockMHz).max();
+      a.max_sm_clock_source = "highest SM clock in the log";
+    }
     if (a.max_sm_clock_mhz > 0 && d.Has(Metric::kSmClockMHz))
       a.sm_clock_mean_percent_of_max = 100.0 * d.Get(Metric::kSmClockMHz).mean() / a.max_sm_clock_mhz;
+
+    const LoadedReadings loaded = d.loaded.Settled();
+    if (loaded.observed_ns > 0) a.loaded_share = loaded.loaded_ns / loaded.observed_ns;
+    if (loaded.power_w.samples > 0) {
+      a.loaded_power_mean_w = loaded.power_w.Mean();
+      a.loaded_power_max_w = loaded.power_w.max;
+      if (a.power_limit_w > 0) a.loaded_power_percent_of_limit = 100.0 * a.loaded_power_mean_w / a.power_limit_w;
+    }
+    a.loaded_clock_samples = loaded.sm_clock_mhz.samples;
+    if (loaded.sm_clock_mhz.samples > 0) {
+      a.loaded_sm_clock_mean_mhz = loaded.sm_clock_mhz.Mean();
+      a.loaded_sm_clock_min_mhz = loaded.sm_clock_mhz.min;
+      a.loaded_sm_clock_max_mhz = loaded.sm_clock_mhz.max;
+      if (a.max_sm_clock_mhz > 0) a.loaded_sm_clock_percent_of_max = 100.0 * a.loaded_sm_clock_mean_mhz / a.max_sm_clock_mhz;
+    }
+    if (loaded.temp_c.samples > 0) a.loaded_temp_mean_c = loaded.temp_c.Mean();
 
     a.reason_samples = d.Get(Metric::kClockEventReasons).count();
     if (a.reason_samples > 0) {

@@ -31,6 +31,7 @@ struct DiagnoseArgs {
   std::string format = "auto";
   std::vector<std::string> smi_columns;
   double sample_interval_s = 0;
+  int gpus = 0;
   std::string workload = "unspecified";
   bool workload_given = false;
   std::optional<double> price_per_gpu_hour;
@@ -62,6 +63,7 @@ int RunDiagnose(const DiagnoseArgs& args) {
   import.format = args.format;
   import.smi_columns = args.smi_columns;
   import.sample_interval_ns = static_cast<TimeNs>(std::llround(args.sample_interval_s * 1e9));
+  import.gpus = args.gpus;
   // A bare number that is not a file names a stored run (one too large for a
   // run id stays a file name, and its import says it is missing).
   std::vector<std::string> files;
@@ -166,6 +168,10 @@ Subcommand AddDiagnoseCommand(CLI::App& app) {
                        "seconds between samples of sources without timestamps (default: dmon/dcgmi 1 s, "
                        "dcgm-exporter scrapes 15 s)")
       ->check(FiniteRange(0.001, 86400.0));
+  diagnose->add_option("--gpus", d->gpus,
+                       "GPUs an nvidia-smi CSV without index, uuid or pci.bus_id cycles through (default: inferred "
+                       "from the rows' timing and values; the report says how)")
+      ->check(CLI::Range(1, 4096));
   diagnose->add_option("--workload", d->workload, "workload class the targets are judged against")
       ->check(CLI::IsMember(WorkloadChoices()))
       ->each([d](const std::string&) { d->workload_given = true; });

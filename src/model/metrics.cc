@@ -611,6 +611,61 @@ bool MetricSet::Plausible(Metric m, double v) {
   }
 }
 
+void LoadedReadings::Sums::Add(double value, double weight) {
+  if (samples == 0 || value < min) min = value;
+  if (samples == 0 || value > max) max = value;
+  ++samples;
+  weight_ns += weight;
+  value_sum += value * weight;
+}
+
+void LoadedReadings::Take(Metric m, TimeNs t, double value) {
+  if (m != Metric::kGpuUtil && m != Metric::kGrEngineActive && m != Metric::kPowerW && m != Metric::kSmClockMHz &&
+      m != Metric::kGpuTempC)
+    return;
+  if (has_pending && t != pending_t) {
+    if (t < pending_t) return;  // out of order: the sketches count it; the join needs one time at a time
+    Commit();
+  }
+  if (!has_pending) {
+    has_pending = true;
+    pending_t = t;
+    busy = power = sm_clock = temp = NAN;
+  }
+  switch (m) {
+    case Metric::kGpuUtil: busy = value; break;
+    case Metric::kGrEngineActive: if (std::isnan(busy)) busy = value; break;  // utilization.gpu first
+    case Metric::kPowerW: power = value; break;
+    case Metric::kSmClockMHz: sm_clock = value; break;
+    default: temp = value; break;
+  }
+}
+
+void LoadedReadings::Commit() {
+  if (!has_pending) return;
+  // A sample stands for the time since the one before; the first (and a single
+  // scrape) for an instant, so that a snapshot still has its readings.
+  const double weight = has_previous && pending_t > previous_t
+                            ? static_cast<double>(std::min<TimeNs>(pending_t - previous_t, kMaxWeightNs))
+                            : 1.0;
+  previous_t = pending_t;
+  has_previous = true;
+  has_pending = false;
+  if (std::isnan(busy)) return;
+  observed_ns += weight;
+  if (busy < kLoadedBusyPercent || weight <= 0) return;
+  loaded_ns += weight;
+  if (!std::isnan(power)) power_w.Add(power, weight);
+  if (!std::isnan(sm_clock)) sm_clock_mhz.Add(sm_clock, weight);
+  if (!std::isnan(temp)) temp_c.Add(temp, weight);
+}
+
+LoadedReadings LoadedReadings::Settled() const {
+  LoadedReadings copy = *this;
+  copy.Commit();
+  return copy;
+}
+
 void MetricSet::Add(size_t device, Metric m, TimeNs t, double value) {
   if (!Plausible(m, value)) {
     const auto i = static_cast<size_t>(m);
@@ -625,6 +680,7 @@ void MetricSet::Add(size_t device, Metric m, TimeNs t, double value) {
     if (bits & clock_event::kPerformanceLimiting) ++d.limiting_reason_samples;
   }
   d.series[static_cast<int>(m)].Add(t, value);
+  d.loaded.Take(m, t, value);
   ++samples;
   if (observer) observer(device, m, t, value);
 }

@@ -104,7 +104,15 @@ json MetricDeviceJson(const DeviceMetricAnalysis& d) {
   j["clocks"] = {{"max_sm_mhz", d.max_sm_clock_mhz > 0 ? json(d.max_sm_clock_mhz) : json(nullptr)},
                  {"sm_mean_percent_of_max", Num(d.sm_clock_mean_percent_of_max)},
                  {"event_samples", d.reason_samples}, {"limiting_event_share", Num(d.limiting_reason_share)},
-                 {"events_seen", d.active_reasons}};
+                 {"events_seen", d.active_reasons},
+                 {"max_sm_source", d.max_sm_clock_source.empty() ? json(nullptr) : json(d.max_sm_clock_source)}};
+  j["loaded"] = {{"share", Num(d.loaded_share)}, {"clock_samples", d.loaded_clock_samples},
+                 {"power_mean_w", Num(d.loaded_power_mean_w)}, {"power_max_w", Num(d.loaded_power_max_w)},
+                 {"power_mean_percent_of_limit", Num(d.loaded_power_percent_of_limit)},
+                 {"sm_clock_mean_mhz", Num(d.loaded_sm_clock_mean_mhz)}, {"sm_clock_min_mhz", Num(d.loaded_sm_clock_min_mhz)},
+                 {"sm_clock_max_mhz", Num(d.loaded_sm_clock_max_mhz)},
+                 {"sm_clock_mean_percent_of_max", Num(d.loaded_sm_clock_percent_of_max)},
+                 {"temp_mean_c", Num(d.loaded_temp_mean_c)}};
   j["memory_used_max_percent"] = Num(d.memory_used_max_percent);
   j["pcie_rx_p95_over_mean"] = Num(d.pcie_rx_p95_over_mean);
   j["busy_timeline"] = json::array();

@@ -77,6 +77,9 @@ std::string GainLine(const ExpectedGain& g) {
   if (g.unit == "ms")
     return fmt::format("{:.2f} → {:.2f} ms per step (range {:.2f}-{:.2f}; {:+.0f}% throughput{})", g.current, g.expected,
                        g.best, g.worst, g.speedup_percent, next);
+  if (g.unit != "percent")  // a level in its own unit (the SM clock in MHz)
+    return fmt::format("{} {:.0f} → {:.0f} {} (range {:.0f}-{:.0f} {}; {:+.0f}% work done in the same GPU time{})", g.metric,
+                       g.current, g.expected, g.unit, g.worst, g.best, g.unit, g.speedup_percent, next);
   return fmt::format("{} {:.1f}% → {:.1f}% (range {:.1f}-{:.1f}%; {:+.0f}% work done in the same GPU time{})", g.metric,
                      g.current, g.expected, g.worst, g.best, g.speedup_percent, next);
 }
@@ -307,7 +310,7 @@ void RenderRecording(std::string& out, const Recording& rec, const RecordingAnal
   if (!a.has_trace) {
     for (const auto& issue : rec.stats.issues)
       out += fmt::format("   import {}: {} × {} (first: {})\n", issue.severity == IssueSeverity::kInfo ? "note" : "warning",
-                         issue.count, issue.kind, Printable(Shorten(issue.message, 160)));
+                         issue.count, issue.kind, Printable(Shorten(issue.message, 280)));
     RenderStepMarkers(out, a.marked);
     RenderMetricDevices(out, rec, a);
     return;
@@ -319,7 +322,7 @@ void RenderRecording(std::string& out, const Recording& rec, const RecordingAnal
                      rec.stats.truncated ? " — TRUNCATED" : "");
   for (const auto& issue : rec.stats.issues)
     out += fmt::format("   import {}: {} × {} (first: {})\n", issue.severity == IssueSeverity::kInfo ? "note" : "warning",
-                       issue.count, issue.kind, Printable(Shorten(issue.message, 160)));
+                       issue.count, issue.kind, Printable(Shorten(issue.message, 280)));
   if (a.steps.empty()) {
     out += "   no steps and no activity to measure\n";
   } else {

@@ -30,6 +30,20 @@ constexpr double kIdleShare = 0.75;              // three quarters of samples at
 constexpr double kVideoEnginePercent = 20.0;     // NVENC/NVDEC busy while SMs are not
 constexpr double kThrottleModerateShare = 0.10;  // samples with a performance-limiting clock event
 constexpr double kThrottleHighShare = 0.50;
+// Throttling read from power, clocks and temperature where no clock-event reason
+// was logged (most logs carry none): under load (busy >= 80 % in the same sample,
+// LoadedReadings) the SM clock is held below its maximum while power sits at its
+// ceiling (a power cap: the driver lowers clocks until the board's draw fits) or
+// the GPU runs hot (a thermal limit). Set on the corpus's calibration half
+// (tests/corpus/cases.toml): power-capped GEMM bursts held their clocks at 58 %
+// and 90 % of maximum, uncapped ones at 99.97-100 %; GPU Boost moves clocks a
+// few percent on its own, hence 93 %.
+constexpr double kLoadedClockPercent = 93.0;       // loaded SM clock mean / max at most this
+constexpr double kPowerAtLimitPercent = 95.0;      // loaded power mean / known limit at least this
+constexpr double kPowerSteadyPercent = 90.0;       // limit unknown: loaded power mean / power p95 at least this
+constexpr double kClockSwingPercent = 5.0;         // ... and clocks that move under load (DVFS), not a clock locked low
+constexpr double kThermalLimitC = 85.0;            // loaded mean temperature (slowdown thresholds sit at 85-90 C)
+constexpr double kMinLoadedShare = 0.10;           // of the logged time, for a run (a snapshot needs one loaded sample)
 constexpr double kFp32PipePercent = 20.0;        // FP32 pipe busy ...
 constexpr double kTensorIdlePercent = 5.0;       // ... while the tensor pipe is idle
 constexpr double kDramModeratePercent = 50.0;    // DCGM: ~0.8 is the practical DRAM ceiling
@@ -220,8 +234,82 @@ bool Idle(const Ctx& c, std::vector<Finding>& out) {
   return true;
 }
 
+/// Throttling without clock-event reasons: what holds the clocks under load, read
+/// from power against its ceiling, the clocks' own movement and temperature.
+void InferredThrottle(const Ctx& c, std::vector<Finding>& out) {
+  const auto& d = c.d;
+  if (d.loaded_clock_samples < 1 || std::isnan(d.loaded_sm_clock_percent_of_max) || std::isnan(d.loaded_share)) return;
+  if (d.loaded_share < kMinLoadedShare && !c.snapshot) return;
+  if (d.loaded_sm_clock_percent_of_max > kLoadedClockPercent) return;
+  const double swing = 100.0 * (d.loaded_sm_clock_max_mhz - d.loaded_sm_clock_min_mhz) / d.max_sm_clock_mhz;
+  const double power_p95 = Has(d, Metric::kPowerW) ? d.metrics[static_cast<int>(Metric::kPowerW)].p95 : NAN;
+  const double steady = power_p95 > 0 ? 100.0 * d.loaded_power_mean_w / power_p95 : NAN;
+  std::string cause;
+  const char* bounded_by = "power_limit";
+  std::vector<Evidence> why;
+  if (!std::isnan(d.loaded_power_percent_of_limit) && d.loaded_power_percent_of_limit >= kPowerAtLimitPercent) {
+    const bool assumed = d.power_limit_source.rfind("logged", 0) != 0;
+    cause = fmt::format("power at {:.0f}% of the {:.0f} W limit{}", d.loaded_power_percent_of_limit, d.power_limit_w,
+                        assumed ? " (the board's default limit, assumed: the log has none)" : "");
+    why.push_back(E("loaded_power_percent_of_limit", d.loaded_power_percent_of_limit, "percent",
+                    "mean power while loaded / " + d.power_limit_source, kPowerAtLimitPercent, ">="));
+  } else if (std::isnan(d.loaded_power_percent_of_limit) && !std::isnan(steady) && steady >= kPowerSteadyPercent &&
+             swing >= kClockSwingPercent) {
+    cause = fmt::format("power flat at a ceiling ({:.0f} W, {:.0f}% of its 95th percentile) while the clock moves over "
+                        "{:.0f}% of its range: a power cap (the limit itself is not logged)",
+                        d.loaded_power_mean_w, steady, swing);
+    why.push_back(E("loaded_power_percent_of_p95", steady, "percent", "mean power while loaded / power p95",
+                    kPowerSteadyPercent, ">="));
+    why.push_back(E("loaded_sm_clock_swing_percent", swing, "percent", "(max - min SM clock while loaded) / max clock",
+                    kClockSwingPercent, ">="));
+  } else if (!std::isnan(d.loaded_temp_mean_c) && d.loaded_temp_mean_c >= kThermalLimitC) {
+    cause = fmt::format("the GPU at {:.0f} C under load", d.loaded_temp_mean_c);
+    bounded_by = "thermal_limit";
+    why.push_back(E("loaded_temp_mean_c", d.loaded_temp_mean_c, "C", "mean GPU temperature while loaded", kThermalLimitC, ">="));
+  } else {
+    return;  // clocks low for another reason (locked application clocks, a light load): not a limit
+  }
+  const double headroom = 100.0 * (d.max_sm_clock_mhz / d.loaded_sm_clock_mean_mhz - 1.0);
+  Finding f = Make(c, "throttled", c.snapshot ? Severity::kLow : headroom >= 25.0 ? Severity::kHigh
+                                                         : headroom >= 5.0         ? Severity::kModerate
+                                                                                    : Severity::kLow);
+  f.title = fmt::format("Clocks held at {:.0f}% of maximum under load: {}", d.loaded_sm_clock_percent_of_max,
+                        bounded_by == std::string("thermal_limit") ? "thermal limit" : "power cap");
+  f.detail = fmt::format(
+      "No clock-event reasons were logged, so the limit is read from the readings of the loaded samples (busy >= {:.0f}%, "
+      "{:.0f}% of the time): the SM clock averages {:.0f} MHz against a maximum of {:.0f} MHz ({}), with {}. Every "
+      "kernel that is bound by the SMs runs slower by that ratio, whatever the code does.",
+      LoadedReadings::kLoadedBusyPercent, 100.0 * d.loaded_share, d.loaded_sm_clock_mean_mhz, d.max_sm_clock_mhz,
+      d.max_sm_clock_source, cause);
+  f.evidence.push_back(E("loaded_sm_clock_percent_of_max", d.loaded_sm_clock_percent_of_max, "percent",
+                         fmt::format("mean SM clock while loaded / {} {:.0f} MHz", d.max_sm_clock_source, d.max_sm_clock_mhz),
+                         kLoadedClockPercent, "<="));
+  for (auto& e : why) f.evidence.push_back(std::move(e));
+  f.evidence.push_back(E("loaded_share_percent", 100.0 * d.loaded_share, "percent",
+                         fmt::format("time with busy >= {:.0f}%", LoadedReadings::kLoadedBusyPercent)));
+  f.cannot_exclude = {"a workload bound by memory bandwidth gains less from the clock than the ratio"};
+  f.gain = LevelGain("sm_clock_mhz", d.loaded_sm_clock_mean_mhz, d.max_sm_clock_mhz, d.max_sm_clock_mhz,
+                     d.loaded_sm_clock_mean_mhz, bounded_by,
+                     fmt::format("the clock headroom lost: SM-bound work speeds up by the clock ratio ({:.0f} -> {:.0f} "
+                                 "MHz, +{:.0f}%) once the limit no longer holds it; memory-bound work gains nothing "
+                                 "(the range's other end)",
+                                 d.loaded_sm_clock_mean_mhz, d.max_sm_clock_mhz, headroom));
+  f.gain->unit = "MHz";
+  f.recommendations = {
+      {bounded_by == std::string("thermal_limit")
+           ? "check cooling, fan curves and inlet temperature"
+           : "check the power limit (nvidia-smi -q -d POWER): raise it to the board's maximum where the operator allows, "
+             "or accept the clock the cap gives",
+       "a capped GPU cannot reach its rated clocks"},
+      {"log clocks_event_reasons.active (nvidia-smi) or DCGM_FI_DEV_CLOCK_THROTTLE_REASONS to confirm the reason",
+       "the driver names the limit it applies"},
+  };
+  out.push_back(std::move(f));
+}
+
 void Throttled(const Ctx& c, std::vector<Finding>& out) {
-  if (c.d.reason_samples < 1 || std::isnan(c.d.limiting_reason_share) || c.d.limiting_reason_share < kThrottleModerateShare)
+  if (c.d.reason_samples < 1) return InferredThrottle(c, out);
+  if (std::isnan(c.d.limiting_reason_share) || c.d.limiting_reason_share < kThrottleModerateShare)
     return;
   if (!std::isnan(c.d.busy_mean_percent) && c.d.busy_mean_percent < 20.0) return;  // clocks do not matter when idle
   Finding f = Make(c, "throttled",

@@ -3,13 +3,16 @@
 // Any subset and order of fields. Units come from the header ("power.draw [W]")
 // or the values ("631.95 W"). Several GPUs are interleaved, one row per GPU per
 // interval; rows are keyed by uuid, pci.bus_id or index, and positionally when
-// none of those was logged (by `count`, else by rows sharing a timestamp).
+// none of those was logged: by `count`, by --gpus, else by the count the first
+// rows show (interleaved_gpus.h: their timing and the continuity of their values;
+// those rows wait until it is known).
 #include <algorithm>
 #include <cmath>
 #include <unordered_map>
 
 #include <fmt/format.h>
 
+#include "src/sources/metrics/interleaved_gpus.h"
 #include "src/sources/metrics/metric_readers.h"
 #include "src/sources/metrics/metric_text.h"
 #include "src/util/strings.h"
@@ -166,10 +169,18 @@ class SmiCsvReader final : public MetricLineReader {
       }
       return;
     }
+    if (infer_gpus_ && !layout_) {
+      // The GPU count is not known yet: keep the row (bounded) until it is.
+      pending_.push_back({line_no, std::vector<std::string>(fields_.begin(), fields_.end())});
+      pending_bytes_ += line.size();
+      if (pending_.size() >= kInferenceRows || pending_bytes_ >= kInferenceBytes) ResolveLayout();
+      return;
+    }
     Row(line_no);
   }
 
   Status Finish() override {
+    if (infer_gpus_ && !layout_ && !pending_.empty()) ResolveLayout();
     if (!fatal_.ok()) return fatal_;
     if (metrics_.rows == 0 && !header_seen_ && columns_.empty())
       return DataLossError(ctx_->file + ": no nvidia-smi CSV rows");
@@ -189,15 +200,21 @@ class SmiCsvReader final : public MetricLineReader {
   }
 
   void SetColumns(const std::vector<std::string_view>& names) {
+    if (infer_gpus_ && !layout_ && !pending_.empty()) ResolveLayout();  // rows under the previous header
     columns_.clear();
     has_key_ = false;
     time_col_ = -1;
+    bool has_count = false;
     for (auto n : names) {
       columns_.push_back(SpecFor(n));
       const auto& c = columns_.back();
       if (c.kind == Column::kIndex || c.kind == Column::kUuid || c.kind == Column::kPciBusId) has_key_ = true;
       if (c.kind == Column::kTimestamp) time_col_ = static_cast<int>(columns_.size() - 1);
+      if (c.kind == Column::kCount) has_count = true;
     }
+    // Rows that name no GPU and no count, but carry their times: how many GPUs
+    // they cycle through is read from the rows themselves (once per log).
+    infer_gpus_ = !has_key_ && !has_count && time_col_ >= 0 && ctx_->options.gpus <= 0;
   }
 
   void ReportUnusedColumns(int64_t line_no) {
@@ -210,6 +227,47 @@ class SmiCsvReader final : public MetricLineReader {
       return fmt::format("{}: {} column(s) not used by the analysis: {}{}", ctx_->Where(line_no), n, unused,
                          n > 8 ? ", ..." : "");
     });
+  }
+
+  /// Infers the GPU count from the rows kept so far, says how in the report, then
+  /// reads those rows.
+  void ResolveLayout() {
+    std::vector<TimeNs> times;
+    std::vector<RowColumn> cols;
+    std::vector<size_t> col_index;
+    for (size_t c = 0; c < columns_.size(); ++c) {
+      if (columns_[c].kind != Column::kMetric) continue;
+      const Metric m = columns_[c].metric;
+      cols.push_back({columns_[c].name,
+                      m == Metric::kFbUsedBytes || m == Metric::kFbFreeBytes || m == Metric::kGpuTempC ||
+                          m == Metric::kMemTempC,
+                      {}});
+      col_index.push_back(c);
+    }
+    for (const auto& row : pending_) {
+      const auto t = metric_text::ParseTimestamp(row.fields[static_cast<size_t>(time_col_)]);
+      if (!t) continue;  // Row() reports it
+      times.push_back(*t);
+      for (size_t j = 0; j < cols.size(); ++j) {
+        const auto v = metric_text::ParseValueWithUnit(row.fields[col_index[j]]);
+        cols[j].values.push_back(v ? v->value : NAN);
+      }
+    }
+    layout_ = InferInterleavedGpus(times, cols);
+    const int64_t first_line = pending_.front().line_no;
+    ctx_->Issue(IssueSeverity::kInfo, "gpu_count_inferred", [&] {
+      return fmt::format("{}: no index, uuid or pci.bus_id column: {} GPU{} inferred from the first {} rows ({}); "
+                         "--gpus N sets the count",
+                         ctx_->Where(first_line), layout_->gpus, layout_->gpus == 1 ? "" : "s", times.size(),
+                         layout_->how);
+    });
+    std::vector<PendingRow> rows;
+    rows.swap(pending_);
+    pending_bytes_ = 0;
+    for (const auto& row : rows) {
+      fields_.assign(row.fields.begin(), row.fields.end());
+      Row(row.line_no);
+    }
   }
 
   std::optional<TimeNs> RowTime(std::string_view text) {
@@ -232,13 +290,29 @@ class SmiCsvReader final : public MetricLineReader {
       // Positional: nvidia-smi prints GPUs in index order, one row each per interval.
       if (count > 0) {
         index = static_cast<int>(positional_row_ % count);
-      } else if (time_col_ >= 0) {
-        if (positional_row_ == 0 || t - cycle_start_ > 20 * kNsPerMs || t < cycle_start_) {
-          cycle_start_ = t;
+      } else if (ctx_->options.gpus > 0) {
+        index = static_cast<int>(positional_row_ % ctx_->options.gpus);
+      } else if (layout_ && layout_->gpus > 1 && layout_->cycle_gap_ns <= 0) {
+        // Evenly spaced rows (continuity told the count): by position.
+        const int64_t k = layout_->gpus;
+        index = static_cast<int>(((positional_row_ - layout_->phase) % k + k) % k);
+      } else if (layout_ && layout_->gpus > 1) {
+        // A long gap opens a cycle; within one, each row is the next GPU. Rows
+        // before the first whole cycle are the last GPUs of one cut short.
+        if (positional_row_ == 0) {
+          cycle_pos_ = (layout_->gpus - layout_->phase) % layout_->gpus;
+        } else if (t - last_row_time_ > layout_->cycle_gap_ns || t < last_row_time_) {
           cycle_pos_ = 0;
-        } else {
-          ++cycle_pos_;
+        } else if (++cycle_pos_ >= layout_->gpus) {
+          // More rows in a cycle than GPUs: a late query; wrap rather than invent a GPU.
+          cycle_pos_ = 0;
+          ctx_->Issue(IssueSeverity::kWarning, "gpu_cycle_overrun", [&] {
+            return fmt::format("{}: more rows between two long gaps than the {} GPUs inferred; counted from the "
+                               "first GPU again (--gpus N sets the count)",
+                               ctx_->Where(line_no), layout_->gpus);
+          });
         }
+        last_row_time_ = t;
         index = cycle_pos_;
       } else {
         index = 0;
@@ -409,8 +483,19 @@ class SmiCsvReader final : public MetricLineReader {
   };
   std::vector<CacheEntry> cache_;
   int64_t positional_row_ = 0;
-  TimeNs cycle_start_ = 0;
+  TimeNs last_row_time_ = 0;
   int cycle_pos_ = 0;
+  // GPU count inference for rows that name no GPU (see SetColumns).
+  static constexpr size_t kInferenceRows = 512;
+  static constexpr size_t kInferenceBytes = 4 << 20;  // rows of absurd width: infer from fewer
+  struct PendingRow {
+    int64_t line_no;
+    std::vector<std::string> fields;
+  };
+  bool infer_gpus_ = false;
+  std::optional<InterleavedGpus> layout_;
+  std::vector<PendingRow> pending_;
+  size_t pending_bytes_ = 0;
   int64_t synthetic_cycle_ = 0;
   std::vector<int> cycle_seen_;
   Status fatal_;

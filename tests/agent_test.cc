@@ -142,6 +142,25 @@ TEST(SampleWindow, KeepsOnlyTheWindowInTimeOrder) {
   EXPECT_EQ(w.values(), 0u);
 }
 
+TEST(SampleWindow, ReplaysOneSampleTimeAtATime) {
+  // The readings of one sample time reach MetricSet::Add together, so a window's
+  // power and clocks under load (LoadedReadings) are joined as a log's are.
+  SampleWindow w(60 * kNsPerS);
+  for (int i = 0; i < 30; ++i) {
+    w.Add(0, Metric::kGpuUtil, i * kNsPerS, i < 20 ? 100 : 0);
+    w.Add(0, Metric::kPowerW, i * kNsPerS, i < 20 ? 348 : 60);
+    w.Add(0, Metric::kSmClockMHz, i * kNsPerS, i < 20 ? 1000 + i : 345);
+  }
+  MetricSet out;
+  auto pos = out.FindOrAdd(0, "GPU-a", "", -1);
+  EXPECT_EQ(w.Replay(0, out, *pos), 90);
+  const LoadedReadings loaded = out.devices[0].loaded.Settled();
+  EXPECT_EQ(loaded.sm_clock_mhz.samples, 20);
+  EXPECT_EQ(loaded.power_w.samples, 20);
+  EXPECT_NEAR(loaded.sm_clock_mhz.Mean(), 1010.0, 0.6);  // the first sample stands for an instant
+  EXPECT_DOUBLE_EQ(loaded.power_w.max, 348);
+}
+
 TEST(SampleWindow, AFastSeriesIsCappedNotUnbounded) {
   SampleWindow w(3600 * kNsPerS);
   for (int64_t i = 0; i < 150'000; ++i) w.Add(0, Metric::kGpuUtil, i * kNsPerMs, 1);

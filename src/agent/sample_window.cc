@@ -1,6 +1,7 @@
 #include "src/agent/sample_window.h"
 
 #include <algorithm>
+#include <array>
 
 namespace gputriage {
 
@@ -37,12 +38,25 @@ void SampleWindow::Forget(size_t device) {
 
 int64_t SampleWindow::Replay(size_t device, MetricSet& out, size_t out_device) const {
   if (device >= devices_.size()) return 0;
+  // In time order across the metrics, as the samples arrived: the readings of one
+  // sample time must reach MetricSet::Add together (LoadedReadings joins them).
+  const auto& series = devices_[device].series;
+  std::array<size_t, kNumMetrics> next{};
   int64_t n = 0;
-  for (int m = 0; m < kNumMetrics; ++m)
-    for (const auto& [t, v] : devices_[device].series[static_cast<size_t>(m)]) {
-      out.Add(out_device, static_cast<Metric>(m), t, v);
-      ++n;
+  for (;;) {
+    int first = -1;
+    for (int m = 0; m < kNumMetrics; ++m) {
+      const auto& s = series[static_cast<size_t>(m)];
+      if (next[static_cast<size_t>(m)] < s.size() &&
+          (first < 0 || s[next[static_cast<size_t>(m)]].first <
+                            series[static_cast<size_t>(first)][next[static_cast<size_t>(first)]].first))
+        first = m;
     }
+    if (first < 0) break;
+    const auto& [t, v] = series[static_cast<size_t>(first)][next[static_cast<size_t>(first)]++];
+    out.Add(out_device, static_cast<Metric>(first), t, v);
+    ++n;
+  }
   return n;
 }
 

@@ -11,6 +11,7 @@ damage, or a different answer through a pipe than from the file.
 Prints one line per input class and the totals (inputs tried, max RSS, max time)
 that docs/hostile-inputs.md quotes.
 """
+import concurrent.futures
 import gzip
 import json
 import os
@@ -164,6 +165,7 @@ def mentions_damage(stdout):
 def main():
     binary, data = sys.argv[1], sys.argv[2]
     quick = "--quick" in sys.argv
+    jobs = int(sys.argv[sys.argv.index("--jobs") + 1]) if "--jobs" in sys.argv else 1
     report_path = sys.argv[sys.argv.index("--report") + 1] if "--report" in sys.argv else None
     tmp = tempfile.mkdtemp(prefix="gputriage_hostile_")
     results, failures = [], []
@@ -171,42 +173,56 @@ def main():
         for name, raw in base_inputs(data).items():
             yield from variants(name, raw)
         yield from adversarial_only()
+    def judge(i, cls, label, payload, damaged):
+        path = os.path.join(tmp, f"input_{i}")
+        with open(path, "wb") as f:
+            f.write(payload)
+        code, secs, rss, out, err = run(binary, path)
+        row = {"class": cls, "input": label, "bytes": len(payload), "exit": code, "seconds": secs, "rss_mb": rss}
+        problems = []
+        if code == "hang":
+            problems.append(f"no answer in {TIME_LIMIT_S} s")
+        elif code < 0 or code >= 128 or b"Sanitizer" in err:
+            problems.append(f"crashed (exit {code}): {err[-300:].decode(errors='replace')}")
+        elif code not in (0, 3):
+            problems.append(f"unexpected exit {code}")
+        elif code == 3 and not err.strip().startswith(b"gputriage: error:"):
+            problems.append("an error without a message")
+        elif code == 0 and damaged and not mentions_damage(out):
+            problems.append("damaged input answered as if whole (no issue, truncation or note)")
+        if rss > RSS_LIMIT_MB:
+            problems.append(f"max RSS {rss:.0f} MB > {RSS_LIMIT_MB} MB")
+        # Non-seekable: the same answer through a pipe as from the file.
+        if code in (0, 3) and len(payload) < (256 << 20):
+            pcode, psecs, prss, pout, perr = run(binary, path, stdin_path=path)
+            row["pipe_seconds"], row["pipe_rss_mb"] = psecs, prss
+            same = pcode == code and (code != 0 or summary(pout) == summary(out))
+            if not same:
+                problems.append(f"through a pipe: exit {pcode} vs {code}, or another summary")
+            row["rss_mb"] = max(rss, prss)
+            row["seconds"] = max(secs, psecs)
+        row["problems"] = problems
+        os.remove(path)
+        return i, row
+
     try:
-        for i, (cls, label, payload, damaged) in enumerate(cases()):
-            if quick and i % 3:
-                continue
-            path = os.path.join(tmp, f"input_{i}")
-            with open(path, "wb") as f:
-                f.write(payload)
-            code, secs, rss, out, err = run(binary, path)
-            row = {"class": cls, "input": label, "bytes": len(payload), "exit": code, "seconds": secs, "rss_mb": rss}
-            problems = []
-            if code == "hang":
-                problems.append(f"no answer in {TIME_LIMIT_S} s")
-            elif code < 0 or code >= 128 or b"Sanitizer" in err:
-                problems.append(f"crashed (exit {code}): {err[-300:].decode(errors='replace')}")
-            elif code not in (0, 3):
-                problems.append(f"unexpected exit {code}")
-            elif code == 3 and not err.strip().startswith(b"gputriage: error:"):
-                problems.append("an error without a message")
-            elif code == 0 and damaged and not mentions_damage(out):
-                problems.append("damaged input answered as if whole (no issue, truncation or note)")
-            if rss > RSS_LIMIT_MB:
-                problems.append(f"max RSS {rss:.0f} MB > {RSS_LIMIT_MB} MB")
-            # Non-seekable: the same answer through a pipe as from the file.
-            if code in (0, 3) and len(payload) < (256 << 20):
-                pcode, psecs, prss, pout, perr = run(binary, path, stdin_path=path)
-                row["pipe_seconds"], row["pipe_rss_mb"] = psecs, prss
-                same = pcode == code and (code != 0 or summary(pout) == summary(out))
-                if not same:
-                    problems.append(f"through a pipe: exit {pcode} vs {code}, or another summary")
-                row["rss_mb"] = max(rss, prss)
-                row["seconds"] = max(secs, psecs)
-            row["problems"] = problems
+        # --jobs N: N inputs at a time (threads only wait on the reader processes);
+        # at most N payloads are held, so memory stays that of N inputs.
+        with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
+            pending, done = set(), []
+            for i, (cls, label, payload, damaged) in enumerate(cases()):
+                if quick and i % 3:
+                    continue
+                pending.add(pool.submit(judge, i, cls, label, payload, damaged))
+                del payload
+                if len(pending) >= jobs:
+                    finished, pending = concurrent.futures.wait(pending, return_when=concurrent.futures.FIRST_COMPLETED)
+                    done += [f.result() for f in finished]
+            done += [f.result() for f in pending]
+        for _, row in sorted(done, key=lambda r: r[0]):
             results.append(row)
-            if problems:
+            if row["problems"]:
                 failures.append(row)
-            os.remove(path)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     by_class = {}

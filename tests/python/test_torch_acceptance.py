@@ -46,8 +46,18 @@ class SlowDatasetLoop(unittest.TestCase):
     def check(self, markers, zero_code):
         for workers, expect_input_bound in ((0, True), (4, False)):
             with self.subTest(workers=workers):
-                report, stderr = run_loop(workers, markers, zero_code)
-                m = report["recordings"][0]["step_markers"]
+                # Four loader workers beside the training process on this 2-core
+                # machine: how much of the wait they hide depends on what else the
+                # machine runs (a CI run measured 27 % once, against 15-19 % usually).
+                # The fixed run may take three tries to show it; the slow one, at
+                # 55-60 %, must show it at once.
+                for attempt in range(1 if expect_input_bound else 3):
+                    report, stderr = run_loop(workers, markers, zero_code)
+                    m = report["recordings"][0]["step_markers"]
+                    if m is None or expect_input_bound or m["data_wait_percent_of_compute"] < 20:
+                        break
+                    print(f"  num_workers={workers}: {m['data_wait_percent_of_compute']:.0f}% of compute on try "
+                          f"{attempt + 1} (a loaded machine); again", file=sys.stderr)
                 self.assertIsNotNone(m, stderr)
                 self.assertEqual(m["steps"] + m["warmup_steps"], 60, stderr)
                 self.assertTrue(m["phases_known"])

@@ -10,9 +10,6 @@ cmake --preset asan-ubsan >/dev/null
 cmake --build --preset asan-ubsan -j "$(nproc)"
 built=$SECONDS
 rc=0
-# One test more than cores: the tests that wait on servers and sleeps leave a core
-# idle (ctest used 1.03 cores on average at -j 2); the timing-based ones run alone
-# (RUN_SERIAL) whatever -j is.
-ctest --preset asan-ubsan -j "$(( $(nproc) + 1 ))" 2>&1 | tee build/asan-ubsan/ctest.log || rc=$?
+ctest --preset asan-ubsan -j "$(nproc)" 2>&1 | tee build/asan-ubsan/ctest.log || rc=$?
 printf 'asan-ubsan build\t%d\nctest (asan-ubsan)\t%d\n' $((built - start)) $((SECONDS - built)) >build/asan-ubsan/test_phases.tsv
 exit "$rc"

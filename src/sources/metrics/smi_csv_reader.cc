@@ -199,7 +199,10 @@ class SmiCsvReader final : public MetricLineReader {
            !metric_text::ParseTimestamp(fields_[0]).has_value() && !metric_text::ParseNumber(fields_[0]).has_value();
   }
 
-  void SetColumns(const std::vector<std::string_view>& names) {
+  void SetColumns(const std::vector<std::string_view>& names_in) {
+    // The names may be fields_, which reading the kept rows below reuses: copy them first.
+    const std::vector<std::string> name_copies(names_in.begin(), names_in.end());
+    const std::vector<std::string_view> names(name_copies.begin(), name_copies.end());
     if (infer_gpus_ && !layout_ && !pending_.empty()) ResolveLayout();  // rows under the previous header
     columns_.clear();
     has_key_ = false;
@@ -261,13 +264,16 @@ class SmiCsvReader final : public MetricLineReader {
                          ctx_->Where(first_line), layout_->gpus, layout_->gpus == 1 ? "" : "s", times.size(),
                          layout_->how);
     });
-    std::vector<PendingRow> rows;
-    rows.swap(pending_);
+    // The kept rows are read through fields_: they stay alive (replayed_) until the
+    // reader goes, so fields_ never points at freed text.
+    replayed_.clear();
+    replayed_.swap(pending_);
     pending_bytes_ = 0;
-    for (const auto& row : rows) {
+    for (const auto& row : replayed_) {
       fields_.assign(row.fields.begin(), row.fields.end());
       Row(row.line_no);
     }
+    fields_.clear();
   }
 
   std::optional<TimeNs> RowTime(std::string_view text) {
@@ -495,6 +501,7 @@ class SmiCsvReader final : public MetricLineReader {
   bool infer_gpus_ = false;
   std::optional<InterleavedGpus> layout_;
   std::vector<PendingRow> pending_;
+  std::vector<PendingRow> replayed_;
   size_t pending_bytes_ = 0;
   int64_t synthetic_cycle_ = 0;
   std::vector<int> cycle_seen_;

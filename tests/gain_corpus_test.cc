@@ -25,7 +25,7 @@ const std::string kData = GPUTRIAGE_TEST_DATA_DIR;
 
 struct Pair {
   std::string name;
-  std::string before;   // under tests/data, or store:PATH#RUN
+  std::string before;   // under tests/data (comma-separated for several ranks), or store:PATH#RUN
   std::string after;
   std::string verdict;  // the finding whose gain is checked
   std::string fix;      // what was changed between the runs
@@ -64,7 +64,11 @@ Diagnosis DiagnoseSource(const std::string& source) {
     std::filesystem::remove(copy);
     return Diagnose(run);
   }
-  auto run = ImportRun({kData + "/" + source});
+  // Several files (the ranks of one run): comma-separated.
+  std::vector<std::string> paths;
+  std::stringstream files(source);
+  for (std::string file; std::getline(files, file, ',');) paths.push_back(kData + "/" + file);
+  auto run = ImportRun(paths);
   EXPECT_TRUE(run.ok()) << source << ": " << run.status().ToString();
   if (!run.ok()) return {};
   return Diagnose(*run);

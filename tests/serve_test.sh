@@ -114,4 +114,13 @@ expect "with a token: the cookie then serves" "$(code -b "$tmp/jar" "$tbase/api/
 expect "with a token: any Host name (the token guards it)" "$(code -H "Host: gpu-box.example" -H "Authorization: Bearer $token" "$tbase/api/runs")" 200
 
 [ $fail -eq 0 ] || exit 1
-node "$here/browser/serve_test.cjs" "$base" "$artifacts" || exit 1
+# A failed check exits 1 and says which. Killed by a signal (the browser or node
+# crashing under a loaded machine) is not a check's answer: said, and tried once more.
+rc=0
+node "$here/browser/serve_test.cjs" "$base" "$artifacts" || rc=$?
+if [ "$rc" -ge 128 ]; then
+  echo "note: the browser checks were killed by signal $((rc - 128)); trying once more"
+  rc=0
+  node "$here/browser/serve_test.cjs" "$base" "$artifacts" || rc=$?
+fi
+[ "$rc" -eq 0 ] || { echo "FAIL: the browser checks exited $rc"; exit 1; }

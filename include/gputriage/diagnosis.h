@@ -126,7 +126,9 @@ struct ThroughputStats {
   bool available = false;      // the trace carries FLOP counts (profile_memory/with_flops)
   double flops_per_step = 0;
   double achieved_tflops = 0;
-  double mfu_percent = NAN;    // against the device's bf16/fp16 dense peak
+  double mfu_percent = NAN;    // against peak_tflops
+  double peak_tflops = NAN;    // the peak MFU is taken against
+  std::string peak_basis;      // which peak: the dense bf16 one, or the mix of precisions that ran
 };
 
 /// A matrix operator whose input dimensions miss tensor-core tiles.
@@ -147,6 +149,47 @@ struct ShapeAlignment {
   double misaligned_percent_of_matrix = 0;  // of all matrix kernel time
   std::vector<MisalignedOp> top;            // largest first, at most 5
   std::vector<int64_t> misaligned_external_ids;  // sorted: the off-tile operators, joining their kernels
+};
+
+/// One matrix or attention operator on the roofline: its FLOPs and the bytes it
+/// must move at least (each operand read once, the output written once), from the
+/// recorded input shapes and dtype (record_shapes=True), against its ridge point.
+struct RooflineOp {
+  std::string name;       // "aten::mm"
+  std::string dtype;      // "c10::BFloat16"
+  std::string shapes;     // "[[4, 896], [896, 4864]]"
+  std::string precision;  // the peak it is judged against ("bf16", "tf32", ...)
+  int64_t calls = 0;
+  TimeNs kernel_ns = 0;          // kernel time of its launches
+  double flops = 0;              // per call
+  double bytes = 0;              // per call
+  double intensity = 0;          // FLOP per byte
+  double ridge = 0;              // FLOP per byte: peak of its precision / peak DRAM bandwidth
+  double achieved_tflops = 0;
+  double achieved_bandwidth_gbs = 0;
+  bool memory_bound = false;     // intensity below the ridge
+};
+
+/// The roofline of a trace's matrix and attention operators (roofline.cc).
+struct Roofline {
+  bool available = false;          // shapes recorded and the GPU's peaks known
+  std::string unavailable_reason;  // why not, when shapes were recorded
+  std::string gpu_model;           // the spec row the peaks come from
+  double peak_bandwidth_gbs = 0;
+  TimeNs checked_ns = 0;           // kernel time of the operators judged
+  TimeNs memory_bound_ns = 0;      // of that, operators below their ridge point
+  TimeNs memory_bound_matrix_ns = 0;  // of that, launched as matrix kernels (counted beside the
+                                      // bytes-bound kernel families in memory_bound_percent)
+  double memory_bound_percent_of_checked = NAN;
+  double memory_bound_bandwidth_percent = NAN;  // bytes / time of the memory-bound ops against peak bandwidth
+  double memory_bound_bytes = 0;                // bytes the memory-bound ops move, whole trace
+  double memory_bound_weight_bytes_16bit = 0;   // of that, 16/32-bit weight operands (8-bit weights would halve them or more)
+  double compute_bound_percent_of_peak = NAN;   // the compute-bound ops' time at peak / their time
+  double intensity_p50 = NAN;      // kernel-time weighted median FLOP per byte
+  double ridge_p50 = NAN;          // kernel-time weighted median ridge point
+  /// FLOPs of the judged operators by the precision they ran in (indexed by Precision).
+  std::array<double, 10> flops_by_precision{};
+  std::vector<RooflineOp> top;     // largest kernel time first, at most 5
 };
 
 /// Device memory the caching allocator held (profile_memory=True traces).
@@ -256,6 +299,47 @@ struct DeviceMetricAnalysis {
   std::vector<SeriesSketch::TimelinePoint> busy_timeline;  // decimated, for plots
 };
 
+/// One rank at the run's synchronising collectives (collective_skew.cc).
+struct RankArrivals {
+  int rank = -1;
+  int recording = -1;             // index into Diagnosis::recordings
+  int64_t late = 0;               // collectives it entered last (past the noise margin)
+  double late_share = 0;          // of the collectives with a late rank
+  double lateness_ms_mean = 0;    // when last: its arrival after the median rank's
+  double wait_ms_per_step = 0;    // waiting inside collectives for the last rank to arrive
+  double transfer_ms_per_step = 0;  // the rest of its collective time: moving bytes
+  /// Before a late arrival, against the median of the other ranks over the same
+  /// stretch (previous collective's end to this one's start), per late collective:
+  double excess_compute_ms = 0;   // GPU kernels (more or slower work)
+  double excess_data_wait_ms = 0; // DataLoader
+  double excess_host_ms = 0;      // the rest: host code, launches, syncs
+};
+
+/// When the ranks of one run enter each collective, from aligned clocks: a
+/// collective's time on a rank is transfer plus waiting for the last arrival.
+struct CollectiveSkew {
+  bool available = false;
+  std::string unavailable_reason;  // ranks present but no judgement (clocks, matching)
+  std::string events;              // "device collective kernels" / "host collective spans"
+  int ranks = 0;
+  int64_t collectives = 0;         // matched across every rank
+  int64_t with_late_rank = 0;      // of those, with one rank past the noise margin
+  double end_spread_us_p50 = NAN;  // collectives end together on aligned clocks
+  double start_spread_us_p50 = NAN;
+  double steps = 0;                // per rank, for per-step figures
+  double step_ms = 0;              // mean over ranks
+  double step_cv = 0;              // coefficient of variation of every rank's steps: run-to-run noise
+  double wait_ms_per_step = 0;     // mean over ranks
+  double transfer_ms_per_step = 0;
+  int straggler_rank = -1;         // the rank most often last
+  double straggler_late_share = 0;
+  bool persistent = false;         // the same rank is last in most collectives and most steps
+  double straggler_step_share = 0; // steps in which that rank was the latest on aggregate
+  std::string cause;               // compute / data_wait / host: what the late rank did before
+  double saving_ms_per_step = 0;   // the others' wait its lateness alone caused
+  std::vector<RankArrivals> by_rank;  // by rank
+};
+
 /// Everything measured on one recording (one rank).
 /// Step timing from inside the training loop (step markers), over the run.
 /// One process's steps (a rank, in a multi-process job).
@@ -328,6 +412,7 @@ struct RecordingAnalysis {
   StepMarkerAnalysis marked;  // steps == 0 without step markers
   WhatIfs what_if;            // trace recordings with steps
   ShapeAlignment shapes;      // record_shapes traces
+  Roofline roofline;          // record_shapes traces on a GPU with known peaks
   TraceMemory memory;         // profile_memory traces
 };
 
@@ -484,6 +569,8 @@ struct Summary {
 struct Diagnosis {
   std::vector<RecordingAnalysis> recordings;
   std::vector<Finding> findings;  // most severe first
+  /// Per run of several ranks (traces with aligned clocks): arrival skew at collectives.
+  std::vector<CollectiveSkew> collective_skew;
   /// Run-level notes: inputs that are not one run (different times, GPU models,
   /// or two traces claiming one rank) and were judged apart.
   std::vector<std::string> notes;

@@ -12,6 +12,7 @@
 #include "src/analysis/analysis_internal.h"
 #include "src/analysis/gpu_specs.h"
 #include "src/analysis/kernel_taxonomy.h"
+#include "src/analysis/roofline.h"
 #include "src/analysis/shapes.h"
 #include "src/analysis/what_if.h"
 
@@ -59,6 +60,7 @@ constexpr size_t kTopKernels = 15;
 
 struct NameAccumulator {
   KernelKind kind;
+  bool kind_from_operator = false;  // classified by the matrix operator that launched it
   int64_t count = 0;
   TimeNs total = 0, min = std::numeric_limits<TimeNs>::max(), max = 0;
   double blocks_weighted = 0, blocks_time = 0, occ_weighted = 0, occ_time = 0;
@@ -107,9 +109,37 @@ ThroughputStats MeasureThroughput(const Recording& rec, const intervals::List& s
   out.available = true;
   out.flops_per_step = flops / static_cast<double>(a.steps.size());
   out.achieved_tflops = out.flops_per_step / (static_cast<double>(a.avg_step_ns) * 1e-9) / 1e12;
-  if (auto spec = FindGpuSpec(a.device.name)) {
-    const double peak = MfuPeakTflops(*spec);
-    if (peak > 0) out.mfu_percent = 100.0 * out.achieved_tflops / peak;
+  const auto spec = FindGpuSpec(a.device.name);
+  if (!spec) return out;  // an unknown GPU's peak is unknown
+  out.peak_tflops = MfuPeakTflops(*spec);
+  out.peak_basis = spec->bf16_tflops > 0 ? fmt::format("{} dense bf16", spec->model) : fmt::format("{} dense fp16", spec->model);
+  // FLOPs in formats faster than bf16 (fp8, int8) are measured against the peak of
+  // the mix the matrix operators ran in (the time the mix needs at peak), so the
+  // share stays a share of what the GPU can do.
+  const auto& by_p = a.roofline.flops_by_precision;
+  const double fast = by_p[static_cast<int>(Precision::kFp8)] + by_p[static_cast<int>(Precision::kInt8)] +
+                      by_p[static_cast<int>(Precision::kFp4)];
+  if (a.roofline.available && fast > 0) {
+    double total = 0, seconds_at_peak = 0;
+    for (int p = 0; p < kNumPrecisions; ++p) {
+      const double peak = PeakTflops(*spec, static_cast<Precision>(p));
+      if (by_p[static_cast<size_t>(p)] <= 0 || peak <= 0) continue;
+      total += by_p[static_cast<size_t>(p)];
+      seconds_at_peak += by_p[static_cast<size_t>(p)] / (peak * 1e12);
+    }
+    if (seconds_at_peak > 0) {
+      out.peak_tflops = total / seconds_at_peak / 1e12;
+      out.peak_basis = fmt::format("{}: the mix of precisions its matrix operators ran in ({:.0f}% of their FLOPs in "
+                                   "8-bit or narrower formats)",
+                                   spec->model, 100.0 * fast / total);
+    }
+  }
+  if (out.peak_tflops > 0) {
+    const double mfu = 100.0 * out.achieved_tflops / out.peak_tflops;
+    // Above the peak the FLOP count and the peak do not describe the same work
+    // (sparsity, a format this table lacks, an estimate counting skipped work).
+    if (mfu <= 100.0) out.mfu_percent = mfu;
+    else out.peak_basis += fmt::format("; the trace's FLOPs come to {:.0f}% of it, so MFU is not reported", mfu);
   }
   return out;
 }
@@ -170,6 +200,22 @@ RecordingAnalysis AnalyzeRecording(const Recording& rec) {
     if (inserted) it->second.kind = ClassifyKernelName(rec.names.View(k.name));
     is_comm[i] = it->second.kind.cls == KernelClass::kCommunication || comm_external_ids.count(k.external_id) > 0;
     time_by_device[k.device] += k.time.duration();
+  }
+  // Kernels no name rule knows, launched by a matrix or attention operator whose
+  // shapes were recorded: that operator's matrix kernels (custom or mangled names).
+  if (!rec.matrix_shapes.empty()) {
+    std::unordered_map<int64_t, const MatrixOpShapes*> op_by_external_id;
+    for (const auto& s : rec.matrix_shapes)
+      if (s.external_id >= 0) op_by_external_id.emplace(s.external_id, &s);
+    for (const auto& k : rec.kernels) {
+      auto& acc = by_name[k.name];
+      if (acc.kind.cls != KernelClass::kOther || acc.kind_from_operator) continue;
+      auto op = op_by_external_id.find(k.external_id);
+      if (op == op_by_external_id.end()) continue;
+      const KernelKind kind = KindFromLaunchingOperator(acc.kind, rec.names.View(k.name), rec.names.View(op->second->name),
+                                                        rec.names.View(op->second->dtype));
+      if (kind.cls != acc.kind.cls) acc.kind = kind, acc.kind_from_operator = true;
+    }
   }
   a.has_gpu_activity = !rec.kernels.empty() || !rec.memory_ops.empty();
 
@@ -327,6 +373,7 @@ RecordingAnalysis AnalyzeRecording(const Recording& rec) {
   std::vector<const KernelKind*> kinds(rec.kernels.size(), nullptr);
   for (size_t i = 0; i < rec.kernels.size(); ++i) kinds[i] = &by_name[rec.kernels[i].name].kind;
   a.shapes = analysis::MeasureShapeAlignment(rec, kinds, primary, a.precision.matrix_total_ns);
+  a.roofline = analysis::MeasureRoofline(rec, kinds, a.device);
   a.memory = analysis::MeasureTraceMemory(rec, a.device);
   if (!a.steps.empty()) a.what_if = analysis::PredictFixes(rec, index, steps, kinds, a);
   a.throughput = MeasureThroughput(rec, step_list, a);

@@ -201,4 +201,26 @@ Precision PrecisionFromInputType(std::string_view type, bool tensor_core_kernel)
   return Precision::kUnknown;
 }
 
+KernelKind KindFromLaunchingOperator(const KernelKind& kind, std::string_view kernel_name, std::string_view op,
+                                     std::string_view dtype) {
+  if (kind.cls != KernelClass::kOther) return kind;
+  const bool attention = Contains(op, "attention");
+  const bool gemm = op == "aten::mm" || op == "aten::addmm" || op == "aten::bmm" || op == "aten::baddbmm" ||
+                    op == "aten::addbmm" || op == "aten::matmul" || op == "aten::linear" || op == "aten::_scaled_mm";
+  if (!attention && !gemm) return kind;
+  const std::string l = AsciiLower(kernel_name);
+  for (const char* t : {"elementwise", "vectorized", "reduce", "fill", "copy", "cast", "norm", "act_and_mul", "silu",
+                        "gelu", "relu", "rotary", "index", "scatter", "gather", "unrolled", "bias", "add_kernel",
+                        "softmax", "quant"})
+    if (Contains(l, t)) return kind;
+  KernelKind out;
+  out.cls = attention ? KernelClass::kAttentionFused : KernelClass::kGemm;
+  if (attention) out.attention = AttentionBackend::kOtherFused;
+  // 16- and 8-bit inputs run only on tensor cores; float could be either.
+  const Precision p = PrecisionFromInputType(dtype, /*tensor_core_kernel=*/false);
+  out.precision = p == Precision::kFp32Simt ? Precision::kUnknown : p;
+  if (attention && (out.precision == Precision::kUnknown)) out.precision = Precision::kTensorUnknown;
+  return out;
+}
+
 }  // namespace gputriage

@@ -50,6 +50,14 @@ KernelKind ClassifyKernelName(std::string_view name);
 /// used when a matrix kernel's name does not say (e.g. nvjet). kUnknown if unknown.
 Precision PrecisionFromInputType(std::string_view type, bool tensor_core_kernel);
 
+/// The kind of a kernel no name rule knows (a mangled or custom GEMM, an FP4/FP8
+/// decode kernel) when a matrix or attention operator launched it: that operator's
+/// matrix kernel, in the precision of its input dtype, unless the name says it is
+/// elementwise work (a bias add, a cast). `op` is the operator ("aten::mm"), `dtype`
+/// its first input's type. Returns `kind` unchanged when it does not apply.
+KernelKind KindFromLaunchingOperator(const KernelKind& kind, std::string_view kernel_name, std::string_view op,
+                                     std::string_view dtype);
+
 inline bool IsMatrixClass(KernelClass c) {
   return c == KernelClass::kGemm || c == KernelClass::kConvolution || c == KernelClass::kAttentionFused;
 }

@@ -165,9 +165,11 @@ StepMarkerAnalysis AnalyzeMarkedSteps(const std::vector<MarkedStep>& steps, std:
     if (auto spec = FindGpuSpec(gpu_name)) {
       m.gpu_model = spec->model;
       const double peak = MfuPeakTflops(*spec);
+      // Above the dense bf16 peak the job's FLOPs are not bf16 dense work (fp8,
+      // sparsity, a miscounted model): no share of a peak it did not run against.
       if (peak > 0) {
         m.peak_tflops = peak;
-        m.mfu_percent = 100.0 * m.achieved_tflops / peak;
+        if (m.achieved_tflops <= peak) m.mfu_percent = 100.0 * m.achieved_tflops / peak;
       }
     }
   }

@@ -234,6 +234,29 @@ json RecordingJson(const Recording& rec, const RecordingAnalysis& a, int max_ker
       shapes["top"].push_back({{"op", m.name}, {"dtype", m.dtype}, {"input_dims", m.shapes}, {"off_tile", m.dims},
                                {"calls", m.calls}, {"kernel_ms", ToMs(m.kernel_ns)}});
     j["shapes"] = shapes;
+    const Roofline& r = a.roofline;
+    json roofline = {{"available", r.available}};
+    if (!r.unavailable_reason.empty()) roofline["unavailable_reason"] = r.unavailable_reason;
+    if (r.available) {
+      roofline["gpu_model"] = r.gpu_model;
+      roofline["peak_bandwidth_gbs"] = Num(r.peak_bandwidth_gbs);
+      roofline["checked_ms"] = ToMs(r.checked_ns);
+      roofline["memory_bound_ms"] = ToMs(r.memory_bound_ns);
+      roofline["memory_bound_percent_of_checked"] = Num(r.memory_bound_percent_of_checked);
+      roofline["memory_bound_bandwidth_percent_of_peak"] = Num(r.memory_bound_bandwidth_percent);
+      roofline["compute_bound_percent_of_peak"] = Num(r.compute_bound_percent_of_peak);
+      roofline["intensity_p50_flops_per_byte"] = Num(r.intensity_p50);
+      roofline["ridge_p50_flops_per_byte"] = Num(r.ridge_p50);
+      roofline["top"] = json::array();
+      for (const auto& o : r.top)
+        roofline["top"].push_back({{"op", o.name}, {"dtype", o.dtype}, {"input_dims", o.shapes}, {"precision", o.precision},
+                                   {"calls", o.calls}, {"kernel_ms", ToMs(o.kernel_ns)}, {"flops", Num(o.flops)},
+                                   {"bytes", Num(o.bytes)}, {"intensity_flops_per_byte", Num(o.intensity)},
+                                   {"ridge_flops_per_byte", Num(o.ridge)}, {"achieved_tflops", Num(o.achieved_tflops)},
+                                   {"achieved_bandwidth_gbs", Num(o.achieved_bandwidth_gbs)},
+                                   {"bound", o.memory_bound ? "memory" : "compute"}});
+    }
+    j["roofline"] = roofline;
     j["memory"] = a.memory.available
                       ? json{{"peak_allocated_gib", Num(a.memory.peak_allocated_gib)},
                              {"peak_reserved_gib", Num(a.memory.peak_reserved_gib)},
@@ -242,7 +265,8 @@ json RecordingJson(const Recording& rec, const RecordingAnalysis& a, int max_ker
                       : json(nullptr);
   }
   j["throughput"] = {{"available", a.throughput.available}, {"flops_per_step", Num(a.throughput.flops_per_step)},
-                     {"achieved_tflops", Num(a.throughput.achieved_tflops)}, {"mfu_percent", Num(a.throughput.mfu_percent)}};
+                     {"achieved_tflops", Num(a.throughput.achieved_tflops)}, {"mfu_percent", Num(a.throughput.mfu_percent)},
+                     {"peak_tflops", Num(a.throughput.peak_tflops)}, {"peak_basis", a.throughput.peak_basis}};
   j["kernels"] = {{"distinct_names", a.kernel_names}, {"top", json::array()}};
   for (size_t i = 0; i < a.top_kernels.size() && (max_kernels < 0 || i < static_cast<size_t>(max_kernels)); ++i) {
     const auto& k = a.top_kernels[i];
@@ -326,6 +350,27 @@ std::string RenderJson(const Run& run, const Diagnosis& d, const JsonOptions& op
                   {"workload", s.workload}};
   j["cost"] = CostJson(d.cost);
   j["notes"] = d.notes;
+  j["collective_skew"] = json::array();
+  for (const auto& k : d.collective_skew) {
+    json ranks = json::array();
+    for (const auto& r : k.by_rank)
+      ranks.push_back({{"rank", r.rank}, {"late", r.late}, {"late_share", Num(r.late_share)},
+                       {"lateness_ms_mean", Num(r.lateness_ms_mean)}, {"wait_ms_per_step", Num(r.wait_ms_per_step)},
+                       {"transfer_ms_per_step", Num(r.transfer_ms_per_step)},
+                       {"excess_before_late_ms", {{"compute", Num(r.excess_compute_ms)},
+                                                  {"data_wait", Num(r.excess_data_wait_ms)},
+                                                  {"host", Num(r.excess_host_ms)}}}});
+    j["collective_skew"].push_back(
+        {{"available", k.available}, {"unavailable_reason", k.unavailable_reason}, {"events", k.events},
+         {"ranks", k.ranks}, {"collectives", k.collectives}, {"with_late_rank", k.with_late_rank},
+         {"end_spread_us_p50", Num(k.end_spread_us_p50)}, {"start_spread_us_p50", Num(k.start_spread_us_p50)},
+         {"step_ms", Num(k.step_ms)}, {"wait_ms_per_step", Num(k.wait_ms_per_step)},
+         {"transfer_ms_per_step", Num(k.transfer_ms_per_step)},
+         {"straggler_rank", k.straggler_rank < 0 ? json(nullptr) : json(k.straggler_rank)},
+         {"straggler_late_share", Num(k.straggler_late_share)}, {"straggler_step_share", Num(k.straggler_step_share)},
+         {"persistent", k.persistent}, {"cause", k.cause}, {"gap_ms_per_step", Num(k.saving_ms_per_step)},
+         {"by_rank", ranks}});
+  }
   j["findings"] = json::array();
   for (const auto& f : d.findings) j["findings"].push_back(FindingJson(f));
   j["recordings"] = json::array();

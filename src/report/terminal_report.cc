@@ -77,6 +77,8 @@ std::string GainLine(const ExpectedGain& g) {
   if (g.unit == "ms")
     return fmt::format("{:.2f} → {:.2f} ms per step (range {:.2f}-{:.2f}; {:+.0f}% throughput{})", g.current, g.expected,
                        g.best, g.worst, g.speedup_percent, next);
+  if (g.unit == "x")  // relative throughput (a larger batch)
+    return fmt::format("throughput ×{:.2f} (range ×{:.2f}-×{:.2f}{})", g.expected, g.worst, g.best, next);
   if (g.unit != "percent")  // a level in its own unit (the SM clock in MHz)
     return fmt::format("{} {:.0f} → {:.0f} {} (range {:.0f}-{:.0f} {}; {:+.0f}% work done in the same GPU time{})", g.metric,
                        g.current, g.expected, g.unit, g.worst, g.best, g.unit, g.speedup_percent, next);
@@ -354,7 +356,15 @@ void RenderRecording(std::string& out, const Recording& rec, const RecordingAnal
                          a.comm.share_of_kernel_time_percent, Pct(a.comm.overlap_percent), ToMs(a.comm.exposed_ns) / steps);
     if (a.attention.backend != "none") out += fmt::format("   attention: {}\n", a.attention.backend);
     if (a.throughput.available)
-      out += fmt::format("   throughput: {:.1f} TFLOP/s achieved, MFU {}\n", a.throughput.achieved_tflops, Pct(a.throughput.mfu_percent));
+      out += fmt::format("   throughput: {:.1f} TFLOP/s achieved, MFU {}{}\n", a.throughput.achieved_tflops,
+                         Pct(a.throughput.mfu_percent),
+                         a.throughput.peak_basis.empty() ? "" : " (against " + a.throughput.peak_basis + ")");
+    if (a.roofline.available)
+      out += fmt::format("   roofline: {:.0f}% of {:.1f} ms matrix/attention time below the ridge point (median "
+                         "intensity {:.0f} FLOP/B, ridge {:.0f}); memory-bound ops at {} of {:.0f} GB/s\n",
+                         a.roofline.memory_bound_percent_of_checked, ToMs(a.roofline.checked_ns), a.roofline.intensity_p50,
+                         a.roofline.ridge_p50, Pct(a.roofline.memory_bound_bandwidth_percent),
+                         a.roofline.peak_bandwidth_gbs);
   }
   if (!a.top_kernels.empty() && o.max_kernels > 0) {
     out += fmt::format("   top kernels ({} distinct):\n", a.kernel_names);
@@ -411,6 +421,16 @@ std::string RenderTerminal(const Run& run, const Diagnosis& d, const TerminalOpt
                        s.workload);
 
   for (const auto& note : d.notes) out += st("note: ", "33") + Printable(note) + "\n";
+  for (const auto& k : d.collective_skew) {
+    if (!k.available) continue;
+    out += fmt::format("collectives across {} ranks ({}, {} matched, ends within {:.0f} µs): {:.2f} ms transfer + "
+                       "{:.2f} ms waiting per step",
+                       k.ranks, k.events, k.collectives, k.end_spread_us_p50, k.transfer_ms_per_step, k.wait_ms_per_step);
+    if (k.straggler_rank >= 0)
+      out += fmt::format("; last to arrive most often: rank {} ({:.0f}% of late collectives{})", k.straggler_rank,
+                         100.0 * k.straggler_late_share, k.persistent ? ", persistent" : ", moving");
+    out += "\n";
+  }
   out += st("\nVERDICTS\n", "1");
   if (d.findings.empty()) out += "  none: no rule crossed its threshold (see the measurements below)\n";
   for (const auto& f : d.findings) {

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "gputriage/diagnosis.h"
+#include "src/analysis/collective_skew.h"
 #include "src/analysis/gpu_specs.h"
 #include "src/analysis/kernel_taxonomy.h"
 #include "src/analysis/what_if.h"
@@ -311,17 +312,33 @@ void LaunchBound(const Context& c, std::vector<Finding>& out) {
   out.push_back(std::move(f));
 }
 
-/// Most kernel time in kernels that move bytes rather than do math (elementwise,
-/// reductions, norms, softmax, copies), on a GPU the step waits for.
+/// The share of kernel time that waits on DRAM: the kernel families that only move
+/// bytes (elementwise, reductions, norms, softmax, copies) plus the matrix and
+/// attention operators whose arithmetic intensity sits below the GPU's ridge point
+/// (roofline.cc; decode GEMMs and attention over one query token).
+double MemoryBoundShare(const RecordingAnalysis& a) {
+  const auto& p = a.precision;
+  const double matrix = a.roofline.available ? static_cast<double>(a.roofline.memory_bound_matrix_ns) : 0.0;
+  return Percent(static_cast<double>(p.memory_bound_ns) + matrix, static_cast<double>(p.kernel_total_ns));
+}
+
+/// Most kernel time waits on device memory, on a GPU the step waits for.
 void MemoryBound(const Context& c, std::vector<Finding>& out) {
   const auto& p = c.a.precision;
-  if (p.memory_bound_percent_of_kernels < analysis::kMemoryBoundModeratePercent || c.a.gpu.busy_percent < kMemoryBoundMinBusyPercent)
-    return;
+  const Roofline& r = c.a.roofline;
+  const double share = MemoryBoundShare(c.a);
+  if (share < analysis::kMemoryBoundModeratePercent || c.a.gpu.busy_percent < kMemoryBoundMinBusyPercent) return;
+  const double matrix_share = Percent(r.available ? static_cast<double>(r.memory_bound_matrix_ns) : 0.0,
+                                      static_cast<double>(p.kernel_total_ns));
   Finding f;
   f.verdict = "memory_bound";
-  f.severity = p.memory_bound_percent_of_kernels >= kMemoryBoundHighPercent ? Severity::kHigh : Severity::kModerate;
-  f.title = fmt::format("Memory-bound: {:.0f}% of kernel time moves bytes (elementwise, norms, reductions, copies)",
-                        p.memory_bound_percent_of_kernels);
+  f.severity = share >= kMemoryBoundHighPercent ? Severity::kHigh : Severity::kModerate;
+  f.title = matrix_share > 0
+                ? fmt::format("Memory-bound: {:.0f}% of kernel time waits on DRAM ({:.0f}% in matrix/attention ops below "
+                              "the ridge point, {:.0f}% in elementwise, norm, reduction and copy kernels)",
+                              share, matrix_share, p.memory_bound_percent_of_kernels)
+                : fmt::format("Memory-bound: {:.0f}% of kernel time moves bytes (elementwise, norms, reductions, copies)",
+                              share);
   std::string top;
   int listed = 0;
   for (const auto& k : c.a.top_kernels) {
@@ -332,21 +349,67 @@ void MemoryBound(const Context& c, std::vector<Finding>& out) {
     top += fmt::format("{}{} ({:.1f} ms)", top.empty() ? "" : "; ", k.name.substr(0, 60), ToMs(k.total_ns));
   }
   f.detail = fmt::format(
-      "The GPU is busy {:.0f}% of the step, but {:.0f}% of that kernel time is in kernels whose arithmetic intensity "
-      "is far below any GPU's ridge point: they wait on device memory, not on the SMs. Largest: {}.",
-      c.a.gpu.busy_percent, p.memory_bound_percent_of_kernels, top.empty() ? "-" : top);
-  f.evidence.push_back(E("memory_bound_percent_of_kernel_time", p.memory_bound_percent_of_kernels, "percent",
-                         "elementwise, reduction, normalisation, softmax and copy kernels by name",
+      "The GPU is busy {:.0f}% of the step, but {:.0f}% of that kernel time is in work whose arithmetic intensity "
+      "is below the GPU's ridge point: it waits on device memory, not on the SMs.",
+      c.a.gpu.busy_percent, share);
+  if (!top.empty()) f.detail += fmt::format(" Largest bytes-bound kernels: {}.", top);
+  f.evidence.push_back(E("memory_bound_percent_of_kernel_time", share, "percent",
+                         "bytes-bound kernel families by name + matrix/attention ops below the ridge point (roofline)",
                          f.severity == Severity::kHigh ? kMemoryBoundHighPercent : analysis::kMemoryBoundModeratePercent, ">="));
+  f.evidence.push_back(E("bytes_bound_kernel_percent_of_kernel_time", p.memory_bound_percent_of_kernels, "percent",
+                         "elementwise, reduction, normalisation, softmax and copy kernels by name"));
+  if (r.available) {
+    f.evidence.push_back(E("memory_bound_matrix_percent_of_kernel_time", matrix_share, "percent",
+                           "matrix/attention kernel time of operators with FLOPs/byte below the ridge point"));
+    f.evidence.push_back(E("arithmetic_intensity_p50", r.intensity_p50, "flop/byte",
+                           "kernel-time weighted median over matrix/attention ops: FLOPs / (operands + output bytes) from "
+                           "record_shapes Input Dims and dtype",
+                           r.ridge_p50, "<"));
+    f.evidence.push_back(E("ridge_point_p50", r.ridge_p50, "flop/byte",
+                           fmt::format("peak of the op's precision / {:.0f} GB/s ({})", r.peak_bandwidth_gbs, r.gpu_model)));
+    if (!std::isnan(r.memory_bound_bandwidth_percent))
+      f.evidence.push_back(E("memory_bound_ops_bandwidth_percent_of_peak", r.memory_bound_bandwidth_percent, "percent",
+                             "bytes the memory-bound ops move / their kernel time / peak DRAM bandwidth"));
+    std::string ops;
+    for (const auto& o : r.top)
+      if (o.memory_bound && ops.size() < 400)
+        ops += fmt::format("{}{} {} {} x{}: {:.1f} FLOP/B against a ridge of {:.0f}, {:.0f} GB/s", ops.empty() ? "" : "; ",
+                           o.name, o.dtype, o.shapes, o.calls, o.intensity, o.ridge, o.achieved_bandwidth_gbs);
+    if (!ops.empty()) f.detail += " Matrix/attention ops below the ridge point: " + ops + ".";
+  }
   f.evidence.push_back(E("matrix_percent_of_kernel_time", p.matrix_percent_of_kernels, "percent", "GEMM + convolution + attention kernels"));
   f.evidence.push_back(E("gpu_busy_percent", c.a.gpu.busy_percent, "percent", "union of kernel time / step time",
                          kMemoryBoundMinBusyPercent, ">="));
-  f.recommendations = {
-      {"torch.compile(model)", "fuses chains of elementwise and normalisation ops into one pass over memory"},
-      {"fused optimizers: torch.optim.AdamW(..., fused=True) (or foreach=True)", "one kernel per parameter group, not per tensor"},
-      {"increase the batch (or sequence) size per GPU", "matmuls gain arithmetic intensity and take a larger share"},
-  };
+  if (p.memory_bound_percent_of_kernels > 0)
+    f.recommendations.push_back({"torch.compile(model)", "fuses chains of elementwise and normalisation ops into one pass over memory"});
+  if (matrix_share > 0) {
+    f.recommendations.push_back({"serve more sequences per step (a larger decode batch) or batch requests together",
+                                 "a decode GEMM reads its weights once per step whatever M is: more rows per read "
+                                 "raise its FLOPs per byte toward the ridge point"});
+    f.recommendations.push_back({"8-bit (or 4-bit) weight-only quantization of the linear layers (fp8 / int8 / int4 "
+                                 "weights, fused dequantization)",
+                                 "the weights are most of the bytes a memory-bound GEMM moves"});
+  }
+  f.recommendations.push_back({"fused optimizers: torch.optim.AdamW(..., fused=True) (or foreach=True)", "one kernel per parameter group, not per tensor"});
   f.gain = ReplayGain(c.step_ms, c.a.what_if.fused_memory);
+  if (!f.gain && r.available && r.memory_bound_weight_bytes_16bit > 0 && r.memory_bound_bytes > 0) {
+    // Weight-only 8-bit quantization, by Amdahl's law over the memory-bound matrix
+    // time: a memory-bound op's time scales with the bytes it moves. Point: at the
+    // bandwidth it reaches now, with 16-bit weights halved; best: those bytes at the
+    // GPU's peak bandwidth; worst: nothing gained (dequantization not fused).
+    const double touched_ms = ToMs(r.memory_bound_matrix_ns) / StepCount(c.a);
+    const double bytes_after = r.memory_bound_bytes - r.memory_bound_weight_bytes_16bit / 2;
+    const double point = touched_ms * bytes_after / r.memory_bound_bytes;
+    const double at_peak = std::isnan(r.memory_bound_bandwidth_percent)
+                               ? point
+                               : point * std::min(1.0, r.memory_bound_bandwidth_percent / 100.0);
+    f.gain = StepGain(c.step_ms, c.step_ms - touched_ms + point, c.step_ms - touched_ms + at_peak, c.step_ms,
+                      "memory_bandwidth",
+                      fmt::format("Amdahl over {:.2f} ms per step of memory-bound matrix ops: time scales with bytes "
+                                  "moved; 16-bit weights to 8-bit cut them {:.0f}% (point, at today's bandwidth); best "
+                                  "at peak bandwidth; worst no gain",
+                                  touched_ms, 100.0 * (1 - bytes_after / r.memory_bound_bytes)));
+  }
   WeighByGain(f);
   out.push_back(std::move(f));
 }
@@ -432,8 +495,22 @@ void UndersizedWork(const Context& c, std::vector<Finding>& out) {
       {"torch.compile(model) or CUDA graphs", "fuses the small kernels and removes the launch gaps between them"},
       {"pad bf16/fp16 matrix dimensions to multiples of 8 (ideally 64/128)", "tensor-core tiles are filled"},
   };
-  // A larger batch fills the empty SMs: kernels of the same duration do up to
-  // 1/fill times the work. No step-time gain is promised: the batch changes the step.
+  // Twice the batch, as throughput (the batch changes the step, so not step time).
+  // Work spread over SMs that now sit empty takes no longer until the SMs are full:
+  // the kernels' time scales by max(1, 2 x fill) (point); the host's time per step
+  // stays (the same kernels are issued). Best: kernel time unchanged; worst: it
+  // doubles (the kernels were latency-bound, not short of blocks).
+  const double busy_ms = c.step_ms * g.busy_percent / 100.0;
+  const double host_ms = c.step_ms - busy_ms;
+  const auto throughput = [&](double kernel_scale) { return 2.0 * c.step_ms / (host_ms + busy_ms * kernel_scale); };
+  ExpectedGain gain = LevelGain("throughput_x", 1.0, throughput(std::max(1.0, 2.0 * fill)), throughput(1.0),
+                                throughput(2.0), "memory_capacity",
+                                fmt::format("twice the batch per step: {:.2f} ms of kernels at {:.0f}% SM fill take "
+                                            "max(1, 2 x fill) as long, {:.2f} ms of host time per step unchanged; best: "
+                                            "kernel time unchanged, worst: doubled",
+                                            busy_ms, 100.0 * fill, host_ms));
+  gain.unit = "x";
+  f.gain = gain;
   out.push_back(std::move(f));
 }
 
@@ -466,6 +543,14 @@ void Idle(const Context& c, std::vector<Finding>& out) {
                            Percent(ToMs(idle.ns[i]), c.step_ms * StepCount(c.a)),
                            "percent", "share of step time"));
   }
+  // Amdahl bound over the idle time: at best the step shrinks to the GPU's own
+  // work (nothing left waiting), at worst nothing changes; no fix is named, so the
+  // point is the middle of the bound.
+  const double idle_ms = c.step_ms * (100.0 - c.a.gpu.busy_percent) / 100.0;
+  f.gain = StepGain(c.step_ms, c.step_ms - idle_ms / 2, c.step_ms - idle_ms, c.step_ms, "host_work",
+                    fmt::format("Amdahl bound over {:.2f} ms of idle device time per step: all of it removed at best, "
+                                "none at worst; the point is the middle (no fix's effect is measured here)",
+                                idle_ms));
   f.recommendations = {
       {"profile the host side (py-spy, torch.profiler with_stack=True) for what runs between GPU work",
        "the GPU waits on something the trace shows only as CPU time"},
@@ -478,6 +563,8 @@ void Idle(const Context& c, std::vector<Finding>& out) {
 /// Reads the findings so far; appends only when none of them is moderate or worse.
 void ComputeLimit(const Context& c, std::vector<Finding>& out) {
   if (!c.a.has_gpu_activity || c.a.gpu.busy_percent < kComputeLimitBusyPercent) return;
+  // Busy is not compute-limited: time that waits on DRAM is never the compute limit.
+  if (MemoryBoundShare(c.a) >= analysis::kMemoryBoundModeratePercent) return;
   for (const auto& f : out)
     if (f.severity >= Severity::kModerate) return;
   Finding f;
@@ -522,6 +609,7 @@ std::vector<Finding> JudgeRecording(const RecordingAnalysis& a) {
   std::vector<Finding> out;
   if (!a.has_gpu_activity) {
     NoGpuActivity(a, out);
+    for (auto& f : out) f.rank = a.rank;
     return out;
   }
   if (a.steps.empty() || a.avg_step_ns <= 0) return out;
@@ -679,6 +767,33 @@ Diagnosis Diagnose(const Run& run, const DiagnoseOptions& options) {
       grouped.insert(grouped.end(), std::make_move_iterator(of_run.begin()), std::make_move_iterator(of_run.end()));
     }
     d.findings = std::move(grouped);
+  }
+  // Ranks of one run with aligned clocks: who waits for whom at the collectives.
+  for (int g = 0; g < sources.groups; ++g) {
+    std::vector<analysis::RankTrace> ranks;
+    std::vector<int> seen;
+    bool distinct = true;
+    for (size_t i = 0; i < d.recordings.size(); ++i) {
+      const auto& rec = run.recordings[i];
+      if (!d.recordings[i].has_trace || sources.group[i] != g || !rec.clock_is_absolute) continue;
+      distinct = distinct && rec.rank >= 0 && std::find(seen.begin(), seen.end(), rec.rank) == seen.end();
+      seen.push_back(rec.rank);
+      ranks.push_back({&rec, &d.recordings[i], static_cast<int>(i)});
+    }
+    if (ranks.size() < 2 || !distinct) continue;
+    CollectiveSkew skew = analysis::MeasureCollectiveSkew(ranks);
+    if (!skew.available && !skew.unavailable_reason.empty())
+      d.notes.push_back(fmt::format("Collective arrival skew across the {} ranks not judged: {}.", ranks.size(),
+                                    skew.unavailable_reason));
+    std::vector<Finding*> of_run;
+    std::vector<Finding> run_findings;
+    for (auto& f : d.findings)
+      if (f.recording >= 0 && sources.group[static_cast<size_t>(f.recording)] == g) of_run.push_back(&f);
+    for (auto* f : of_run) run_findings.push_back(std::move(*f));
+    std::vector<Finding> found = JudgeCollectiveSkew(skew, run_findings);
+    for (size_t k = 0; k < of_run.size(); ++k) *of_run[k] = std::move(run_findings[k]);
+    for (auto& f : found) d.findings.push_back(std::move(f));
+    d.collective_skew.push_back(std::move(skew));
   }
   for (size_t i = 0; i < d.recordings.size(); ++i) {
     add(JudgeMetrics(d.recordings[i], targets), i);

@@ -63,6 +63,12 @@ std::vector<Finding> JudgeMetrics(const RecordingAnalysis& a, const WorkloadTarg
 /// Verdicts from step markers (src/verdicts/step_verdicts.cc).
 std::vector<Finding> JudgeStepMarkers(const RecordingAnalysis& a);
 
+/// Verdicts from the arrival skew at one run's collectives (collective_verdicts.cc):
+/// a persistent straggler rank or lateness that moves between ranks; and the
+/// communication_bound finding of the same ranks gets its time split into transfer
+/// and waiting for the last arrival.
+std::vector<Finding> JudgeCollectiveSkew(const CollectiveSkew& skew, std::vector<Finding>& run_findings);
+
 /// A dated default price for a GPU model (cost.cc).
 struct GpuPrice {
   const char* match;       // device-name fragment

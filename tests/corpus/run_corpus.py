@@ -54,6 +54,15 @@ def judge(case, report):
         gpus = sum(len(r.get("metric_devices", [])) for r in report.get("recordings", []))
         if gpus != case["gpus"]:
             failures.append(f"{gpus} GPUs where the source has {case['gpus']}")
+    for v, rank in case.get("expect_rank", {}).items():
+        ranks = [f.get("rank") for f in report.get("findings", []) if f["verdict"] == v]
+        if ranks and rank not in ranks:
+            failures.append(f"{v} names rank {ranks[0]} where the source's is rank {rank}")
+    if case.get("gain_all"):
+        for f in report.get("findings", []):
+            gain = f.get("expected_gain") or {}
+            if f.get("severity") in ("moderate", "high") and (not gain.get("range") or not gain.get("bounded_by")):
+                failures.append(f"{f['verdict']} ({f['severity']}) has no expected gain with a range and what bounds it")
     for v in case.get("gain_for", []):
         for f in report.get("findings", []):
             if f["verdict"] != v:
@@ -97,7 +106,8 @@ def fmt_cell(cell):
 
 def markdown(cases, results, table):
     classes = sorted({c for (c, _) in table if c != "all"}) + ["all"]
-    sources = {c["source"].split("@")[0] for c in cases}
+    # A repository (owner/name before "@"), or "recorded here" for this project's own recordings.
+    sources = {c["source"].split("@")[0] if "@" in c["source"] else c["source"].split(":")[0] for c in cases}
     ran = [r for r in results if not r["skipped"]]
     lines = [
         "# Accuracy on the corpus of real cases",

@@ -21,6 +21,7 @@ struct RawEvent {
   std::string_view cat;
   std::string_view name;
   std::optional<int64_t> pid;  // numeric pid, or the number at the end of a pid string
+  bool pid_cpu_functions = false;  // pid "CPU functions": torch.autograd.profiler's own export
   std::optional<int64_t> tid;  // numeric tid, or the number in "stream 7"
   std::optional<int64_t> ts_ns;
   std::optional<int64_t> dur_ns;

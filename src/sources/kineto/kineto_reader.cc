@@ -78,13 +78,18 @@ RuntimeCallKind RuntimeKindFromName(std::string_view name) {
   return RuntimeCallKind::kOther;
 }
 
-/// GEMM and convolution operators, whose input shapes decide tensor-core tiling.
+/// GEMM, convolution and attention operators: their input shapes decide tensor-core
+/// tiling and, with the dtype, their FLOPs and bytes.
 bool IsMatrixOpName(std::string_view name) {
   static constexpr std::string_view kOps[] = {
       "aten::mm",     "aten::addmm",   "aten::bmm",         "aten::baddbmm",      "aten::matmul",
       "aten::linear", "aten::conv1d",  "aten::conv2d",      "aten::conv3d",       "aten::convolution",
       "aten::_convolution", "aten::cudnn_convolution", "aten::conv_transpose1d", "aten::conv_transpose2d",
-      "aten::conv_transpose3d", "aten::_scaled_mm", "aten::addbmm"};
+      "aten::conv_transpose3d", "aten::_scaled_mm", "aten::addbmm",
+      // attention: its FLOPs and bytes (roofline.cc) come from the q, k, v shapes
+      "aten::scaled_dot_product_attention", "aten::_scaled_dot_product_flash_attention",
+      "aten::_scaled_dot_product_efficient_attention", "aten::_scaled_dot_product_cudnn_attention",
+      "aten::_flash_attention_forward", "aten::_efficient_attention_forward"};
   for (auto op : kOps)
     if (name == op) return true;
   return false;
@@ -236,7 +241,16 @@ class KinetoImporter {
       }
       return;
     }
-    const Category category = Classify(e.cat);
+    Category category = Classify(e.cat);
+    // PyTorch without Kineto (CPU-only builds) exports torch.autograd.profiler's
+    // own Chrome trace: host operator spans with no "cat", on pid "CPU functions".
+    if (category == Category::kUnknown && e.cat.empty() && e.pid_cpu_functions) {
+      category = Category::kCpu;
+      rec_.stats.AddIssue(IssueSeverity::kInfo, "autograd_profiler_events",
+                          fmt::format("{}: byte {}: events without \"cat\" on pid \"CPU functions\" "
+                                      "(torch.autograd.profiler's export, no Kineto) read as CPU operators",
+                                      rec_.source_path, offset));
+    }
     if (category == Category::kPythonFunction) {
       ++rec_.stats.python_function_events;  // Python stacks: many, and no analysis needs them yet
       return;

@@ -1,0 +1,346 @@
+// A synchronising collective (all-reduce, all-gather, reduce-scatter, all-to-all)
+// cannot finish on any rank before the last rank has entered it: every rank's
+// collective kernel runs from its own arrival until shortly after the last
+// arrival plus the transfer. So on aligned clocks the ends line up while the
+// starts spread, and a rank's collective time splits into waiting (last arrival −
+// own arrival) and transfer (the rest). HTA's straggler analysis and TraceLens's
+// NCCL "implicit sync" and straggler_summary tables read traces the same way.
+//
+// The ends lining up is also the check that the clocks are aligned and that the
+// k-th collective of one kind is the same collective on every rank: where the ends
+// spread as much as the starts, nothing is concluded.
+#include "src/analysis/collective_skew.h"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <map>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "src/analysis/analysis_internal.h"
+#include "src/analysis/intervals.h"
+#include "src/analysis/kernel_taxonomy.h"
+#include "src/util/strings.h"
+
+namespace gputriage::analysis {
+namespace {
+
+// A rank is late at a collective when it enters this long after the median rank:
+// at least 20 µs (launch jitter, clock alignment of a few µs) and a quarter of
+// the collective's shortest time on any rank (its transfer).
+constexpr TimeNs kLateFloorNs = 20 * kNsPerUs;
+constexpr double kLateShareOfTransfer = 0.25;
+// Clocks are taken as aligned when the collectives' ends spread at most half as
+// much as their starts (median over collectives), or under 100 µs.
+constexpr double kAlignedEndSpreadUs = 100;
+constexpr double kAlignedEndToStartSpread = 0.5;
+// The same rank last in at least this share of the collectives with a late rank,
+// and of the steps: a persistent straggler, not lateness that moves around.
+constexpr double kPersistentShare = 0.6;
+
+struct Event {
+  Interval time;
+  std::string_view kind;
+};
+
+struct RankEvents {
+  std::vector<Event> events;  // synchronising collectives, by start
+  std::map<std::string_view, std::vector<size_t>> by_kind;  // indices into events
+  intervals::List compute;    // non-communication kernels on the primary device, merged
+  intervals::List steps;      // its step windows, merged
+  intervals::List data_wait;  // DataLoader spans on the host, merged
+};
+
+RankEvents Collect(const RankTrace& t, bool device_events) {
+  RankEvents out;
+  const Recording& rec = *t.recording;
+  const int device = t.analysis->device.id;
+  std::map<NameId, KernelKind> kinds;
+  intervals::List compute;
+  for (const auto& k : rec.kernels) {
+    if (device >= 0 && k.device != device) continue;
+    auto it = kinds.find(k.name);
+    if (it == kinds.end()) it = kinds.emplace(k.name, ClassifyKernelName(rec.names.View(k.name))).first;
+    if (it->second.cls != KernelClass::kCommunication) {
+      compute.push_back(k.time);
+      continue;
+    }
+    if (!device_events) continue;
+    const std::string_view kind =
+        SynchronisingCollective(k.collective != kNoName ? rec.names.View(k.collective) : rec.names.View(k.name));
+    if (!kind.empty()) out.events.push_back({k.time, kind});
+  }
+  if (!device_events) {
+    // Host spans (gloo, or a trace without device activity): the outermost span
+    // of each collective call.
+    std::vector<const CpuSpan*> spans;
+    for (const auto& c : rec.cpu_spans)
+      if (c.kind == CpuSpanKind::kCommunication) spans.push_back(&c);
+    std::sort(spans.begin(), spans.end(), [](const CpuSpan* a, const CpuSpan* b) { return a->time.start < b->time.start; });
+    std::map<int64_t, TimeNs> open_until;  // per thread: the end of the outermost span seen
+    for (const CpuSpan* c : spans) {
+      TimeNs& until = open_until[c->thread];
+      if (c->time.start < until) continue;  // nested inside a collective already taken
+      until = c->time.end;
+      const std::string_view kind = SynchronisingCollective(rec.names.View(c->name));
+      if (!kind.empty()) out.events.push_back({c->time, kind});
+    }
+  }
+  std::sort(out.events.begin(), out.events.end(), [](const Event& a, const Event& b) { return a.time.start < b.time.start; });
+  for (size_t i = 0; i < out.events.size(); ++i) out.by_kind[out.events[i].kind].push_back(i);
+  out.compute = intervals::Merge(std::move(compute));
+  std::vector<Interval> data;
+  for (const auto& c : rec.cpu_spans)
+    if (c.kind == CpuSpanKind::kDataLoader) data.push_back(c.time);
+  out.data_wait = intervals::Merge(std::move(data));
+  std::vector<Interval> windows;
+  for (const auto& s : t.analysis->steps) windows.push_back(s.window);
+  out.steps = intervals::Merge(std::move(windows));
+  return out;
+}
+
+bool InSteps(const intervals::List& steps, TimeNs t) {
+  if (steps.empty()) return true;  // no steps: the whole trace
+  return intervals::OverlapWith(steps, {t, t + 1}) > 0;
+}
+
+/// What a rank did over [window): GPU compute, DataLoader wait, the rest on the host.
+std::array<double, 3> Activity(const RankEvents& r, Interval window) {
+  std::array<double, 3> out{};
+  if (window.end <= window.start) return out;
+  const double len = static_cast<double>(window.duration());
+  const double compute = static_cast<double>(intervals::OverlapWith(r.compute, window));
+  const double data = std::min(static_cast<double>(intervals::OverlapWith(r.data_wait, window)), len - compute);
+  out[0] = compute / 1e6;
+  out[1] = std::max(0.0, data) / 1e6;
+  out[2] = std::max(0.0, len - compute - std::max(0.0, data)) / 1e6;
+  return out;
+}
+
+double MedianOf(std::vector<double> v) { return Median(v); }
+
+}  // namespace
+
+std::string_view SynchronisingCollective(std::string_view name) {
+  const std::string l = AsciiLower(name);
+  if (Contains(l, "sendrecv") || Contains(l, "send") || Contains(l, "recv") || Contains(l, "broadcast") ||
+      Contains(l, "bcast"))
+    return "";
+  if (Contains(l, "allreduce") || Contains(l, "all_reduce")) return "all_reduce";
+  if (Contains(l, "allgather") || Contains(l, "all_gather")) return "all_gather";
+  if (Contains(l, "reducescatter") || Contains(l, "reduce_scatter")) return "reduce_scatter";
+  if (Contains(l, "alltoall") || Contains(l, "all_to_all")) return "all_to_all";
+  if (Contains(l, "barrier")) return "barrier";
+  return "";
+}
+
+CollectiveSkew MeasureCollectiveSkew(const std::vector<RankTrace>& ranks) {
+  CollectiveSkew out;
+  out.ranks = static_cast<int>(ranks.size());
+  if (ranks.size() < 2) return out;
+  bool device_events = true;
+  for (const auto& t : ranks) device_events = device_events && t.analysis->has_gpu_activity;
+  std::vector<RankEvents> per;
+  for (const auto& t : ranks) per.push_back(Collect(t, device_events));
+  // Host spans where a rank has no device collectives at all (CPU ranks, gloo).
+  if (device_events && std::any_of(per.begin(), per.end(), [](const RankEvents& r) { return r.events.empty(); })) {
+    device_events = false;
+    per.clear();
+    for (const auto& t : ranks) per.push_back(Collect(t, false));
+  }
+  out.events = device_events ? "device collective kernels" : "host collective spans";
+  for (const auto& r : per)
+    if (r.events.empty()) {
+      out.unavailable_reason = "a rank recorded no all-reduce, all-gather, reduce-scatter, all-to-all or barrier";
+      return out;
+    }
+
+  // Match the k-th collective of each kind across ranks.
+  struct Instance {
+    std::vector<size_t> event;  // per rank, index into its events
+  };
+  std::vector<Instance> instances;
+  std::vector<std::string> skipped;
+  for (const auto& [kind, first] : per.front().by_kind) {
+    size_t n = first.size(), most = first.size();
+    for (const auto& r : per) {
+      auto it = r.by_kind.find(kind);
+      const size_t count = it == r.by_kind.end() ? 0 : it->second.size();
+      n = std::min(n, count);
+      most = std::max(most, count);
+    }
+    // Counts that differ are collectives the profiler window cut differently on
+    // each rank, or different collectives: the k-th ones would not be the same.
+    if (n == 0 || most > n + n / 10 + 1) {
+      skipped.push_back(std::string(kind));
+      continue;
+    }
+    for (size_t k = 0; k < n; ++k) {
+      Instance inst;
+      bool in_steps = true;
+      for (const auto& r : per) {
+        const size_t e = r.by_kind.at(kind)[k];
+        inst.event.push_back(e);
+        in_steps = in_steps && InSteps(r.steps, r.events[e].time.start);
+      }
+      if (in_steps) instances.push_back(std::move(inst));
+    }
+  }
+  if (instances.empty()) {
+    out.unavailable_reason = skipped.empty() ? "no collective ran on every rank inside the steps"
+                                             : "collective counts differ between ranks (" + Join(skipped, ", ") + ")";
+    return out;
+  }
+  out.collectives = static_cast<int64_t>(instances.size());
+
+  // Aligned clocks: ends together, starts spread.
+  std::vector<double> end_spread, start_spread;
+  for (const auto& inst : instances) {
+    TimeNs s0 = INT64_MAX, s1 = INT64_MIN, e0 = INT64_MAX, e1 = INT64_MIN;
+    for (size_t r = 0; r < per.size(); ++r) {
+      const Interval t = per[r].events[inst.event[r]].time;
+      s0 = std::min(s0, t.start), s1 = std::max(s1, t.start), e0 = std::min(e0, t.end), e1 = std::max(e1, t.end);
+    }
+    start_spread.push_back(static_cast<double>(s1 - s0) / 1e3);
+    end_spread.push_back(static_cast<double>(e1 - e0) / 1e3);
+  }
+  out.end_spread_us_p50 = MedianOf(end_spread);
+  out.start_spread_us_p50 = MedianOf(start_spread);
+  if (out.end_spread_us_p50 > kAlignedEndSpreadUs &&
+      out.end_spread_us_p50 > kAlignedEndToStartSpread * out.start_spread_us_p50) {
+    out.unavailable_reason = fmt::format(
+        "the matched collectives end {:.0f} µs apart across ranks (median) while starting {:.0f} µs apart: the "
+        "clocks are not aligned, or these are not the same collectives on every rank",
+        out.end_spread_us_p50, out.start_spread_us_p50);
+    return out;
+  }
+  out.available = true;
+
+  // Steps: per rank, for per-step figures.
+  double steps = 0, step_ms = 0;
+  for (const auto& t : ranks) {
+    steps += std::max<double>(1.0, static_cast<double>(t.analysis->steps.size()));
+    step_ms += ToMs(t.analysis->avg_step_ns);
+  }
+  out.steps = steps / static_cast<double>(ranks.size());
+  out.step_ms = step_ms / static_cast<double>(ranks.size());
+  {
+    double sum = 0, sq = 0, n_steps = 0;
+    for (const auto& t : ranks)
+      for (const auto& st : t.analysis->steps) {
+        const double ms = ToMs(st.total());
+        sum += ms, sq += ms * ms, ++n_steps;
+      }
+    if (n_steps >= 2 && sum > 0) {
+      const double mean = sum / n_steps;
+      out.step_cv = std::sqrt(std::max(0.0, sq / n_steps - mean * mean)) / mean;
+    }
+  }
+
+  const size_t n = per.size();
+  std::vector<RankArrivals> by_rank(n);
+  for (size_t r = 0; r < n; ++r) by_rank[r].rank = ranks[r].recording->rank, by_rank[r].recording = ranks[r].index;
+  std::vector<double> wait_ms(n, 0), transfer_ms(n, 0), late_ms(n, 0);
+  std::vector<std::array<double, 3>> excess(n, std::array<double, 3>{});
+  // Which rank was latest on aggregate, per step of the first rank.
+  std::map<size_t, std::vector<double>> lateness_by_step;
+  const auto& first_steps = ranks.front().analysis->steps;
+  for (const auto& inst : instances) {
+    std::vector<TimeNs> starts(n);
+    TimeNs shortest = INT64_MAX;
+    for (size_t r = 0; r < n; ++r) {
+      const Interval t = per[r].events[inst.event[r]].time;
+      starts[r] = t.start;
+      shortest = std::min(shortest, t.duration());
+    }
+    const size_t last = static_cast<size_t>(std::max_element(starts.begin(), starts.end()) - starts.begin());
+    const TimeNs last_start = starts[last];
+    for (size_t r = 0; r < n; ++r) {
+      const Interval t = per[r].events[inst.event[r]].time;
+      const TimeNs wait = std::clamp<TimeNs>(last_start - t.start, 0, t.duration());
+      wait_ms[r] += ToMs(wait);
+      transfer_ms[r] += ToMs(t.duration() - wait);
+    }
+    std::vector<TimeNs> sorted = starts;
+    std::sort(sorted.begin(), sorted.end());
+    const TimeNs median = sorted[(n - 1) / 2];
+    const TimeNs lateness = last_start - median;
+    const TimeNs margin = std::max<TimeNs>(kLateFloorNs, static_cast<TimeNs>(kLateShareOfTransfer * static_cast<double>(shortest)));
+    if (lateness < margin) continue;
+    ++out.with_late_rank;
+    ++by_rank[last].late;
+    late_ms[last] += ToMs(lateness);
+    // What it alone cost the others: the gap to the next-latest arrival.
+    out.saving_ms_per_step += ToMs(last_start - sorted[n - 2]);
+    if (!first_steps.empty()) {
+      const TimeNs at = per.front().events[inst.event.front()].time.start;
+      for (size_t s = 0; s < first_steps.size(); ++s)
+        if (at >= first_steps[s].window.start && at < first_steps[s].window.end) {
+          auto& v = lateness_by_step[s];
+          v.resize(n, 0.0);
+          v[last] += ToMs(lateness);
+          break;
+        }
+    }
+    // Before arriving: from its previous collective's end to this one's start, on
+    // every rank; the late rank's activity against the others' median.
+    std::vector<std::array<double, 3>> act(n);
+    bool windows = true;
+    for (size_t r = 0; r < n; ++r) {
+      const size_t e = inst.event[r];
+      if (e == 0) {
+        windows = false;
+        break;
+      }
+      act[r] = Activity(per[r], {per[r].events[e - 1].time.end, per[r].events[e].time.start});
+    }
+    if (!windows) continue;
+    for (int c = 0; c < 3; ++c) {
+      std::vector<double> others;
+      for (size_t r = 0; r < n; ++r)
+        if (r != last) others.push_back(act[r][static_cast<size_t>(c)]);
+      excess[last][static_cast<size_t>(c)] += act[last][static_cast<size_t>(c)] - MedianOf(others);
+    }
+  }
+  for (size_t r = 0; r < n; ++r) {
+    auto& a = by_rank[r];
+    a.wait_ms_per_step = wait_ms[r] / out.steps;
+    a.transfer_ms_per_step = transfer_ms[r] / out.steps;
+    if (out.with_late_rank > 0) a.late_share = static_cast<double>(a.late) / static_cast<double>(out.with_late_rank);
+    if (a.late > 0) {
+      const double k = static_cast<double>(a.late);
+      a.lateness_ms_mean = late_ms[r] / k;
+      a.excess_compute_ms = excess[r][0] / k;
+      a.excess_data_wait_ms = excess[r][1] / k;
+      a.excess_host_ms = excess[r][2] / k;
+    }
+    out.wait_ms_per_step += a.wait_ms_per_step / static_cast<double>(n);
+    out.transfer_ms_per_step += a.transfer_ms_per_step / static_cast<double>(n);
+  }
+  out.saving_ms_per_step /= out.steps;
+  if (out.with_late_rank > 0) {
+    const auto top = std::max_element(by_rank.begin(), by_rank.end(),
+                                      [](const RankArrivals& x, const RankArrivals& y) { return x.late < y.late; });
+    out.straggler_rank = top->rank;
+    out.straggler_late_share = top->late_share;
+    const size_t s = static_cast<size_t>(top - by_rank.begin());
+    if (!lateness_by_step.empty()) {
+      int led = 0;
+      for (const auto& [step, v] : lateness_by_step)
+        if (static_cast<size_t>(std::max_element(v.begin(), v.end()) - v.begin()) == s) ++led;
+      out.straggler_step_share = static_cast<double>(led) / static_cast<double>(lateness_by_step.size());
+    } else {
+      out.straggler_step_share = top->late_share;
+    }
+    out.persistent = top->late_share >= kPersistentShare && out.straggler_step_share >= kPersistentShare;
+    const double c = top->excess_compute_ms, d = top->excess_data_wait_ms, h = top->excess_host_ms;
+    const double most = std::max({c, d, h});
+    out.cause = most <= 0 ? "unclear" : most == c ? "compute" : most == d ? "data_wait" : "host";
+  }
+  out.by_rank = std::move(by_rank);
+  return out;
+}
+
+}  // namespace gputriage::analysis

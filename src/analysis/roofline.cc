@@ -1,0 +1,293 @@
+// The roofline model (Williams, Waterman and Patterson, CACM 2009) per operator, as
+// TraceLens's GEMM/SDPA perf tables apply it to PyTorch traces: an operator that
+// does F FLOPs while moving at least B bytes cannot run faster than
+// max(F / peak_flops, B / peak_bandwidth). Its arithmetic intensity F / B against
+// the ridge point peak_flops / peak_bandwidth says which bound holds: below the
+// ridge the operator waits on DRAM however busy the GPU looks. Decode-like work
+// (GEMMs with a small M, attention over one query token) sits far below it.
+//
+// B counts each operand read once and the output written once: the least traffic
+// the operator needs, so the intensity is an upper bound and an operator called
+// memory-bound here is memory-bound in fact. Attention FLOPs count the full score
+// matrix (a causal mask halves them): again an upper bound on intensity.
+#include "src/analysis/roofline.h"
+
+#include <algorithm>
+#include <cmath>
+#include <unordered_map>
+
+#include <fmt/format.h>
+
+#include "src/analysis/gpu_specs.h"
+#include "src/util/strings.h"
+
+namespace gputriage::analysis {
+namespace {
+
+/// Dimension `i` of input `input` (negative i counts from the end), -1 when absent.
+int64_t Dim(const MatrixOpShapes& s, int input, int i) {
+  if (input >= s.inputs) return -1;
+  const int rank = s.rank[static_cast<size_t>(input)];
+  const int at = i >= 0 ? i : rank + i;
+  if (rank == 0 || at < 0 || at >= rank) return -1;
+  return s.dims[static_cast<size_t>(input)][static_cast<size_t>(at)];
+}
+
+int Rank(const MatrixOpShapes& s, int input) { return input < s.inputs ? s.rank[static_cast<size_t>(input)] : 0; }
+
+/// Elements of input `input`, 0 when it is not a plain tensor.
+double Elements(const MatrixOpShapes& s, int input) {
+  const int rank = Rank(s, input);
+  if (rank == 0) return 0;
+  double n = 1;
+  for (int i = 0; i < rank; ++i) n *= static_cast<double>(std::max<int64_t>(0, Dim(s, input, i)));
+  return n;
+}
+
+/// Product of the leading dimensions of input `input` up to (not including) `end_from_back`.
+double Leading(const MatrixOpShapes& s, int input, int end_from_back) {
+  double n = 1;
+  for (int i = 0; i < Rank(s, input) - end_from_back; ++i) n *= static_cast<double>(Dim(s, input, i));
+  return n;
+}
+
+bool IsAttentionOp(std::string_view op) {
+  return op == "aten::scaled_dot_product_attention" || op == "aten::_scaled_dot_product_flash_attention" ||
+         op == "aten::_scaled_dot_product_efficient_attention" || op == "aten::_scaled_dot_product_cudnn_attention" ||
+         op == "aten::_flash_attention_forward" || op == "aten::_efficient_attention_forward";
+}
+
+/// A GEMM [batch x M x K] @ [K x N]: FLOPs and operand + output bytes.
+/// `weight_elements`: the second operand's, `extra_elements`: a bias's.
+OpCost Gemm(double batch, double m, double k, double n, double weight_elements, int eb, double extra_elements = 0) {
+  OpCost c;
+  c.flops = 2.0 * batch * m * n * k;
+  c.weight_bytes = static_cast<double>(eb) * weight_elements;
+  c.bytes = static_cast<double>(eb) * (batch * (m * k + m * n) + extra_elements) + c.weight_bytes;
+  return c;
+}
+
+struct OpTime {
+  TimeNs ns = 0;         // every kernel the operator launched
+  TimeNs matrix_ns = 0;  // its matrix-class kernels
+  std::array<TimeNs, kNumPrecisions> by_precision{};
+};
+
+/// The precision an operator's peak is taken from: its matrix kernels' (by time),
+/// else its dtype's on tensor cores where the dtype only runs there.
+Precision OpPrecision(const OpTime& t, std::string_view dtype) {
+  int best = -1;
+  for (int p = 0; p < kNumPrecisions; ++p) {
+    const auto prec = static_cast<Precision>(p);
+    if (prec == Precision::kUnknown || prec == Precision::kTensorUnknown || t.by_precision[static_cast<size_t>(p)] == 0) continue;
+    if (best < 0 || t.by_precision[static_cast<size_t>(p)] > t.by_precision[static_cast<size_t>(best)]) best = p;
+  }
+  if (best >= 0) return static_cast<Precision>(best);
+  // A float operator on unknown kernels is judged against the fp32 SIMT peak: the
+  // lowest ridge, so an operator is called memory-bound only when it is so at any peak.
+  return PrecisionFromInputType(dtype, /*tensor_core_kernel=*/false);
+}
+
+std::string ShapesText(const MatrixOpShapes& s) {
+  std::string out = "[";
+  for (int i = 0; i < s.inputs; ++i) {
+    out += i ? ", [" : "[";
+    for (int k = 0; k < Rank(s, i); ++k) out += (k ? ", " : "") + std::to_string(Dim(s, i, k));
+    out += "]";
+  }
+  return out + "]";
+}
+
+/// Kernel-time weighted median of (value, weight) pairs.
+double WeightedMedian(std::vector<std::pair<double, double>> v) {
+  if (v.empty()) return NAN;
+  std::sort(v.begin(), v.end());
+  double total = 0;
+  for (const auto& [x, w] : v) total += w;
+  double run = 0;
+  for (const auto& [x, w] : v)
+    if ((run += w) >= total / 2) return x;
+  return v.back().first;
+}
+
+}  // namespace
+
+int DtypeBytes(std::string_view dtype) {
+  const std::string l = AsciiLower(dtype);
+  if (Contains(l, "bfloat16") || Contains(l, "half") || l == "float16" || l == "short") return 2;
+  if (Contains(l, "float8") || l == "signed char" || l == "unsigned char" || l == "int8" || l == "uint8") return 1;
+  if (l == "float" || l == "int" || l == "float32") return 4;
+  if (l == "double" || l == "long int" || l == "long") return 8;
+  return 0;
+}
+
+bool MatrixOpCost(std::string_view op, const MatrixOpShapes& s, int eb, OpCost& out) {
+  if (eb <= 0) return false;
+  const auto positive = [](std::initializer_list<int64_t> v) {
+    return std::all_of(v.begin(), v.end(), [](int64_t x) { return x > 0; });
+  };
+  if (op == "aten::mm" || op == "aten::_scaled_mm") {  // A [M, K], B [K, N]
+    const int64_t m = Dim(s, 0, 0), k = Dim(s, 0, 1), n = Dim(s, 1, 1);
+    if (Rank(s, 0) != 2 || Rank(s, 1) != 2 || !positive({m, k, n}) || Dim(s, 1, 0) != k) return false;
+    out = Gemm(1, m, k, n, static_cast<double>(k * n), eb);
+    return true;
+  }
+  if (op == "aten::addmm") {  // bias, A [M, K], B [K, N]
+    const int64_t m = Dim(s, 1, 0), k = Dim(s, 1, 1), n = Dim(s, 2, 1);
+    if (Rank(s, 1) != 2 || Rank(s, 2) != 2 || !positive({m, k, n}) || Dim(s, 2, 0) != k) return false;
+    out = Gemm(1, m, k, n, static_cast<double>(k * n), eb, Elements(s, 0));
+    return true;
+  }
+  if (op == "aten::linear") {  // input [..., K], weight [N, K], bias [N]
+    const int64_t k = Dim(s, 0, -1), n = Dim(s, 1, 0);
+    if (Rank(s, 0) < 1 || Rank(s, 1) != 2 || !positive({k, n}) || Dim(s, 1, 1) != k) return false;
+    const double m = Leading(s, 0, 1);
+    if (m <= 0) return false;
+    out = Gemm(1, m, static_cast<double>(k), static_cast<double>(n), static_cast<double>(k * n), eb, Elements(s, 2));
+    return true;
+  }
+  if (op == "aten::bmm" || op == "aten::baddbmm") {  // [bias,] [B, M, K], [B, K, N]
+    const int a = op == "aten::bmm" ? 0 : 1;
+    const int64_t b = Dim(s, a, 0), m = Dim(s, a, 1), k = Dim(s, a, 2), n = Dim(s, a + 1, 2);
+    if (Rank(s, a) != 3 || Rank(s, a + 1) != 3 || !positive({b, m, k, n}) || Dim(s, a + 1, 1) != k) return false;
+    out = Gemm(static_cast<double>(b), static_cast<double>(m), static_cast<double>(k), static_cast<double>(n),
+               static_cast<double>(b * k * n), eb, a == 1 ? Elements(s, 0) : 0.0);
+    return true;
+  }
+  if (op == "aten::matmul") {
+    const int ra = Rank(s, 0), rb = Rank(s, 1);
+    if (ra < 1 || rb < 1) return false;
+    const int64_t k = Dim(s, 0, -1);
+    if (rb == 1) {  // matrix-vector: [..., K] @ [K]
+      if (Dim(s, 1, 0) != k || k <= 0) return false;
+      out = Gemm(1, Leading(s, 0, 1), static_cast<double>(k), 1, static_cast<double>(k), eb);
+      return true;
+    }
+    const int64_t n = Dim(s, 1, -1);
+    if (Dim(s, 1, -2) != k || !positive({k, n})) return false;
+    if (rb == 2) {  // [..., M, K] @ [K, N]: the leading dims fold into M
+      out = Gemm(1, Leading(s, 0, 1), static_cast<double>(k), static_cast<double>(n), static_cast<double>(k * n), eb);
+      return true;
+    }
+    if (ra < 2 || ra != rb) return false;  // broadcast batches: not modelled
+    const double batch = Leading(s, 0, 2);
+    if (batch != Leading(s, 1, 2)) return false;
+    const double m = static_cast<double>(Dim(s, 0, -2));
+    out = Gemm(batch, m, static_cast<double>(k), static_cast<double>(n), batch * static_cast<double>(k * n), eb);
+    return true;
+  }
+  if (IsAttentionOp(op)) {
+    if (Rank(s, 0) != 4 || Rank(s, 1) != 4 || Rank(s, 2) != 4) return false;
+    // SDPA: [B, H, L, D]; the flash/efficient forward kernels' own ops: [B, L, H, D].
+    const bool bhld = StartsWith(op, "aten::scaled_dot") || StartsWith(op, "aten::_scaled_dot");
+    const int64_t b = Dim(s, 0, 0), d = Dim(s, 0, 3);
+    const int64_t h = Dim(s, 0, bhld ? 1 : 2), lq = Dim(s, 0, bhld ? 2 : 1), lk = Dim(s, 1, bhld ? 2 : 1);
+    if (!positive({b, d, h, lq, lk})) return false;
+    out.flops = 4.0 * static_cast<double>(b) * static_cast<double>(h) * static_cast<double>(lq) *
+                static_cast<double>(lk) * static_cast<double>(d);
+    out.bytes = static_cast<double>(eb) * (2 * Elements(s, 0) + Elements(s, 1) + Elements(s, 2));
+    return true;
+  }
+  return false;  // convolutions and others: not modelled (their bytes depend on the algorithm)
+}
+
+Roofline MeasureRoofline(const Recording& rec, const std::vector<const KernelKind*>& kinds, const Device& device) {
+  Roofline out;
+  if (rec.matrix_shapes.empty()) return out;
+  const auto spec = FindGpuSpec(device.name);
+  if (!spec || spec->memory_bandwidth_gbs <= 0) {
+    out.unavailable_reason = device.name.empty()
+                                 ? "the GPU model is unknown (no deviceProperties): no peak, no ridge point"
+                                 : fmt::format("no published peaks for '{}': no ridge point", device.name);
+    return out;
+  }
+  out.gpu_model = spec->model;
+  out.peak_bandwidth_gbs = spec->memory_bandwidth_gbs;
+
+  std::unordered_map<int64_t, OpTime> by_op;
+  for (size_t i = 0; i < rec.kernels.size(); ++i) {
+    const auto& k = rec.kernels[i];
+    if (k.external_id < 0 || (device.id >= 0 && k.device != device.id) || !kinds[i]) continue;
+    if (kinds[i]->cls == KernelClass::kCommunication) continue;
+    auto& t = by_op[k.external_id];
+    t.ns += k.time.duration();
+    if (IsMatrixClass(kinds[i]->cls)) {
+      t.matrix_ns += k.time.duration();
+      t.by_precision[static_cast<size_t>(kinds[i]->precision)] += k.time.duration();
+    }
+  }
+  std::unordered_map<std::string, RooflineOp> ops;  // by operator, dtype and shapes
+  std::vector<std::pair<double, double>> intensities, ridges;
+  double mb_bytes = 0, mb_seconds = 0, cb_peak_seconds = 0, cb_seconds = 0;
+  bool any_shape = false;
+  for (const auto& s : rec.matrix_shapes) {
+    auto it = by_op.find(s.external_id);
+    if (it == by_op.end() || it->second.ns == 0) continue;  // a wrapper whose inner operator launched the kernels
+    any_shape = true;
+    const std::string_view name = rec.names.View(s.name), dtype = rec.names.View(s.dtype);
+    OpCost cost;
+    if (!MatrixOpCost(name, s, DtypeBytes(dtype), cost) || cost.bytes <= 0 || cost.flops <= 0) continue;
+    const Precision precision = OpPrecision(it->second, dtype);
+    const double peak = PeakTflops(*spec, precision);
+    if (peak <= 0) continue;  // this GPU's peak for the format is not published: not judged
+    const double ridge = peak * 1e12 / (spec->memory_bandwidth_gbs * 1e9);
+    const double intensity = cost.flops / cost.bytes;
+    const TimeNs ns = it->second.ns;
+    const double seconds = static_cast<double>(ns) * 1e-9;
+    const bool memory_bound = intensity < ridge;
+    out.checked_ns += ns;
+    out.flops_by_precision[static_cast<size_t>(precision)] += cost.flops;
+    intensities.emplace_back(intensity, seconds);
+    ridges.emplace_back(ridge, seconds);
+    if (memory_bound) {
+      out.memory_bound_ns += ns;
+      out.memory_bound_matrix_ns += it->second.matrix_ns;
+      mb_bytes += cost.bytes;
+      mb_seconds += seconds;
+      if (DtypeBytes(dtype) >= 2) out.memory_bound_weight_bytes_16bit += cost.weight_bytes;
+    } else {
+      cb_peak_seconds += cost.flops / (peak * 1e12);
+      cb_seconds += seconds;
+    }
+    const std::string shapes = ShapesText(s);
+    auto& op = ops[std::string(name) + "|" + std::string(dtype) + "|" + shapes];
+    if (op.calls == 0) {
+      op.name = std::string(name);
+      op.dtype = std::string(dtype);
+      op.shapes = shapes;
+      op.precision = PrecisionName(precision);
+      op.flops = cost.flops;
+      op.bytes = cost.bytes;
+      op.intensity = intensity;
+      op.ridge = ridge;
+      op.memory_bound = memory_bound;
+    }
+    ++op.calls;
+    op.kernel_ns += ns;
+  }
+  if (!any_shape) return out;
+  if (out.checked_ns == 0) {
+    out.unavailable_reason = "no recorded matrix or attention operator has shapes the model covers and a known peak";
+    return out;
+  }
+  out.available = true;
+  out.memory_bound_percent_of_checked = 100.0 * static_cast<double>(out.memory_bound_ns) / static_cast<double>(out.checked_ns);
+  out.memory_bound_bytes = mb_bytes;
+  if (mb_seconds > 0) out.memory_bound_bandwidth_percent = 100.0 * mb_bytes / mb_seconds / (spec->memory_bandwidth_gbs * 1e9);
+  if (cb_seconds > 0) out.compute_bound_percent_of_peak = 100.0 * cb_peak_seconds / cb_seconds;
+  out.intensity_p50 = WeightedMedian(std::move(intensities));
+  out.ridge_p50 = WeightedMedian(std::move(ridges));
+  for (auto& [key, op] : ops) {
+    const double seconds = static_cast<double>(op.kernel_ns) * 1e-9;
+    op.achieved_tflops = op.flops * static_cast<double>(op.calls) / seconds / 1e12;
+    op.achieved_bandwidth_gbs = op.bytes * static_cast<double>(op.calls) / seconds / 1e9;
+    out.top.push_back(std::move(op));
+  }
+  std::sort(out.top.begin(), out.top.end(), [](const RooflineOp& a, const RooflineOp& b) {
+    return a.kernel_ns != b.kernel_ns ? a.kernel_ns > b.kernel_ns : a.shapes < b.shapes;
+  });
+  if (out.top.size() > 5) out.top.resize(5);
+  return out;
+}
+
+}  // namespace gputriage::analysis

@@ -14,6 +14,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
+#include <tuple>
 #include <unordered_map>
 
 #include <fmt/format.h>
@@ -204,19 +206,32 @@ Roofline MeasureRoofline(const Recording& rec, const std::vector<const KernelKin
   out.gpu_model = spec->model;
   out.peak_bandwidth_gbs = spec->memory_bandwidth_gbs;
 
+  // Kernel time of the operators the model covers, by external id: the map holds
+  // only those operators (no insertion per kernel).
   std::unordered_map<int64_t, OpTime> by_op;
+  {
+    OpCost unused;
+    for (const auto& s : rec.matrix_shapes)
+      if (s.external_id >= 0 && MatrixOpCost(rec.names.View(s.name), s, 2, unused)) by_op.try_emplace(s.external_id);
+  }
+  if (by_op.empty()) return out;
   for (size_t i = 0; i < rec.kernels.size(); ++i) {
     const auto& k = rec.kernels[i];
     if (k.external_id < 0 || (device.id >= 0 && k.device != device.id) || !kinds[i]) continue;
     if (kinds[i]->cls == KernelClass::kCommunication) continue;
-    auto& t = by_op[k.external_id];
+    auto found = by_op.find(k.external_id);
+    if (found == by_op.end()) continue;
+    auto& t = found->second;
     t.ns += k.time.duration();
     if (IsMatrixClass(kinds[i]->cls)) {
       t.matrix_ns += k.time.duration();
       t.by_precision[static_cast<size_t>(kinds[i]->precision)] += k.time.duration();
     }
   }
-  std::unordered_map<std::string, RooflineOp> ops;  // by operator, dtype and shapes
+  // By operator, dtype and shapes (compared as numbers: the text is made for the top few only).
+  using OpKey = std::tuple<NameId, NameId, uint8_t, std::array<uint8_t, MatrixOpShapes::kMaxInputs>,
+                           std::array<std::array<int64_t, MatrixOpShapes::kMaxRank>, MatrixOpShapes::kMaxInputs>>;
+  std::map<OpKey, std::pair<RooflineOp, const MatrixOpShapes*>> ops;
   std::vector<std::pair<double, double>> intensities, ridges;
   double mb_bytes = 0, mb_seconds = 0, cb_peak_seconds = 0, cb_seconds = 0;
   bool any_shape = false;
@@ -249,12 +264,9 @@ Roofline MeasureRoofline(const Recording& rec, const std::vector<const KernelKin
       cb_peak_seconds += cost.flops / (peak * 1e12);
       cb_seconds += seconds;
     }
-    const std::string shapes = ShapesText(s);
-    auto& op = ops[std::string(name) + "|" + std::string(dtype) + "|" + shapes];
+    auto& [op, first] = ops[OpKey{s.name, s.dtype, s.inputs, s.rank, s.dims}];
     if (op.calls == 0) {
-      op.name = std::string(name);
-      op.dtype = std::string(dtype);
-      op.shapes = shapes;
+      first = &s;
       op.precision = PrecisionName(precision);
       op.flops = cost.flops;
       op.bytes = cost.bytes;
@@ -277,16 +289,23 @@ Roofline MeasureRoofline(const Recording& rec, const std::vector<const KernelKin
   if (cb_seconds > 0) out.compute_bound_percent_of_peak = 100.0 * cb_peak_seconds / cb_seconds;
   out.intensity_p50 = WeightedMedian(std::move(intensities));
   out.ridge_p50 = WeightedMedian(std::move(ridges));
-  for (auto& [key, op] : ops) {
+  std::vector<std::pair<RooflineOp, const MatrixOpShapes*>*> order;
+  for (auto& [key, entry] : ops) order.push_back(&entry);
+  // Ties keep the map's (numeric key) order: deterministic.
+  std::stable_sort(order.begin(), order.end(),
+                   [](const auto* a, const auto* b) { return a->first.kernel_ns > b->first.kernel_ns; });
+  if (order.size() > 5) order.resize(5);
+  for (auto* entry : order) {
+    RooflineOp op = std::move(entry->first);
+    const MatrixOpShapes& s = *entry->second;
+    op.name = std::string(rec.names.View(s.name));
+    op.dtype = std::string(rec.names.View(s.dtype));
+    op.shapes = ShapesText(s);
     const double seconds = static_cast<double>(op.kernel_ns) * 1e-9;
     op.achieved_tflops = op.flops * static_cast<double>(op.calls) / seconds / 1e12;
     op.achieved_bandwidth_gbs = op.bytes * static_cast<double>(op.calls) / seconds / 1e9;
     out.top.push_back(std::move(op));
   }
-  std::sort(out.top.begin(), out.top.end(), [](const RooflineOp& a, const RooflineOp& b) {
-    return a.kernel_ns != b.kernel_ns ? a.kernel_ns > b.kernel_ns : a.shapes < b.shapes;
-  });
-  if (out.top.size() > 5) out.top.resize(5);
   return out;
 }
 

@@ -77,6 +77,8 @@ std::string GainLine(const ExpectedGain& g) {
   if (g.unit == "ms")
     return fmt::format("{:.2f} → {:.2f} ms per step (range {:.2f}-{:.2f}; {:+.0f}% throughput{})", g.current, g.expected,
                        g.best, g.worst, g.speedup_percent, next);
+  if (g.metric == "gpu_spend_saved_percent")  // an idle GPU released: the spend falls, nothing runs faster
+    return fmt::format("{:.0f}% of this GPU's cost saved (range {:.0f}-{:.0f}%{})", g.expected, g.worst, g.best, next);
   if (g.unit == "x")  // relative throughput (a larger batch)
     return fmt::format("throughput ×{:.2f} (range ×{:.2f}-×{:.2f}{})", g.expected, g.worst, g.best, next);
   if (g.unit != "percent")  // a level in its own unit (the SM clock in MHz)

@@ -238,6 +238,16 @@ bool Idle(const Ctx& c, std::vector<Finding>& out) {
        "an idle GPU costs the same per hour as a busy one"},
       {"share small or bursty work (MIG instances, MPS, time-slicing)", "several light jobs fill one GPU"},
   };
+  // What releasing it saves, as a share of this GPU's cost over the log: the time it
+  // sat near zero (best and point: the work of its busy moments moves elsewhere);
+  // worst: nothing, where the allocation cannot be split (a whole node rented).
+  const double idle_percent = 100.0 * c.d.near_zero_share;
+  ExpectedGain gain = LevelGain("gpu_spend_saved_percent", 0.0, idle_percent, idle_percent, 0.0, "allocation_granularity",
+                                fmt::format("this GPU released for the {:.0f}% of the logged time it sat at or below "
+                                            "{:.0f}%; nothing saved where GPUs are rented by the whole node",
+                                            idle_percent, kNearZeroPercent));
+  gain.speedup_percent = 0;  // no work goes faster: the spend falls
+  f.gain = gain;
   out.push_back(std::move(f));
   return true;
 }

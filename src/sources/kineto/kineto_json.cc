@@ -219,7 +219,9 @@ Status EventParser::Parse(std::string_view raw, RawEvent* e) {
       e->pid = AsInt(v);
       std::string_view text;
       json_type t;
-      if (!v.type().get(t) && t == json_type::string && !v.get_string().get(text)) e->pid_cpu_functions = text == "CPU functions";
+      // Only a pid without a number can be the autograd profiler's "CPU functions".
+      if (!e->pid && !v.type().get(t) && t == json_type::string && !v.get_string().get(text))
+        e->pid_cpu_functions = text == "CPU functions";
     } else if (key == "tid") {
       e->tid = AsInt(v);
     } else if (key == "args") {

@@ -81,17 +81,21 @@ RuntimeCallKind RuntimeKindFromName(std::string_view name) {
 /// GEMM, convolution and attention operators: their input shapes decide tensor-core
 /// tiling and, with the dtype, their FLOPs and bytes.
 bool IsMatrixOpName(std::string_view name) {
+  // Called for every operator with Input Dims (most of a record_shapes trace): one
+  // prefix test rejects almost all, then only the names sharing the first letter.
+  static constexpr std::string_view kPrefix = "aten::";
+  if (name.size() <= kPrefix.size() || name.substr(0, kPrefix.size()) != kPrefix) return false;
+  const std::string_view op = name.substr(kPrefix.size());
   static constexpr std::string_view kOps[] = {
-      "aten::mm",     "aten::addmm",   "aten::bmm",         "aten::baddbmm",      "aten::matmul",
-      "aten::linear", "aten::conv1d",  "aten::conv2d",      "aten::conv3d",       "aten::convolution",
-      "aten::_convolution", "aten::cudnn_convolution", "aten::conv_transpose1d", "aten::conv_transpose2d",
-      "aten::conv_transpose3d", "aten::_scaled_mm", "aten::addbmm",
+      "mm", "addmm", "bmm", "baddbmm", "matmul", "linear", "conv1d", "conv2d", "conv3d", "convolution",
+      "_convolution", "cudnn_convolution", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d", "_scaled_mm",
+      "addbmm",
       // attention: its FLOPs and bytes (roofline.cc) come from the q, k, v shapes
-      "aten::scaled_dot_product_attention", "aten::_scaled_dot_product_flash_attention",
-      "aten::_scaled_dot_product_efficient_attention", "aten::_scaled_dot_product_cudnn_attention",
-      "aten::_flash_attention_forward", "aten::_efficient_attention_forward"};
-  for (auto op : kOps)
-    if (name == op) return true;
+      "scaled_dot_product_attention", "_scaled_dot_product_flash_attention",
+      "_scaled_dot_product_efficient_attention", "_scaled_dot_product_cudnn_attention", "_flash_attention_forward",
+      "_efficient_attention_forward"};
+  for (auto candidate : kOps)
+    if (candidate[0] == op[0] && candidate == op) return true;
   return false;
 }
 

@@ -1,9 +1,13 @@
 #include "src/trackers/mlflow_tracker.h"
 
+#include <cctype>
+#include <chrono>
 #include <cstdlib>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
+
+#include "src/util/strings.h"
 
 namespace gputriage {
 namespace {
@@ -16,6 +20,14 @@ constexpr size_t kMaxReplyBytes = 16 << 20;
 constexpr size_t kMetricsPerBatch = 1000;
 constexpr size_t kParamsPerBatch = 100;
 constexpr size_t kMaxValueChars = 250;
+// Run and experiment ids: MLflow writes 32 hex digits (experiments: decimal); other
+// servers of the REST API use short tokens. 64 characters of [A-Za-z0-9_-] at most.
+bool ValidRunId(const std::string& id) {
+  if (id.empty() || id.size() > 64) return false;
+  for (char c : id)
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_')) return false;
+  return true;
+}
 
 std::string Env(const char* name) {
   const char* v = std::getenv(name);
@@ -90,6 +102,8 @@ StatusOr<std::unique_ptr<MlflowTracker>> MlflowTracker::Start(const MlflowOption
   t->impl_->prefix = target.path == "/" ? "" : target.path;
   while (!t->impl_->prefix.empty() && t->impl_->prefix.back() == '/') t->impl_->prefix.pop_back();
   t->impl_->http = std::make_unique<HttpClient>(target, options.timeout_ms, options.auth);
+  // The job waits for this run: every call of the opening shares one deadline.
+  t->impl_->http->SetDeadline(std::chrono::steady_clock::now() + std::chrono::milliseconds(options.timeout_ms));
   Impl& m = *t->impl_;
   json run;
   if (!options.run_id.empty()) {
@@ -129,6 +143,14 @@ StatusOr<std::unique_ptr<MlflowTracker>> MlflowTracker::Start(const MlflowOption
   t->experiment_id_ = Text(Member(info, "experiment_id"));
   t->artifact_uri_ = Text(Member(info, "artifact_uri"));
   if (t->run_id_.empty()) return DataLossError(options.tracking_uri + ": the server's run has no run_id");
+  // The id goes into the job's environment (MLFLOW_RUN_ID) and every later call:
+  // MLflow's are 32 hex digits; anything long or with other characters is refused
+  // here, before it can break the job's start ("Argument list too long").
+  if (!ValidRunId(t->run_id_))
+    return DataLossError(fmt::format("{}: the server's run_id is not an MLflow run id ({} characters, starting \"{}\")",
+                                     options.tracking_uri, t->run_id_.size(), Printable(t->run_id_.substr(0, 40))));
+  if (!t->experiment_id_.empty() && !ValidRunId(t->experiment_id_)) t->experiment_id_.clear();
+  t->impl_->http->SetDeadline(std::nullopt);
   return t;
 }
 
@@ -151,6 +173,8 @@ Status MlflowTracker::Log(const std::vector<TrackerPoint>& points) {
     }
   return send();
 }
+
+void MlflowTracker::LimitTo(std::chrono::steady_clock::time_point deadline) { impl_->http->SetDeadline(deadline); }
 
 Status MlflowTracker::Finish(const TrackerSummary& summary) {
   Impl& m = *impl_;

@@ -44,6 +44,7 @@ class MlflowTracker : public Tracker {
   /// (gputriage/report.json, report.txt); a run gputriage created is ended
   /// (FINISHED, FAILED, or KILLED for a job a signal ended).
   Status Finish(const TrackerSummary& summary) override;
+  void LimitTo(std::chrono::steady_clock::time_point deadline) override;
   /// The run's settings, logged as params at the end.
   void SetParams(std::map<std::string, std::string> params) { params_ = std::move(params); }
 

@@ -5,6 +5,7 @@
 // own thread, so a slow or dead tracker never slows the recorder or the job.
 #pragma once
 
+#include <chrono>
 #include <map>
 #include <string>
 #include <vector>
@@ -43,6 +44,10 @@ class Tracker {
   virtual Status Log(const std::vector<TrackerPoint>& points) = 0;
   /// The run's end: verdicts, summary figures, the report.
   virtual Status Finish(const TrackerSummary& summary) = 0;
+  /// From now on no call runs past `deadline` (the run's end has a budget: record
+  /// returns the job's exit code within it whatever a server does). Trackers
+  /// without network calls ignore it.
+  virtual void LimitTo(std::chrono::steady_clock::time_point deadline) { (void)deadline; }
 };
 
 }  // namespace gputriage

@@ -135,6 +135,7 @@ void TrackerWorker::Finish(const TrackerSummary& summary, int64_t deadline_ms) {
       Warn(lane, "the run's end (verdicts, summary, report) was not logged before the deadline");
       continue;
     }
+    lane.tracker->LimitTo(std::chrono::steady_clock::now() + std::chrono::milliseconds(deadline - MonotonicMs()));
     if (Status s = lane.tracker->Finish(summary); !s.ok()) {
       std::lock_guard<std::mutex> lock(mu_);
       lane.warned = false;

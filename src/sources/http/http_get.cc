@@ -3,6 +3,14 @@
 #include <httplib.h>
 
 #include <cctype>
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "src/util/strings.h"
 
 namespace gputriage {
 
@@ -46,22 +54,104 @@ StatusOr<HttpTarget> ParseHttpUrl(const std::string& url, const std::string& def
   return t;
 }
 
+namespace {
+
+/// httplib's error names ("Read", "Connection") as a user reads them.
+std::string ErrorText(httplib::Error error) {
+  switch (error) {
+    case httplib::Error::Connection: return "could not connect (refused, unreachable or no such host)";
+    case httplib::Error::Read: return "the reply could not be read (the connection closed early, or it is not HTTP)";
+    case httplib::Error::Write: return "the request could not be sent (the connection closed)";
+    case httplib::Error::ExceedRedirectCount: return "too many redirects";
+    case httplib::Error::Canceled: return "cancelled";
+    case httplib::Error::SSLConnection: return "the TLS connection failed";
+    case httplib::Error::SSLServerVerification: return "the server's TLS certificate was not accepted";
+    case httplib::Error::ConnectionTimeout: return "timed out connecting";
+    default: return httplib::to_string(error);
+  }
+}
+
+}  // namespace
+
 struct HttpClient::Impl {
   HttpTarget target;
   std::string where;  // the URL, for messages
+  int timeout_ms;
+  std::optional<std::chrono::steady_clock::time_point> deadline;
   httplib::Client client;
-  Impl(HttpTarget t, int timeout_ms, const HttpAuth& auth)
-      : target(std::move(t)), where(target.scheme + "://" + target.host + target.path),
+  Impl(HttpTarget t, int timeout, const HttpAuth& auth)
+      : target(std::move(t)), where(target.scheme + "://" + target.host + target.path), timeout_ms(timeout),
         client(target.scheme + "://" + target.host) {
     const time_t seconds = timeout_ms / 1000;
     const time_t micros = (timeout_ms % 1000) * 1000;
     client.set_connection_timeout(seconds, micros);
     client.set_read_timeout(seconds, micros);
     client.set_write_timeout(seconds, micros);
-    client.set_follow_location(true);
+    // A redirect is answered as itself (an error naming where it points): followed,
+    // it would carry the credentials to whatever host and port it names.
+    client.set_follow_location(false);
     client.set_keep_alive(true);
     if (!auth.bearer_token.empty()) client.set_bearer_token_auth(auth.bearer_token);
     else if (!auth.username.empty()) client.set_basic_auth(auth.username, auth.password);
+  }
+
+  /// Sends `req` and reads at most `max_bytes` of the reply's body, all within
+  /// timeout_ms from the first byte sent to the last read: the read timeout alone
+  /// restarts with every byte, so a server trickling one byte a second would hold
+  /// the caller forever. A watchdog shuts the socket at the deadline
+  /// (httplib::Client::stop is safe while a request is in flight).
+  StatusOr<HttpReply> Send(httplib::Request req, size_t max_bytes, const std::string& what) {
+    HttpReply reply;
+    bool too_large = false;
+    req.content_receiver = [&](const char* data, size_t size, uint64_t, uint64_t) {
+      if (reply.body.size() + size > max_bytes) {
+        too_large = true;
+        return false;
+      }
+      reply.body.append(data, size);
+      return true;
+    };
+    int budget_ms = timeout_ms;
+    if (deadline) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(*deadline - std::chrono::steady_clock::now());
+      if (left.count() <= 0) return IoError(what + ": timed out: the caller's deadline has passed");
+      budget_ms = std::min<int>(budget_ms, static_cast<int>(left.count()));
+    }
+    std::mutex mu;
+    std::condition_variable cv;
+    bool done = false, expired = false;
+    std::thread watchdog([&] {
+      std::unique_lock<std::mutex> lock(mu);
+      if (!cv.wait_for(lock, std::chrono::milliseconds(budget_ms), [&] { return done; })) {
+        expired = true;
+        client.stop();
+      }
+    });
+    httplib::Response response;
+    httplib::Error error = httplib::Error::Success;
+    const bool sent = client.send(req, response, error);
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      done = true;
+    }
+    cv.notify_one();
+    watchdog.join();
+    if (too_large)
+      return DataLossError(what + ": reply larger than " +
+                           (max_bytes >= (1u << 20) ? std::to_string(max_bytes >> 20) + " MiB"
+                                                    : std::to_string(max_bytes) + " bytes") +
+                           "; not read");
+    if (expired)
+      return IoError(fmt::format("{}: timed out: no complete reply within {:.1f} s", what, budget_ms / 1000.0));
+    if (!sent) return IoError(what + ": " + ErrorText(error));
+    if (response.status >= 300 && response.status < 400) {
+      const std::string location = response.get_header_value("Location");
+      return IoError(fmt::format("{}: HTTP {} redirect{} not followed (credentials stay with {})", what,
+                                 response.status, location.empty() ? "" : " to " + Printable(location.substr(0, 200)),
+                                 target.host));
+    }
+    reply.status = response.status;
+    return reply;
   }
 };
 
@@ -69,27 +159,23 @@ HttpClient::HttpClient(HttpTarget target, int timeout_ms, const HttpAuth& auth)
     : impl_(std::make_unique<Impl>(std::move(target), timeout_ms, auth)) {}
 HttpClient::~HttpClient() = default;
 
+void HttpClient::SetDeadline(std::optional<std::chrono::steady_clock::time_point> deadline) {
+  impl_->deadline = deadline;
+}
+
 StatusOr<std::string> HttpClient::Get(size_t max_bytes) {
-  std::string body;
-  bool too_large = false;
-  auto response = impl_->client.Get(impl_->target.path, [&](const char* data, size_t size) {
-    if (body.size() + size > max_bytes) {
-      too_large = true;
-      return false;  // stop reading: the reply is not a metrics page
-    }
-    body.append(data, size);
-    return true;
-  });
-  if (too_large)
-    return DataLossError(impl_->where + ": reply larger than " + std::to_string(max_bytes >> 20) + " MiB; not read");
-  if (!response) return IoError(impl_->where + ": " + httplib::to_string(response.error()));
-  if (response->status != 200) {
-    std::string start = body.substr(0, 120);
+  httplib::Request req;
+  req.method = "GET";
+  req.path = impl_->target.path;
+  ASSIGN_OR_RETURN(HttpReply reply, impl_->Send(std::move(req), max_bytes, impl_->where));
+  if (reply.status != 200) {
+    std::string start = reply.body.substr(0, 120);
     for (char& c : start)
       if (c == '\n' || c == '\r') c = ' ';
-    return IoError(impl_->where + ": HTTP " + std::to_string(response->status) + (start.empty() ? "" : ": " + start));
+    return IoError(impl_->where + ": HTTP " + std::to_string(reply.status) +
+                   (start.empty() ? "" : ": " + Printable(start)));
   }
-  return body;
+  return std::move(reply.body);
 }
 
 StatusOr<HttpReply> HttpClient::Request(const std::string& method, const std::string& path, const std::string& body,
@@ -97,13 +183,14 @@ StatusOr<HttpReply> HttpClient::Request(const std::string& method, const std::st
   const std::string where = impl_->target.scheme + "://" + impl_->target.host + path;
   if (method != "GET" && method != "POST" && method != "PUT")
     return InvalidArgumentError("HTTP method " + method + " is not supported");
-  httplib::Result result = method == "GET"    ? impl_->client.Get(path)
-                           : method == "POST" ? impl_->client.Post(path, body, content_type)
-                                              : impl_->client.Put(path, body, content_type);
-  if (!result) return IoError(method + " " + where + ": " + httplib::to_string(result.error()));
-  if (result->body.size() > max_bytes)
-    return DataLossError(method + " " + where + ": reply larger than " + std::to_string(max_bytes) + " bytes");
-  return HttpReply{result->status, std::move(result->body)};
+  httplib::Request req;
+  req.method = method;
+  req.path = path;
+  if (method != "GET") {
+    req.body = body;
+    req.set_header("Content-Type", content_type);
+  }
+  return impl_->Send(std::move(req), max_bytes, method + " " + where);
 }
 
 }  // namespace gputriage

@@ -2,8 +2,10 @@
 // trackers' REST calls (MLflow). The only user of cpp-httplib (http_get.cc).
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "gputriage/status.h"
@@ -48,6 +50,11 @@ class HttpClient {
   /// failed: connection refused, timeout, a reply over the limit, or the HTTP
   /// status with the start of the body.
   StatusOr<std::string> Get(size_t max_bytes);
+
+  /// Until cleared (nullopt), no request runs past `deadline` whatever its own
+  /// timeout: a caller making several calls (a tracker opening a run before the job
+  /// may start) bounds them all together.
+  void SetDeadline(std::optional<std::chrono::steady_clock::time_point> deadline);
 
   /// `method` ("GET", "POST", "PUT") of `path` on the target's host, with `body`
   /// of `content_type` (ignored for GET). Any HTTP status is a reply; an error

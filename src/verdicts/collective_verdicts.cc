@@ -20,7 +20,6 @@ constexpr double kStragglerHighPercent = 15.0;
 constexpr double kImbalanceModeratePercent = 10.0;
 constexpr double kImbalanceHighPercent = 25.0;
 
-double Percent(double part, double whole) { return whole > 0 ? 100.0 * part / whole : 0.0; }
 
 const char* CauseText(const std::string& cause) {
   if (cause == "compute") return "running GPU kernels (more work, or a slower GPU)";
@@ -55,13 +54,14 @@ void AddSkewEvidence(Finding& f, const CollectiveSkew& s) {
 
 }  // namespace
 
-std::vector<Finding> JudgeCollectiveSkew(const CollectiveSkew& s, std::vector<Finding>& run_findings) {
+std::vector<Finding> JudgeCollectiveSkew(const CollectiveSkew& s, const std::vector<Finding*>& run_findings) {
   std::vector<Finding> out;
   if (!s.available || s.step_ms <= 0) return out;
   const double comm_ms = s.wait_ms_per_step + s.transfer_ms_per_step;
   const double wait_share_of_comm = Percent(s.wait_ms_per_step, comm_ms);
   // communication_bound on these ranks: how much of it is waiting, not moving bytes.
-  for (auto& f : run_findings) {
+  for (Finding* finding : run_findings) {
+    Finding& f = *finding;
     if (f.verdict != "communication_bound") continue;
     AddSkewEvidence(f, s);
     f.evidence.push_back(E("collective_wait_percent_of_collective_time", wait_share_of_comm, "percent",

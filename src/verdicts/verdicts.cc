@@ -51,7 +51,6 @@ constexpr double kGraphKernelGapUs = 2.0;       // kernel-to-kernel gap inside a
 constexpr double kComputeLimitBusyPercent = 85.0;
 constexpr double kTensorActiveTarget = 50.0;    // dense transformers: >50 % tensor activity
 
-double Percent(double part, double whole) { return whole > 0 ? 100.0 * part / whole : 0.0; }
 double StepCount(const RecordingAnalysis& a) { return a.steps.empty() ? 1.0 : static_cast<double>(a.steps.size()); }
 
 bool HasTensorCores(const Device& d) {
@@ -786,12 +785,9 @@ Diagnosis Diagnose(const Run& run, const DiagnoseOptions& options) {
       d.notes.push_back(fmt::format("Collective arrival skew across the {} ranks not judged: {}.", ranks.size(),
                                     skew.unavailable_reason));
     std::vector<Finding*> of_run;
-    std::vector<Finding> run_findings;
     for (auto& f : d.findings)
       if (f.recording >= 0 && sources.group[static_cast<size_t>(f.recording)] == g) of_run.push_back(&f);
-    for (auto* f : of_run) run_findings.push_back(std::move(*f));
-    std::vector<Finding> found = JudgeCollectiveSkew(skew, run_findings);
-    for (size_t k = 0; k < of_run.size(); ++k) *of_run[k] = std::move(run_findings[k]);
+    std::vector<Finding> found = JudgeCollectiveSkew(skew, of_run);
     for (auto& f : found) d.findings.push_back(std::move(f));
     d.collective_skew.push_back(std::move(skew));
   }

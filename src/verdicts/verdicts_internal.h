@@ -17,6 +17,9 @@ inline Evidence E(std::string name, double value, std::string unit, std::string 
   return Evidence{std::move(name), value, std::move(unit), threshold, std::move(comparison), std::move(source)};
 }
 
+/// `part` as a percentage of `whole`, 0 when `whole` is not positive.
+inline double Percent(double part, double whole) { return whole > 0 ? 100.0 * part / whole : 0.0; }
+
 /// A gain in step time: `current_ms` to `expected_ms`, within [best_ms, worst_ms]
 /// (not below 0), limited next by `bounded_by`.
 inline ExpectedGain StepGain(double current_ms, double expected_ms, double best_ms, double worst_ms,
@@ -67,7 +70,7 @@ std::vector<Finding> JudgeStepMarkers(const RecordingAnalysis& a);
 /// a persistent straggler rank or lateness that moves between ranks; and the
 /// communication_bound finding of the same ranks gets its time split into transfer
 /// and waiting for the last arrival.
-std::vector<Finding> JudgeCollectiveSkew(const CollectiveSkew& skew, std::vector<Finding>& run_findings);
+std::vector<Finding> JudgeCollectiveSkew(const CollectiveSkew& skew, const std::vector<Finding*>& run_findings);
 
 /// A dated default price for a GPU model (cost.cc).
 struct GpuPrice {

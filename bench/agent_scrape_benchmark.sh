@@ -79,7 +79,7 @@ sleep 2
 tls=$(AGENT_LOAD_CA=$out/agent.crt AGENT_LOAD_USER=bench AGENT_LOAD_PASSWORD=bench \
       "$load" 127.0.0.1 "$tls_port" /metrics "$rate" "$clients" "$short")
 /usr/bin/python3 - "$healthz" "$warm" "$main" "$stall" "$ticks0" "$ticks1" "$t0" "$t1" "$interval" "$rss_1e4" "$rss_1e5" \
-  "$hwm" "$scrapes" "$page_bytes" "$clients" "$rss_load" "$scrapes_load" "$tls" <<'PY'
+  "$hwm" "$scrapes" "$page_bytes" "$clients" "$rss_load" "$scrapes_load" "$tls" "$rate" <<'PY'
 import json, sys
 a = sys.argv[1:]
 healthz, warm, main, stall = (json.loads(x) for x in a[0:4])
@@ -104,4 +104,13 @@ print(f"sampling cadence during the load: {ticks1 - ticks0:.0f} ticks of {due:.0
 # serve: RSS climbs over the first tens of thousands of scrapes, then stays.
 print(f"RSS after about 10^4 scrapes {rss_1e4 / 1024:.1f} MiB, after {scrapes_load:.0f} {rss_load / 1024:.1f} MiB,"
       f" after {scrapes:.0f} {rss_1e5 / 1024:.1f} MiB (flat: {rss_1e5 / rss_load:.3f} from the load's end); peak {hwm / 1024:.1f} MiB")
+# A scrape that failed, or a rate far below the one asked for, is a failed run:
+# its latencies would describe a server that was not answering.
+failed = [f"{name}: {r['errors']} errors" for name, r in
+          (("/healthz", healthz), ("warm", warm), ("load", main), ("stall x8", stall), ("tls+auth", tls)) if r["errors"]]
+failed += [f"{name}: {r['rate']:.0f}/s of {wanted:.0f}/s asked" for name, r, wanted in
+           (("load", main, float(a[18])),) if r["rate"] < 0.8 * wanted]
+if failed:
+    print("FAIL: " + "; ".join(failed))
+    sys.exit(1)
 PY

@@ -60,12 +60,12 @@ def query(expr):
 with urllib.request.urlopen(prom + "/api/v1/rules", timeout=10) as r:
     groups = json.load(r)["data"]["groups"]
 rules = [rule for g in groups for rule in g["rules"]]
-assert len(rules) == 8, len(rules)
+assert len(rules) == 10, len(rules)  # 4 recording, 6 alerting (agent down and stalled among them)
 assert all(rule["health"] == "ok" for rule in rules), [(r["name"], r.get("lastError")) for r in rules if r["health"] != "ok"]
 by_node = {r["metric"]["hostname"]: float(r["value"][1]) for r in query("hostname:gputriage_idle_usd_per_hour:sum")}
 assert set(by_node) == {"node-a", "node-b"}, by_node
 assert by_node["node-a"] > by_node["node-b"], by_node
-print(f"ok: 8 rules loaded and healthy; idle $/h by node {by_node}")
+print(f"ok: 10 rules loaded and healthy; idle $/h by node {by_node}")
 
 # DCGM's names, from the agents.
 util = query('DCGM_FI_DEV_GPU_UTIL{Hostname="node-b"}')

@@ -10,7 +10,7 @@
 #include "src/agent/exposition.h"
 #include "src/agent/job_identity.h"
 #include "src/agent/sample_window.h"
-#include "src/agent/web_config.h"
+#include "src/net/web_config.h"
 #include "src/util/yaml_tree.h"
 
 namespace gputriage {
@@ -232,6 +232,9 @@ TEST(WebConfig, RefusesWhatItCannotHonour) {
       {"basic_auth_user:\n  alice: x\n", ":1: unknown field basic_auth_user"},
       {"tls_server_config:\n  cert_file: missing.crt\n  key_file: missing.key\n", "cert_file"},
       {"- a\n- b\n", "the web config must be a mapping"},
+      // exporter-toolkit's header list (web/handler.go) and its enumerated values.
+      {"http_server_config:\n  headers:\n    Content-Type: text/html\n", ":3: header Content-Type cannot be configured"},
+      {"http_server_config:\n  headers:\n    X-Frame-Options: allow\n", "'allow' is not one of deny, sameorigin"},
   };
   for (const auto& [text, want] : cases) {
     auto c = LoadWebConfig(WriteTemp("bad.yml", text));
@@ -241,13 +244,18 @@ TEST(WebConfig, RefusesWhatItCannotHonour) {
   }
 }
 
-TEST(BasicAuth, ChecksBcryptAndRemembersOnlySuccesses) {
+TEST(BasicAuth, ChecksBcryptAndRemembersBothAnswers) {
   BasicAuthVerifier auth(std::vector<std::pair<std::string, std::string>>{{"prometheus", kS3cretHash}});
   ASSERT_TRUE(auth.enabled());
   // "prometheus:s3cret", "prometheus:wrong", "nobody:s3cret"
+  EXPECT_EQ(auth.Known("Basic cHJvbWV0aGV1czpzM2NyZXQ="), BasicAuthVerifier::Answer::kUnknown);
+  EXPECT_EQ(auth.Known("Bearer x"), BasicAuthVerifier::Answer::kDenied);  // not Basic: no bcrypt needed
   EXPECT_TRUE(auth.Verify("Basic cHJvbWV0aGV1czpzM2NyZXQ="));
+  EXPECT_EQ(auth.Known("Basic cHJvbWV0aGV1czpzM2NyZXQ="), BasicAuthVerifier::Answer::kAllowed);
   EXPECT_TRUE(auth.Verify("Basic cHJvbWV0aGV1czpzM2NyZXQ="));  // from the cache
   EXPECT_FALSE(auth.Verify("Basic cHJvbWV0aGV1czp3cm9uZw=="));
+  // A repeated wrong guess is refused from memory, without another bcrypt.
+  EXPECT_EQ(auth.Known("Basic cHJvbWV0aGV1czp3cm9uZw=="), BasicAuthVerifier::Answer::kDenied);
   EXPECT_FALSE(auth.Verify("Basic bm9ib2R5OnMzY3JldA=="));
   EXPECT_FALSE(auth.Verify(""));
   EXPECT_FALSE(auth.Verify("Bearer cHJvbWV0aGV1czpzM2NyZXQ="));

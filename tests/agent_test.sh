@@ -59,6 +59,17 @@ device name="NVIDIA H100 80GB HBM3" uuid=GPU-falls bus=00000000:1b:00.0 power_li
 series gpu_util 50
 series power_w 300
 lost_after 40
+device name="NVIDIA H100 80GB HBM3" uuid=GPU-noperm bus=00000000:1c:00.0 power_limit_w=700 max_sm_mhz=1980
+series gpu_util 50
+series power_w 300
+error util 4
+device name="NVIDIA A100-SXM4-80GB" uuid=GPU-migboard bus=00000000:1d:00.0 power_limit_w=400 max_sm_mhz=1410 mig=1
+series power_w 300
+instance gi=3 profile=3g.40gb memory_total_mib=40192 gpm=1
+series gr_engine 80
+series sm_active 60
+series tensor_active 30
+series dram_active 20
 EOT
 port=$(free_port)
 GPUTRIAGE_FAKE_NVML_SCENARIO=$tmp/scenario "$bin" agent --listen "127.0.0.1:$port" --nvml-library "$fake_nvml" \
@@ -139,7 +150,20 @@ assert lost == ["GPU-falls"], lost
 assert "GPU-falls" not in verdict and "GPU-falls" not in util
 assert not [l for l, v in series["DCGM_FI_DEV_GPU_UTIL"] if l["UUID"] == "GPU-falls"]
 assert series["gputriage_nvml_up"][0][1] == 1
-print("ok: DCGM names and labels; verdicts, window utilization and idle dollars as the scenario says; the lost GPU named")
+# Issue 24: a GPU whose utilization call fails says so in a series of its own.
+errors = [(l["uuid"], l["metric"], l["error"]) for l, v in series.get("gputriage_gpu_metric_error", []) if v == 1]
+assert [e for e in errors if e[0] == "GPU-noperm" and e[1] == "utilization" and e[2].startswith("Insufficient Permissions")], errors
+assert not [e for e in errors if e[0] != "GPU-noperm"], errors  # the MIG instance's missing utilization is no error
+# A MIG instance is judged on its graphics engine activity (80 %), as diagnose does.
+mig = [(l, v) for l, v in series["gputriage_gpu_utilization_percent"] if l.get("mig_instance") == "3"]
+assert len(mig) == 1 and abs(mig[0][1] - 80) < 1e-6, mig
+assert [l for l, v in series["gputriage_finding"] if l.get("mig_instance") == "3"], "no verdict for the MIG instance"
+assert [l for l, v in series["gputriage_idle_usd_per_hour"] if l.get("mig_instance") == "3"], "no idle dollars for the MIG instance"
+# Every GPU judged has one finding series, "none" when nothing was found.
+judged = {l["uuid"] for l, v in series["gputriage_finding"]}
+assert {"GPU-stopgo", "GPU-healthy", "GPU-idle"} <= judged, judged
+print("ok: DCGM names and labels; verdicts, window utilization and idle dollars as the scenario says; the lost GPU named;"
+      " the failing utilization call named; the MIG instance judged on GR engine activity")
 PY
 
 # The stop-and-go job exits: its GPU's window starts again (no verdict about the

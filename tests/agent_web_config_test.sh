@@ -2,8 +2,11 @@
 # The agent behind a web config (exporter-toolkit's format): TLS with a
 # self-signed certificate and bcrypt basic auth.
 #  - curl, verifying the certificate against itself: no credentials, a wrong
-#    password or an unknown user get 401 (with WWW-Authenticate) on /metrics
-#    and /healthz; the right ones get the page; the configured header is sent;
+#    password or an unknown user get 401 (with WWW-Authenticate) on /metrics;
+#    /healthz answers probes without credentials (a bare "ok"); the right
+#    credentials get the page; the configured header is sent once;
+#  - SIGHUP reads the web config again (a new header appears; a broken file
+#    leaves the running configuration and the agent up);
 #  - a client that trusts another CA fails verification; plain HTTP gets no page;
 #  - a real Prometheus scrapes it over https with basic_auth and tls_config
 #    (target up, series arrive);
@@ -55,7 +58,8 @@ EOT
 port=$(free_port)
 GPUTRIAGE_FAKE_NVML_SCENARIO=$tmp/scenario "$bin" agent --listen "127.0.0.1:$port" --nvml-library "$fake_nvml" \
   --hostname node-tls --interval 0.2 --web-config-file "$tmp/web.yml" 2>"$tmp/agent.err" &
-pids+=($!)
+agent_pid=$!
+pids+=("$agent_pid")
 for _ in $(seq 1 100); do grep -q "serving" "$tmp/agent.err" && break; sleep 0.1; done
 grep -q "serving https://127.0.0.1:$port/metrics (basic auth)" "$tmp/agent.err" ||
   { echo "FAIL: the agent did not start with TLS and basic auth"; cat "$tmp/agent.err"; exit 1; }
@@ -63,13 +67,31 @@ url=https://127.0.0.1:$port
 code() { curl -s -o "$tmp/body" -D "$tmp/headers" -w '%{http_code}' --cacert "$tmp/agent.crt" "$@"; }
 check "no credentials, /metrics" 401 "$(code "$url/metrics")"
 grep -qi '^WWW-Authenticate: Basic' "$tmp/headers" || { echo "FAIL: a 401 without WWW-Authenticate"; fail=1; }
-check "no credentials, /healthz" 401 "$(code "$url/healthz")"
+check "no credentials, /healthz (Kubernetes probes carry none)" 200 "$(code "$url/healthz")"
+grep -qx 'ok' "$tmp/body" || { echo "FAIL: /healthz without credentials is not a bare ok"; cat "$tmp/body"; fail=1; }
 check "wrong password" 401 "$(code -u prometheus:wrong "$url/metrics")"
 check "unknown user" 401 "$(code -u nobody:s3cret "$url/metrics")"
 check "right credentials" 200 "$(code -u prometheus:s3cret "$url/metrics")"
 grep -q '^gputriage_nvml_up{error="",hostname="node-tls"} 1' "$tmp/body" || { echo "FAIL: no page with the right credentials"; fail=1; }
 grep -qi '^X-Content-Type-Options: nosniff' "$tmp/headers" || { echo "FAIL: the configured header is missing"; fail=1; }
+check "Content-Type lines in one reply" 1 "$(grep -ci '^Content-Type:' "$tmp/headers")"
 check "right credentials, /healthz" 200 "$(code -u prometheus:s3cret "$url/healthz")"
+# SIGHUP: the web config is read again; a broken one is refused and the old one stays.
+cp "$tmp/web.yml" "$tmp/web.yml.orig"
+sed -i 's/^    X-Content-Type-Options: nosniff$/&\n    X-Frame-Options: deny/' "$tmp/web.yml"
+kill -HUP "$agent_pid"
+for _ in $(seq 1 50); do grep -q "read again and in use" "$tmp/agent.err" && break; sleep 0.1; done
+code -u prometheus:s3cret "$url/metrics" >/dev/null
+grep -qi '^X-Frame-Options: deny' "$tmp/headers" || { echo "FAIL: SIGHUP did not bring the new header"; cat "$tmp/agent.err"; fail=1; }
+printf 'basic_auth_users: [broken\n' >"$tmp/web.yml"
+kill -HUP "$agent_pid"
+for _ in $(seq 1 50); do grep -q "the previous configuration stays" "$tmp/agent.err" && break; sleep 0.1; done
+grep -q "the previous configuration stays" "$tmp/agent.err" || { echo "FAIL: a broken config on SIGHUP was not reported"; fail=1; }
+check "after a broken reload, right credentials" 200 "$(code -u prometheus:s3cret "$url/metrics")"
+check "after a broken reload, no credentials" 401 "$(code "$url/metrics")"
+cp "$tmp/web.yml.orig" "$tmp/web.yml"
+kill -0 "$agent_pid" 2>/dev/null || { echo "FAIL: SIGHUP ended the agent"; fail=1; }
+
 # Verification: against another CA the handshake fails (curl: 60, certificate problem).
 curl -s -o /dev/null --cacert "$tmp/other.crt" -u prometheus:s3cret "$url/metrics"
 check "a client trusting another CA (curl exit code)" 60 "$?"
@@ -119,6 +141,10 @@ bad "bad.yml:1: unknown field tls_config" $'tls_config:\n  cert_file: agent.crt'
 bad "key values mismatch" $'tls_server_config:\n  cert_file: agent.crt\n  key_file: other.key'
 bad "bad.yml:3: key_file" $'tls_server_config:\n  cert_file: agent.crt\n  key_file: missing.key'
 bad "bad.yml:3:1: did not find expected" $'basic_auth_users:\n  a: [1, 2'
+# Only exporter-toolkit's response headers, the enumerated ones with their values.
+bad "bad.yml:3: header X-Custom cannot be configured" $'http_server_config:\n  headers:\n    X-Custom: 1'
+bad "bad.yml:3: header Content-Type cannot be configured" $'http_server_config:\n  headers:\n    Content-Type: text/html'
+bad "bad.yml:3: header X-Frame-Options: 'foo' is not one of deny, sameorigin" $'http_server_config:\n  headers:\n    X-Frame-Options: foo'
 "$bin" agent --listen 127.0.0.1:0 --nvml-library "$fake_nvml" --web-config-file "$tmp/nothing.yml" >"$tmp/out" 2>&1
 check "a missing web config (exit code)" 3 "$?"
 

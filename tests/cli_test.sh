@@ -114,6 +114,12 @@ grep -q "GPU metrics unavailable" "$tmp/err" || { echo "FAIL: no-driver note"; c
 check "record: a command that cannot start" 3 "$bin" record --nvml-library /nonexistent/x.so -- /nonexistent/command
 grep -q "/nonexistent/command" "$tmp/err" || { echo "FAIL: exec error names the command"; cat "$tmp/err"; fail=1; }
 check "record: a job killed by a signal" 137 "$bin" record --nvml-library /nonexistent/x.so -- sh -c 'kill -9 $$'
+# Issue 24: a job that writes a W&B run (the SDK's wandb/run-* directory) without
+# the bridge (no --python, no import gputriage) is told its W&B run has no figures.
+( mkdir -p "$tmp/wandb_job" && cd "$tmp/wandb_job" &&
+  "$bin" record --nvml-library /nonexistent/x.so -- sh -c 'mkdir -p wandb/run-20261201_120000-abc123' >/dev/null 2>"$tmp/err" )
+grep -q "the job logged to W&B (wandb/run-20261201_120000-abc123) but gputriage's figures" "$tmp/err" ||
+  { echo "FAIL: W&B without the bridge is not mentioned"; cat "$tmp/err"; fail=1; }
 # Issue 12, item 7: options before -- do not swallow the job's own options; tags keep their own namespace.
 check "record: --tag before a job with options of its own" 4 "$bin" record --nvml-library /nonexistent/x.so \
   --tag a=1 --tag cwd=/elsewhere -- sh -c 'exit 4'
@@ -280,9 +286,11 @@ check "record: a bad URL" 2 "$bin" record --dcgm-exporter "ftp://node1/metrics" 
 check "record: NVML and an exporter at once" 2 "$bin" record --dcgm-exporter "http://x" --nvml-library /x.so -- true
 
 # Issue 12, item 12: an exported run carries its steps; a run judged from its steps keeps its verdict.
-check "export a run recorded with step markers" 0 "$bin" export 1 --store "$data/gains/cpu_loops.db" -o "$tmp/steps.prom"
+# A copy: opening a store may write beside it (tests/data stays as committed).
+cp "$data/gains/cpu_loops.db" "$tmp/cpu_loops.db"
+check "export a run recorded with step markers" 0 "$bin" export 1 --store "$tmp/cpu_loops.db" -o "$tmp/steps.prom"
 grep -q "100 steps" "$tmp/err" || { echo "FAIL: the export does not say it wrote the steps"; cat "$tmp/err"; fail=1; }
-check "diagnose the stored step run" 0 "$bin" diagnose --json 1 --store "$data/gains/cpu_loops.db"
+check "diagnose the stored step run" 0 "$bin" diagnose --json 1 --store "$tmp/cpu_loops.db"
 cp "$tmp/out" "$tmp/steps_stored.json"
 check "diagnose the exported step run" 0 "$bin" diagnose --json "$tmp/steps.prom"
 python3 - "$tmp/steps_stored.json" "$tmp/out" <<'PY' || fail=1
@@ -298,7 +306,7 @@ print("ok: the exported step run diagnoses as the stored one")
 PY
 
 # ---- compare (issue 13, first part) ----
-check "compare two stored runs" 0 "$bin" compare --json 2 1 --store "$data/gains/cpu_loops.db"
+check "compare two stored runs" 0 "$bin" compare --json 2 1 --store "$tmp/cpu_loops.db"
 python3 - "$tmp/out" <<'PY' || fail=1
 import json, sys
 c = json.load(open(sys.argv[1]))
@@ -311,17 +319,26 @@ why = {e["metric"]: e for e in c["explanations"]}
 assert why["data_wait_percent"]["config_key"] == "command --workers", why
 print("ok: compare names the regression and the change behind it")
 PY
-check "compare a run with itself" 0 "$bin" compare --json 1 1 --store "$data/gains/cpu_loops.db"
+check "compare a run with itself" 0 "$bin" compare --json 1 1 --store "$tmp/cpu_loops.db"
 python3 -c 'import json,sys; c=json.load(open(sys.argv[1])); assert not c["regressions"] and not c["config_changes"], c; print("ok: a run equals itself")' "$tmp/out" || fail=1
-check "compare --fail-on regression" 1 "$bin" compare --fail-on regression 2 1 --store "$data/gains/cpu_loops.db"
+check "compare --fail-on regression" 1 "$bin" compare --fail-on regression 2 1 --store "$tmp/cpu_loops.db"
 grep -q "command --workers            4 → 0" "$tmp/out" || { echo "FAIL: compare text"; cat "$tmp/out"; fail=1; }
 check "compare two traces" 0 "$bin" compare --json "$data/traces/kineto-resnet50-v100/num_workers_4.pt.trace.json.gz" "$nw0"
 python3 -c 'import json,sys; c=json.load(open(sys.argv[1])); r={x["metric"] for x in c["regressions"]}; assert {"step_time_ms","data_wait_percent"} <= r, r; print("ok: nw4 -> nw0 regresses")' "$tmp/out" || fail=1
-check "compare an unknown run" 3 "$bin" compare 1 999 --store "$data/gains/cpu_loops.db"
+check "compare an unknown run" 3 "$bin" compare 1 999 --store "$tmp/cpu_loops.db"
+# Issue 24: the same stored run or file twice is a usage error, not a doubled report.
+check "diagnose the same run twice" 2 "$bin" diagnose 1 1 --store "$tmp/cpu_loops.db"
+grep -q "run 1 is given twice" "$tmp/err" || { echo "FAIL: diagnose 1 1"; cat "$tmp/err"; fail=1; }
+check "diagnose the same file twice" 2 "$bin" diagnose "$nw0" "$(dirname "$nw0")/../$(basename "$(dirname "$nw0")")/$(basename "$nw0")"
+# Issue 24: exporting a run that is not there names it and leaves no file.
+check "export an unknown run" 3 "$bin" export 998 --store "$tmp/cpu_loops.db" -o "$tmp/missing.prom"
+grep -q "no run 998" "$tmp/err" || { echo "FAIL: export 998 does not say the run is missing"; cat "$tmp/err"; fail=1; }
+[ ! -e "$tmp/missing.prom" ] && ! ls "$tmp"/missing.prom.tmp-* >/dev/null 2>&1 ||
+  { echo "FAIL: export of a missing run left a file"; fail=1; }
 
 # ---- an experiment's history (issue 13, item 3) ----
 check "runs --name on a store kept by schema 3 (figures worked out)" 0 \
-  "$bin" runs --name io_workers_0 --store "$data/gains/cpu_loops.db"
+  "$bin" runs --name io_workers_0 --store "$tmp/cpu_loops.db"
 grep -q "26.10 ms" "$tmp/out" && grep -q "worked out" "$tmp/out" || { echo "FAIL: runs --name"; cat "$tmp/out"; fail=1; }
 if [ -n "$fake_nvml" ]; then
   # Nightly runs of one job through the fake NVML: two healthy, then one whose
@@ -377,6 +394,9 @@ check "record runs the job when the store cannot be opened" 0 \
 [ -f "$tmp/ran" ] || { echo "FAIL: the job did not run"; fail=1; }
 grep -q "the run is not kept" "$tmp/err" || { echo "FAIL: no store warning"; cat "$tmp/err"; fail=1; }
 grep -q '"store_unavailable"' "$tmp/nostore.json" || { echo "FAIL: no store_unavailable issue"; fail=1; }
+# Issue 24: said at the top of the report too, not only among the recording's issues.
+python3 -c 'import json,sys; n=json.load(open(sys.argv[1]))["notes"]; assert n and n[0].startswith("this run was NOT kept"), n' \
+  "$tmp/nostore.json" || { echo "FAIL: no top-level note that the run was not kept"; fail=1; }
 [ "$(cat "$tmp/notsqlite.db")" = "not a database" ] || { echo "FAIL: the foreign file was changed"; fail=1; }
 check "diagnose RUN_ID on a mistyped store" 3 "$bin" diagnose 1 --store "$tmp/typo/x.db"
 [ -e "$tmp/typo" ] && { echo "FAIL: a reading command created $tmp/typo"; fail=1; }

@@ -50,10 +50,24 @@ for probe in ("livenessProbe", "readinessProbe"):
     assert container[probe]["httpGet"]["path"] == "/healthz", probe
 sc = container["securityContext"]
 assert sc["privileged"] is False and sc["allowPrivilegeEscalation"] is False and sc["readOnlyRootFilesystem"] is True
-assert sc["capabilities"]["drop"] == ["ALL"] and "add" not in sc["capabilities"]
+# Two capabilities, measured (see the manifest): other users' /proc/PID/environ and fd/N for step markers.
+assert sc["capabilities"]["drop"] == ["ALL"] and sorted(sc["capabilities"].get("add", [])) == ["DAC_READ_SEARCH", "SYS_PTRACE"], sc
+assert spec["updateStrategy"]["rollingUpdate"]["maxUnavailable"] == "10%", spec["updateStrategy"]
 assert "nvidia.com/gpu" not in str(container.get("resources", {})), "monitoring must not take a GPU from the jobs"
-print("ok: DaemonSet: hostPID for attribution, no host network, only the pod-resources directory read-only, all capabilities dropped, not privileged,"
-      " /healthz probes, NODE_NAME, no GPU requested; its args are agent options")
+print("ok: DaemonSet: hostPID for attribution, no host network, only the pod-resources directory read-only, all capabilities dropped"
+      " but DAC_READ_SEARCH and SYS_PTRACE, not privileged, /healthz probes, NODE_NAME, no GPU requested, 10 % unavailable at most"
+      " in a rollout; its args are agent options")
+
+# PodMonitor: the agent's namespace/pod labels (the job's) must win over the target's.
+pm = yaml.safe_load((root / "deploy/kubernetes/gputriage-agent-podmonitor.yaml").read_text())
+assert pm["kind"] == "PodMonitor" and pm["spec"]["selector"]["matchLabels"] == spec["selector"]["matchLabels"], pm
+(endpoint,) = pm["spec"]["podMetricsEndpoints"]
+assert endpoint["honorLabels"] is True and endpoint["port"] == "metrics", endpoint
+# NetworkPolicy: ingress to the agents' port only.
+np = yaml.safe_load((root / "deploy/kubernetes/gputriage-agent-networkpolicy.yaml").read_text())
+assert np["kind"] == "NetworkPolicy" and np["spec"]["podSelector"]["matchLabels"] == spec["selector"]["matchLabels"], np
+assert np["spec"]["policyTypes"] == ["Ingress"] and [p["port"] for r in np["spec"]["ingress"] for p in r["ports"]] == [9401], np
+print("ok: PodMonitor with honorLabels; NetworkPolicy admitting only the metrics port")
 
 # systemd unit.
 unit = configparser.ConfigParser(strict=False, interpolation=None)
@@ -69,7 +83,12 @@ print("ok: systemd unit: a dynamic user without capabilities, read-only system; 
 
 # Container image: every shared library the binary needs comes from a package the runtime stage installs.
 dockerfile = (root / "deploy/container/Dockerfile").read_text()
-runtime = dockerfile.split("FROM debian:bookworm-slim", 1)[1]
+froms = re.findall(r"^FROM (\S+)", dockerfile, re.M)
+assert len(froms) == 2 and all(re.search(r"@sha256:[0-9a-f]{64}$", f) for f in froms), f"base images not pinned by digest: {froms}"
+runtime = dockerfile.split("FROM " + froms[1], 1)[1]
+assert re.search(r"^USER 65534:65534$", runtime, re.M), "the image does not drop root by default"
+ignored = (root / ".dockerignore").read_text().split()
+assert {"build", "node_modules", ".venv", ".git"} <= set(ignored), ignored
 installed = set(re.findall(r"\b(lib[a-z0-9.+-]+|zlib1g)\b", runtime.split("&& rm", 1)[0]))
 cmd = re.search(r'CMD \[(.*)\]', runtime).group(1)
 check_agent_args([a.strip().strip('"') for a in cmd.split(",")], "Dockerfile CMD")

@@ -43,11 +43,14 @@ for generation in fleet-legacy fleet-ratio; do
   for _ in $(seq 1 50); do [ -s "$tmp/$generation.port" ] && break; sleep 0.1; done
   exporters+=("127.0.0.1:$(cat "$tmp/$generation.port")")
 done
-prom_agents=$(bash "$here/prometheus_server.sh" start "$tmp/prom-agents" "" "${agents[@]}") ||
+# The agents' Prometheus also scrapes one dcgm-exporter of a node without an
+# agent: its 3 GPUs are warned about, never mixed into the agents' figures.
+prom_agents=$(bash "$here/prometheus_server.sh" start "$tmp/prom-agents" "" "${agents[@]}" "${exporters[0]}") ||
   { echo "FAIL: Prometheus (agents) did not start"; exit 1; }
 prom_dcgm=$(bash "$here/prometheus_server.sh" start "$tmp/prom-dcgm" "" "${exporters[@]}") ||
   { echo "FAIL: Prometheus (dcgm-exporter) did not start"; exit 1; }
 # 20 s of series: the range below (18 s) is covered after the agents' first judgements.
+started_at=$SECONDS
 sleep 22
 
 range=(--range 18s --step 1s)
@@ -61,10 +64,18 @@ range=(--range 18s --step 1s)
   { echo "FAIL: fleet --by gpu (dcgm-exporter)"; cat "$tmp/err"; fail=1; }
 "$bin" fleet --prometheus "$prom_dcgm" "${range[@]}" --by namespace --monthly-spend 10000 --json >"$tmp/dcgm-ns.json" 2>>"$tmp/err" || fail=1
 "$bin" fleet --prometheus "$prom_dcgm" "${range[@]}" --by job >"$tmp/dcgm-job.txt" 2>>"$tmp/err" || fail=1
+# Issue 24: the same ~25 s of data read through a 10-minute range at 30 s steps:
+# GPU-hours are the time the samples cover, not steps × 30 s plus the lookback,
+# and the monthly figure is at the rate of the time observed, not of the range.
+long=(--range 10m --step 30s)
+"$bin" fleet --prometheus "$prom_agents" "${long[@]}" --by gpu --json >"$tmp/agents-long.json" 2>>"$tmp/err" || fail=1
+"$bin" fleet --prometheus "$prom_dcgm" "${long[@]}" --by gpu --json >"$tmp/dcgm-long.json" 2>>"$tmp/err" || fail=1
+elapsed=$((SECONDS - started_at))
 
-/usr/bin/python3 - "$tmp" <<'PY' || fail=1
+/usr/bin/python3 - "$tmp" "$elapsed" <<'PY' || fail=1
 import json, sys
 tmp = sys.argv[1]
+elapsed = float(sys.argv[2])  # seconds of data at most (the Prometheus started just before)
 load = lambda name: json.load(open(f"{tmp}/{name}"))
 STEP_H = 1 / 3600
 
@@ -109,8 +120,13 @@ assert job["groups"][1]["labels"]["hostname"] == "node-a" and "sleep" in job["gr
 t = job["totals"]
 assert t["gpus"] == 3 and abs(t["idle_cost_usd"] - sum(g["idle_cost_usd"] for g in job["groups"])) < 1e-9, t
 assert abs(t["utilization_percent"] - sum(g["utilization_percent"] * g["gpu_hours"] for g in job["groups"]) / t["gpu_hours"]) < 1e-6
-assert abs(t["idle_cost_usd_per_month"] - t["idle_cost_usd"] * 730 / (18 / 3600)) < 1e-6 * t["idle_cost_usd_per_month"], t
+# A month at the rate of the time observed (the agents' first verdicts come a
+# second or two into the range): at most the range, never a rate over time no
+# sample covers.
+assert 14 / 3600 <= t["observed_hours"] <= 18 / 3600, t
+assert abs(t["idle_cost_usd_per_month"] - t["idle_cost_usd"] * 730 / t["observed_hours"]) < 1e-6 * t["idle_cost_usd_per_month"], t
 assert job["queries"] and job["cannot_separate"] == [], job
+assert any(w.startswith("3 GPU(s) appear only in DCGM series") for w in job["warnings"]), job["warnings"]
 gpu = load("agents-gpu.json")
 assert [g["labels"]["uuid"] for g in gpu["groups"]] == ["GPU-a1", "GPU-a0", "GPU-b0"], [g["labels"] for g in gpu["groups"]]
 check_ranking(gpu["groups"], 2.0, "agents by GPU")
@@ -147,6 +163,21 @@ for g in ns["groups"]:
     check_dollars(g, price)
 assert ns["groups"][1]["verdict"] == "input_bound" and ns["groups"][2]["verdict"] == "at_compute_limit", ns["groups"]
 print("ok: namespaces " + ", ".join(f'{g["name"]} ${g["idle_cost_usd"]:.4f}' for g in ns["groups"]))
+
+# 3. a range far longer than the data (issue 24): GPU time from what the samples cover.
+for name in ("agents-long.json", "dcgm-long.json"):
+    r = load(name)
+    for g in r["groups"]:
+        seconds = g["gpu_hours"] * 3600 / g["gpus"]
+        # At most the data's span (and a scrape of slack); steps would count 30 s each plus 5 minutes of lookback.
+        assert 10 <= seconds <= elapsed + 3, (name, g["name"], seconds, elapsed)
+    t = r["totals"]
+    assert t["observed_hours"] * 3600 <= elapsed + 31, (name, t["observed_hours"] * 3600, elapsed)
+    assert abs(t["idle_cost_usd_per_month"] - t["idle_cost_usd"] * 730 / t["observed_hours"]) < 1e-6 * t["idle_cost_usd_per_month"] + 1e-9, t
+    assert "cover" in t["gpu_hours_basis"], t["gpu_hours_basis"]
+    print(f"ok: {name}: a 10-minute range over {elapsed:.0f} s of data: " +
+          ", ".join(f'{g["gpu_hours"] * 3600 / g["gpus"]:.0f} s' for g in r["groups"]) +
+          f"; observed {t['observed_hours'] * 3600:.0f} s")
 PY
 grep -q "no job on node-a .* idle " "$tmp/agents-job.txt" || { echo "FAIL: the text ranking"; cat "$tmp/agents-job.txt"; fail=1; }
 grep -q "pod team-a/loader-starved" "$tmp/dcgm-job.txt" && grep -q "cannot separate" "$tmp/dcgm-job.txt" ||

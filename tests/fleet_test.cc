@@ -8,6 +8,26 @@
 namespace gputriage {
 namespace {
 
+// Issue 24: under a PodMonitor (or relabelling) the target's namespace and pod
+// (the agent's own, in monitoring) take the plain names and the series' own
+// (the job's) become exported_*: the job's win.
+TEST(FleetLabels, TheSeriesOwnLabelsWinOverTheTargets) {
+  const LabelMap scraped = {{"namespace", "monitoring"},         {"pod", "gputriage-agent-7xk2p"},
+                            {"container", "agent"},              {"exported_namespace", "team-a"},
+                            {"exported_pod", "trainer-0"},       {"exported_container", "pytorch"},
+                            {"hostname", "node-3"},              {"instance", "10.0.0.7:9401"},
+                            {"uuid", "GPU-1"},                   {"job", "gputriage-agent"}};
+  const LabelMap c = CanonicalFleetLabels(scraped);
+  EXPECT_EQ(c.at("namespace"), "team-a");
+  EXPECT_EQ(c.at("pod"), "trainer-0");
+  EXPECT_EQ(c.at("container"), "pytorch");
+  EXPECT_EQ(c.at("hostname"), "node-3");  // never the target's instance while the series names its node
+  // Without the collision (honorLabels: true) the plain names are the series' own.
+  const LabelMap honored = CanonicalFleetLabels({{"namespace", "team-a"}, {"pod", "trainer-0"}, {"instance", "10.0.0.7:9401"}});
+  EXPECT_EQ(honored.at("namespace"), "team-a");
+  EXPECT_EQ(honored.at("hostname"), "10.0.0.7:9401");  // the node by its target only when nothing else names it
+}
+
 TEST(PromDuration, ParsesPrometheusSyntax) {
   EXPECT_EQ(*ParsePromDuration("24h"), 24 * 3600 * kNsPerS);
   EXPECT_EQ(*ParsePromDuration("7d"), 7 * 86400 * kNsPerS);

@@ -42,6 +42,10 @@ TEST(History, AWorseRunNamesTheFiguresAndTheChangeSinceItsBaseline) {
   ASSERT_NE(FindEvidence(*f, "data_wait_percent"), nullptr);
   EXPECT_DOUBLE_EQ(FindEvidence(*f, "step_time_ms_baseline")->value, 16.0);
   EXPECT_NEAR(FindEvidence(*f, "step_time_ms_change_percent")->value, 62.5, 1e-9);
+  // A share's change is in points, as the title says it (issue 24), not in percent of itself.
+  EXPECT_NEAR(FindEvidence(*f, "data_wait_percent_change_points")->value, 33.0, 1e-9);
+  EXPECT_EQ(FindEvidence(*f, "data_wait_percent_change_percent"), nullptr);
+  EXPECT_NE(f->title.find("+33.0 points"), std::string::npos) << f->title;
   // The bar over one run: 5 % (3 standard errors of the difference, CV 0.05
   // over 100 steps, are 2.1 %): 16 × 1.05.
   EXPECT_NEAR(*FindEvidence(*f, "step_time_ms")->threshold, 16.8, 1e-9);
@@ -123,6 +127,36 @@ TEST(History, UnchangedSettingsSayTheCauseIsOutsideWhatIsRecorded) {
   ASSERT_TRUE(f.has_value());
   EXPECT_TRUE(f->config_changes.empty());
   EXPECT_NE(f->detail.find("Nothing recorded changed"), std::string::npos);
+}
+
+// Issue 24: a doubled batch doubles the step time and is no regression when
+// throughput held or rose; throughput still decides.
+TEST(History, ABatchChangeIsJudgedByThroughputNotStepTime) {
+  auto run = [](int64_t id, double step_ms, double samples_per_s, double samples_per_step, const std::string& batch) {
+    HistoryRun r;
+    r.id = id;
+    r.figures = {{"step_time_ms", step_ms}, {"samples_per_s", samples_per_s}, {"samples_per_step", samples_per_step},
+                 {"step_time_cv", 0.03}, {"steps", 100}};
+    r.settings = {{"tag.batch", batch}, {"command", "python train.py"}};
+    return r;
+  };
+  const std::vector<HistoryRun> before = {run(1, 40.8, 392, 16, "16"), run(2, 40.9, 391, 16, "16")};
+  // Batch 32: step time +98 %, throughput 392 → 396 samples/s.
+  EXPECT_FALSE(JudgeAgainstHistory("ci", run(3, 80.8, 396, 32, "32"), before).has_value());
+  // Batch 32 and slower per sample: a regression, named on throughput.
+  auto f = JudgeAgainstHistory("ci", run(4, 120.0, 266, 32, "32"), before);
+  ASSERT_TRUE(f.has_value());
+  EXPECT_NE(f->title.find("throughput"), std::string::npos) << f->title;
+  EXPECT_EQ(f->title.find("step time"), std::string::npos) << f->title;
+  // Without samples in the markers, a batch setting that changed is enough to hold step time back.
+  auto no_samples = [&](int64_t id, double step_ms, const std::string& batch) {
+    HistoryRun r = run(id, step_ms, 0, 0, batch);
+    r.figures.erase("samples_per_s");
+    r.figures.erase("samples_per_step");
+    return r;
+  };
+  EXPECT_FALSE(JudgeAgainstHistory("ci", no_samples(3, 80.8, "32"), {no_samples(1, 40.8, "16")}).has_value());
+  EXPECT_TRUE(JudgeAgainstHistory("ci", no_samples(3, 80.8, "16"), {no_samples(1, 40.8, "16")}).has_value());
 }
 
 TEST(JobConfig, LinesAreCheckedAndTheLastValueWins) {

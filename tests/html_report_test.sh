@@ -74,6 +74,25 @@ if grep -q "<script>alert" "$artifacts/odd_file_name.html"; then
   echo "FAIL: a file name broke out of the report's script block"; fail=1
 fi
 
+# Kernel names a trace controls (issue 24): one of 5,000 characters with a
+# RIGHT-TO-LEFT OVERRIDE in it. The page shows it cut and escaped (checked below).
+/usr/bin/python3 - "$tmp/hostile_names.json" <<'PY'
+import json, sys
+name = "void gemm_kernel<\u202etxet desrever>" + "x" * 5000
+events = [{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 0, "dur": 900},
+          {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 10, "dur": 5,
+           "args": {"correlation": 1}}]
+for i in range(20):
+    events.append({"ph": "X", "cat": "kernel", "name": name, "pid": 0, "tid": 7, "ts": 20 + i * 40, "dur": 30,
+                   "args": {"correlation": 1, "device": 0, "stream": 7, "grid": [1, 1, 1], "block": [128, 1, 1]}})
+json.dump({"traceEvents": events, "deviceProperties": [{"id": 0, "name": "NVIDIA A100-SXM4-80GB", "computeMajor": 8,
+           "computeMinor": 0, "numSms": 108, "totalGlobalMem": 85899345920}]}, open(sys.argv[1], "w"))
+PY
+diagnose hostile_kernel_names "$tmp/hostile_names.json"
+if grep -q "$(printf '\xe2\x80\xae')" "$tmp/hostile_kernel_names.out"; then
+  echo "FAIL: a raw RIGHT-TO-LEFT OVERRIDE reached the terminal report"; fail=1
+fi
+
 [ $fail -eq 0 ] || exit 1
 node "$here/browser/report_test.cjs" "$artifacts" \
   "$artifacts/resnet50_num_workers_0.html=input_bound" \
@@ -82,4 +101,5 @@ node "$here/browser/report_test.cjs" "$artifacts" \
   "$artifacts/h100_idle_and_load.html=idle" \
   "$artifacts/a100_mig_dcgm_exporter.html" \
   "$artifacts/record_marked_loop.html=input_bound" \
-  "$artifacts/odd_file_name.html" || exit 1
+  "$artifacts/odd_file_name.html" \
+  "$artifacts/hostile_kernel_names.html" || exit 1

@@ -64,6 +64,8 @@ expect "newest first by default" "$(json "$base/api/runs" "[r['id'] for r in d['
 expect "sorted by data wait, lowest first" "$(json "$base/api/runs?sort=data_wait_percent&order=asc" "d['runs'][-1]['id']")" 3
 expect "a tag filter" "$(json "$base/api/runs?tag=batch%3D128" "[r['id'] for r in d['runs']]")" "[3]"
 expect "a tag key filter" "$(json "$base/api/runs?tag=batch" "d['total']")" 3
+# Issue 24: a value with '=' in it, unencoded, splits on the first '=' only.
+expect "a tag filter with an unencoded '='" "$(json "$base/api/runs?tag=batch=128" "[r['id'] for r in d['runs']]")" "[3]"
 expect "a name filter (substring, any case)" "$(json "$base/api/runs?name=LOADER" "d['total']")" 3
 expect "a name that matches nothing" "$(json "$base/api/runs?name=other" "d['total']")" 0
 expect "the verdict filter finds the regression" "$(json "$base/api/runs?verdict=regression" "[r['id'] for r in d['runs']]")" "[3]"

@@ -1,6 +1,7 @@
 // Step-marker measurements (src/analysis/step_markers.cc) and the verdicts drawn
 // from them (src/verdicts/step_verdicts.cc), on steps built by hand.
 #include <cmath>
+#include <map>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -42,9 +43,11 @@ const Finding* FindVerdict(const std::vector<Finding>& findings, const std::stri
   return nullptr;
 }
 
-Diagnosis DiagnoseSteps(std::vector<MarkedStep> steps, const std::string& gpu_name = "") {
+Diagnosis DiagnoseSteps(std::vector<MarkedStep> steps, const std::string& gpu_name = "",
+                        std::map<std::string, std::string> metadata = {}) {
   Run run;
   Recording rec;
+  rec.metadata = std::move(metadata);
   rec.source_path = "record: train.py";
   rec.format = "step-markers";
   if (!gpu_name.empty()) {
@@ -118,9 +121,28 @@ TEST(StepAnalysis, InputBoundFromStepsAloneWithItsShare) {
   EXPECT_NEAR(f->gain->best, 4, 1e-9);
   EXPECT_NEAR(f->gain->expected, 4.6, 1e-9);
   EXPECT_NEAR(f->gain->worst, 5.4, 1e-9);
-  EXPECT_EQ(f->gain->bounded_by, "launch_bound");
+  // No GPU measured at all: what holds the step next is the host's work, not launches.
+  EXPECT_EQ(f->gain->bounded_by, "host_work");
   // 15 % is below the line: no finding.
   EXPECT_EQ(FindVerdict(DiagnoseSteps(Steps(1, 20, 1.5, 10)).findings, "input_bound"), nullptr);
+}
+
+// Issue 24: the workers advice starts from what the run had.
+TEST(StepAnalysis, InputBoundAdviceStartsFromTheWorkersTheRunHad) {
+  auto advice = [](std::map<std::string, std::string> metadata) {
+    const Diagnosis d = DiagnoseSteps(Steps(1, 20, 8, 4), "", std::move(metadata));
+    const Finding* f = FindVerdict(d.findings, "input_bound");
+    return f ? f->recommendations.front().action : std::string("no finding");
+  };
+  // 4 workers on 2 CPUs: more workers cannot help.
+  const std::string saturated = advice({{"dataloader.num_workers", "4"}, {"host.cpus", "2"}});
+  EXPECT_NE(saturated.find("already had num_workers=4 on 2 CPUs"), std::string::npos) << saturated;
+  EXPECT_EQ(saturated.find("4-8"), std::string::npos) << saturated;
+  // 0 workers on 16 CPUs for 2 GPUs: up to 8.
+  const std::string room = advice({{"dataloader.num_workers", "0"}, {"host.cpus", "16"}, {"gpu.count", "2"}});
+  EXPECT_NE(room.find("num_workers=8) (the run had 0; 16 CPUs for 2 GPUs"), std::string::npos) << room;
+  // Nothing recorded: the general rule, bounded by the cores.
+  EXPECT_NE(advice({}).find("never past the cores"), std::string::npos);
 }
 
 TEST(StepAnalysis, OutliersAndThePhaseThatGrowsInThem) {

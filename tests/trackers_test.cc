@@ -42,9 +42,10 @@ TEST(TrackerFeed, WindowsAreTimeWeighted) {
   feed.AddSample(0, Metric::kGpuUtil, t0 + 2 * kNsPerS, 0);
   feed.AddSample(0, Metric::kGpuUtil, t0 + 3 * kNsPerS, 0);
   feed.AddSample(0, Metric::kGpuUtil, t0 + 4 * kNsPerS, 0);
-  EXPECT_FALSE(feed.Poll(t0 + 5 * kNsPerS).has_value());  // the window is not over
-  auto p = feed.Poll(t0 + 10 * kNsPerS);
-  ASSERT_TRUE(p.has_value());
+  EXPECT_TRUE(feed.Poll(t0 + 5 * kNsPerS).empty());  // the window is not over
+  auto points = feed.Poll(t0 + 10 * kNsPerS);
+  ASSERT_EQ(points.size(), 1u);
+  const TrackerPoint* p = &points[0];
   double util = -1;
   for (const auto& [k, v] : p->values)
     if (k == "gpu/utilization_percent") util = v;
@@ -56,12 +57,13 @@ TEST(TrackerFeed, WindowsAreTimeWeighted) {
   // for 1 s: 75 %, not the 50 % a plain mean of the two samples gives.
   feed.AddSample(0, Metric::kGpuUtil, t0 + 7 * kNsPerS, 100);
   feed.AddSample(0, Metric::kGpuUtil, t0 + 8 * kNsPerS, 0);
-  auto q = feed.Poll(t0 + 20 * kNsPerS);
-  ASSERT_TRUE(q.has_value());
-  for (const auto& [k, v] : q->values)
+  auto more = feed.Poll(t0 + 20 * kNsPerS);
+  ASSERT_EQ(more.size(), 1u);
+  for (const auto& [k, v] : more[0].values)
     if (k == "gpu/utilization_percent") util = v;
   EXPECT_NEAR(util, 75.0, 1e-9);
-  EXPECT_EQ(p->step, 0);  // no steps: the point's index
+  EXPECT_EQ(p->step, 0);  // GPU windows: the window's index
+  EXPECT_EQ(more[0].step, 1);
 }
 
 TEST(TrackerFeed, StepsGiveStepTimeDataWaitAndThroughput) {
@@ -75,14 +77,66 @@ TEST(TrackerFeed, StepsGiveStepTimeDataWaitAndThroughput) {
     steps[i].samples = 32;
   }
   feed.AddSteps(steps);
-  auto p = feed.Poll(t0 + kNsPerS);
-  ASSERT_TRUE(p.has_value());
-  std::map<std::string, double> v(p->values.begin(), p->values.end());
+  auto points = feed.Poll(t0 + kNsPerS, /*final=*/true);
+  ASSERT_EQ(points.size(), 1u);
+  std::map<std::string, double> v(points[0].values.begin(), points[0].values.end());
   EXPECT_DOUBLE_EQ(v.at("gputriage/step_time_ms"), 250);
   EXPECT_DOUBLE_EQ(v.at("gputriage/data_wait_percent"), 20);
   EXPECT_DOUBLE_EQ(v.at("gputriage/samples_per_s"), 128);
-  EXPECT_EQ(p->step, 13);
+  EXPECT_EQ(points[0].step, 13);
   EXPECT_FALSE(v.count("gpu/utilization_percent"));
+}
+
+// Issue 24: steps arrive late (held until final); each counts in the window it
+// ended in, and step series keep the job's step numbers while GPU series keep
+// their window index: one step axis per series.
+TEST(TrackerFeed, HeldStepsJoinTheWindowsTheyBelongTo) {
+  TrackerFeed feed(kNsPerS, 100 * kNsPerMs, /*step_hold=*/2 * kNsPerS);
+  const TimeNs t0 = 1'700'000'000 * kNsPerS;
+  auto step = [&](int number, double start_s, double end_s) {
+    MarkedStep s;
+    s.number = number;
+    s.span = Interval{t0 + static_cast<TimeNs>(start_s * 1e9), t0 + static_cast<TimeNs>(end_s * 1e9)};
+    s.samples = 10;
+    return s;
+  };
+  auto samples = [&](int from, int to) {  // GPU samples every 100 ms, as the recorder takes them
+    for (int i = from; i < to; ++i) feed.AddSample(0, Metric::kGpuUtil, t0 + i * 100 * kNsPerMs, 90);
+  };
+  // Windows [0,1) and [1,2) each had two steps; they arrive together, late.
+  samples(0, 10);
+  std::vector<TrackerPoint> got = feed.Poll(t0 + kNsPerS);  // the GPU window only
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].step, 0);
+  feed.AddSteps({step(1, 0.0, 0.5), step(2, 0.5, 0.9), step(3, 1.0, 1.5), step(4, 1.5, 1.9)});
+  samples(10, 20);
+  got = feed.Poll(t0 + 2 * kNsPerS);  // the second GPU window; the step windows are still held
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].step, 1);
+  samples(20, 31);
+  got = feed.Poll(t0 + 4 * kNsPerS + kNsPerS / 10);  // the holds of windows [0,1) and [1,2) are over
+  std::vector<const TrackerPoint*> steps;
+  for (const auto& p : got)
+    for (const auto& [k, v] : p.values)
+      if (k == "gputriage/steps") steps.push_back(&p);
+  ASSERT_EQ(steps.size(), 2u);
+  std::map<std::string, double> first(steps[0]->values.begin(), steps[0]->values.end());
+  std::map<std::string, double> second(steps[1]->values.begin(), steps[1]->values.end());
+  EXPECT_EQ(first.at("gputriage/steps"), 2);   // not 4 in one window and none in the other
+  EXPECT_EQ(second.at("gputriage/steps"), 2);
+  EXPECT_EQ(steps[0]->step, 2);  // the job's step numbers
+  EXPECT_EQ(steps[1]->step, 4);
+  EXPECT_EQ(steps[0]->t_ns, t0 + kNsPerS);  // at its own window's end
+  EXPECT_EQ(steps[1]->t_ns, t0 + 2 * kNsPerS);
+  EXPECT_DOUBLE_EQ(first.at("gputriage/samples_per_s"), 20);
+  // GPU points never carry step values, nor step points GPU values.
+  for (const auto& p : got) {
+    std::map<std::string, double> v(p.values.begin(), p.values.end());
+    const bool step_point = v.count("gputriage/steps") > 0;
+    EXPECT_EQ(v.count("gpu/utilization_percent") > 0, !step_point);
+    if (!step_point) EXPECT_EQ(p.step, 2);  // the third GPU window
+  }
+  EXPECT_EQ(got.size(), 3u);
 }
 
 TEST(TrackerFeed, SeveralGpusGiveTheirMeanAndTheirOwnKeys) {
@@ -96,9 +150,9 @@ TEST(TrackerFeed, SeveralGpusGiveTheirMeanAndTheirOwnKeys) {
     feed.AddSample(0, Metric::kGpuUtil, t0 + i * 100 * kNsPerMs, 50);
     feed.AddSample(1, Metric::kGpuUtil, t0 + i * 100 * kNsPerMs, 100);
   }
-  auto p = feed.Poll(t0 + kNsPerS);
-  ASSERT_TRUE(p.has_value());
-  std::map<std::string, double> v(p->values.begin(), p->values.end());
+  auto points = feed.Poll(t0 + kNsPerS);
+  ASSERT_EQ(points.size(), 1u);
+  std::map<std::string, double> v(points[0].values.begin(), points[0].values.end());
   EXPECT_DOUBLE_EQ(v.at("gpu/utilization_percent"), 75);
   EXPECT_DOUBLE_EQ(v.at("gpu/0/utilization_percent"), 50);
   EXPECT_DOUBLE_EQ(v.at("gpu/3.mig2/utilization_percent"), 100);

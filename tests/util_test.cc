@@ -74,6 +74,9 @@ TEST(Printable, ControlCharactersCannotSteerTheTerminal) {
   EXPECT_EQ(Printable("csi \xc2\x9b" "2J"), "csi \\u009b2J");  // C1 CSI in UTF-8
   EXPECT_EQ(Printable("caf\xc3\xa9 \xff"), "caf\xc3\xa9 \xff");  // text and stray bytes stay as they are
   EXPECT_EQ(Printable(std::string("a\0b", 3)), "a\\x00b");
+  // Bidirectional controls (U+202E RIGHT-TO-LEFT OVERRIDE, U+2066 LRI, U+061C ALM) show as escapes.
+  EXPECT_EQ(Printable("gemm\xe2\x80\xae" "elif\xe2\x81\xa6" "x\xd8\x9c"), "gemm\\u202eelif\\u2066x\\u061c");
+  EXPECT_EQ(Printable("\xe2\x80\x94 dash"), "\xe2\x80\x94 dash");  // other punctuation stays
 }
 
 }  // namespace

@@ -384,8 +384,18 @@ struct StepMarkerAnalysis {
   double mfu_percent = NAN;
 };
 
+/// What the run says of its input pipeline's resources (recorded runs: the
+/// job's configuration channel and the recorder's view of the host), so the
+/// input_bound advice starts from what the run already had.
+struct LoaderSettings {
+  int num_workers = -1;  // DataLoader num_workers; -1: not reported
+  int host_cpus = 0;     // CPUs the job could run on; 0: unknown
+  int gpus = 0;          // GPUs on the host; 0: unknown
+};
+
 struct RecordingAnalysis {
   std::string source;
+  LoaderSettings loader;
   int rank = -1;
   Device device;  // the device that did the work (most kernel time)
   bool has_gpu_activity = false;

@@ -281,8 +281,20 @@ void Agent::Watch(Recording& live) {
       fresh.latest.fill(NaN());
       gpus_.resize(device + 1, fresh);
     }
-    gpus_[device].latest[static_cast<size_t>(m)] = value;
+    GpuState& g = gpus_[device];
+    g.latest[static_cast<size_t>(m)] = value;
     ++samples_;
+    // Each busy sample stands for the time since the one before (the first for
+    // one interval), capped at four intervals so a stall does not count as
+    // observed time.
+    if (m == Metric::kGpuUtil) g.has_util = true;
+    if (m == Metric::kGpuUtil || (m == Metric::kGrEngineActive && !g.has_util)) {
+      const TimeNs cap = 4 * options_.interval_ns;
+      const TimeNs covered = g.last_busy_t > 0 && t > g.last_busy_t ? std::min(t - g.last_busy_t, cap)
+                                                                     : (g.last_busy_t == 0 ? options_.interval_ns : 0);
+      g.sampled_seconds += Seconds(covered);
+      g.last_busy_t = std::max(g.last_busy_t, t);
+    }
   };
 }
 
@@ -350,9 +362,11 @@ void Agent::Attribute(TimeNs now) {
       }
     const std::string key = job.Key();
     if (key == g.job_key) continue;
-    // Another job (or none) on this GPU: its window, verdict and markers start again.
+    // Another job (or none) on this GPU: its window, verdict, markers and
+    // covered time start again (a new series, from zero).
     window_.Forget(d);
     g.judgement = GpuJudgement{};
+    g.sampled_seconds = 0;
     g.markers.reset();
     g.job = std::move(job);
     g.job_key = key;
@@ -386,6 +400,7 @@ void Agent::Tick(TimeNs now) {
         gpus_[d].latest.fill(NaN());
       }
       gpus_[d].lost = gone;
+      gpus_[d].failures = gone ? decltype(gpus_[d].failures){} : sampler_->Failures(d);
       lost += gone ? 1 : 0;
     }
     if (lost > 0 && lost == gpus_.size()) {
@@ -473,10 +488,15 @@ void Agent::Judge(TimeNs /*now*/) {
     // as `diagnose` (data wait, step time) join the metric rules.
     if (g.markers) r.marked_steps.assign(g.markers->steps.begin(), g.markers->steps.end());
     GpuJudgement j;
-    const SeriesSketch& util = dev.Get(Metric::kGpuUtil);
+    // A MIG instance has no utilization.gpu (NVML does not report it per
+    // instance): its busy share is the graphics engine's activity (GPM), as
+    // `diagnose` reads a MIG capture.
+    const bool has_util = dev.Has(Metric::kGpuUtil) && dev.Get(Metric::kGpuUtil).count() > 0;
+    const Metric busy = has_util || !dev.Has(Metric::kGrEngineActive) ? Metric::kGpuUtil : Metric::kGrEngineActive;
+    const SeriesSketch& util = dev.Get(busy);
     j.window_covered_ns = util.count() > 0 ? util.CoveredTime() : 0;
     auto mean = [&](Metric m) { return dev.Has(m) ? dev.Get(m).mean() : NaN(); };
-    j.util_percent = mean(Metric::kGpuUtil);
+    j.util_percent = mean(busy);
     j.sm_active_percent = mean(Metric::kSmActive);
     j.tensor_active_percent = mean(Metric::kTensorActive);
     j.dram_active_percent = mean(Metric::kDramActive);
@@ -488,6 +508,10 @@ void Agent::Judge(TimeNs /*now*/) {
       o.workload = options_.workload;
       o.price_per_gpu_hour = options_.price_per_gpu_hour;
       const Diagnosis dx = Diagnose(run, o);
+      // Judged and nothing found is a verdict of its own ("none"), so a
+      // healthy GPU keeps its gputriage_finding series and its place in
+      // counts, dashboards and timelines.
+      j.verdict = "none";
       if (!dx.findings.empty()) {
         const Finding& lead = dx.findings.front();
         j.verdict = lead.verdict;
@@ -613,10 +637,16 @@ void Agent::Render(TimeNs now) {
                                 ? NaN()
                                 : Seconds(g.judgement.window_covered_ns)};
           });
+  per_gpu("gputriage_gpu_sampled_seconds", Exposition::Type::kCounter,
+          "Seconds the GPU's busy samples cover under its current job (each sample stands for the time since the "
+          "one before, at most four intervals): fleet's GPU-hours are its increase.",
+          [&](const GpuState& g) { return Pair{{}, g.last_busy_t > 0 ? g.sampled_seconds : NaN()}; });
   per_gpu("gputriage_finding", Exposition::Type::kGauge,
-          "The leading verdict for the GPU's window, as `diagnose` would draw it (value 1).",
+          "The leading verdict for the GPU's window, as `diagnose` would draw it (value 1); verdict=\"none\" when "
+          "it was judged and nothing was found.",
           [&](const GpuState& g) {
-            return Pair{{{"verdict", g.judgement.verdict}, {"severity", SeverityName(g.judgement.severity)}},
+            const bool none = g.judgement.verdict == "none";
+            return Pair{{{"verdict", g.judgement.verdict}, {"severity", none ? "none" : SeverityName(g.judgement.severity)}},
                         g.judgement.verdict.empty() ? NaN() : 1.0};
           });
   per_gpu("gputriage_price_usd_per_hour", Exposition::Type::kGauge,
@@ -631,6 +661,11 @@ void Agent::Render(TimeNs now) {
             return Pair{{{"bounded_by", g.judgement.gain_bounded_by}},
                         g.judgement.gain_percent ? *g.judgement.gain_percent : NaN()};
           });
+  e.Family("gputriage_gpu_metric_error", Exposition::Type::kGauge,
+           "1 for each NVML call failing on a GPU now (`metric`: the call, `error`: the driver's answer); a GPU "
+           "whose utilization fails has no verdict or idle dollars until it reads again.");
+  for (size_t d = 0; d < n; ++d)
+    for (const auto& [metric, why] : gpus_[d].failures) e.Sample(With(GpuLabels(devices[d], host), {{"metric", metric}, {"error", why}}), 1);
   e.Family("gputriage_gpu_lost", Exposition::Type::kGauge,
            "1 for a GPU that fell off the bus (NVML: GPU is lost); its other series stop.");
   for (size_t d = 0; d < n; ++d)

@@ -66,7 +66,7 @@ struct AgentOptions {
 
 /// What the agent says about one GPU, as of its last judgement.
 struct GpuJudgement {
-  std::string verdict;        // the leading finding's verdict; "" before the first judgement
+  std::string verdict;        // the leading finding's verdict; "none" when judged without one; "" before the first judgement
   Severity severity = Severity::kInfo;
   std::string title;
   TimeNs window_covered_ns = 0;
@@ -154,6 +154,12 @@ class Agent {
     bool lost = false;
     std::array<std::deque<float>, kNumViewSeries> recent;  // view_history ticks
     std::vector<GpuProcessView> processes;  // with view_history: as listed at the last attribution
+    std::vector<std::pair<std::string, std::string>> failures;  // NVML calls failing now: (call, why)
+    // The time its busy samples cover under the current job (a counter: fleet
+    // takes GPU-hours from its increase, not from counting query steps).
+    double sampled_seconds = 0;
+    TimeNs last_busy_t = 0;
+    bool has_util = false;  // utilization.gpu arrives (else GR engine activity, MIG, stands for it)
   };
   void Loop();
   void Tick(TimeNs now);

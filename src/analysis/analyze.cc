@@ -1,5 +1,6 @@
 // AnalyzeRecording: every measurement of one recording, from the canonical model.
 #include <algorithm>
+#include <cstdlib>
 #include <unordered_map>
 #include <cmath>
 #include <set>
@@ -175,6 +176,18 @@ std::vector<std::string> ListLimitations(const Recording& rec, const RecordingAn
 RecordingAnalysis AnalyzeRecording(const Recording& rec) {
   RecordingAnalysis a;
   a.source = rec.source_path;
+  // The loader's resources, where the run recorded them (keys of the job's
+  // configuration channel and the recorder's own, docs/formats.md).
+  auto integer = [&](const char* key) {
+    auto it = rec.metadata.find(key);
+    if (it == rec.metadata.end()) return -1;
+    char* end = nullptr;
+    const long v = std::strtol(it->second.c_str(), &end, 10);
+    return end != it->second.c_str() && *end == '\0' && v >= 0 && v < 1'000'000 ? static_cast<int>(v) : -1;
+  };
+  a.loader.num_workers = integer("dataloader.num_workers");
+  a.loader.host_cpus = std::max(0, integer("host.cpus"));
+  a.loader.gpus = std::max(0, integer("gpu.count"));
   a.rank = rec.rank;
   // A trace recording: any timeline content (tests build recordings without a format).
   a.has_trace = rec.format == "kineto" || !rec.kernels.empty() || !rec.memory_ops.empty() || !rec.cpu_spans.empty() ||

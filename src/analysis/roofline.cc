@@ -131,13 +131,13 @@ bool MatrixOpCost(std::string_view op, const MatrixOpShapes& s, int eb, OpCost& 
   if (op == "aten::mm" || op == "aten::_scaled_mm") {  // A [M, K], B [K, N]
     const int64_t m = Dim(s, 0, 0), k = Dim(s, 0, 1), n = Dim(s, 1, 1);
     if (Rank(s, 0) != 2 || Rank(s, 1) != 2 || !positive({m, k, n}) || Dim(s, 1, 0) != k) return false;
-    out = Gemm(1, m, k, n, static_cast<double>(k * n), eb);
+    out = Gemm(1, static_cast<double>(m), static_cast<double>(k), static_cast<double>(n), static_cast<double>(k * n), eb);
     return true;
   }
   if (op == "aten::addmm") {  // bias, A [M, K], B [K, N]
     const int64_t m = Dim(s, 1, 0), k = Dim(s, 1, 1), n = Dim(s, 2, 1);
     if (Rank(s, 1) != 2 || Rank(s, 2) != 2 || !positive({m, k, n}) || Dim(s, 2, 0) != k) return false;
-    out = Gemm(1, m, k, n, static_cast<double>(k * n), eb, Elements(s, 0));
+    out = Gemm(1, static_cast<double>(m), static_cast<double>(k), static_cast<double>(n), static_cast<double>(k * n), eb, Elements(s, 0));
     return true;
   }
   if (op == "aten::linear") {  // input [..., K], weight [N, K], bias [N]

@@ -1,5 +1,5 @@
 // `gputriage agent`: the node agent (src/agent/) behind a /metrics endpoint
-// until SIGTERM or SIGINT.
+// until SIGTERM or SIGINT; SIGHUP reads the web config again.
 #include <signal.h>
 #include <unistd.h>
 
@@ -9,7 +9,7 @@
 
 #include "src/agent/agent.h"
 #include "src/agent/metrics_server.h"
-#include "src/agent/web_config.h"
+#include "src/net/web_config.h"
 #include "src/cli/cli_common.h"
 #include "src/util/strings.h"
 
@@ -20,7 +20,8 @@ struct AgentArgs {
   std::string listen = "127.0.0.1:9401";
   SamplingArgs sampling;  // a node agent's defaults: 1 s ticks, 5-minute windows judged every 15 s
   double nvml_retry_s = 30;
-  int threads = 64;
+  int threads = 4;
+  size_t max_connections = 512;
   std::string hostname;
   std::string web_config_file;
   std::string pod_resources_socket;  // "": the kubelet's, when this node has one
@@ -55,12 +56,14 @@ int RunAgent(const AgentArgs& args) {
   char hostname[256] = {};
   if (options.hostname.empty() && gethostname(hostname, sizeof hostname - 1) == 0) options.hostname = hostname;
 
-  // SIGTERM/SIGINT end the agent; they are waited for on this thread, so no
-  // handler runs inside the sampling or serving threads.
+  // SIGTERM/SIGINT end the agent, SIGHUP reloads the web config; they are
+  // waited for on this thread, so no handler runs inside the sampling or
+  // serving threads (and SIGHUP's default, ending the process, never applies).
   sigset_t stop_signals;
   sigemptyset(&stop_signals);
   sigaddset(&stop_signals, SIGTERM);
   sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
   signal(SIGPIPE, SIG_IGN);  // a scraper that hangs up mid-response
 
@@ -69,7 +72,8 @@ int RunAgent(const AgentArgs& args) {
   ServerOptions server_options;
   server_options.host = host;
   server_options.port = port;
-  server_options.threads = args.threads;
+  server_options.limits.workers = args.threads;
+  server_options.limits.max_connections = args.max_connections;
   server_options.web = web;
   auto server = MetricsServer::Start(agent, server_options);
   if (!server.ok()) {
@@ -83,7 +87,13 @@ int RunAgent(const AgentArgs& args) {
                args.sampling.interval_s, args.sampling.window_s, args.sampling.judge_every_s);
   std::fflush(stderr);
   int received = 0;
-  sigwait(&stop_signals, &received);
+  for (;;) {
+    sigwait(&stop_signals, &received);
+    if (received != SIGHUP) break;
+    ReloadWebConfig(args.web_config_file, "gputriage agent", [&](std::shared_ptr<const WebConfig> fresh) {
+      return (*server)->Reload(std::move(fresh));
+    });
+  }
   std::fprintf(stderr, "gputriage agent: %s received, stopping\n", received == SIGTERM ? "SIGTERM" : "SIGINT");
   (*server)->Stop();
   agent.Stop();
@@ -112,7 +122,11 @@ Subcommand AddAgentCommand(CLI::App& app) {
                     "to (default: /var/lib/kubelet/pod-resources/kubelet.sock when it exists; none: never)");
   agent->add_option("--pod-refresh", a->pod_refresh_s, "seconds between asking the kubelet (default 10)")
       ->check(FiniteRange(0.1, 3600.0));
-  agent->add_option("--threads", a->threads, "connections served at once (default 64)")->check(CLI::Range(1, 4096));
+  agent->add_option("--threads", a->threads, "threads answering requests (default 4; connections are served by one event loop)")
+      ->check(CLI::Range(1, 256));
+  agent->add_option("--max-connections", a->max_connections,
+                    "open connections at most (default 512); at the cap the longest-idle one is closed for a new one")
+      ->check(CLI::Range(8, 65536));
   return {agent, [a] { return RunAgent(*a); }};
 }
 

@@ -130,6 +130,23 @@ Status WriteOutputFile(const std::string& path, const std::string& content) {
   return Status::Ok();
 }
 
+void ReloadWebConfig(const std::string& path, const char* who,
+                     const std::function<Status(std::shared_ptr<const WebConfig>)>& apply) {
+  if (path.empty()) {
+    std::fprintf(stderr, "%s: SIGHUP received: no --web-config-file to read again, nothing changed\n", who);
+    return;
+  }
+  auto config = LoadWebConfig(path);
+  Status applied = config.ok() ? apply(std::make_shared<const WebConfig>(std::move(*config))) : config.status();
+  if (applied.ok()) {
+    std::fprintf(stderr, "%s: SIGHUP received: %s read again and in use\n", who, Printable(path).c_str());
+  } else {
+    std::fprintf(stderr, "%s: SIGHUP received: %s not used, the previous configuration stays: %s\n", who,
+                 Printable(path).c_str(), Printable(applied.message()).c_str());
+  }
+  std::fflush(stderr);
+}
+
 void PrintError(const Status& status) {
   // Messages quote file names and input text: printed so they cannot steer the terminal.
   std::fprintf(stderr, "gputriage: error: %s\n", Printable(status.ToString()).c_str());

@@ -23,6 +23,7 @@
 #include "gputriage/diagnosis.h"
 #include "src/agent/agent.h"
 #include "gputriage/status.h"
+#include "src/net/web_config.h"
 #include "src/store/run_history.h"
 #include "src/store/run_store.h"
 
@@ -101,6 +102,12 @@ void Print(const std::string& out);
 Status WriteOutputFile(const std::string& path, const std::string& content);
 /// "gputriage: error: MESSAGE" on stderr.
 void PrintError(const Status& status);
+
+/// SIGHUP in the agent and serve: reads the web-config file again and hands it
+/// to `apply`. A file that no longer loads (or whose TLS cannot be set up)
+/// leaves the running configuration in place; stderr says which happened.
+void ReloadWebConfig(const std::string& path, const char* who,
+                     const std::function<Status(std::shared_ptr<const WebConfig>)>& apply);
 
 /// The run store at `path` ($GPUTRIAGE_STORE or the user's data directory when
 /// empty), for recording: null after printing why it cannot be opened.

@@ -5,6 +5,8 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
+#include <set>
 #include <optional>
 #include <string>
 #include <vector>
@@ -71,6 +73,17 @@ int RunDiagnose(const DiagnoseArgs& args) {
   for (const auto& f : args.files) {
     if (auto id = AsRunId(f)) run_ids.push_back(*id);
     else files.push_back(f);
+  }
+  // The same run or file twice would count its steps and findings twice.
+  std::set<std::string> seen;
+  for (const auto& f : args.files) {
+    std::error_code ec;
+    const std::string key = AsRunId(f) ? "run " + f : std::filesystem::weakly_canonical(f, ec).string();
+    if (!seen.insert(ec ? f : key).second) {
+      std::fprintf(stderr, "gputriage: error: %s is given twice: each file or stored run is one part of the run, once\n",
+                   Printable(AsRunId(f) ? "run " + f : f).c_str());
+      return kExitUsage;
+    }
   }
   // Long imports (a 2 GiB trace) show progress on a terminal; never in --json
   // output or when stderr is a pipe or file.

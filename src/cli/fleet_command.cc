@@ -167,7 +167,7 @@ Subcommand AddFleetCommand(CLI::App& app) {
   fleet->add_option("--bearer-token-file", a->bearer_token_file, "a file holding a bearer token for the Prometheus");
   fleet->add_option("--basic-auth-user", a->basic_auth_user, "basic auth user for the Prometheus");
   fleet->add_option("--basic-auth-password-file", a->basic_auth_password_file, "a file holding its password");
-  fleet->add_option("--timeout", a->timeout_s, "seconds each query may take (default 120)")->check(FiniteRange(1.0, 3600.0));
+  fleet->add_option("--timeout", a->timeout_s, "seconds the report may take, every query to the Prometheus together (default 120)")->check(FiniteRange(1.0, 3600.0));
   return {fleet, [a] { return RunFleet(*a); }};
 }
 

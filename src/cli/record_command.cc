@@ -1,11 +1,13 @@
 // `gputriage record -- COMMAND`: runs a job, samples its GPUs (NVML or a
 // dcgm-exporter endpoint) and its step markers, keeps the run in the store and
 // prints the diagnosis on stderr (the job's own stdout stays its own).
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <map>
 #include <memory>
 #include <string>
@@ -115,6 +117,27 @@ Trackers StartTrackers(const RecordArgs& args, RecordOptions& options) {
   return t;
 }
 
+/// A W&B run directory (wandb/run-* or wandb/offline-run-*, under $WANDB_DIR
+/// or the working directory, as the SDK writes them) changed since `since`,
+/// or "".
+std::string WandbRunWrittenSince(TimeNs since) {
+  std::vector<std::string> roots;
+  if (const char* dir = std::getenv("WANDB_DIR"); dir != nullptr && *dir != '\0') roots.push_back(std::string(dir) + "/wandb");
+  roots.push_back("wandb");
+  for (const auto& root : roots) {
+    std::error_code ec;
+    for (const auto& entry : std::filesystem::directory_iterator(root, ec)) {
+      const std::string name = entry.path().filename().string();
+      if (!entry.is_directory(ec) || (name.rfind("run-", 0) != 0 && name.rfind("offline-run-", 0) != 0)) continue;
+      struct stat st {};
+      if (stat(entry.path().c_str(), &st) != 0) continue;
+      const TimeNs changed = static_cast<TimeNs>(st.st_mtim.tv_sec) * kNsPerS + st.st_mtim.tv_nsec;
+      if (changed >= since) return entry.path().string();
+    }
+  }
+  return "";
+}
+
 /// `record --python`: the directory holding the gputriage Python package
 /// ($GPUTRIAGE_PYTHON_PATH, else this build's), with its zero-code
 /// sitecustomize; "" with a message on stderr when there is none.
@@ -220,9 +243,12 @@ int RunRecord(const RecordArgs& args) {
                                                                                       TimeNs elapsed) {
       if (status) status(rec, elapsed);
       f->NoteDevices(rec.metrics);
-      if (auto point = f->Poll(WallNs())) w->Push(std::move(*point));
+      for (auto& point : f->Poll(WallNs())) w->Push(std::move(point));
     };
   }
+  // Whether a job's W&B bridge spoke to the recorder (asked for its summary).
+  auto bridge_asked = std::make_shared<bool>(false);
+  const TimeNs job_start_ns = WallNs();
   if (trackers.feed) {
     // The job, ending, asks for its verdicts so far (to put in its W&B summary).
     // One diagnosis a second at most, shared by every request of that second (the
@@ -234,12 +260,13 @@ int RunRecord(const RecordArgs& args) {
       std::map<std::string, double> figures;
       std::vector<Finding> findings;
     };
-    options.on_job_request = [&args, job_feed = trackers.feed, answer = std::make_shared<Answer>()](
+    options.on_job_request = [&args, job_feed = trackers.feed, answer = std::make_shared<Answer>(), bridge_asked](
                                  const std::vector<std::string>& requests, const Run& run) {
       const int64_t now_ms = MonotonicMs();
       int answered = 0;
       for (const std::string& request : requests) {
         if (request.rfind("summary ", 0) != 0 || ++answered > kMaxAnswersPerTick) continue;
+        *bridge_asked = true;
         if (!answer->made || now_ms - answer->at_ms >= 1000) {
           DiagnoseOptions diagnose;
           diagnose.workload = *ParseWorkloadClass(args.workload);
@@ -275,6 +302,10 @@ int RunRecord(const RecordArgs& args) {
   diagnose.workload = *ParseWorkloadClass(args.workload);
   diagnose.price_per_gpu_hour = args.price_per_gpu_hour;
   Diagnosis diagnosis = Diagnose(run, diagnose);
+  // Why the run is not in the store, when it is not (and was meant to be).
+  std::string not_kept;
+  if (!args.no_store && !store) not_kept = "the run store could not be opened";
+  else if (!args.no_store && result->run_id <= 0) not_kept = "the run could not be written to " + store->path();
   if (store && result->run_id > 0) {
     // A named run is one of an experiment: judged against the runs before it.
     if (Status s = JudgeAgainstExperiment(*store, result->run_id, args.name, diagnosis); !s.ok())
@@ -282,16 +313,24 @@ int RunRecord(const RecordArgs& args) {
                    Printable(s.message()).c_str());
     if (auto s = store->EndRun(result->run_id, result->ended_ns, result->exit_code, diagnosis.findings,
                                FiguresOf(diagnosis));
-        !s.ok())
+        !s.ok()) {
       std::fprintf(stderr, "gputriage: error: %s\n", s.ToString().c_str());
-    else
+      not_kept = "its end could not be written to " + store->path() + " (" + s.message() + ")";
+    } else {
       std::fprintf(stderr, "gputriage: stored as run %lld in %s\n", static_cast<long long>(result->run_id),
                    store->path().c_str());
+    }
   }
+  // Said at the top of the report (and in its JSON, and to the trackers): a
+  // run the user expects to find with `gputriage runs` is not there.
+  if (!not_kept.empty())
+    diagnosis.notes.insert(diagnosis.notes.begin(),
+                           "this run was NOT kept in the run store: " + not_kept +
+                               " (see the store error above); its report below is all there is of it");
   if (worker) {
     // The last window, then the run's end; a tracker that is down costs at most
     // the deadline, never the run (it is stored above).
-    if (auto point = feed->Poll(WallNs(), /*final=*/true)) worker->Push(std::move(*point));
+    for (auto& point : feed->Poll(WallNs(), /*final=*/true)) worker->Push(std::move(point));
     TrackerSummary summary;
     summary.exit_code = result->exit_code;
     summary.ended_ns = result->ended_ns;
@@ -318,6 +357,16 @@ int RunRecord(const RecordArgs& args) {
                     worker->PointsLogged(), worker->PointsDropped(), static_cast<double>(worker->ThreadCpuNs()) / 1e9));
   }
   for (const auto& w : trackers.warnings) run.recordings[0].stats.AddIssue(IssueSeverity::kWarning, "tracker_unavailable", w);
+  // A job that logged to W&B without the bridge: its W&B run has none of
+  // gputriage's figures, which the user would otherwise look for there.
+  if (!*bridge_asked)
+    if (const std::string wandb_run = WandbRunWrittenSince(job_start_ns); !wandb_run.empty()) {
+      const std::string note = "the job logged to W&B (" + wandb_run +
+                               ") but gputriage's figures and verdicts are not in that run: the W&B bridge runs "
+                               "inside the job, with `gputriage record --python` or `import gputriage` in the script";
+      run.recordings[0].stats.AddIssue(IssueSeverity::kWarning, "wandb_not_bridged", note);
+      std::fprintf(stderr, "gputriage: warning: %s\n", Printable(note).c_str());
+    }
   // A report when there is something to judge: GPU metrics, or the job's own step markers.
   if (result->gpu_metrics || !run.recordings[0].marked_steps.empty()) {
     const std::string text = RenderTerminal(run, diagnosis, {});

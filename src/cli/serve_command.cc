@@ -1,5 +1,6 @@
 // `gputriage serve`: a local web UI over the run store (the runs, a run's
 // report, two runs compared, an experiment's trend) and the JSON API under it.
+// SIGHUP reads the web config again.
 #include <signal.h>
 
 #include <cstdio>
@@ -7,7 +8,8 @@
 #include <sstream>
 #include <string>
 
-#include "src/agent/metrics_server.h"
+#include "src/net/http_server.h"
+#include "src/net/web_config.h"
 #include "src/cli/cli_common.h"
 #include "src/serve/serve_api.h"
 #include "src/serve/serve_server.h"
@@ -20,6 +22,7 @@ struct ServeArgs {
   std::string store_path;
   std::string listen = "127.0.0.1:8765";
   std::string token_file;
+  std::string web_config_file;
 };
 
 /// The token file's first line, trimmed; errors name the file.
@@ -53,6 +56,14 @@ int RunServe(const ServeArgs& args) {
     }
     options.token = *token;
   }
+  if (!args.web_config_file.empty()) {
+    auto config = LoadWebConfig(args.web_config_file);
+    if (!config.ok()) {
+      PrintError(config.status());
+      return kExitInput;
+    }
+    options.web = std::make_shared<const WebConfig>(std::move(*config));
+  }
   auto api = ServeApi::Open(args.store_path.empty() ? RunStore::DefaultPath() : args.store_path);
   if (!api.ok()) {
     PrintError(api.status());
@@ -62,6 +73,7 @@ int RunServe(const ServeArgs& args) {
   sigemptyset(&stop_signals);
   sigaddset(&stop_signals, SIGTERM);
   sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGHUP);  // reload, never the default (ending the process)
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
   signal(SIGPIPE, SIG_IGN);  // a browser that closes mid-page
   auto server = ServeServer::Start(**api, options);
@@ -70,12 +82,18 @@ int RunServe(const ServeArgs& args) {
     return server.status().code() == StatusCode::kInvalidArgument ? kExitUsage : kExitInput;
   }
   const std::string host = options.host.find(':') != std::string::npos ? "[" + options.host + "]" : options.host;
-  std::fprintf(stderr, "gputriage serve: %s on http://%s:%d/%s\n", Printable((*api)->store_path()).c_str(),
-               Printable(host).c_str(), (*server)->port(),
+  std::fprintf(stderr, "gputriage serve: %s on %s://%s:%d/%s\n", Printable((*api)->store_path()).c_str(),
+               options.web && options.web->tls() ? "https" : "http", Printable(host).c_str(), (*server)->port(),
                options.token.empty() ? "" : ("?token=" + options.token).c_str());
   std::fflush(stderr);
   int received = 0;
-  sigwait(&stop_signals, &received);
+  for (;;) {
+    sigwait(&stop_signals, &received);
+    if (received != SIGHUP) break;
+    ReloadWebConfig(args.web_config_file, "gputriage serve", [&](std::shared_ptr<const WebConfig> fresh) {
+      return (*server)->Reload(std::move(fresh));
+    });
+  }
   std::fprintf(stderr, "gputriage serve: %s received, stopping\n", received == SIGTERM ? "SIGTERM" : "SIGINT");
   (*server)->Stop();
   return kExitOk;
@@ -90,9 +108,13 @@ Subcommand AddServeCommand(CLI::App& app) {
                "experiment's trend; and its JSON API (docs/json-schema.md)");
   serve->add_option("--store", a->store_path, kStoreHelp);
   serve->add_option("--listen", a->listen,
-                    "HOST:PORT to serve on (127.0.0.1:8765; anything but loopback needs --token-file)");
+                    "HOST:PORT to serve on (127.0.0.1:8765; anything but loopback needs --token-file or a web config with users)");
   serve->add_option("--token-file", a->token_file,
                     "a file holding the token every request must carry (Bearer header, or the cookie /?token= sets)")
+      ->type_name("FILE");
+  serve->add_option("--web-config-file", a->web_config_file,
+                    "TLS and basic auth, in the Prometheus exporter-toolkit's web-config format (the agent's; "
+                    "docs/deployment.md); its users are enough to serve beyond loopback")
       ->type_name("FILE");
   return {serve, [a] { return RunServe(*a); }};
 }

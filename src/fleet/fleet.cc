@@ -41,13 +41,15 @@ std::string KeyOf(const LabelMap& m) {
   return k;
 }
 
-/// The labels that say which GPU and which job, under one spelling whatever
-/// wrote them (the agent, dcgm-exporter's legacy or 1.x labels, or 4.9's
-/// lower-case hostname); Prometheus' own target labels only name the node
-/// when nothing else does.
-LabelMap Canonical(const LabelMap& in) {
+}  // namespace
+
+// The spellings are listed in fleet.h; 4.9's dcgm-exporter writes a lower-case hostname.
+LabelMap CanonicalFleetLabels(const LabelMap& in) {
   LabelMap out;
   auto first = [&](std::initializer_list<const char*> names) -> std::string {
+    for (const char* n : names)
+      if (std::string_view(n) != "instance")  // a target label only, never the series' own
+        if (auto it = in.find(std::string("exported_") + n); it != in.end() && !it->second.empty()) return it->second;
     for (const char* n : names)
       if (auto it = in.find(n); it != in.end() && !it->second.empty()) return it->second;
     return "";
@@ -62,15 +64,17 @@ LabelMap Canonical(const LabelMap& in) {
   put("model_name", {"model_name", "modelName"});
   put("mig_instance", {"mig_instance", "GPU_I_ID"});
   put("mig_profile", {"mig_profile", "GPU_I_PROFILE"});
-  put("namespace", {"namespace", "pod_namespace", "exported_namespace"});
-  put("pod", {"pod", "pod_name", "exported_pod"});
-  put("container", {"container", "container_name", "exported_container"});
+  put("namespace", {"namespace", "pod_namespace"});
+  put("pod", {"pod", "pod_name"});
+  put("container", {"container", "container_name"});
   put("pod_uid", {"pod_uid"});
   put("container_id", {"container_id"});
   put("hpc_job", {"hpc_job"});
   put("job_name", {"job_name"});
   return out;
 }
+
+namespace {
 
 std::string GpuKey(const LabelMap& c) {
   return Get(c, "hostname") + "/" + (Get(c, "uuid").empty() ? Get(c, "gpu") : Get(c, "uuid")) + "/" +
@@ -143,7 +147,7 @@ Status ReadAgentSeries(PrometheusApi& api, const FleetOptions& o, FleetReport& r
   // Each series of the agent is keyed by its labels less those that say what
   // the value is (window, basis, verdict, severity).
   auto slice_of = [&](const LabelMap& raw) -> Slice& {
-    LabelMap c = Canonical(raw);
+    LabelMap c = CanonicalFleetLabels(raw);
     Slice& s = slices[KeyOf(c)];
     if (s.labels.empty()) s.labels = std::move(c);
     return s;
@@ -162,6 +166,43 @@ Status ReadAgentSeries(PrometheusApi& api, const FleetOptions& o, FleetReport& r
   auto steps = api.Query(util, o.end);
   if (!steps.ok()) return steps.status();
   for (const auto& s : *steps) slice_of(s.labels).hours = s.value * step_hours;
+  // The steps say in which proportions; the time the samples cover says how
+  // much. Counting steps overstates a short stretch of data in a long range
+  // (every step within Prometheus' 5-minute lookback of a sample counts, and
+  // a coarse step counts whole): agents count the time their samples cover
+  // (gputriage_gpu_sampled_seconds_total), and its increase is the GPU time.
+  const std::string covered = "increase(gputriage_gpu_sampled_seconds_total[" + FormatPromDuration(o.range) + "])";
+  const std::string first_seen = "min(min_over_time(timestamp(gputriage_gpu_utilization_percent)[" +
+                                 FormatPromDuration(o.range) + ":" + FormatPromDuration(o.step) + "]))";
+  const std::string last_seen = "max(max_over_time(timestamp(gputriage_gpu_utilization_percent)[" +
+                                FormatPromDuration(o.range) + ":" + FormatPromDuration(o.step) + "]))";
+  report.queries.push_back(covered + "  # seconds the samples cover: GPU time");
+  report.queries.push_back(first_seen + ", " + last_seen + "  # the time observed");
+  std::map<std::string, double> step_hours_of;  // per slice key, to rescale the verdict shares
+  for (const auto& [key, sl] : slices) step_hours_of[key] = sl.hours;
+  auto cover = api.Query(covered, o.end);
+  if (!cover.ok()) return cover.status();
+  int covered_slices = 0;
+  for (const auto& s : *cover) {
+    LabelMap c = CanonicalFleetLabels(s.labels);
+    auto it = slices.find(KeyOf(c));
+    if (it == slices.end() || !std::isfinite(s.value) || s.value < 0) continue;
+    it->second.hours = s.value / 3600.0;
+    ++covered_slices;
+  }
+  report.gpu_hours_basis =
+      covered_slices == static_cast<int>(slices.size())
+          ? "the time each GPU's samples cover (the agents' gputriage_gpu_sampled_seconds_total, its increase over the range)"
+          : fmt::format("the time samples cover for {} of {} GPU series; query steps with a value × the step for the rest "
+                        "(agents older than gputriage_gpu_sampled_seconds_total: up to the 5-minute lookback more)",
+                        covered_slices, slices.size());
+  for (const char* query : {"first", "last"}) {
+    auto seen = api.Query(std::string(query) == "first" ? first_seen : last_seen, o.end);
+    if (!seen.ok()) return seen.status();
+    for (const auto& s : *seen)
+      if (std::isfinite(s.value))
+        (std::string(query) == "first" ? report.observed_start : report.observed_end) = static_cast<TimeNs>(s.value * 1e9);
+  }
   auto means = api.Query(util_mean, o.end);
   if (!means.ok()) return means.status();
   for (const auto& s : *means) slice_of(s.labels).util_percent = s.value;
@@ -190,6 +231,17 @@ Status ReadAgentSeries(PrometheusApi& api, const FleetOptions& o, FleetReport& r
       FleetVerdictShare& share = slice_of(raw).verdicts[verdict];
       share.verdict = verdict;
       share.*field += s.value * step_hours;
+    }
+  }
+  // The verdicts' shares were counted in steps: the same proportions of the
+  // time the samples cover.
+  for (auto& [key, sl] : slices) {
+    const auto it = step_hours_of.find(key);
+    if (it == step_hours_of.end() || it->second <= 0 || sl.hours == it->second) continue;
+    const double scale = sl.hours / it->second;
+    for (auto& [verdict, share] : sl.verdicts) {
+      share.gpu_hours *= scale;
+      share.idle_cost_usd *= scale;
     }
   }
   // Series that carry a verdict but no utilization in the range (scraped
@@ -222,7 +274,25 @@ constexpr DcgmFamily kDcgmFamilies[] = {
 struct DcgmSliceData {
   LabelMap labels;
   std::map<Metric, std::vector<std::pair<TimeNs, double>>> series;
+  std::map<Metric, std::vector<TimeNs>> sample_times;  // busy families: when each value was scraped
 };
+
+/// The hours a series' samples cover: each stands for the time since the one
+/// before, at most four typical spacings (a gap is not observed time); the
+/// first for one spacing. `times`: the samples' own timestamps, sorted, distinct.
+double CoveredHours(const std::vector<TimeNs>& times, TimeNs step) {
+  if (times.empty()) return 0;
+  std::vector<TimeNs> gaps;
+  for (size_t i = 1; i < times.size(); ++i) gaps.push_back(times[i] - times[i - 1]);
+  TimeNs typical = step;
+  if (!gaps.empty()) {
+    std::nth_element(gaps.begin(), gaps.begin() + static_cast<std::ptrdiff_t>(gaps.size() / 2), gaps.end());
+    typical = gaps[gaps.size() / 2];
+  }
+  TimeNs covered = typical;
+  for (size_t i = 1; i < times.size(); ++i) covered += std::min(times[i] - times[i - 1], 4 * typical);
+  return Hours(covered);
+}
 
 Status ReadDcgmSeries(PrometheusApi& api, const FleetOptions& o, FleetReport& report,
                       std::map<std::string, Slice>& slices) {
@@ -262,6 +332,9 @@ Status ReadDcgmSeries(PrometheusApi& api, const FleetOptions& o, FleetReport& re
                       ? "dcgm-exporter series under both name generations (legacy, and DCGM 4.7 / exporter 4.9's ratios)"
                   : renamed_util ? "dcgm-exporter series (DCGM 4.7 / exporter 4.9 names, 0-1 ratios)"
                                  : "dcgm-exporter series (legacy DCGM names)";
+  report.gpu_hours_basis =
+      "the time each GPU's samples cover (their own scrape timestamps: each stands for the time since the one before, "
+      "at most four typical scrape intervals)";
   auto has = [&](Metric m) {
     return std::any_of(present.begin(), present.end(), [&](const Present& p) { return p.family->metric == m; });
   };
@@ -289,10 +362,25 @@ Status ReadDcgmSeries(PrometheusApi& api, const FleetOptions& o, FleetReport& re
     const std::string matcher = "{instance=~\"" + Join(alternatives, "|") + "\"}";
     std::map<std::string, DcgmSliceData> data;
     for (const auto& p : present) {
+      // For the busy families, also when each value was scraped: a query step
+      // repeats the last sample for Prometheus' 5-minute lookback, so steps
+      // with a value overstate the time observed; the samples' own timestamps do not.
+      if (p.family->metric == Metric::kGpuUtil || p.family->metric == Metric::kGrEngineActive) {
+        auto stamps = api.QueryRange("timestamp(" + p.name + matcher + ")", start, o.end, o.step);
+        if (!stamps.ok()) return stamps.status();
+        for (auto& s : *stamps) {
+          LabelMap c = CanonicalFleetLabels(s.labels);
+          DcgmSliceData& d = data[KeyOf(c)];
+          if (d.labels.empty()) d.labels = std::move(c);
+          auto& times = d.sample_times[p.family->metric];
+          for (const auto& [t, v] : s.points)
+            if (std::isfinite(v)) times.push_back(static_cast<TimeNs>(std::llround(v * 1e3)) * kNsPerMs);
+        }
+      }
       auto series = api.QueryRange(p.name + matcher, start, o.end, o.step);
       if (!series.ok()) return series.status();
       for (auto& s : *series) {
-        LabelMap c = Canonical(s.labels);
+        LabelMap c = CanonicalFleetLabels(s.labels);
         DcgmSliceData& d = data[KeyOf(c)];
         if (d.labels.empty()) d.labels = std::move(c);
         auto& points = d.series[p.family->metric];
@@ -328,7 +416,14 @@ Status ReadDcgmSeries(PrometheusApi& api, const FleetOptions& o, FleetReport& re
         for (const auto& [t, v] : points) r.metrics.Add(*pos, metric, t, v);
       Slice& s = slices[key];
       s.labels = d.labels;
-      s.hours = static_cast<double>(busy_points.size()) * Hours(o.step);
+      auto& times = d.sample_times[busy];
+      std::sort(times.begin(), times.end());
+      times.erase(std::unique(times.begin(), times.end()), times.end());
+      s.hours = times.empty() ? static_cast<double>(busy_points.size()) * Hours(o.step) : CoveredHours(times, o.step);
+      if (!times.empty()) {
+        report.observed_start = report.observed_start == 0 ? times.front() : std::min(report.observed_start, times.front());
+        report.observed_end = std::max(report.observed_end, times.back());
+      }
       const SeriesSketch& sketch = dev.Get(busy);
       s.util_percent = sketch.mean();
       Run run;
@@ -470,6 +565,21 @@ StatusOr<FleetReport> BuildFleetReport(PrometheusApi& api, const FleetOptions& o
     report.source_key = "gputriage";
     report.source = "gputriage agent series (utilization over each agent's window, its verdicts and prices)";
     if (Status s = ReadAgentSeries(api, o, report, slices); !s.ok()) return s;
+    // GPUs that only a dcgm-exporter reports (a node without the agent): not
+    // in the agents' figures, and said so rather than silently left out.
+    const std::string dcgm_only =
+        "count(group by (UUID) (last_over_time({__name__=~\"DCGM_FI_DEV_GPU_UTIL|DCGM_FI_DEV_GPU_UTIL_RATIO|"
+        "DCGM_FI_PROF_GR_ENGINE_ACTIVE|DCGM_FI_PROF_GR_ENGINE_UTIL_RATIO\", UUID!=\"\"}[" + FormatPromDuration(o.range) +
+        "])) unless on (UUID) group by (UUID) (label_replace(last_over_time(gputriage_gpu_utilization_percent[" +
+        FormatPromDuration(o.range) + "]), \"UUID\", \"$1\", \"uuid\", \"(.*)\")))";
+    report.queries.push_back(dcgm_only + "  # GPUs in DCGM series only");
+    auto only = api.Query(dcgm_only, o.end);
+    if (!only.ok()) return only.status();
+    if (!only->empty() && only->front().value > 0)
+      report.warnings.push_back(fmt::format(
+          "{:.0f} GPU(s) appear only in DCGM series (nodes without the gputriage agent): they are not in these "
+          "figures; --source dcgm reads every GPU from DCGM's series",
+          only->front().value));
   } else {
     if (Status s = ReadDcgmSeries(api, o, report, slices); !s.ok()) return s;
   }
@@ -568,7 +678,12 @@ StatusOr<FleetReport> BuildFleetReport(PrometheusApi& api, const FleetOptions& o
     report.what_if = MakeWhatIf(report.utilization_percent, o.target_percent, std::nullopt);
     report.what_if_saving_usd = report.cost_usd * report.what_if->spend_saved_percent / 100;
   }
-  report.idle_cost_usd_per_month = report.idle_cost_usd * kHoursPerMonth / Hours(o.range);
+  // A month at the rate of the time the data covers: 12 minutes of data in a
+  // 30-day range is 12 minutes' rate, not a 30-day one.
+  report.observed_hours = report.observed_end > report.observed_start
+                              ? std::min(Hours(report.observed_end - report.observed_start) + Hours(o.step), Hours(o.range))
+                              : Hours(o.range);
+  report.idle_cost_usd_per_month = report.idle_cost_usd * kHoursPerMonth / report.observed_hours;
   report.warnings.insert(report.warnings.end(), api.warnings().begin(), api.warnings().end());
   return report;
 }

@@ -88,12 +88,24 @@ struct FleetReport {
   double idle_cost_usd = 0;
   std::optional<WhatIf> what_if;
   double what_if_saving_usd = 0;
-  double idle_cost_usd_per_month = 0;  // at this range's rate, 730 h a month
+  double idle_cost_usd_per_month = 0;  // at the rate of the time observed, 730 h a month
+  TimeNs observed_start = 0, observed_end = 0;  // the first and last sample, fleet-wide, within the range
+  double observed_hours = 0;                    // between them (the range when unknown)
+  std::string gpu_hours_basis;         // how GPU-hours were taken from the series, in words
   std::vector<FleetGroup> groups;  // most idle dollars first
   std::vector<std::string> cannot_separate;  // verdicts the series read cannot tell apart
   std::vector<std::string> queries;          // the PromQL behind the figures, to check them by hand
   std::vector<std::string> warnings;
 };
+
+/// The labels that say which GPU and which job, under one spelling whatever
+/// wrote them (the agent, dcgm-exporter's legacy or 1.x labels): hostname,
+/// gpu, uuid, model_name, mig_instance, mig_profile, namespace, pod,
+/// container, pod_uid, container_id, hpc_job, job_name. A series' own label
+/// that Prometheus renamed exported_NAME (it collided with a target label of
+/// the same name, as a PodMonitor's namespace and pod do) wins over the
+/// target's.
+LabelMap CanonicalFleetLabels(const LabelMap& labels);
 
 /// Reads the series over the range and ranks the groups. Errors: the server
 /// cannot be reached or refuses a query; no GPU series in the range.

@@ -44,9 +44,10 @@ std::string RenderFleetText(const FleetReport& r, size_t top) {
   out += "source: " + r.source + "\n";
   out += "price: " + (r.price_basis.empty() ? std::string("none known") : Printable(r.price_basis)) + "\n";
   out += fmt::format("{} GPU(s), {} GPU-hours at {:.1f}% utilization (time-weighted): {} spent, {} idle ({}/month at "
-                     "this rate)\n",
+                     "the rate of the {} h observed)\n",
                      r.gpus, Hours(r.gpu_hours), r.utilization_percent, FormatUsd(r.cost_usd), FormatUsd(r.idle_cost_usd),
-                     FormatUsd(r.idle_cost_usd_per_month));
+                     FormatUsd(r.idle_cost_usd_per_month), Hours(r.observed_hours));
+  if (!r.gpu_hours_basis.empty()) out += "GPU-hours: " + r.gpu_hours_basis + "\n";
   if (r.what_if)
     out += fmt::format("what-if, the fleet at {}: saves {} over this range\n", WhatIfLine(*r.what_if),
                        FormatUsd(r.what_if_saving_usd));
@@ -100,6 +101,8 @@ std::string RenderFleetJson(const FleetReport& r, size_t top) {
                  {"cost_usd", r.cost_usd},
                  {"idle_cost_usd", r.idle_cost_usd},
                  {"idle_cost_usd_per_month", r.idle_cost_usd_per_month},
+                 {"observed_hours", r.observed_hours},
+                 {"gpu_hours_basis", r.gpu_hours_basis},
                  {"what_if", WhatIfJson(r.what_if, r.what_if_saving_usd)}};
   j["groups"] = json::array();
   size_t shown = 0;

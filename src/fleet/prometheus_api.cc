@@ -1,6 +1,7 @@
 #include "src/fleet/prometheus_api.h"
 
 #include <cctype>
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 
@@ -87,6 +88,9 @@ StatusOr<std::unique_ptr<PrometheusApi>> PrometheusApi::Open(const std::string& 
   if (api->path_prefix_.find_first_of("?#") != std::string::npos)
     return InvalidArgumentError(url + ": give the server's base URL, without a query (e.g. http://prometheus:9090)");
   api->http_ = std::make_unique<HttpClient>(*target, timeout_ms, auth);
+  // The timeout bounds every query together: a Prometheus that trickles its
+  // replies ends the report at --timeout, not at --timeout per query.
+  api->http_->SetDeadline(std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms));
   return api;
 }
 
@@ -99,6 +103,11 @@ Status PrometheusApi::Post(const std::string& endpoint, const std::string& form,
   const std::string where = "Prometheus " + url_;
   if (!reply.ok()) return Status(reply.status().code(), where + ": " + reply.status().message());
   json body = json::parse(reply->body, nullptr, /*allow_exceptions=*/false);
+  if ((body.is_discarded() || !body.is_object()) && reply->status == 503)
+    // A Prometheus starting up (replaying its WAL) answers 503 "Service Unavailable" in plain text.
+    return IoError(fmt::format("{}{}: HTTP 503, the server is not ready ({}): a Prometheus answers once it has "
+                               "started (replaying its write-ahead log can take minutes); try again",
+                               where, path, Printable(TrimAsciiSpace(reply->body.substr(0, 200)))));
   if (body.is_discarded() || !body.is_object()) {
     return DataLossError(fmt::format("{}{}: HTTP {} with a reply that is not the Prometheus API's JSON (is this a "
                                      "Prometheus server?): {}",

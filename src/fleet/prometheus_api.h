@@ -36,6 +36,7 @@ class PrometheusApi {
  public:
   /// `url` is the server's base ("http://prom:9090", or with a path prefix
   /// such as "https://host/prometheus"); nothing is sent until the first query.
+  /// `timeout_ms` bounds all its queries together, from now.
   static StatusOr<std::unique_ptr<PrometheusApi>> Open(const std::string& url, const HttpAuth& auth, int timeout_ms);
   ~PrometheusApi();
 

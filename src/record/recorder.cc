@@ -1,5 +1,6 @@
 #include "src/record/recorder.h"
 
+#include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
@@ -444,11 +445,17 @@ StatusOr<RecordResult> RecordCommand(const RecordOptions& options) {
   // What the recorder itself knows of the machine that moves performance: the
   // driver, and the GPUs (kept with the job's own configuration; where the job
   // told its GPUs as PyTorch sees them, the job's word stands).
-  if (!result.recording.metrics.devices.empty()) {
+  {
     std::map<std::string, std::string> machine;
+    // The CPUs the job could run on (its affinity, inherited from here): what
+    // a DataLoader's workers share.
+    cpu_set_t cpus;
+    CPU_ZERO(&cpus);
+    if (sched_getaffinity(0, sizeof cpus, &cpus) == 0) machine["host.cpus"] = std::to_string(CPU_COUNT(&cpus));
     for (const auto& d : result.recording.metrics.devices)
       if (!d.driver_version.empty()) machine.try_emplace("version.driver", d.driver_version);
-    if (!result.recording.metadata.count("gpu.model") && !result.recording.metrics.devices[0].name.empty()) {
+    if (!result.recording.metrics.devices.empty() && !result.recording.metadata.count("gpu.model") &&
+        !result.recording.metrics.devices[0].name.empty()) {
       machine["gpu.model"] = result.recording.metrics.devices[0].name;
       machine["gpu.count"] = std::to_string(result.recording.metrics.devices.size());
     }

@@ -32,6 +32,7 @@ std::string RenderComparisonJson(const Comparison& c) {
   for (const auto& ch : c.config_changes)
     j["config_changes"].push_back({{"key", ch.key}, {"before", ch.before.empty() ? json(nullptr) : json(ch.before)},
                                    {"after", ch.after.empty() ? json(nullptr) : json(ch.after)}});
+  j["settings_recorded"] = c.settings_recorded;  // false: config_changes empty means unknown, not unchanged
   j["verdicts"] = {{"a", c.a_verdicts}, {"b", c.b_verdicts}};
   j["explanations"] = json::array();
   for (const auto& e : c.explanations)
@@ -50,12 +51,19 @@ std::string RenderComparisonText(const Comparison& c) {
                                                    : fmt::format("{:+.1f}%", m.change_percent);
     out += fmt::format("  {:<36} {:>18} {:>18} {:>10}{}\n", m.label, FormatComparedValue(m, m.before),
                        FormatComparedValue(m, m.after), change,
-                       m.worse ? "  worse" : m.better ? "  better" : "");
+                       m.worse                                    ? "  worse"
+                       : m.better                                 ? "  better"
+                       : StartsWith(m.noise_floor, "not judged") ? "  (" + m.noise_floor + ")"
+                                                                  : "");
   }
   out += fmt::format("\n  verdicts A: {}\n  verdicts B: {}\n", c.a_verdicts.empty() ? "none" : Join(c.a_verdicts, ", "),
                      c.b_verdicts.empty() ? "none" : Join(c.b_verdicts, ", "));
   out += "\nWHAT CHANGED\n";
-  if (c.config_changes.empty()) out += "  nothing recorded (settings, tags, commit, command and GPU are the same)\n";
+  if (c.config_changes.empty())
+    out += c.settings_recorded
+               ? "  nothing that is recorded (settings, tags, commit, command and GPU are the same)\n"
+               : "  unknown: an input keeps no settings (a profiler trace or metric log records none; "
+                 "`gputriage record --tag KEY=VALUE` keeps them)\n";
   for (const auto& ch : c.config_changes)
     out += fmt::format("  {:<28} {} → {}\n", Printable(ch.key), Printable(ch.before.empty() ? "(unset)" : ch.before),
                        Printable(ch.after.empty() ? "(unset)" : ch.after));

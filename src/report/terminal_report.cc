@@ -414,9 +414,14 @@ std::string RenderTerminal(const Run& run, const Diagnosis& d, const TerminalOpt
   const Summary& s = d.summary;
   out += st("gputriage diagnosis", "1");
   out += fmt::format(" — {} recording(s){}\n", s.recordings, s.device.empty() ? "" : ", " + Printable(s.device));
-  if (s.steps > 0)
-    out += fmt::format("GPU busy {:.1f}% · data wait {:.1f}% of step · avg step {:.2f} ms over {} step(s)\n",
-                       s.gpu_busy_percent, s.data_wait_percent, s.avg_step_ms, s.steps);
+  if (s.steps > 0) {
+    // Busy only where something measured it: a run of step markers without GPU
+    // metrics has no busy share, not a busy share of 0.
+    const bool busy_measured = !s.gpu_busy_source.empty() && !StartsWith(s.gpu_busy_source, "none");
+    out += fmt::format("{} · data wait {:.1f}% of step · avg step {:.2f} ms over {} step(s)\n",
+                       busy_measured ? fmt::format("GPU busy {:.1f}%", s.gpu_busy_percent) : "GPU busy not measured",
+                       s.data_wait_percent, s.avg_step_ms, s.steps);
+  }
   if (!d.cost.devices.empty())
     out += fmt::format("{} GPU(s) · {} · utilization.gpu mean {} · busy {:.1f}% ({}) · judged as {}\n",
                        s.devices, FormatGpuTime(s.gpu_hours), Pct(s.gpu_util_mean_percent), s.gpu_busy_percent, s.gpu_busy_source,

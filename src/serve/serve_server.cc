@@ -1,18 +1,15 @@
 #include "src/serve/serve_server.h"
 
-#include <httplib.h>
+#include <optional>
+#include <regex>
 
-
+#include "src/net/web_server.h"
 #include "src/report/runs_json.h"
 #include "src/report/serve_page.h"
 #include "src/serve/serve_api.h"
-#include "src/sources/http/http_server.h"
+#include "src/util/strings.h"
 
 namespace gputriage {
-
-struct ServeServer::Impl {
-  std::unique_ptr<httplib::Server> server;
-};
 
 namespace {
 
@@ -51,9 +48,14 @@ std::string HostName(const std::string& host) {
   return colon == std::string::npos ? host : host.substr(0, colon);
 }
 
-void SendError(httplib::Response& res, int status, const std::string& message) {
-  res.status = status;
-  res.set_content(RenderErrorJson(message), "application/json");
+HttpResponse JsonError(int status, const std::string& message) {
+  return HttpResponse::Text(status, RenderErrorJson(message), "application/json");
+}
+
+/// The pages: one shell whose script reads the address and asks the API.
+bool IsPagePath(const std::string& path) {
+  static const std::regex kPages(R"(/|/runs/[0-9]+|/compare|/experiments/.+)");
+  return std::regex_match(path, kPages);
 }
 
 }  // namespace
@@ -77,82 +79,107 @@ bool IsLoopbackHost(const std::string& host) {
   return parts == 4;
 }
 
-StatusOr<std::unique_ptr<ServeServer>> ServeServer::Start(ServeApi& api, const ServeOptions& options) {
-  if (options.token.empty() && !IsLoopbackHost(options.host))
-    return InvalidArgumentError("--listen " + options.host +
-                                ": serving beyond this machine needs a token (--token-file FILE); without one, serve listens "
-                                "on loopback only (127.0.0.1)");
-  std::unique_ptr<ServeServer> out(new ServeServer());
-  out->impl_ = std::make_unique<Impl>();
-  out->impl_->server = std::make_unique<httplib::Server>();
-  httplib::Server& server = *out->impl_->server;
-  const std::string token = options.token;
-  server.set_pre_routing_handler([token](const httplib::Request& req, httplib::Response& res) {
-    res.set_header("X-Content-Type-Options", "nosniff");
-    res.set_header("Referrer-Policy", "no-referrer");
-    res.set_header("X-Frame-Options", "DENY");
-    if (token.empty()) {
+struct ServeServer::Impl {
+  ServeApi* api = nullptr;
+  std::string token;
+  WebAccess access;
+  std::unique_ptr<HttpServer> server;
+
+  HttpResponse Handle(const HttpRequest& req) {
+    HttpResponse res = Route(req);
+    res.SetHeader("X-Content-Type-Options", "nosniff");
+    res.SetHeader("Referrer-Policy", "no-referrer");
+    res.SetHeader("X-Frame-Options", "DENY");
+    access.AddHeaders(&res);
+    return res;
+  }
+
+  /// The reply when the request may not go on, or nothing.
+  std::optional<HttpResponse> Refusal(const HttpRequest& req) {
+    const bool users = access.auth_required();
+    if (token.empty() && !users) {
       // Loopback without a token: only loopback names, so a page elsewhere that
       // rebinds its DNS name to 127.0.0.1 is refused.
-      if (!IsLoopbackHost(HostName(req.get_header_value("Host")))) {
-        SendError(res, 403, "Host " + req.get_header_value("Host") + " is not a loopback name: serve without a token answers only "
-                            "http://127.0.0.1, http://localhost and http://[::1]");
-        return httplib::Server::HandlerResponse::Handled;
-      }
-      return httplib::Server::HandlerResponse::Unhandled;
+      if (!IsLoopbackHost(HostName(req.Header("Host"))))
+        return JsonError(403, "Host " + req.Header("Host") + " is not a loopback name: serve without a token answers only "
+                              "http://127.0.0.1, http://localhost and http://[::1]");
+      return std::nullopt;
     }
-    const std::string auth = req.get_header_value("Authorization");
-    if ((auth.rfind("Bearer ", 0) == 0 && SameSecret(auth.substr(7), token)) ||
-        SameSecret(CookieValue(req.get_header_value("Cookie"), kCookie), token))
-      return httplib::Server::HandlerResponse::Unhandled;
-    if (req.has_param("token") && SameSecret(req.get_param_value("token"), token)) {
-      // A link with the token: keep it in a cookie and drop it from the address bar.
-      res.set_header("Set-Cookie", std::string(kCookie) + "=" + token + "; Path=/; HttpOnly; SameSite=Strict");
-      std::string target = req.path;
-      std::string sep = "?";
-      for (const auto& [k, v] : req.params) {
-        if (k == "token") continue;
-        target += sep + httplib::detail::encode_query_param(k) + "=" + httplib::detail::encode_query_param(v);
-        sep = "&";
+    if (users && StartsWith(req.Header("Authorization"), "Basic ") && access.Allowed(req)) return std::nullopt;
+    if (!token.empty()) {
+      const std::string auth = req.Header("Authorization");
+      if ((auth.rfind("Bearer ", 0) == 0 && SameSecret(auth.substr(7), token)) ||
+          SameSecret(CookieValue(req.Header("Cookie"), kCookie), token))
+        return std::nullopt;
+      const auto given = req.query.find("token");
+      if (given != req.query.end() && SameSecret(given->second, token)) {
+        // A link with the token: keep it in a cookie and drop it from the address bar.
+        HttpResponse res = HttpResponse::Text(303, "");
+        res.SetHeader("Set-Cookie", std::string(kCookie) + "=" + token + "; Path=/; HttpOnly; SameSite=Strict");
+        std::string target = req.path;
+        std::string sep = "?";
+        for (const auto& [k, v] : req.query) {
+          if (k == "token") continue;
+          target += sep + PercentEncodeQuery(k) + "=" + PercentEncodeQuery(v);
+          sep = "&";
+        }
+        res.SetHeader("Location", target);
+        return res;
       }
-      res.status = 303;
-      res.set_header("Location", target);
-      return httplib::Server::HandlerResponse::Handled;
     }
-    res.set_header("WWW-Authenticate", "Bearer realm=\"gputriage serve\"");
-    SendError(res, 401, "this gputriage serve needs its token: open the address it printed (…/?token=…) or send "
-                        "\"Authorization: Bearer TOKEN\"");
-    return httplib::Server::HandlerResponse::Handled;
-  });
-  server.Get(R"(/api/.*)", [&api](const httplib::Request& req, httplib::Response& res) {
-    ApiResponse answer = api.Get(req.path, req.params);
-    res.status = answer.status;
-    res.set_header("Cache-Control", "no-store");
-    res.set_content(std::move(answer.body), answer.content_type);
-  });
-  // Every page is the same shell; its script reads the address and asks the API.
-  server.Get(R"(/|/runs/[0-9]+|/compare|/experiments/.+)", [](const httplib::Request&, httplib::Response& res) {
-    res.set_header("Cache-Control", "no-store");
-    res.set_content(RenderServePage(), "text/html; charset=utf-8");
-  });
-  server.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
-    if (res.status == 404 && res.body.empty())
-      SendError(res, 404, "no such page: " + req.path + " (/, /runs/ID, /compare?a=ID&b=ID, /experiments/NAME, /api/...)");
-  });
-  HttpServerSettings settings;
-  settings.threads = options.threads;
-  settings.io_timeout_s = 10;
-  ConfigureHttpServer(server, settings);
-  ASSIGN_OR_RETURN(out->port_, BindAndServe(server, options.host, options.port, out->thread_));
+    if (users && token.empty()) return WebAccess::Unauthorized("gputriage serve");
+    HttpResponse res = JsonError(401, "this gputriage serve needs its token: open the address it printed (…/?token=…) or send "
+                                      "\"Authorization: Bearer TOKEN\"");
+    res.SetHeader("WWW-Authenticate", users ? "Basic realm=\"gputriage serve\"" : "Bearer realm=\"gputriage serve\"");
+    return res;
+  }
+
+  HttpResponse Route(const HttpRequest& req) {
+    if (auto refused = Refusal(req)) return std::move(*refused);
+    if (StartsWith(req.path, "/api/")) {
+      ApiResponse answer = api->Get(req.path, req.query);
+      HttpResponse res = HttpResponse::Text(answer.status, std::move(answer.body), answer.content_type);
+      res.SetHeader("Cache-Control", "no-store");
+      return res;
+    }
+    if (IsPagePath(req.path)) {
+      HttpResponse res = HttpResponse::Text(200, RenderServePage(), "text/html; charset=utf-8");
+      res.SetHeader("Cache-Control", "no-store");
+      return res;
+    }
+    return JsonError(404, "no such page: " + req.path + " (/, /runs/ID, /compare?a=ID&b=ID, /experiments/NAME, /api/...)");
+  }
+};
+
+StatusOr<std::unique_ptr<ServeServer>> ServeServer::Start(ServeApi& api, const ServeOptions& options) {
+  const bool users = options.web && !options.web->basic_auth_users.empty();
+  if (options.token.empty() && !users && !IsLoopbackHost(options.host))
+    return InvalidArgumentError("--listen " + options.host +
+                                ": serving beyond this machine needs a token (--token-file FILE) or basic_auth_users in "
+                                "--web-config-file; without either, serve listens on loopback only (127.0.0.1)");
+  std::unique_ptr<ServeServer> out(new ServeServer());
+  out->impl_ = std::make_unique<Impl>();
+  Impl& impl = *out->impl_;
+  impl.api = &api;
+  impl.token = options.token;
+  ASSIGN_OR_RETURN(impl.server, StartWebServer(options.host, options.port, options.limits,
+                                               [&impl](const HttpRequest& req) { return impl.Handle(req); },
+                                               impl.access, options.web));
   return out;
 }
 
+int ServeServer::port() const { return impl_->server->port(); }
+
+Status ServeServer::Reload(std::shared_ptr<const WebConfig> web) {
+  return ReloadWebServer(*impl_->server, impl_->access, std::move(web));
+}
+
 void ServeServer::Stop() {
-  if (impl_ && impl_->server) impl_->server->stop();
+  if (impl_ && impl_->server) impl_->server->Stop();
 }
 
 void ServeServer::Wait() {
-  if (thread_.joinable()) thread_.join();
+  if (impl_ && impl_->server) impl_->server->Wait();
 }
 
 ServeServer::~ServeServer() {

@@ -1,8 +1,10 @@
 #include "src/store/run_export.h"
 
+#include <unistd.h>
+
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <algorithm>
 #include <map>
 #include <set>
 
@@ -77,11 +79,17 @@ std::string Labels(const MetricDevice& d) {
 
 }  // namespace
 
-StatusOr<ExportCounts> ExportRun(RunStore& store, int64_t run, const std::string& path) {
+StatusOr<ExportCounts> ExportRun(RunStore& store, int64_t run, const std::string& final_path) {
+  ASSIGN_OR_RETURN(const auto runs, store.ListRuns());
+  if (std::none_of(runs.begin(), runs.end(), [run](const RunInfo& r) { return r.id == run; }))
+    return NotFoundError(store.path() + ": no run " + std::to_string(run) + " (gputriage runs lists the stored runs)");
   ASSIGN_OR_RETURN(const auto settings, store.LoadSettings(run));
   ASSIGN_OR_RETURN(const auto steps, store.LoadSteps(run));
+  // Written beside the file and renamed over it at the end: a failure leaves
+  // no half-written export (and no file where there was none).
+  const std::string path = final_path + ".tmp-" + std::to_string(getpid());
   FILE* out = std::fopen(path.c_str(), "w");
-  if (out == nullptr) return IoError(path + ": cannot write the export");
+  if (out == nullptr) return IoError(final_path + ": cannot write the export");
   std::fprintf(out, "# gputriage export of run %lld from %s: dcgm-exporter text with sample timestamps (ms)\n",
                static_cast<long long>(run), store.path().c_str());
   // What diagnose used besides the samples, as comment lines (Prometheus tools
@@ -147,10 +155,18 @@ StatusOr<ExportCounts> ExportRun(RunStore& store, int64_t run, const std::string
     }
   }
   const bool write_failed = std::ferror(out) != 0;
-  std::fclose(out);
+  const bool close_failed = std::fclose(out) != 0;
   // A run recorded without GPU metrics is its steps: exported all the same.
-  if (!s.ok() && !(s.code() == StatusCode::kNotFound && !steps.empty())) return s;
-  if (write_failed) return IoError(path + ": write failed");
+  if (!s.ok() && !(s.code() == StatusCode::kNotFound && !steps.empty())) {
+    std::remove(path.c_str());
+    if (s.code() == StatusCode::kNotFound)
+      return NotFoundError(store.path() + ": run " + std::to_string(run) + " has neither GPU samples nor steps to export");
+    return s;
+  }
+  if (write_failed || close_failed || std::rename(path.c_str(), final_path.c_str()) != 0) {
+    std::remove(path.c_str());
+    return IoError(final_path + ": write failed");
+  }
   counts.samples = written;
   counts.steps = static_cast<int64_t>(steps.size());
   return counts;

@@ -43,12 +43,13 @@ std::string JobName(const JobIdentity& j) {
 }
 
 std::string Verdict(const GpuJudgement& j) {
-  if (j.verdict.empty()) return j.window_covered_ns > 0 ? "no finding" : "judging...";
+  if (j.verdict.empty()) return "judging...";
+  if (j.verdict == "none") return "no finding";
   return j.verdict;
 }
 
 LineStyle SeverityStyle(const GpuJudgement& j) {
-  if (j.verdict.empty()) return LineStyle::kNormal;
+  if (j.verdict.empty() || j.verdict == "none") return LineStyle::kNormal;
   switch (j.severity) {
     case Severity::kHigh: return LineStyle::kHigh;
     case Severity::kModerate: return LineStyle::kModerate;

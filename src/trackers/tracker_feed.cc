@@ -10,8 +10,10 @@ constexpr double kMiB = 1024.0 * 1024.0;
 
 }  // namespace
 
-TrackerFeed::TrackerFeed(TimeNs every, TimeNs sample_interval)
-    : every_(std::max<TimeNs>(every, kNsPerMs)), gap_cap_(4 * std::max<TimeNs>(sample_interval, kNsPerMs)) {}
+TrackerFeed::TrackerFeed(TimeNs every, TimeNs sample_interval, TimeNs step_hold)
+    : every_(std::max<TimeNs>(every, kNsPerMs)),
+      gap_cap_(4 * std::max<TimeNs>(sample_interval, kNsPerMs)),
+      step_hold_(std::max<TimeNs>(step_hold, 0)) {}
 
 void TrackerFeed::AddSample(size_t device, Metric metric, TimeNs t, double value) {
   if (device >= kMaxDevices) return;
@@ -20,6 +22,7 @@ void TrackerFeed::AddSample(size_t device, Metric metric, TimeNs t, double value
     if (kTracked[i] == metric) slot = i;
   if (slot == kNumTracked) return;
   if (window_start_ == 0) window_start_ = t;
+  if (origin_ == 0) origin_ = t;
   if (devices_.size() <= device) devices_.resize(device + 1);
   Accumulator& a = devices_[device][slot];
   // A sample stands for the time since the previous one (the first for one
@@ -48,23 +51,68 @@ void TrackerFeed::NoteDevices(const MetricSet& metrics) {
 void TrackerFeed::AddSteps(const std::vector<MarkedStep>& steps) {
   for (const auto& s : steps) {
     if (s.span.end <= s.span.start) continue;
-    if (window_start_ == 0) window_start_ = s.span.start;
-    ++steps_;
-    step_ns_ += static_cast<double>(s.span.end - s.span.start);
-    data_ns_ += static_cast<double>(s.data_wait_ns());
-    samples_ += static_cast<double>(s.samples);
-    latest_step_ = std::max(latest_step_, s.number);
+    if (origin_ == 0) origin_ = s.span.start;
+    // The window the step ended in; one already given (a step later than the
+    // hold) joins the first window still open, rather than being lost.
+    // A step ending on a window's boundary ran in the window before it.
+    int64_t window = s.span.end > origin_ ? (s.span.end - origin_ - 1) / every_ : 0;
+    window = std::max(window, next_step_window_);
+    StepWindow& w = step_windows_[window];
+    ++w.steps;
+    w.step_ns += static_cast<double>(s.span.end - s.span.start);
+    w.data_ns += static_cast<double>(s.data_wait_ns());
+    w.samples += static_cast<double>(s.samples);
+    w.latest_step = std::max(w.latest_step, s.number);
+    w.first_start = w.first_start == 0 ? s.span.start : std::min(w.first_start, s.span.start);
+    w.last_end = std::max(w.last_end, s.span.end);
   }
 }
 
-std::optional<TrackerPoint> TrackerFeed::Poll(TimeNs now, bool final) {
-  if (window_start_ == 0) return std::nullopt;  // nothing seen yet
+TrackerPoint TrackerFeed::StepPoint(int64_t window, const StepWindow& w, bool last) const {
+  TrackerPoint p;
+  const TimeNs start = origin_ + window * every_;
+  const TimeNs end = start + every_;
+  // The last window of a run ends with its last step, not at the grid line.
+  const TimeNs until = last ? std::min(end, std::max(w.last_end, start + 1)) : end;
+  p.t_ns = until;
+  p.step = w.latest_step;
+  p.values.emplace_back("gputriage/step_time_ms", w.step_ns / static_cast<double>(w.steps) / 1e6);
+  p.values.emplace_back("gputriage/data_wait_percent", w.step_ns > 0 ? 100.0 * w.data_ns / w.step_ns : 0.0);
+  p.values.emplace_back("gputriage/steps", static_cast<double>(w.steps));
+  // Every process's samples over the window's time: the job's throughput.
+  if (w.samples > 0 && until > start)
+    p.values.emplace_back("gputriage/samples_per_s", w.samples / (static_cast<double>(until - start) / 1e9));
+  return p;
+}
+
+std::vector<TrackerPoint> TrackerFeed::Poll(TimeNs now, bool final) {
+  std::vector<TrackerPoint> out;
+  const bool gpu_window_over = window_start_ != 0 && (final || now + every_ / 20 >= window_start_ + every_);
+  if (gpu_window_over)
+    if (auto gpu = GpuWindow(now)) out.push_back(std::move(*gpu));
+  // Step windows whose hold is over (every one at the end), in grid order.
+  while (!step_windows_.empty()) {
+    auto it = step_windows_.begin();
+    const TimeNs closes = origin_ + (it->first + 1) * every_;
+    if (!final && now < closes + step_hold_) break;
+    const bool last = final && std::next(it) == step_windows_.end();
+    out.push_back(StepPoint(it->first, it->second, last));
+    next_step_window_ = it->first + 1;
+    step_windows_.erase(it);
+  }
+  // With a step hold longer than a window, a GPU point can be newer than the
+  // step points it goes out with: oldest first for the trackers' sake.
+  std::stable_sort(out.begin(), out.end(), [](const TrackerPoint& a, const TrackerPoint& b) { return a.t_ns < b.t_ns; });
+  return out;
+}
+
+std::optional<TrackerPoint> TrackerFeed::GpuWindow(TimeNs now) {
   // A window ends on the recorder's once-a-second tick: a tick a few ms early
   // still ends it (5 % of the window), or a 1 s window would often last 2.
-  if (!final && now + every_ / 20 < window_start_ + every_) return std::nullopt;
+  if (window_start_ == 0) return std::nullopt;  // no sample yet
   TrackerPoint p;
   p.t_ns = now;
-  p.step = latest_step_ >= 0 ? latest_step_ : points_;
+  p.step = points_;  // the GPU series' own axis: the window's index
   const auto mean = [](const Accumulator& a) { return a.covered > 0 ? a.weighted / a.covered : a.last_value; };
   // Per GPU, and over the GPUs (their mean: every key keeps its per-GPU meaning).
   constexpr const char* kKeys[] = {"utilization_percent", "sm_active_percent", "tensor_active_percent",
@@ -108,19 +156,9 @@ std::optional<TrackerPoint> TrackerFeed::Poll(TimeNs now, bool final) {
     p.values.emplace_back(std::string(seed ? "gpu/" : "gputriage/") + kKeys[i], sum[i] / n[i]);
   }
   if (gpus > 0) p.values.emplace_back("gputriage/gpus", gpus);
-  if (steps_ > 0) {
-    p.values.emplace_back("gputriage/step_time_ms", step_ns_ / static_cast<double>(steps_) / 1e6);
-    p.values.emplace_back("gputriage/data_wait_percent", 100.0 * data_ns_ / step_ns_);
-    p.values.emplace_back("gputriage/steps", static_cast<double>(steps_));
-    // Every process's samples over the window's wall time: the job's throughput.
-    if (samples_ > 0 && now > window_start_)
-      p.values.emplace_back("gputriage/samples_per_s", samples_ / (static_cast<double>(now - window_start_) / 1e9));
-  }
-  steps_ = 0;
-  step_ns_ = data_ns_ = samples_ = 0;
   window_start_ = now;
-  ++points_;
   if (p.values.empty()) return std::nullopt;
+  ++points_;
   return p;
 }
 

@@ -1,10 +1,19 @@
-// Turns the recorder's samples and steps into one TrackerPoint per window:
-// time-weighted means per GPU (each sample stands for the time since the
-// previous one of its GPU and metric, capped at 4 intervals so a gap does not
-// stretch a stale value), and the steps that ended in the window.
+// Turns the recorder's samples and steps into tracker points, one step axis
+// per series:
+//  - GPU windows: time-weighted means per GPU (each sample stands for the time
+//    since the previous one of its GPU and metric, capped at 4 intervals so a
+//    gap does not stretch a stale value), at the window's end, step = the
+//    window's index;
+//  - step windows: the steps that ENDED in each window of the run's fixed grid
+//    (origin + k x every), at that window's end, step = the job's latest step
+//    number in it. Step markers reach the recorder late (held until final, up
+//    to a few seconds), so a step window is emitted only `step_hold` after it
+//    closes: a held step counts in the window it belongs to, not the one it
+//    arrived in.
 #pragma once
 
 #include <array>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -17,8 +26,9 @@ namespace gputriage {
 
 class TrackerFeed {
  public:
-  /// `every`: the window length; `sample_interval`: the recorder's, for the gap cap.
-  TrackerFeed(TimeNs every, TimeNs sample_interval);
+  /// `every`: the window length; `sample_interval`: the recorder's, for the gap
+  /// cap; `step_hold`: how late a step may arrive and still join its window.
+  TrackerFeed(TimeNs every, TimeNs sample_interval, TimeNs step_hold = 6 * kNsPerS);
 
   /// One sampled value (the recorder's observer: device position, metric, wall time, value).
   void AddSample(size_t device, Metric metric, TimeNs t, double value);
@@ -26,9 +36,10 @@ class TrackerFeed {
   void NoteDevices(const MetricSet& metrics);
   /// Steps that finished (step markers), each once.
   void AddSteps(const std::vector<MarkedStep>& steps);
-  /// The window's point once `now` (wall clock) has passed its end, or at the
-  /// end of the run (`final`) when anything was seen since the last one.
-  std::optional<TrackerPoint> Poll(TimeNs now, bool final = false);
+  /// The GPU window's point once `now` (wall clock) has passed its end, and
+  /// each step window's once its hold is over; at the end of the run
+  /// (`final`) everything not yet given. Oldest first.
+  std::vector<TrackerPoint> Poll(TimeNs now, bool final = false);
 
   TimeNs every() const { return every_; }
 
@@ -48,14 +59,22 @@ class TrackerFeed {
   std::vector<std::array<Accumulator, kNumTracked>> devices_;
   std::vector<double> memory_total_bytes_;  // per device position, 0 unknown
   std::vector<std::string> gpu_label_;      // per device position: "0", or "0.mig3" (gpu/LABEL/... keys)
+  std::optional<TrackerPoint> GpuWindow(TimeNs now);
+  struct StepWindow {
+    int64_t steps = 0;
+    double step_ns = 0, data_ns = 0, samples = 0;
+    int64_t latest_step = -1;
+    TimeNs first_start = 0, last_end = 0;
+  };
+  TrackerPoint StepPoint(int64_t window, const StepWindow& w, bool last) const;
   TimeNs every_;
   TimeNs gap_cap_;
-  TimeNs window_start_ = 0;
-  int64_t points_ = 0;
-  int64_t latest_step_ = -1;
-  // Steps of the window.
-  int64_t steps_ = 0;
-  double step_ns_ = 0, data_ns_ = 0, samples_ = 0;
+  TimeNs step_hold_;
+  TimeNs window_start_ = 0;  // the GPU window's
+  int64_t points_ = 0;       // GPU windows given
+  TimeNs origin_ = 0;        // the step grid's start: the first thing seen
+  std::map<int64_t, StepWindow> step_windows_;  // by index on the grid, not yet given
+  int64_t next_step_window_ = 0;                 // windows before this one are given
 };
 
 }  // namespace gputriage

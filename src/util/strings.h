@@ -48,9 +48,29 @@ inline bool ContainsToken(std::string_view text, std::string_view fragment) {
   return false;
 }
 
+/// The length in bytes of a bidirectional control at `i` (UTF-8), or 0.
+inline int BidiControlAt(std::string_view s, size_t i) {
+  const auto at = [&](size_t k) { return k < s.size() ? static_cast<unsigned char>(s[k]) : 0u; };
+  if (at(i) == 0xd8 && at(i + 1) == 0x9c) return 2;  // U+061C ARABIC LETTER MARK
+  if (at(i) != 0xe2) return 0;
+  const unsigned b1 = at(i + 1), b2 = at(i + 2);
+  if (b1 == 0x80 && ((b2 >= 0x8e && b2 <= 0x8f) || (b2 >= 0xaa && b2 <= 0xae))) return 3;  // U+200E/F, U+202A-202E
+  if (b1 == 0x81 && b2 >= 0xa6 && b2 <= 0xa9) return 3;                                    // U+2066-2069
+  return 0;
+}
+
+/// The code point of the `length`-byte UTF-8 sequence at `i`.
+inline unsigned BidiCode(std::string_view s, size_t i, int length) {
+  const auto at = [&](size_t k) { return static_cast<unsigned>(static_cast<unsigned char>(s[k])); };
+  if (length == 2) return ((at(i) & 0x1fu) << 6) | (at(i + 1) & 0x3fu);
+  return ((at(i) & 0x0fu) << 12) | ((at(i + 1) & 0x3fu) << 6) | (at(i + 2) & 0x3fu);
+}
+
 /// Text safe to print on a terminal: control characters (ESC, newline, C1 controls
 /// in UTF-8) become visible escapes (\x1b, \n, \u009b), so a name, tag, command or
-/// file name cannot move the cursor, recolour the screen or break a table row.
+/// file name cannot move the cursor, recolour the screen or break a table row;
+/// Unicode's bidirectional controls (U+202A-202E, U+2066-2069, U+200E/F, U+061C)
+/// too, so a name cannot show its characters in another order than they are.
 /// `keep_newlines`: for a whole report, whose own lines end in newlines.
 inline std::string Printable(std::string_view s, bool keep_newlines = false) {
   static constexpr char kHex[] = "0123456789abcdef";
@@ -65,6 +85,10 @@ inline std::string Printable(std::string_view s, bool keep_newlines = false) {
              static_cast<unsigned char>(s[i + 1]) <= 0x9f) {
       const auto d = static_cast<unsigned char>(s[++i]);
       out += {'\\', 'u', '0', '0', kHex[d >> 4], kHex[d & 15]};
+    } else if (const int bidi = BidiControlAt(s, i); bidi > 0) {
+      const unsigned code = BidiCode(s, i, bidi);
+      out += {'\\', 'u', kHex[(code >> 12) & 15], kHex[(code >> 8) & 15], kHex[(code >> 4) & 15], kHex[code & 15]};
+      i += static_cast<size_t>(bidi) - 1;
     } else {
       out += static_cast<char>(c);
     }

@@ -129,6 +129,8 @@ std::map<std::string, double> FiguresOf(const Diagnosis& d) {
   put("sm_efficiency_percent", s.sm_efficiency_percent);
   put("tensor_core_percent_of_matrix_time", s.tensor_core_percent_of_matrix);
   put("mfu_percent", Mfu(d));
+  if (auto sps = out.find("samples_per_s"); sps != out.end() && s.steps > 0 && s.avg_step_ms > 0)
+    put("samples_per_step", sps->second * s.avg_step_ms / 1000.0);
   out["step_time_cv"] = StepCv(d);
   out["steps"] = static_cast<double>(s.steps);
   return out;
@@ -141,6 +143,28 @@ double NoiseFloor(const FigureDefinition& figure, double step_time_cv, double st
   // difference); three of those, and never less than a rerun's 5 %.
   const double chance = steps >= 2 ? 100.0 * kStandardErrors * step_time_cv * std::sqrt(2.0 / steps) : 0;
   return std::max(kRelativeNoisePercent, chance);
+}
+
+std::string BatchChange(const std::map<std::string, double>& a_figures, const std::map<std::string, std::string>& a_settings,
+                        const std::map<std::string, double>& b_figures, const std::map<std::string, std::string>& b_settings) {
+  const auto sa = a_figures.find("samples_per_step"), sb = b_figures.find("samples_per_step");
+  if (sa != a_figures.end() && sb != b_figures.end() && sa->second > 0) {
+    // Markers count samples exactly; 1 % leaves room for a ragged last batch.
+    if (std::fabs(sb->second - sa->second) > 0.01 * sa->second)
+      return fmt::format("samples per step {:.4g} → {:.4g}", sa->second, sb->second);
+    return "";
+  }
+  for (const auto& [key, before] : a_settings) {
+    if (!Contains(AsciiLower(key), "batch")) continue;
+    auto it = b_settings.find(key);
+    if (it != b_settings.end() && it->second != before) return fmt::format("{} {} → {}", key, before, it->second);
+  }
+  if (auto ca = a_settings.find("command"), cb = b_settings.find("command"); ca != a_settings.end() && cb != b_settings.end())
+    for (const auto& change : CommandChanges(ca->second, cb->second))
+      if (Contains(AsciiLower(change.key), "batch"))
+        return fmt::format("{} {} → {}", change.key, change.before.empty() ? "(unset)" : change.before,
+                           change.after.empty() ? "(unset)" : change.after);
+  return "";
 }
 
 double FigureOr(const std::map<std::string, double>& figures, const char* id, double fallback) {
@@ -195,6 +219,10 @@ Comparison CompareRuns(const std::string& a_name, const Run& a_run, const Diagno
   const auto fa = FiguresOf(a), fb = FiguresOf(b);
   const double cv = std::max(FigureOr(fa, "step_time_cv", 0), FigureOr(fb, "step_time_cv", 0));
   const double steps = std::min(FigureOr(fa, "steps", 0), FigureOr(fb, "steps", 0));
+  const auto ma = Settings(a_run, a), mb = Settings(b_run, b);
+  // A step of 32 samples takes longer than one of 16: with the batch changed,
+  // step time is shown but not judged; throughput (samples/s) is.
+  const std::string batch_change = BatchChange(fa, ma, fb, mb);
   for (const auto& def : Figures()) {
     const auto ia = fa.find(def.id), ib = fb.find(def.id);
     if (ia == fa.end() || ib == fb.end()) continue;
@@ -215,12 +243,15 @@ Comparison CompareRuns(const std::string& a_name, const Run& a_run, const Diagno
       const double relative = before != 0 ? 100.0 * delta / std::fabs(before) : 0;
       m.worse = relative > floor;
       m.better = -relative > floor;
+      if (def.id == std::string("step_time_ms") && !batch_change.empty()) {
+        m.worse = m.better = false;
+        m.noise_floor = "not judged: " + batch_change + " (throughput compares the runs per sample)";
+      }
     }
     c.metrics.push_back(std::move(m));
   }
 
   // What changed: settings, tags and context, the command's flags, the GPU.
-  const auto ma = Settings(a_run, a), mb = Settings(b_run, b);
   c.config_changes = SettingsChanges(ma, mb);
 
   // Whether there is anything to explain with: stored runs and exports carry
@@ -231,6 +262,7 @@ Comparison CompareRuns(const std::string& a_name, const Run& a_run, const Diagno
     });
   };
   const bool settings_recorded = recorded(ma) && recorded(mb);
+  c.settings_recorded = settings_recorded;
   for (const auto& f : a.findings) c.a_verdicts.push_back(fmt::format("{} ({})", f.verdict, SeverityName(f.severity)));
   for (const auto& f : b.findings) c.b_verdicts.push_back(fmt::format("{} ({})", f.verdict, SeverityName(f.severity)));
 

@@ -24,13 +24,20 @@ const FigureDefinition* FindFigure(const std::string& id);
 
 /// The figures a diagnosis measured (a run without steps has no step time; a
 /// figure it could not measure is absent), plus "steps" and "step_time_cv" (the steps'
-/// coefficient of variation, 0 without steps) for noise floors.
+/// coefficient of variation, 0 without steps) for noise floors, and
+/// "samples_per_step" where the steps carry samples.
 std::map<std::string, double> FiguresOf(const Diagnosis& d);
 
 /// The smallest move of `figure` that is more than noise: 2 points for shares,
 /// else, in percent of the value, max(5 %, three standard errors of the
 /// difference of two mean step times over `steps` steps with CV `step_time_cv`).
 double NoiseFloor(const FigureDefinition& figure, double step_time_cv, double steps);
+
+/// Why step times of two runs are not comparable, or "" when they are: the
+/// samples in a step differ (from the step markers' samples, else a setting
+/// named like a batch size that changed). Throughput, per sample, still is.
+std::string BatchChange(const std::map<std::string, double>& a_figures, const std::map<std::string, std::string>& a_settings,
+                        const std::map<std::string, double>& b_figures, const std::map<std::string, std::string>& b_settings);
 
 /// figures[id], or `fallback` when absent.
 double FigureOr(const std::map<std::string, double>& figures, const char* id, double fallback);
@@ -79,6 +86,7 @@ struct Comparison {
   std::vector<ConfigChange> config_changes; // settings, tags, commit, command, GPU
   std::vector<std::string> a_verdicts, b_verdicts;  // "input_bound (high)"
   std::vector<Explanation> explanations;    // one per worse or better metric
+  bool settings_recorded = true;            // both inputs carry their settings (a trace or metric log carries none)
   std::vector<ComparedMetric> regressions() const;
 };
 

@@ -59,13 +59,21 @@ std::vector<HistoryCheck> CheckAgainstHistory(const HistoryRun& current, const s
   }
   const double cv = std::max(cvs.empty() ? 0 : Median(cvs), FigureOr(current.figures, "step_time_cv", 0));
   const double steps = std::min(step_counts.empty() ? 0 : Median(step_counts), FigureOr(current.figures, "steps", 0));
+  // Step times are compared only with runs of the same batch (samples per
+  // step); throughput is compared with every run.
+  std::vector<bool> same_batch(predecessors.size(), true);
+  for (size_t i = first; i < predecessors.size(); ++i)
+    same_batch[i] = BatchChange(predecessors[i].figures, predecessors[i].settings, current.figures, current.settings).empty();
 
   for (const auto& def : Figures()) {
     const auto now = current.figures.find(def.id);
     if (now == current.figures.end()) continue;
+    const bool per_step = def.id == std::string("step_time_ms");
     std::vector<double> values;
-    for (size_t i = first; i < predecessors.size(); ++i)
+    for (size_t i = first; i < predecessors.size(); ++i) {
+      if (per_step && !same_batch[i]) continue;
       if (auto it = predecessors[i].figures.find(def.id); it != predecessors[i].figures.end()) values.push_back(it->second);
+    }
     if (values.empty()) continue;
     HistoryCheck c;
     c.figure = def.id;
@@ -143,9 +151,15 @@ std::optional<Finding> JudgeAgainstHistory(const std::string& experiment, const 
                                            kHistorySigmas);
     f.evidence.push_back({c->figure, c->value, def.unit, bar, def.higher_is_better ? "<" : ">", source});
     f.evidence.push_back({c->figure + "_baseline", c->baseline, def.unit, std::nullopt, "", source});
-    f.evidence.push_back({c->figure + "_change_percent",
-                          c->baseline != 0 ? 100.0 * (c->value - c->baseline) / std::fabs(c->baseline) : 0, "percent",
-                          std::nullopt, "", "against the baseline median"});
+    // A share moves in points, everywhere it is shown (the title, the bar,
+    // compare): "+33.4 points", never "+387 %" of a share.
+    if (IsShare(def))
+      f.evidence.push_back({c->figure + "_change_points", c->value - c->baseline, "points", std::nullopt, "",
+                            "against the baseline median"});
+    else
+      f.evidence.push_back({c->figure + "_change_percent",
+                            c->baseline != 0 ? 100.0 * (c->value - c->baseline) / std::fabs(c->baseline) : 0, "percent",
+                            std::nullopt, "", "against the baseline median"});
   }
   f.title = fmt::format("Regression against the last {} {} of \"{}\": {}", baseline_ids.size(),
                         baseline_ids.size() == 1 ? "run" : "runs", experiment, Join(moves, "; "));

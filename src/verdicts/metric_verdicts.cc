@@ -91,6 +91,18 @@ struct Ctx {
   bool snapshot = false;  // too few samples or too short a span to speak for a whole run
 };
 
+/// Why a short source's verdict is held back, in words: a handful of samples
+/// is an instant; a few seconds of dense samples are a short recording, which
+/// speaks for the job only if the job was that short.
+std::string ShortSourceNote(const Ctx& c) {
+  if (c.busy_samples < kMinSamplesForRun)
+    return fmt::format(" The source holds {} sample{}: an instant, not a run; confirm with a log over the job's lifetime.",
+                       c.busy_samples, c.busy_samples == 1 ? "" : "s");
+  return fmt::format(" The source covers {:.0f} s ({} samples): if the job ran longer than that, confirm with a log "
+                     "over its lifetime.",
+                     c.d.hours * 3600.0, c.busy_samples);
+}
+
 /// What "busy" is on this GPU: NVML utilization, or DCGM's GR engine activity where that is absent (MIG).
 const char* BusyName(const Ctx& c) { return c.d.busy_series == Metric::kGpuUtil ? "utilization" : "GR engine activity"; }
 
@@ -224,10 +236,7 @@ bool Idle(const Ctx& c, std::vector<Finding>& out) {
       !std::isnan(mem) && mem >= 10.0
           ? fmt::format(" {:.0f}% of device memory is allocated: a process holds the GPU without using it.", mem)
           : std::string(""),
-      instant ? fmt::format(" The source covers {:.0f} s ({} samples), a snapshot rather than a run: confirm with a log "
-                            "over the job's lifetime.",
-                            c.d.hours * 3600.0, c.busy_samples)
-              : std::string(""));
+      instant ? ShortSourceNote(c) : std::string(""));
   AddBusyEvidence(c, f);
   f.evidence.push_back(E("near_zero_share_percent", 100.0 * c.d.near_zero_share, "percent",
                          fmt::format("samples with utilization <= {:.0f}%", kNearZeroPercent), 100.0 * kIdleShare, ">="));
@@ -549,7 +558,7 @@ void Underutilized(const Ctx& c, std::vector<Finding>& out) {
       "The GPU has no kernel to run for {:.0f}% of the time, without a clear stop-and-go rhythm. The logged metrics "
       "cannot tell which cause it is.{}",
       100.0 - c.d.busy_mean_percent,
-      instant ? " The source is a snapshot of a few samples, not a run." : "");
+      instant ? ShortSourceNote(c) : std::string(""));
   AddBusyEvidence(c, f, c.t.util_investigate_percent, "<");
   AddPowerEvidence(c, f);
   f.cannot_exclude = {"input_bound", "launch_bound", "undersized_work", "communication_bound"};

@@ -192,8 +192,7 @@ std::vector<Finding> JudgeStepMarkers(const RecordingAnalysis& a) {
     }
     f.evidence.push_back(E("steps", static_cast<double>(m.steps), "count", "step markers"));
     f.recommendations = {
-        {"DataLoader(..., num_workers=N) with N ≈ CPU cores per GPU (start at 4-8)",
-         "loads and decodes batches in worker processes while the model computes"},
+        WorkersAdvice(a.loader, "loads and decodes batches in worker processes while the model computes"),
         {"DataLoader(..., pin_memory=True, prefetch_factor=2..4, persistent_workers=True)",
          "keeps batches queued ahead and copies asynchronously"},
         {"cache the dataset on local NVMe (or in memory) instead of network storage",
@@ -209,7 +208,12 @@ std::vector<Finding> JudgeStepMarkers(const RecordingAnalysis& a) {
     f.gain = StepGain(m.step_ms_mean, after(analysis::kWorkerHostStretchPoint),
                       after(analysis::kWorkerHostStretchBest) * (1.0 - noise),
                       std::min(m.step_ms_mean, after(analysis::kWorkerHostStretchWorst) * (1.0 + noise)),
-                      device >= m.compute_ms_mean * analysis::kWorkerHostStretchPoint ? "gpu_busy_time" : "launch_bound",
+                      // What holds the step once the wait is gone: the GPU's own time where it was
+                      // measured and is the longer; else the loop's host work (launch-bound with
+                      // a GPU measured; without any GPU time, simply the host's work).
+                      device >= m.compute_ms_mean * analysis::kWorkerHostStretchPoint ? "gpu_busy_time"
+                      : m.device_steps > 0 || a.has_gpu_activity || !a.metric_devices.empty() ? "launch_bound"
+                                                                                        : "host_work",
                       fmt::format("step time with the data wait overlapped: the loop's own {:.1f} ms of work per step, "
                                   "{:.0f}% slower beside the loader workers ({:.0f}-{:.0f}%){}; the range widened by "
                                   "the step-time CV ({:.0f}%) for run-to-run variation",

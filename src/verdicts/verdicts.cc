@@ -99,8 +99,7 @@ void InputBound(const Context& c, std::vector<Finding>& out) {
   f.evidence.push_back(E("gpu_idle_waiting_for_data_percent", idle_loader, "percent",
                          "device idle time during DataLoader spans / step time"));
   f.recommendations = {
-      {"DataLoader(..., num_workers=N) with N ≈ CPU cores per GPU (start at 4-8)",
-       "loads and decodes batches in worker processes while the GPU computes"},
+      WorkersAdvice(c.a.loader, "loads and decodes batches in worker processes while the GPU computes"),
       {"DataLoader(..., pin_memory=True) and tensor.to(device, non_blocking=True)",
        "page-locked buffers make host-to-device copies asynchronous"},
       {"DataLoader(..., prefetch_factor=2..4, persistent_workers=True)",
@@ -111,6 +110,33 @@ void InputBound(const Context& c, std::vector<Finding>& out) {
   f.gain = ReplayGain(c.step_ms, c.a.what_if.no_data_wait);
   out.push_back(std::move(f));
 }
+
+}  // namespace
+
+Recommendation WorkersAdvice(const LoaderSettings& loader, const std::string& why) {
+  const int per_gpu = loader.host_cpus > 0 ? std::max(1, loader.host_cpus / std::max(1, loader.gpus)) : 0;
+  const std::string cores =
+      loader.host_cpus > 0 ? fmt::format("{} CPU{}{}", loader.host_cpus, loader.host_cpus == 1 ? "" : "s",
+                                         loader.gpus > 1 ? fmt::format(" for {} GPUs", loader.gpus) : "")
+                           : "";
+  if (loader.num_workers >= 0 && per_gpu > 0 && loader.num_workers >= per_gpu) {
+    // Workers beyond the cores time-share them: the wait is the CPU's work itself.
+    return {fmt::format("make each batch cheaper to produce: the run already had num_workers={} on {} (more workers "
+                        "only share the same cores): decode on the GPU (DALI, torchvision.io.decode_jpeg(device='cuda')), "
+                        "preprocess once offline, or move to a host with more CPUs per GPU",
+                        loader.num_workers, cores),
+            "the loader's CPUs are the bottleneck; workers beyond them add no throughput"};
+  }
+  if (loader.num_workers >= 0 && per_gpu > 0)
+    return {fmt::format("DataLoader(..., num_workers={}) (the run had {}; {} on this host)", per_gpu, loader.num_workers,
+                        cores),
+            why};
+  if (per_gpu > 0)
+    return {fmt::format("DataLoader(..., num_workers=N) with N up to {} ({} on this host)", per_gpu, cores), why};
+  return {"DataLoader(..., num_workers=N) with N ≈ CPU cores per GPU (start at 4-8, never past the cores)", why};
+}
+
+namespace {
 
 void LowPrecision(const Context& c, std::vector<Finding>& out) {
   const auto& p = c.a.precision;

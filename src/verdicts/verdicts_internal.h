@@ -59,6 +59,11 @@ inline ExpectedGain LevelGain(std::string metric, double current, double expecte
 }
 
 /// Trace verdicts of one recording (verdicts.cc).
+/// The input_bound advice on DataLoader workers, from what the run had: the
+/// workers it ran with and the CPUs and GPUs of its host, where recorded. At
+/// or past a CPU per worker, more workers only compete for the same cores.
+Recommendation WorkersAdvice(const LoaderSettings& loader, const std::string& why);
+
 std::vector<Finding> JudgeRecording(const RecordingAnalysis& a);
 
 /// Metric verdicts of one recording's GPUs (metric_verdicts.cc).

@@ -23,8 +23,11 @@ async function checkReport(browser, file, expectedVerdicts, artifacts) {
   for (const f of report.findings) check(cards.includes(f.verdict), `${name}: card for ${f.verdict}`);
   for (const v of expectedVerdicts) check(cards.includes(v), `${name}: expected verdict ${v} is shown`);
   const cardText = await page.$$eval("[data-verdict]", (es) => es.map((e) => e.textContent));
+  // The page shows bidirectional controls as escapes (\u202e): so does the comparison.
+  const visible = (s) => s.replace(/[\u061C\u200E\u200F\u202A-\u202E\u2066-\u2069]/g,
+    (c) => "\\u" + c.charCodeAt(0).toString(16).padStart(4, "0"));
   report.findings.forEach((f, i) => {
-    const text = cardText.find((t) => t.includes(f.title));
+    const text = cardText.find((t) => t.includes(visible(f.title)));
     check(text !== undefined, `${name}: card ${i} shows its title "${f.title.slice(0, 60)}"`);
     for (const e of f.evidence) check(text !== undefined && text.includes(e.name), `${name}: card ${f.verdict} shows evidence ${e.name}`);
     if (f.recommendations.length) check(text !== undefined && text.includes(f.recommendations[0].action), `${name}: card ${f.verdict} shows its fix`);
@@ -43,6 +46,11 @@ async function checkReport(browser, file, expectedVerdicts, artifacts) {
       rows.map((r) => Number(r.children[4].textContent.replace(/,/g, ""))));
     check(counts.every((c, i) => i === 0 || counts[i - 1] <= c), `${name}: kernel table sorts by calls (ascending on the second click)`);
     check(typeof before === "string" && before.length > 0, `${name}: kernel table has rows`);
+    // Names that a trace controls: at most 200 characters in a cell (the tooltip
+    // has them whole) and no bidirectional control left raw (issue 24).
+    const names = await page.$$eval("[data-table^=kernels] td.kernel-name", (tds) => tds.map((td) => td.textContent));
+    check(names.every((n) => n.length <= 240), `${name}: kernel names fit their cells (longest ${Math.max(...names.map((n) => n.length))})`);
+    check(names.every((n) => !/[\u061C\u200E\u200F\u202A-\u202E\u2066-\u2069]/.test(n)), `${name}: no raw bidi control in a kernel name`);
   }
   await page.screenshot({ path: path.join(artifacts, `${name}-light.png`), fullPage: true });
   // The top of the page (verdicts, then the first charts): the README's picture is one of these.

@@ -10,6 +10,20 @@
   let resizeHooked = false;
 
   // ---- small helpers -------------------------------------------------------
+  // Unicode's bidirectional controls shown as escapes, so a kernel or job name
+  // cannot display its characters in another order than they are.
+  const BIDI = /[\u061C\u200E\u200F\u202A-\u202E\u2066-\u2069]/g;
+  function visible(s) {
+    return s == null ? s : String(s).replace(BIDI, (c) => "\\u" + c.charCodeAt(0).toString(16).padStart(4, "0"));
+  }
+  // A name in a table cell: visible, and at most 200 characters (a 5,000-
+  // character template instantiation would fill the page; the cell's tooltip
+  // has it whole).
+  function cellName(s) {
+    const v = visible(s);
+    return v != null && v.length > 200 ? v.slice(0, 200) + "… (" + v.length + " characters)" : v;
+  }
+
   function el(tag, attrs, ...children) {
     const e = document.createElement(tag);
     for (const [k, v] of Object.entries(attrs || {})) {
@@ -302,12 +316,14 @@
     const card = el("article", { class: "card sev-" + f.severity, "data-verdict": f.verdict },
       el("div", {}, el("span", { class: "badge sev-" + f.severity, text: f.severity }), el("span", { class: "verdict-id", text: f.verdict }),
         f.origin ? el("span", { class: "muted", text: " · from " + (f.origin === "metrics" ? "sampled metrics" : f.origin) }) : null),
-      el("h3", { text: f.title }),
+      el("h3", { text: visible(f.title) }),
       where ? el("div", { class: "muted", text: where }) : null,
-      el("p", { text: f.detail }));
+      el("p", { text: visible(f.detail) }));
     if (f.expected_gain) {
       const g = f.expected_gain;
-      const range = g.range;  // [best, worst]
+      // [best, worst]; shown low to high (for a level where higher is better,
+      // best is the larger: "19.8% – 26.7%", never reversed).
+      const range = [Math.min(g.range[0], g.range[1]), Math.max(g.range[0], g.range[1])];
       card.append(el("div", { class: "gain" },
         el("div", {}, "Expected after the fix: ", el("b", { text: withUnit(g.expected, g.unit) }),
           " (now " + withUnit(g.current, g.unit) + "; range " + withUnit(range[0], g.unit) + " – " + withUnit(range[1], g.unit) +
@@ -341,7 +357,9 @@
     const s = report.summary || {};
     const stats = [];
     const stat = (value, label) => stats.push(el("div", { class: "stat" }, el("b", { text: value }), el("span", { text: label })));
-    stat(num(s.gpu_busy_percent, 1) + "%", "GPU busy (" + (s.gpu_busy_source || "") + ")");
+    // Busy only where something measured it (step markers alone measure no GPU).
+    if (s.gpu_busy_source && !s.gpu_busy_source.startsWith("none"))
+      stat(num(s.gpu_busy_percent, 1) + "%", "GPU busy (" + s.gpu_busy_source + ")");
     if (s.gpu_util_mean_percent != null) stat(num(s.gpu_util_mean_percent, 1) + "%", "utilization.gpu, time-weighted");
     if (s.steps) stat(num(s.avg_step_ms) + " ms", s.steps + " steps, mean step time");
     if (s.data_wait_percent) stat(num(s.data_wait_percent, 1) + "%", "of step time waiting for data");
@@ -356,7 +374,7 @@
     const rows = (rec.kernels && rec.kernels.top) || [];
     if (!rows.length) return null;
     const cols = [
-      { key: "name", label: "kernel", cls: "kernel-name" }, { key: "class", label: "class" }, { key: "precision", label: "precision" },
+      { key: "name", label: "kernel", cls: "kernel-name", fmt: cellName }, { key: "class", label: "class" }, { key: "precision", label: "precision" },
       { key: "tensor_cores", label: "tensor cores", fmt: (v) => (v ? "yes" : "no") },
       { key: "count", label: "calls", num: true, fmt: (v) => num(v, 0) }, { key: "total_ms", label: "total ms", num: true, fmt: (v) => num(v) },
       { key: "mean_us", label: "mean µs", num: true, fmt: (v) => num(v) },
@@ -373,7 +391,8 @@
         return desc ? -cmp : cmp;
       });
       tbody.textContent = "";
-      for (const r of sorted) tbody.append(el("tr", {}, cols.map((c) => el("td", { class: (c.num ? "num " : "") + (c.cls || ""), text: c.fmt ? c.fmt(r[c.key]) : r[c.key] ?? "" }))));
+      for (const r of sorted) tbody.append(el("tr", {}, cols.map((c) => el("td", { class: (c.num ? "num " : "") + (c.cls || ""),
+        title: c.key === "name" ? visible(r[c.key]) : null, text: c.fmt ? c.fmt(r[c.key]) : r[c.key] ?? "" }))));
       ths.forEach((th, i) => { th.classList.toggle("sorted-asc", cols[i].key === sortKey && !desc); th.classList.toggle("sorted-desc", cols[i].key === sortKey && desc); });
     }
     draw();

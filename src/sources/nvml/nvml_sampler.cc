@@ -274,8 +274,12 @@ int NvmlSampler::lost_devices() const {
 }
 
 bool NvmlSampler::Check(nvmlReturn_t rc, Gpu& gpu, Call call, Recording& recording) {
-  if (rc == NVML_SUCCESS) return true;
+  if (rc == NVML_SUCCESS) {
+    if (!gpu.failing[call].empty()) gpu.failing[call].clear();
+    return true;
+  }
   const std::string label = recording.metrics.devices[gpu.metric_device].Label();
+  gpu.failing[call] = nvml_->Describe(rc);
   if (rc == NVML_ERROR_NOT_SUPPORTED || rc == NVML_ERROR_FUNCTION_NOT_FOUND) {
     gpu.unsupported[call] = true;  // stop asking; the series stays missing
     recording.stats.AddIssue(IssueSeverity::kInfo, "nvml_not_supported",
@@ -294,6 +298,25 @@ bool NvmlSampler::Check(nvmlReturn_t rc, Gpu& gpu, Call call, Recording& recordi
                              label + ": " + kCallNames[call] + ": " + nvml_->Describe(rc));
   }
   return false;
+}
+
+std::vector<std::pair<std::string, std::string>> NvmlSampler::Failures(size_t metric_device) const {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (size_t i = 0; i < devices_.size(); ++i) {
+    const Gpu& gpu = devices_[i];
+    if (gpu.metric_device != metric_device) continue;
+    // A board in MIG mode reports no utilization by design; its instances are judged.
+    const bool mig_board = std::any_of(devices_.begin(), devices_.end(),
+                                       [i](const Gpu& other) { return other.parent == static_cast<int>(i); });
+    for (int call = 0; call < kNumCalls; ++call) {
+      if (gpu.failing[call].empty()) continue;
+      // Not supported is how a device says it has no such counter: news only
+      // for a whole GPU's utilization, which every verdict rests on.
+      if (gpu.unsupported[call] && !(call == kUtil && !gpu.mig_instance && !mig_board)) continue;
+      out.emplace_back(kCallNames[call], gpu.failing[call]);
+    }
+  }
+  return out;
 }
 
 bool NvmlSampler::SampleUtilBuffer(Gpu& gpu, TimeNs t, Recording& recording) {

@@ -5,6 +5,7 @@
 
 #include <array>
 #include <functional>
+#include <utility>
 #include <vector>
 
 #include "gputriage/model.h"
@@ -45,6 +46,12 @@ class NvmlSampler {
   /// Whether the device at `metric_device` (its position in the recording) has
   /// fallen off the bus (or its physical GPU has).
   bool Lost(size_t metric_device) const;
+  /// What fails on the device at `metric_device` now, one entry per NVML call:
+  /// the call ("utilization") and the driver's answer in words. A call that
+  /// is merely not supported is listed only when it is utilization on a whole
+  /// GPU (verdicts and idle dollars rest on it); a call that succeeds again
+  /// leaves the list.
+  std::vector<std::pair<std::string, std::string>> Failures(size_t metric_device) const;
   /// The compute processes SampleProcesses last listed on the device at
   /// `metric_device` (empty before the first listing or when it failed).
   std::vector<unsigned int> ProcessIds(size_t metric_device) const;
@@ -63,6 +70,7 @@ class NvmlSampler {
     nvmlDevice_t parent_handle = nullptr;  // for an instance: the physical GPU (GPM's MIG call takes it)
     unsigned int gpu_instance = 0;         // for an instance: its GPU instance id
     std::array<bool, kNumCalls> unsupported{};
+    std::array<std::string, kNumCalls> failing;  // the last failure of each call, "" once it succeeds
     // The driver's high-rate utilization buffer: raw timestamps (µs, on the
     // driver's clock) map to wall time by one offset fixed at the first read.
     unsigned long long buffer_last_seen = 0;

@@ -1,4 +1,4 @@
-// The agent's web configuration, in the Prometheus exporter-toolkit's
+// The servers' web configuration (the agent's and `serve`'s), in the Prometheus exporter-toolkit's
 // web-config format (the file node_exporter and dcgm-exporter take with
 // --web.config.file), so one file serves every exporter on a node:
 //
@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "gputriage/status.h"
+#include "src/net/http_request.h"
 
 namespace gputriage {
 
@@ -62,11 +63,48 @@ class BasicAuthVerifier {
   /// Whether an `Authorization` header value names a user with the right password.
   bool Verify(const std::string& authorization);
 
+  /// What Verify would answer without a bcrypt: allowed or denied when this
+  /// user and password were checked before (or the value is not Basic),
+  /// unknown otherwise. Cheap: the servers call it on their event loop to
+  /// send unknown credentials to their slow lane.
+  enum class Answer { kAllowed, kDenied, kUnknown };
+  Answer Known(const std::string& authorization);
+
  private:
   std::vector<std::pair<std::string, std::string>> users_;
   std::string dummy_hash_;
   std::mutex mutex_;
+  std::mutex bcrypt_mutex_;
   std::unordered_set<std::string> verified_;  // digests of "user\0password" that matched
+  std::unordered_set<std::string> refused_;   // and that did not
+};
+
+/// What a web config asks of every request, swappable while serving (SIGHUP
+/// reloads it): basic auth and the extra response headers. TLS is the
+/// server's own (HttpServer::SetTls). Both servers use it alike.
+class WebAccess {
+ public:
+  explicit WebAccess(std::shared_ptr<const WebConfig> web = nullptr) { Reload(std::move(web)); }
+  /// Later requests use `web` (null: open, no extra headers).
+  void Reload(std::shared_ptr<const WebConfig> web);
+  bool auth_required() const;
+  /// Whether the request's credentials would cost a bcrypt (the slow lane).
+  bool NeedsSlowCheck(const HttpRequest& request) const;
+  /// Whether the request may proceed (true when no users are configured).
+  bool Allowed(const HttpRequest& request) const;
+  /// The 401 reply asking for basic auth.
+  static HttpResponse Unauthorized(const std::string& realm);
+  /// The configured response headers, set on `response`.
+  void AddHeaders(HttpResponse* response) const;
+
+ private:
+  struct State {
+    std::shared_ptr<const WebConfig> web;
+    std::shared_ptr<BasicAuthVerifier> verifier;  // null: no users
+  };
+  std::shared_ptr<const State> Current() const;
+  mutable std::mutex mutex_;
+  std::shared_ptr<const State> state_;
 };
 
 }  // namespace gputriage

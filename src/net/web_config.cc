@@ -1,4 +1,4 @@
-#include "src/agent/web_config.h"
+#include "src/net/web_config.h"
 
 #include <crypt.h>
 #include <openssl/crypto.h>
@@ -91,6 +91,34 @@ bool BcryptMatches(const std::string& password, const std::string& hash) {
   return computed.size() == hash.size() && CRYPTO_memcmp(computed.data(), hash.data(), hash.size()) == 0;
 }
 
+/// exporter-toolkit's rule (web/handler.go, extraHTTPHeaders): only these
+/// response headers may be configured, the enumerated ones only with their
+/// values, so that every exporter on a node answers alike. Content-Type is
+/// the server's own: configured, it would go out twice.
+Status CheckExtraHeader(const std::string& path, const YamlNode& node, const std::string& name, const std::string& value) {
+  static const std::vector<std::pair<std::string, std::vector<std::string>>> kAllowed = {
+      {"Strict-Transport-Security", {}},
+      {"X-Content-Type-Options", {"nosniff"}},
+      {"X-Frame-Options", {"deny", "sameorigin"}},
+      {"X-XSS-Protection", {}},
+      {"Content-Security-Policy", {}},
+  };
+  for (const auto& [allowed, values] : kAllowed) {
+    if (allowed != name) continue;
+    if (value.find_first_of("\r\n") != std::string::npos)
+      return InvalidArgumentError(Where(path, node) + ": header " + name + ": the value has a line break");
+    if (!values.empty() && std::find(values.begin(), values.end(), value) == values.end()) {
+      std::string expected;
+      for (const auto& v : values) expected += (expected.empty() ? "" : ", ") + v;
+      return InvalidArgumentError(Where(path, node) + ": header " + name + ": '" + value + "' is not one of " + expected);
+    }
+    return Status::Ok();
+  }
+  return InvalidArgumentError(Where(path, node) + ": header " + name +
+                              " cannot be configured (as in exporter-toolkit, only Strict-Transport-Security, "
+                              "X-Content-Type-Options, X-Frame-Options, X-XSS-Protection and Content-Security-Policy)");
+}
+
 }  // namespace
 
 StatusOr<WebConfig> LoadWebConfig(const std::string& path) {
@@ -130,8 +158,7 @@ StatusOr<WebConfig> LoadWebConfig(const std::string& path) {
           for (const auto& [name, header] : value.members) {
             auto text = ScalarOf(path, header, "header " + name);
             if (!text.ok()) return text.status();
-            if (name.find_first_of(" \t\r\n:") != std::string::npos || text->find_first_of("\r\n") != std::string::npos)
-              return InvalidArgumentError(Where(path, header) + ": header " + name + " is not a valid HTTP header");
+            if (Status s = CheckExtraHeader(path, header, name, *text); !s.ok()) return s;
             c.headers.emplace_back(name, *text);
           }
         } else if (field == "http2") {
@@ -190,30 +217,93 @@ BasicAuthVerifier::BasicAuthVerifier(std::vector<std::pair<std::string, std::str
   }
 }
 
-bool BasicAuthVerifier::Verify(const std::string& authorization) {
-  if (users_.empty()) return true;
+/// The user and password of a Basic `Authorization` value; false when it is not one.
+static bool SplitBasic(const std::string& authorization, std::string* user, std::string* password) {
   if (!StartsWith(authorization, "Basic ")) return false;
   std::string decoded;
   if (!DecodeBase64(TrimAsciiSpace(std::string_view(authorization).substr(6)), &decoded)) return false;
   const size_t colon = decoded.find(':');
   if (colon == std::string::npos) return false;
-  const std::string user = decoded.substr(0, colon);
-  const std::string password = decoded.substr(colon + 1);
+  *user = decoded.substr(0, colon);
+  *password = decoded.substr(colon + 1);
+  return true;
+}
+
+BasicAuthVerifier::Answer BasicAuthVerifier::Known(const std::string& authorization) {
+  if (users_.empty()) return Answer::kAllowed;
+  std::string user, password;
+  if (!SplitBasic(authorization, &user, &password)) return Answer::kDenied;
+  const std::string digest = Sha256(user + '\0' + password);
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (verified_.count(digest) != 0) return Answer::kAllowed;
+  if (refused_.count(digest) != 0) return Answer::kDenied;
+  return Answer::kUnknown;
+}
+
+bool BasicAuthVerifier::Verify(const std::string& authorization) {
+  if (users_.empty()) return true;
+  std::string user, password;
+  if (!SplitBasic(authorization, &user, &password)) return false;
   const std::string digest = Sha256(user + '\0' + password);
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (verified_.count(digest) != 0) return true;
+    if (refused_.count(digest) != 0) return false;
   }
   const std::string* hash = nullptr;
   for (const auto& [name, h] : users_)
     if (name == user) hash = &h;
-  const bool ok = BcryptMatches(password, hash != nullptr ? *hash : dummy_hash_) && hash != nullptr;
-  if (ok) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (verified_.size() >= 1024) verified_.clear();  // bounded: many distinct passwords only cost a bcrypt again
-    verified_.insert(digest);
+  bool ok;
+  {
+    // One bcrypt at a time (as exporter-toolkit): a flood of guesses costs one
+    // core, never all of them.
+    std::lock_guard<std::mutex> lock(bcrypt_mutex_);
+    ok = BcryptMatches(password, hash != nullptr ? *hash : dummy_hash_) && hash != nullptr;
   }
+  std::lock_guard<std::mutex> lock(mutex_);
+  // Both answers are remembered (bounded: many distinct passwords only cost a
+  // bcrypt again), so a repeated wrong guess is refused without one.
+  auto& remembered = ok ? verified_ : refused_;
+  if (remembered.size() >= 1024) remembered.clear();
+  remembered.insert(digest);
   return ok;
+}
+
+void WebAccess::Reload(std::shared_ptr<const WebConfig> web) {
+  auto state = std::make_shared<State>();
+  if (web && !web->basic_auth_users.empty()) state->verifier = std::make_shared<BasicAuthVerifier>(web->basic_auth_users);
+  state->web = std::move(web);
+  std::lock_guard<std::mutex> lock(mutex_);
+  state_ = std::move(state);
+}
+
+std::shared_ptr<const WebAccess::State> WebAccess::Current() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return state_;
+}
+
+bool WebAccess::auth_required() const { return Current()->verifier != nullptr; }
+
+bool WebAccess::NeedsSlowCheck(const HttpRequest& request) const {
+  const auto state = Current();
+  return state->verifier && state->verifier->Known(request.Header("Authorization")) == BasicAuthVerifier::Answer::kUnknown;
+}
+
+bool WebAccess::Allowed(const HttpRequest& request) const {
+  const auto state = Current();
+  return !state->verifier || state->verifier->Verify(request.Header("Authorization"));
+}
+
+HttpResponse WebAccess::Unauthorized(const std::string& realm) {
+  HttpResponse r = HttpResponse::Text(401, "Unauthorized\n");
+  r.SetHeader("WWW-Authenticate", "Basic realm=\"" + realm + "\"");
+  return r;
+}
+
+void WebAccess::AddHeaders(HttpResponse* response) const {
+  const auto state = Current();
+  if (!state->web) return;
+  for (const auto& [name, value] : state->web->headers) response->SetHeader(name, value);
 }
 
 }  // namespace gputriage

@@ -10,6 +10,7 @@
 
 #include "gputriage/diagnosis.h"
 #include "gputriage/markers.h"
+#include "src/verdicts/compare.h"
 
 namespace gputriage {
 namespace {
@@ -143,6 +144,37 @@ TEST(StepAnalysis, InputBoundAdviceStartsFromTheWorkersTheRunHad) {
   EXPECT_NE(room.find("num_workers=8) (the run had 0; 16 CPUs for 2 GPUs"), std::string::npos) << room;
   // Nothing recorded: the general rule, bounded by the cores.
   EXPECT_NE(advice({}).find("never past the cores"), std::string::npos);
+}
+
+// Issue 24: `compare A B --fail-on regression` failed on a throughput gain when
+// the batch doubled (step time +102 %). Step time is not judged across batches;
+// throughput is.
+TEST(StepAnalysis, CompareJudgesADoubledBatchByThroughput) {
+  auto run_of = [](int64_t samples, double compute_ms) {
+    gputriage::Run run;
+    Recording rec;
+    rec.source_path = "record: train.py";
+    rec.format = "step-markers";
+    rec.marked_steps = Steps(1, 40, 1, compute_ms, samples);
+    run.recordings.push_back(std::move(rec));
+    return run;
+  };
+  const gputriage::Run a = run_of(16, 39.8), b = run_of(32, 79.0), c = run_of(32, 120.0);  // 16/40.8 ms, 32/80 ms, 32/121 ms
+  const Diagnosis da = Diagnose(a), db = Diagnose(b), dc = Diagnose(c);
+  const Comparison same_rate = CompareRuns("A", a, da, "B", b, db);
+  EXPECT_TRUE(same_rate.regressions().empty());
+  bool step_shown = false;
+  for (const auto& m : same_rate.metrics)
+    if (m.metric == "step_time_ms") {
+      step_shown = true;
+      EXPECT_FALSE(m.worse);
+      EXPECT_NE(m.noise_floor.find("not judged: samples per step 16 → 32"), std::string::npos) << m.noise_floor;
+    }
+  EXPECT_TRUE(step_shown);
+  // Slower per sample at the larger batch: a regression, on throughput.
+  const auto slower = CompareRuns("A", a, da, "C", c, dc).regressions();
+  ASSERT_EQ(slower.size(), 1u);
+  EXPECT_EQ(slower[0].metric, "samples_per_s");
 }
 
 TEST(StepAnalysis, OutliersAndThePhaseThatGrowsInThem) {

@@ -13,6 +13,8 @@ in count and time (about a minute in all).
                    against an agent with bcrypt basic auth: every one is refused
                    (401, or 429 when the bcrypt lane is full); a scrape with the
                    right credentials beside them is answered within 1 s
+  TLS + auth       4 header bombs over TLS without credentials: refused, RSS
+                   within 64 MB of idle
   protocol         405 with Allow, pipelined requests in order, HTTP/2 preface
                    refused, gzip and q-values on /metrics
   fleet            --timeout 3 against a server that trickles one byte a second:
@@ -26,6 +28,7 @@ import gzip
 import os
 import shutil
 import socket
+import ssl
 import subprocess
 import sys
 import tempfile
@@ -315,6 +318,66 @@ def main():
         check("wrong passwords: RSS within 64 MB of idle", rss_mb(agent.pid) - idle_rss <= 64, f"{rss_mb(agent.pid):.1f} MB")
         status, _, body, _ = request(port, "/healthz")
         check("/healthz without credentials under basic auth: 200 ok (probes)", status == 200 and body == b"ok\n", f"{status} {body!r}")
+        agent.terminate()
+        agent.wait(10)
+
+        # ---- TLS + basic auth: header bombs without credentials (issue 24: 4 took it to 275 MB) ----
+        key, crt = os.path.join(tmp, "agent.key"), os.path.join(tmp, "agent.crt")
+        subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=abuse",
+                        "-keyout", key, "-out", crt], check=True, capture_output=True)
+        with open(web, "w") as f:
+            f.write(f"tls_server_config:\n  cert_file: {crt}\n  key_file: {key}\n"
+                    f"basic_auth_users:\n  prometheus: '{hashed}'\n")
+        port = free_port()
+        agent = start(["agent", "--listen", f"127.0.0.1:{port}", "--nvml-library", FAKE_NVML, "--interval", "0.2",
+                       "--web-config-file", web], "serving", env, os.path.join(tmp, "agent_tls.err"))
+        procs.append(agent)
+        context = ssl.create_default_context(cafile=crt)
+        context.check_hostname = False
+
+        def tls_bomb(results, i):
+            try:
+                raw = socket.create_connection(("127.0.0.1", port), timeout=20)
+                s = context.wrap_socket(raw)
+                s.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n")
+                chunk = (b"X-Bomb: " + b"b" * 22 + b"\r\n") * 4000
+                try:
+                    for _ in range(100):
+                        s.sendall(chunk)
+                except OSError:
+                    pass  # refused and closed: what was said comes next
+                try:
+                    results[i] = s.recv(200).split(b"\r\n", 1)[0].decode("latin-1")
+                except OSError as e:
+                    results[i] = f"closed: {e}"
+                s.close()
+            except OSError as e:
+                results[i] = f"error: {e}"
+
+        time.sleep(1.0)
+        idle_rss = rss_mb(agent.pid)
+        peak = idle_rss
+        results = [None] * 4
+        threads = [threading.Thread(target=tls_bomb, args=(results, i)) for i in range(4)]
+        for t in threads:
+            t.start()
+        while any(t.is_alive() for t in threads):
+            peak = max(peak, rss_mb(agent.pid))
+            time.sleep(0.05)
+        check("TLS + auth: 4 header bombs without credentials refused (431 or closed)",
+              all(r and (" 431 " in r or r.startswith("closed")) for r in results), str(results))
+        check("TLS + auth: RSS within 64 MB of idle", peak - idle_rss <= 64, f"idle {idle_rss:.1f} MB, peak {peak:.1f} MB")
+        status = 0
+        try:
+            raw = socket.create_connection(("127.0.0.1", port), timeout=5)
+            s = context.wrap_socket(raw)
+            s.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\nAuthorization: " + good["Authorization"].encode()
+                      + b"\r\n\r\n")
+            status = int(s.recv(100).split(b" ")[1])
+            s.close()
+        except (OSError, ValueError, IndexError):
+            pass
+        check("TLS + auth: a scrape with the right password after them: 200", status == 200, str(status))
         agent.terminate()
         agent.wait(10)
 

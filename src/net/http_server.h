@@ -37,7 +37,7 @@ struct HttpServerLimits {
   int workers = 4;                 // handler threads
   size_t max_queued = 256;         // requests waiting for a handler thread; beyond: 503
   int slow_lane_workers = 1;       // handler threads for requests the handler marks slow (bcrypt)
-  size_t max_slow_queued = 16;     // beyond: 429
+  size_t max_slow_queued = 64;     // beyond: 429 (a burst of scrapers with the same new credentials waits for one bcrypt)
 };
 
 /// What the server counted, for the agent's own series and the tests.

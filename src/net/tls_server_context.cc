@@ -35,7 +35,7 @@ StatusOr<std::shared_ptr<TlsServerContext>> TlsServerContext::FromWebConfig(cons
   auto fail = [&](const std::string& what) { return InvalidArgumentError(web.path + ": " + what + ": " + TakeOpenSslErrors()); };
   // Replies go out in pieces from the event loop: a partial write is normal,
   // and the next attempt may pass the rest from wherever it now lives.
-  SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER | SSL_MODE_RELEASE_BUFFERS);
+  SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
   SSL_CTX_set_options(ctx, SSL_OP_NO_COMPRESSION | SSL_OP_NO_RENEGOTIATION | SSL_OP_CIPHER_SERVER_PREFERENCE);
   if (SSL_CTX_set_min_proto_version(ctx, TlsVersion(web.min_version)) != 1) return fail("min_version");
   if (!web.max_version.empty() && SSL_CTX_set_max_proto_version(ctx, TlsVersion(web.max_version)) != 1)

@@ -303,7 +303,7 @@ int RunRecord(const RecordArgs& args) {
   diagnose.price_per_gpu_hour = args.price_per_gpu_hour;
   Diagnosis diagnosis = Diagnose(run, diagnose);
   // Why the run is not in the store, when it is not (and was meant to be).
-  std::string not_kept;
+  std::string not_kept, partly_kept;
   if (!args.no_store && !store) not_kept = "the run store could not be opened";
   else if (!args.no_store && result->run_id <= 0) not_kept = "the run could not be written to " + store->path();
   if (store && result->run_id > 0) {
@@ -315,7 +315,8 @@ int RunRecord(const RecordArgs& args) {
                                FiguresOf(diagnosis));
         !s.ok()) {
       std::fprintf(stderr, "gputriage: error: %s\n", s.ToString().c_str());
-      not_kept = "its end could not be written to " + store->path() + " (" + s.message() + ")";
+      partly_kept = "run " + std::to_string(result->run_id) + "'s end could not be written to " + store->path() + " (" +
+                    s.message() + "): `gputriage runs` lists it as incomplete, without its verdicts";
     } else {
       std::fprintf(stderr, "gputriage: stored as run %lld in %s\n", static_cast<long long>(result->run_id),
                    store->path().c_str());
@@ -327,6 +328,7 @@ int RunRecord(const RecordArgs& args) {
     diagnosis.notes.insert(diagnosis.notes.begin(),
                            "this run was NOT kept in the run store: " + not_kept +
                                " (see the store error above); its report below is all there is of it");
+  if (!partly_kept.empty()) diagnosis.notes.insert(diagnosis.notes.begin(), "this run is only partly kept: " + partly_kept);
   if (worker) {
     // The last window, then the run's end; a tracker that is down costs at most
     // the deadline, never the run (it is stored above).

@@ -77,6 +77,11 @@ for key in ("title", "uid", "schemaVersion", "panels", "templating"):
     assert key in d, key
 variables = {v["name"] for v in d["templating"]["list"]}
 assert variables == {"datasource", "hostname", "gpu"}, variables
+# Nodes and GPUs from the utilization series, which every judged GPU has (a MIG
+# instance's too), not from findings (issue 24: a node without one vanished).
+for v in d["templating"]["list"]:
+    if v["name"] in ("hostname", "gpu"):
+        assert "gputriage_gpu_utilization_percent" in json.dumps(v["query"]), v["query"]
 ids = [p["id"] for p in d["panels"]]
 assert len(ids) == len(set(ids)), ids
 kinds = {"timeseries", "bargauge", "state-timeline", "table", "piechart", "stat"}

@@ -63,6 +63,10 @@ device name="NVIDIA H100 80GB HBM3" uuid=GPU-noperm bus=00000000:1c:00.0 power_l
 series gpu_util 50
 series power_w 300
 error util 4
+device name="NVIDIA H100 80GB HBM3" uuid=GPU-plain bus=00000000:1e:00.0 power_limit_w=700 max_sm_mhz=1980
+series gpu_util 65
+series power_w 400
+series sm_mhz 1980
 device name="NVIDIA A100-SXM4-80GB" uuid=GPU-migboard bus=00000000:1d:00.0 power_limit_w=400 max_sm_mhz=1410 mig=1
 series power_w 300
 instance gi=3 profile=3g.40gb memory_total_mib=40192 gpm=1
@@ -159,9 +163,11 @@ mig = [(l, v) for l, v in series["gputriage_gpu_utilization_percent"] if l.get("
 assert len(mig) == 1 and abs(mig[0][1] - 80) < 1e-6, mig
 assert [l for l, v in series["gputriage_finding"] if l.get("mig_instance") == "3"], "no verdict for the MIG instance"
 assert [l for l, v in series["gputriage_idle_usd_per_hour"] if l.get("mig_instance") == "3"], "no idle dollars for the MIG instance"
-# Every GPU judged has one finding series, "none" when nothing was found.
-judged = {l["uuid"] for l, v in series["gputriage_finding"]}
-assert {"GPU-stopgo", "GPU-healthy", "GPU-idle"} <= judged, judged
+# Every GPU judged has one finding series, "none" when nothing was found (a
+# steady 65 % without profiling counters: no rule fires).
+judged = {l["uuid"]: (l["verdict"], l["severity"]) for l, v in series["gputriage_finding"]}
+assert {"GPU-stopgo", "GPU-healthy", "GPU-idle", "GPU-plain"} <= set(judged), judged
+assert judged["GPU-plain"] == ("none", "none"), judged["GPU-plain"]
 print("ok: DCGM names and labels; verdicts, window utilization and idle dollars as the scenario says; the lost GPU named;"
       " the failing utilization call named; the MIG instance judged on GR engine activity")
 PY

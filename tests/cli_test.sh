@@ -326,6 +326,26 @@ grep -q "command --workers            4 → 0" "$tmp/out" || { echo "FAIL: compa
 check "compare two traces" 0 "$bin" compare --json "$data/traces/kineto-resnet50-v100/num_workers_4.pt.trace.json.gz" "$nw0"
 python3 -c 'import json,sys; c=json.load(open(sys.argv[1])); r={x["metric"] for x in c["regressions"]}; assert {"step_time_ms","data_wait_percent"} <= r, r; print("ok: nw4 -> nw0 regresses")' "$tmp/out" || fail=1
 check "compare an unknown run" 3 "$bin" compare 1 999 --store "$tmp/cpu_loops.db"
+# Issue 24: a run of step markers without GPU metrics measured no GPU busy share.
+check "diagnose a GPU-less stored run (text)" 0 "$bin" diagnose 1 --store "$tmp/cpu_loops.db"
+grep -q "GPU busy not measured" "$tmp/out" && ! grep -q "GPU busy 0.0%" "$tmp/out" ||
+  { echo "FAIL: a GPU-less run shows a GPU busy share"; head -5 "$tmp/out"; fail=1; }
+# Issue 24: inputs that keep no settings (traces) make "what changed" unknown, not "nothing".
+check "compare two traces (text)" 0 "$bin" compare "$data/traces/kineto-resnet50-v100/num_workers_4.pt.trace.json.gz" "$nw0"
+grep -q "unknown: an input keeps no settings" "$tmp/out" && ! grep -q "nothing that is recorded" "$tmp/out" ||
+  { echo "FAIL: compare of traces claims nothing changed"; cat "$tmp/out"; fail=1; }
+# Issue 24: 15 s of dense samples is a short recording, not "a snapshot".
+/usr/bin/python3 - "$tmp/short15.csv" <<'PY'
+import datetime, sys
+t = datetime.datetime(2026, 12, 1, 12, 0, 0)
+rows = ["timestamp, index, name, utilization.gpu [%], memory.used [MiB], memory.total [MiB]"]
+for i in range(153):
+    rows.append(f"{(t + datetime.timedelta(milliseconds=100 * i)).strftime('%Y/%m/%d %H:%M:%S.%f')[:-3]}, 0, NVIDIA H100 80GB HBM3, 0 %, 40000 MiB, 81559 MiB")
+open(sys.argv[1], "w").write("\n".join(rows) + "\n")
+PY
+check "diagnose a 15 s, 153-sample log" 0 "$bin" diagnose --json "$tmp/short15.csv"
+python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); t=" ".join(f["detail"] for f in d["findings"]); assert "snapshot" not in t and "covers 15 s (153 samples)" in t, t' \
+  "$tmp/out" || { echo "FAIL: a 15 s recording is called a snapshot"; fail=1; }
 # Issue 24: the same stored run or file twice is a usage error, not a doubled report.
 check "diagnose the same run twice" 2 "$bin" diagnose 1 1 --store "$tmp/cpu_loops.db"
 grep -q "run 1 is given twice" "$tmp/err" || { echo "FAIL: diagnose 1 1"; cat "$tmp/err"; fail=1; }

@@ -194,7 +194,7 @@ expect() {  # CODE PATTERN ARGS...
   fi
 }
 dead=$(free_port)
-expect 3 "127.0.0.1:$dead" --prometheus "http://127.0.0.1:$dead" --timeout 5
+expect 3 "127.0.0.1:$dead.*could not connect" --prometheus "http://127.0.0.1:$dead" --timeout 5
 expect 3 "not the Prometheus API's JSON" --prometheus "http://${exporters[0]}"
 expect 2 "bad duration '7days'" --prometheus "$prom_agents" --range 7days
 expect 2 "is longer than the --range" --prometheus "$prom_agents" --range 10s --step 1m

@@ -32,6 +32,11 @@ async function checkReport(browser, file, expectedVerdicts, artifacts) {
     for (const e of f.evidence) check(text !== undefined && text.includes(e.name), `${name}: card ${f.verdict} shows evidence ${e.name}`);
     if (f.recommendations.length) check(text !== undefined && text.includes(f.recommendations[0].action), `${name}: card ${f.verdict} shows its fix`);
   });
+  // Gain ranges read low to high (issue 24: "26.7 % – 19.8 %" was printed for a level where higher is better).
+  for (const t of cardText) {
+    const m = t.match(/range (-?[\d.,]+)[^–]*– (-?[\d.,]+)/);
+    if (m) check(parseFloat(m[1].replace(/,/g, "")) <= parseFloat(m[2].replace(/,/g, "")), `${name}: gain ${m[0]} reads low to high`);
+  }
   const pixels = await chartPixels(page);
   check(pixels.length > 0, `${name}: ${pixels.length} charts`);
   for (const p of pixels) check(p.data > 200, `${name}: chart ${p.id} drew its data (${p.data} coloured of ${p.drawn} pixels)`);

@@ -68,8 +68,10 @@ range=(--range 18s --step 1s)
 # GPU-hours are the time the samples cover, not steps × 30 s plus the lookback,
 # and the monthly figure is at the rate of the time observed, not of the range.
 long=(--range 10m --step 30s)
-"$bin" fleet --prometheus "$prom_agents" "${long[@]}" --by gpu --json >"$tmp/agents-long.json" 2>>"$tmp/err" || fail=1
-"$bin" fleet --prometheus "$prom_dcgm" "${long[@]}" --by gpu --json >"$tmp/dcgm-long.json" 2>>"$tmp/err" || fail=1
+"$bin" fleet --prometheus "$prom_agents" "${long[@]}" --by gpu --json >"$tmp/agents-long.json" 2>"$tmp/long.err" ||
+  { echo "FAIL: fleet over a 10-minute range (agents)"; cat "$tmp/long.err"; fail=1; }
+"$bin" fleet --prometheus "$prom_dcgm" "${long[@]}" --by gpu --json >"$tmp/dcgm-long.json" 2>"$tmp/long.err" ||
+  { echo "FAIL: fleet over a 10-minute range (dcgm-exporter)"; cat "$tmp/long.err"; fail=1; }
 elapsed=$((SECONDS - started_at))
 
 /usr/bin/python3 - "$tmp" "$elapsed" <<'PY' || fail=1

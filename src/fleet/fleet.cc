@@ -144,6 +144,7 @@ std::string Sub(const std::string& expr, const FleetOptions& o) {
 Status ReadAgentSeries(PrometheusApi& api, const FleetOptions& o, FleetReport& report,
                        std::map<std::string, Slice>& slices) {
   const double step_hours = Hours(o.step);
+  const std::string range = "[" + FormatPromDuration(o.range) + "]";
   // Each series of the agent is keyed by its labels less those that say what
   // the value is (window, basis, verdict, severity).
   auto slice_of = [&](const LabelMap& raw) -> Slice& {
@@ -152,50 +153,61 @@ Status ReadAgentSeries(PrometheusApi& api, const FleetOptions& o, FleetReport& r
     if (s.labels.empty()) s.labels = std::move(c);
     return s;
   };
-  const std::string util = "count_over_time(" + Sub("gputriage_gpu_utilization_percent", o) + ")";
-  const std::string util_mean = "avg_over_time(" + Sub("gputriage_gpu_utilization_percent", o) + ")";
-  const std::string price = "avg_over_time(" + Sub("max without (basis) (gputriage_price_usd_per_hour)", o) + ")";
-  const std::string basis = "max by (basis) (last_over_time(gputriage_price_usd_per_hour[" + FormatPromDuration(o.range) + "]))";
+  // How much GPU time: the time the agents' samples cover (a counter; its
+  // increase). Counting query steps instead overstates a short stretch of
+  // data in a long range (every step within Prometheus' 5-minute lookback of
+  // a sample counts, and a coarse step counts whole), and can miss it whole
+  // (data between two steps): steps only for agents without the counter.
+  const std::string covered = "increase(gputriage_gpu_sampled_seconds_total" + range + ")";
+  const std::string steps_with_value = "count_over_time(" + Sub("gputriage_gpu_utilization_percent", o) + ")";
+  // Means and proportions over the raw samples: scraped at one interval, each
+  // stands for the same time.
+  const std::string util_mean = "avg_over_time(gputriage_gpu_utilization_percent" + range + ")";
+  const std::string price = "max without (basis) (avg_over_time(gputriage_price_usd_per_hour" + range + "))";
+  const std::string basis = "max by (basis) (last_over_time(gputriage_price_usd_per_hour" + range + "))";
+  const std::string verdict_time = "count_over_time(gputriage_finding" + range + ")";
   const std::string verdict_idle =
       "sum_over_time(" +
       Sub("gputriage_finding * ignoring (verdict, severity) group_left gputriage_idle_usd_per_hour", o) + ")";
-  const std::string verdict_time = "count_over_time(" + Sub("gputriage_finding", o) + ")";
-  report.queries = {util + "  # steps with a value (× step = GPU time)", util_mean, price, basis, verdict_idle,
-                    verdict_time};
-
-  auto steps = api.Query(util, o.end);
-  if (!steps.ok()) return steps.status();
-  for (const auto& s : *steps) slice_of(s.labels).hours = s.value * step_hours;
-  // The steps say in which proportions; the time the samples cover says how
-  // much. Counting steps overstates a short stretch of data in a long range
-  // (every step within Prometheus' 5-minute lookback of a sample counts, and
-  // a coarse step counts whole): agents count the time their samples cover
-  // (gputriage_gpu_sampled_seconds_total), and its increase is the GPU time.
-  const std::string covered = "increase(gputriage_gpu_sampled_seconds_total[" + FormatPromDuration(o.range) + "])";
   const std::string first_seen = "min(min_over_time(timestamp(gputriage_gpu_utilization_percent)[" +
                                  FormatPromDuration(o.range) + ":" + FormatPromDuration(o.step) + "]))";
   const std::string last_seen = "max(max_over_time(timestamp(gputriage_gpu_utilization_percent)[" +
                                 FormatPromDuration(o.range) + ":" + FormatPromDuration(o.step) + "]))";
-  report.queries.push_back(covered + "  # seconds the samples cover: GPU time");
-  report.queries.push_back(first_seen + ", " + last_seen + "  # the time observed");
-  std::map<std::string, double> step_hours_of;  // per slice key, to rescale the verdict shares
-  for (const auto& [key, sl] : slices) step_hours_of[key] = sl.hours;
+  report.queries = {covered + "  # seconds the samples cover: GPU time",
+                    steps_with_value + "  # steps with a value x step: GPU time where an agent has no counter",
+                    util_mean, price, basis,
+                    verdict_time + "  # samples per verdict: the shares of each GPU's time",
+                    verdict_idle + "  # idle dollars per verdict, in steps: the shares of each GPU's idle dollars",
+                    first_seen + ", " + last_seen + "  # the time observed"};
+
+  auto means = api.Query(util_mean, o.end);
+  if (!means.ok()) return means.status();
+  for (const auto& s : *means) slice_of(s.labels).util_percent = s.value;
   auto cover = api.Query(covered, o.end);
   if (!cover.ok()) return cover.status();
-  int covered_slices = 0;
+  std::set<std::string> counted;
   for (const auto& s : *cover) {
-    LabelMap c = CanonicalFleetLabels(s.labels);
-    auto it = slices.find(KeyOf(c));
-    if (it == slices.end() || !std::isfinite(s.value) || s.value < 0) continue;
-    it->second.hours = s.value / 3600.0;
-    ++covered_slices;
+    if (!std::isfinite(s.value) || s.value < 0) continue;
+    Slice& sl = slice_of(s.labels);
+    sl.hours = s.value / 3600.0;
+    counted.insert(KeyOf(sl.labels));
   }
+  auto steps = api.Query(steps_with_value, o.end);
+  if (!steps.ok()) return steps.status();
+  for (const auto& s : *steps) {
+    Slice& sl = slice_of(s.labels);
+    if (!counted.count(KeyOf(sl.labels))) sl.hours = s.value * step_hours;
+  }
+  size_t counted_with_data = 0;
+  for (const auto& [key, sl] : slices) counted_with_data += counted.count(key) && std::isfinite(sl.util_percent);
+  size_t with_data = 0;
+  for (const auto& [key, sl] : slices) with_data += std::isfinite(sl.util_percent);
   report.gpu_hours_basis =
-      covered_slices == static_cast<int>(slices.size())
+      counted_with_data == with_data
           ? "the time each GPU's samples cover (the agents' gputriage_gpu_sampled_seconds_total, its increase over the range)"
-          : fmt::format("the time samples cover for {} of {} GPU series; query steps with a value × the step for the rest "
+          : fmt::format("the time samples cover for {} of {} GPU series; query steps with a value x the step for the rest "
                         "(agents older than gputriage_gpu_sampled_seconds_total: up to the 5-minute lookback more)",
-                        covered_slices, slices.size());
+                        counted_with_data, with_data);
   for (const char* query : {"first", "last"}) {
     auto seen = api.Query(std::string(query) == "first" ? first_seen : last_seen, o.end);
     if (!seen.ok()) return seen.status();
@@ -203,9 +215,6 @@ Status ReadAgentSeries(PrometheusApi& api, const FleetOptions& o, FleetReport& r
       if (std::isfinite(s.value))
         (std::string(query) == "first" ? report.observed_start : report.observed_end) = static_cast<TimeNs>(s.value * 1e9);
   }
-  auto means = api.Query(util_mean, o.end);
-  if (!means.ok()) return means.status();
-  for (const auto& s : *means) slice_of(s.labels).util_percent = s.value;
   auto prices = api.Query(price, o.end);
   if (!prices.ok()) return prices.status();
   for (const auto& s : *prices) slice_of(s.labels).own_price = s.value;
@@ -216,33 +225,46 @@ Status ReadAgentSeries(PrometheusApi& api, const FleetOptions& o, FleetReport& r
   const std::string agent_basis = basis_names.empty() ? "" : "the agents' prices (" + Join(basis_names, "; ") + ")";
   for (auto& [key, s] : slices) s.own_price_basis = agent_basis;
 
-  // Per verdict: the idle dollars paid under it (at the agent's price; rescaled
-  // later when the price is given here) and the GPU time it held. A verdict
-  // whose severity changed within the range comes as two series: both add.
-  for (const auto& [query, field] : {std::pair{verdict_idle, &FleetVerdictShare::idle_cost_usd},
-                                     std::pair{verdict_time, &FleetVerdictShare::gpu_hours}}) {
+  // Per verdict: its share of each GPU's time (samples under it) and of its
+  // idle dollars (the idle rate under it, summed over steps; where no step saw
+  // the data, the time shares). A verdict whose severity changed within the
+  // range comes as two series: both add.
+  std::map<std::string, std::map<std::string, double>> time_of, idle_of;  // slice key → verdict → weight
+  for (const auto& [query, weights] : {std::pair{verdict_time, &time_of}, std::pair{verdict_idle, &idle_of}}) {
     auto result = api.Query(query, o.end);
     if (!result.ok()) return result.status();
     for (const auto& s : *result) {
+      if (!std::isfinite(s.value) || s.value <= 0) continue;
       LabelMap raw = s.labels;
       const std::string verdict = Get(raw, "verdict");
       raw.erase("verdict");
       raw.erase("severity");
-      FleetVerdictShare& share = slice_of(raw).verdicts[verdict];
-      share.verdict = verdict;
-      share.*field += s.value * step_hours;
+      (*weights)[KeyOf(slice_of(raw).labels)][verdict] += s.value;
     }
   }
-  // The verdicts' shares were counted in steps: the same proportions of the
-  // time the samples cover.
   for (auto& [key, sl] : slices) {
-    const auto it = step_hours_of.find(key);
-    if (it == step_hours_of.end() || it->second <= 0 || sl.hours == it->second) continue;
-    const double scale = sl.hours / it->second;
-    for (auto& [verdict, share] : sl.verdicts) {
-      share.gpu_hours *= scale;
-      share.idle_cost_usd *= scale;
+    const auto& time = time_of[key];
+    const auto& idle = idle_of[key];
+    double time_total = 0, idle_total = 0;
+    for (const auto& [v, w] : time) time_total += w;
+    for (const auto& [v, w] : idle) idle_total += w;
+    // The idle dollars at the agent's own price (rescaled later when the
+    // price is given here).
+    const double idle_usd = std::isfinite(sl.own_price) && std::isfinite(sl.util_percent)
+                                ? sl.hours * sl.own_price * (1 - sl.util_percent / 100)
+                                : 0;
+    for (const auto& [verdict, w] : time) {
+      FleetVerdictShare& share = sl.verdicts[verdict];
+      share.verdict = verdict;
+      share.gpu_hours = sl.hours * w / time_total;
+      share.idle_cost_usd = idle_total > 0 ? 0 : idle_usd * w / time_total;
     }
+    if (idle_total > 0)
+      for (const auto& [verdict, w] : idle) {
+        FleetVerdictShare& share = sl.verdicts[verdict];
+        share.verdict = verdict;
+        share.idle_cost_usd = idle_usd * w / idle_total;
+      }
   }
   // Series that carry a verdict but no utilization in the range (scraped
   // only at its very end) add no GPU time.
@@ -277,10 +299,11 @@ struct DcgmSliceData {
   std::map<Metric, std::vector<TimeNs>> sample_times;  // busy families: when each value was scraped
 };
 
-/// The hours a series' samples cover: each stands for the time since the one
-/// before, at most four typical spacings (a gap is not observed time); the
-/// first for one spacing. `times`: the samples' own timestamps, sorted, distinct.
-double CoveredHours(const std::vector<TimeNs>& times, TimeNs step) {
+/// The hours a series' samples cover within a range starting at `start`:
+/// each stands for the time since the one before, at most four typical
+/// spacings (a gap is not observed time); the first for one spacing, but not
+/// before the range. `times`: the samples' own timestamps, sorted, distinct.
+double CoveredHours(const std::vector<TimeNs>& times, TimeNs step, TimeNs start) {
   if (times.empty()) return 0;
   std::vector<TimeNs> gaps;
   for (size_t i = 1; i < times.size(); ++i) gaps.push_back(times[i] - times[i - 1]);
@@ -289,7 +312,7 @@ double CoveredHours(const std::vector<TimeNs>& times, TimeNs step) {
     std::nth_element(gaps.begin(), gaps.begin() + static_cast<std::ptrdiff_t>(gaps.size() / 2), gaps.end());
     typical = gaps[gaps.size() / 2];
   }
-  TimeNs covered = typical;
+  TimeNs covered = std::clamp<TimeNs>(times.front() - start, 0, typical);
   for (size_t i = 1; i < times.size(); ++i) covered += std::min(times[i] - times[i - 1], 4 * typical);
   return Hours(covered);
 }
@@ -419,7 +442,9 @@ Status ReadDcgmSeries(PrometheusApi& api, const FleetOptions& o, FleetReport& re
       auto& times = d.sample_times[busy];
       std::sort(times.begin(), times.end());
       times.erase(std::unique(times.begin(), times.end()), times.end());
-      s.hours = times.empty() ? static_cast<double>(busy_points.size()) * Hours(o.step) : CoveredHours(times, o.step);
+      // A sample before the range (the first step's lookback reaches back to it) is not in it.
+      times.erase(times.begin(), std::lower_bound(times.begin(), times.end(), start));
+      s.hours = times.empty() ? static_cast<double>(busy_points.size()) * Hours(o.step) : CoveredHours(times, o.step, start);
       if (!times.empty()) {
         report.observed_start = report.observed_start == 0 ? times.front() : std::min(report.observed_start, times.front());
         report.observed_end = std::max(report.observed_end, times.back());
@@ -610,6 +635,8 @@ StatusOr<FleetReport> BuildFleetReport(PrometheusApi& api, const FleetOptions& o
     const double rescale = agent && std::isfinite(s.own_price) && s.own_price > 0 ? s.price / s.own_price : 1.0;
     for (auto& [v, share] : s.verdicts) {
       if (!agent) share.idle_cost_usd = s.IdleCost();
+      // An agent without a price of its own: the report's price, by time share.
+      else if (!std::isfinite(s.own_price)) share.idle_cost_usd = s.hours > 0 ? s.IdleCost() * share.gpu_hours / s.hours : 0;
       else share.idle_cost_usd = std::isfinite(rescale) ? share.idle_cost_usd * rescale : 0;
     }
   }

@@ -296,25 +296,18 @@ constexpr DcgmFamily kDcgmFamilies[] = {
 struct DcgmSliceData {
   LabelMap labels;
   std::map<Metric, std::vector<std::pair<TimeNs, double>>> series;
-  std::map<Metric, std::vector<TimeNs>> sample_times;  // busy families: when each value was scraped
+  std::map<Metric, std::vector<TimeNs>> sample_times;  // busy families: scrape times over the last 5 minutes
+  std::map<Metric, double> raw_samples;                 // busy families: samples in the range
 };
 
-/// The hours a series' samples cover within a range starting at `start`:
-/// each stands for the time since the one before, at most four typical
-/// spacings (a gap is not observed time); the first for one spacing, but not
-/// before the range. `times`: the samples' own timestamps, sorted, distinct.
-double CoveredHours(const std::vector<TimeNs>& times, TimeNs step, TimeNs start) {
-  if (times.empty()) return 0;
+/// A series' scrape interval: the median spacing of its own timestamps
+/// (sorted, distinct); 0 when fewer than two.
+TimeNs ScrapeInterval(const std::vector<TimeNs>& times) {
+  if (times.size() < 2) return 0;
   std::vector<TimeNs> gaps;
   for (size_t i = 1; i < times.size(); ++i) gaps.push_back(times[i] - times[i - 1]);
-  TimeNs typical = step;
-  if (!gaps.empty()) {
-    std::nth_element(gaps.begin(), gaps.begin() + static_cast<std::ptrdiff_t>(gaps.size() / 2), gaps.end());
-    typical = gaps[gaps.size() / 2];
-  }
-  TimeNs covered = std::clamp<TimeNs>(times.front() - start, 0, typical);
-  for (size_t i = 1; i < times.size(); ++i) covered += std::min(times[i] - times[i - 1], 4 * typical);
-  return Hours(covered);
+  std::nth_element(gaps.begin(), gaps.begin() + static_cast<std::ptrdiff_t>(gaps.size() / 2), gaps.end());
+  return gaps[gaps.size() / 2];
 }
 
 Status ReadDcgmSeries(PrometheusApi& api, const FleetOptions& o, FleetReport& report,
@@ -385,11 +378,23 @@ Status ReadDcgmSeries(PrometheusApi& api, const FleetOptions& o, FleetReport& re
     const std::string matcher = "{instance=~\"" + Join(alternatives, "|") + "\"}";
     std::map<std::string, DcgmSliceData> data;
     for (const auto& p : present) {
-      // For the busy families, also when each value was scraped: a query step
-      // repeats the last sample for Prometheus' 5-minute lookback, so steps
-      // with a value overstate the time observed; the samples' own timestamps do not.
+      // For the busy families, how much time the samples cover: the raw
+      // samples in the range (a query step repeats the last sample for
+      // Prometheus' 5-minute lookback, so steps with a value overstate it),
+      // each standing for the series' scrape interval, read from its own
+      // timestamps over the last 5 minutes.
       if (p.family->metric == Metric::kGpuUtil || p.family->metric == Metric::kGrEngineActive) {
-        auto stamps = api.QueryRange("timestamp(" + p.name + matcher + ")", start, o.end, o.step);
+        auto counts = api.Query("count_over_time(" + p.name + matcher + range + ")", o.end);
+        if (!counts.ok()) return counts.status();
+        for (auto& s : *counts) {
+          LabelMap c = CanonicalFleetLabels(s.labels);
+          DcgmSliceData& d = data[KeyOf(c)];
+          if (d.labels.empty()) d.labels = std::move(c);
+          // Both name generations of one GPU (an upgrade half done) are the same samples: the larger count.
+          d.raw_samples[p.family->metric] = std::max(d.raw_samples[p.family->metric], s.value);
+        }
+        const TimeNs recent = std::min<TimeNs>(o.range, 300 * kNsPerS);
+        auto stamps = api.QueryRange("timestamp(" + p.name + matcher + ")", o.end - recent, o.end, kNsPerS);
         if (!stamps.ok()) return stamps.status();
         for (auto& s : *stamps) {
           LabelMap c = CanonicalFleetLabels(s.labels);
@@ -410,6 +415,19 @@ Status ReadDcgmSeries(PrometheusApi& api, const FleetOptions& o, FleetReport& re
         for (const auto& [t, v] : s.points)
           if (std::isfinite(v)) points.emplace_back(t, v * p.scale);
       }
+    }
+    // The batch's typical scrape interval, for a series too short to show its own.
+    std::vector<TimeNs> intervals;
+    for (auto& [key, d] : data)
+      for (auto& [metric, times] : d.sample_times) {
+        std::sort(times.begin(), times.end());
+        times.erase(std::unique(times.begin(), times.end()), times.end());
+        if (const TimeNs i = ScrapeInterval(times); i > 0) intervals.push_back(i);
+      }
+    TimeNs batch_interval = 0;
+    if (!intervals.empty()) {
+      std::nth_element(intervals.begin(), intervals.begin() + static_cast<std::ptrdiff_t>(intervals.size() / 2), intervals.end());
+      batch_interval = intervals[intervals.size() / 2];
     }
     // Each GPU (under each pod) judged by `diagnose`'s rules over its range.
     for (auto& [key, d] : data) {
@@ -439,16 +457,14 @@ Status ReadDcgmSeries(PrometheusApi& api, const FleetOptions& o, FleetReport& re
         for (const auto& [t, v] : points) r.metrics.Add(*pos, metric, t, v);
       Slice& s = slices[key];
       s.labels = d.labels;
-      auto& times = d.sample_times[busy];
-      std::sort(times.begin(), times.end());
-      times.erase(std::unique(times.begin(), times.end()), times.end());
-      // A sample before the range (the first step's lookback reaches back to it) is not in it.
-      times.erase(times.begin(), std::lower_bound(times.begin(), times.end(), start));
-      s.hours = times.empty() ? static_cast<double>(busy_points.size()) * Hours(o.step) : CoveredHours(times, o.step, start);
-      if (!times.empty()) {
-        report.observed_start = report.observed_start == 0 ? times.front() : std::min(report.observed_start, times.front());
-        report.observed_end = std::max(report.observed_end, times.back());
-      }
+      const auto& times = d.sample_times[busy];
+      // Each raw sample stands for one scrape interval (this series' own, else
+      // the batch's typical one), never more than the range in all.
+      TimeNs interval = ScrapeInterval(times);
+      if (interval <= 0) interval = batch_interval > 0 ? batch_interval : o.step;
+      const double raw = d.raw_samples[busy];
+      s.hours = raw > 0 ? std::min(raw * Hours(interval), Hours(o.range))
+                        : static_cast<double>(busy_points.size()) * Hours(o.step);
       const SeriesSketch& sketch = dev.Get(busy);
       s.util_percent = sketch.mean();
       Run run;
@@ -707,9 +723,14 @@ StatusOr<FleetReport> BuildFleetReport(PrometheusApi& api, const FleetOptions& o
   }
   // A month at the rate of the time the data covers: 12 minutes of data in a
   // 30-day range is 12 minutes' rate, not a 30-day one.
-  report.observed_hours = report.observed_end > report.observed_start
-                              ? std::min(Hours(report.observed_end - report.observed_start) + Hours(o.step), Hours(o.range))
-                              : Hours(o.range);
+  // The first sample to the last, where the query's steps saw them; never
+  // less than the longest any one GPU was covered (data shorter than a step
+  // can fall between two steps, and a GPU's covered time was observed).
+  double observed = report.observed_end > report.observed_start
+                        ? Hours(report.observed_end - report.observed_start) + Hours(o.step)
+                        : 0;
+  for (const auto& [k, s] : slices) observed = std::max(observed, s.hours);
+  report.observed_hours = observed > 0 ? std::min(observed, Hours(o.range)) : Hours(o.range);
   report.idle_cost_usd_per_month = report.idle_cost_usd * kHoursPerMonth / report.observed_hours;
   report.warnings.insert(report.warnings.end(), api.warnings().begin(), api.warnings().end());
   return report;

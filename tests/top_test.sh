@@ -93,9 +93,21 @@ status=$(cat "$tmp/rc" 2>/dev/null)
 rc=$?
 [ $rc -eq 2 ] && grep -q "draws on a terminal" "$tmp/err" && echo "ok: no terminal: usage error" ||
   { echo "FAIL: without a terminal: exit $rc, $(cat "$tmp/err")"; fail=1; }
-GPUTRIAGE_FAKE_NVML_SCENARIO=$tmp/scenario "$bin" top --nvml-library "$fake_nvml" --interval 0.1 --judge-every 0.5 --window 3 --once >"$tmp/once" 2>&1
-grep -q "^>0 .*input_bound" "$tmp/once" && grep -q "^ 1 .*idle" "$tmp/once" && echo "ok: --once prints the verdicts" ||
-  { echo "FAIL: --once: $(cat "$tmp/once")"; fail=1; }
+# A 5 s window: 50 samples of the stop-and-go rhythm (a 3 s window's 30, with
+# the ticks of a loaded machine's sanitizer build uneven, sometimes showed no
+# rhythm). A rhythm that a loaded machine still hides is said and tried once more.
+once() {
+  GPUTRIAGE_FAKE_NVML_SCENARIO=$tmp/scenario "$bin" top --nvml-library "$fake_nvml" --interval 0.1 --judge-every 0.5 \
+    --window 5 --once >"$tmp/once" 2>&1
+  grep -q "^>0 .*input_bound" "$tmp/once" && grep -q "^ 1 .*idle" "$tmp/once"
+}
+if once; then
+  echo "ok: --once prints the verdicts"
+elif echo "note: --once: no rhythm seen on a loaded machine; trying once more" && once; then
+  echo "ok: --once prints the verdicts (second try)"
+else
+  echo "FAIL: --once: $(cat "$tmp/once")"; fail=1
+fi
 "$bin" top --nvml-library /nonexistent/libnvidia-ml.so.1 --interval 0.1 --once >"$tmp/none" 2>&1
 rc=$?
 [ $rc -eq 3 ] && grep -q "not sampling" "$tmp/none" && echo "ok: NVML missing: says why, exit 3" ||

@@ -40,12 +40,13 @@ record 5 64
 record 60 128
 [ $fail -eq 0 ] || exit 1
 
-start_serve() {  # ARGS...: sets url, or fails
+start_serve() {  # ARGS...: sets url (http or https) and serve_pid, or fails
   "$bin" serve --store "$store" "$@" 2>"$tmp/serve.err" &
-  pids+=($!)
+  serve_pid=$!
+  pids+=($serve_pid)
   url=""
   for _ in $(seq 1 100); do
-    url=$(grep -o 'http://[^ ]*' "$tmp/serve.err" | head -1)
+    url=$(grep -oE 'https?://[^ ]*' "$tmp/serve.err" | head -1)
     [ -n "$url" ] && break
     sleep 0.1
   done
@@ -121,26 +122,19 @@ openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj /CN=gputriage-serve -key
   -out "$tmp/serve.crt" -addext "subjectAltName=IP:127.0.0.1,DNS:localhost" 2>/dev/null
 hash=$($py -W ignore -c 'import crypt; print(crypt.crypt("s3cret", crypt.mksalt(crypt.METHOD_BLOWFISH, rounds=1024)))')
 printf 'tls_server_config:\n  cert_file: serve.crt\n  key_file: serve.key\nbasic_auth_users:\n  team: %s\n' "'$hash'" >"$tmp/web.yml"
-"$bin" serve --store "$store" --listen 0.0.0.0:0 --web-config-file "$tmp/web.yml" 2>"$tmp/tls.err" &
-tls_pid=$!
-pids+=($tls_pid)
-tls_url=""
-for _ in $(seq 1 100); do
-  tls_url=$(grep -o 'https://[^ ]*' "$tmp/tls.err" | head -1)
-  [ -n "$tls_url" ] && break
-  sleep 0.1
-done
+start_serve --listen 0.0.0.0:0 --web-config-file "$tmp/web.yml"
+tls_url=$url
 tls_port=$(echo "$tls_url" | sed -E 's#https://[^:]+:([0-9]+)/.*#\1#')
 sbase=https://127.0.0.1:$tls_port
-expect "web config: serves https beyond loopback with users and no token" "${tls_url:+started}" started
+expect "web config: serves https beyond loopback with users and no token" "${tls_url%%://*}" https
 expect "web config: no credentials is 401" "$(code --cacert "$tmp/serve.crt" "$sbase/api/runs")" 401
 curl -s -o /dev/null -D - --cacert "$tmp/serve.crt" "$sbase/api/runs" | grep -qi '^WWW-Authenticate: Basic' ||
   { echo "FAIL: serve's 401 does not ask for basic auth"; fail=1; }
 expect "web config: a wrong password is 401" "$(code --cacert "$tmp/serve.crt" -u team:wrong "$sbase/api/runs")" 401
 expect "web config: the right password" "$(code --cacert "$tmp/serve.crt" -u team:s3cret "$sbase/api/runs")" 200
 expect "web config: plain HTTP on the TLS port gets no page" "$(code "http://127.0.0.1:$tls_port/api/runs" | grep -c '^200$')" 0
-kill -HUP "$tls_pid"
-for _ in $(seq 1 50); do grep -q "read again and in use" "$tmp/tls.err" && break; sleep 0.1; done
+kill -HUP "$serve_pid"
+for _ in $(seq 1 50); do grep -q "read again and in use" "$tmp/serve.err" && break; sleep 0.1; done
 expect "web config: SIGHUP reads it again, serve stays up" "$(code --cacert "$tmp/serve.crt" -u team:s3cret "$sbase/api/runs")" 200
 
 [ $fail -eq 0 ] || exit 1

@@ -377,6 +377,13 @@ Status ReadDcgmSeries(PrometheusApi& api, const FleetOptions& o, FleetReport& re
       alternatives.push_back(PromRegexEscape(instances[i]));
     const std::string matcher = "{instance=~\"" + Join(alternatives, "|") + "\"}";
     std::map<std::string, DcgmSliceData> data;
+    // Each GPU's data, keyed by its labels under one spelling.
+    auto data_of = [&data](const LabelMap& labels) -> DcgmSliceData& {
+      LabelMap c = CanonicalFleetLabels(labels);
+      DcgmSliceData& d = data[KeyOf(c)];
+      if (d.labels.empty()) d.labels = std::move(c);
+      return d;
+    };
     for (const auto& p : present) {
       // For the busy families, how much time the samples cover: the raw
       // samples in the range (a query step repeats the last sample for
@@ -387,9 +394,7 @@ Status ReadDcgmSeries(PrometheusApi& api, const FleetOptions& o, FleetReport& re
         auto counts = api.Query("count_over_time(" + p.name + matcher + range + ")", o.end);
         if (!counts.ok()) return counts.status();
         for (auto& s : *counts) {
-          LabelMap c = CanonicalFleetLabels(s.labels);
-          DcgmSliceData& d = data[KeyOf(c)];
-          if (d.labels.empty()) d.labels = std::move(c);
+          DcgmSliceData& d = data_of(s.labels);
           // Both name generations of one GPU (an upgrade half done) are the same samples: the larger count.
           d.raw_samples[p.family->metric] = std::max(d.raw_samples[p.family->metric], s.value);
         }
@@ -397,9 +402,7 @@ Status ReadDcgmSeries(PrometheusApi& api, const FleetOptions& o, FleetReport& re
         auto stamps = api.QueryRange("timestamp(" + p.name + matcher + ")", o.end - recent, o.end, kNsPerS);
         if (!stamps.ok()) return stamps.status();
         for (auto& s : *stamps) {
-          LabelMap c = CanonicalFleetLabels(s.labels);
-          DcgmSliceData& d = data[KeyOf(c)];
-          if (d.labels.empty()) d.labels = std::move(c);
+          DcgmSliceData& d = data_of(s.labels);
           auto& times = d.sample_times[p.family->metric];
           for (const auto& [t, v] : s.points)
             if (std::isfinite(v)) times.push_back(static_cast<TimeNs>(std::llround(v * 1e3)) * kNsPerMs);
@@ -408,9 +411,7 @@ Status ReadDcgmSeries(PrometheusApi& api, const FleetOptions& o, FleetReport& re
       auto series = api.QueryRange(p.name + matcher, start, o.end, o.step);
       if (!series.ok()) return series.status();
       for (auto& s : *series) {
-        LabelMap c = CanonicalFleetLabels(s.labels);
-        DcgmSliceData& d = data[KeyOf(c)];
-        if (d.labels.empty()) d.labels = std::move(c);
+        DcgmSliceData& d = data_of(s.labels);
         auto& points = d.series[p.family->metric];
         for (const auto& [t, v] : s.points)
           if (std::isfinite(v)) points.emplace_back(t, v * p.scale);

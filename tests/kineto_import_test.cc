@@ -1,6 +1,7 @@
 // The Kineto importer on small hand-written traces: both schema generations, every
 // timestamp form, and bad input (truncated, corrupt, empty, wrong format).
 #include <zlib.h>
+#include <zstd.h>
 
 #include <gtest/gtest.h>
 
@@ -253,6 +254,72 @@ TEST(KinetoImport, CorruptGzipIsNamed) {
   } else {
     EXPECT_NE(rec.status().message().find("corrupt.json.gz"), std::string::npos) << rec.status().ToString();
   }
+}
+
+std::string Zstd(const std::string& in, int window_log = 0) {
+  ZSTD_CCtx* ctx = ZSTD_createCCtx();
+  ZSTD_CCtx_setParameter(ctx, ZSTD_c_compressionLevel, 3);
+  if (window_log > 0) {
+    ZSTD_CCtx_setParameter(ctx, ZSTD_c_enableLongDistanceMatching, 1);
+    ZSTD_CCtx_setParameter(ctx, ZSTD_c_windowLog, window_log);
+  }
+  // Streamed without the size, as a pipe into `zstd` writes it: the frame keeps
+  // the window it was given (a known small size would shrink it).
+  std::string out(ZSTD_compressBound(in.size()) + 1024, '\0');
+  ZSTD_inBuffer input{in.data(), in.size(), 0};
+  ZSTD_outBuffer output{out.data(), out.size(), 0};
+  // A first call that does not end the frame: zstd then cannot know the size.
+  size_t left = ZSTD_compressStream2(ctx, &output, &input, ZSTD_e_continue);
+  ZSTD_inBuffer none{nullptr, 0, 0};
+  if (!ZSTD_isError(left)) left = ZSTD_compressStream2(ctx, &output, &none, ZSTD_e_end);
+  ZSTD_freeCCtx(ctx);
+  out.resize(ZSTD_isError(left) || left != 0 ? 0 : output.pos);
+  return out;
+}
+
+TEST(KinetoImport, ZstdIsDetectedByContentAndFramesConcatenate) {
+  // Two frames back to back (zstd -c a b, or a file appended to) are one stream.
+  const std::string full = kOldSchema;
+  const size_t half = full.size() / 2;
+  const std::string zst = Zstd(full.substr(0, half)) + Zstd(full.substr(half));
+  auto rec = ImportKinetoTraceFromMemory("old.json.zst", zst);
+  ASSERT_TRUE(rec.ok()) << rec.status().ToString();
+  auto plain = ImportKinetoTraceFromMemory("old.json", full);
+  ASSERT_TRUE(plain.ok());
+  EXPECT_EQ(rec->kernels.size(), plain->kernels.size());
+  EXPECT_EQ(rec->stats.events_seen, plain->stats.events_seen);
+  EXPECT_FALSE(rec->stats.truncated);
+}
+
+TEST(KinetoImport, TruncatedAndCorruptZstdAreNamed) {
+  std::string big = "{\"traceEvents\": [";
+  for (int i = 0; i < 20000; ++i)
+    big += "{\"ph\": \"X\", \"cat\": \"kernel\", \"name\": \"k" + std::to_string(i * 7919 % 1000) +
+           "\", \"ts\": " + std::to_string(1000 + i * 10) + ", \"dur\": 5, \"args\": {\"device\": 0}},\n";
+  big += "{\"ph\": \"i\", \"name\": \"end\", \"ts\": 1}]}";
+  const std::string zst = Zstd(big);
+  auto cut = ImportKinetoTraceFromMemory("crashed.json.zst", zst.substr(0, zst.size() / 2));
+  ASSERT_TRUE(cut.ok()) << cut.status().ToString();
+  EXPECT_TRUE(cut->stats.truncated);
+  EXPECT_GT(cut->kernels.size(), 100u);
+  EXPECT_NE(cut->stats.truncation_note.find("zstd stream ends early"), std::string::npos) << cut->stats.truncation_note;
+
+  std::string damaged = zst;
+  for (size_t i = damaged.size() / 3; i < damaged.size() / 3 + 64; ++i) damaged[i] = static_cast<char>(damaged[i] ^ 0x5a);
+  // Damage is met either by the decoder or, in what it decoded, by the reader:
+  // each says which file (the run is never diagnosed as if nothing happened).
+  auto bad = ImportKinetoTraceFromMemory("damaged.json.zst", damaged);
+  const std::string said = bad.ok() ? bad->stats.truncation_note : bad.status().message();
+  EXPECT_NE(said.find("damaged.json.zst"), std::string::npos) << said;
+}
+
+TEST(KinetoImport, ZstdWindowOverTheMemoryBoundIsRefusedWithTheFix) {
+  // zstd --long=28 writes frames that need a 256 MiB window to decode.
+  const std::string zst = Zstd(kOldSchema, 28);
+  ASSERT_FALSE(zst.empty());
+  auto rec = ImportKinetoTraceFromMemory("long.json.zst", zst);
+  const std::string said = rec.ok() ? rec->stats.truncation_note : rec.status().message();
+  EXPECT_NE(said.find("--long=27"), std::string::npos) << said;
 }
 
 TEST(KinetoImport, EventsLargerThanTheReadBufferAndBareArrays) {

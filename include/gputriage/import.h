@@ -38,6 +38,10 @@ struct ImportOptions {
   /// column): its rows cycle through this many. 0 = inferred from the rows
   /// (src/sources/metrics/interleaved_gpus.h).
   int gpus = 0;
+  /// Threads reading a trace's events; 0 = one per core, 1 or more = that many
+  /// workers beside the reading thread, -1 = the reading thread alone. Only the
+  /// time changes, never the result.
+  int threads = 0;
 };
 
 /// Formats `--format` accepts.

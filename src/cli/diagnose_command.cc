@@ -34,6 +34,7 @@ struct DiagnoseArgs {
   std::vector<std::string> smi_columns;
   double sample_interval_s = 0;
   int gpus = 0;
+  int threads = 0;
   std::string workload = "unspecified";
   bool workload_given = false;
   std::optional<double> price_per_gpu_hour;
@@ -66,6 +67,7 @@ int RunDiagnose(const DiagnoseArgs& args) {
   import.smi_columns = args.smi_columns;
   import.sample_interval_ns = static_cast<TimeNs>(std::llround(args.sample_interval_s * 1e9));
   import.gpus = args.gpus;
+  import.threads = args.threads;
   // A bare number that is not a file names a stored run (one too large for a
   // run id stays a file name, and its import says it is missing).
   std::vector<std::string> files;
@@ -185,6 +187,9 @@ Subcommand AddDiagnoseCommand(CLI::App& app) {
                        "GPUs an nvidia-smi CSV without index, uuid or pci.bus_id cycles through (default: inferred "
                        "from the rows' timing and values; the report says how)")
       ->check(CLI::Range(1, 4096));
+  diagnose->add_option("--threads", d->threads,
+                       "threads reading each trace (default 0: one per core; -1: read on one thread)")
+      ->check(CLI::Range(-1, 256));
   diagnose->add_option("--workload", d->workload, "workload class the targets are judged against")
       ->check(CLI::IsMember(WorkloadChoices()))
       ->each([d](const std::string&) { d->workload_given = true; });

@@ -49,7 +49,7 @@ std::string FormatOfHead(std::string_view head, bool strict) {
 StatusOr<std::vector<Recording>> ReadSource(std::unique_ptr<ByteSource> source, const std::string& format,
                                             const ImportOptions& options) {
   if (format == "kineto") {
-    ASSIGN_OR_RETURN(Recording rec, ImportKinetoTraceFromSource(std::move(source)));
+    ASSIGN_OR_RETURN(Recording rec, ImportKinetoTraceFromSource(std::move(source), KinetoReadOptions{.threads = options.threads}));
     std::vector<Recording> out;
     out.push_back(std::move(rec));
     return out;

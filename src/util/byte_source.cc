@@ -1,6 +1,6 @@
 #include "src/util/byte_source.h"
 
-#include <zlib.h>
+#include <fmt/format.h>
 
 #include <cerrno>
 #include <cstdio>
@@ -10,42 +10,22 @@
 #include <algorithm>
 #include <vector>
 
+#include "src/util/stream_decoder.h"
+
 namespace gputriage {
 namespace {
 
-constexpr unsigned char kGzipMagic0 = 0x1f;
-constexpr unsigned char kGzipMagic1 = 0x8b;
-constexpr size_t kInputChunk = 1 << 18;
+constexpr size_t kInputChunk = 1 << 20;
 
-/// Inflates a gzip stream (possibly several members) pulled from a raw reader.
-class Inflater {
- public:
-  Inflater() {
-    std::memset(&stream_, 0, sizeof(stream_));
-    // 16 + MAX_WBITS: gzip wrapper only.
-    ok_ = inflateInit2(&stream_, 16 + MAX_WBITS) == Z_OK;
-  }
-  ~Inflater() { inflateEnd(&stream_); }
-  Inflater(const Inflater&) = delete;
-  Inflater& operator=(const Inflater&) = delete;
-
-  bool ok() const { return ok_; }
-  z_stream& stream() { return stream_; }
-
- private:
-  z_stream stream_;
-  bool ok_ = false;
-};
-
-/// Base for sources that get raw bytes from somewhere and may inflate them.
+/// Base for sources that get raw bytes from somewhere and may decompress them.
 class RawSourceBase : public ByteSource {
  public:
   explicit RawSourceBase(std::string name) : name_(std::move(name)) {}
   const std::string& name() const override { return name_; }
-  bool compressed() const override { return inflater_ != nullptr; }
+  bool compressed() const override { return decoder_ != nullptr; }
 
   StatusOr<size_t> Read(char* out, size_t capacity) override {
-    if (inflater_) return ReadInflated(out, capacity);
+    if (decoder_) return ReadDecoded(out, capacity);
     // Plain data: the bytes read while sniffing come first.
     const size_t served = std::min(capacity, sniffed_.size());
     std::memcpy(out, sniffed_.data(), served);
@@ -56,15 +36,20 @@ class RawSourceBase : public ByteSource {
   }
 
  protected:
-  /// Raw bytes from the medium; 0 at end.
   virtual StatusOr<size_t> ReadRaw(char* out, size_t capacity) = 0;
 
-  Status DetectCompression() {
-    unsigned char magic[2] = {0, 0};
-    ASSIGN_OR_RETURN(size_t got, ReadRaw(reinterpret_cast<char*>(magic), 2));
-    if (got == 2 && magic[0] == kGzipMagic0 && magic[1] == kGzipMagic1) {
-      inflater_ = std::make_unique<Inflater>();
-      if (!inflater_->ok()) return InternalError("zlib inflateInit2 failed");
+  Status DetectFormat() {
+    unsigned char magic[kCompressionMagicBytes] = {};
+    size_t got = 0;
+    while (got < sizeof(magic)) {  // a pipe may hand out fewer bytes than asked
+      ASSIGN_OR_RETURN(size_t n, ReadRaw(reinterpret_cast<char*>(magic) + got, sizeof(magic) - got));
+      if (n == 0) break;
+      got += n;
+    }
+    compression_ = DetectCompression(magic, got);
+    if (compression_ != Compression::kNone) {
+      decoder_ = MakeStreamDecoder(compression_);
+      if (!decoder_) return InternalError(std::string(CompressionName(compression_)) + " decoder setup failed");
       input_.assign(magic, magic + got);
     } else {
       sniffed_.assign(reinterpret_cast<char*>(magic), got);
@@ -73,56 +58,56 @@ class RawSourceBase : public ByteSource {
   }
 
  private:
-  StatusOr<size_t> ReadInflated(char* out, size_t capacity) {
-    z_stream& zs = inflater_->stream();
+  StatusOr<size_t> ReadDecoded(char* out, size_t capacity) {
+    const std::string format = CompressionName(compression_);
     size_t produced = 0;
+    bool input_ended = false;
     while (produced < capacity && !finished_) {
-      if (zs.avail_in == 0) {
-        if (input_offset_ >= input_.size()) {
-          input_.resize(kInputChunk);
-          ASSIGN_OR_RETURN(size_t got, ReadRaw(input_.data(), input_.size()));
-          input_.resize(got);
-          input_offset_ = 0;
-          if (got == 0) {
-            if (stream_has_data_) {
-              // Hand out what this call decoded first; report the cut on the next call.
-              finished_ = true;
-              pending_error_ = DataLossError(name_ + ": gzip stream ends early (truncated file); " +
-                                   std::to_string(total_out_ + produced) +
-                                   " bytes were decompressed before the cut");
-              break;
-            }
-            finished_ = true;
-            break;
-          }
-        }
-        zs.next_in = reinterpret_cast<Bytef*>(input_.data() + input_offset_);
-        zs.avail_in = static_cast<uInt>(input_.size() - input_offset_);
+      if (input_offset_ >= input_.size() && !input_ended) {
+        input_.resize(kInputChunk);
+        ASSIGN_OR_RETURN(size_t got, ReadRaw(input_.data(), input_.size()));
+        input_.resize(got);
+        input_offset_ = 0;
+        input_ended = got == 0;
       }
-      zs.next_out = reinterpret_cast<Bytef*>(out + produced);
-      zs.avail_out = static_cast<uInt>(capacity - produced);
-      const uInt before_in = zs.avail_in;
-      const uInt before_out = zs.avail_out;
-      const int rc = inflate(&zs, Z_NO_FLUSH);
-      input_offset_ += before_in - zs.avail_in;
-      produced += before_out - zs.avail_out;
-      stream_has_data_ = true;
-      if (rc == Z_STREAM_END) {
-        // Concatenated gzip members are legal; skip trailing zero padding.
-        stream_has_data_ = false;
-        inflateReset(&zs);
-        while (input_offset_ < input_.size() && input_[input_offset_] == 0) ++input_offset_;
-        zs.avail_in = 0;
-        continue;
-      }
-      if (rc == Z_BUF_ERROR && zs.avail_in == 0) continue;  // needs more input
-      if (rc != Z_OK && rc != Z_BUF_ERROR) {
+      const auto* in = reinterpret_cast<const unsigned char*>(input_.data()) + input_offset_;
+      const StreamDecoder::Step step = decoder_->Decode(in, input_.size() - input_offset_,
+                                                        reinterpret_cast<unsigned char*>(out) + produced,
+                                                        capacity - produced);
+      input_offset_ += step.consumed;
+      produced += step.produced;
+      if (step.consumed > 0) stream_has_data_ = true;
+      if (step.error) {
         finished_ = true;
-        pending_error_ = DataLossError(name_ + ": corrupt gzip data after " +
-                             std::to_string(total_out_ + produced) +
-                             " decompressed bytes (zlib: " + (zs.msg ? zs.msg : "error") + ")");
+        pending_error_ = DataLossError(fmt::format("{}: corrupt {} data after {} decompressed bytes ({}: {})", name_,
+                                                   format, total_out_ + produced, decoder_->library(),
+                                                   step.error_text));
         break;
       }
+      if (step.stream_end) {
+        // Concatenated gzip members and zstd frames are legal; so is zero padding
+        // after a gzip member (tape and block-device tools write it).
+        stream_has_data_ = false;
+        decoder_->Reset();
+        if (compression_ == Compression::kGzip)
+          while (input_offset_ < input_.size() && input_[input_offset_] == 0) ++input_offset_;
+        continue;
+      }
+      if (input_offset_ < input_.size() || step.produced > 0) {
+        if (step.consumed == 0 && step.produced == 0) {  // cannot happen with a sane decoder; never spin
+          finished_ = true;
+          pending_error_ = DataLossError(fmt::format("{}: {} decoder made no progress after {} decompressed bytes",
+                                                     name_, format, total_out_ + produced));
+        }
+        continue;
+      }
+      if (!input_ended) continue;  // the decoder wants more input
+      // End of the file: a stream cut inside a member or frame is a truncated file.
+      finished_ = true;
+      if (stream_has_data_)
+        pending_error_ = DataLossError(fmt::format("{}: {} stream ends early (truncated file); {} bytes were "
+                                                   "decompressed before the cut",
+                                                   name_, format, total_out_ + produced));
     }
     total_out_ += produced;
     if (produced == 0 && !pending_error_.ok()) {
@@ -134,8 +119,9 @@ class RawSourceBase : public ByteSource {
   }
 
   std::string name_;
-  std::string sniffed_;  // bytes read to detect gzip, served first when the data is plain
-  std::unique_ptr<Inflater> inflater_;
+  std::string sniffed_;  // bytes read to detect compression, served first when the data is plain
+  Compression compression_ = Compression::kNone;
+  std::unique_ptr<StreamDecoder> decoder_;
   std::vector<char> input_;
   size_t input_offset_ = 0;
   bool finished_ = false;
@@ -158,7 +144,7 @@ class FileSource : public RawSourceBase {
   ~FileSource() override {
     if (file_) std::fclose(file_);
   }
-  Status Init() { return DetectCompression(); }
+  Status Init() { return DetectFormat(); }
 
  protected:
   StatusOr<size_t> ReadRaw(char* out, size_t capacity) override {
@@ -184,7 +170,7 @@ class BufferSource : public RawSourceBase {
  public:
   BufferSource(std::string name, const char* data, size_t size)
       : RawSourceBase(std::move(name)), data_(data), size_(size) {}
-  Status Init() { return DetectCompression(); }
+  Status Init() { return DetectFormat(); }
 
  protected:
   StatusOr<size_t> ReadRaw(char* out, size_t capacity) override {

@@ -1,5 +1,5 @@
-// Streaming reads of a file that may be gzip-compressed. This is the only place
-// zlib is used.
+// Streaming reads of a file that may be compressed (gzip or zstd, detected from its
+// first bytes; decoding in stream_decoder.cc).
 #pragma once
 
 #include <cstddef>
@@ -22,7 +22,7 @@ class ByteSource {
   virtual StatusOr<size_t> Read(char* out, size_t capacity) = 0;
   /// A name for messages (the file path).
   virtual const std::string& name() const = 0;
-  /// True when the source is gzip-compressed.
+  /// True when the source is compressed (gzip or zstd).
   virtual bool compressed() const = 0;
 };
 
@@ -31,7 +31,7 @@ inline constexpr const char* kStdinPath = "-";
 
 /// Opens `path` ("-" is standard input) and reads it once, front to back, so pipes,
 /// FIFOs and process substitutions work as files do. gzip is detected by its magic
-/// bytes, not by the file name; the text is then decoded to UTF-8: a UTF-8
+/// bytes (gzip or zstd), not by the file name; the text is then decoded to UTF-8: a UTF-8
 /// byte-order mark is dropped, UTF-16 (with a BOM, or little-endian ASCII text
 /// without one, as Windows PowerShell redirects write) is transcoded.
 StatusOr<std::unique_ptr<ByteSource>> OpenFileSource(const std::string& path);

@@ -3,6 +3,7 @@
 #include <simdjson.h>
 
 #include <cmath>
+#include <functional>
 #include <string>
 
 #include <fmt/format.h>
@@ -188,13 +189,11 @@ struct EventParser::Impl {
 EventParser::EventParser() : impl_(std::make_unique<Impl>()) {}
 EventParser::~EventParser() = default;
 
-Status EventParser::Parse(std::string_view raw, RawEvent* e) {
-  *e = RawEvent{};
-  simdjson::ondemand::document doc;
-  if (auto err = impl_->parser.iterate(raw.data(), raw.size(), raw.size() + simdjson::SIMDJSON_PADDING).get(doc))
-    return DataLossError("not valid JSON: " + ErrorText(err));
-  simdjson::ondemand::object obj;
-  if (auto err = doc.get_object().get(obj)) return DataLossError("event is not a JSON object: " + ErrorText(err));
+namespace {
+
+/// The fields of one event object; shared by the one-event and the run parsers so
+/// that both read every event alike.
+Status ParseEventObject(simdjson::ondemand::object obj, RawEvent* e) {
   for (auto field : obj) {
     std::string_view key;
     if (auto err = field.unescaped_key().get(key)) return DataLossError("malformed key: " + ErrorText(err));
@@ -230,6 +229,45 @@ Status EventParser::Parse(std::string_view raw, RawEvent* e) {
     }
   }
   return Status::Ok();
+}
+
+}  // namespace
+
+Status EventParser::Parse(std::string_view raw, RawEvent* e) {
+  *e = RawEvent{};
+  simdjson::ondemand::document doc;
+  if (auto err = impl_->parser.iterate(raw.data(), raw.size(), raw.size() + simdjson::SIMDJSON_PADDING).get(doc))
+    return DataLossError("not valid JSON: " + ErrorText(err));
+  simdjson::ondemand::object obj;
+  if (auto err = doc.get_object().get(obj)) return DataLossError("event is not a JSON object: " + ErrorText(err));
+  return ParseEventObject(obj, e);
+}
+
+bool EventParser::ParseRun(std::string_view array_text,
+                           const std::function<void(const RawEvent&, size_t position)>& on_event) {
+  simdjson::ondemand::document doc;
+  if (impl_->parser.iterate(array_text.data(), array_text.size(), array_text.size() + simdjson::SIMDJSON_PADDING)
+          .get(doc))
+    return false;
+  simdjson::ondemand::array array;
+  if (doc.get_array().get(array)) return false;
+  RawEvent e;
+  for (auto element : array) {
+    simdjson::ondemand::value v;
+    if (element.get(v)) return false;
+    const char* at = nullptr;
+    if (v.current_location().get(at)) return false;
+    simdjson::ondemand::object obj;
+    if (v.get_object().get(obj)) return false;
+    e = RawEvent{};
+    // Any problem, even one the one-event path would only count, sends the whole
+    // run back to that path: its messages and counts are then exactly its own.
+    if (!ParseEventObject(obj, &e).ok()) return false;
+    on_event(e, static_cast<size_t>(at - array_text.data()));
+  }
+  // Nothing may follow the array: a run cut at a wrong place can close it early.
+  const char* rest = nullptr;
+  return doc.current_location().get(rest) == simdjson::OUT_OF_BOUNDS;
 }
 
 namespace {

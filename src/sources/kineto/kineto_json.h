@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -64,6 +65,13 @@ class EventParser {
 
   /// `raw` must have 64 readable bytes after its end. Errors name the field.
   Status Parse(std::string_view raw, RawEvent* event);
+
+  /// Reads a JSON array of events in one pass (a run of traceEvents elements cut
+  /// out by the splitter, with '[' and ']' around them; 64 readable bytes after it)
+  /// and calls `on_event` for each with its position in `array_text`. Returns false,
+  /// possibly after some calls, when the text is not an array of events that all
+  /// read cleanly: the caller then reads the run one event at a time with Parse().
+  bool ParseRun(std::string_view array_text, const std::function<void(const RawEvent&, size_t position)>& on_event);
 
  private:
   struct Impl;

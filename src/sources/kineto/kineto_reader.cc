@@ -1,6 +1,11 @@
 // Kineto trace → canonical model. The splitter finds events, the simdjson adapter
 // reads each one, and this file decides what each event means.
 #include <algorithm>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <optional>
+#include <thread>
 #include <limits>
 #include <string>
 
@@ -160,55 +165,34 @@ Vendor GuessVendor(const Device& d, const std::map<std::string, std::string>& me
   return Vendor::kUnknown;
 }
 
-class KinetoImporter {
+/// Reads events into a recording: the meaning of each event, shared by the
+/// sequential reader and the workers that read runs of events in parallel (each
+/// into its own partial recording, merged in file order by MergePartial).
+class EventSink {
  public:
-  explicit KinetoImporter(Recording* out) : rec_(*out) {}
+  explicit EventSink(Recording* out) : rec_(*out) {}
 
-  Status OnMember(std::string_view key, std::string_view raw) {
-    Status s = kineto::ApplyHeaderMember(key, raw, &header_);
-    if (!s.ok()) rec_.stats.AddIssue(IssueSeverity::kWarning, "bad_member", s.message());
-    return Status::Ok();
-  }
-
-  Status OnEvent(std::string_view raw, int64_t offset) {
+  /// One event's raw text, read on its own (the splitter's path).
+  void OnEventText(std::string_view raw, int64_t offset, kineto::EventParser& parser) {
     ++rec_.stats.events_seen;
-    Status s = parser_.Parse(raw, &event_);
+    Status s = parser.Parse(raw, &event_);
     if (!s.ok()) {
       rec_.stats.AddIssue(IssueSeverity::kWarning, "bad_event",
                           fmt::format("{}: byte {}: event skipped: {}", rec_.source_path, offset, s.message()));
-      return Status::Ok();
+      return;
     }
-    Use(offset);
-    return Status::Ok();
+    Use(event_, offset);
   }
 
-  void Finish(const SplitOutcome& outcome) {
-    rec_.stats.bytes_read = outcome.bytes;
-    rec_.stats.truncated = outcome.truncated;
-    rec_.stats.truncation_note = outcome.truncation_note;
-    rec_.devices = std::move(header_.devices);
-    rec_.rank = header_.rank;
-    rec_.world_size = header_.world_size;
-    rec_.comm_backend = header_.backend;
-    rec_.metadata = std::move(header_.metadata);
-    for (auto& d : rec_.devices) d.vendor = GuessVendor(d, rec_.metadata);
-    // Kineto ≥ 2024 writes ts relative to baseTimeNanoseconds, often *after* the
-    // events, so the shift is applied once everything is read.
-    const TimeNs base = header_.base_time_ns.value_or(0);
-    const bool any_time = first_ts_ <= last_ts_;
-    if (base != 0 && any_time &&
-        (base > kMaxAbsTimeNs || base < -kMaxAbsTimeNs || base + last_ts_ > kMaxAbsTimeNs ||
-         base + first_ts_ < -kMaxAbsTimeNs)) {
-      rec_.stats.AddIssue(IssueSeverity::kWarning, "bad_base_time",
-                          fmt::format("{}: baseTimeNanoseconds {} puts events beyond ±146 years; times kept "
-                                      "relative to the trace's own zero",
-                                      rec_.source_path, base));
-    } else if (base != 0 && any_time) {
-      Shift(base);
-    }
-    rec_.clock_is_absolute = any_time && first_ts_ > 100 * kNsPerS * 1000 * 1000;  // after ~1973
-    Sort();
+  /// One event already read (the run reader's path).
+  void OnEvent(const kineto::RawEvent& e, int64_t offset) {
+    ++rec_.stats.events_seen;
+    Use(e, offset);
   }
+
+  TimeNs first_ts() const { return first_ts_; }
+  TimeNs last_ts() const { return last_ts_; }
+  bool saw_profiler_window() const { return saw_profiler_window_; }
 
  private:
   /// A [memory] instant: the caching allocator's totals after one allocation or free.
@@ -227,8 +211,7 @@ class KinetoImporter {
     ++it->events;
   }
 
-  void Use(int64_t offset) {
-    const kineto::RawEvent& e = event_;
+  void Use(const kineto::RawEvent& e, int64_t offset) {
     if (e.ph != 'X') {
       if (e.ph == 'M' || e.ph == 'i' || e.ph == 'I' || e.ph == 's' || e.ph == 'f' || e.ph == 't' ||
           e.ph == 'C' || e.ph == 'b' || e.ph == 'e' || e.ph == 'n') {
@@ -387,12 +370,118 @@ class KinetoImporter {
         break;
       }
       case Category::kTrace:
-        if (StartsWith(e.name, "PyTorch Profiler")) rec_.profiler_window = time;
+        if (StartsWith(e.name, "PyTorch Profiler")) rec_.profiler_window = time, saw_profiler_window_ = true;
         break;
       default: break;
     }
   }
 
+  Recording& rec_;
+  kineto::RawEvent event_;
+  TimeNs first_ts_ = std::numeric_limits<TimeNs>::max();  // earliest start of a used event
+  TimeNs last_ts_ = std::numeric_limits<TimeNs>::min();   // latest end
+  bool saw_profiler_window_ = false;
+};
+
+/// Appends a run's partial recording to `rec`, as if its events had been read
+/// there: names re-interned, issues counted under the first occurrence's message.
+void MergePartial(Recording& rec, Recording&& part) {
+  std::vector<NameId> remap(part.names.size());
+  for (size_t i = 0; i < remap.size(); ++i) remap[i] = rec.names.Intern(part.names.View(static_cast<NameId>(i)));
+  auto name = [&](NameId id) { return remap[id]; };
+  auto append = [](auto& to, const auto& from, auto rename) {
+    for (auto item : from) {
+      rename(item);
+      to.push_back(item);
+    }
+  };
+  append(rec.kernels, part.kernels, [&](KernelActivity& k) { k.name = name(k.name), k.collective = name(k.collective); });
+  rec.memory_ops.insert(rec.memory_ops.end(), part.memory_ops.begin(), part.memory_ops.end());
+  append(rec.runtime_calls, part.runtime_calls, [&](RuntimeCall& r) { r.name = name(r.name); });
+  append(rec.cpu_spans, part.cpu_spans,
+         [&](CpuSpan& c) { c.name = name(c.name), c.first_input_type = name(c.first_input_type); });
+  append(rec.syncs, part.syncs, [&](SyncActivity& sy) { sy.name = name(sy.name); });
+  append(rec.matrix_shapes, part.matrix_shapes, [&](MatrixOpShapes& m) { m.name = name(m.name), m.dtype = name(m.dtype); });
+  for (const auto& use : part.memory_use) {
+    auto it = std::find_if(rec.memory_use.begin(), rec.memory_use.end(),
+                           [&](const DeviceMemoryUse& m) { return m.device == use.device; });
+    if (it == rec.memory_use.end()) {
+      if (rec.memory_use.size() >= 64) continue;
+      rec.memory_use.push_back({use.device, 0, 0, 0});
+      it = rec.memory_use.end() - 1;
+    }
+    it->peak_allocated = std::max(it->peak_allocated, use.peak_allocated);
+    it->peak_reserved = std::max(it->peak_reserved, use.peak_reserved);
+    it->events += use.events;
+  }
+  rec.steps.insert(rec.steps.end(), part.steps.begin(), part.steps.end());
+  rec.stats.events_seen += part.stats.events_seen;
+  rec.stats.events_used += part.stats.events_used;
+  rec.stats.python_function_events += part.stats.python_function_events;
+  for (auto& issue : part.stats.issues) {
+    auto it = std::find_if(rec.stats.issues.begin(), rec.stats.issues.end(),
+                           [&](const ImportIssue& i) { return i.kind == issue.kind; });
+    if (it != rec.stats.issues.end()) it->count += issue.count;
+    else rec.stats.issues.push_back(std::move(issue));
+  }
+}
+
+/// The whole trace: the header members, the events (through EventSink), then the
+/// time base shift and the sort.
+class KinetoImporter {
+ public:
+  explicit KinetoImporter(Recording* out) : rec_(*out), sink_(out) {}
+
+  Status OnMember(std::string_view key, std::string_view raw) {
+    Status s = kineto::ApplyHeaderMember(key, raw, &header_);
+    if (!s.ok()) rec_.stats.AddIssue(IssueSeverity::kWarning, "bad_member", s.message());
+    return Status::Ok();
+  }
+
+  Status OnEvent(std::string_view raw, int64_t offset) {
+    sink_.OnEventText(raw, offset, parser_);
+    return Status::Ok();
+  }
+
+  /// A run's events, read elsewhere, in file order.
+  void TakePartial(Recording&& part, TimeNs first_ts, TimeNs last_ts, bool saw_window, Interval window) {
+    MergePartial(rec_, std::move(part));
+    first_runs_ts_ = std::min(first_runs_ts_, first_ts);
+    last_runs_ts_ = std::max(last_runs_ts_, last_ts);
+    if (saw_window) rec_.profiler_window = window;
+  }
+
+  void Finish(const SplitOutcome& outcome) {
+    first_ts_ = std::min(sink_.first_ts(), first_runs_ts_);
+    last_ts_ = std::max(sink_.last_ts(), last_runs_ts_);
+    rec_.stats.bytes_read = outcome.bytes;
+    rec_.stats.truncated = outcome.truncated;
+    rec_.stats.truncation_note = outcome.truncation_note;
+    rec_.devices = std::move(header_.devices);
+    rec_.rank = header_.rank;
+    rec_.world_size = header_.world_size;
+    rec_.comm_backend = header_.backend;
+    rec_.metadata = std::move(header_.metadata);
+    for (auto& d : rec_.devices) d.vendor = GuessVendor(d, rec_.metadata);
+    // Kineto ≥ 2024 writes ts relative to baseTimeNanoseconds, often *after* the
+    // events, so the shift is applied once everything is read.
+    const TimeNs base = header_.base_time_ns.value_or(0);
+    const bool any_time = first_ts_ <= last_ts_;
+    if (base != 0 && any_time &&
+        (base > kMaxAbsTimeNs || base < -kMaxAbsTimeNs || base + last_ts_ > kMaxAbsTimeNs ||
+         base + first_ts_ < -kMaxAbsTimeNs)) {
+      rec_.stats.AddIssue(IssueSeverity::kWarning, "bad_base_time",
+                          fmt::format("{}: baseTimeNanoseconds {} puts events beyond ±146 years; times kept "
+                                      "relative to the trace's own zero",
+                                      rec_.source_path, base));
+    } else if (base != 0 && any_time) {
+      Shift(base);
+    }
+    rec_.clock_is_absolute = any_time && first_ts_ > 100 * kNsPerS * 1000 * 1000;  // after ~1973
+    Sort();
+  }
+
+ private:
   void Shift(TimeNs base) {
     auto shift = [base](Interval& t) {
       t.start += base;
@@ -427,22 +516,169 @@ class KinetoImporter {
   }
 
   Recording& rec_;
+  EventSink sink_;
   kineto::EventParser parser_;
-  kineto::RawEvent event_;
   kineto::TraceHeader header_;
-  TimeNs first_ts_ = std::numeric_limits<TimeNs>::max();  // earliest start of a used event
-  TimeNs last_ts_ = std::numeric_limits<TimeNs>::min();   // latest end
+  TimeNs first_ts_ = 0, last_ts_ = 0;
+  TimeNs first_runs_ts_ = std::numeric_limits<TimeNs>::max();
+  TimeNs last_runs_ts_ = std::numeric_limits<TimeNs>::min();
 };
 
-StatusOr<Recording> ImportFromSource(ByteSource& source, size_t chunk_bytes = size_t{4} << 20) {
+/// Reads runs of events on worker threads, each run into its own partial
+/// recording, and hands them to the importer in file order. A run that does not
+/// read cleanly is reported back to the splitter, which reads it again one event
+/// at a time; runs handed out after it are dropped and re-cut.
+class RunPool final : public RunHandler {
+ public:
+  RunPool(KinetoImporter* importer, std::string source_path, int threads)
+      : importer_(*importer), source_path_(std::move(source_path)), threads_(std::max(1, threads)),
+        max_in_flight_(static_cast<size_t>(2 * threads_ + 2)) {}
+  ~RunPool() override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+      queue_.clear();
+    }
+    work_cv_.notify_all();
+    for (auto& t : workers_) t.join();
+  }
+
+  StatusOr<RunProgress> Submit(std::shared_ptr<const EventRun> run) override {
+    if (workers_.empty())
+      for (int i = 0; i < threads_; ++i) workers_.emplace_back([this] { Work(); });
+    // Bounded: at most max_in_flight_ runs (a few MiB each) read or waiting.
+    RunProgress progress = Take(slots_.size() >= max_in_flight_ ? 1 : 0);
+    if (progress.failed >= 0) return progress;  // the splitter re-reads from there, this run included
+    auto slot = std::make_unique<Slot>();
+    slot->run = std::move(run);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      queue_.push_back(slot.get());
+    }
+    slots_.push_back(std::move(slot));
+    work_cv_.notify_one();
+    return progress;
+  }
+
+  StatusOr<RunProgress> Drain() override { return Take(slots_.size()); }
+
+ private:
+  struct Slot {
+    std::shared_ptr<const EventRun> run;
+    bool done = false;  // under mu_
+    bool ok = false;
+    Recording part;
+    TimeNs first_ts = 0, last_ts = 0;
+    bool saw_window = false;
+  };
+
+  void Work() {
+    kineto::EventParser parser;
+    while (true) {
+      Slot* slot = nullptr;
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        work_cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+        if (queue_.empty()) return;
+        slot = queue_.front();
+        queue_.pop_front();
+      }
+      Read(*slot, parser);
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        slot->done = true;
+      }
+      done_cv_.notify_all();
+    }
+  }
+
+  void Read(Slot& slot, kineto::EventParser& parser) {
+    slot.part.source_path = source_path_;
+    EventSink sink(&slot.part);
+    const EventRun& run = *slot.run;
+    // Positions are in the array text, whose byte 0 is the added '['.
+    slot.ok = EventRunIsWellFormed(run.elements()) &&
+              parser.ParseRun(run.array(), [&](const kineto::RawEvent& e, size_t position) {
+                sink.OnEvent(e, run.offset + static_cast<int64_t>(position) - 1);
+              });
+    slot.first_ts = sink.first_ts();
+    slot.last_ts = sink.last_ts();
+    slot.saw_window = sink.saw_profiler_window();
+  }
+
+  /// Takes finished runs from the front in order, waiting for the first `wait_for`
+  /// of them; stops at a failed run, and then drops every run after it.
+  RunProgress Take(size_t wait_for) {
+    RunProgress progress;
+    size_t waited = 0;
+    while (!slots_.empty()) {
+      Slot& front = *slots_.front();
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        if (!front.done) {
+          if (waited >= wait_for) break;
+          done_cv_.wait(lock, [&] { return front.done; });
+        }
+      }
+      ++waited;
+      if (!front.ok) {
+        progress.failed = front.run->index;
+        Abandon();
+        break;
+      }
+      importer_.TakePartial(std::move(front.part), front.first_ts, front.last_ts, front.saw_window,
+                            front.part.profiler_window);
+      events_ += front.run->index >= 0 ? front.part.stats.events_seen : 0;
+      merged_ = front.run->index + 1;
+      slots_.pop_front();
+    }
+    progress.merged = progress.failed >= 0 ? progress.failed : merged_;
+    progress.events = events_;
+    return progress;
+  }
+
+  /// Drops every run in flight: those not started, and (once finished) the rest.
+  void Abandon() {
+    std::unique_lock<std::mutex> lock(mu_);
+    for (Slot* waiting : queue_) waiting->done = true;  // never started: nothing to wait for
+    queue_.clear();
+    done_cv_.wait(lock, [&] { return std::all_of(slots_.begin(), slots_.end(), [](const auto& s) { return s->done; }); });
+    lock.unlock();
+    slots_.clear();
+  }
+
+  KinetoImporter& importer_;
+  const std::string source_path_;
+  const int threads_;
+  const size_t max_in_flight_;
+  std::deque<std::unique_ptr<Slot>> slots_;  // in file order; only this thread changes it
+  std::mutex mu_;
+  std::condition_variable work_cv_, done_cv_;
+  std::deque<Slot*> queue_;  // runs no worker has started
+  bool stop_ = false;
+  std::vector<std::thread> workers_;
+  int64_t merged_ = 0;
+  int64_t events_ = 0;
+};
+
+StatusOr<Recording> ImportFromSource(ByteSource& source, const KinetoReadOptions& options,
+                                     size_t chunk_bytes = size_t{4} << 20) {
   Recording rec;
   rec.source_path = source.name();
   rec.format = "kineto";
   KinetoImporter importer(&rec);
   TraceJsonSplitter splitter(source, chunk_bytes);
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const int threads = options.threads > 0 ? options.threads : cores;
+  std::optional<RunPool> pool;
+  if (options.threads > 0 || (options.threads == 0 && cores > 1)) {
+    pool.emplace(&importer, source.name(), threads);
+    splitter.HandRunsTo(&*pool, options.run_bytes);
+  }
   ASSIGN_OR_RETURN(SplitOutcome outcome,
                    splitter.Run([&](std::string_view k, std::string_view v) { return importer.OnMember(k, v); },
                                 [&](std::string_view e, int64_t o) { return importer.OnEvent(e, o); }));
+  pool.reset();
   if (!outcome.saw_trace_events) {
     if (outcome.truncated)
       return DataLossError(fmt::format("{}: {}", source.name(), outcome.truncation_note));
@@ -467,17 +703,22 @@ StatusOr<Recording> ImportFromSource(ByteSource& source, size_t chunk_bytes = si
 
 StatusOr<Recording> ImportKinetoTrace(const std::string& path) {
   ASSIGN_OR_RETURN(auto source, OpenFileSource(path));
-  return ImportFromSource(*source);
+  return ImportFromSource(*source, {});
 }
 
-StatusOr<Recording> ImportKinetoTraceFromSource(std::unique_ptr<ByteSource> source) {
-  return ImportFromSource(*source);
+StatusOr<Recording> ImportKinetoTraceFromSource(std::unique_ptr<ByteSource> source, const KinetoReadOptions& options) {
+  return ImportFromSource(*source, options);
 }
 
 StatusOr<Recording> ImportKinetoTraceFromMemory(const std::string& name, std::string_view bytes) {
+  return ImportKinetoTraceFromMemory(name, bytes, KinetoReadOptions{});
+}
+
+StatusOr<Recording> ImportKinetoTraceFromMemory(const std::string& name, std::string_view bytes,
+                                                const KinetoReadOptions& options) {
   auto source = MemorySource(name, bytes.data(), bytes.size());
   // Small inputs (tests, fuzzing) need no 4 MiB buffer; the splitter grows on demand.
-  return ImportFromSource(*source, std::clamp<size_t>(bytes.size(), 4096, size_t{4} << 20));
+  return ImportFromSource(*source, options, std::clamp<size_t>(bytes.size(), 4096, size_t{4} << 20));
 }
 
 }  // namespace gputriage

@@ -2,7 +2,10 @@
 // input once, so a pipe's head read for format detection is not lost).
 #pragma once
 
+#include <cstddef>
 #include <memory>
+#include <string>
+#include <string_view>
 
 #include "gputriage/model.h"
 #include "gputriage/status.h"
@@ -10,7 +13,22 @@
 
 namespace gputriage {
 
+/// How a trace's events are read: runs of them on worker threads (the splitter
+/// cuts them, kineto_reader.cc merges them in file order), or one by one.
+struct KinetoReadOptions {
+  /// Worker threads reading runs; 0 = one per core. With one core, or threads < 0,
+  /// the splitter's thread reads every event itself. The result is the same.
+  int threads = 0;
+  /// About how many bytes of events one run holds.
+  size_t run_bytes = size_t{1} << 20;
+};
+
 /// Reads a PyTorch profiler trace from `source`, as ImportKinetoTrace does.
-StatusOr<Recording> ImportKinetoTraceFromSource(std::unique_ptr<ByteSource> source);
+StatusOr<Recording> ImportKinetoTraceFromSource(std::unique_ptr<ByteSource> source,
+                                                const KinetoReadOptions& options = {});
+
+/// The same from memory with the reading set (tests compare the two ways).
+StatusOr<Recording> ImportKinetoTraceFromMemory(const std::string& name, std::string_view bytes,
+                                                const KinetoReadOptions& options);
 
 }  // namespace gputriage

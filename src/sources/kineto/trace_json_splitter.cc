@@ -1,5 +1,6 @@
 #include "src/sources/kineto/trace_json_splitter.h"
 
+#include <algorithm>
 #include <cstring>
 
 #if defined(__SSE2__)
@@ -32,21 +33,23 @@ struct BlockMasks {
   uint64_t close = 0;  // '}' or ']'
 };
 
-BlockMasks ClassifyBlock(const char* p) {
+inline __attribute__((always_inline)) BlockMasks ClassifyBlock(const char* p) {
   BlockMasks m;
 #if defined(__SSE2__)
   // 16 bytes per compare; the splitter touches every byte of the file, so this is
-  // the importer's hot loop.
+  // the importer's hot loop. '{' and '[' differ from each other only in bit 5, as
+  // do '}' and ']': one compare after setting it finds both.
+  const __m128i bit5 = _mm_set1_epi8(0x20);
   for (int part = 0; part < 4; ++part) {
     const __m128i chunk = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16 * part));
-    auto bits = [&](char c) {
-      return static_cast<uint64_t>(static_cast<unsigned>(_mm_movemask_epi8(_mm_cmpeq_epi8(chunk, _mm_set1_epi8(c)))))
-             << (16 * part);
+    const __m128i folded = _mm_or_si128(chunk, bit5);
+    auto bits = [&](__m128i eq) {
+      return static_cast<uint64_t>(static_cast<unsigned>(_mm_movemask_epi8(eq))) << (16 * part);
     };
-    m.quote |= bits('"');
-    m.backslash |= bits('\\');
-    m.open |= bits('{') | bits('[');
-    m.close |= bits('}') | bits(']');
+    m.quote |= bits(_mm_cmpeq_epi8(chunk, _mm_set1_epi8('"')));
+    m.backslash |= bits(_mm_cmpeq_epi8(chunk, _mm_set1_epi8('\\')));
+    m.open |= bits(_mm_cmpeq_epi8(folded, _mm_set1_epi8('{')));
+    m.close |= bits(_mm_cmpeq_epi8(folded, _mm_set1_epi8('}')));
   }
 #else
   for (int i = 0; i < 64; ++i) {
@@ -63,6 +66,22 @@ BlockMasks ClassifyBlock(const char* p) {
   return m;
 }
 
+/// One byte of the byte-by-byte scan (blocks with escapes): updates the string
+/// state and says whether the byte is a bracket outside strings.
+inline bool BracketOutsideStrings(char c, bool& in_string, bool& escaped) {
+  if (in_string) {
+    if (escaped) escaped = false;
+    else if (c == '\\') escaped = true;
+    else if (c == '"') in_string = false;
+    return false;
+  }
+  if (c == '"') {
+    in_string = true;
+    return false;
+  }
+  return c == '{' || c == '[' || c == '}' || c == ']';
+}
+
 /// Bit i set when an odd number of bits at positions <= i are set: with quote
 /// bits in, the bytes inside strings (from the opening quote on).
 uint64_t PrefixXor(uint64_t x) {
@@ -76,6 +95,69 @@ uint64_t PrefixXor(uint64_t x) {
 }
 
 }  // namespace
+
+bool EventRunIsWellFormed(std::string_view elements) {
+  // Stricter than the splitter (brackets must match by type, every element must be
+  // an object, depth at most 64): a run this accepts is cut into exactly the
+  // elements the splitter would cut, and simdjson's lazy reading of each is the
+  // same as its reading of the element alone. Anything else goes back to the
+  // splitter, which then says what it says about damage.
+  const char* const p = elements.data();
+  const size_t n = elements.size();
+  uint64_t kinds = 0;  // bit d: the bracket opened at depth d is '{'
+  int depth = 0;
+  size_t element_start = 0;  // where the next element must begin
+  bool ended = false;        // the last element closed at the end of the run
+  // Each bracket outside strings, in order. Between elements there are only
+  // whitespace and one comma (checked here), so no quote, and the string state
+  // the block scan carries stays right.
+  auto bracket = [&](size_t i) -> bool {
+    const char c = p[i];
+    if (c == '{' || c == '[') {
+      if (depth == 0 && (c != '{' || i != element_start)) return false;
+      if (depth >= 64) return false;
+      if (c == '{') kinds |= uint64_t{1} << depth;
+      else kinds &= ~(uint64_t{1} << depth);
+      ++depth;
+      return true;
+    }
+    if (depth == 0) return false;
+    --depth;
+    if (((kinds >> depth) & 1) != (c == '}' ? 1u : 0u)) return false;
+    if (depth > 0) return true;
+    size_t q = i + 1;
+    while (q < n && IsSpace(p[q])) ++q;
+    if (q == n) {
+      ended = true;
+      return true;
+    }
+    if (p[q] != ',') return false;
+    ++q;
+    while (q < n && IsSpace(p[q])) ++q;
+    if (q >= n || p[q] != '{') return false;
+    element_start = q;
+    return true;
+  };
+  if (n == 0 || p[0] != '{') return false;
+  bool in_string = false, escaped = false;
+  for (size_t pos = 0; pos < n; pos += 64) {
+    const size_t len = std::min<size_t>(64, n - pos);
+    const uint64_t valid = len == 64 ? ~uint64_t{0} : (uint64_t{1} << len) - 1;
+    const BlockMasks m = ClassifyBlock(p + pos);
+    if ((m.backslash & valid) == 0 && !escaped) {
+      const uint64_t quote = m.quote & valid;
+      const uint64_t inside = PrefixXor(quote) ^ (in_string ? ~uint64_t{0} : 0);
+      for (uint64_t brackets = (m.open | m.close) & valid & ~inside; brackets != 0; brackets &= brackets - 1) {
+        if (ended || !bracket(pos + static_cast<size_t>(__builtin_ctzll(brackets)))) return false;
+      }
+      in_string ^= (__builtin_popcountll(quote) & 1) != 0;
+    } else {
+      for (size_t i = pos; i < pos + len; ++i)
+        if (BracketOutsideStrings(p[i], in_string, escaped) && (ended || !bracket(i))) return false;
+    }
+  }
+  return ended && !in_string;
+}
 
 TraceJsonSplitter::TraceJsonSplitter(ByteSource& source, size_t chunk_bytes)
     : source_(source), buffer_(chunk_bytes + kSplitterPadding, '\0'), capacity_(chunk_bytes) {}
@@ -178,15 +260,10 @@ StatusOr<TraceJsonSplitter::ScanResult> TraceJsonSplitter::ScanValue(size_t* len
           // A block with escapes (rare in traces): byte by byte.
           for (size_t i = 0; i < n; ++i) {
             const char c = p[i];
-            if (in_string) {
-              if (escaped) escaped = false;
-              else if (c == '\\') escaped = true;
-              else if (c == '"') in_string = false;
-            } else if (c == '"') {
-              in_string = true;
-            } else if (c == '{' || c == '[') {
+            if (!BracketOutsideStrings(c, in_string, escaped)) continue;
+            if (c == '{' || c == '[') {
               ++depth;
-            } else if (c == '}' || c == ']') {
+            } else {
               if (--depth == 0) return complete_at(p + i + 1);
               if (depth < 0) return ScanResult::kMalformed;
             }
@@ -205,18 +282,124 @@ StatusOr<TraceJsonSplitter::ScanResult> TraceJsonSplitter::ScanValue(size_t* len
   }
 }
 
+void TraceJsonSplitter::HandRunsTo(RunHandler* handler, size_t run_bytes) {
+  run_handler_ = handler;
+  // A run is cut from the buffer, so it must fit there with room to spare.
+  run_bytes_ = std::max<size_t>(1, std::min(run_bytes, capacity_ / 4));
+}
+
+Status TraceJsonSplitter::Apply(const RunProgress& progress) {
+  run_events_ = progress.events;
+  while (!runs_in_flight_.empty() && runs_in_flight_.front()->index < progress.merged) runs_in_flight_.pop_front();
+  if (progress.failed >= 0) Rewind(progress.failed);
+  return Status::Ok();
+}
+
+Status TraceJsonSplitter::DrainRuns() {
+  while (!runs_in_flight_.empty()) {
+    ASSIGN_OR_RETURN(RunProgress progress, run_handler_->Drain());
+    RETURN_IF_ERROR(Apply(progress));
+    if (progress.failed < 0) runs_in_flight_.clear();
+  }
+  return Status::Ok();
+}
+
+void TraceJsonSplitter::Rewind(int64_t index) {
+  while (!runs_in_flight_.empty() && runs_in_flight_.front()->index < index) runs_in_flight_.pop_front();
+  if (runs_in_flight_.empty()) return;
+  // The runs' bytes, exactly as they were in the file, then what the buffer holds.
+  std::vector<char> bytes;
+  for (const auto& run : runs_in_flight_) {
+    const std::string_view elements = run->elements();
+    bytes.insert(bytes.end(), elements.begin(), elements.end());
+    bytes.insert(bytes.end(), run->separator.begin(), run->separator.end());
+  }
+  const auto& failed = *runs_in_flight_.front();
+  no_runs_before_ = failed.offset + static_cast<int64_t>(failed.elements_bytes + failed.separator.size());
+  bytes.insert(bytes.end(), buffer_.begin() + static_cast<std::ptrdiff_t>(begin_),
+               buffer_.begin() + static_cast<std::ptrdiff_t>(end_));
+  base_offset_ = failed.offset;
+  capacity_ = std::max(capacity_, bytes.size());
+  end_ = bytes.size();
+  begin_ = 0;
+  bytes.resize(capacity_ + kSplitterPadding, '\0');
+  buffer_ = std::move(bytes);
+  runs_in_flight_.clear();
+}
+
+StatusOr<bool> TraceJsonSplitter::TryHandOutRun(SplitOutcome& outcome) {
+  (void)outcome;
+  if (end_ - begin_ < 2 * run_bytes_ && !eof_ && (begin_ > 0 || end_ < capacity_)) RETURN_IF_ERROR(Fill());
+  if (begin_ >= end_ || buffer_[begin_] != '{' || end_ - begin_ <= run_bytes_) return false;
+  // The first "}" + ',' + "{" (with any whitespace) past run_bytes_: where a run of
+  // elements probably ends. Newlines never occur inside JSON strings, but braces and
+  // commas may, so this is checked by reading the run (EventRun).
+  const char* const base = buffer_.data();
+  const char* p = base + begin_ + run_bytes_;
+  const char* const limit = base + end_;
+  while (p < limit) {
+    p = static_cast<const char*>(std::memchr(p, '}', static_cast<size_t>(limit - p)));
+    if (p == nullptr) return false;
+    const char* q = p + 1;
+    while (q < limit && IsSpace(*q)) ++q;
+    if (q >= limit) return false;
+    if (*q != ',') {
+      ++p;
+      continue;
+    }
+    ++q;
+    while (q < limit && IsSpace(*q)) ++q;
+    if (q >= limit) return false;
+    if (*q != '{') {
+      ++p;
+      continue;
+    }
+    auto run = std::make_shared<EventRun>();
+    run->index = next_run_index_++;
+    run->offset = Offset();
+    run->elements_bytes = static_cast<size_t>(p + 1 - (base + begin_));
+    run->text = std::make_unique_for_overwrite<char[]>(run->elements_bytes + 2 + kSplitterPadding);
+    run->text[0] = '[';
+    std::memcpy(run->text.get() + 1, base + begin_, run->elements_bytes);
+    run->text[run->elements_bytes + 1] = ']';
+    run->separator.assign(p + 1, q);
+    begin_ = static_cast<size_t>(q - base);
+    runs_in_flight_.push_back(run);
+    ASSIGN_OR_RETURN(RunProgress progress, run_handler_->Submit(std::move(run)));
+    RETURN_IF_ERROR(Apply(progress));
+    return true;
+  }
+  return false;
+}
+
 Status TraceJsonSplitter::ReadArray(const EventCallback& on_event, SplitOutcome& outcome) {
   ++begin_;  // '['
   bool expect_element = true;
   bool first = true;
   while (true) {
+    if (run_handler_ != nullptr && expect_element && Offset() >= no_runs_before_) {
+      ASSIGN_OR_RETURN(int next, PeekNonSpace());
+      if (next == '{') {
+        ASSIGN_OR_RETURN(bool handed_out, TryHandOutRun(outcome));
+        if (handed_out) {
+          first = false;
+          continue;
+        }
+      }
+    }
+    // Everything below is read here, in order after the runs handed out.
+    if (!runs_in_flight_.empty()) {
+      RETURN_IF_ERROR(DrainRuns());
+      if (Offset() < no_runs_before_) expect_element = true;  // rewound to the start of a run
+      continue;
+    }
     ASSIGN_OR_RETURN(int c, PeekNonSpace());
     if (c < 0) {
       outcome.truncated = true;
       outcome.truncation_note = fmt::format(
           "the traceEvents array is not closed: the file ends at byte {} after {} complete "
           "events (a profiler that did not finish, e.g. a crashed job)",
-          Offset(), outcome.events);
+          Offset(), outcome.events + run_events_);
       return Status::Ok();
     }
     if (c == ']' && (first || !expect_element)) {
@@ -239,7 +422,7 @@ Status TraceJsonSplitter::ReadArray(const EventCallback& on_event, SplitOutcome&
           "the file ends inside an event at byte {} ({} bytes of that event dropped) after {} "
           "complete events; the traceEvents array is not closed (a profiler that did not "
           "finish, e.g. a crashed job)",
-          Offset(), length, outcome.events);
+          Offset(), length, outcome.events + run_events_);
       begin_ = end_;
       return Status::Ok();
     }
@@ -262,6 +445,9 @@ StatusOr<SplitOutcome> TraceJsonSplitter::Run(const MemberCallback& on_member,
     return DataLossError(source_.name() + ": the file is empty");
   }
   auto finish = [&]() -> StatusOr<SplitOutcome> {
+    RETURN_IF_ERROR(DrainRuns());  // an error return leaves runs behind; a normal end has none
+    outcome.events += run_events_;
+    run_events_ = 0;
     outcome.bytes = base_offset_ + static_cast<int64_t>(end_);
     if (!read_error_.ok()) {
       outcome.truncated = true;

@@ -10,7 +10,9 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <functional>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -34,6 +36,45 @@ struct SplitOutcome {
   int64_t trailing_offset = -1; // where they start
 };
 
+/// A run of whole traceEvents elements cut out of the stream, to be read on another
+/// thread while the splitter goes on. Where a run ends is a guess (the first
+/// "}, {" past a size): it is right when the run reads as an array of events, and
+/// when it does not, the splitter re-reads it one event at a time (Rewind), so a
+/// wrong guess costs time, never a different result.
+struct EventRun {
+  int64_t index = 0;         // 0, 1, 2... in stream order
+  int64_t offset = 0;        // file offset of its first element
+  // '[' + elements + ']' + kSplitterPadding bytes (not zeroed: simdjson only needs
+  // them readable), so text[1, 1 + elements_bytes) are the elements as in the file.
+  std::unique_ptr<char[]> text;
+  size_t elements_bytes = 0;
+  std::string separator;     // the bytes after them up to the next element (",\n  ")
+  std::string_view array() const { return {text.get(), elements_bytes + 2}; }
+  std::string_view elements() const { return {text.get() + 1, elements_bytes}; }
+};
+
+/// Whether `elements` (a run's elements, 64 readable bytes after them) are whole
+/// JSON objects separated by commas, brackets matching by type: the runs a reader
+/// may read in one pass. The splitter re-reads any other run one event at a time.
+bool EventRunIsWellFormed(std::string_view elements);
+
+/// Where the runs handed out stand.
+struct RunProgress {
+  int64_t merged = 0;   // runs with index < merged were read and taken: released
+  int64_t failed = -1;  // the first run that did not read cleanly: re-read from its start
+  int64_t events = 0;   // events in all runs taken so far
+};
+
+/// Reads runs elsewhere and takes their events in stream order.
+class RunHandler {
+ public:
+  virtual ~RunHandler() = default;
+  /// Takes a run; may wait for older ones to keep the number in flight bounded.
+  virtual StatusOr<RunProgress> Submit(std::shared_ptr<const EventRun> run) = 0;
+  /// Waits for every run handed out and takes them in order, up to the first failed one.
+  virtual StatusOr<RunProgress> Drain() = 0;
+};
+
 class TraceJsonSplitter {
  public:
   /// Called for each top-level member other than "traceEvents" (raw value text).
@@ -48,6 +89,12 @@ class TraceJsonSplitter {
   /// error stops the run and is returned.
   StatusOr<SplitOutcome> Run(const MemberCallback& on_member, const EventCallback& on_event);
 
+  /// Hands runs of about `run_bytes` of events to `handler` instead of calling
+  /// on_event for each (call before Run). Events the splitter reads itself (the
+  /// array's head and tail, re-read runs) still go to on_event, after the handler
+  /// has taken every run before them.
+  void HandRunsTo(RunHandler* handler, size_t run_bytes);
+
  private:
   enum class ScanResult { kComplete, kNeedMore, kMalformed };
 
@@ -58,6 +105,13 @@ class TraceJsonSplitter {
   int64_t Offset() const { return base_offset_ + static_cast<int64_t>(begin_); }
   Status Malformed(const std::string& what) const;
   Status ReadArray(const EventCallback& on_event, SplitOutcome& outcome);
+  /// Cuts the next run out of the buffer when one fits; false when none was cut.
+  StatusOr<bool> TryHandOutRun(SplitOutcome& outcome);
+  /// Waits for the runs in flight (before the splitter reads anything itself).
+  Status DrainRuns();
+  Status Apply(const RunProgress& progress);
+  /// Puts the bytes of runs from `index` on back in front of the buffer.
+  void Rewind(int64_t index);
 
   ByteSource& source_;
   std::vector<char> buffer_;  // capacity_ + kSplitterPadding bytes
@@ -67,6 +121,13 @@ class TraceJsonSplitter {
   int64_t base_offset_ = 0;  // file offset of buffer_[0]
   bool eof_ = false;
   Status read_error_;  // a decompression error met at the end of the data
+
+  RunHandler* run_handler_ = nullptr;
+  size_t run_bytes_ = 0;
+  int64_t next_run_index_ = 0;
+  std::deque<std::shared_ptr<const EventRun>> runs_in_flight_;  // kept for a rewind until merged
+  int64_t no_runs_before_ = 0;  // after a rewind: read one by one up to this offset
+  int64_t run_events_ = 0;      // events taken from runs (RunProgress::events)
 };
 
 }  // namespace gputriage

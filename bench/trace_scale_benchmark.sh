@@ -1,0 +1,114 @@
+#!/usr/bin/env bash
+# Benchmark (not a test): gputriage on large Kineto traces, side by side in one run
+# with what a reader of the same files can do without it:
+#   - a bare single-core simdjson scan (bench/bare_scan.cc: load, walk traceEvents,
+#     read each event's cat and dur), the anchor for plain files;
+#   - gzip -dc and ISA-L's igzip -dc (the anchor for .gz), zstd -dc;
+#   - Python's json.load and HTA (HolisticTraceAnalysis, pinned in the test
+#     environment: parse + temporal breakdown), on the smallest size only (they
+#     hold several times the file in memory).
+# Traces are made from a bundled real trace (bench/make_big_trace.py, Kineto's
+# layout: the host side of the whole profile first, then the device side).
+# Prints wall time and peak RSS of each, the ratios the README quotes, and checks
+# that plain, .gz, .zst and one-thread reading give the same diagnosis.
+#
+#   bash bench/trace_scale_benchmark.sh [SIZE_GB ...]     (default: 0.4 1.4 5)
+# REPEATS (default 3) runs each command that many times and keeps the median.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+sizes=("$@")
+[ ${#sizes[@]} -gt 0 ] || sizes=(0.4 1.4 5)
+repeats=${REPEATS:-3}
+source bench/common.sh
+scan=build/release/bench/bare_scan
+[ -x "$scan" ] || cmake --build --preset release --target bare_scan >/dev/null
+source_trace=tests/data/traces/kineto-resnet50-v100/num_workers_0.pt.trace.json.gz
+venv_python=.venv/bin/python
+results=$out/trace_scale_results.tsv
+: >"$results"
+
+measure() {  # label size_gb file command... -> appends "label size wall_s rss_kb" (median of $repeats)
+  local label=$1 size=$2 file=$3
+  shift 3
+  local runs=()
+  for ((i = 0; i < repeats; i++)); do
+    /usr/bin/time -f "%e %M" -o "$out/time.txt" "$@" >"$out/stdout.txt" 2>"$out/stderr.txt" ||
+      { echo "FAILED: $label: $*"; cat "$out/stderr.txt"; exit 1; }
+    runs+=("$(cat "$out/time.txt")")
+  done
+  local median
+  median=$(printf '%s\n' "${runs[@]}" | sort -n | sed -n "$(((repeats + 1) / 2))p")
+  echo -e "$label\t$size\t$(stat -c %s "$file")\t$median" | tr ' ' '\t' >>"$results"
+  echo "  $label: ${median% *} s, $(( ${median#* } / 1024 )) MiB"
+}
+
+diagnosis_of() {  # file [args] -> the JSON report with the file's name taken out
+  "$bin" diagnose --json "$@" | sed "s|$(basename "$1")|TRACE|g" | md5sum | cut -d' ' -f1
+}
+
+smallest=${sizes[0]}
+for size in "${sizes[@]}"; do
+  trace=$out/trace_${size}GB.json
+  if [ ! -s "$trace" ]; then
+    /usr/bin/python3 bench/make_big_trace.py "$source_trace" "$(/usr/bin/python3 -c "print($size * 1e9)")" "$trace" >/dev/null
+  fi
+  [ -s "$trace.gz" ] || igzip -3 -c "$trace" >"$trace.gz"
+  [ -s "$trace.zst" ] || zstd -q -3 -T0 -f "$trace" -o "$trace.zst"
+  echo "trace of $size GB: $trace ($(stat -c %s "$trace") bytes; .gz $(stat -c %s "$trace.gz"), .zst $(stat -c %s "$trace.zst"))"
+  cat "$trace" >/dev/null  # in the page cache for every reader alike
+  measure bare_scan "$size" "$trace" "$scan" "$trace"
+  measure gputriage "$size" "$trace" "$bin" diagnose --json "$trace"
+  measure gputriage_one_thread "$size" "$trace" "$bin" diagnose --json --threads -1 "$trace"
+  measure gzip_dc "$size" "$trace" gzip -dc "$trace.gz"
+  measure igzip_dc "$size" "$trace" igzip -dc "$trace.gz"
+  measure gputriage_gz "$size" "$trace" "$bin" diagnose --json "$trace.gz"
+  measure zstd_dc "$size" "$trace" zstd -dc "$trace.zst"
+  measure gputriage_zst "$size" "$trace" "$bin" diagnose --json "$trace.zst"
+  if [ "$size" = "$smallest" ]; then
+    measure python_json_load "$size" "$trace" /usr/bin/python3 -c 'import json,sys; json.load(open(sys.argv[1]))' "$trace"
+    if "$venv_python" -c 'import hta' 2>/dev/null; then
+      hta_dir=$out/hta_$size
+      mkdir -p "$hta_dir"
+      ln -sf "$(realpath "$trace")" "$hta_dir/rank0.json"
+      measure hta "$size" "$trace" "$venv_python" -c '
+import sys
+from hta.trace_analysis import TraceAnalysis
+TraceAnalysis(trace_dir=sys.argv[1]).get_temporal_breakdown(visualize=False)' "$hta_dir"
+    else
+      echo "  hta: not installed (scripts/bootstrap.sh installs it in .venv)"
+    fi
+  fi
+  plain=$(diagnosis_of "$trace")
+  for variant in "$trace --threads -1" "$trace.gz" "$trace.zst"; do
+    # shellcheck disable=SC2086
+    [ "$(diagnosis_of $variant)" = "$plain" ] || { echo "FAILED: $variant gives another diagnosis than $trace"; exit 1; }
+  done
+  echo "  the same diagnosis from plain, one-thread, .gz and .zst reading"
+done
+
+/usr/bin/python3 - "$results" <<'PY'
+import collections, sys
+rows = collections.defaultdict(dict)
+for line in open(sys.argv[1]):
+    label, size, nbytes, wall, rss = line.split("\t")
+    rows[size][label] = (int(nbytes), float(wall), int(rss))
+print()
+print(f"{'size':>6} {'what':<22} {'wall s':>8} {'MB/s':>8} {'peak RSS MiB':>13}")
+for size, r in rows.items():
+    for label, (nbytes, wall, rss) in r.items():
+        print(f"{size:>5}G {label:<22} {wall:8.2f} {nbytes / 1e6 / max(wall, 1e-3):8.0f} {rss / 1024:13.1f}")
+print()
+for size, r in rows.items():
+    g, scan, gz, gzip = r["gputriage"], r["bare_scan"], r["gputriage_gz"], r["gzip_dc"]
+    line = (f"{size} GB: plain {scan[1] / g[1]:.2f}x the bare scan (goal >= 1.5); "
+            f".gz {gzip[1] / gz[1]:.2f}x gzip -dc (goal >= 2.5); "
+            f"one thread -> default {r['gputriage_one_thread'][1] / g[1]:.2f}x; "
+            f"peak RSS {g[2] / 1024:.0f} MiB ({100 * g[2] * 1024 / g[0]:.1f}% of the file)")
+    if "python_json_load" in r: line += f"; json.load {r['python_json_load'][1] / g[1]:.1f}x slower"
+    if "hta" in r: line += f"; HTA {r['hta'][1] / g[1]:.1f}x slower, {r['hta'][2] / max(g[2], 1):.1f}x the RSS"
+    print(line)
+sizes = list(rows)
+if len(sizes) > 1:
+    small, big = rows[sizes[0]]["gputriage"][2], rows[sizes[-1]]["gputriage"][2]
+    print(f"peak RSS {sizes[0]} GB / {sizes[-1]} GB: {small / big:.2f} (goal: within 20%, i.e. >= 0.8)")
+PY

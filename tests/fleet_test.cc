@@ -5,6 +5,8 @@
 #include "src/fleet/fleet.h"
 #include "src/fleet/prometheus_api.h"
 
+#include <cmath>
+
 namespace gputriage {
 namespace {
 
@@ -69,6 +71,88 @@ TEST(FleetGrouping, NamesRoundTrip) {
     EXPECT_STREQ(FleetGroupingName(*g), name);
   }
   EXPECT_FALSE(ParseFleetGrouping("pod").has_value());
+}
+
+}  // namespace
+}  // namespace gputriage
+
+namespace gputriage {
+namespace {
+
+// Replies are read as streams (one series at a time, never a document tree);
+// each shape of reply, well-formed or not, ends in the series or in an error
+// that says what was wrong.
+struct Read {
+  Status status;
+  std::vector<std::pair<LabelMap, std::vector<std::pair<TimeNs, double>>>> series;
+  std::vector<std::string> warnings;
+};
+
+Read ReadReply(const std::string& body, const char* want = "vector", int http_status = 200) {
+  Read r;
+  r.status = ParsePrometheusReply(body, http_status, "Prometheus http://p/api/v1/query", "up", want,
+                                  [&](const LabelMap& labels, const std::vector<std::pair<TimeNs, double>>& points) {
+                                    r.series.emplace_back(labels, points);
+                                  },
+                                  &r.warnings);
+  return r;
+}
+
+TEST(PrometheusReply, VectorMatrixAndScalarResults) {
+  Read v = ReadReply(R"({"status":"success","data":{"resultType":"vector","result":[)"
+                     R"({"metric":{"gpu":"0","uuid":"GPU-a"},"value":[1701388800.5,"42.5"]},)"
+                     R"({"metric":{},"value":[1701388800.5,"NaN"]}]},"warnings":["partial response","partial response"]})");
+  ASSERT_TRUE(v.status.ok()) << v.status.ToString();
+  ASSERT_EQ(v.series.size(), 2u);
+  EXPECT_EQ(v.series[0].first.at("uuid"), "GPU-a");
+  EXPECT_EQ(v.series[0].second.front().first, 1701388800500000000);
+  EXPECT_EQ(v.series[0].second.front().second, 42.5);
+  EXPECT_TRUE(std::isnan(v.series[1].second.front().second));
+  EXPECT_EQ(v.warnings, std::vector<std::string>{"partial response"});
+
+  Read m = ReadReply(R"({"status":"success","data":{"resultType":"matrix","result":[)"
+                     R"({"metric":{"gpu":"1"},"values":[[1,"1"],[2,"+Inf"],[3,"3"]]}]}})",
+                     "matrix");
+  ASSERT_TRUE(m.status.ok()) << m.status.ToString();
+  ASSERT_EQ(m.series.size(), 1u);
+  EXPECT_EQ(m.series[0].second.size(), 3u);
+  EXPECT_TRUE(std::isinf(m.series[0].second[1].second));
+
+  Read s = ReadReply(R"({"status":"success","data":{"resultType":"scalar","result":[1701388800,"7"]}})");
+  ASSERT_TRUE(s.status.ok()) << s.status.ToString();
+  ASSERT_EQ(s.series.size(), 1u);
+  EXPECT_EQ(s.series[0].second.front().second, 7);
+}
+
+TEST(PrometheusReply, MalformedRepliesAreNamedErrors) {
+  struct Case {
+    const char* body;
+    int http_status;
+    const char* says;
+  } cases[] = {
+      {"<html>502 Bad Gateway</html>", 502, "not the Prometheus API's JSON"},
+      {"Service Unavailable", 503, "not ready"},
+      {R"({"status":"error","errorType":"bad_data","error":"parse error at char 3"})", 400, "bad_data: parse error"},
+      {R"({"status":"success","data":{"resultType":"vector","result":[{"metric":{"a":"b"},"value":[1,"2"]})", 200,
+       "not JSON"},  // cut short
+      {R"({"status":"success","data":{"resultType":"vector","result":[{"value":[1,"2"]}]}})", 200,
+       "a series without its labels"},
+      {R"({"status":"success","data":{"resultType":"vector","result":[{"metric":{},"value":[1,2]}]}})", 200,
+       "a malformed point"},
+      {R"({"status":"success","data":{"resultType":"vector","result":[{"metric":{"a":1},"value":[1,"2"]}]}})", 200,
+       "a label value that is not a string"},
+      {R"({"status":"success","data":{"resultType":"vector","result":[{"metric":{},"value":[1,"x"]}]}})", 200,
+       "a malformed point"},
+      {R"({"status":"success","data":{"resultType":"matrix","result":[]}})", 200, "expected a vector result"},
+      {R"({"status":"success","data":{"resultType":"vector"}})", 200, "expected a vector result"},
+      {R"({"status":"success","data":{"resultType":"vector","result":[[1,"2"]]}})", 200, "neither series nor a point"},
+  };
+  for (const auto& c : cases) {
+    Read r = ReadReply(c.body, "vector", c.http_status);
+    EXPECT_FALSE(r.status.ok()) << c.body;
+    EXPECT_NE(r.status.message().find(c.says), std::string::npos) << c.body << " → " << r.status.ToString();
+    EXPECT_NE(r.status.message().find("http://p/api/v1/query"), std::string::npos) << r.status.ToString();
+  }
 }
 
 }  // namespace

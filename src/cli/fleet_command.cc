@@ -91,6 +91,7 @@ int RunFleet(const FleetArgs& args) {
     o.end = *end;
   }
   o.by = *ParseFleetGrouping(args.by);
+  o.keep_groups = args.top;  // 0: all
   o.source = args.source == "gputriage" ? FleetSource::kGputriage
              : args.source == "dcgm"    ? FleetSource::kDcgm
                                         : FleetSource::kAuto;
@@ -129,7 +130,8 @@ int RunFleet(const FleetArgs& args) {
     PrintError(report.status());
     return kExitInput;
   }
-  Print(args.json ? RenderFleetJson(*report, args.top) : RenderFleetText(*report, args.top));
+  if (args.json) WriteFleetJson(*report, args.top, [](std::string_view part) { Print(std::string(part)); });
+  else Print(RenderFleetText(*report, args.top));
   return kExitOk;
 }
 

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <map>
 #include <set>
+#include <unordered_map>
 
 #include <fmt/format.h>
 
@@ -16,18 +17,70 @@ constexpr double kHoursPerMonth = 730;  // 365 × 24 / 12
 
 double Hours(TimeNs ns) { return static_cast<double>(ns) / 3.6e12; }
 
+/// Strings held once however many series repeat them (a fleet's model names,
+/// namespaces, hosts): the slices of 200,000 GPUs keep numbers, not maps.
+class StringPool {
+ public:
+  uint32_t Id(const std::string& text) {
+    auto [it, inserted] = ids_.try_emplace(text, static_cast<uint32_t>(texts_.size()));
+    if (inserted) texts_.push_back(&it->first);
+    return it->second;
+  }
+  const std::string& Text(uint32_t id) const { return *texts_[id]; }
+
+ private:
+  std::unordered_map<std::string, uint32_t> ids_;  // node-based: the keys never move
+  std::vector<const std::string*> texts_;
+};
+
+/// Canonical labels as (name, value) ids, sorted by name id.
+using LabelIds = std::vector<std::pair<uint32_t, uint32_t>>;
+
 /// One GPU under one job (or none) over the range: the unit every group is
-/// summed from.
+/// summed from. Its labels are its key in SliceTable.
 struct Slice {
-  LabelMap labels;  // canonical: hostname, gpu, uuid, model_name, mig_*, namespace, pod, container, pod_uid, hpc_job, job_name
   double hours = 0;
   double util_percent = NAN;
   double own_price = NAN;  // the agent's, or the price table's through Diagnose
-  std::string own_price_basis;
+  uint32_t own_price_basis = 0;  // a SliceTable string id (0: none)
   double price = NAN;      // what the report uses
-  std::map<std::string, FleetVerdictShare> verdicts;
+  bool covered = false;    // hours from the agent's sampled-seconds counter
+  std::vector<FleetVerdictShare> verdicts;
+  std::vector<std::pair<uint32_t, double>> time_weights, idle_weights;  // agent route: verdict id → samples, idle $
   std::vector<std::string> cannot_exclude;
   double IdleCost() const { return std::isfinite(price) ? hours * price * (1 - util_percent / 100) : 0; }
+  FleetVerdictShare& Verdict(const std::string& verdict) {
+    for (auto& v : verdicts)
+      if (v.verdict == verdict) return v;
+    verdicts.push_back({verdict, 0, 0});
+    return verdicts.back();
+  }
+};
+
+/// Every slice of the fleet, keyed by its canonical labels.
+class SliceTable {
+ public:
+  SliceTable() { pool_.Id(""); }
+  Slice& Of(const LabelMap& canonical) {
+    LabelIds key;
+    key.reserve(canonical.size());
+    for (const auto& [name, value] : canonical) key.emplace_back(pool_.Id(name), pool_.Id(value));
+    std::sort(key.begin(), key.end());
+    return slices_[std::move(key)];
+  }
+  LabelMap Labels(const LabelIds& key) const {
+    LabelMap out;
+    for (const auto& [name, value] : key) out.emplace(pool_.Text(name), pool_.Text(value));
+    return out;
+  }
+  uint32_t Id(const std::string& text) { return pool_.Id(text); }
+  const std::string& Text(uint32_t id) const { return pool_.Text(id); }
+  std::map<LabelIds, Slice>& slices() { return slices_; }
+  bool empty() const { return slices_.empty(); }
+
+ private:
+  StringPool pool_;
+  std::map<LabelIds, Slice> slices_;
 };
 
 std::string Get(const LabelMap& m, const std::string& key) {
@@ -141,133 +194,144 @@ std::string Sub(const std::string& expr, const FleetOptions& o) {
 
 // ---- the agent's series ----
 
-Status ReadAgentSeries(PrometheusApi& api, const FleetOptions& o, FleetReport& report,
-                       std::map<std::string, Slice>& slices) {
+Status ReadAgentSeries(PrometheusApi& api, const FleetOptions& o, FleetReport& report, SliceTable& table) {
   const double step_hours = Hours(o.step);
   const std::string range = "[" + FormatPromDuration(o.range) + "]";
   // Each series of the agent is keyed by its labels less those that say what
   // the value is (window, basis, verdict, severity).
-  auto slice_of = [&](const LabelMap& raw) -> Slice& {
-    LabelMap c = CanonicalFleetLabels(raw);
-    Slice& s = slices[KeyOf(c)];
-    if (s.labels.empty()) s.labels = std::move(c);
-    return s;
-  };
+  auto slice_of = [&](const LabelMap& raw) -> Slice& { return table.Of(CanonicalFleetLabels(raw)); };
+  // The per-GPU queries, with `m` the matcher of one batch of targets.
   // How much GPU time: the time the agents' samples cover (a counter; its
   // increase). Counting query steps instead overstates a short stretch of
   // data in a long range (every step within Prometheus' 5-minute lookback of
   // a sample counts, and a coarse step counts whole), and can miss it whole
   // (data between two steps): steps only for agents without the counter.
-  const std::string covered = "increase(gputriage_gpu_sampled_seconds_total" + range + ")";
-  const std::string steps_with_value = "count_over_time(" + Sub("gputriage_gpu_utilization_percent", o) + ")";
+  auto covered = [&](const std::string& m) { return "increase(gputriage_gpu_sampled_seconds_total" + m + range + ")"; };
+  auto steps_with_value = [&](const std::string& m) {
+    return "count_over_time(" + Sub("gputriage_gpu_utilization_percent" + m, o) + ")";
+  };
   // Means and proportions over the raw samples: scraped at one interval, each
   // stands for the same time.
-  const std::string util_mean = "avg_over_time(gputriage_gpu_utilization_percent" + range + ")";
-  const std::string price = "max without (basis) (avg_over_time(gputriage_price_usd_per_hour" + range + "))";
+  auto util_mean = [&](const std::string& m) { return "avg_over_time(gputriage_gpu_utilization_percent" + m + range + ")"; };
+  auto price = [&](const std::string& m) {
+    return "max without (basis) (avg_over_time(gputriage_price_usd_per_hour" + m + range + "))";
+  };
+  auto verdict_time = [&](const std::string& m) { return "count_over_time(gputriage_finding" + m + range + ")"; };
+  auto verdict_idle = [&](const std::string& m) {
+    return "sum_over_time(" +
+           Sub("gputriage_finding" + m + " * ignoring (verdict, severity) group_left gputriage_idle_usd_per_hour" + m, o) +
+           ")";
+  };
   const std::string basis = "max by (basis) (last_over_time(gputriage_price_usd_per_hour" + range + "))";
-  const std::string verdict_time = "count_over_time(gputriage_finding" + range + ")";
-  const std::string verdict_idle =
-      "sum_over_time(" +
-      Sub("gputriage_finding * ignoring (verdict, severity) group_left gputriage_idle_usd_per_hour", o) + ")";
   const std::string first_seen = "min(min_over_time(timestamp(gputriage_gpu_utilization_percent)[" +
                                  FormatPromDuration(o.range) + ":" + FormatPromDuration(o.step) + "]))";
   const std::string last_seen = "max(max_over_time(timestamp(gputriage_gpu_utilization_percent)[" +
                                 FormatPromDuration(o.range) + ":" + FormatPromDuration(o.step) + "]))";
-  report.queries = {covered + "  # seconds the samples cover: GPU time",
-                    steps_with_value + "  # steps with a value x step: GPU time where an agent has no counter",
-                    util_mean, price, basis,
-                    verdict_time + "  # samples per verdict: the shares of each GPU's time",
-                    verdict_idle + "  # idle dollars per verdict, in steps: the shares of each GPU's idle dollars",
-                    first_seen + ", " + last_seen + "  # the time observed"};
+  const std::string targets = "count by (instance) (last_over_time(gputriage_gpu_utilization_percent" + range + "))";
+  report.queries = {covered("") + "  # seconds the samples cover: GPU time",
+                    steps_with_value("") + "  # steps with a value x step: GPU time where an agent has no counter",
+                    util_mean(""), price(""), basis,
+                    verdict_time("") + "  # samples per verdict: the shares of each GPU's time",
+                    verdict_idle("") + "  # idle dollars per verdict, in steps: the shares of each GPU's idle dollars",
+                    first_seen + ", " + last_seen + "  # the time observed",
+                    targets + "  # the targets: the per-GPU queries above read them a batch at a time, "
+                              "{instance=~\"…\"} (no reply holds the whole fleet)"};
 
-  auto means = api.Query(util_mean, o.end);
-  if (!means.ok()) return means.status();
-  for (const auto& s : *means) slice_of(s.labels).util_percent = s.value;
-  auto cover = api.Query(covered, o.end);
-  if (!cover.ok()) return cover.status();
-  std::set<std::string> counted;
-  for (const auto& s : *cover) {
-    if (!std::isfinite(s.value) || s.value < 0) continue;
-    Slice& sl = slice_of(s.labels);
-    sl.hours = s.value / 3600.0;
-    counted.insert(KeyOf(sl.labels));
+  // The targets and their series, in batches of about series_per_query series.
+  std::vector<std::pair<std::string, double>> instances;
+  RETURN_IF_ERROR(api.QueryEach(targets, o.end, [&](const LabelMap& labels, double n) {
+    instances.emplace_back(Get(labels, "instance"), n);
+  }));
+  std::sort(instances.begin(), instances.end());
+  std::vector<std::string> matchers;
+  for (size_t i = 0; i < instances.size();) {
+    std::vector<std::string> alternatives;
+    double series = 0;
+    for (; i < instances.size() && (alternatives.empty() || series + instances[i].second <= static_cast<double>(o.series_per_query)); ++i) {
+      alternatives.push_back(PromRegexEscape(instances[i].first));
+      series += instances[i].second;
+    }
+    matchers.push_back("{instance=~\"" + Join(alternatives, "|") + "\"}");
   }
-  auto steps = api.Query(steps_with_value, o.end);
-  if (!steps.ok()) return steps.status();
-  for (const auto& s : *steps) {
-    Slice& sl = slice_of(s.labels);
-    if (!counted.count(KeyOf(sl.labels))) sl.hours = s.value * step_hours;
+
+  const uint32_t no_basis = table.Id("");
+  for (const std::string& m : matchers) {
+    RETURN_IF_ERROR(api.QueryEach(util_mean(m), o.end, [&](const LabelMap& l, double v) { slice_of(l).util_percent = v; }));
+    RETURN_IF_ERROR(api.QueryEach(covered(m), o.end, [&](const LabelMap& l, double v) {
+      if (!std::isfinite(v) || v < 0) return;
+      Slice& sl = slice_of(l);
+      sl.hours = v / 3600.0;
+      sl.covered = true;
+    }));
+    RETURN_IF_ERROR(api.QueryEach(steps_with_value(m), o.end, [&](const LabelMap& l, double v) {
+      Slice& sl = slice_of(l);
+      if (!sl.covered) sl.hours = v * step_hours;
+    }));
+    RETURN_IF_ERROR(api.QueryEach(price(m), o.end, [&](const LabelMap& l, double v) { slice_of(l).own_price = v; }));
+    // Per verdict: its share of each GPU's time (samples under it) and of its
+    // idle dollars (the idle rate under it, summed over steps; where no step saw
+    // the data, the time shares). A verdict whose severity changed within the
+    // range comes as two series: both add.
+    for (const bool idle : {false, true}) {
+      RETURN_IF_ERROR(api.QueryEach(idle ? verdict_idle(m) : verdict_time(m), o.end, [&](const LabelMap& l, double v) {
+        if (!std::isfinite(v) || v <= 0) return;
+        LabelMap raw = l;
+        const uint32_t verdict = table.Id(Get(raw, "verdict"));
+        raw.erase("verdict");
+        raw.erase("severity");
+        auto& weights = idle ? slice_of(raw).idle_weights : slice_of(raw).time_weights;
+        auto it = std::find_if(weights.begin(), weights.end(), [&](const auto& w) { return w.first == verdict; });
+        if (it == weights.end()) weights.emplace_back(verdict, v);
+        else it->second += v;
+      }));
+    }
   }
-  size_t counted_with_data = 0;
-  for (const auto& [key, sl] : slices) counted_with_data += counted.count(key) && std::isfinite(sl.util_percent);
-  size_t with_data = 0;
-  for (const auto& [key, sl] : slices) with_data += std::isfinite(sl.util_percent);
+  size_t counted_with_data = 0, with_data = 0;
+  for (const auto& [key, sl] : table.slices()) {
+    counted_with_data += sl.covered && std::isfinite(sl.util_percent);
+    with_data += std::isfinite(sl.util_percent);
+  }
   report.gpu_hours_basis =
       counted_with_data == with_data
           ? "the time each GPU's samples cover (the agents' gputriage_gpu_sampled_seconds_total, its increase over the range)"
           : fmt::format("the time samples cover for {} of {} GPU series; query steps with a value x the step for the rest "
                         "(agents older than gputriage_gpu_sampled_seconds_total: up to the 5-minute lookback more)",
                         counted_with_data, with_data);
-  for (const char* query : {"first", "last"}) {
-    auto seen = api.Query(std::string(query) == "first" ? first_seen : last_seen, o.end);
-    if (!seen.ok()) return seen.status();
-    for (const auto& s : *seen)
-      if (std::isfinite(s.value))
-        (std::string(query) == "first" ? report.observed_start : report.observed_end) = static_cast<TimeNs>(s.value * 1e9);
+  for (const bool first : {true, false}) {
+    RETURN_IF_ERROR(api.QueryEach(first ? first_seen : last_seen, o.end, [&](const LabelMap&, double v) {
+      if (std::isfinite(v)) (first ? report.observed_start : report.observed_end) = static_cast<TimeNs>(v * 1e9);
+    }));
   }
-  auto prices = api.Query(price, o.end);
-  if (!prices.ok()) return prices.status();
-  for (const auto& s : *prices) slice_of(s.labels).own_price = s.value;
-  auto bases = api.Query(basis, o.end);
-  if (!bases.ok()) return bases.status();
   std::vector<std::string> basis_names;
-  for (const auto& s : *bases) basis_names.push_back(Get(s.labels, "basis"));
-  const std::string agent_basis = basis_names.empty() ? "" : "the agents' prices (" + Join(basis_names, "; ") + ")";
-  for (auto& [key, s] : slices) s.own_price_basis = agent_basis;
+  RETURN_IF_ERROR(api.QueryEach(basis, o.end, [&](const LabelMap& l, double) { basis_names.push_back(Get(l, "basis")); }));
+  const uint32_t agent_basis =
+      basis_names.empty() ? no_basis : table.Id("the agents' prices (" + Join(basis_names, "; ") + ")");
 
-  // Per verdict: its share of each GPU's time (samples under it) and of its
-  // idle dollars (the idle rate under it, summed over steps; where no step saw
-  // the data, the time shares). A verdict whose severity changed within the
-  // range comes as two series: both add.
-  std::map<std::string, std::map<std::string, double>> time_of, idle_of;  // slice key → verdict → weight
-  for (const auto& [query, weights] : {std::pair{verdict_time, &time_of}, std::pair{verdict_idle, &idle_of}}) {
-    auto result = api.Query(query, o.end);
-    if (!result.ok()) return result.status();
-    for (const auto& s : *result) {
-      if (!std::isfinite(s.value) || s.value <= 0) continue;
-      LabelMap raw = s.labels;
-      const std::string verdict = Get(raw, "verdict");
-      raw.erase("verdict");
-      raw.erase("severity");
-      (*weights)[KeyOf(slice_of(raw).labels)][verdict] += s.value;
-    }
-  }
-  for (auto& [key, sl] : slices) {
-    const auto& time = time_of[key];
-    const auto& idle = idle_of[key];
+  for (auto& [key, sl] : table.slices()) {
+    sl.own_price_basis = agent_basis;
     double time_total = 0, idle_total = 0;
-    for (const auto& [v, w] : time) time_total += w;
-    for (const auto& [v, w] : idle) idle_total += w;
+    for (const auto& [v, w] : sl.time_weights) time_total += w;
+    for (const auto& [v, w] : sl.idle_weights) idle_total += w;
     // The idle dollars at the agent's own price (rescaled later when the
     // price is given here).
     const double idle_usd = std::isfinite(sl.own_price) && std::isfinite(sl.util_percent)
                                 ? sl.hours * sl.own_price * (1 - sl.util_percent / 100)
                                 : 0;
-    for (const auto& [verdict, w] : time) {
-      FleetVerdictShare& share = sl.verdicts[verdict];
-      share.verdict = verdict;
+    for (const auto& [verdict, w] : sl.time_weights) {
+      FleetVerdictShare& share = sl.Verdict(table.Text(verdict));
       share.gpu_hours = sl.hours * w / time_total;
       share.idle_cost_usd = idle_total > 0 ? 0 : idle_usd * w / time_total;
     }
     if (idle_total > 0)
-      for (const auto& [verdict, w] : idle) {
-        FleetVerdictShare& share = sl.verdicts[verdict];
-        share.verdict = verdict;
-        share.idle_cost_usd = idle_usd * w / idle_total;
-      }
+      for (const auto& [verdict, w] : sl.idle_weights) sl.Verdict(table.Text(verdict)).idle_cost_usd = idle_usd * w / idle_total;
+    std::sort(sl.verdicts.begin(), sl.verdicts.end(),
+              [](const FleetVerdictShare& x, const FleetVerdictShare& y) { return x.verdict < y.verdict; });
+    sl.time_weights = {};
+    sl.idle_weights = {};
   }
   // Series that carry a verdict but no utilization in the range (scraped
   // only at its very end) add no GPU time.
+  auto& slices = table.slices();
   for (auto it = slices.begin(); it != slices.end();)
     it = it->second.hours > 0 && std::isfinite(it->second.util_percent) ? std::next(it) : slices.erase(it);
   return Status::Ok();
@@ -310,8 +374,7 @@ TimeNs ScrapeInterval(const std::vector<TimeNs>& times) {
   return gaps[gaps.size() / 2];
 }
 
-Status ReadDcgmSeries(PrometheusApi& api, const FleetOptions& o, FleetReport& report,
-                      std::map<std::string, Slice>& slices) {
+Status ReadDcgmSeries(PrometheusApi& api, const FleetOptions& o, FleetReport& report, SliceTable& table) {
   const std::string range = "[" + FormatPromDuration(o.range) + "]";
   // Which families the range holds, under which generation's names.
   struct Present {
@@ -456,8 +519,7 @@ Status ReadDcgmSeries(PrometheusApi& api, const FleetOptions& o, FleetReport& re
       dev.mig_profile = Get(d.labels, "mig_profile");
       for (const auto& [metric, points] : d.series)
         for (const auto& [t, v] : points) r.metrics.Add(*pos, metric, t, v);
-      Slice& s = slices[key];
-      s.labels = d.labels;
+      Slice& s = table.Of(d.labels);
       const auto& times = d.sample_times[busy];
       // Each raw sample stands for one scrape interval (this series' own, else
       // the batch's typical one), never more than the range in all.
@@ -479,14 +541,14 @@ Status ReadDcgmSeries(PrometheusApi& api, const FleetOptions& o, FleetReport& re
         verdict = dx.findings.front().verdict;
         s.cannot_exclude = dx.findings.front().cannot_exclude;
       }
-      FleetVerdictShare& share = s.verdicts[verdict];
-      share.verdict = verdict;
+      FleetVerdictShare& share = s.Verdict(verdict);
       share.gpu_hours = s.hours;
       if (dx.cost.available && !dx.cost.devices.empty()) {
         s.own_price = dx.cost.devices.front().price_per_hour * dx.cost.devices.front().board_share;
         const DeviceCost& c = dx.cost.devices.front();
-        s.own_price_basis = c.price_source.empty() ? dx.cost.price_basis
-                                                   : fmt::format("{} at ${:g}/GPU-hour: {}", c.name, c.price_per_hour, c.price_source);
+        s.own_price_basis = table.Id(c.price_source.empty() ? dx.cost.price_basis
+                                                            : fmt::format("{} at ${:g}/GPU-hour: {}", c.name,
+                                                                          c.price_per_hour, c.price_source));
       }
     }
   }
@@ -592,7 +654,7 @@ StatusOr<FleetReport> BuildFleetReport(PrometheusApi& api, const FleetOptions& o
   report.by = o.by;
   report.target_percent = o.target_percent;
 
-  std::map<std::string, Slice> slices;
+  SliceTable table;
   bool agent = false;
   if (o.source != FleetSource::kDcgm) {
     auto n = api.Query("count(last_over_time(gputriage_gpu_utilization_percent[" + FormatPromDuration(o.range) + "]))", o.end);
@@ -606,7 +668,7 @@ StatusOr<FleetReport> BuildFleetReport(PrometheusApi& api, const FleetOptions& o
   if (agent) {
     report.source_key = "gputriage";
     report.source = "gputriage agent series (utilization over each agent's window, its verdicts and prices)";
-    if (Status s = ReadAgentSeries(api, o, report, slices); !s.ok()) return s;
+    if (Status s = ReadAgentSeries(api, o, report, table); !s.ok()) return s;
     // GPUs that only a dcgm-exporter reports (a node without the agent): not
     // in the agents' figures, and said so rather than silently left out.
     const std::string dcgm_only =
@@ -623,34 +685,45 @@ StatusOr<FleetReport> BuildFleetReport(PrometheusApi& api, const FleetOptions& o
           "figures; --source dcgm reads every GPU from DCGM's series",
           only->front().value));
   } else {
-    if (Status s = ReadDcgmSeries(api, o, report, slices); !s.ok()) return s;
+    if (Status s = ReadDcgmSeries(api, o, report, table); !s.ok()) return s;
   }
+  auto& slices = table.slices();
   if (slices.empty())
     return NotFoundError(fmt::format("Prometheus {}: GPU series exist but none has values in the last {}", api.url(),
                                      FormatPromDuration(o.range)));
 
   // Prices: the flag, the monthly spend spread over the GPUs seen, else each
   // source's own (the agent's, or the dated table by model).
-  std::set<std::string> gpus;
-  for (const auto& [k, s] : slices) gpus.insert(GpuKey(s.labels));
+  // Distinct GPUs (a GPU under two jobs over the range is two slices), by the
+  // hash of their keys: 8 bytes each, for fleets of hundreds of thousands.
+  std::vector<uint64_t> gpu_hashes;
+  gpu_hashes.reserve(slices.size());
+  for (const auto& [k, s] : slices) gpu_hashes.push_back(std::hash<std::string>{}(GpuKey(table.Labels(k))));
+  std::sort(gpu_hashes.begin(), gpu_hashes.end());
+  const size_t gpu_count = static_cast<size_t>(std::unique(gpu_hashes.begin(), gpu_hashes.end()) - gpu_hashes.begin());
+  gpu_hashes = {};
   std::set<std::string> unpriced;
   if (o.price_per_gpu_hour) {
     report.price_basis = fmt::format("--price-per-gpu-hour {:g}", *o.price_per_gpu_hour);
   } else if (o.monthly_spend) {
     report.price_basis = fmt::format("--monthly-spend {:g} over the {} GPUs seen, {:g} h a month each: ${:.4g}/GPU-hour",
-                                     *o.monthly_spend, gpus.size(), kHoursPerMonth,
-                                     *o.monthly_spend / (kHoursPerMonth * static_cast<double>(gpus.size())));
+                                     *o.monthly_spend, gpu_count, kHoursPerMonth,
+                                     *o.monthly_spend / (kHoursPerMonth * static_cast<double>(gpu_count)));
   }
   std::set<std::string> bases;
   for (auto& [k, s] : slices) {
     if (o.price_per_gpu_hour) s.price = *o.price_per_gpu_hour;
-    else if (o.monthly_spend) s.price = *o.monthly_spend / (kHoursPerMonth * static_cast<double>(gpus.size()));
+    else if (o.monthly_spend) s.price = *o.monthly_spend / (kHoursPerMonth * static_cast<double>(gpu_count));
     else s.price = s.own_price;
-    if (!std::isfinite(s.price)) unpriced.insert(Get(s.labels, "model_name").empty() ? GpuKey(s.labels) : Get(s.labels, "model_name"));
-    else if (!o.price_per_gpu_hour && !o.monthly_spend && !s.own_price_basis.empty()) bases.insert(s.own_price_basis);
+    if (!std::isfinite(s.price)) {
+      const LabelMap labels = table.Labels(k);
+      unpriced.insert(Get(labels, "model_name").empty() ? GpuKey(labels) : Get(labels, "model_name"));
+    } else if (!o.price_per_gpu_hour && !o.monthly_spend && !table.Text(s.own_price_basis).empty()) {
+      bases.insert(table.Text(s.own_price_basis));
+    }
     // The agent's idle dollars per verdict were at its price; the report's price may differ.
     const double rescale = agent && std::isfinite(s.own_price) && s.own_price > 0 ? s.price / s.own_price : 1.0;
-    for (auto& [v, share] : s.verdicts) {
+    for (auto& share : s.verdicts) {
       if (!agent) share.idle_cost_usd = s.IdleCost();
       // An agent without a price of its own: the report's price, by time share.
       else if (!std::isfinite(s.own_price)) share.idle_cost_usd = s.hours > 0 ? s.IdleCost() * share.gpu_hours / s.hours : 0;
@@ -662,61 +735,89 @@ StatusOr<FleetReport> BuildFleetReport(PrometheusApi& api, const FleetOptions& o
     report.warnings.push_back("no price known for " + Join(std::vector<std::string>(unpriced.begin(), unpriced.end()), ", ") +
                               ": their idle dollars count as 0; give --price-per-gpu-hour or --monthly-spend");
 
-  // Groups.
+  // Groups: summed compactly (a fleet ranked by GPU has as many groups as
+  // GPUs); only the groups the report keeps are written out in full.
   struct Acc {
-    FleetGroup g;
-    std::set<std::string> gpus;
-    double busy_hours = 0;
-    std::map<std::string, FleetVerdictShare> verdicts;
-    std::set<std::string> cannot_exclude;
+    const LabelIds* key = nullptr;  // the group's labels
+    std::string name;
+    double gpu_hours = 0, busy_hours = 0, cost_usd = 0, idle_cost_usd = 0;
+    std::vector<uint64_t> gpus;  // hashes of the GPU keys, made distinct below
+    std::vector<FleetVerdictShare> verdicts;
+    std::vector<std::string> cannot_exclude;
   };
-  std::map<std::string, Acc> groups;
+  std::map<LabelIds, Acc> groups;
   double busy_hours = 0;
   for (const auto& [k, s] : slices) {
-    auto [labels, name] = GroupOf(s.labels, o.by);
-    Acc& a = groups[KeyOf(labels)];
-    a.g.labels = labels;
-    a.g.name = name;
-    a.gpus.insert(GpuKey(s.labels));
-    a.g.gpu_hours += s.hours;
+    const LabelMap labels = table.Labels(k);
+    auto [group_labels, name] = GroupOf(labels, o.by);
+    LabelIds group_key;
+    for (const auto& [n, v] : group_labels) group_key.emplace_back(table.Id(n), table.Id(v));
+    auto [entry, inserted] = groups.try_emplace(std::move(group_key));
+    Acc& a = entry->second;
+    if (inserted) a.key = &entry->first, a.name = std::move(name);
+    a.gpus.push_back(std::hash<std::string>{}(GpuKey(labels)));
+    a.gpu_hours += s.hours;
     a.busy_hours += s.hours * s.util_percent / 100;
-    if (std::isfinite(s.price)) a.g.cost_usd += s.hours * s.price;
-    a.g.idle_cost_usd += s.IdleCost();
-    for (const auto& [v, share] : s.verdicts) {
-      FleetVerdictShare& t = a.verdicts[v];
-      t.verdict = v;
-      t.gpu_hours += share.gpu_hours;
-      t.idle_cost_usd += share.idle_cost_usd;
+    if (std::isfinite(s.price)) a.cost_usd += s.hours * s.price;
+    a.idle_cost_usd += s.IdleCost();
+    for (const auto& share : s.verdicts) {
+      auto it = std::find_if(a.verdicts.begin(), a.verdicts.end(),
+                             [&](const FleetVerdictShare& t) { return t.verdict == share.verdict; });
+      if (it == a.verdicts.end()) a.verdicts.push_back({share.verdict, 0, 0}), it = a.verdicts.end() - 1;
+      it->gpu_hours += share.gpu_hours;
+      it->idle_cost_usd += share.idle_cost_usd;
     }
-    a.cannot_exclude.insert(s.cannot_exclude.begin(), s.cannot_exclude.end());
+    for (const auto& c : s.cannot_exclude)
+      if (std::find(a.cannot_exclude.begin(), a.cannot_exclude.end(), c) == a.cannot_exclude.end())
+        a.cannot_exclude.push_back(c);
     report.gpu_hours += s.hours;
     busy_hours += s.hours * s.util_percent / 100;
     if (std::isfinite(s.price)) report.cost_usd += s.hours * s.price;
     report.idle_cost_usd += s.IdleCost();
   }
-  for (auto& [k, a] : groups) {
-    FleetGroup& g = a.g;
-    g.gpus = static_cast<int>(a.gpus.size());
-    g.utilization_percent = g.gpu_hours > 0 ? 100 * a.busy_hours / g.gpu_hours : 0;
-    for (auto& [v, share] : a.verdicts) g.verdicts.push_back(share);
+  double observed = report.observed_end > report.observed_start
+                        ? Hours(report.observed_end - report.observed_start) + Hours(o.step)
+                        : 0;
+  for (const auto& [k, s] : slices) observed = std::max(observed, s.hours);
+  report.gpus = static_cast<int>(gpu_count);
+  // What is left is read from the groups: the slices' memory goes back first.
+  slices.clear();
+  std::vector<Acc*> order;
+  order.reserve(groups.size());
+  for (auto& [k, a] : groups) order.push_back(&a);
+  std::sort(order.begin(), order.end(), [](const Acc* x, const Acc* y) {
+    if (std::abs(x->idle_cost_usd - y->idle_cost_usd) > 1e-9) return x->idle_cost_usd > y->idle_cost_usd;
+    return x->name < y->name;
+  });
+  report.groups_total = order.size();
+  if (o.keep_groups > 0 && order.size() > o.keep_groups) order.resize(o.keep_groups);
+  for (Acc* a : order) {
+    FleetGroup g;
+    g.labels = table.Labels(*a->key);
+    g.name = std::move(a->name);
+    std::sort(a->gpus.begin(), a->gpus.end());
+    g.gpus = static_cast<int>(std::unique(a->gpus.begin(), a->gpus.end()) - a->gpus.begin());
+    a->gpus = {};  // each group's parts go back as its report entry is made
+    g.gpu_hours = a->gpu_hours;
+    g.cost_usd = a->cost_usd;
+    g.idle_cost_usd = a->idle_cost_usd;
+    g.utilization_percent = g.gpu_hours > 0 ? 100 * a->busy_hours / g.gpu_hours : 0;
+    g.verdicts = std::move(a->verdicts);
     std::sort(g.verdicts.begin(), g.verdicts.end(), [](const FleetVerdictShare& x, const FleetVerdictShare& y) {
       if (std::abs(x.idle_cost_usd - y.idle_cost_usd) > 1e-9) return x.idle_cost_usd > y.idle_cost_usd;
-      return x.gpu_hours > y.gpu_hours;
+      if (x.gpu_hours != y.gpu_hours) return x.gpu_hours > y.gpu_hours;
+      return x.verdict < y.verdict;
     });
     if (!g.verdicts.empty()) g.verdict = g.verdicts.front().verdict;
-    // What the dominant verdict could also be (dcgm route), without the verdicts already named.
-    for (const auto& c : a.cannot_exclude) g.cannot_exclude.push_back(c);
+    // What the dominant verdict could also be (dcgm route).
+    g.cannot_exclude = std::move(a->cannot_exclude);
+    std::sort(g.cannot_exclude.begin(), g.cannot_exclude.end());
     if (g.utilization_percent > 0 && g.utilization_percent < o.target_percent) {
       g.what_if = MakeWhatIf(g.utilization_percent, o.target_percent, std::nullopt);
       g.what_if_saving_usd = g.cost_usd * g.what_if->spend_saved_percent / 100;
     }
     report.groups.push_back(std::move(g));
   }
-  std::sort(report.groups.begin(), report.groups.end(), [](const FleetGroup& x, const FleetGroup& y) {
-    if (std::abs(x.idle_cost_usd - y.idle_cost_usd) > 1e-9) return x.idle_cost_usd > y.idle_cost_usd;
-    return x.name < y.name;
-  });
-  report.gpus = static_cast<int>(gpus.size());
   report.utilization_percent = report.gpu_hours > 0 ? 100 * busy_hours / report.gpu_hours : 0;
   if (report.utilization_percent > 0 && report.utilization_percent < o.target_percent) {
     report.what_if = MakeWhatIf(report.utilization_percent, o.target_percent, std::nullopt);
@@ -727,10 +828,6 @@ StatusOr<FleetReport> BuildFleetReport(PrometheusApi& api, const FleetOptions& o
   // The first sample to the last, where the query's steps saw them; never
   // less than the longest any one GPU was covered (data shorter than a step
   // can fall between two steps, and a GPU's covered time was observed).
-  double observed = report.observed_end > report.observed_start
-                        ? Hours(report.observed_end - report.observed_start) + Hours(o.step)
-                        : 0;
-  for (const auto& [k, s] : slices) observed = std::max(observed, s.hours);
   report.observed_hours = observed > 0 ? std::min(observed, Hours(o.range)) : Hours(o.range);
   report.idle_cost_usd_per_month = report.idle_cost_usd * kHoursPerMonth / report.observed_hours;
   report.warnings.insert(report.warnings.end(), api.warnings().begin(), api.warnings().end());

@@ -47,6 +47,8 @@ struct FleetOptions {
   double target_percent = 75;           // the what-if's utilization
   WorkloadClass workload = WorkloadClass::kUnspecified;
   size_t nodes_per_query = 32;          // dcgm-exporter route: range queries cover this many targets
+  size_t series_per_query = 10'000;     // agent route: instant queries cover targets with about this many series
+  size_t keep_groups = 0;               // the report keeps the first this many groups (0: all); totals count all
 };
 
 /// A verdict's share of a group: the GPU time it held and the idle dollars
@@ -92,7 +94,8 @@ struct FleetReport {
   TimeNs observed_start = 0, observed_end = 0;  // the first and last sample, fleet-wide, within the range
   double observed_hours = 0;                    // between them (the range when unknown)
   std::string gpu_hours_basis;         // how GPU-hours were taken from the series, in words
-  std::vector<FleetGroup> groups;  // most idle dollars first
+  std::vector<FleetGroup> groups;  // most idle dollars first (FleetOptions::keep_groups of them)
+  size_t groups_total = 0;         // groups in the fleet, kept or not
   std::vector<std::string> cannot_separate;  // verdicts the series read cannot tell apart
   std::vector<std::string> queries;          // the PromQL behind the figures, to check them by hand
   std::vector<std::string> warnings;

@@ -1,3 +1,5 @@
+#include <algorithm>
+#include <functional>
 #include "src/fleet/fleet_report.h"
 
 #include <cmath>
@@ -55,11 +57,9 @@ std::string RenderFleetText(const FleetReport& r, size_t top) {
   out += fmt::format("  {:>3}  {:<44} {:>4} {:>8} {:>6} {:>10}  {:<20} {}\n", "#", FleetGroupingName(r.by), "GPUs",
                      "GPU-h", "util", "idle $", "verdict", fmt::format("at {:g}%", r.target_percent));
   size_t shown = 0;
+  const size_t total = std::max(r.groups_total, r.groups.size());
   for (const auto& g : r.groups) {
-    if (top > 0 && shown == top) {
-      out += fmt::format("  … {} more (--top 0 shows all)\n", r.groups.size() - shown);
-      break;
-    }
+    if (top > 0 && shown == top) break;
     ++shown;
     std::string name = Printable(g.name);
     if (name.size() > 44) name = name.substr(0, 41) + "...";
@@ -72,6 +72,7 @@ std::string RenderFleetText(const FleetReport& r, size_t top) {
     if (!g.cannot_exclude.empty())
       out += fmt::format("       {:<44} could also be: {}\n", "", Join(g.cannot_exclude, ", "));
   }
+  if (total > shown) out += fmt::format("  … {} more (--top 0 shows all)\n", total - shown);
   if (!r.cannot_separate.empty()) {
     out += "\nWhat these series cannot separate:\n";
     for (const auto& c : r.cannot_separate) out += "  - " + c + "\n";
@@ -82,7 +83,7 @@ std::string RenderFleetText(const FleetReport& r, size_t top) {
   return out;
 }
 
-std::string RenderFleetJson(const FleetReport& r, size_t top) {
+void WriteFleetJson(const FleetReport& r, size_t top, const std::function<void(std::string_view)>& write) {
   json j;
   j["schema_version"] = kFleetSchemaVersion;
   j["tool"] = {{"name", "gputriage"}, {"version", kGputriageVersion}};
@@ -104,29 +105,49 @@ std::string RenderFleetJson(const FleetReport& r, size_t top) {
                  {"observed_hours", r.observed_hours},
                  {"gpu_hours_basis", r.gpu_hours_basis},
                  {"what_if", WhatIfJson(r.what_if, r.what_if_saving_usd)}};
-  j["groups"] = json::array();
-  size_t shown = 0;
-  for (const auto& g : r.groups) {
-    if (top > 0 && shown++ == top) break;
-    json verdicts = json::array();
-    for (const auto& v : g.verdicts)
-      verdicts.push_back({{"verdict", v.verdict}, {"gpu_hours", v.gpu_hours}, {"idle_cost_usd", v.idle_cost_usd}});
-    j["groups"].push_back({{"labels", g.labels},
-                           {"name", g.name},
-                           {"gpus", g.gpus},
-                           {"gpu_hours", g.gpu_hours},
-                           {"utilization_percent", g.utilization_percent},
-                           {"cost_usd", g.cost_usd},
-                           {"idle_cost_usd", g.idle_cost_usd},
-                           {"verdict", g.verdict.empty() ? json(nullptr) : json(g.verdict)},
-                           {"verdicts", verdicts},
-                           {"cannot_exclude", g.cannot_exclude},
-                           {"what_if", WhatIfJson(g.what_if, g.what_if_saving_usd)}});
-  }
+  j["groups_total"] = std::max(r.groups_total, r.groups.size());
+  // The groups are written one at a time into the document's text where this
+  // marker stands: a fleet ranked by GPU has one per GPU, too many for one tree.
+  static constexpr std::string_view kMarker = "@@gputriage-fleet-groups@@";
+  j["groups"] = kMarker;
   j["cannot_separate"] = r.cannot_separate;
   j["queries"] = r.queries;
   j["warnings"] = r.warnings;
-  return j.dump(2, ' ', false, json::error_handler_t::replace) + "\n";
+  const std::string text = j.dump(2, ' ', false, json::error_handler_t::replace) + "\n";
+  const size_t at = text.find("\"" + std::string(kMarker) + "\"");
+  write(std::string_view(text).substr(0, at));
+  size_t shown = 0;
+  for (const auto& g : r.groups) {
+    if (top > 0 && shown == top) break;
+    json verdicts = json::array();
+    for (const auto& v : g.verdicts)
+      verdicts.push_back({{"verdict", v.verdict}, {"gpu_hours", v.gpu_hours}, {"idle_cost_usd", v.idle_cost_usd}});
+    const json one = {{"labels", g.labels},
+                      {"name", g.name},
+                      {"gpus", g.gpus},
+                      {"gpu_hours", g.gpu_hours},
+                      {"utilization_percent", g.utilization_percent},
+                      {"cost_usd", g.cost_usd},
+                      {"idle_cost_usd", g.idle_cost_usd},
+                      {"verdict", g.verdict.empty() ? json(nullptr) : json(g.verdict)},
+                      {"verdicts", verdicts},
+                      {"cannot_exclude", g.cannot_exclude},
+                      {"what_if", WhatIfJson(g.what_if, g.what_if_saving_usd)}};
+    // Indented as a member of the top-level object's array would be (4 spaces).
+    std::string item = "    " + one.dump(2, ' ', false, json::error_handler_t::replace);
+    for (size_t i = 0; (i = item.find('\n', i)) != std::string::npos; i += 5) item.insert(i + 1, "    ");
+    write(shown == 0 ? "[\n" : ",\n");
+    write(item);
+    ++shown;
+  }
+  write(shown == 0 ? "[]" : "\n  ]");
+  write(std::string_view(text).substr(at + kMarker.size() + 2));
+}
+
+std::string RenderFleetJson(const FleetReport& r, size_t top) {
+  std::string out;
+  WriteFleetJson(r, top, [&out](std::string_view part) { out.append(part); });
+  return out;
 }
 
 }  // namespace gputriage

@@ -2,7 +2,9 @@
 // (docs/json-schema.md, "fleet"). nlohmann-json writes it (only in fleet_report.cc).
 #pragma once
 
+#include <functional>
 #include <string>
+#include <string_view>
 
 #include "src/fleet/fleet.h"
 
@@ -15,5 +17,8 @@ std::string RenderFleetText(const FleetReport& report, size_t top);
 /// The ranking as JSON: `groups`, most idle dollars first, each with `labels`,
 /// `gpu_hours`, `utilization_percent`, `idle_cost_usd`, `verdict`; `top` groups (0: all).
 std::string RenderFleetJson(const FleetReport& report, size_t top);
+/// The same, handed to `write` a part at a time (a ranking by GPU of a large
+/// fleet is never one string).
+void WriteFleetJson(const FleetReport& report, size_t top, const std::function<void(std::string_view)>& write);
 
 }  // namespace gputriage

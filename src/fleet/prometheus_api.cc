@@ -24,38 +24,177 @@ constexpr size_t kMaxReplyBytes = 256u << 20;
 /// Seconds since the epoch, as the API takes them.
 std::string ApiTime(TimeNs t) { return fmt::format("{}.{:03d}", t / kNsPerS, static_cast<int>((t % kNsPerS) / 1'000'000)); }
 
-const json& Member(const json& obj, const char* key) {
-  static const json kNull;
-  if (!obj.is_object()) return kNull;
-  const auto it = obj.find(key);
-  return it == obj.end() ? kNull : *it;
-}
-
-/// A sample value: ["1701388800.5", "42"]; the value is a string, as the API
-/// writes NaN and infinities ("NaN", "+Inf").
-bool ParsePoint(const json& pair, TimeNs* t, double* v) {
-  if (!pair.is_array() || pair.size() != 2 || !pair[0].is_number() || !pair[1].is_string()) return false;
-  *t = static_cast<TimeNs>(std::llround(pair[0].get<double>() * 1e9));
-  const std::string& text = pair[1].get_ref<const std::string&>();
-  char* end = nullptr;
-  *v = std::strtod(text.c_str(), &end);
-  return end != text.c_str() && *end == '\0';
-}
-
-bool ParseLabels(const json& metric, LabelMap* out) {
-  if (!metric.is_object()) return false;
-  for (const auto& [k, v] : metric.items()) {
-    if (!v.is_string()) return false;
-    (*out)[k] = v.get<std::string>();
-  }
-  return true;
-}
-
 }  // namespace
 
-struct PrometheusApi::Reply {
-  json data;  // the reply's `data` member
+namespace {
+
+/// Reads one API reply as it is parsed (nlohmann's SAX interface), never as a
+/// whole document: a fleet's instant query answers one series per GPU, and a
+/// document of 200,000 of them costs gigabytes as a tree. Each series of the
+/// result goes to the caller as soon as its closing brace is read.
+class ReplyReader final : public nlohmann::json_sax<json> {
+ public:
+  explicit ReplyReader(const PrometheusApi::SeriesFn& on_series) : on_series_(on_series) {}
+
+  // What the reply said.
+  std::string status, error_type, error, result_type;
+  std::vector<std::string> warnings;
+  bool saw_result = false;
+  std::string problem;  // why it is not the API's JSON, when parsing stopped
+
+  bool null() override { return Value(nullptr, NAN); }
+  bool boolean(bool) override { return Value(nullptr, NAN); }
+  bool number_integer(number_integer_t v) override { return Value(nullptr, static_cast<double>(v)); }
+  bool number_unsigned(number_unsigned_t v) override { return Value(nullptr, static_cast<double>(v)); }
+  bool number_float(number_float_t v, const string_t&) override { return Value(nullptr, v); }
+  bool binary(binary_t&) override { return Value(nullptr, NAN); }
+  bool string(string_t& v) override { return Value(&v, NAN); }
+  bool key(string_t& k) override {
+    key_ = std::move(k);
+    return true;
+  }
+  bool start_object(std::size_t) override { return Open(true); }
+  bool start_array(std::size_t) override { return Open(false); }
+  bool end_object() override { return Close(); }
+  bool end_array() override { return Close(); }
+  bool parse_error(std::size_t position, const std::string&, const nlohmann::detail::exception&) override {
+    if (problem.empty()) problem = fmt::format("not JSON (at byte {})", position);
+    return false;
+  }
+
+ private:
+  /// What a container is, from where it sits.
+  enum class Role { kRoot, kData, kWarnings, kResult, kSeries, kMetric, kPoint, kPoints, kOther };
+  struct Level {
+    Role role;
+    bool object;
+  };
+
+  Role Inner() const { return path_.empty() ? Role::kOther : path_.back().role; }
+
+  bool Open(bool object) {
+    Role role = Role::kOther;
+    if (path_.empty()) role = object ? Role::kRoot : Role::kOther;
+    else switch (Inner()) {
+      case Role::kRoot:
+        if (key_ == "data" && object) role = Role::kData;
+        else if (key_ == "warnings" && !object) role = Role::kWarnings;
+        break;
+      case Role::kData:
+        if (key_ == "result" && !object) role = Role::kResult, saw_result = true;
+        break;
+      case Role::kResult:
+        if (object) role = Role::kSeries, labels_.clear(), points_.clear(), have_labels_ = false;
+        else return Fail("a result that is neither series nor a point");
+        break;
+      case Role::kSeries:
+        if (key_ == "metric" && object) role = Role::kMetric, have_labels_ = true;
+        else if (key_ == "value" && !object) role = Role::kPoint, point_ = {};
+        else if (key_ == "values" && !object) role = Role::kPoints;
+        break;
+      case Role::kPoints:
+        if (object) return Fail("a point that is not [time, \"value\"]");
+        role = Role::kPoint, point_ = {};
+        break;
+      case Role::kMetric:
+      case Role::kPoint:
+        return Fail("a label or point that is not a plain value");
+      default: break;
+    }
+    path_.push_back({role, object});
+    return true;
+  }
+
+  bool Close() {
+    const Role role = Inner();
+    path_.pop_back();
+    if (role == Role::kPoint && !TakePoint()) return false;
+    if (role == Role::kSeries) {
+      if (!have_labels_) return Fail("a series without its labels");
+      on_series_(labels_, points_);
+    }
+    if (role == Role::kResult && result_type == "scalar" && point_.values > 0) {  // [t, "v"] itself
+      if (!TakePoint()) return false;
+      on_series_(LabelMap{}, points_);
+    }
+    return true;
+  }
+
+  bool TakePoint() {
+    if (point_.values != 2 || !point_.ok) return Fail("a malformed point");
+    points_.emplace_back(point_.t, point_.v);
+    point_ = {};
+    return true;
+  }
+
+  /// A value: a point's time (a number) or value (a string, as the API writes
+  /// NaN and infinities: "NaN", "+Inf"), a label, or a member of the reply.
+  bool Value(string_t* text, double number) {
+    switch (Inner()) {
+      case Role::kRoot:
+        if (text != nullptr) {
+          if (key_ == "status") status = *text;
+          else if (key_ == "errorType") error_type = *text;
+          else if (key_ == "error") error = *text;
+        }
+        return true;
+      case Role::kData:
+        if (key_ == "resultType") {
+          if (text == nullptr) return Fail("resultType is not a string");
+          result_type = *text;
+        }
+        return true;
+      case Role::kWarnings:
+        if (text != nullptr && std::find(warnings.begin(), warnings.end(), *text) == warnings.end())
+          warnings.push_back(*text);
+        return true;
+      case Role::kMetric:
+        if (text == nullptr) return Fail("a label value that is not a string");
+        labels_[key_] = std::move(*text);
+        return true;
+      case Role::kResult:  // a scalar result: [t, "v"]
+        points_.clear();
+        [[fallthrough]];
+      case Role::kPoint:
+        if (point_.values == 0) {
+          point_.ok = text == nullptr && std::isfinite(number);
+          point_.t = static_cast<TimeNs>(std::llround(number * 1e9));
+        } else if (point_.values == 1 && text != nullptr) {
+          char* end = nullptr;
+          point_.v = std::strtod(text->c_str(), &end);
+          point_.ok = point_.ok && end != text->c_str() && *end == '\0';
+        } else {
+          point_.ok = false;
+        }
+        ++point_.values;
+        return true;
+      case Role::kPoints:
+        return Fail("a point that is not [time, \"value\"]");
+      default: return true;  // members the report does not read (stats, infos)
+    }
+  }
+
+  bool Fail(std::string what) {
+    if (problem.empty()) problem = std::move(what);
+    return false;
+  }
+
+  struct Point {
+    int values = 0;
+    bool ok = true;
+    TimeNs t = 0;
+    double v = 0;
+  };
+  const PrometheusApi::SeriesFn& on_series_;
+  std::vector<Level> path_;
+  std::string key_;
+  LabelMap labels_;
+  bool have_labels_ = false;
+  std::vector<std::pair<TimeNs, double>> points_;
+  Point point_;
 };
+
+}  // namespace
 
 std::string PromRegexEscape(const std::string& value) {
   std::string out;
@@ -96,65 +235,57 @@ StatusOr<std::unique_ptr<PrometheusApi>> PrometheusApi::Open(const std::string& 
 
 PrometheusApi::~PrometheusApi() = default;
 
-Status PrometheusApi::Post(const std::string& endpoint, const std::string& form, const std::string& expr,
-                           Reply* out) {
+Status ParsePrometheusReply(std::string_view body, int http_status, const std::string& where, const std::string& expr,
+                            const char* want, const PrometheusApi::SeriesFn& on_series, std::vector<std::string>* warnings) {
+  ReplyReader reader(on_series);
+  const bool parsed = json::sax_parse(body, &reader, json::input_format_t::json, /*strict=*/true);
+  for (auto& w : reader.warnings)
+    if (std::find(warnings->begin(), warnings->end(), w) == warnings->end()) warnings->push_back(std::move(w));
+  if (reader.status.empty()) {
+    if (http_status == 503)
+      // A Prometheus starting up (replaying its WAL) answers 503 "Service Unavailable" in plain text.
+      return IoError(fmt::format("{}: HTTP 503, the server is not ready ({}): a Prometheus answers once it has "
+                                 "started (replaying its write-ahead log can take minutes); try again",
+                                 where, Printable(TrimAsciiSpace(body.substr(0, 200)))));
+    return DataLossError(fmt::format("{}: HTTP {} with a reply that is not the Prometheus API's JSON (is this a "
+                                     "Prometheus server?): {}",
+                                     where, http_status, Printable(body.substr(0, 200))));
+  }
+  if (reader.status != "success") {
+    return InvalidArgumentError(fmt::format("{}: HTTP {}, {}: {} (query: {})", where, http_status,
+                                            reader.error_type.empty() ? "error" : reader.error_type,
+                                            reader.error.empty() ? "no reason given" : Printable(reader.error), expr));
+  }
+  if (!parsed) return DataLossError(fmt::format("{}: {} in the result of {}", where, reader.problem, expr));
+  const bool scalar_as_vector = std::string_view(want) == "vector" && reader.result_type == "scalar";
+  if (!reader.saw_result || (reader.result_type != want && !scalar_as_vector))
+    return DataLossError(fmt::format("{}: expected a {} result for {}", where, want, expr));
+  return Status::Ok();
+}
+
+Status PrometheusApi::Read(const std::string& endpoint, const std::string& form, const std::string& expr,
+                           const char* want, const SeriesFn& on_series) {
   const std::string path = path_prefix_ + endpoint;
   auto reply = http_->Request("POST", path, form, "application/x-www-form-urlencoded", kMaxReplyBytes);
   const std::string where = "Prometheus " + url_;
   if (!reply.ok()) return Status(reply.status().code(), where + ": " + reply.status().message());
-  json body = json::parse(reply->body, nullptr, /*allow_exceptions=*/false);
-  if ((body.is_discarded() || !body.is_object()) && reply->status == 503)
-    // A Prometheus starting up (replaying its WAL) answers 503 "Service Unavailable" in plain text.
-    return IoError(fmt::format("{}{}: HTTP 503, the server is not ready ({}): a Prometheus answers once it has "
-                               "started (replaying its write-ahead log can take minutes); try again",
-                               where, path, Printable(TrimAsciiSpace(reply->body.substr(0, 200)))));
-  if (body.is_discarded() || !body.is_object()) {
-    return DataLossError(fmt::format("{}{}: HTTP {} with a reply that is not the Prometheus API's JSON (is this a "
-                                     "Prometheus server?): {}",
-                                     where, path, reply->status, Printable(reply->body.substr(0, 200))));
-  }
-  if (const json& w = Member(body, "warnings"); w.is_array())
-    for (const auto& item : w)
-      if (item.is_string() && std::find(warnings_.begin(), warnings_.end(), item.get<std::string>()) == warnings_.end())
-        warnings_.push_back(item.get<std::string>());
-  const json& status = Member(body, "status");
-  if (!status.is_string() || status.get<std::string>() != "success") {
-    const json& type = Member(body, "errorType");
-    const json& error = Member(body, "error");
-    return InvalidArgumentError(fmt::format("{}: HTTP {}, {}: {} (query: {})", where, reply->status,
-                                            type.is_string() ? type.get<std::string>() : "error",
-                                            error.is_string() ? Printable(error.get<std::string>()) : "no reason given",
-                                            expr));
-  }
-  out->data = std::move(body["data"]);
+  return ParsePrometheusReply(reply->body, reply->status, where + path, expr, want, on_series, &warnings_);
+}
+
+Status PrometheusApi::QueryEach(const std::string& expr, TimeNs at, const SampleFn& on_sample) {
+  bool malformed = false;  // a vector's series has exactly one point
+  RETURN_IF_ERROR(Read("/api/v1/query", "query=" + UrlEncode(expr) + "&time=" + ApiTime(at), expr, "vector",
+                       [&](const LabelMap& labels, const std::vector<std::pair<TimeNs, double>>& points) {
+                         if (points.size() != 1) malformed = true;
+                         else on_sample(labels, points.front().second);
+                       }));
+  if (malformed) return DataLossError("Prometheus " + url_ + ": malformed sample in the result of " + expr);
   return Status::Ok();
 }
 
 StatusOr<std::vector<PromSample>> PrometheusApi::Query(const std::string& expr, TimeNs at) {
-  Reply reply;
-  if (Status s = Post("/api/v1/query", "query=" + UrlEncode(expr) + "&time=" + ApiTime(at), expr, &reply); !s.ok())
-    return s;
-  const json& d = reply.data;
-  const json& type = Member(d, "resultType");
-  const json& result = Member(d, "result");
   std::vector<PromSample> out;
-  if (type == "scalar") {
-    TimeNs t;
-    PromSample s;
-    if (!ParsePoint(result, &t, &s.value)) return DataLossError("Prometheus " + url_ + ": malformed scalar for " + expr);
-    out.push_back(std::move(s));
-    return out;
-  }
-  if (type != "vector" || !result.is_array())
-    return DataLossError("Prometheus " + url_ + ": expected a vector result for " + expr);
-  out.reserve(result.size());
-  for (const auto& item : result) {
-    PromSample s;
-    TimeNs t;
-    if (!ParseLabels(Member(item, "metric"), &s.labels) || !ParsePoint(Member(item, "value"), &t, &s.value))
-      return DataLossError("Prometheus " + url_ + ": malformed sample in the result of " + expr);
-    out.push_back(std::move(s));
-  }
+  RETURN_IF_ERROR(QueryEach(expr, at, [&](const LabelMap& labels, double value) { out.push_back({labels, value}); }));
   return out;
 }
 
@@ -162,29 +293,11 @@ StatusOr<std::vector<PromSeries>> PrometheusApi::QueryRange(const std::string& e
                                                             TimeNs step) {
   const std::string form = "query=" + UrlEncode(expr) + "&start=" + ApiTime(start) + "&end=" + ApiTime(end) +
                            "&step=" + ApiTime(step);
-  Reply reply;
-  if (Status s = Post("/api/v1/query_range", form, expr, &reply); !s.ok()) return s;
-  const json& d = reply.data;
-  const json& result = Member(d, "result");
-  if (Member(d, "resultType") != "matrix" || !result.is_array())
-    return DataLossError("Prometheus " + url_ + ": expected a matrix result for " + expr);
   std::vector<PromSeries> out;
-  out.reserve(result.size());
-  for (const auto& item : result) {
-    PromSeries s;
-    if (!ParseLabels(Member(item, "metric"), &s.labels))
-      return DataLossError("Prometheus " + url_ + ": malformed series labels in the result of " + expr);
-    const json& values = Member(item, "values");
-    if (!values.is_array()) return DataLossError("Prometheus " + url_ + ": a series without values for " + expr);
-    s.points.reserve(values.size());
-    for (const auto& p : values) {
-      TimeNs t;
-      double v;
-      if (!ParsePoint(p, &t, &v)) return DataLossError("Prometheus " + url_ + ": malformed point for " + expr);
-      s.points.emplace_back(t, v);
-    }
-    out.push_back(std::move(s));
-  }
+  RETURN_IF_ERROR(Read("/api/v1/query_range", form, expr, "matrix",
+                       [&](const LabelMap& labels, const std::vector<std::pair<TimeNs, double>>& points) {
+                         out.push_back({labels, points});
+                       }));
   return out;
 }
 

@@ -214,5 +214,27 @@ TEST(ParallelImport, ByteFlipsReadTheSameInRuns) {
   }
 }
 
+TEST(ParallelImport, RanksOfARunReadAtOnceAreTheSameRecordingsInTheSameOrder) {
+  // A directory of rank traces, and the same traces named one by one: read at
+  // once (one per core) or one after another, the same recordings in file order.
+  const std::string dir = std::string(GPUTRIAGE_TEST_DATA_DIR) + "/traces/recorded/gloo4_cpu_late_rank1_15ms";
+  std::vector<std::string> files;
+  for (int r = 0; r < 4; ++r) files.push_back(dir + "/rank-" + std::to_string(r) + ".pt.trace.json.gz");
+  for (const std::vector<std::string>& inputs : {std::vector<std::string>{dir}, files}) {
+    ImportOptions one_by_one;
+    one_by_one.threads = -1;
+    auto a = ImportRun(inputs, one_by_one);
+    auto b = ImportRun(inputs, ImportOptions{});
+    ASSERT_TRUE(a.ok() && b.ok());
+    ASSERT_EQ(a->recordings.size(), b->recordings.size());
+    ASSERT_GE(a->recordings.size(), 4u);
+    for (size_t i = 0; i < a->recordings.size(); ++i) {
+      EXPECT_EQ(a->recordings[i].source_path, b->recordings[i].source_path);
+      EXPECT_EQ(a->recordings[i].rank, b->recordings[i].rank);
+      EXPECT_EQ(Fingerprint(std::move(a->recordings[i])), Fingerprint(std::move(b->recordings[i])));
+    }
+  }
+}
+
 }  // namespace
 }  // namespace gputriage

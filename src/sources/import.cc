@@ -12,6 +12,7 @@
 #include "src/sources/kineto/kineto_reader.h"
 #include "src/sources/metrics/metric_readers.h"
 #include "src/util/byte_source.h"
+#include "src/util/parallel.h"
 #include "src/util/strings.h"
 
 namespace gputriage {
@@ -151,10 +152,20 @@ StatusOr<DirectoryContents> ClassifyDirectory(const std::string& path, const Imp
 StatusOr<std::vector<Recording>> ImportDirectory(const std::string& path, const ImportOptions& options) {
   ASSIGN_OR_RETURN(DirectoryContents contents, ClassifyDirectory(path, options));
   std::vector<Recording> out;
-  for (const auto& trace : contents.traces) {
-    ASSIGN_OR_RETURN(auto source, OpenFileSource(trace));
-    ASSIGN_OR_RETURN(auto recs, ReadSource(std::move(source), "kineto", options));
-    for (auto& rec : recs) out.push_back(std::move(rec));
+  // The ranks' traces at once, one per core, each read by one thread (the file
+  // is the unit of parallel work here); the first error in file order wins.
+  std::vector<StatusOr<std::vector<Recording>>> traces;
+  for (size_t i = 0; i < contents.traces.size(); ++i) traces.emplace_back(InternalError("not read"));
+  ImportOptions per_trace = options;
+  if (contents.traces.size() > 1 && options.threads == 0) per_trace.threads = -1;
+  const int threads = contents.traces.size() > 1 && options.threads >= 0 ? (options.threads > 0 ? options.threads : CoreCount()) : 1;
+  ParallelFor(contents.traces.size(), threads, [&](size_t i) {
+    auto source = OpenFileSource(contents.traces[i]);
+    traces[i] = source.ok() ? ReadSource(std::move(*source), "kineto", per_trace) : source.status();
+  });
+  for (auto& recs : traces) {
+    if (!recs.ok()) return recs.status();
+    for (auto& rec : *recs) out.push_back(std::move(rec));
   }
   for (const auto& [log, format] : contents.metric_logs) {
     ASSIGN_OR_RETURN(auto source, OpenFileSource(log));
@@ -209,8 +220,15 @@ StatusOr<std::vector<Recording>> ImportFile(const std::string& path, const Impor
 StatusOr<Run> ImportRun(const std::vector<std::string>& paths, const ImportOptions& options) {
   Run run;
   int traces = 0;
-  for (const auto& path : paths) {
-    ASSIGN_OR_RETURN(auto recordings, ImportFile(path, options));
+  // Several inputs at once (the ranks' traces named one by one), one per core.
+  std::vector<StatusOr<std::vector<Recording>>> inputs;
+  for (size_t i = 0; i < paths.size(); ++i) inputs.emplace_back(InternalError("not read"));
+  ImportOptions per_input = options;
+  if (paths.size() > 1 && options.threads == 0) per_input.threads = -1;
+  const int threads = paths.size() > 1 && options.threads >= 0 ? (options.threads > 0 ? options.threads : CoreCount()) : 1;
+  ParallelFor(paths.size(), threads, [&](size_t i) { inputs[i] = ImportFile(paths[i], per_input); });
+  for (auto& input : inputs) {
+    ASSIGN_OR_RETURN(auto recordings, std::move(input));
     for (auto& rec : recordings) {
       if (rec.format == "kineto") {
         // Several traces are the ranks of one run; a trace without distributedInfo

@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include <algorithm>
+#include <mutex>
 #include <vector>
 
 #include "src/util/stream_decoder.h"
@@ -152,6 +153,8 @@ class FileSource : public RawSourceBase {
     if (got < capacity && std::ferror(file_)) return IoError(name() + ": read failed: " + std::strerror(errno));
     read_ += static_cast<int64_t>(got);
     if (ProgressHook() && read_ >= next_report_) {
+      static std::mutex hook_mutex;  // files of a run are read on several threads
+      std::lock_guard<std::mutex> lock(hook_mutex);
       ProgressHook()(name(), read_, size_);
       next_report_ = read_ + kProgressEveryBytes;
     }

@@ -14,6 +14,7 @@
 #include "src/util/strings.h"
 #include "src/util/units.h"
 #include "src/analysis/run_sources.h"
+#include "src/util/parallel.h"
 #include "src/verdicts/verdicts_internal.h"
 
 namespace gputriage {
@@ -761,7 +762,9 @@ void MergeSameVerdicts(std::vector<Finding>& findings, const RunSources& sources
 Diagnosis Diagnose(const Run& run, const DiagnoseOptions& options) {
   Diagnosis d;
   const WorkloadTargets targets = TargetsFor(options.workload);
-  for (const auto& rec : run.recordings) d.recordings.push_back(AnalyzeRecording(rec));
+  // Each recording's analysis is its own: the ranks of a run are analysed at once.
+  d.recordings.resize(run.recordings.size());
+  ParallelFor(run.recordings.size(), CoreCount(), [&](size_t i) { d.recordings[i] = AnalyzeRecording(run.recordings[i]); });
   const RunSources sources = GroupSourcesIntoRuns(run);
   d.notes = sources.notes;
   const auto add = [&d](std::vector<Finding> found, size_t recording) {

@@ -1,5 +1,8 @@
 #include <gtest/gtest.h>
 
+#include <random>
+#include <string>
+
 #include <zlib.h>
 
 #include "src/analysis/intervals.h"
@@ -9,6 +12,31 @@
 
 namespace gputriage {
 namespace {
+
+TEST(ParseMicrosecondsToNs, KinetoFormsMatchTheGeneralReading) {
+  // The fast path (up to 15 digits, up to 3 decimals) against the same value
+  // written so that only the general path reads it (an exponent).
+  std::mt19937_64 rng(25);
+  for (int i = 0; i < 20000; ++i) {
+    const int64_t whole = static_cast<int64_t>(rng() % 1'000'000'000'000'000ULL);
+    const int decimals = static_cast<int>(rng() % 4);
+    const int64_t frac = decimals == 0 ? 0 : static_cast<int64_t>(rng() % (decimals == 1 ? 10 : decimals == 2 ? 100 : 1000));
+    std::string text = std::to_string(whole);
+    if (decimals > 0) {
+      std::string f = std::to_string(frac);
+      text += "." + std::string(static_cast<size_t>(decimals) - f.size(), '0') + f;
+    }
+    int64_t scale = 1;
+    for (int k = decimals; k < 3; ++k) scale *= 10;
+    const int64_t want = whole * 1000 + frac * scale;
+    ASSERT_EQ(ParseMicrosecondsToNs(text), want) << text;
+    ASSERT_EQ(ParseMicrosecondsToNs(text + "e0"), want) << text;
+    ASSERT_EQ(ParseMicrosecondsToNs(text + " "), want) << text;
+  }
+  EXPECT_EQ(ParseMicrosecondsToNs("5."), ParseMicrosecondsToNs("5e0"));
+  EXPECT_EQ(ParseMicrosecondsToNs("1.2345"), 1235);  // a fourth decimal: rounded by the general path
+  EXPECT_EQ(ParseMicrosecondsToNs("1234567890123456"), 1234567890123456000);  // 16 digits: general path
+}
 
 TEST(ParseMicrosecondsToNs, IntegerMicroseconds) {
   EXPECT_EQ(ParseMicrosecondsToNs("1623142623460111"), 1623142623460111000LL);

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <cstdint>
 #include <unordered_map>
 #include <vector>
 
@@ -32,11 +33,71 @@ struct DeviceOp {
   bool is_communication = false;
 };
 
+/// Correlation id (>= 0) → a 32-bit index, by open addressing in two flat arrays:
+/// a trace has a correlation per launch, hundreds of thousands of them, and a
+/// node-based map spends an allocation on each.
+class CorrelationMap {
+ public:
+  static constexpr uint32_t kNone = UINT32_MAX;
+  explicit CorrelationMap(size_t expected = 0) { Rehash(std::max<size_t>(16, expected * 2)); }
+  /// Stores `value` under `key` unless the key has one (the first stays).
+  void Insert(int64_t key, uint32_t value) {
+    if (2 * (size_ + 1) > keys_.size()) Rehash(keys_.size() * 2);
+    size_t i = Slot(key);
+    if (keys_[i] == key) return;
+    keys_[i] = key, values_[i] = value, ++size_;
+  }
+  /// Stores `value` under `key`, replacing any.
+  void Assign(int64_t key, uint32_t value) {
+    Insert(key, value);
+    values_[Slot(key)] = value;
+  }
+  /// The value under `key`, kNone if none (or key < 0).
+  uint32_t Find(int64_t key) const {
+    if (key < 0) return kNone;
+    const size_t i = Slot(key);
+    return keys_[i] == key ? values_[i] : kNone;
+  }
+
+ private:
+  size_t Slot(int64_t key) const {
+    size_t i = static_cast<size_t>((static_cast<uint64_t>(key) * 0x9E3779B97F4A7C15ull) >> 16) & (keys_.size() - 1);
+    while (keys_[i] != key && keys_[i] != -1) i = (i + 1) & (keys_.size() - 1);
+    return i;
+  }
+  void Rehash(size_t capacity) {
+    size_t n = 16;
+    while (n < capacity) n *= 2;
+    std::vector<int64_t> keys = std::move(keys_);
+    std::vector<uint32_t> values = std::move(values_);
+    keys_.assign(n, -1);
+    values_.assign(n, kNone);
+    size_ = 0;
+    for (size_t i = 0; i < keys.size(); ++i)
+      if (keys[i] != -1) {
+        const size_t j = Slot(keys[i]);
+        keys_[j] = keys[i], values_[j] = values[i], ++size_;
+      }
+  }
+  std::vector<int64_t> keys_;
+  std::vector<uint32_t> values_;
+  size_t size_ = 0;
+};
+
 /// Joins of the model built once per recording.
 struct Index {
   std::vector<DeviceOp> device_ops;  // sorted by start
-  std::unordered_map<int64_t, std::vector<size_t>> ops_by_correlation;
-  std::unordered_map<int64_t, const RuntimeCall*> runtime_by_correlation;
+  /// The device operations of a correlation id: the first, then each one's next
+  /// (device_ops order); CorrelationMap::kNone ends the list.
+  CorrelationMap first_op_by_correlation;
+  std::vector<uint32_t> next_op_same_correlation;
+  CorrelationMap runtime_by_correlation;  // index into recording.runtime_calls (the first call)
+  const std::vector<RuntimeCall>* runtime_calls = nullptr;
+  /// The runtime call that launched correlation id `c`, nullptr if none recorded.
+  const RuntimeCall* Launch(int64_t c) const {
+    const uint32_t i = runtime_by_correlation.Find(c);
+    return i == CorrelationMap::kNone ? nullptr : &(*runtime_calls)[i];
+  }
   intervals::List data_loader;  // merged DataLoader spans on the host
   intervals::List host_sync;    // merged host calls that block on the device, outside data_loader
   intervals::List device_sync;  // merged device-side waits (cuda_sync)

@@ -310,11 +310,10 @@ RecordingAnalysis AnalyzeRecording(const Recording& rec) {
       ++kernels_in_steps;
       durations.push_back(d);
       if (d < kShortKernel) ++short_kernels;
-      auto rt = index.runtime_by_correlation.find(k.correlation);
-      if (k.correlation >= 0 && rt != index.runtime_by_correlation.end()) {
-        if (rt->second->kind == RuntimeCallKind::kKernelLaunch)
-          launch_delays.push_back(std::max<TimeNs>(0, k.time.start - rt->second->time.end));
-        if (rt->second->kind == RuntimeCallKind::kGraphLaunch) ++graph_kernels_in_steps;
+      if (const RuntimeCall* rt = index.Launch(k.correlation)) {
+        if (rt->kind == RuntimeCallKind::kKernelLaunch)
+          launch_delays.push_back(std::max<TimeNs>(0, k.time.start - rt->time.end));
+        if (rt->kind == RuntimeCallKind::kGraphLaunch) ++graph_kernels_in_steps;
       }
     }
   }

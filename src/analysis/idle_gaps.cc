@@ -49,10 +49,7 @@ void ChargeGap(const Index& index, TimeNs a, TimeNs b, const DeviceOp* next, Idl
   if (b <= a) return;
   ++out.gaps;
   const RuntimeCall* launch = nullptr;
-  if (next != nullptr && next->correlation >= 0) {
-    auto it = index.runtime_by_correlation.find(next->correlation);
-    if (it != index.runtime_by_correlation.end()) launch = it->second;
-  }
+  if (next != nullptr) launch = index.Launch(next->correlation);
   if (launch == nullptr) {
     ChargeHostPart(index, {a, b}, next == nullptr ? IdleCause::kHostWait : IdleCause::kOther, out);
     return;

@@ -76,14 +76,11 @@ TraceReplay::TraceReplay(const Recording& rec, const Index& index, const StepWin
     op.kernel = kernel;
     op.stream = stream_numbers.try_emplace(StreamKey(device, stream), static_cast<int32_t>(stream_numbers.size())).first->second;
     op.launch = time.start;
-    if (correlation >= 0) {
-      auto it = index.runtime_by_correlation.find(correlation);
-      if (it != index.runtime_by_correlation.end()) {
-        op.launch = std::min(it->second->time.start, time.start);
-        auto s = std::upper_bound(host_steps_.begin(), host_steps_.end(), op.launch,
-                                  [](TimeNs v, const Interval& h) { return v < h.end; });
-        if (s != host_steps_.end() && s->start <= op.launch) op.step = static_cast<int32_t>(s - host_steps_.begin());
-      }
+    if (const RuntimeCall* launch = index.Launch(correlation)) {
+      op.launch = std::min(launch->time.start, time.start);
+      auto s = std::upper_bound(host_steps_.begin(), host_steps_.end(), op.launch,
+                                [](TimeNs v, const Interval& h) { return v < h.end; });
+      if (s != host_steps_.end() && s->start <= op.launch) op.step = static_cast<int32_t>(s - host_steps_.begin());
     }
     ops_.push_back(op);
   };

@@ -19,13 +19,22 @@ Index BuildIndex(const Recording& rec, const std::vector<bool>& is_comm_kernel) 
   }
   std::sort(index.device_ops.begin(), index.device_ops.end(),
             [](const DeviceOp& a, const DeviceOp& b) { return a.time.start < b.time.start; });
-  for (size_t i = 0; i < index.device_ops.size(); ++i) {
-    if (index.device_ops[i].correlation >= 0)
-      index.ops_by_correlation[index.device_ops[i].correlation].push_back(i);
+  // Lists threaded backwards, so each reads in device_ops order.
+  const size_t n = index.device_ops.size();
+  index.first_op_by_correlation = CorrelationMap(n);
+  index.next_op_same_correlation.assign(n, CorrelationMap::kNone);
+  for (size_t i = n; i-- > 0;) {
+    const int64_t c = index.device_ops[i].correlation;
+    if (c < 0) continue;
+    index.next_op_same_correlation[i] = index.first_op_by_correlation.Find(c);
+    index.first_op_by_correlation.Assign(c, static_cast<uint32_t>(i));
   }
   intervals::List sync;
-  for (const auto& r : rec.runtime_calls) {
-    if (r.correlation >= 0) index.runtime_by_correlation.emplace(r.correlation, &r);
+  index.runtime_calls = &rec.runtime_calls;
+  index.runtime_by_correlation = CorrelationMap(rec.runtime_calls.size());
+  for (size_t i = 0; i < rec.runtime_calls.size(); ++i) {
+    const auto& r = rec.runtime_calls[i];
+    if (r.correlation >= 0) index.runtime_by_correlation.Insert(r.correlation, static_cast<uint32_t>(i));
     if (r.kind == RuntimeCallKind::kSynchronize) sync.push_back(r.time);
   }
   intervals::List loader;
@@ -92,9 +101,9 @@ StepWindows AlignSteps(const Recording& rec, const Index& index) {
     while (i_step < n && r.time.start >= host[i_step].end) ++i_step;
     if (i_step >= n) break;
     if (r.time.start < host[i_step].start || r.time.end > host[i_step].end) continue;
-    auto it = index.ops_by_correlation.find(r.correlation);
-    if (r.correlation < 0 || it == index.ops_by_correlation.end()) continue;
-    for (size_t op : it->second) {
+    const uint32_t first = index.first_op_by_correlation.Find(r.correlation);
+    if (first == CorrelationMap::kNone) continue;
+    for (uint32_t op = first; op != CorrelationMap::kNone; op = index.next_op_same_correlation[op]) {
       device[i_step].start = std::min(device[i_step].start, index.device_ops[op].time.start);
       device[i_step].end = std::max(device[i_step].end, index.device_ops[op].time.end);
       op_matched[op] = true;

@@ -15,6 +15,27 @@ bool IsDigit(char c) { return c >= '0' && c <= '9'; }
 
 std::optional<int64_t> ParseMicrosecondsToNs(std::string_view text) {
   text = TrimAsciiSpace(text);  // raw JSON tokens may carry trailing blanks
+  {
+    // What Kineto writes, twice per event: up to 15 digits of µs and up to 3
+    // decimals (ns). Exact as integers; anything else takes the general path.
+    size_t i = 0;
+    const size_t n = text.size();
+    int64_t whole = 0;
+    while (i < n && i < 16 && IsDigit(text[i])) whole = whole * 10 + (text[i++] - '0');
+    if (i > 0 && i <= 15) {
+      if (i == n) return whole * 1000;
+      if (text[i] == '.') {
+        const size_t point = i++;
+        int64_t frac = 0;
+        while (i < n && i - point <= 3 && IsDigit(text[i])) frac = frac * 10 + (text[i++] - '0');
+        const size_t decimals = i - point - 1;
+        if (i == n && decimals > 0) {
+          for (size_t k = decimals; k < 3; ++k) frac *= 10;
+          return whole * 1000 + frac;
+        }
+      }
+    }
+  }
   size_t i = 0;
   const size_t n = text.size();
   bool negative = false;

@@ -24,6 +24,8 @@ std::optional<int64_t> AsInt(value v) {
   json_type type;
   if (v.type().get(type)) return std::nullopt;
   if (type == json_type::number) {
+    int64_t exact;  // the common case, an integer: simdjson's own reading is the same number
+    if (!v.get_int64().get(exact)) return exact;
     if (auto parsed = ParseInt64(TrimAsciiSpace(v.raw_json_token()))) return parsed;
     double d;
     if (v.get_double().get(d) || !std::isfinite(d) || std::fabs(d) > 9.2e18) return std::nullopt;

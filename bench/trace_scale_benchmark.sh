@@ -56,7 +56,13 @@ for size in "${sizes[@]}"; do
   [ -s "$trace.zst" ] || zstd -q -3 -T0 -f "$trace" -o "$trace.zst"
   echo "trace of $size GB: $trace ($(stat -c %s "$trace") bytes; .gz $(stat -c %s "$trace.gz"), .zst $(stat -c %s "$trace.zst"))"
   cat "$trace" >/dev/null  # in the page cache for every reader alike
-  measure bare_scan "$size" "$trace" "$scan" "$trace"
+  # simdjson reads one document of at most 4 GiB (32-bit offsets): beyond that
+  # the bare scan cannot run at all, and the plain ratio is not printed.
+  if [ "$(stat -c %s "$trace")" -lt 4294967000 ]; then
+    measure bare_scan "$size" "$trace" "$scan" "$trace"
+  else
+    echo "  bare_scan: not possible (simdjson parses documents up to 4 GiB)"
+  fi
   measure gputriage "$size" "$trace" "$bin" diagnose --json "$trace"
   measure gputriage_one_thread "$size" "$trace" "$bin" diagnose --json --threads -1 "$trace"
   measure gzip_dc "$size" "$trace" gzip -dc "$trace.gz"
@@ -99,8 +105,10 @@ for size, r in rows.items():
         print(f"{size:>5}G {label:<22} {wall:8.2f} {nbytes / 1e6 / max(wall, 1e-3):8.0f} {rss / 1024:13.1f}")
 print()
 for size, r in rows.items():
-    g, scan, gz, gzip = r["gputriage"], r["bare_scan"], r["gputriage_gz"], r["gzip_dc"]
-    line = (f"{size} GB: plain {scan[1] / g[1]:.2f}x the bare scan (goal >= 1.5); "
+    g, gz, gzip = r["gputriage"], r["gputriage_gz"], r["gzip_dc"]
+    scan = r.get("bare_scan")
+    line = (f"{size} GB: plain " + (f"{scan[1] / g[1]:.2f}x the bare scan (goal >= 1.5); " if scan else
+                                    "(no bare scan: over simdjson's 4 GiB); ") +
             f".gz {gzip[1] / gz[1]:.2f}x gzip -dc (goal >= 2.5); "
             f"one thread -> default {r['gputriage_one_thread'][1] / g[1]:.2f}x; "
             f"peak RSS {g[2] / 1024:.0f} MiB ({100 * g[2] * 1024 / g[0]:.1f}% of the file)")

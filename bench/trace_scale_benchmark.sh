@@ -32,7 +32,8 @@ measure() {  # label size_gb file command... -> appends "label size wall_s rss_k
   shift 3
   local runs=()
   for ((i = 0; i < repeats; i++)); do
-    /usr/bin/time -f "%e %M" -o "$out/time.txt" "$@" >"$out/stdout.txt" 2>"$out/stderr.txt" ||
+    # Output to /dev/null: the decompressors write gigabytes, which must not be timed as disk writes.
+    /usr/bin/time -f "%e %M" -o "$out/time.txt" "$@" >/dev/null 2>"$out/stderr.txt" ||
       { echo "FAILED: $label: $*"; cat "$out/stderr.txt"; exit 1; }
     runs+=("$(cat "$out/time.txt")")
   done

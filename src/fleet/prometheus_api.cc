@@ -1,6 +1,5 @@
 #include "src/fleet/prometheus_api.h"
 
-#include <cctype>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>

@@ -149,6 +149,19 @@ StatusOr<DirectoryContents> ClassifyDirectory(const std::string& path, const Imp
   return contents;
 }
 
+/// How `files` inputs are read: several at once, one per core (or --threads),
+/// each then on one thread, the file being the unit of parallel work; one file,
+/// or --threads -1, as the options say.
+struct FilesAtOnce {
+  FilesAtOnce(size_t files, const ImportOptions& options) : per_file(options) {
+    if (files <= 1 || options.threads < 0) return;
+    threads = options.threads > 0 ? options.threads : CoreCount();
+    if (options.threads == 0) per_file.threads = -1;
+  }
+  int threads = 1;
+  ImportOptions per_file;
+};
+
 StatusOr<std::vector<Recording>> ImportDirectory(const std::string& path, const ImportOptions& options) {
   ASSIGN_OR_RETURN(DirectoryContents contents, ClassifyDirectory(path, options));
   std::vector<Recording> out;
@@ -156,12 +169,10 @@ StatusOr<std::vector<Recording>> ImportDirectory(const std::string& path, const 
   // is the unit of parallel work here); the first error in file order wins.
   std::vector<StatusOr<std::vector<Recording>>> traces;
   for (size_t i = 0; i < contents.traces.size(); ++i) traces.emplace_back(InternalError("not read"));
-  ImportOptions per_trace = options;
-  if (contents.traces.size() > 1 && options.threads == 0) per_trace.threads = -1;
-  const int threads = contents.traces.size() > 1 && options.threads >= 0 ? (options.threads > 0 ? options.threads : CoreCount()) : 1;
-  ParallelFor(contents.traces.size(), threads, [&](size_t i) {
+  const FilesAtOnce at_once(contents.traces.size(), options);
+  ParallelFor(contents.traces.size(), at_once.threads, [&](size_t i) {
     auto source = OpenFileSource(contents.traces[i]);
-    traces[i] = source.ok() ? ReadSource(std::move(*source), "kineto", per_trace) : source.status();
+    traces[i] = source.ok() ? ReadSource(std::move(*source), "kineto", at_once.per_file) : source.status();
   });
   for (auto& recs : traces) {
     if (!recs.ok()) return recs.status();
@@ -223,10 +234,8 @@ StatusOr<Run> ImportRun(const std::vector<std::string>& paths, const ImportOptio
   // Several inputs at once (the ranks' traces named one by one), one per core.
   std::vector<StatusOr<std::vector<Recording>>> inputs;
   for (size_t i = 0; i < paths.size(); ++i) inputs.emplace_back(InternalError("not read"));
-  ImportOptions per_input = options;
-  if (paths.size() > 1 && options.threads == 0) per_input.threads = -1;
-  const int threads = paths.size() > 1 && options.threads >= 0 ? (options.threads > 0 ? options.threads : CoreCount()) : 1;
-  ParallelFor(paths.size(), threads, [&](size_t i) { inputs[i] = ImportFile(paths[i], per_input); });
+  const FilesAtOnce at_once(paths.size(), options);
+  ParallelFor(paths.size(), at_once.threads, [&](size_t i) { inputs[i] = ImportFile(paths[i], at_once.per_file); });
   for (auto& input : inputs) {
     ASSIGN_OR_RETURN(auto recordings, std::move(input));
     for (auto& rec : recordings) {

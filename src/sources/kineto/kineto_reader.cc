@@ -17,6 +17,7 @@
 #include "src/sources/kineto/trace_json_splitter.h"
 #include "src/util/byte_source.h"
 #include "src/util/decimal.h"
+#include "src/util/parallel.h"
 #include "src/util/strings.h"
 
 namespace gputriage {
@@ -633,10 +634,10 @@ class RunPool final : public RunHandler {
         Abandon();
         break;
       }
-      importer_.TakePartial(std::move(front.part), front.first_ts, front.last_ts, front.saw_window,
-                            front.part.profiler_window);
-      events_ += front.run->index >= 0 ? front.part.stats.events_seen : 0;
+      events_ += front.part.stats.events_seen;
       merged_ = front.run->index + 1;
+      const Interval window = front.part.profiler_window;
+      importer_.TakePartial(std::move(front.part), front.first_ts, front.last_ts, front.saw_window, window);
       slots_.pop_front();
     }
     progress.merged = progress.failed >= 0 ? progress.failed : merged_;
@@ -675,7 +676,7 @@ StatusOr<Recording> ImportFromSource(ByteSource& source, const KinetoReadOptions
   rec.format = "kineto";
   KinetoImporter importer(&rec);
   TraceJsonSplitter splitter(source, chunk_bytes);
-  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const int cores = CoreCount();
   const int threads = options.threads > 0 ? options.threads : cores;
   std::optional<RunPool> pool;
   if (options.threads > 0 || (options.threads == 0 && cores > 1)) {

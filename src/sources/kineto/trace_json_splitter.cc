@@ -327,8 +327,7 @@ void TraceJsonSplitter::Rewind(int64_t index) {
   runs_in_flight_.clear();
 }
 
-StatusOr<bool> TraceJsonSplitter::TryHandOutRun(SplitOutcome& outcome) {
-  (void)outcome;
+StatusOr<bool> TraceJsonSplitter::TryHandOutRun() {
   if (end_ - begin_ < 2 * run_bytes_ && !eof_ && (begin_ > 0 || end_ < capacity_)) RETURN_IF_ERROR(Fill());
   if (begin_ >= end_ || buffer_[begin_] != '{' || end_ - begin_ <= run_bytes_) return false;
   // The first "}" + ',' + "{" (with any whitespace) past run_bytes_: where a run of
@@ -380,7 +379,7 @@ Status TraceJsonSplitter::ReadArray(const EventCallback& on_event, SplitOutcome&
     if (run_handler_ != nullptr && expect_element && Offset() >= no_runs_before_) {
       ASSIGN_OR_RETURN(int next, PeekNonSpace());
       if (next == '{') {
-        ASSIGN_OR_RETURN(bool handed_out, TryHandOutRun(outcome));
+        ASSIGN_OR_RETURN(bool handed_out, TryHandOutRun());
         if (handed_out) {
           first = false;
           continue;

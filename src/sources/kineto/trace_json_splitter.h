@@ -106,7 +106,7 @@ class TraceJsonSplitter {
   Status Malformed(const std::string& what) const;
   Status ReadArray(const EventCallback& on_event, SplitOutcome& outcome);
   /// Cuts the next run out of the buffer when one fits; false when none was cut.
-  StatusOr<bool> TryHandOutRun(SplitOutcome& outcome);
+  StatusOr<bool> TryHandOutRun();
   /// Waits for the runs in flight (before the splitter reads anything itself).
   Status DrainRuns();
   Status Apply(const RunProgress& progress);

@@ -80,12 +80,20 @@ std::string Decompressed(const std::string& path) {
   return out;
 }
 
-StatusOr<Recording> OneByOne(const std::string& name, const std::string& bytes) {
-  return ImportKinetoTraceFromMemory(name, bytes, KinetoReadOptions{.threads = -1});
+StatusOr<Recording> OneByOne(const std::string& name, const std::string& bytes, size_t budget = size_t{256} << 20) {
+  KinetoReadOptions options;
+  options.threads = -1;
+  options.memory_budget_bytes = budget;
+  return ImportKinetoTraceFromMemory(name, bytes, options);
 }
 
-StatusOr<Recording> InRuns(const std::string& name, const std::string& bytes, int threads, size_t run_bytes) {
-  return ImportKinetoTraceFromMemory(name, bytes, KinetoReadOptions{.threads = threads, .run_bytes = run_bytes});
+StatusOr<Recording> InRuns(const std::string& name, const std::string& bytes, int threads, size_t run_bytes,
+                           size_t budget = size_t{256} << 20) {
+  KinetoReadOptions options;
+  options.threads = threads;
+  options.run_bytes = run_bytes;
+  options.memory_budget_bytes = budget;
+  return ImportKinetoTraceFromMemory(name, bytes, options);
 }
 
 TEST(ParallelImport, EveryBundledTraceReadsTheSameInRuns) {
@@ -97,6 +105,10 @@ TEST(ParallelImport, EveryBundledTraceReadsTheSameInRuns) {
     const std::string expected = Fingerprint(OneByOne(path, bytes));
     // Small runs and several workers: many cuts, runs finishing out of order.
     EXPECT_EQ(Fingerprint(InRuns(path, bytes, 3, 4096)), expected) << path;
+    // A memory budget of a few KiB: every stream sorted through runs in a scratch
+    // file (many of them, merged in levels), read one by one and in runs.
+    EXPECT_EQ(Fingerprint(OneByOne(path, bytes, 6000)), expected) << path;
+    EXPECT_EQ(Fingerprint(InRuns(path, bytes, 2, 8192, 6000)), expected) << path;
     ++traces;
   }
   EXPECT_GE(traces, 20);

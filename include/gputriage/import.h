@@ -42,6 +42,9 @@ struct ImportOptions {
   /// workers beside the reading thread, -1 = the reading thread alone. Only the
   /// time changes, never the result.
   int threads = 0;
+  /// Bytes of a trace's events held in memory while it is read; the rest is
+  /// sorted through a scratch file in $TMPDIR. Only memory and time change.
+  size_t memory_budget_bytes = size_t{256} << 20;
 };
 
 /// Formats `--format` accepts.

@@ -46,11 +46,18 @@ std::string FormatOfHead(std::string_view head, bool strict) {
   return SniffMetricFormat(head);
 }
 
+KinetoReadOptions KinetoReadOptionsFor(const ImportOptions& options) {
+  KinetoReadOptions out;
+  out.threads = options.threads;
+  out.memory_budget_bytes = options.memory_budget_bytes;
+  return out;
+}
+
 /// Reads an opened input as `format` (the reader gets the source whole, head included).
 StatusOr<std::vector<Recording>> ReadSource(std::unique_ptr<ByteSource> source, const std::string& format,
                                             const ImportOptions& options) {
   if (format == "kineto") {
-    ASSIGN_OR_RETURN(Recording rec, ImportKinetoTraceFromSource(std::move(source), KinetoReadOptions{.threads = options.threads}));
+    ASSIGN_OR_RETURN(Recording rec, ImportKinetoTraceFromSource(std::move(source), KinetoReadOptionsFor(options)));
     std::vector<Recording> out;
     out.push_back(std::move(rec));
     return out;

@@ -78,7 +78,6 @@ class SortedSpill {
       }
       runs_ = std::move(level);
     }
-    finished_ = true;
     return Status::Ok();
   }
 
@@ -188,6 +187,14 @@ class SortedSpill {
 
   Cursor Open() const { return Cursor(*this, runs_, &buffer_); }
 
+  /// After Finish(), when nothing was spilled: the records, sorted, moved out (no
+  /// copy); the spill is empty afterwards. Empty when runs exist (read them with Open).
+  std::vector<T> TakeIfInMemory() {
+    if (!runs_.empty()) return {};
+    size_ = 0;
+    return std::move(buffer_);
+  }
+
  private:
   Status EnsureFile() {
     if (file_) return Status::Ok();
@@ -240,7 +247,6 @@ class SortedSpill {
   std::vector<Run> runs_;
   std::unique_ptr<SpillFile> file_;
   int64_t size_ = 0;
-  bool finished_ = false;
 };
 
 }  // namespace gputriage

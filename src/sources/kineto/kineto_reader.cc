@@ -6,6 +6,7 @@
 #include <mutex>
 #include <optional>
 #include <thread>
+#include <utility>
 #include <limits>
 #include <string>
 
@@ -15,6 +16,7 @@
 #include "src/sources/kineto/kineto_json.h"
 #include "src/sources/kineto/kineto_reader.h"
 #include "src/sources/kineto/trace_json_splitter.h"
+#include "src/model/event_streams.h"
 #include "src/util/byte_source.h"
 #include "src/util/decimal.h"
 #include "src/util/parallel.h"
@@ -194,6 +196,8 @@ class EventSink {
   TimeNs first_ts() const { return first_ts_; }
   TimeNs last_ts() const { return last_ts_; }
   bool saw_profiler_window() const { return saw_profiler_window_; }
+  /// Whether a profiler window was seen since the last call.
+  bool TakeSawProfilerWindow() { return std::exchange(saw_profiler_window_, false); }
 
  private:
   /// A [memory] instant: the caching allocator's totals after one allocation or free.
@@ -384,25 +388,27 @@ class EventSink {
   bool saw_profiler_window_ = false;
 };
 
-/// Appends a run's partial recording to `rec`, as if its events had been read
-/// there: names re-interned, issues counted under the first occurrence's message.
-void MergePartial(Recording& rec, Recording&& part) {
+/// Appends a run's partial recording: its events to the time-ordered streams, the
+/// rest to `rec`, as if its events had been read there: names re-interned, issues
+/// counted under the first occurrence's message.
+Status MergePartial(Recording& rec, EventStreams& streams, Recording&& part) {
   std::vector<NameId> remap(part.names.size());
   for (size_t i = 0; i < remap.size(); ++i) remap[i] = rec.names.Intern(part.names.View(static_cast<NameId>(i)));
   auto name = [&](NameId id) { return remap[id]; };
-  auto append = [](auto& to, const auto& from, auto rename) {
+  Status status;
+  auto append = [&status](auto& to, const auto& from, auto rename) {
     for (auto item : from) {
       rename(item);
-      to.push_back(item);
+      if (Status s = to.Add(item); !s.ok() && status.ok()) status = s;
     }
   };
-  append(rec.kernels, part.kernels, [&](KernelActivity& k) { k.name = name(k.name), k.collective = name(k.collective); });
-  rec.memory_ops.insert(rec.memory_ops.end(), part.memory_ops.begin(), part.memory_ops.end());
-  append(rec.runtime_calls, part.runtime_calls, [&](RuntimeCall& r) { r.name = name(r.name); });
-  append(rec.cpu_spans, part.cpu_spans,
+  append(streams.kernels, part.kernels, [&](KernelActivity& k) { k.name = name(k.name), k.collective = name(k.collective); });
+  append(streams.memory_ops, part.memory_ops, [](MemoryActivity&) {});
+  append(streams.runtime_calls, part.runtime_calls, [&](RuntimeCall& r) { r.name = name(r.name); });
+  append(streams.cpu_spans, part.cpu_spans,
          [&](CpuSpan& c) { c.name = name(c.name), c.first_input_type = name(c.first_input_type); });
-  append(rec.syncs, part.syncs, [&](SyncActivity& sy) { sy.name = name(sy.name); });
-  append(rec.matrix_shapes, part.matrix_shapes, [&](MatrixOpShapes& m) { m.name = name(m.name), m.dtype = name(m.dtype); });
+  append(streams.syncs, part.syncs, [&](SyncActivity& sy) { sy.name = name(sy.name); });
+  append(streams.matrix_shapes, part.matrix_shapes, [&](MatrixOpShapes& m) { m.name = name(m.name), m.dtype = name(m.dtype); });
   for (const auto& use : part.memory_use) {
     auto it = std::find_if(rec.memory_use.begin(), rec.memory_use.end(),
                            [&](const DeviceMemoryUse& m) { return m.device == use.device; });
@@ -425,13 +431,39 @@ void MergePartial(Recording& rec, Recording&& part) {
     if (it != rec.stats.issues.end()) it->count += issue.count;
     else rec.stats.issues.push_back(std::move(issue));
   }
+  return status;
 }
 
-/// The whole trace: the header members, the events (through EventSink), then the
-/// time base shift and the sort.
+/// A stream's events, sorted, into `out` with the time base added.
+template <typename T, typename Less>
+Status Materialize(SortedSpill<T, Less>& stream, std::vector<T>& out, TimeNs shift) {
+  if (Status s = stream.Finish(); !s.ok()) return s;
+  if (stream.runs() == 0) {
+    out = stream.TakeIfInMemory();
+    if (shift != 0)
+      for (auto& item : out) item.time.start += shift, item.time.end += shift;
+    return Status::Ok();
+  }
+  out.clear();
+  out.reserve(static_cast<size_t>(stream.size()));
+  auto cursor = stream.Open();
+  T item;
+  while (cursor.Next(&item)) {
+    item.time.start += shift;
+    item.time.end += shift;
+    out.push_back(item);
+  }
+  return cursor.status();
+}
+
+/// The whole trace: the header members, the events (through EventSink, or as
+/// runs read elsewhere) into time-ordered streams, then the time base shift.
 class KinetoImporter {
  public:
-  explicit KinetoImporter(Recording* out) : rec_(*out), sink_(out) {}
+  KinetoImporter(Recording* out, const KinetoReadOptions& options)
+      : rec_(*out), streams_(options.memory_budget_bytes, options.scratch_directory), sink_(&pending_) {
+    pending_.source_path = rec_.source_path;
+  }
 
   Status OnMember(std::string_view key, std::string_view raw) {
     Status s = kineto::ApplyHeaderMember(key, raw, &header_);
@@ -439,21 +471,26 @@ class KinetoImporter {
     return Status::Ok();
   }
 
+  /// One event read here, one at a time; gathered into a partial recording that
+  /// joins the streams like a run's.
   Status OnEvent(std::string_view raw, int64_t offset) {
     sink_.OnEventText(raw, offset, parser_);
-    return Status::Ok();
+    if (pending_.stats.events_seen >= kPendingEvents) return FlushPending();
+    return first_error_;
   }
 
   /// A run's events, read elsewhere, in file order.
   void TakePartial(Recording&& part, TimeNs first_ts, TimeNs last_ts, bool saw_window, Interval window) {
-    MergePartial(rec_, std::move(part));
+    Keep(FlushPending());
+    Keep(MergePartial(rec_, streams_, std::move(part)));
     first_runs_ts_ = std::min(first_runs_ts_, first_ts);
     last_runs_ts_ = std::max(last_runs_ts_, last_ts);
     if (saw_window) rec_.profiler_window = window;
   }
 
-  void Finish(const SplitOutcome& outcome, bool parallel_sort) {
-    parallel_sort_ = parallel_sort;
+  Status Finish(const SplitOutcome& outcome, bool parallel) {
+    Keep(FlushPending());
+    if (!first_error_.ok()) return first_error_;
     first_ts_ = std::min(sink_.first_ts(), first_runs_ts_);
     last_ts_ = std::max(sink_.last_ts(), last_runs_ts_);
     rec_.stats.bytes_read = outcome.bytes;
@@ -469,6 +506,7 @@ class KinetoImporter {
     // events, so the shift is applied once everything is read.
     const TimeNs base = header_.base_time_ns.value_or(0);
     const bool any_time = first_ts_ <= last_ts_;
+    TimeNs shift = 0;
     if (base != 0 && any_time &&
         (base > kMaxAbsTimeNs || base < -kMaxAbsTimeNs || base + last_ts_ > kMaxAbsTimeNs ||
          base + first_ts_ < -kMaxAbsTimeNs)) {
@@ -477,54 +515,71 @@ class KinetoImporter {
                                       "relative to the trace's own zero",
                                       rec_.source_path, base));
     } else if (base != 0 && any_time) {
-      Shift(base);
+      shift = base;
+      for (auto& s : rec_.steps) s.host.start += base, s.host.end += base;
+      if (rec_.profiler_window.end != 0) rec_.profiler_window.start += base, rec_.profiler_window.end += base;
+      first_ts_ += base;
+      last_ts_ += base;
     }
     rec_.clock_is_absolute = any_time && first_ts_ > 100 * kNsPerS * 1000 * 1000;  // after ~1973
-    Sort();
+    return Materialize(shift, parallel);
   }
 
  private:
-  void Shift(TimeNs base) {
-    auto shift = [base](Interval& t) {
-      t.start += base;
-      t.end += base;
-    };
-    for (auto& k : rec_.kernels) shift(k.time);
-    for (auto& m : rec_.memory_ops) shift(m.time);
-    for (auto& r : rec_.runtime_calls) shift(r.time);
-    for (auto& c : rec_.cpu_spans) shift(c.time);
-    for (auto& s : rec_.syncs) shift(s.time);
-    for (auto& s : rec_.steps) shift(s.host);
-    if (rec_.profiler_window.end != 0) shift(rec_.profiler_window);
-    first_ts_ += base;
-    last_ts_ += base;
+  static constexpr int64_t kPendingEvents = 4096;
+
+  void Keep(Status s) {
+    if (!s.ok() && first_error_.ok()) first_error_ = std::move(s);
   }
 
-  void Sort() {
-    auto by_start = [](const auto& a, const auto& b) {
-      return a.time.start < b.time.start || (a.time.start == b.time.start && a.time.end > b.time.end);
-    };
-    // The host spans (about half the events) on a second thread when one is to
-    // be had; each vector is sorted alone either way, so the order is the same.
+  Status FlushPending() {
+    if (sink_.TakeSawProfilerWindow()) rec_.profiler_window = pending_.profiler_window;
+    if (pending_.stats.events_seen == 0) return first_error_;
+    Keep(MergePartial(rec_, streams_, std::move(pending_)));
+    pending_ = Recording();
+    pending_.source_path = rec_.source_path;
+    return first_error_;
+  }
+
+  /// The streams into the recording's vectors, sorted (start, then the longer
+  /// first, then file order). The host spans (about half the events) on a second
+  /// thread when one is to be had; each stream is sorted alone either way.
+  Status Materialize(TimeNs shift, bool parallel) {
+    Status host_status;
     std::thread host;
-    if (parallel_sort_) host = std::thread([&] { std::sort(rec_.cpu_spans.begin(), rec_.cpu_spans.end(), by_start); });
-    else std::sort(rec_.cpu_spans.begin(), rec_.cpu_spans.end(), by_start);
-    std::sort(rec_.kernels.begin(), rec_.kernels.end(), by_start);
-    std::sort(rec_.memory_ops.begin(), rec_.memory_ops.end(), by_start);
-    std::sort(rec_.runtime_calls.begin(), rec_.runtime_calls.end(), by_start);
+    if (parallel) host = std::thread([&] { host_status = gputriage::Materialize(streams_.cpu_spans, rec_.cpu_spans, shift); });
+    else host_status = gputriage::Materialize(streams_.cpu_spans, rec_.cpu_spans, shift);
+    Status s = gputriage::Materialize(streams_.kernels, rec_.kernels, shift);
+    if (s.ok()) s = gputriage::Materialize(streams_.memory_ops, rec_.memory_ops, shift);
+    if (s.ok()) s = gputriage::Materialize(streams_.runtime_calls, rec_.runtime_calls, shift);
+    if (s.ok()) s = gputriage::Materialize(streams_.syncs, rec_.syncs, shift);
+    if (s.ok()) s = streams_.matrix_shapes.Finish();
+    if (s.ok()) {
+      rec_.matrix_shapes = streams_.matrix_shapes.TakeIfInMemory();
+      if (streams_.matrix_shapes.runs() > 0) {
+        auto cursor = streams_.matrix_shapes.Open();
+        MatrixOpShapes m;
+        while (cursor.Next(&m)) rec_.matrix_shapes.push_back(m);
+        s = cursor.status();
+      }
+    }
     if (host.joinable()) host.join();
-    std::sort(rec_.syncs.begin(), rec_.syncs.end(), by_start);
+    if (!s.ok()) return s;
+    if (!host_status.ok()) return host_status;
     std::sort(rec_.steps.begin(), rec_.steps.end(),
               [](const Step& a, const Step& b) { return a.host.start < b.host.start; });
     // A step recorded twice on the host (same number, e.g. nested profilers) counts once.
     rec_.steps.erase(std::unique(rec_.steps.begin(), rec_.steps.end(),
                                  [](const Step& a, const Step& b) { return a.number == b.number; }),
                      rec_.steps.end());
+    return Status::Ok();
   }
 
   Recording& rec_;
+  EventStreams streams_;
+  Recording pending_;  // events read here since the last flush
   EventSink sink_;
-  bool parallel_sort_ = false;
+  Status first_error_;
   kineto::EventParser parser_;
   kineto::TraceHeader header_;
   TimeNs first_ts_ = 0, last_ts_ = 0;
@@ -674,7 +729,7 @@ StatusOr<Recording> ImportFromSource(ByteSource& source, const KinetoReadOptions
   Recording rec;
   rec.source_path = source.name();
   rec.format = "kineto";
-  KinetoImporter importer(&rec);
+  KinetoImporter importer(&rec, options);
   TraceJsonSplitter splitter(source, chunk_bytes);
   const int cores = CoreCount();
   const int threads = options.threads > 0 ? options.threads : cores;
@@ -698,7 +753,7 @@ StatusOr<Recording> ImportFromSource(ByteSource& source, const KinetoReadOptions
     return DataLossError(fmt::format("{}: none of the {} events could be read; first problem: {}", source.name(),
                                      rec.stats.events_seen, unreadable->message));
   }
-  importer.Finish(outcome, threads > 1 && options.threads >= 0 && rec.cpu_spans.size() > 100'000);
+  RETURN_IF_ERROR(importer.Finish(outcome, threads > 1 && options.threads >= 0 && rec.stats.events_seen > 200'000));
   if (outcome.trailing_bytes > 0)
     rec.stats.AddIssue(IssueSeverity::kWarning, "trailing_data",
                        fmt::format("{}: {} bytes after the end of the trace (from byte {}) were ignored: a second "

@@ -21,6 +21,10 @@ struct KinetoReadOptions {
   int threads = 0;
   /// About how many bytes of events one run holds.
   size_t run_bytes = size_t{1} << 20;
+  /// Events held in memory while reading; past it they are sorted into runs in a
+  /// scratch file (src/model/event_streams.h). The result does not depend on it.
+  size_t memory_budget_bytes = size_t{256} << 20;
+  std::string scratch_directory;  // "" = $TMPDIR, else /tmp
 };
 
 /// Reads a PyTorch profiler trace from `source`, as ImportKinetoTrace does.

@@ -1,0 +1,64 @@
+// A trace's events as time-ordered streams under a memory budget: what a reader
+// adds in file order comes back sorted by start (then longest first, then file
+// order), the part beyond the budget spilled to a scratch file (SortedSpill). The
+// order is total, so a trace gives the same events in the same order whatever the
+// budget, the threads or the file's size.
+#pragma once
+
+#include <cstddef>
+
+#include "gputriage/model.h"
+#include "src/util/sorted_spill.h"
+
+namespace gputriage {
+
+/// Start first, then the longer span first (an enclosing span before what it
+/// encloses); SortedSpill keeps file order among the rest.
+struct ByStartThenLongest {
+  template <typename T>
+  bool operator()(const T& a, const T& b) const {
+    return a.time.start < b.time.start || (a.time.start == b.time.start && a.time.end > b.time.end);
+  }
+};
+
+/// Keeps the order records were added in (matrix operator shapes: file order).
+struct InAddedOrder {
+  template <typename T>
+  bool operator()(const T&, const T&) const {
+    return false;
+  }
+};
+
+struct EventStreams {
+  /// `budget_bytes` is shared by the streams in proportion to what a trace
+  /// usually holds of each.
+  explicit EventStreams(size_t budget_bytes = size_t{256} << 20, const std::string& directory = "")
+      : kernels(Share(budget_bytes, 4, directory)),
+        memory_ops(Share(budget_bytes, 16, directory)),
+        runtime_calls(Share(budget_bytes, 4, directory)),
+        cpu_spans(Share(budget_bytes, 3, directory)),
+        syncs(Share(budget_bytes, 32, directory)),
+        matrix_shapes(Share(budget_bytes, 16, directory)) {}
+
+  SortedSpill<KernelActivity, ByStartThenLongest> kernels;
+  SortedSpill<MemoryActivity, ByStartThenLongest> memory_ops;
+  SortedSpill<RuntimeCall, ByStartThenLongest> runtime_calls;
+  SortedSpill<CpuSpan, ByStartThenLongest> cpu_spans;
+  SortedSpill<SyncActivity, ByStartThenLongest> syncs;
+  SortedSpill<MatrixOpShapes, InAddedOrder> matrix_shapes;
+
+  int64_t spilled_bytes() const {
+    return kernels.spilled_bytes() + memory_ops.spilled_bytes() + runtime_calls.spilled_bytes() +
+           cpu_spans.spilled_bytes() + syncs.spilled_bytes() + matrix_shapes.spilled_bytes();
+  }
+
+ private:
+  static SpillOptions Share(size_t budget, size_t divisor, const std::string& directory) {
+    SpillOptions o;
+    o.budget_bytes = budget / divisor;
+    o.directory = directory;
+    return o;
+  }
+};
+
+}  // namespace gputriage

@@ -15,6 +15,7 @@
 #include <fmt/format.h>
 
 #include "gputriage/import.h"
+#include "src/analysis/trace_events.h"
 #include "src/sources/kineto/kineto_reader.h"
 #include "src/util/byte_source.h"
 
@@ -33,27 +34,38 @@ std::string Fingerprint(const StatusOr<Recording>& result) {
     << r.clock_is_absolute << "\n";
   for (const auto& d : r.devices) o << "device " << d.id << " " << d.name << " " << d.num_sms << "\n";
   for (const auto& [k, v] : r.metadata) o << "meta " << k << "=" << v << "\n";
-  for (const auto& k : r.kernels)
+  // Through the analyses' cursors: the same whether the events are in the
+  // vectors or were left in (spilled) streams past the memory budget.
+  const analysis::TraceEvents events(r);
+  auto each = [](auto cursor, auto&& print) {
+    for (const auto* item = cursor.Next(); item != nullptr; item = cursor.Next()) print(*item);
+    EXPECT_TRUE(cursor.status().ok()) << cursor.status().ToString();
+  };
+  each(events.kernels(), [&](const KernelActivity& k) {
     o << "K " << t(k.time) << " " << name(k.name) << " " << k.device << " " << k.stream << " " << k.correlation << " "
       << k.external_id << " " << k.grid[0] << "," << k.grid[1] << "," << k.grid[2] << " " << k.block[0] << " "
       << k.registers_per_thread << " " << k.shared_memory_bytes << " " << k.blocks_per_sm << " " << k.warps_per_sm
       << " " << k.est_occupancy_percent << " " << name(k.collective) << "\n";
-  for (const auto& m : r.memory_ops)
+  });
+  each(events.memory_ops(), [&](const MemoryActivity& m) {
     o << "M " << t(m.time) << " " << static_cast<int>(m.kind) << " " << m.device << " " << m.stream << " "
       << m.correlation << " " << m.bytes << "\n";
-  for (const auto& c : r.runtime_calls)
+  });
+  each(events.runtime_calls(), [&](const RuntimeCall& c) {
     o << "R " << t(c.time) << " " << name(c.name) << " " << c.thread << " " << c.correlation << " " << c.external_id
       << " " << static_cast<int>(c.kind) << " " << c.driver_api << "\n";
-  for (const auto& c : r.cpu_spans)
+  });
+  each(events.cpu_spans(), [&](const CpuSpan& c) {
     o << "C " << t(c.time) << " " << name(c.name) << " " << c.thread << " " << c.external_id << " "
       << static_cast<int>(c.kind) << " " << name(c.first_input_type) << " " << c.flops << "\n";
-  for (const auto& s : r.syncs) o << "S " << t(s.time) << " " << name(s.name) << " " << s.device << "\n";
-  for (const auto& m : r.matrix_shapes) {
+  });
+  each(events.syncs(), [&](const SyncActivity& s) { o << "S " << t(s.time) << " " << name(s.name) << " " << s.device << "\n"; });
+  each(events.matrix_shapes(), [&](const MatrixOpShapes& m) {
     o << "X " << m.external_id << " " << name(m.name) << " " << name(m.dtype) << " " << int(m.inputs);
     for (int i = 0; i < MatrixOpShapes::kMaxInputs; ++i)
       for (int j = 0; j < MatrixOpShapes::kMaxRank; ++j) o << " " << m.dims[i][j];
     o << "\n";
-  }
+  });
   for (const auto& m : r.memory_use)
     o << "mem " << m.device << " " << m.peak_allocated << " " << m.peak_reserved << " " << m.events << "\n";
   for (const auto& s : r.steps) o << "step " << s.number << " " << t(s.host) << "\n";

@@ -148,7 +148,6 @@ struct ShapeAlignment {
   TimeNs misaligned_ns = 0; // of that, operators with a GEMM/convolution dimension off the tile
   double misaligned_percent_of_matrix = 0;  // of all matrix kernel time
   std::vector<MisalignedOp> top;            // largest first, at most 5
-  std::vector<int64_t> misaligned_external_ids;  // sorted: the off-tile operators, joining their kernels
 };
 
 /// One matrix or attention operator on the roofline: its FLOPs and the bytes it
@@ -415,6 +414,7 @@ struct RecordingAnalysis {
   CommStats comm;
   ThroughputStats throughput;
   std::vector<std::string> limitations;  // what this recording cannot tell
+  std::string error;  // the analysis stopped (a scratch file could not be written or read); empty when it did not
   // Sampled GPU metrics (metric logs); empty for a trace-only recording.
   bool has_trace = false;
   std::string phase;  // capture-bundle phase ("idle", "load"), else empty

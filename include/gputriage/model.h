@@ -11,6 +11,7 @@
 #include <deque>
 #include <limits>
 #include <map>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -217,6 +218,8 @@ struct ImportStats {
   const ImportIssue* FindIssue(std::string_view kind) const;
 };
 
+struct EventStreams;  // src/model/event_streams.h
+
 /// Everything one source file (one rank / process) recorded.
 struct Recording {
   std::string source_path;
@@ -237,6 +240,12 @@ struct Recording {
   std::vector<DeviceMemoryUse> memory_use;     // profile_memory traces, per device
   std::vector<Step> steps;
   std::vector<MarkedStep> marked_steps;  // from step markers (gputriage record)
+  /// A trace read past its memory budget keeps its events here, time-ordered and
+  /// partly in a scratch file, and the six event vectors above stay empty; the
+  /// analyses read either through src/analysis/trace_events.h. Times in the
+  /// streams are before `streams_shift` (the trace's base time) is added.
+  std::shared_ptr<const EventStreams> streams;
+  TimeNs streams_shift = 0;
   MetricSet metrics;  // sampled GPU metrics (nvidia-smi, dmon, dcgmi, dcgm-exporter)
   Interval profiler_window;  // the "PyTorch Profiler (0)" span, if recorded
   std::map<std::string, std::string> metadata;

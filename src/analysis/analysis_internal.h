@@ -4,14 +4,42 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <map>
+#include <memory>
 #include <unordered_map>
 #include <vector>
 
 #include "gputriage/diagnosis.h"
 #include "gputriage/model.h"
+#include "src/analysis/interval_stream.h"
 #include "src/analysis/intervals.h"
+#include "src/analysis/joins.h"
+#include "src/analysis/trace_events.h"
 
 namespace gputriage::analysis {
+
+/// The median (upper middle) of values added one by one, held as counts of each
+/// distinct value (kernel durations repeat: a trace has far fewer distinct ones).
+class CountingMedian {
+ public:
+  void Add(TimeNs v) {
+    ++counts_[v];
+    ++n_;
+  }
+  double Median() const {
+    if (n_ == 0) return 0;
+    int64_t rank = n_ / 2;  // the element std::nth_element puts at size()/2
+    for (const auto& [v, c] : counts_) {
+      if (rank < c) return static_cast<double>(v);
+      rank -= c;
+    }
+    return 0;
+  }
+
+ private:
+  std::map<TimeNs, int64_t> counts_;
+  int64_t n_ = 0;
+};
 
 /// The median (upper middle) of `v`, 0 when empty; reorders `v`.
 template <typename T>
@@ -22,8 +50,29 @@ double Median(std::vector<T>& v) {
   return static_cast<double>(*mid);
 }
 
-/// A device-side operation (kernel, memcpy or memset) as the step and idle
-/// analyses see it.
+/// A kernel's class as the analyses use it: by name, refined by the operator that
+/// launched it (analyze.cc).
+using KindByName = std::unordered_map<NameId, KernelKind>;
+
+/// What every pass over a trace shares: its events, the joins made once, and the
+/// merged host intervals the idle attribution and the replay query.
+struct TracePrep {
+  explicit TracePrep(const TraceEvents& e) : events(e), spill(e.spool_options()) {}
+  const TraceEvents& events;
+  SpillOptions spill;
+  const KindByName* kinds = nullptr;
+  std::unique_ptr<KernelOperators> operators;  // by kernel index
+  LaunchJoin launches;
+  /// Merged, in order: DataLoader spans; blocking host calls outside them; device-side waits.
+  std::unique_ptr<IntervalSpool> data_loader, host_sync, device_sync;
+  bool has_data_loader = false;
+};
+
+/// Builds the merged host intervals of `prep` (one pass over CPU spans, runtime calls and syncs).
+Status BuildHostIntervals(TracePrep& prep);
+
+/// A device-side operation (kernel, memcpy or memset) as the step, idle and replay
+/// passes see it, with its launching call.
 struct DeviceOp {
   Interval time;
   int64_t correlation = -1;
@@ -31,80 +80,34 @@ struct DeviceOp {
   int32_t stream = -1;
   bool is_kernel = false;
   bool is_communication = false;
+  int64_t seq = -1;  // index among the kernels, or among the memory operations
+  const KernelActivity* kernel = nullptr;  // valid until the next Next()
+  const MemoryActivity* memory = nullptr;
+  OpLaunch launch;  // has_launch false when no call was recorded
+  KernelOperator launched_by;  // what the kernel's CPU operators say (seq -1: nothing)
 };
 
-/// Correlation id (>= 0) → a 32-bit index, by open addressing in two flat arrays:
-/// a trace has a correlation per launch, hundreds of thousands of them, and a
-/// node-based map spends an allocation on each.
-class CorrelationMap {
+/// Kernels and memory operations merged by start (kernels first at equal starts),
+/// each with its launch and, for kernels, whether it is communication.
+class DeviceOpCursor {
  public:
-  static constexpr uint32_t kNone = UINT32_MAX;
-  explicit CorrelationMap(size_t expected = 0) { Rehash(std::max<size_t>(16, expected * 2)); }
-  /// Stores `value` under `key` unless the key has one (the first stays).
-  void Insert(int64_t key, uint32_t value) {
-    if (2 * (size_ + 1) > keys_.size()) Rehash(keys_.size() * 2);
-    size_t i = Slot(key);
-    if (keys_[i] == key) return;
-    keys_[i] = key, values_[i] = value, ++size_;
-  }
-  /// Stores `value` under `key`, replacing any.
-  void Assign(int64_t key, uint32_t value) {
-    Insert(key, value);
-    values_[Slot(key)] = value;
-  }
-  /// The value under `key`, kNone if none (or key < 0).
-  uint32_t Find(int64_t key) const {
-    if (key < 0) return kNone;
-    const size_t i = Slot(key);
-    return keys_[i] == key ? values_[i] : kNone;
-  }
+  explicit DeviceOpCursor(const TracePrep& prep);
+  const DeviceOp* Next();
+  Status status() const;
 
  private:
-  size_t Slot(int64_t key) const {
-    size_t i = static_cast<size_t>((static_cast<uint64_t>(key) * 0x9E3779B97F4A7C15ull) >> 16) & (keys_.size() - 1);
-    while (keys_[i] != key && keys_[i] != -1) i = (i + 1) & (keys_.size() - 1);
-    return i;
-  }
-  void Rehash(size_t capacity) {
-    size_t n = 16;
-    while (n < capacity) n *= 2;
-    std::vector<int64_t> keys = std::move(keys_);
-    std::vector<uint32_t> values = std::move(values_);
-    keys_.assign(n, -1);
-    values_.assign(n, kNone);
-    size_ = 0;
-    for (size_t i = 0; i < keys.size(); ++i)
-      if (keys[i] != -1) {
-        const size_t j = Slot(keys[i]);
-        keys_[j] = keys[i], values_[j] = values[i], ++size_;
-      }
-  }
-  std::vector<int64_t> keys_;
-  std::vector<uint32_t> values_;
-  size_t size_ = 0;
+  const TracePrep& prep_;
+  EventCursor<KernelActivity> kernels_;
+  EventCursor<MemoryActivity> memory_;
+  SeqZip<OpLaunch> kernel_launches_, memory_launches_;
+  SeqZip<KernelOperator> operators_;
+  const KernelActivity* k_ = nullptr;
+  const MemoryActivity* m_ = nullptr;
+  int64_t k_seq_ = 0, m_seq_ = 0;
+  KernelActivity kernel_copy_;  // the current operation's event: the cursors move on
+  MemoryActivity memory_copy_;
+  DeviceOp op_;
 };
-
-/// Joins of the model built once per recording.
-struct Index {
-  std::vector<DeviceOp> device_ops;  // sorted by start
-  /// The device operations of a correlation id: the first, then each one's next
-  /// (device_ops order); CorrelationMap::kNone ends the list.
-  CorrelationMap first_op_by_correlation;
-  std::vector<uint32_t> next_op_same_correlation;
-  CorrelationMap runtime_by_correlation;  // index into recording.runtime_calls (the first call)
-  const std::vector<RuntimeCall>* runtime_calls = nullptr;
-  /// The runtime call that launched correlation id `c`, nullptr if none recorded.
-  const RuntimeCall* Launch(int64_t c) const {
-    const uint32_t i = runtime_by_correlation.Find(c);
-    return i == CorrelationMap::kNone ? nullptr : &(*runtime_calls)[i];
-  }
-  intervals::List data_loader;  // merged DataLoader spans on the host
-  intervals::List host_sync;    // merged host calls that block on the device, outside data_loader
-  intervals::List device_sync;  // merged device-side waits (cuda_sync)
-};
-
-/// Builds the index; `is_comm_kernel[i]` says whether recording.kernels[i] is communication.
-Index BuildIndex(const Recording& recording, const std::vector<bool>& is_comm_kernel);
 
 struct StepWindows {
   std::vector<int64_t> numbers;
@@ -113,20 +116,31 @@ struct StepWindows {
   int dropped_tail_steps = 0;
 };
 
-/// ProfilerStep spans re-aligned to the device as torch-tb-profiler does (steps.cc).
-StepWindows AlignSteps(const Recording& recording, const Index& index);
+/// The host steps AlignSteps starts from: the ProfilerStep spans, or without them
+/// one window over the host activity (over the device activity when there is none).
+struct HostSteps {
+  std::vector<int64_t> numbers;
+  std::vector<Interval> spans;
+  bool from_markers = false;
+};
+StatusOr<HostSteps> FindHostSteps(const TraceEvents& events);
+
+/// The host steps re-aligned to the device as torch-tb-profiler does (steps.cc);
+/// `prep.launches` joined over the same host steps.
+StatusOr<StepWindows> AlignSteps(const TracePrep& prep, const HostSteps& host);
 
 /// Per-step time in the eight categories (steps.cc).
-std::vector<StepBreakdown> BreakDownSteps(const Recording& recording, const Index& index,
-                                          const StepWindows& steps);
+StatusOr<std::vector<StepBreakdown>> BreakDownSteps(const TracePrep& prep, const StepWindows& steps);
 
-/// GPU busy, SM efficiency and occupancy of one device over [window) (steps.cc).
-GpuMetrics MeasureGpu(const Recording& recording, int device, Interval window);
+/// GPU busy, SM efficiency and occupancy of each device in `devices` over [window) (steps.cc).
+StatusOr<std::vector<GpuMetrics>> MeasureGpus(const TraceEvents& events, const std::vector<int>& devices, Interval window);
 
-/// Idle time of a device inside the steps, by cause (idle_gaps.cc).
-IdleBreakdown AttributeDeviceIdle(const Index& index, int device, const intervals::List& steps);
+struct IdleAttribution {
+  IdleBreakdown device;              // the device's idle time inside the steps, by cause
+  std::vector<StreamIdle> streams;   // the same per stream: gaps between its operations
+};
 
-/// The same per stream: gaps between consecutive operations on each stream.
-std::vector<StreamIdle> AttributeStreamIdle(const Index& index, int device, const intervals::List& steps);
+/// Idle time of a device and of its streams inside the steps, by cause (idle_gaps.cc).
+StatusOr<IdleAttribution> AttributeIdle(const TracePrep& prep, int device, const intervals::List& steps);
 
 }  // namespace gputriage::analysis

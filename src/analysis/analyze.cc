@@ -73,25 +73,31 @@ bool InSteps(const intervals::List& steps, TimeNs t) {
 }
 
 
-/// Communication kernels on the primary device and their overlap with compute.
-CommStats MeasureCommunication(const Recording& rec, const std::vector<bool>& is_comm, int primary,
-                               const intervals::List& step_list, TimeNs kernel_total_ns) {
+/// Communication kernels on the primary device and their overlap with compute, in
+/// one sweep over its kernels.
+StatusOr<CommStats> MeasureCommunication(const analysis::TracePrep& prep, int primary, const intervals::List& step_list,
+                                         TimeNs kernel_total_ns) {
   CommStats out;
-  intervals::List comm, compute;
-  for (size_t i = 0; i < rec.kernels.size(); ++i) {
-    const auto& k = rec.kernels[i];
-    if (primary >= 0 && k.device != primary) continue;
-    if (is_comm[i]) {
-      comm.push_back(k.time);
-      out.kernel_ns += k.time.duration();
-    } else {
-      compute.push_back(k.time);
+  enum { kComm = 0, kCompute = 1 };
+  size_t at = 0;
+  auto segment = [&](TimeNs a, TimeNs b, const analysis::CoverageSweep<2>::Active& active) {
+    while (at < step_list.size() && step_list[at].end <= a) ++at;
+    for (size_t i = at; i < step_list.size() && step_list[i].start < b; ++i) {
+      const TimeNs lo = std::max(a, step_list[i].start), hi = std::min(b, step_list[i].end);
+      if (lo >= hi || active[kComm] == 0) continue;
+      out.union_ns += hi - lo;
+      if (active[kCompute] > 0) out.overlapped_ns += hi - lo;
     }
+  };
+  analysis::CoverageSweep<2> sweep;
+  analysis::DeviceOpCursor ops(prep);
+  for (const analysis::DeviceOp* op = ops.Next(); op != nullptr; op = ops.Next()) {
+    if (!op->is_kernel || (primary >= 0 && op->device != primary)) continue;
+    if (op->is_communication) out.kernel_ns += op->time.duration();
+    sweep.Add(op->time, op->is_communication ? kComm : kCompute, segment);
   }
-  comm = intervals::Intersect(intervals::Merge(std::move(comm)), step_list);
-  compute = intervals::Intersect(intervals::Merge(std::move(compute)), step_list);
-  out.union_ns = intervals::Sum(comm);
-  out.overlapped_ns = intervals::Sum(intervals::Intersect(comm, compute));
+  RETURN_IF_ERROR(ops.status());
+  sweep.Finish(segment);
   out.exposed_ns = out.union_ns - out.overlapped_ns;
   if (kernel_total_ns > 0)
     out.share_of_kernel_time_percent = 100.0 * static_cast<double>(out.kernel_ns) / static_cast<double>(kernel_total_ns);
@@ -101,11 +107,14 @@ CommStats MeasureCommunication(const Recording& rec, const std::vector<bool>& is
 }
 
 /// Achieved throughput from the profiler's FLOP estimates (with_flops=True).
-ThroughputStats MeasureThroughput(const Recording& rec, const intervals::List& step_list, const RecordingAnalysis& a) {
+StatusOr<ThroughputStats> MeasureThroughput(const analysis::TraceEvents& events, const intervals::List& step_list,
+                                            const RecordingAnalysis& a) {
   ThroughputStats out;
   double flops = 0;
-  for (const auto& c : rec.cpu_spans)
-    if (c.flops > 0 && InSteps(step_list, c.time.start)) flops += c.flops;
+  auto spans = events.cpu_spans();
+  for (const CpuSpan* c = spans.Next(); c != nullptr; c = spans.Next())
+    if (c->flops > 0 && InSteps(step_list, c->time.start)) flops += c->flops;
+  RETURN_IF_ERROR(spans.status());
   if (flops <= 0 || a.steps.empty() || a.avg_step_ns <= 0) return out;
   out.available = true;
   out.flops_per_step = flops / static_cast<double>(a.steps.size());
@@ -146,10 +155,11 @@ ThroughputStats MeasureThroughput(const Recording& rec, const intervals::List& s
 }
 
 /// What this recording cannot tell, in words for the report.
-std::vector<std::string> ListLimitations(const Recording& rec, const RecordingAnalysis& a, int dropped_tail_steps) {
+std::vector<std::string> ListLimitations(const Recording& rec, bool no_kernels, const RecordingAnalysis& a,
+                                         int dropped_tail_steps) {
   std::vector<std::string> out;
   if (rec.stats.truncated) out.push_back("truncated input: " + rec.stats.truncation_note);
-  if (rec.kernels.empty()) {
+  if (no_kernels) {
     out.push_back(
         "no GPU kernels were recorded: GPU busy time, kernel efficiency and precision cannot be measured; "
         "only the host-side timeline is available");
@@ -157,7 +167,7 @@ std::vector<std::string> ListLimitations(const Recording& rec, const RecordingAn
   if (!a.steps_from_markers) out.push_back("no ProfilerStep#N markers: the whole trace is treated as one step window");
   if (dropped_tail_steps > 0)
     out.push_back(fmt::format("{} trailing step(s) dropped: their device work was not fully recorded", dropped_tail_steps));
-  if (rec.kernels.empty()) return out;
+  if (no_kernels) return out;
   if (a.device.vendor != Vendor::kNvidia) {
     out.push_back(fmt::format(
         "device vendor is {}: tensor-core precision rules cover NVIDIA kernel names and rocBLAS type tags only; "
@@ -173,78 +183,61 @@ std::vector<std::string> ListLimitations(const Recording& rec, const RecordingAn
 
 }  // namespace
 
-RecordingAnalysis AnalyzeRecording(const Recording& rec) {
-  RecordingAnalysis a;
-  a.source = rec.source_path;
-  // The loader's resources, where the run recorded them (keys of the job's
-  // configuration channel and the recorder's own, docs/formats.md).
-  auto integer = [&](const char* key) {
-    auto it = rec.metadata.find(key);
-    if (it == rec.metadata.end()) return -1;
-    char* end = nullptr;
-    const long v = std::strtol(it->second.c_str(), &end, 10);
-    return end != it->second.c_str() && *end == '\0' && v >= 0 && v < 1'000'000 ? static_cast<int>(v) : -1;
-  };
-  a.loader.num_workers = integer("dataloader.num_workers");
-  a.loader.host_cpus = std::max(0, integer("host.cpus"));
-  a.loader.gpus = std::max(0, integer("gpu.count"));
-  a.rank = rec.rank;
-  // A trace recording: any timeline content (tests build recordings without a format).
-  a.has_trace = rec.format == "kineto" || !rec.kernels.empty() || !rec.memory_ops.empty() || !rec.cpu_spans.empty() ||
-                !rec.runtime_calls.empty() || !rec.steps.empty();
-  if (auto it = rec.metadata.find("phase"); it != rec.metadata.end()) a.phase = it->second;
-  a.metric_devices = AnalyzeMetrics(rec.metrics);
-  std::string gpu_name;  // the GPU the job ran on, for MFU from its step FLOPs
-  for (const auto& d : rec.metrics.devices)
-    if (!d.name.empty() && gpu_name.empty()) gpu_name = d.name;
-  a.marked = AnalyzeMarkedSteps(rec.marked_steps, gpu_name);
-  if (!a.has_trace) return a;
+namespace {
 
-  // Classify each distinct kernel name once.
+/// The trace part of AnalyzeRecording: passes over the events (see trace_events.h).
+Status AnalyzeTrace(const Recording& rec, RecordingAnalysis& a) {
+  const analysis::TraceEvents events(rec);
+  analysis::TracePrep prep(events);
+  ASSIGN_OR_RETURN(prep.operators, analysis::JoinKernelOperators(events, prep.spill));
+
+  // Classify each distinct kernel name once; kernels no name rule knows, launched
+  // by a matrix or attention operator whose shapes were recorded, are that
+  // operator's matrix kernels (custom or mangled names).
   std::unordered_map<NameId, NameAccumulator> by_name;
-  std::vector<bool> is_comm(rec.kernels.size(), false);
-  std::unordered_set<int64_t> comm_external_ids;  // ids of nccl:*/gloo:* host ops
-  for (const auto& c : rec.cpu_spans)
-    if (c.kind == CpuSpanKind::kCommunication && c.external_id >= 0) comm_external_ids.insert(c.external_id);
   std::unordered_map<int, TimeNs> time_by_device;
-  for (size_t i = 0; i < rec.kernels.size(); ++i) {
-    const auto& k = rec.kernels[i];
-    auto [it, inserted] = by_name.try_emplace(k.name);
-    if (inserted) it->second.kind = ClassifyKernelName(rec.names.View(k.name));
-    is_comm[i] = it->second.kind.cls == KernelClass::kCommunication || comm_external_ids.count(k.external_id) > 0;
-    time_by_device[k.device] += k.time.duration();
-  }
-  // Kernels no name rule knows, launched by a matrix or attention operator whose
-  // shapes were recorded: that operator's matrix kernels (custom or mangled names).
-  if (!rec.matrix_shapes.empty()) {
-    std::unordered_map<int64_t, const MatrixOpShapes*> op_by_external_id;
-    for (const auto& s : rec.matrix_shapes)
-      if (s.external_id >= 0) op_by_external_id.emplace(s.external_id, &s);
-    for (const auto& k : rec.kernels) {
-      auto& acc = by_name[k.name];
-      if (acc.kind.cls != KernelClass::kOther || acc.kind_from_operator) continue;
-      auto op = op_by_external_id.find(k.external_id);
-      if (op == op_by_external_id.end()) continue;
-      const KernelKind kind = KindFromLaunchingOperator(acc.kind, rec.names.View(k.name), rec.names.View(op->second->name),
-                                                        rec.names.View(op->second->dtype));
+  {
+    auto kernels = events.kernels();
+    analysis::SeqZip<analysis::KernelOperator> operators(*prep.operators);
+    int64_t seq = 0;
+    for (const KernelActivity* k = kernels.Next(); k != nullptr; k = kernels.Next(), ++seq) {
+      auto [it, inserted] = by_name.try_emplace(k->name);
+      if (inserted) it->second.kind = ClassifyKernelName(rec.names.View(k->name));
+      time_by_device[k->device] += k->time.duration();
+      const analysis::KernelOperator* op = k->external_id >= 0 ? operators.At(seq) : nullptr;
+      auto& acc = it->second;
+      if (op == nullptr || !op->has_shapes || acc.kind.cls != KernelClass::kOther || acc.kind_from_operator) continue;
+      const KernelKind kind = KindFromLaunchingOperator(acc.kind, rec.names.View(k->name), rec.names.View(op->op_name),
+                                                        rec.names.View(op->op_dtype));
       if (kind.cls != acc.kind.cls) acc.kind = kind, acc.kind_from_operator = true;
     }
+    RETURN_IF_ERROR(kernels.status());
+    RETURN_IF_ERROR(operators.status());
   }
-  a.has_gpu_activity = !rec.kernels.empty() || !rec.memory_ops.empty();
+  analysis::KindByName kinds;
+  for (const auto& [name, acc] : by_name) kinds.emplace(name, acc.kind);
+  prep.kinds = &kinds;
+  const int64_t kernel_count = events.kernel_count();
+  a.has_gpu_activity = kernel_count > 0 || events.memory_op_count() > 0;
 
   int primary = -1;
   TimeNs best = -1;
   for (const auto& [device, t] : time_by_device)
     if (t > best || (t == best && device < primary)) best = t, primary = device;
-  if (primary < 0 && !rec.memory_ops.empty()) primary = rec.memory_ops.front().device;
+  if (primary < 0 && events.memory_op_count() > 0) {
+    auto memory = events.memory_ops();
+    primary = memory.Next()->device;
+  }
   if (const Device* d = rec.FindDevice(primary)) a.device = *d;
   else if (!rec.devices.empty() && primary < 0) a.device = rec.devices.front();
   else a.device.id = primary;
 
-  const analysis::Index index = analysis::BuildIndex(rec, is_comm);
-  const analysis::StepWindows steps = analysis::AlignSteps(rec, index);
+  ASSIGN_OR_RETURN(const analysis::HostSteps host, analysis::FindHostSteps(events));
+  ASSIGN_OR_RETURN(prep.launches, analysis::JoinLaunches(events, host.spans, prep.spill));
+  RETURN_IF_ERROR(analysis::BuildHostIntervals(prep));
+  ASSIGN_OR_RETURN(const analysis::StepWindows steps, analysis::AlignSteps(prep, host));
   a.steps_from_markers = steps.from_markers;
-  a.steps = analysis::BreakDownSteps(rec, index, steps);
+  ASSIGN_OR_RETURN(a.steps, analysis::BreakDownSteps(prep, steps));
   const intervals::List step_list = intervals::Merge(steps.windows);
 
   if (!a.steps.empty()) {
@@ -258,64 +251,64 @@ RecordingAnalysis AnalyzeRecording(const Recording& rec) {
     // The average's window is as long as the mean step, so total() and shares work on it too.
     a.average.window = {a.steps.front().window.start, a.steps.front().window.start + a.avg_step_ns};
     const Interval all{a.steps.front().window.start, a.steps.back().window.end};
-    for (const auto& [device, t] : time_by_device) {
-      (void)t;
-      a.gpus.push_back(analysis::MeasureGpu(rec, device, all));
-    }
-    std::sort(a.gpus.begin(), a.gpus.end(), [](const GpuMetrics& x, const GpuMetrics& y) { return x.device < y.device; });
+    std::vector<int> devices;
+    for (const auto& [device, t] : time_by_device) devices.push_back(device);
+    std::sort(devices.begin(), devices.end());
+    ASSIGN_OR_RETURN(a.gpus, analysis::MeasureGpus(events, devices, all));
     for (const auto& g : a.gpus)
       if (g.device == primary) a.gpu = g;
     if (primary >= 0) {
-      a.device_idle = analysis::AttributeDeviceIdle(index, primary, step_list);
-      a.streams = analysis::AttributeStreamIdle(index, primary, step_list);
+      ASSIGN_OR_RETURN(analysis::IdleAttribution idle, analysis::AttributeIdle(prep, primary, step_list));
+      a.device_idle = idle.device;
+      a.streams = std::move(idle.streams);
     }
   }
 
   // Kernel table, precision and attention.
-  std::unordered_map<int64_t, NameId> input_type_by_external_id;
-  for (const auto& c : rec.cpu_spans)
-    if (c.first_input_type != kNoName && c.external_id >= 0) input_type_by_external_id.emplace(c.external_id, c.first_input_type);
-  std::vector<TimeNs> durations;
-  std::vector<TimeNs> launch_delays;
+  analysis::CountingMedian durations, launch_delays;
   int64_t kernels_in_steps = 0, short_kernels = 0, graph_kernels_in_steps = 0;
-  for (const auto& k : rec.kernels) {
-    auto& acc = by_name[k.name];
-    const TimeNs d = k.time.duration();
-    ++acc.count;
-    acc.total += d;
-    acc.min = std::min(acc.min, d);
-    acc.max = std::max(acc.max, d);
-    if (!std::isnan(k.blocks_per_sm)) acc.blocks_weighted += k.blocks_per_sm * static_cast<double>(d), acc.blocks_time += static_cast<double>(d);
-    if (!std::isnan(k.est_occupancy_percent)) acc.occ_weighted += k.est_occupancy_percent * static_cast<double>(d), acc.occ_time += static_cast<double>(d);
-    a.precision.kernel_total_ns += d;
-    const KernelKind& kind = acc.kind;
-    if (IsMatrixClass(kind.cls)) {
-      Precision p = kind.precision;
-      if (p == Precision::kUnknown || p == Precision::kTensorUnknown) {
-        auto it = input_type_by_external_id.find(k.external_id);
-        if (it != input_type_by_external_id.end()) {
-          const Precision from_type = PrecisionFromInputType(rec.names.View(it->second), p == Precision::kTensorUnknown);
+  {
+    analysis::DeviceOpCursor ops(prep);
+    for (const analysis::DeviceOp* op = ops.Next(); op != nullptr; op = ops.Next()) {
+      if (!op->is_kernel) continue;
+      const KernelActivity& k = *op->kernel;
+      auto& acc = by_name[k.name];
+      const TimeNs d = k.time.duration();
+      ++acc.count;
+      acc.total += d;
+      acc.min = std::min(acc.min, d);
+      acc.max = std::max(acc.max, d);
+      if (!std::isnan(k.blocks_per_sm)) acc.blocks_weighted += k.blocks_per_sm * static_cast<double>(d), acc.blocks_time += static_cast<double>(d);
+      if (!std::isnan(k.est_occupancy_percent)) acc.occ_weighted += k.est_occupancy_percent * static_cast<double>(d), acc.occ_time += static_cast<double>(d);
+      a.precision.kernel_total_ns += d;
+      const KernelKind& kind = acc.kind;
+      if (IsMatrixClass(kind.cls)) {
+        Precision p = kind.precision;
+        if ((p == Precision::kUnknown || p == Precision::kTensorUnknown) && op->launched_by.input_type != kNoName) {
+          const Precision from_type =
+              PrecisionFromInputType(rec.names.View(op->launched_by.input_type), p == Precision::kTensorUnknown);
           if (from_type != Precision::kUnknown) p = from_type;
         }
+        a.precision.matrix_ns[static_cast<int>(p)] += d;
+        a.precision.matrix_total_ns += d;
+        if (UsesTensorCores(p)) a.precision.tensor_core_ns += d;
       }
-      a.precision.matrix_ns[static_cast<int>(p)] += d;
-      a.precision.matrix_total_ns += d;
-      if (UsesTensorCores(p)) a.precision.tensor_core_ns += d;
-    }
-    if (IsMemoryBoundClass(kind.cls)) a.precision.memory_bound_ns += d;
-    if (kind.cls == KernelClass::kAttentionFused) a.attention.fused_ns += d;
-    if (kind.cls == KernelClass::kSoftmax) a.attention.softmax_ns += d, ++a.attention.softmax_kernels;
-    if (kind.batched) a.attention.batched_gemm_ns += d, ++a.attention.batched_gemm_kernels;
-    if (kind.cls != KernelClass::kCommunication && InSteps(step_list, k.time.start)) {
-      ++kernels_in_steps;
-      durations.push_back(d);
-      if (d < kShortKernel) ++short_kernels;
-      if (const RuntimeCall* rt = index.Launch(k.correlation)) {
-        if (rt->kind == RuntimeCallKind::kKernelLaunch)
-          launch_delays.push_back(std::max<TimeNs>(0, k.time.start - rt->time.end));
-        if (rt->kind == RuntimeCallKind::kGraphLaunch) ++graph_kernels_in_steps;
+      if (IsMemoryBoundClass(kind.cls)) a.precision.memory_bound_ns += d;
+      if (kind.cls == KernelClass::kAttentionFused) a.attention.fused_ns += d;
+      if (kind.cls == KernelClass::kSoftmax) a.attention.softmax_ns += d, ++a.attention.softmax_kernels;
+      if (kind.batched) a.attention.batched_gemm_ns += d, ++a.attention.batched_gemm_kernels;
+      if (kind.cls != KernelClass::kCommunication && InSteps(step_list, k.time.start)) {
+        ++kernels_in_steps;
+        durations.Add(d);
+        if (d < kShortKernel) ++short_kernels;
+        if (op->launch.has_launch) {
+          if (op->launch.kind == RuntimeCallKind::kKernelLaunch)
+            launch_delays.Add(std::max<TimeNs>(0, k.time.start - op->launch.launch_end));
+          if (op->launch.kind == RuntimeCallKind::kGraphLaunch) ++graph_kernels_in_steps;
+        }
       }
     }
+    RETURN_IF_ERROR(ops.status());
   }
   if (a.precision.matrix_total_ns > 0) {
     a.precision.tensor_core_percent_of_matrix =
@@ -364,8 +357,12 @@ RecordingAnalysis AnalyzeRecording(const Recording& rec) {
 
   // Launch overhead.
   // Launches the host made: a CUDA graph replay is one launch for all its kernels.
-  for (const auto& r : rec.runtime_calls)
-    if (r.kind == RuntimeCallKind::kGraphLaunch && InSteps(step_list, r.time.start)) ++a.launch.graph_launches;
+  {
+    auto calls = events.runtime_calls();
+    for (const RuntimeCall* r = calls.Next(); r != nullptr; r = calls.Next())
+      if (r->kind == RuntimeCallKind::kGraphLaunch && InSteps(step_list, r->time.start)) ++a.launch.graph_launches;
+    RETURN_IF_ERROR(calls.status());
+  }
   const int64_t host_launches = kernels_in_steps - graph_kernels_in_steps + a.launch.graph_launches;
   a.launch.kernels = kernels_in_steps;
   a.launch.graph_kernels = graph_kernels_in_steps;
@@ -373,23 +370,69 @@ RecordingAnalysis AnalyzeRecording(const Recording& rec) {
     a.launch.kernels_per_step = static_cast<double>(kernels_in_steps) / static_cast<double>(a.steps.size());
     a.launch.host_launches_per_step = static_cast<double>(host_launches) / static_cast<double>(a.steps.size());
   }
-  a.launch.median_kernel_us = analysis::Median(durations) / 1000.0;
+  a.launch.median_kernel_us = durations.Median() / 1000.0;
   if (kernels_in_steps > 0)
     a.launch.short_kernel_percent = 100.0 * static_cast<double>(short_kernels) / static_cast<double>(kernels_in_steps);
   if (host_launches > 0)
     a.launch.mean_launch_interval_us =
         static_cast<double>(intervals::Sum(step_list)) / static_cast<double>(host_launches) / 1000.0;
-  a.launch.median_launch_delay_us = analysis::Median(launch_delays) / 1000.0;
+  a.launch.median_launch_delay_us = launch_delays.Median() / 1000.0;
 
-  a.comm = MeasureCommunication(rec, is_comm, primary, step_list, a.precision.kernel_total_ns);
-  std::vector<const KernelKind*> kinds(rec.kernels.size(), nullptr);
-  for (size_t i = 0; i < rec.kernels.size(); ++i) kinds[i] = &by_name[rec.kernels[i].name].kind;
-  a.shapes = analysis::MeasureShapeAlignment(rec, kinds, primary, a.precision.matrix_total_ns);
-  a.roofline = analysis::MeasureRoofline(rec, kinds, a.device);
+  ASSIGN_OR_RETURN(a.comm, MeasureCommunication(prep, primary, step_list, a.precision.kernel_total_ns));
+  ASSIGN_OR_RETURN(analysis::ShapeJoin shapes,
+                   analysis::JoinShapes(events, *prep.operators,
+                                        [&](const KernelActivity& k) {
+                                          analysis::KernelForShapes f;
+                                          f.kind = kinds.at(k.name);
+                                          f.on_alignment_device = primary < 0 || k.device == primary;
+                                          f.on_roofline_device = a.device.id < 0 || k.device == a.device.id;
+                                          return f;
+                                        },
+                                        prep.spill));
+  ASSIGN_OR_RETURN(a.shapes, analysis::MeasureShapeAlignment(events, *shapes.by_shape, a.precision.matrix_total_ns));
+  ASSIGN_OR_RETURN(a.roofline, analysis::MeasureRoofline(events, *shapes.by_shape, a.device));
   a.memory = analysis::MeasureTraceMemory(rec, a.device);
-  if (!a.steps.empty()) a.what_if = analysis::PredictFixes(rec, index, steps, kinds, a);
-  a.throughput = MeasureThroughput(rec, step_list, a);
-  a.limitations = ListLimitations(rec, a, steps.dropped_tail_steps);
+  if (!a.steps.empty()) {
+    ASSIGN_OR_RETURN(a.what_if, analysis::PredictFixes(prep, steps, *shapes.misaligned_kernels, a));
+  }
+  ASSIGN_OR_RETURN(a.throughput, MeasureThroughput(events, step_list, a));
+  a.limitations = ListLimitations(rec, kernel_count == 0, a, steps.dropped_tail_steps);
+  return Status::Ok();
+}
+
+}  // namespace
+
+RecordingAnalysis AnalyzeRecording(const Recording& rec) {
+  RecordingAnalysis a;
+  a.source = rec.source_path;
+  // The loader's resources, where the run recorded them (keys of the job's
+  // configuration channel and the recorder's own, docs/formats.md).
+  auto integer = [&](const char* key) {
+    auto it = rec.metadata.find(key);
+    if (it == rec.metadata.end()) return -1;
+    char* end = nullptr;
+    const long v = std::strtol(it->second.c_str(), &end, 10);
+    return end != it->second.c_str() && *end == '\0' && v >= 0 && v < 1'000'000 ? static_cast<int>(v) : -1;
+  };
+  a.loader.num_workers = integer("dataloader.num_workers");
+  a.loader.host_cpus = std::max(0, integer("host.cpus"));
+  a.loader.gpus = std::max(0, integer("gpu.count"));
+  a.rank = rec.rank;
+  // A trace recording: any timeline content (tests build recordings without a format).
+  const analysis::TraceEvents events(rec);
+  a.has_trace = rec.format == "kineto" || events.kernel_count() > 0 || events.memory_op_count() > 0 ||
+                events.cpu_span_count() > 0 || events.runtime_call_count() > 0 || !rec.steps.empty();
+  if (auto it = rec.metadata.find("phase"); it != rec.metadata.end()) a.phase = it->second;
+  a.metric_devices = AnalyzeMetrics(rec.metrics);
+  std::string gpu_name;  // the GPU the job ran on, for MFU from its step FLOPs
+  for (const auto& d : rec.metrics.devices)
+    if (!d.name.empty() && gpu_name.empty()) gpu_name = d.name;
+  a.marked = AnalyzeMarkedSteps(rec.marked_steps, gpu_name);
+  if (!a.has_trace) return a;
+  if (Status s = AnalyzeTrace(rec, a); !s.ok()) {
+    a.error = fmt::format("{}: the analysis could not finish: {}", rec.source_path, s.message());
+    a.limitations.push_back(a.error);
+  }
   return a;
 }
 

@@ -10,6 +10,7 @@
 // k-th collective of one kind is the same collective on every rank: where the ends
 // spread as much as the starts, nothing is concluded.
 #include "src/analysis/collective_skew.h"
+#include "src/analysis/trace_events.h"
 
 #include <algorithm>
 #include <array>
@@ -59,7 +60,10 @@ RankEvents Collect(const RankTrace& t, bool device_events) {
   const int device = t.analysis->device.id;
   std::map<NameId, KernelKind> kinds;
   intervals::List compute;
-  for (const auto& k : rec.kernels) {
+  const TraceEvents trace(rec);
+  auto kernels = trace.kernels();
+  for (const KernelActivity* kp = kernels.Next(); kp != nullptr; kp = kernels.Next()) {
+    const KernelActivity& k = *kp;
     if (device >= 0 && k.device != device) continue;
     auto it = kinds.find(k.name);
     if (it == kinds.end()) it = kinds.emplace(k.name, ClassifyKernelName(rec.names.View(k.name))).first;
@@ -75,12 +79,11 @@ RankEvents Collect(const RankTrace& t, bool device_events) {
   if (!device_events) {
     // Host spans (gloo, or a trace without device activity): the outermost span
     // of each collective call.
-    std::vector<const CpuSpan*> spans;
-    for (const auto& c : rec.cpu_spans)
-      if (c.kind == CpuSpanKind::kCommunication) spans.push_back(&c);
-    std::sort(spans.begin(), spans.end(), [](const CpuSpan* a, const CpuSpan* b) { return a->time.start < b->time.start; });
+    // In start order (the stream's), the outermost span first.
     std::map<int64_t, TimeNs> open_until;  // per thread: the end of the outermost span seen
-    for (const CpuSpan* c : spans) {
+    auto spans = trace.cpu_spans();
+    for (const CpuSpan* c = spans.Next(); c != nullptr; c = spans.Next()) {
+      if (c->kind != CpuSpanKind::kCommunication) continue;
       TimeNs& until = open_until[c->thread];
       if (c->time.start < until) continue;  // nested inside a collective already taken
       until = c->time.end;
@@ -92,8 +95,9 @@ RankEvents Collect(const RankTrace& t, bool device_events) {
   for (size_t i = 0; i < out.events.size(); ++i) out.by_kind[out.events[i].kind].push_back(i);
   out.compute = intervals::Merge(std::move(compute));
   std::vector<Interval> data;
-  for (const auto& c : rec.cpu_spans)
-    if (c.kind == CpuSpanKind::kDataLoader) data.push_back(c.time);
+  auto spans = trace.cpu_spans();
+  for (const CpuSpan* c = spans.Next(); c != nullptr; c = spans.Next())
+    if (c->kind == CpuSpanKind::kDataLoader) data.push_back(c->time);
   out.data_wait = intervals::Merge(std::move(data));
   std::vector<Interval> windows;
   for (const auto& s : t.analysis->steps) windows.push_back(s.window);

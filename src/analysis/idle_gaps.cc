@@ -34,94 +34,141 @@ namespace {
 
 constexpr TimeNs kQueuedGapLaunchLimit = 30 * kNsPerUs;
 
-void ChargeHostPart(const Index& index, Interval part, IdleCause rest, IdleBreakdown& out) {
+/// The merged host intervals a gap is charged against, read forward as the gaps
+/// of one timeline (the device's, or one stream's) come in order.
+struct HostTracks {
+  explicit HostTracks(const TracePrep& prep)
+      : data_loader(*prep.data_loader), host_sync(*prep.host_sync), device_sync(*prep.device_sync) {}
+  IntervalTrack data_loader, host_sync, device_sync;
+  Status status() const {
+    for (const Status& s : {data_loader.status(), host_sync.status(), device_sync.status()})
+      if (!s.ok()) return s;
+    return Status::Ok();
+  }
+};
+
+void ChargeHostPart(HostTracks& tracks, Interval part, IdleCause rest, IdleBreakdown& out) {
   if (part.end <= part.start) return;
-  // Binary searches: this runs once per gap, and a trace has as many gaps as kernels.
-  const TimeNs loader_ns = intervals::OverlapWith(index.data_loader, part);
-  const TimeNs sync_ns = intervals::OverlapWith(index.host_sync, part);
+  const TimeNs loader_ns = tracks.data_loader.OverlapWith(part);
+  const TimeNs sync_ns = tracks.host_sync.OverlapWith(part);
   out.ns[static_cast<int>(IdleCause::kDataLoader)] += loader_ns;
   out.ns[static_cast<int>(IdleCause::kSynchronization)] += sync_ns;
   out.ns[static_cast<int>(rest)] += part.duration() - loader_ns - sync_ns;
 }
 
 /// Charges the gap [a, b) ended by `next` (nullptr when the window ends it).
-void ChargeGap(const Index& index, TimeNs a, TimeNs b, const DeviceOp* next, IdleBreakdown& out) {
+void ChargeGap(HostTracks& tracks, TimeNs a, TimeNs b, const DeviceOp* next, IdleBreakdown& out) {
   if (b <= a) return;
   ++out.gaps;
-  const RuntimeCall* launch = nullptr;
-  if (next != nullptr) launch = index.Launch(next->correlation);
-  if (launch == nullptr) {
-    ChargeHostPart(index, {a, b}, next == nullptr ? IdleCause::kHostWait : IdleCause::kOther, out);
+  const bool launched_known = next != nullptr && next->launch.has_launch;
+  if (!launched_known) {
+    ChargeHostPart(tracks, {a, b}, next == nullptr ? IdleCause::kHostWait : IdleCause::kOther, out);
     return;
   }
-  const TimeNs launched = launch->time.start;
+  const TimeNs launched = next->launch.launch_start;
   if (launched <= a) {
     const TimeNs gap = b - a;
-    if (gap < kQueuedGapLaunchLimit && launch->kind != RuntimeCallKind::kGraphLaunch) {
+    if (gap < kQueuedGapLaunchLimit && next->launch.kind != RuntimeCallKind::kGraphLaunch) {
       out.ns[static_cast<int>(IdleCause::kLaunchOverhead)] += gap;
       return;
     }
-    const TimeNs waits = intervals::OverlapWith(index.device_sync, {a, b});
+    const TimeNs waits = tracks.device_sync.OverlapWith({a, b});
     out.ns[static_cast<int>(IdleCause::kSynchronization)] += waits;
     out.ns[static_cast<int>(IdleCause::kOther)] += gap - waits;
     return;
   }
   const TimeNs split = std::min(launched, b);
-  ChargeHostPart(index, {a, split}, IdleCause::kHostWait, out);
+  ChargeHostPart(tracks, {a, split}, IdleCause::kHostWait, out);
   out.ns[static_cast<int>(IdleCause::kLaunchOverhead)] += b - split;
 }
 
-/// The operation that starts exactly at (or first after) time t among `ops`.
-const DeviceOp* FirstStartingAt(const std::vector<const DeviceOp*>& ops, TimeNs t) {
-  auto it = std::lower_bound(ops.begin(), ops.end(), t,
-                             [](const DeviceOp* op, TimeNs v) { return op->time.start < v; });
-  return it == ops.end() ? nullptr : *it;
+/// The parts of [a, b) inside the steps, in order; `at` is a cursor into `steps`
+/// that only moves forward (the regions of one timeline come in order).
+template <typename Part>
+void InsideSteps(const intervals::List& steps, size_t& at, Interval region, Part&& part) {
+  while (at < steps.size() && steps[at].end <= region.start) ++at;
+  for (size_t i = at; i < steps.size() && steps[i].start < region.end; ++i) {
+    const TimeNs lo = std::max(region.start, steps[i].start), hi = std::min(region.end, steps[i].end);
+    if (lo < hi) part(Interval{lo, hi});
+  }
 }
+
+/// One timeline's gaps: the device's (every gap inside the steps) or a stream's
+/// (only gaps between two of its operations: a stream that has finished its work
+/// for the step is not "waiting").
+class GapWalker {
+ public:
+  GapWalker(const TracePrep& prep, const intervals::List& steps, bool between_ops_only)
+      : tracks_(prep), steps_(steps), between_ops_only_(between_ops_only) {}
+
+  void Add(const DeviceOp& op) {
+    if (op.time.start > covered_until_ && (seen_ || !between_ops_only_)) {
+      const Interval region{seen_ ? covered_until_ : std::numeric_limits<TimeNs>::min(), op.time.start};
+      InsideSteps(steps_, gap_step_, region, [&](Interval part) {
+        // The operation that ended the gap, when the part ends where it starts.
+        ChargeGap(tracks_, part.start, part.end, part.end == op.time.start ? &op : nullptr, idle_);
+      });
+    }
+    seen_ = true;
+    covered_until_ = std::max(covered_until_, op.time.end);
+    busy_.Add(op.time, [&](Interval r) { CountBusy(r); });
+  }
+
+  void Finish() {
+    if (!between_ops_only_) {
+      const Interval region{seen_ ? covered_until_ : std::numeric_limits<TimeNs>::min(), std::numeric_limits<TimeNs>::max()};
+      InsideSteps(steps_, gap_step_, region, [&](Interval part) { ChargeGap(tracks_, part.start, part.end, nullptr, idle_); });
+    }
+    busy_.Finish([&](Interval r) { CountBusy(r); });
+  }
+
+  const IdleBreakdown& idle() const { return idle_; }
+  TimeNs busy_in_steps() const { return busy_ns_; }
+  Status status() const { return tracks_.status(); }
+
+ private:
+  void CountBusy(Interval r) {
+    InsideSteps(steps_, busy_step_, r, [&](Interval part) { busy_ns_ += part.duration(); });
+  }
+
+  HostTracks tracks_;
+  const intervals::List& steps_;
+  const bool between_ops_only_;
+  bool seen_ = false;
+  TimeNs covered_until_ = std::numeric_limits<TimeNs>::min();
+  size_t gap_step_ = 0, busy_step_ = 0;
+  IdleBreakdown idle_;
+  UnionBuilder busy_;
+  TimeNs busy_ns_ = 0;
+};
 
 }  // namespace
 
-IdleBreakdown AttributeDeviceIdle(const Index& index, int device, const intervals::List& steps) {
-  IdleBreakdown out;
-  std::vector<const DeviceOp*> ops;
-  intervals::List busy;
-  for (const auto& op : index.device_ops) {
-    if (op.device != device) continue;
-    ops.push_back(&op);
-    busy.push_back(op.time);
+StatusOr<IdleAttribution> AttributeIdle(const TracePrep& prep, int device, const intervals::List& steps) {
+  GapWalker device_gaps(prep, steps, /*between_ops_only=*/false);
+  std::map<int, GapWalker> streams;
+  DeviceOpCursor ops(prep);
+  for (const DeviceOp* op = ops.Next(); op != nullptr; op = ops.Next()) {
+    if (op->device != device) continue;
+    device_gaps.Add(*op);
+    streams.try_emplace(op->stream, prep, steps, /*between_ops_only=*/true).first->second.Add(*op);
   }
-  busy = intervals::Merge(std::move(busy));
-  for (const auto& idle : intervals::Subtract(steps, busy)) {
-    const DeviceOp* next = FirstStartingAt(ops, idle.end);
-    if (next != nullptr && next->time.start != idle.end) next = nullptr;  // the window, not work, ended it
-    ChargeGap(index, idle.start, idle.end, next, out);
-  }
-  return out;
-}
-
-std::vector<StreamIdle> AttributeStreamIdle(const Index& index, int device, const intervals::List& steps) {
-  std::map<int, std::vector<const DeviceOp*>> ops_by_stream;  // each keeps device_ops' start order
-  for (const auto& op : index.device_ops)
-    if (op.device == device) ops_by_stream[op.stream].push_back(&op);
-  std::vector<StreamIdle> out;
-  for (const auto& [stream, ops] : ops_by_stream) {
+  RETURN_IF_ERROR(ops.status());
+  device_gaps.Finish();
+  RETURN_IF_ERROR(device_gaps.status());
+  IdleAttribution out;
+  out.device = device_gaps.idle();
+  for (auto& [stream, walker] : streams) {
+    walker.Finish();
+    RETURN_IF_ERROR(walker.status());
     StreamIdle s;
     s.device = device;
     s.stream = stream;
-    intervals::List busy;
-    for (const DeviceOp* op : ops) busy.push_back(op->time);
-    busy = intervals::Merge(std::move(busy));
-    s.busy_ns = intervals::Sum(intervals::Intersect(busy, steps));
-    // Only gaps between two operations of this stream count: a stream that has
-    // finished its work for the step is not "waiting".
-    for (size_t i = 1; i < busy.size(); ++i) {
-      for (const auto& part : intervals::Intersect({{busy[i - 1].end, busy[i].start}}, steps)) {
-        const DeviceOp* next = part.end == busy[i].start ? FirstStartingAt(ops, busy[i].start) : nullptr;
-        ChargeGap(index, part.start, part.end, next, s.idle);
-      }
-    }
-    out.push_back(s);
+    s.busy_ns = walker.busy_in_steps();
+    s.idle = walker.idle();
+    out.streams.push_back(s);
   }
-  std::sort(out.begin(), out.end(), [](const StreamIdle& a, const StreamIdle& b) { return a.busy_ns > b.busy_ns; });
+  std::sort(out.streams.begin(), out.streams.end(), [](const StreamIdle& a, const StreamIdle& b) { return a.busy_ns > b.busy_ns; });
   return out;
 }
 

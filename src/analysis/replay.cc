@@ -20,13 +20,17 @@
 #include "src/analysis/replay.h"
 
 #include <algorithm>
+#include <deque>
 #include <limits>
+#include <queue>
 #include <unordered_map>
 
 namespace gputriage::analysis {
 namespace {
 
-/// host'(t): a piecewise-linear map built in recorded-time order.
+/// host'(t): a piecewise-linear map built in recorded-time order. Points before
+/// `Forget(t)`'s t are dropped (the replay asks no more about earlier times), so it
+/// holds what lies between the earliest question still to come and now.
 class HostClock {
  public:
   HostClock(TimeNs origin, double stretch) : stretch_(stretch) { points_.push_back({origin, static_cast<double>(origin)}); }
@@ -47,10 +51,14 @@ class HostClock {
     replayed = std::max(replayed, points_.back().second);
     points_.push_back({recorded, replayed});
   }
+  /// No question about a time before t will come: keep the last point at or before t.
+  void Forget(TimeNs t) {
+    while (points_.size() >= 2 && points_[1].first <= t) points_.pop_front();
+  }
 
  private:
   double stretch_;
-  std::vector<std::pair<TimeNs, double>> points_;
+  std::deque<std::pair<TimeNs, double>> points_;
 };
 
 int64_t StreamKey(int32_t device, int32_t stream) {
@@ -59,138 +67,250 @@ int64_t StreamKey(int32_t device, int32_t stream) {
 
 }  // namespace
 
-TraceReplay::TraceReplay(const Recording& rec, const Index& index, const StepWindows& steps) {
-  if (steps.windows.empty()) return;
-  if (steps.from_markers) {
-    for (size_t i = 0; i < steps.windows.size() && i < rec.steps.size(); ++i) host_steps_.push_back(rec.steps[i].host);
-  } else {
-    host_steps_.push_back(steps.windows.front());
+uint8_t ReplayBitsOf(const KernelKind& kind, bool misaligned) {
+  uint8_t bits = kReplayKernel;
+  if (IsMatrixClass(kind.cls)) {
+    if (kind.precision == Precision::kFp32Simt) bits |= kReplayMatrixFp32Simt;
+    if (kind.precision == Precision::kTf32) bits |= kReplayMatrixTf32;
+    if (misaligned) bits |= kReplayMisalignedMatrix;
   }
-  if (host_steps_.empty()) return;
-
-  std::unordered_map<int64_t, int32_t> stream_numbers;
-  ops_.reserve(rec.kernels.size() + rec.memory_ops.size());
-  auto add = [&](Interval time, int64_t correlation, int32_t device, int32_t stream, int32_t kernel) {
-    Op op;
-    op.time = time;
-    op.kernel = kernel;
-    op.stream = stream_numbers.try_emplace(StreamKey(device, stream), static_cast<int32_t>(stream_numbers.size())).first->second;
-    op.launch = time.start;
-    if (const RuntimeCall* launch = index.Launch(correlation)) {
-      op.launch = std::min(launch->time.start, time.start);
-      auto s = std::upper_bound(host_steps_.begin(), host_steps_.end(), op.launch,
-                                [](TimeNs v, const Interval& h) { return v < h.end; });
-      if (s != host_steps_.end() && s->start <= op.launch) op.step = static_cast<int32_t>(s - host_steps_.begin());
-    }
-    ops_.push_back(op);
-  };
-  for (size_t i = 0; i < rec.kernels.size(); ++i) {
-    const auto& k = rec.kernels[i];
-    add(k.time, k.correlation, k.device, k.stream, static_cast<int32_t>(i));
-  }
-  for (const auto& m : rec.memory_ops) add(m.time, m.correlation, m.device, m.stream, -1);
-  streams_ = static_cast<int>(stream_numbers.size());
-  ops_per_stream_.assign(static_cast<size_t>(streams_), 0);
-  for (const auto& op : ops_) ++ops_per_stream_[static_cast<size_t>(op.stream)];
-  if (ops_.empty()) return;
-  std::sort(ops_.begin(), ops_.end(), [](const Op& a, const Op& b) { return a.time.start < b.time.start; });
-  {
-    std::vector<TimeNs> prev_end(static_cast<size_t>(streams_), std::numeric_limits<TimeNs>::min());
-    for (auto& op : ops_) {
-      auto& prev = prev_end[static_cast<size_t>(op.stream)];
-      op.delay = std::max<TimeNs>(0, op.time.start - std::max(op.launch, prev));
-      prev = std::max(prev, op.time.end);
-    }
-  }
-  std::stable_sort(ops_.begin(), ops_.end(), [](const Op& a, const Op& b) { return a.launch < b.launch; });
-
-  for (const auto& span : index.data_loader) items_.push_back({span, true});
-  std::unordered_map<int64_t, TimeNs> copy_end;  // correlation -> end of its transfer
-  for (const auto& m : rec.memory_ops)
-    if (m.correlation >= 0) copy_end[m.correlation] = std::max(copy_end[m.correlation], m.time.end);
-  for (const auto& r : rec.runtime_calls) {
-    bool blocking = r.kind == RuntimeCallKind::kSynchronize;
-    if (r.kind == RuntimeCallKind::kMemcpy && r.correlation >= 0) {
-      auto it = copy_end.find(r.correlation);
-      blocking = it != copy_end.end() && it->second <= r.time.end;  // returned only after its transfer
-    }
-    if (blocking && r.time.end > r.time.start) items_.push_back({r.time, false});
-  }
-  std::sort(items_.begin(), items_.end(), [](const HostItem& a, const HostItem& b) { return a.time.start < b.time.start; });
-  origin_ = std::min(host_steps_.front().start, ops_.front().launch);
-  if (!items_.empty()) origin_ = std::min(origin_, items_.front().time.start);
+  if (kind.cls == KernelClass::kSoftmax || kind.batched) bits |= kReplayAttentionPart;
+  if (IsMemoryBoundClass(kind.cls)) bits |= kReplayMemoryBound;
+  return bits;
 }
 
-ReplayResult TraceReplay::Run(const ReplayChange& change) const {
+StatusOr<std::unique_ptr<TraceReplay>> TraceReplay::Prepare(const TracePrep& prep, const StepWindows& steps,
+                                                            const SortedSpill<ShapeJoin::Misaligned, BySeq>& misaligned) {
+  std::unique_ptr<TraceReplay> replay(new TraceReplay(prep.spill));
+  TraceReplay& r = *replay;
+  if (steps.windows.empty()) return replay;
+  const Recording& rec = prep.events.recording();
+  if (steps.from_markers) {
+    for (size_t i = 0; i < steps.windows.size() && i < rec.steps.size(); ++i) r.host_steps_.push_back(rec.steps[i].host);
+  } else {
+    r.host_steps_.push_back(steps.windows.front());
+  }
+  if (r.host_steps_.empty()) return replay;
+
+  std::unordered_map<int64_t, int32_t> stream_numbers;
+  std::vector<TimeNs> prev_end;  // per stream: the latest recorded end so far, in start order
+  SeqZip<ShapeJoin::Misaligned> off_tile(misaligned);
+  TimeNs first_launch = std::numeric_limits<TimeNs>::max();
+  DeviceOpCursor ops(prep);
+  for (const DeviceOp* d = ops.Next(); d != nullptr; d = ops.Next()) {
+    Op op;
+    op.time = d->time;
+    op.stream = stream_numbers.try_emplace(StreamKey(d->device, d->stream), static_cast<int32_t>(stream_numbers.size())).first->second;
+    if (static_cast<size_t>(op.stream) >= prev_end.size()) prev_end.push_back(std::numeric_limits<TimeNs>::min());
+    op.launch = d->time.start;
+    if (d->launch.has_launch) {
+      op.launch = std::min(d->launch.launch_start, d->time.start);
+      auto s = std::upper_bound(r.host_steps_.begin(), r.host_steps_.end(), op.launch,
+                                [](TimeNs v, const Interval& h) { return v < h.end; });
+      if (s != r.host_steps_.end() && s->start <= op.launch) op.step = static_cast<int32_t>(s - r.host_steps_.begin());
+    }
+    if (d->is_kernel) {
+      const bool off = d->kernel->external_id >= 0 && off_tile.At(d->seq) != nullptr;
+      op.bits = ReplayBitsOf(prep.kinds->at(d->kernel->name), off);
+      ++r.kernels_by_bits_[op.bits];
+    }
+    auto& prev = prev_end[static_cast<size_t>(op.stream)];
+    op.delay = std::max<TimeNs>(0, op.time.start - std::max(op.launch, prev));
+    prev = std::max(prev, op.time.end);
+    first_launch = std::min(first_launch, op.launch);
+    RETURN_IF_ERROR(r.ops_.Add(op));
+  }
+  RETURN_IF_ERROR(ops.status());
+  RETURN_IF_ERROR(off_tile.status());
+  RETURN_IF_ERROR(r.ops_.Finish());
+  r.streams_ = static_cast<int>(stream_numbers.size());
+  if (r.ops_.size() == 0) return replay;
+
+  // Host items in recorded start order: DataLoader spans, then (at equal starts)
+  // blocking calls in call order.
+  {
+    auto loader = prep.data_loader->Open();
+    Interval span;
+    bool has_span = loader.Next(&span);
+    auto calls = prep.events.runtime_calls();
+    SeqZip<CopyEnd> copy_ends(*prep.launches.copy_ends);
+    int64_t seq = 0;
+    for (const RuntimeCall* c = calls.Next(); c != nullptr; c = calls.Next(), ++seq) {
+      bool blocking = c->kind == RuntimeCallKind::kSynchronize;
+      if (c->kind == RuntimeCallKind::kMemcpy && c->correlation >= 0) {
+        const CopyEnd* end = copy_ends.At(seq);
+        blocking = end != nullptr && end->end <= c->time.end;  // returned only after its transfer
+      }
+      if (!blocking || c->time.end <= c->time.start) continue;
+      for (; has_span && span.start <= c->time.start; has_span = loader.Next(&span)) RETURN_IF_ERROR(r.items_.Add({span, true}));
+      RETURN_IF_ERROR(r.items_.Add({c->time, false}));
+    }
+    for (; has_span; has_span = loader.Next(&span)) RETURN_IF_ERROR(r.items_.Add({span, true}));
+    RETURN_IF_ERROR(calls.status());
+    RETURN_IF_ERROR(copy_ends.status());
+    RETURN_IF_ERROR(loader.status());
+    RETURN_IF_ERROR(r.items_.Finish());
+  }
+  r.origin_ = std::min(r.host_steps_.front().start, first_launch);
+  {
+    auto items = r.items_.Open();
+    HostItem first;
+    if (items.Next(&first)) r.origin_ = std::min(r.origin_, first.time.start);
+    RETURN_IF_ERROR(items.status());
+  }
+  return replay;
+}
+
+StatusOr<ReplayResult> TraceReplay::Run(const ReplayChange& change) const {
   ReplayResult out;
-  if (ops_.empty() || host_steps_.empty()) return out;
+  if (ops_.size() == 0 || host_steps_.empty()) return out;
   HostClock clock(origin_, change.host_stretch);
-  // Replayed device state: per stream, (recorded end, replayed end) of each op in order.
-  std::vector<std::vector<std::pair<TimeNs, double>>> stream_done(static_cast<size_t>(streams_));
-  for (size_t i = 0; i < stream_done.size(); ++i) stream_done[i].reserve(ops_per_stream_[i]);
-  std::vector<Interval> busy;  // replayed op intervals (ns, rounded)
-  busy.reserve(ops_.size());
-  std::vector<double> device_end(host_steps_.size(), -std::numeric_limits<double>::infinity());
-  size_t next = 0;
+
+  // The step boundaries the result is measured at. host'(t) is final for t up to
+  // the next host item's start (the clock changes only from there on), so each
+  // boundary is read off the clock as soon as the walk gets that far.
+  const size_t n_steps = host_steps_.size();
+  std::vector<double> step_start(n_steps), step_end(n_steps);
+  std::vector<std::pair<TimeNs, double*>> questions;  // (recorded time, where its replayed time goes)
+  for (size_t s = 0; s < n_steps; ++s) {
+    questions.push_back({host_steps_[s].start, &step_start[s]});
+    questions.push_back({host_steps_[s].end, &step_end[s]});
+  }
+  std::stable_sort(questions.begin(), questions.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  size_t answered = 0;
+  // The replayed steps end no earlier than any replayed boundary: busy time wholly
+  // before the latest one read is counted at once.
+  double boundary_reached = -std::numeric_limits<double>::infinity();
+
+  // Replayed device state: per stream, (recorded end, replayed end) of its latest ops.
+  std::vector<std::deque<std::pair<TimeNs, double>>> stream_done(static_cast<size_t>(streams_));
+  std::vector<double> device_end(n_steps, -std::numeric_limits<double>::infinity());
+  // Replayed op intervals (ns, rounded) wait in start order until no later op can
+  // start before them, then join the union; union intervals wait until the steps'
+  // end is known to lie beyond them.
+  std::priority_queue<std::pair<TimeNs, TimeNs>, std::vector<std::pair<TimeNs, TimeNs>>, std::greater<>> pending;
+  UnionBuilder busy_union;
+  std::deque<Interval> busy_held;
+  TimeNs busy_counted = 0;
+  TimeNs first_start_ns = 0;  // the replayed first step's start, once read
+  auto settle = [&](Interval u) { busy_held.push_back(u); };
+  auto progress = [&](TimeNs final_until) {
+    for (; answered < questions.size() && questions[answered].first <= final_until; ++answered) {
+      *questions[answered].second = clock.Map(questions[answered].first);
+      boundary_reached = std::max(boundary_reached, *questions[answered].second);
+      if (answered == 0) first_start_ns = static_cast<TimeNs>(step_start[0]);  // the earliest question
+    }
+    if (answered == 0) return;
+    const auto bound = static_cast<TimeNs>(boundary_reached);
+    while (!busy_held.empty() && busy_held.front().end <= bound) {
+      const Interval u = busy_held.front();
+      busy_held.pop_front();
+      const TimeNs lo = std::max(u.start, first_start_ns);
+      if (lo < u.end) busy_counted += u.end - lo;
+    }
+  };
+
+  auto items = items_.Open();
+  HostItem item;
+  bool has_item = items.Next(&item);
+  auto ops = ops_.Open();
+  Op op;
+  bool has_op = ops.Next(&op);
   auto replay_ops_until = [&](TimeNs t) {
-    for (; next < ops_.size() && ops_[next].launch <= t; ++next) {
-      const Op& op = ops_[next];
+    const TimeNs final_until = has_item ? item.time.start : std::numeric_limits<TimeNs>::max();
+    for (; has_op && op.launch <= t; has_op = ops.Next(&op)) {
       auto& done = stream_done[static_cast<size_t>(op.stream)];
       const double free = done.empty() ? -std::numeric_limits<double>::infinity() : done.back().second;
-      const double scale = op.kernel >= 0 && static_cast<size_t>(op.kernel) < change.kernel_scale.size()
-                               ? static_cast<double>(change.kernel_scale[static_cast<size_t>(op.kernel)])
-                               : 1.0;
-      const double start = std::max(clock.Map(op.launch), free) + static_cast<double>(op.delay);
+      const double scale = (op.bits & kReplayKernel) != 0 ? static_cast<double>(change.kernel_scale[op.bits]) : 1.0;
+      const double launched = clock.Map(op.launch);
+      const double start = std::max(launched, free) + static_cast<double>(op.delay);
       const double end = start + static_cast<double>(op.time.duration()) * scale;
       done.emplace_back(op.time.end, end);
-      busy.push_back({static_cast<TimeNs>(start), static_cast<TimeNs>(end)});
+      // Blocking calls still to come start no earlier than the next host item: of
+      // the ops that finished before that, only the latest can be their answer.
+      while (done.size() >= 2 && done[1].first <= final_until) done.pop_front();
+      pending.push({static_cast<TimeNs>(start), static_cast<TimeNs>(end)});
       if (op.step >= 0) {
         auto& e = device_end[static_cast<size_t>(op.step)];
         e = std::max(e, end);
       }
+      // Later ops launch no earlier, and the clock never goes back: none starts before this.
+      while (!pending.empty() && pending.top().first <= static_cast<TimeNs>(launched)) {
+        busy_union.Add({pending.top().first, pending.top().second}, settle);
+        pending.pop();
+      }
+      progress(final_until);
     }
   };
-  for (const auto& item : items_) {
-    if (item.data_wait && !change.remove_data_wait) continue;
-    if (item.time.start < clock.last_recorded()) continue;  // inside an item already replayed
-    replay_ops_until(item.time.start);
-    const double a = clock.Map(item.time.start);
-    if (item.data_wait) {
-      clock.Add(item.time.start, a);
-      clock.Add(item.time.end, a);
-      continue;
+  while (has_item) {
+    const HostItem current = item;
+    has_item = items.Next(&item);
+    RETURN_IF_ERROR(items.status());
+    if (current.data_wait && !change.remove_data_wait) continue;
+    if (current.time.start < clock.last_recorded()) continue;  // inside an item already replayed
+    // `item` is now the next one: ops up to this item see the clock final up to its start.
+    const HostItem next = item;
+    const bool next_exists = has_item;
+    item = current;
+    has_item = true;
+    replay_ops_until(current.time.start);
+    item = next;
+    has_item = next_exists;
+    const double a = clock.Map(current.time.start);
+    if (current.data_wait) {
+      clock.Add(current.time.start, a);
+      clock.Add(current.time.end, a);
+    } else {
+      // The work this call waited for: on each stream, the ops that had finished when it returned.
+      TimeNs recorded_done = std::numeric_limits<TimeNs>::min();
+      double replayed_done = -std::numeric_limits<double>::infinity();
+      for (auto& done : stream_done) {
+        // Later calls start no earlier: of what finished before this one started,
+        // only the latest op can still be the answer.
+        while (done.size() >= 2 && done[1].first <= current.time.start) done.pop_front();
+        auto it = std::upper_bound(done.begin(), done.end(), current.time.end,
+                                   [](TimeNs v, const std::pair<TimeNs, double>& p) { return v < p.first; });
+        if (it == done.begin()) continue;
+        --it;
+        recorded_done = std::max(recorded_done, it->first);
+        replayed_done = std::max(replayed_done, it->second);
+      }
+      const TimeNs own = current.time.end - std::max(current.time.start, std::min(recorded_done, current.time.end));
+      const double end = std::max(a, replayed_done) + static_cast<double>(own) * change.host_stretch;
+      clock.Add(current.time.start, a);
+      clock.Add(current.time.end, end);
     }
-    // The work this call waited for: on each stream, the ops that had finished when it returned.
-    TimeNs recorded_done = std::numeric_limits<TimeNs>::min();
-    double replayed_done = -std::numeric_limits<double>::infinity();
-    for (const auto& done : stream_done) {
-      auto it = std::upper_bound(done.begin(), done.end(), item.time.end,
-                                 [](TimeNs v, const std::pair<TimeNs, double>& p) { return v < p.first; });
-      if (it == done.begin()) continue;
-      --it;
-      recorded_done = std::max(recorded_done, it->first);
-      replayed_done = std::max(replayed_done, it->second);
-    }
-    const TimeNs own = item.time.end - std::max(item.time.start, std::min(recorded_done, item.time.end));
-    const double end = std::max(a, replayed_done) + static_cast<double>(own) * change.host_stretch;
-    clock.Add(item.time.start, a);
-    clock.Add(item.time.end, end);
+    progress(has_item ? item.time.start : std::numeric_limits<TimeNs>::max());
+    const TimeNs next_question = answered < questions.size() ? questions[answered].first : std::numeric_limits<TimeNs>::max();
+    clock.Forget(std::min({next_question, has_item ? item.time.start : std::numeric_limits<TimeNs>::max(),
+                           has_op ? op.launch : std::numeric_limits<TimeNs>::max()}));
   }
   replay_ops_until(std::numeric_limits<TimeNs>::max());
+  RETURN_IF_ERROR(ops.status());
+  while (!pending.empty()) {
+    busy_union.Add({pending.top().first, pending.top().second}, settle);
+    pending.pop();
+  }
+  busy_union.Finish(settle);
+  progress(std::numeric_limits<TimeNs>::max());
 
   // Steps, aligned to the device as AlignSteps aligns the recorded ones.
-  double prev_end = clock.Map(host_steps_.front().start);
+  double prev_end = step_start[0];
   const double first_start = prev_end;
-  for (size_t s = 0; s < host_steps_.size(); ++s) {
-    const double start = std::max(prev_end, clock.Map(host_steps_[s].start));
-    prev_end = std::max({clock.Map(host_steps_[s].end), device_end[s], start});
+  for (size_t s = 0; s < n_steps; ++s) {
+    const double start = std::max(prev_end, step_start[s]);
+    prev_end = std::max({step_end[s], device_end[s], start});
   }
   const double total = prev_end - first_start;
-  const auto n = static_cast<double>(host_steps_.size());
-  intervals::List merged = intervals::Merge(std::move(busy));
-  const TimeNs busy_ns = intervals::OverlapWith(merged, {static_cast<TimeNs>(first_start), static_cast<TimeNs>(prev_end)});
+  const auto n = static_cast<double>(n_steps);
+  const Interval window{static_cast<TimeNs>(first_start), static_cast<TimeNs>(prev_end)};
+  TimeNs busy_ns = busy_counted;
+  for (const Interval& u : busy_held) {
+    const TimeNs lo = std::max(u.start, window.start), hi = std::min(u.end, window.end);
+    if (lo < hi) busy_ns += hi - lo;
+  }
   out.valid = total > 0;
-  out.steps = static_cast<int>(host_steps_.size());
+  out.steps = static_cast<int>(n_steps);
   out.step_ms = total / n / 1e6;
   out.gpu_busy_ms = static_cast<double>(busy_ns) / n / 1e6;
   return out;

@@ -100,16 +100,16 @@ std::string ShapesText(const MatrixOpShapes& s) {
   return out + "]";
 }
 
-/// Kernel-time weighted median of (value, weight) pairs.
-double WeightedMedian(std::vector<std::pair<double, double>> v) {
-  if (v.empty()) return NAN;
-  std::sort(v.begin(), v.end());
-  double total = 0;
-  for (const auto& [x, w] : v) total += w;
-  double run = 0;
-  for (const auto& [x, w] : v)
-    if ((run += w) >= total / 2) return x;
-  return v.back().first;
+/// Kernel-time weighted median of values: the kernel time of each value, summed
+/// exactly (one entry per distinct value, whatever the number of operators).
+double WeightedMedian(const std::map<double, TimeNs>& weights) {
+  if (weights.empty()) return NAN;
+  TimeNs total = 0;
+  for (const auto& [x, w] : weights) total += w;
+  TimeNs run = 0;
+  for (const auto& [x, w] : weights)
+    if (2 * (run += w) >= total) return x;
+  return weights.rbegin()->first;
 }
 
 }  // namespace
@@ -193,9 +193,11 @@ bool MatrixOpCost(std::string_view op, const MatrixOpShapes& s, int eb, OpCost& 
   return false;  // convolutions and others: not modelled (their bytes depend on the algorithm)
 }
 
-Roofline MeasureRoofline(const Recording& rec, const std::vector<const KernelKind*>& kinds, const Device& device) {
+StatusOr<Roofline> MeasureRoofline(const TraceEvents& events, const SortedSpill<ShapeKernelTime, BySeq>& kernel_time,
+                                   const Device& device) {
   Roofline out;
-  if (rec.matrix_shapes.empty()) return out;
+  if (events.matrix_shape_count() == 0) return out;
+  const Recording& rec = events.recording();
   const auto spec = FindGpuSpec(device.name);
   if (!spec || spec->memory_bandwidth_gbs <= 0) {
     out.unavailable_reason = device.name.empty()
@@ -206,57 +208,47 @@ Roofline MeasureRoofline(const Recording& rec, const std::vector<const KernelKin
   out.gpu_model = spec->model;
   out.peak_bandwidth_gbs = spec->memory_bandwidth_gbs;
 
-  // Kernel time of the operators the model covers, by external id: the map holds
-  // only those operators (no insertion per kernel).
-  std::unordered_map<int64_t, OpTime> by_op;
-  {
-    OpCost unused;
-    for (const auto& s : rec.matrix_shapes)
-      if (s.external_id >= 0 && MatrixOpCost(rec.names.View(s.name), s, 2, unused)) by_op.try_emplace(s.external_id);
-  }
-  if (by_op.empty()) return out;
-  for (size_t i = 0; i < rec.kernels.size(); ++i) {
-    const auto& k = rec.kernels[i];
-    if (k.external_id < 0 || (device.id >= 0 && k.device != device.id) || !kinds[i]) continue;
-    if (kinds[i]->cls == KernelClass::kCommunication) continue;
-    auto found = by_op.find(k.external_id);
-    if (found == by_op.end()) continue;
-    auto& t = found->second;
-    t.ns += k.time.duration();
-    if (IsMatrixClass(kinds[i]->cls)) {
-      t.matrix_ns += k.time.duration();
-      t.by_precision[static_cast<size_t>(kinds[i]->precision)] += k.time.duration();
-    }
-  }
+  // Kernel time of the operators the model covers, by external id (joins.cc).
+  bool any_covered = false;
   // By operator, dtype and shapes (compared as numbers: the text is made for the top few only).
   using OpKey = std::tuple<NameId, NameId, uint8_t, std::array<uint8_t, MatrixOpShapes::kMaxInputs>,
                            std::array<std::array<int64_t, MatrixOpShapes::kMaxRank>, MatrixOpShapes::kMaxInputs>>;
-  std::map<OpKey, std::pair<RooflineOp, const MatrixOpShapes*>> ops;
-  std::vector<std::pair<double, double>> intensities, ridges;
+  std::map<OpKey, std::pair<RooflineOp, MatrixOpShapes>> ops;
+  std::map<double, TimeNs> intensities, ridges;
   double mb_bytes = 0, mb_seconds = 0, cb_peak_seconds = 0, cb_seconds = 0;
   bool any_shape = false;
-  for (const auto& s : rec.matrix_shapes) {
-    auto it = by_op.find(s.external_id);
-    if (it == by_op.end() || it->second.ns == 0) continue;  // a wrapper whose inner operator launched the kernels
+  auto shapes = events.matrix_shapes();
+  SeqZip<ShapeKernelTime> times(kernel_time);
+  int64_t seq = 0;
+  for (const MatrixOpShapes* sp = shapes.Next(); sp != nullptr; sp = shapes.Next(), ++seq) {
+    const MatrixOpShapes& s = *sp;
+    const ShapeKernelTime* found = s.external_id >= 0 ? times.At(seq) : nullptr;
+    any_covered = any_covered || (found != nullptr && found->roofline_found);
+    if (found == nullptr || !found->roofline_found || found->roofline_ns == 0) continue;  // a wrapper whose inner operator launched the kernels
+    OpTime time;
+    time.ns = found->roofline_ns;
+    time.matrix_ns = found->roofline_matrix_ns;
+    time.by_precision = found->roofline_by_precision;
+    const OpTime* it_second = &time;
     any_shape = true;
     const std::string_view name = rec.names.View(s.name), dtype = rec.names.View(s.dtype);
     OpCost cost;
     if (!MatrixOpCost(name, s, DtypeBytes(dtype), cost) || cost.bytes <= 0 || cost.flops <= 0) continue;
-    const Precision precision = OpPrecision(it->second, dtype);
+    const Precision precision = OpPrecision(*it_second, dtype);
     const double peak = PeakTflops(*spec, precision);
     if (peak <= 0) continue;  // this GPU's peak for the format is not published: not judged
     const double ridge = peak * 1e12 / (spec->memory_bandwidth_gbs * 1e9);
     const double intensity = cost.flops / cost.bytes;
-    const TimeNs ns = it->second.ns;
+    const TimeNs ns = it_second->ns;
     const double seconds = static_cast<double>(ns) * 1e-9;
     const bool memory_bound = intensity < ridge;
     out.checked_ns += ns;
     out.flops_by_precision[static_cast<size_t>(precision)] += cost.flops;
-    intensities.emplace_back(intensity, seconds);
-    ridges.emplace_back(ridge, seconds);
+    intensities[intensity] += ns;
+    ridges[ridge] += ns;
     if (memory_bound) {
       out.memory_bound_ns += ns;
-      out.memory_bound_matrix_ns += it->second.matrix_ns;
+      out.memory_bound_matrix_ns += it_second->matrix_ns;
       mb_bytes += cost.bytes;
       mb_seconds += seconds;
       if (DtypeBytes(dtype) >= 2) out.memory_bound_weight_bytes_16bit += cost.weight_bytes;
@@ -266,7 +258,7 @@ Roofline MeasureRoofline(const Recording& rec, const std::vector<const KernelKin
     }
     auto& [op, first] = ops[OpKey{s.name, s.dtype, s.inputs, s.rank, s.dims}];
     if (op.calls == 0) {
-      first = &s;
+      first = s;
       op.precision = PrecisionName(precision);
       op.flops = cost.flops;
       op.bytes = cost.bytes;
@@ -277,7 +269,9 @@ Roofline MeasureRoofline(const Recording& rec, const std::vector<const KernelKin
     ++op.calls;
     op.kernel_ns += ns;
   }
-  if (!any_shape) return out;
+  RETURN_IF_ERROR(shapes.status());
+  RETURN_IF_ERROR(times.status());
+  if (!any_covered || !any_shape) return out;
   if (out.checked_ns == 0) {
     out.unavailable_reason = "no recorded matrix or attention operator has shapes the model covers and a known peak";
     return out;
@@ -287,9 +281,9 @@ Roofline MeasureRoofline(const Recording& rec, const std::vector<const KernelKin
   out.memory_bound_bytes = mb_bytes;
   if (mb_seconds > 0) out.memory_bound_bandwidth_percent = 100.0 * mb_bytes / mb_seconds / (spec->memory_bandwidth_gbs * 1e9);
   if (cb_seconds > 0) out.compute_bound_percent_of_peak = 100.0 * cb_peak_seconds / cb_seconds;
-  out.intensity_p50 = WeightedMedian(std::move(intensities));
-  out.ridge_p50 = WeightedMedian(std::move(ridges));
-  std::vector<std::pair<RooflineOp, const MatrixOpShapes*>*> order;
+  out.intensity_p50 = WeightedMedian(intensities);
+  out.ridge_p50 = WeightedMedian(ridges);
+  std::vector<std::pair<RooflineOp, MatrixOpShapes>*> order;
   for (auto& [key, entry] : ops) order.push_back(&entry);
   // Ties keep the map's (numeric key) order: deterministic.
   std::stable_sort(order.begin(), order.end(),
@@ -297,7 +291,7 @@ Roofline MeasureRoofline(const Recording& rec, const std::vector<const KernelKin
   if (order.size() > 5) order.resize(5);
   for (auto* entry : order) {
     RooflineOp op = std::move(entry->first);
-    const MatrixOpShapes& s = *entry->second;
+    const MatrixOpShapes& s = entry->second;
     op.name = std::string(rec.names.View(s.name));
     op.dtype = std::string(rec.names.View(s.dtype));
     op.shapes = ShapesText(s);

@@ -7,7 +7,9 @@
 #include <vector>
 
 #include "gputriage/diagnosis.h"
+#include "src/analysis/joins.h"
 #include "src/analysis/kernel_taxonomy.h"
+#include "src/analysis/trace_events.h"
 
 namespace gputriage::analysis {
 
@@ -23,7 +25,9 @@ struct OpCost {
 };
 bool MatrixOpCost(std::string_view op, const MatrixOpShapes& shapes, int element_bytes, OpCost& out);
 
-/// `kinds[i]` classifies rec.kernels[i]; `device` the primary device (-1 any).
-Roofline MeasureRoofline(const Recording& rec, const std::vector<const KernelKind*>& kinds, const Device& device);
+/// The roofline of the recorded matrix operators, each with the kernel time its
+/// external id launched (joins.h: ShapeJoin, in the shapes' file order).
+StatusOr<Roofline> MeasureRoofline(const TraceEvents& events, const SortedSpill<ShapeKernelTime, BySeq>& kernel_time,
+                                   const Device& device);
 
 }  // namespace gputriage::analysis

@@ -1,4 +1,5 @@
 #include "src/analysis/run_sources.h"
+#include "src/analysis/trace_events.h"
 
 #include <algorithm>
 #include <ctime>
@@ -41,8 +42,11 @@ SourceFacts FactsOf(const Recording& rec) {
     lo = std::min(lo, i.start);
     hi = std::max(hi, i.end);
   };
-  for (const auto& k : rec.kernels) take(k.time);
-  for (const auto& c : rec.cpu_spans) take(c.time);
+  const analysis::TraceEvents events(rec);
+  auto kernels = events.kernels();
+  for (const KernelActivity* k = kernels.Next(); k != nullptr; k = kernels.Next()) take(k->time);
+  auto spans = events.cpu_spans();
+  for (const CpuSpan* c = spans.Next(); c != nullptr; c = spans.Next()) take(c->time);
   for (const auto& s : rec.marked_steps) take(s.span);
   if (!rec.metrics.timestamps_synthetic)
     for (const auto& d : rec.metrics.devices)

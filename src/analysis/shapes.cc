@@ -65,53 +65,57 @@ std::string ShapesText(const MatrixOpShapes& s) {
 
 }  // namespace
 
-ShapeAlignment MeasureShapeAlignment(const Recording& rec, const std::vector<const KernelKind*>& kinds, int device,
-                                     TimeNs matrix_total_ns) {
+std::string OffTileDims(std::string_view op, std::string_view dtype, const MatrixOpShapes& shapes) {
+  const int tile = TileMultiple(dtype);
+  if (tile == 0) return "";
+  std::string off;
+  for (const auto& d : TiledDims(op, shapes))
+    if (d.value % tile != 0) off += fmt::format("{}={} ", d.what, d.value);
+  return off;
+}
+
+StatusOr<ShapeAlignment> MeasureShapeAlignment(const TraceEvents& events,
+                                               const SortedSpill<ShapeKernelTime, BySeq>& kernel_time,
+                                               TimeNs matrix_total_ns) {
   ShapeAlignment out;
-  if (rec.matrix_shapes.empty()) return out;
+  if (events.matrix_shape_count() == 0) return out;
   out.available = true;
-  // Matrix kernel time by the operator (external id) that launched it.
-  std::unordered_map<int64_t, std::pair<TimeNs, int64_t>> by_op;
-  for (size_t i = 0; i < rec.kernels.size(); ++i) {
-    const auto& k = rec.kernels[i];
-    if (k.external_id < 0 || (device >= 0 && k.device != device) || !kinds[i] || !IsMatrixClass(kinds[i]->cls)) continue;
-    auto& e = by_op[k.external_id];
-    e.first += k.time.duration();
-    ++e.second;
-  }
+  const Recording& rec = events.recording();
   std::unordered_map<std::string, MisalignedOp> misaligned;  // by operator, dtype and shapes
-  for (const auto& s : rec.matrix_shapes) {
+  auto shapes = events.matrix_shapes();
+  SeqZip<ShapeKernelTime> times(kernel_time);
+  int64_t seq = 0;
+  for (const MatrixOpShapes* sp = shapes.Next(); sp != nullptr; sp = shapes.Next(), ++seq) {
+    const MatrixOpShapes& s = *sp;
     const int tile = TileMultiple(rec.names.View(s.dtype));
     if (tile == 0) continue;
-    auto it = by_op.find(s.external_id);
-    if (it == by_op.end()) continue;  // a wrapper (aten::linear) whose kernels the inner op (aten::addmm) launched
-    const TimeNs ns = it->second.first;
+    const ShapeKernelTime* t = s.external_id >= 0 ? times.At(seq) : nullptr;
+    if (t == nullptr || !t->alignment_found) continue;  // a wrapper (aten::linear) whose kernels the inner op (aten::addmm) launched
+    const TimeNs ns = t->alignment_ns;
     out.checked_ns += ns;
-    std::string off;
-    for (const auto& d : TiledDims(rec.names.View(s.name), s))
-      if (d.value % tile != 0) off += fmt::format("{}{}={} ", off.empty() ? "" : "", d.what, d.value);
+    std::string off = OffTileDims(rec.names.View(s.name), rec.names.View(s.dtype), s);
     if (off.empty()) continue;
     out.misaligned_ns += ns;
-    out.misaligned_external_ids.push_back(s.external_id);
-    const std::string shapes = ShapesText(s);
-    const std::string key = std::string(rec.names.View(s.name)) + "|" + std::string(rec.names.View(s.dtype)) + "|" + shapes;
+    const std::string shapes_text = ShapesText(s);
+    const std::string key = std::string(rec.names.View(s.name)) + "|" + std::string(rec.names.View(s.dtype)) + "|" + shapes_text;
     auto& m = misaligned[key];
     if (m.name.empty()) {
       m.name = std::string(rec.names.View(s.name));
       m.dtype = std::string(rec.names.View(s.dtype));
-      m.shapes = shapes;
+      m.shapes = shapes_text;
       off.pop_back();
       m.dims = fmt::format("{} (not a multiple of {})", off, tile);
     }
     ++m.calls;
     m.kernel_ns += ns;
   }
+  RETURN_IF_ERROR(shapes.status());
+  RETURN_IF_ERROR(times.status());
   if (matrix_total_ns > 0)
     out.misaligned_percent_of_matrix = 100.0 * static_cast<double>(out.misaligned_ns) / static_cast<double>(matrix_total_ns);
   for (auto& [key, m] : misaligned) out.top.push_back(std::move(m));
   std::sort(out.top.begin(), out.top.end(), [](const MisalignedOp& a, const MisalignedOp& b) { return a.kernel_ns > b.kernel_ns; });
   if (out.top.size() > 5) out.top.resize(5);
-  std::sort(out.misaligned_external_ids.begin(), out.misaligned_external_ids.end());
   return out;
 }
 

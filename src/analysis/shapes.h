@@ -5,14 +5,22 @@
 #include <vector>
 
 #include "gputriage/diagnosis.h"
+#include "src/analysis/joins.h"
 #include "src/analysis/kernel_taxonomy.h"
+#include "src/analysis/trace_events.h"
 
 namespace gputriage::analysis {
 
-/// Matrix kernel time of 16/8-bit operators whose tiled dimensions miss the tile.
-/// `kinds[i]` classifies rec.kernels[i]; `device` the primary device (-1 any).
-ShapeAlignment MeasureShapeAlignment(const Recording& rec, const std::vector<const KernelKind*>& kinds, int device,
-                                     TimeNs matrix_total_ns);
+/// The dimensions of a matrix operator off the tensor-core tile for its dtype, as
+/// "N=1000 K=30 " text; empty when aligned or when no tile rule applies.
+std::string OffTileDims(std::string_view op, std::string_view dtype, const MatrixOpShapes& shapes);
+
+/// Matrix kernel time of 16/8-bit operators whose tiled dimensions miss the tile:
+/// alignment of the recorded matrix operators, each with the kernel time its
+/// external id launched (joins.h: ShapeJoin, in the shapes' file order).
+StatusOr<ShapeAlignment> MeasureShapeAlignment(const TraceEvents& events,
+                                               const SortedSpill<ShapeKernelTime, BySeq>& kernel_time,
+                                               TimeNs matrix_total_ns);
 
 /// Peak memory the caching allocator held on `device`, against its total.
 TraceMemory MeasureTraceMemory(const Recording& rec, const Device& device);

@@ -1,52 +1,163 @@
 // Steps, the step-time breakdown and the GPU summary, defined as torch-tb-profiler
 // defines them so that our numbers can be checked against its published output.
+// Each is one pass over time-ordered events holding what is running at the moment.
 #include <algorithm>
 #include <limits>
+#include <queue>
+#include <tuple>
 
 #include "src/analysis/analysis_internal.h"
 
 namespace gputriage::analysis {
 
-Index BuildIndex(const Recording& rec, const std::vector<bool>& is_comm_kernel) {
-  Index index;
-  index.device_ops.reserve(rec.kernels.size() + rec.memory_ops.size());
-  for (size_t i = 0; i < rec.kernels.size(); ++i) {
-    const auto& k = rec.kernels[i];
-    index.device_ops.push_back({k.time, k.correlation, k.device, k.stream, true, is_comm_kernel[i]});
+DeviceOpCursor::DeviceOpCursor(const TracePrep& prep)
+    : prep_(prep),
+      kernels_(prep.events.kernels()),
+      memory_(prep.events.memory_ops()),
+      kernel_launches_(*prep.launches.kernels),
+      memory_launches_(*prep.launches.memory_ops),
+      operators_(*prep.operators) {
+  k_ = kernels_.Next();
+  m_ = memory_.Next();
+}
+
+const DeviceOp* DeviceOpCursor::Next() {
+  if (k_ == nullptr && m_ == nullptr) return nullptr;
+  const bool kernel = m_ == nullptr || (k_ != nullptr && k_->time.start <= m_->time.start);
+  op_ = DeviceOp();
+  if (kernel) {
+    const KernelActivity& k = *k_;
+    op_.time = k.time;
+    op_.correlation = k.correlation;
+    op_.device = k.device;
+    op_.stream = k.stream;
+    op_.is_kernel = true;
+    op_.seq = k_seq_;
+    op_.kernel = k_;
+    const auto kind = prep_.kinds->find(k.name);
+    const KernelOperator* op = k.external_id >= 0 ? operators_.At(k_seq_) : nullptr;
+    op_.is_communication = (kind != prep_.kinds->end() && kind->second.cls == KernelClass::kCommunication) ||
+                           (op != nullptr && op->communication_op);
+    if (op != nullptr) op_.launched_by = *op;
+    if (k.correlation >= 0)
+      if (const OpLaunch* l = kernel_launches_.At(k_seq_)) op_.launch = *l;
+    // The cursor's item stays valid until its next Next(): copy the kernel first.
+    kernel_copy_ = k;
+    op_.kernel = &kernel_copy_;
+    k_ = kernels_.Next();
+    ++k_seq_;
+  } else {
+    const MemoryActivity& m = *m_;
+    op_.time = m.time;
+    op_.correlation = m.correlation;
+    op_.device = m.device;
+    op_.stream = m.stream;
+    op_.seq = m_seq_;
+    if (m.correlation >= 0)
+      if (const OpLaunch* l = memory_launches_.At(m_seq_)) op_.launch = *l;
+    memory_copy_ = m;
+    op_.memory = &memory_copy_;
+    m_ = memory_.Next();
+    ++m_seq_;
   }
-  for (const auto& m : rec.memory_ops) {
-    index.device_ops.push_back({m.time, m.correlation, m.device, m.stream, false, false});
+  return &op_;
+}
+
+Status DeviceOpCursor::status() const {
+  for (const Status& s : {kernels_.status(), memory_.status(), kernel_launches_.status(), memory_launches_.status(),
+                          operators_.status()})
+    if (!s.ok()) return s;
+  return Status::Ok();
+}
+
+Status BuildHostIntervals(TracePrep& prep) {
+  prep.data_loader = std::make_unique<IntervalSpool>(prep.spill);
+  prep.host_sync = std::make_unique<IntervalSpool>(prep.spill);
+  prep.device_sync = std::make_unique<IntervalSpool>(prep.spill);
+  Status status;
+  auto into = [&status](IntervalSpool& spool) {
+    return [&status, &spool](Interval r) {
+      if (Status s = spool.Add(r); !s.ok() && status.ok()) status = s;
+    };
+  };
+  {
+    UnionBuilder loader;
+    auto spans = prep.events.cpu_spans();
+    for (const CpuSpan* c = spans.Next(); c != nullptr; c = spans.Next())
+      if (c->kind == CpuSpanKind::kDataLoader) loader.Add(c->time, into(*prep.data_loader));
+    loader.Finish(into(*prep.data_loader));
+    RETURN_IF_ERROR(spans.status());
+    RETURN_IF_ERROR(prep.data_loader->Finish());
+    prep.has_data_loader = prep.data_loader->size() > 0;
   }
-  std::sort(index.device_ops.begin(), index.device_ops.end(),
-            [](const DeviceOp& a, const DeviceOp& b) { return a.time.start < b.time.start; });
-  // Lists threaded backwards, so each reads in device_ops order.
-  const size_t n = index.device_ops.size();
-  index.first_op_by_correlation = CorrelationMap(n);
-  index.next_op_same_correlation.assign(n, CorrelationMap::kNone);
-  for (size_t i = n; i-- > 0;) {
-    const int64_t c = index.device_ops[i].correlation;
-    if (c < 0) continue;
-    index.next_op_same_correlation[i] = index.first_op_by_correlation.Find(c);
-    index.first_op_by_correlation.Assign(c, static_cast<uint32_t>(i));
+  {
+    // A sync inside a DataLoader span is charged to the loader: subtract it once here.
+    IntervalWindow loader(*prep.data_loader);
+    auto subtract = [&](Interval r) {
+      TimeNs cursor = r.start;
+      for (const auto& l : loader.Reach(r)) {
+        if (l.start >= r.end) break;
+        if (l.start > cursor) into(*prep.host_sync)(Interval{cursor, l.start});
+        cursor = std::max(cursor, l.end);
+        if (cursor >= r.end) break;
+      }
+      if (cursor < r.end) into(*prep.host_sync)(Interval{cursor, r.end});
+    };
+    UnionBuilder sync;
+    auto calls = prep.events.runtime_calls();
+    for (const RuntimeCall* r = calls.Next(); r != nullptr; r = calls.Next())
+      if (r->kind == RuntimeCallKind::kSynchronize) sync.Add(r->time, subtract);
+    sync.Finish(subtract);
+    RETURN_IF_ERROR(calls.status());
+    RETURN_IF_ERROR(loader.status());
+    RETURN_IF_ERROR(prep.host_sync->Finish());
   }
-  intervals::List sync;
-  index.runtime_calls = &rec.runtime_calls;
-  index.runtime_by_correlation = CorrelationMap(rec.runtime_calls.size());
-  for (size_t i = 0; i < rec.runtime_calls.size(); ++i) {
-    const auto& r = rec.runtime_calls[i];
-    if (r.correlation >= 0) index.runtime_by_correlation.Insert(r.correlation, static_cast<uint32_t>(i));
-    if (r.kind == RuntimeCallKind::kSynchronize) sync.push_back(r.time);
+  {
+    UnionBuilder waits;
+    auto syncs = prep.events.syncs();
+    for (const SyncActivity* s = syncs.Next(); s != nullptr; s = syncs.Next()) waits.Add(s->time, into(*prep.device_sync));
+    waits.Finish(into(*prep.device_sync));
+    RETURN_IF_ERROR(syncs.status());
+    RETURN_IF_ERROR(prep.device_sync->Finish());
   }
-  intervals::List loader;
-  for (const auto& c : rec.cpu_spans)
-    if (c.kind == CpuSpanKind::kDataLoader) loader.push_back(c.time);
-  index.data_loader = intervals::Merge(std::move(loader));
-  // A sync inside a DataLoader span is charged to the loader: subtract it once here.
-  index.host_sync = intervals::Subtract(intervals::Merge(std::move(sync)), index.data_loader);
-  intervals::List device_sync;
-  for (const auto& s : rec.syncs) device_sync.push_back(s.time);
-  index.device_sync = intervals::Merge(std::move(device_sync));
-  return index;
+  return status;
+}
+
+StatusOr<HostSteps> FindHostSteps(const TraceEvents& events) {
+  HostSteps out;
+  const Recording& rec = events.recording();
+  if (!rec.steps.empty()) {
+    out.from_markers = true;
+    for (const auto& s : rec.steps) {
+      out.numbers.push_back(s.number);
+      out.spans.push_back(s.host);
+    }
+    return out;
+  }
+  // No ProfilerStep markers: one window over the host activity (as the plugin
+  // does), or over the device activity when the host side is absent.
+  TimeNs lo = std::numeric_limits<TimeNs>::max(), hi = std::numeric_limits<TimeNs>::min();
+  auto spans = events.cpu_spans();
+  for (const CpuSpan* c = spans.Next(); c != nullptr; c = spans.Next()) {
+    if (c->kind == CpuSpanKind::kUserAnnotation) continue;
+    lo = std::min(lo, c->time.start);
+    hi = std::max(hi, c->time.end);
+  }
+  RETURN_IF_ERROR(spans.status());
+  if (lo > hi) {
+    auto kernels = events.kernels();
+    for (const KernelActivity* k = kernels.Next(); k != nullptr; k = kernels.Next())
+      lo = std::min(lo, k->time.start), hi = std::max(hi, k->time.end);
+    RETURN_IF_ERROR(kernels.status());
+    auto memory = events.memory_ops();
+    for (const MemoryActivity* m = memory.Next(); m != nullptr; m = memory.Next())
+      lo = std::min(lo, m->time.start), hi = std::max(hi, m->time.end);
+    RETURN_IF_ERROR(memory.status());
+  }
+  if (lo > hi) return out;
+  out.numbers.push_back(-1);
+  out.spans.push_back({lo, hi});
+  return out;
 }
 
 // Step alignment (torch-tb-profiler's StepParser): a host step ends when the last
@@ -60,67 +171,27 @@ Index BuildIndex(const Recording& rec, const std::vector<bool>& is_comm_kernel) 
 //
 // Trailing steps that launched under 80 % of the previous step's device work are
 // dropped: the profiler stopped before their kernels were recorded.
-StepWindows AlignSteps(const Recording& rec, const Index& index) {
+StatusOr<StepWindows> AlignSteps(const TracePrep& prep, const HostSteps& host_steps) {
   StepWindows out;
-  std::vector<Interval> host;
-  if (!rec.steps.empty()) {
-    out.from_markers = true;
-    for (const auto& s : rec.steps) {
-      out.numbers.push_back(s.number);
-      host.push_back(s.host);
-    }
-  } else {
-    // No ProfilerStep markers: one window over the host activity (as the plugin
-    // does), or over the device activity when the host side is absent.
-    TimeNs lo = std::numeric_limits<TimeNs>::max(), hi = std::numeric_limits<TimeNs>::min();
-    for (const auto& c : rec.cpu_spans) {
-      if (c.kind == CpuSpanKind::kUserAnnotation) continue;
-      lo = std::min(lo, c.time.start);
-      hi = std::max(hi, c.time.end);
-    }
-    if (lo > hi) {
-      for (const auto& op : index.device_ops) {
-        lo = std::min(lo, op.time.start);
-        hi = std::max(hi, op.time.end);
-      }
-    }
-    if (lo > hi) return out;
-    out.numbers.push_back(-1);
-    host.push_back({lo, hi});
-  }
-
+  out.from_markers = host_steps.from_markers;
+  out.numbers = host_steps.numbers;
+  const std::vector<Interval>& host = host_steps.spans;
   const size_t n = host.size();
+  if (n == 0) return out;
   constexpr TimeNs kNone = std::numeric_limits<TimeNs>::max();
-  std::vector<Interval> device(n, Interval{kNone, std::numeric_limits<TimeNs>::min()});
-  std::vector<int64_t> matched(n, 0);
-  std::vector<bool> op_matched(index.device_ops.size(), false);
-  bool any_matched = false;
-
-  size_t i_step = 0;
-  for (const auto& r : rec.runtime_calls) {  // sorted by start
-    while (i_step < n && r.time.start >= host[i_step].end) ++i_step;
-    if (i_step >= n) break;
-    if (r.time.start < host[i_step].start || r.time.end > host[i_step].end) continue;
-    const uint32_t first = index.first_op_by_correlation.Find(r.correlation);
-    if (first == CorrelationMap::kNone) continue;
-    for (uint32_t op = first; op != CorrelationMap::kNone; op = index.next_op_same_correlation[op]) {
-      device[i_step].start = std::min(device[i_step].start, index.device_ops[op].time.start);
-      device[i_step].end = std::max(device[i_step].end, index.device_ops[op].time.end);
-      op_matched[op] = true;
-      ++matched[i_step];
-      any_matched = true;
-    }
-  }
+  const std::vector<Interval>& device = prep.launches.step_device;
+  const std::vector<int64_t>& matched = prep.launches.step_launched;
 
   out.windows = host;
-  if (!any_matched) return out;
+  if (!prep.launches.any_launched) return out;
 
   TimeNs prev_end = host[0].start;
   if (device[0].start != kNone) {
-    for (size_t op = 0; op < index.device_ops.size(); ++op) {
-      if (!op_matched[op] && index.device_ops[op].time.end < device[0].start)
-        prev_end = std::max(prev_end, index.device_ops[op].time.end);
-    }
+    // Device work launched outside the steps that ended before the first step's did.
+    DeviceOpCursor ops(prep);
+    for (const DeviceOp* op = ops.Next(); op != nullptr && op->time.start < device[0].start; op = ops.Next())
+      if (!op->launch.in_host_step && op->time.end < device[0].start) prev_end = std::max(prev_end, op->time.end);
+    RETURN_IF_ERROR(ops.status());
   }
   for (size_t s = 0; s < n; ++s) {
     const TimeNs start = std::max(prev_end, host[s].start);
@@ -157,94 +228,150 @@ StepWindows AlignSteps(const Recording& rec, const Index& index) {
 //   runtime  : [=]  [=====]
 //   cpu exec : [=================]
 //   result   : R KKKK CC KKK C  (R runtime, K kernel, C cpu exec; rest "other")
-std::vector<StepBreakdown> BreakDownSteps(const Recording& rec, const Index& index, const StepWindows& steps) {
-  std::array<intervals::List, kNumStepCategories - 1> roles;
-  auto& kernel = roles[static_cast<int>(StepCategory::kKernel)];
-  auto& memcpy = roles[static_cast<int>(StepCategory::kMemcpy)];
-  auto& memset = roles[static_cast<int>(StepCategory::kMemset)];
-  auto& comm = roles[static_cast<int>(StepCategory::kCommunication)];
-  auto& runtime = roles[static_cast<int>(StepCategory::kRuntime)];
-  auto& loader = roles[static_cast<int>(StepCategory::kDataLoader)];
-  auto& cpu = roles[static_cast<int>(StepCategory::kCpuExec)];
-  for (const auto& op : index.device_ops) {
-    if (op.is_kernel) (op.is_communication ? comm : kernel).push_back(op.time);
-  }
-  for (const auto& m : rec.memory_ops) (m.kind == MemoryOpKind::kMemset ? memset : memcpy).push_back(m.time);
-  for (const auto& r : rec.runtime_calls) runtime.push_back(r.time);
-  for (const auto& c : rec.cpu_spans) {
-    switch (c.kind) {
-      case CpuSpanKind::kDataLoader: loader.push_back(c.time); break;
-      case CpuSpanKind::kCommunication: comm.push_back(c.time); break;
-      default: cpu.push_back(c.time); break;
+//
+// In one sweep: every instant of a step goes to the first category (in StepCategory
+// order) with an interval running then; what none covers is "other".
+StatusOr<std::vector<StepBreakdown>> BreakDownSteps(const TracePrep& prep, const StepWindows& steps) {
+  constexpr int kRoles = kNumStepCategories - 1;
+  std::vector<StepBreakdown> out(steps.windows.size());
+  for (size_t s = 0; s < out.size(); ++s) out[s].number = steps.numbers[s], out[s].window = steps.windows[s];
+  size_t first_window = 0;
+  auto segment = [&](TimeNs a, TimeNs b, const CoverageSweep<kRoles>::Active& active) {
+    int role = 0;
+    while (role < kRoles && active[static_cast<size_t>(role)] == 0) ++role;
+    while (first_window < out.size() && out[first_window].window.end <= a) ++first_window;
+    for (size_t w = first_window; w < out.size() && out[w].window.start < b; ++w) {
+      const TimeNs lo = std::max(a, out[w].window.start), hi = std::min(b, out[w].window.end);
+      if (lo < hi) out[w].ns[role] += hi - lo;
+    }
+  };
+  CoverageSweep<kRoles> sweep;
+  DeviceOpCursor ops(prep);
+  auto calls = prep.events.runtime_calls();
+  auto spans = prep.events.cpu_spans();
+  const DeviceOp* op = ops.Next();
+  const RuntimeCall* call = calls.Next();
+  const CpuSpan* span = spans.Next();
+  constexpr TimeNs kEnd = std::numeric_limits<TimeNs>::max();
+  while (op != nullptr || call != nullptr || span != nullptr) {
+    const TimeNs t_op = op ? op->time.start : kEnd, t_call = call ? call->time.start : kEnd,
+                 t_span = span ? span->time.start : kEnd;
+    if (t_op <= t_call && t_op <= t_span) {
+      StepCategory c = StepCategory::kKernel;
+      if (op->is_kernel) c = op->is_communication ? StepCategory::kCommunication : StepCategory::kKernel;
+      else c = op->memory->kind == MemoryOpKind::kMemset ? StepCategory::kMemset : StepCategory::kMemcpy;
+      sweep.Add(op->time, static_cast<int>(c), segment);
+      op = ops.Next();
+    } else if (t_call <= t_span) {
+      sweep.Add(call->time, static_cast<int>(StepCategory::kRuntime), segment);
+      call = calls.Next();
+    } else {
+      StepCategory c = StepCategory::kCpuExec;
+      if (span->kind == CpuSpanKind::kDataLoader) c = StepCategory::kDataLoader;
+      else if (span->kind == CpuSpanKind::kCommunication) c = StepCategory::kCommunication;
+      sweep.Add(span->time, static_cast<int>(c), segment);
+      span = spans.Next();
     }
   }
-  intervals::List slots = intervals::Merge(steps.windows);
-  std::array<intervals::List, kNumStepCategories> claimed;
-  for (int c = 0; c < kNumStepCategories - 1; ++c) {
-    intervals::List role = intervals::Merge(std::move(roles[c]));
-    claimed[c] = intervals::Intersect(slots, role);
-    slots = intervals::Subtract(slots, claimed[c]);
-  }
-  claimed[kNumStepCategories - 1] = std::move(slots);
-
-  std::vector<StepBreakdown> out;
-  for (size_t s = 0; s < steps.windows.size(); ++s) {
-    StepBreakdown b;
-    b.number = steps.numbers[s];
-    b.window = steps.windows[s];
-    for (int c = 0; c < kNumStepCategories; ++c) b.ns[c] = intervals::OverlapWith(claimed[c], b.window);
-    out.push_back(b);
+  sweep.Finish(segment);
+  RETURN_IF_ERROR(ops.status());
+  RETURN_IF_ERROR(calls.status());
+  RETURN_IF_ERROR(spans.status());
+  for (auto& b : out) {
+    TimeNs claimed = 0;
+    for (int c = 0; c < kRoles; ++c) claimed += b.ns[c];
+    b.ns[kNumStepCategories - 1] = b.window.duration() - claimed;
   }
   return out;
 }
 
-GpuMetrics MeasureGpu(const Recording& rec, int device, Interval window) {
-  GpuMetrics g;
-  g.device = device;
-  g.window_ns = window.duration();
-  intervals::List busy;
-  // SM efficiency: sum of concurrent kernels' blocks-per-SM, capped at 1, over time.
-  std::vector<std::pair<TimeNs, double>> edges;
-  double occupancy_weighted = 0;
-  double occupancy_time = 0;
-  for (const auto& k : rec.kernels) {
-    if (k.device != device) continue;
-    busy.push_back(k.time);
+namespace {
+
+/// One device's GPU summary, kernel by kernel in order.
+class GpuMeter {
+ public:
+  GpuMeter(int device, Interval window) : window_(window) {
+    g_.device = device;
+    g_.window_ns = window.duration();
+  }
+
+  void Add(const KernelActivity& k, int64_t seq) {
+    busy_.Add(k.time, [&](Interval r) { busy_ns_ += Overlap(r); });
     if (!std::isnan(k.blocks_per_sm) && k.blocks_per_sm > 0) {
-      edges.emplace_back(k.time.start, k.blocks_per_sm);
-      edges.emplace_back(k.time.end, -static_cast<double>(k.blocks_per_sm));
+      // Edges in the plugin's order: by time, starts before ends at equal times.
+      while (!ends_.empty() && std::get<0>(ends_.top()) < k.time.start) PopEnd();
+      Edge(k.time.start, k.blocks_per_sm);
+      ends_.push({k.time.end, seq, -static_cast<double>(k.blocks_per_sm)});
     }
     if (!std::isnan(k.est_occupancy_percent) && k.est_occupancy_percent >= 0) {
-      const TimeNs lo = std::max(k.time.start, window.start);
-      const TimeNs hi = std::min(k.time.end, window.end);
+      const TimeNs lo = std::max(k.time.start, window_.start);
+      const TimeNs hi = std::min(k.time.end, window_.end);
       if (lo < hi) {
-        occupancy_weighted += static_cast<double>(k.est_occupancy_percent) * static_cast<double>(hi - lo);
-        occupancy_time += static_cast<double>(hi - lo);
+        occupancy_weighted_ += static_cast<double>(k.est_occupancy_percent) * static_cast<double>(hi - lo);
+        occupancy_time_ += static_cast<double>(hi - lo);
       }
     }
   }
-  busy = intervals::Merge(std::move(busy));
-  g.busy_ns = intervals::OverlapWith(busy, window);
-  if (g.window_ns > 0) g.busy_percent = 100.0 * static_cast<double>(g.busy_ns) / static_cast<double>(g.window_ns);
-  if (!edges.empty() && g.window_ns > 0) {
-    // Starts before ends at equal times, as the plugin sorts them.
-    std::sort(edges.begin(), edges.end(), [](const auto& a, const auto& b) {
-      return a.first < b.first || (a.first == b.first && a.second > 0 && b.second < 0);
-    });
-    double level = 0, weighted = 0;
-    TimeNs last = edges.front().first;
-    for (const auto& [t, delta] : edges) {
-      if (t > last && level > 1e-12) {
-        const TimeNs lo = std::max(last, window.start), hi = std::min(t, window.end);
-        if (lo < hi) weighted += std::min(level, 1.0) * static_cast<double>(hi - lo);
-      }
-      last = t;
-      level += delta;
-    }
-    g.sm_efficiency_percent = 100.0 * weighted / static_cast<double>(g.window_ns);
+
+  GpuMetrics Finish() {
+    busy_.Finish([&](Interval r) { busy_ns_ += Overlap(r); });
+    while (!ends_.empty()) PopEnd();
+    g_.busy_ns = busy_ns_;
+    if (g_.window_ns > 0) g_.busy_percent = 100.0 * static_cast<double>(g_.busy_ns) / static_cast<double>(g_.window_ns);
+    if (any_edge_ && g_.window_ns > 0) g_.sm_efficiency_percent = 100.0 * weighted_ / static_cast<double>(g_.window_ns);
+    if (occupancy_time_ > 0) g_.achieved_occupancy_percent = occupancy_weighted_ / occupancy_time_;
+    return g_;
   }
-  if (occupancy_time > 0) g.achieved_occupancy_percent = occupancy_weighted / occupancy_time;
-  return g;
+
+ private:
+  TimeNs Overlap(Interval r) const {
+    const TimeNs lo = std::max(r.start, window_.start), hi = std::min(r.end, window_.end);
+    return lo < hi ? hi - lo : 0;
+  }
+  void PopEnd() {
+    const auto [t, seq, delta] = ends_.top();
+    (void)seq;
+    ends_.pop();
+    Edge(t, delta);
+  }
+  /// SM efficiency: sum of concurrent kernels' blocks-per-SM, capped at 1, over time.
+  void Edge(TimeNs t, double delta) {
+    if (!any_edge_) last_ = t, any_edge_ = true;
+    if (t > last_ && level_ > 1e-12) {
+      const TimeNs lo = std::max(last_, window_.start), hi = std::min(t, window_.end);
+      if (lo < hi) weighted_ += std::min(level_, 1.0) * static_cast<double>(hi - lo);
+    }
+    last_ = t;
+    level_ += delta;
+  }
+
+  Interval window_;
+  GpuMetrics g_;
+  UnionBuilder busy_;
+  TimeNs busy_ns_ = 0;
+  using End = std::tuple<TimeNs, int64_t, double>;  // ends in time order, then kernel order
+  std::priority_queue<End, std::vector<End>, std::greater<>> ends_;
+  bool any_edge_ = false;
+  TimeNs last_ = 0;
+  double level_ = 0, weighted_ = 0;
+  double occupancy_weighted_ = 0, occupancy_time_ = 0;
+};
+
+}  // namespace
+
+StatusOr<std::vector<GpuMetrics>> MeasureGpus(const TraceEvents& events, const std::vector<int>& devices, Interval window) {
+  std::vector<GpuMeter> meters;
+  for (int d : devices) meters.emplace_back(d, window);
+  auto kernels = events.kernels();
+  int64_t seq = 0;
+  for (const KernelActivity* k = kernels.Next(); k != nullptr; k = kernels.Next(), ++seq) {
+    const auto it = std::find(devices.begin(), devices.end(), k->device);
+    if (it != devices.end()) meters[static_cast<size_t>(it - devices.begin())].Add(*k, seq);
+  }
+  RETURN_IF_ERROR(kernels.status());
+  std::vector<GpuMetrics> out;
+  for (auto& m : meters) out.push_back(m.Finish());
+  return out;
 }
 
 }  // namespace gputriage::analysis

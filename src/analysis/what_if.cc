@@ -60,12 +60,13 @@ std::string BoundedBy(const ReplayResult& r, double data_wait_ms) {
 /// Runs the three replays of one scenario: best, point, worst.
 /// `measured_ms / identity_ms` carries what the replay does not model exactly
 /// (it reproduces the recorded step within kReplayTolerance or is not used).
-StepPrediction Predict(const TraceReplay& replay, double correction, double noise, const ReplayChange& best,
-                       const ReplayChange& point, const ReplayChange& worst, double data_wait_left_ms, std::string basis) {
+StatusOr<StepPrediction> Predict(const TraceReplay& replay, double correction, double noise, const ReplayChange& best,
+                                 const ReplayChange& point, const ReplayChange& worst, double data_wait_left_ms,
+                                 std::string basis) {
   StepPrediction p;
-  const ReplayResult b = replay.Run(best);
-  const ReplayResult e = replay.Run(point);
-  const ReplayResult w = replay.Run(worst);
+  ASSIGN_OR_RETURN(const ReplayResult b, replay.Run(best));
+  ASSIGN_OR_RETURN(const ReplayResult e, replay.Run(point));
+  ASSIGN_OR_RETURN(const ReplayResult w, replay.Run(worst));
   if (!b.valid || !e.valid || !w.valid) return p;
   p.available = true;
   p.best_ms = correction * std::min({b.step_ms, e.step_ms, w.step_ms}) * (1.0 - noise);
@@ -79,42 +80,33 @@ StepPrediction Predict(const TraceReplay& replay, double correction, double nois
   return p;
 }
 
+/// The change that scales each kind of kernel (by its ReplayKernelBits) by factor(bits).
+ReplayChange ScaleKernels(const std::function<double(uint8_t)>& factor) {
+  ReplayChange c;
+  for (int bits = 0; bits < kReplayKernelKinds; ++bits)
+    if ((bits & kReplayKernel) != 0) c.kernel_scale[static_cast<size_t>(bits)] = static_cast<float>(factor(static_cast<uint8_t>(bits)));
+  return c;
+}
+
 /// A scenario in which the selected kernels run `best`, `point` or `worst` times faster.
-StepPrediction PredictFasterKernels(const TraceReplay& replay, double correction, double noise, size_t kernels,
-                                    const std::function<bool(size_t)>& selected, double best, double point,
-                                    double worst, double data_wait_left_ms, std::string basis) {
+StatusOr<StepPrediction> PredictFasterKernels(const TraceReplay& replay, double correction, double noise,
+                                              const std::function<bool(uint8_t)>& selected, double best, double point,
+                                              double worst, double data_wait_left_ms, std::string basis) {
   auto change = [&](double speedup) {
-    ReplayChange c;
-    c.kernel_scale.assign(kernels, 1.0f);
-    for (size_t i = 0; i < kernels; ++i)
-      if (selected(i)) c.kernel_scale[i] = static_cast<float>(1.0 / speedup);
-    return c;
+    return ScaleKernels([&](uint8_t bits) { return selected(bits) ? 1.0 / speedup : 1.0; });
   };
   return Predict(replay, correction, noise, change(best), change(point), change(worst), data_wait_left_ms,
                  std::move(basis));
 }
 
-std::vector<float> ScaleKernels(const std::vector<const KernelKind*>& kinds, auto&& factor) {
-  std::vector<float> out(kinds.size(), 1.0f);
-  bool any = false;
-  for (size_t i = 0; i < kinds.size(); ++i) {
-    if (!kinds[i]) continue;
-    const double f = factor(*kinds[i]);
-    out[i] = static_cast<float>(f);
-    any = any || f != 1.0;
-  }
-  if (!any) out.clear();
-  return out;
-}
-
 }  // namespace
 
-WhatIfs PredictFixes(const Recording& rec, const Index& index, const StepWindows& steps,
-                     const std::vector<const KernelKind*>& kernel_kinds, const RecordingAnalysis& a) {
+StatusOr<WhatIfs> PredictFixes(const TracePrep& prep, const StepWindows& steps,
+                               const SortedSpill<ShapeJoin::Misaligned, BySeq>& misaligned, const RecordingAnalysis& a) {
   WhatIfs out;
-  if (steps.windows.empty() || rec.kernels.empty()) return out;
-  const TraceReplay replay(rec, index, steps);
-  const ReplayResult identity = replay.Run({});
+  if (steps.windows.empty() || prep.events.kernel_count() == 0) return out;
+  ASSIGN_OR_RETURN(const std::unique_ptr<TraceReplay> replay, TraceReplay::Prepare(prep, steps, misaligned));
+  ASSIGN_OR_RETURN(const ReplayResult identity, replay->Run({}));
   if (!identity.valid) return out;
   out.identity_ms = identity.step_ms;
   const double measured_ms = ToMs(a.avg_step_ns);
@@ -130,78 +122,81 @@ WhatIfs PredictFixes(const Recording& rec, const Index& index, const StepWindows
   }
   const double data_wait_ms = ToMs(a.average.ns[static_cast<int>(StepCategory::kDataLoader)]);
 
-  if (!index.data_loader.empty()) {
+  if (prep.has_data_loader) {
     ReplayChange best, point, worst;
     best.remove_data_wait = point.remove_data_wait = worst.remove_data_wait = true;
     best.host_stretch = kWorkerHostStretchBest;
     point.host_stretch = kWorkerHostStretchPoint;
     worst.host_stretch = kWorkerHostStretchWorst;
-    out.no_data_wait = Predict(
-        replay, correction, noise, best, point, worst, 0.0,
-        fmt::format("trace replayed without the DataLoader wait; the main process's own work (op dispatch, launches, "
-                    "syncs) {:.0f}% slower beside the loader workers ({:.0f}-{:.0f}%: turbo clocks drop as more cores run)",
-                    (kWorkerHostStretchPoint - 1) * 100, (kWorkerHostStretchBest - 1) * 100,
-                    (kWorkerHostStretchWorst - 1) * 100));
+    ASSIGN_OR_RETURN(
+        out.no_data_wait,
+        Predict(*replay, correction, noise, best, point, worst, 0.0,
+                fmt::format("trace replayed without the DataLoader wait; the main process's own work (op dispatch, "
+                            "launches, syncs) {:.0f}% slower beside the loader workers ({:.0f}-{:.0f}%: turbo clocks "
+                            "drop as more cores run)",
+                            (kWorkerHostStretchPoint - 1) * 100, (kWorkerHostStretchBest - 1) * 100,
+                            (kWorkerHostStretchWorst - 1) * 100)));
   }
 
+  const auto& counts = replay->kernels_by_bits();
+  auto any = [&](const std::function<bool(uint8_t)>& selected) {
+    for (int bits = 0; bits < kReplayKernelKinds; ++bits)
+      if (counts[static_cast<size_t>(bits)] > 0 && selected(static_cast<uint8_t>(bits))) return true;
+    return false;
+  };
   // Matrix kernels in 16-bit: fp32 SIMT and (where bf16 exists) tf32 kernels speed up,
   // never beyond the device's peak ratio.
   if (auto spec = FindGpuSpec(a.device.name); spec && a.device.vendor == Vendor::kNvidia && a.device.compute_major >= 7) {
     const bool has_bf16 = a.device.compute_major >= 8;
     const double target = has_bf16 ? spec->bf16_tflops : spec->fp16_tflops;
-    auto change = [&](double cap) {
-      ReplayChange c;
-      c.kernel_scale = ScaleKernels(kernel_kinds, [&](const KernelKind& k) {
-        if (!IsMatrixClass(k.cls)) return 1.0;
-        double from = 0;
-        if (k.precision == Precision::kFp32Simt) from = spec->fp32_tflops;
-        else if (k.precision == Precision::kTf32 && has_bf16) from = spec->tf32_tflops;
-        if (from <= 0 || target <= 0) return 1.0;
-        return 1.0 / std::max(1.0, std::min(target / from, cap));
-      });
-      return c;
+    auto factor = [&](uint8_t bits, double cap) {
+      double from = 0;
+      if ((bits & kReplayMatrixFp32Simt) != 0) from = spec->fp32_tflops;
+      else if ((bits & kReplayMatrixTf32) != 0 && has_bf16) from = spec->tf32_tflops;
+      if (from <= 0 || target <= 0) return 1.0;
+      return 1.0 / std::max(1.0, std::min(target / from, cap));
     };
-    ReplayChange best = change(kMatrixSpeedupBest), point = change(kMatrixSpeedupPoint), worst = change(kMatrixSpeedupWorst);
-    if (!point.kernel_scale.empty())
-      out.faster_matrix = Predict(
-          replay, correction, noise, best, point, worst, data_wait_ms,
-          fmt::format("trace replayed with fp32/tf32 matrix kernels {:.1f}x faster in {} ({:.1f}-{:.1f}x, never above "
-                      "the {} peak ratio); other kernels and the host unchanged",
-                      kMatrixSpeedupPoint, has_bf16 ? "bf16" : "fp16", kMatrixSpeedupWorst, kMatrixSpeedupBest,
-                      spec->model));
+    auto change = [&](double cap) { return ScaleKernels([&](uint8_t bits) { return factor(bits, cap); }); };
+    if (any([&](uint8_t bits) { return factor(bits, kMatrixSpeedupPoint) != 1.0; })) {
+      ASSIGN_OR_RETURN(
+          out.faster_matrix,
+          Predict(*replay, correction, noise, change(kMatrixSpeedupBest), change(kMatrixSpeedupPoint),
+                  change(kMatrixSpeedupWorst), data_wait_ms,
+                  fmt::format("trace replayed with fp32/tf32 matrix kernels {:.1f}x faster in {} ({:.1f}-{:.1f}x, never "
+                              "above the {} peak ratio); other kernels and the host unchanged",
+                              kMatrixSpeedupPoint, has_bf16 ? "bf16" : "fp16", kMatrixSpeedupWorst, kMatrixSpeedupBest,
+                              spec->model)));
+    }
   }
 
-  const size_t n = rec.kernels.size();
-  auto is = [&](size_t i, auto&& test) { return kernel_kinds[i] != nullptr && test(*kernel_kinds[i]); };
-  if (a.attention.backend == "math")
-    out.fused_attention = PredictFasterKernels(
-        replay, correction, noise, n,
-        [&](size_t i) { return is(i, [](const KernelKind& k) { return k.cls == KernelClass::kSoftmax || k.batched; }); },
-        kAttentionSpeedupBest, kAttentionSpeedupPoint, kAttentionSpeedupWorst, data_wait_ms,
-        fmt::format("trace replayed with softmax and batched-GEMM kernels {:.1f}x faster on a fused kernel "
-                    "({:.1f}-{:.1f}x; FlashAttention reports 2-4x)",
-                    kAttentionSpeedupPoint, kAttentionSpeedupWorst, kAttentionSpeedupBest));
-  if (a.shapes.misaligned_ns > 0) {
-    const auto& off = a.shapes.misaligned_external_ids;  // measured once, in shapes.cc
-    auto is_off = [&](size_t i) {
-      return is(i, [](const KernelKind& k) { return IsMatrixClass(k.cls); }) &&
-             std::binary_search(off.begin(), off.end(), rec.kernels[i].external_id);
-    };
-    out.aligned_shapes = PredictFasterKernels(
-        replay, correction, noise, n, is_off, kAlignSpeedupBest,
-        kAlignSpeedupPoint, kAlignSpeedupWorst, data_wait_ms,
-        fmt::format("trace replayed with the off-tile matrix kernels {:.1f}x faster once padded ({:.1f}-{:.1f}x; "
-                    "NVIDIA's Deep Learning Performance Guide)",
-                    kAlignSpeedupPoint, kAlignSpeedupWorst, kAlignSpeedupBest));
+  if (a.attention.backend == "math") {
+    ASSIGN_OR_RETURN(
+        out.fused_attention,
+        PredictFasterKernels(*replay, correction, noise, [](uint8_t bits) { return (bits & kReplayAttentionPart) != 0; },
+                             kAttentionSpeedupBest, kAttentionSpeedupPoint, kAttentionSpeedupWorst, data_wait_ms,
+                             fmt::format("trace replayed with softmax and batched-GEMM kernels {:.1f}x faster on a fused "
+                                         "kernel ({:.1f}-{:.1f}x; FlashAttention reports 2-4x)",
+                                         kAttentionSpeedupPoint, kAttentionSpeedupWorst, kAttentionSpeedupBest)));
   }
-  if (a.precision.memory_bound_percent_of_kernels >= kMemoryBoundModeratePercent)
-    out.fused_memory = PredictFasterKernels(
-        replay, correction, noise, n,
-        [&](size_t i) { return is(i, [](const KernelKind& k) { return IsMemoryBoundClass(k.cls); }); },
-        kMemoryFusionSpeedupBest, kMemoryFusionSpeedupPoint, kMemoryFusionSpeedupWorst, data_wait_ms,
-        fmt::format("trace replayed with elementwise, reduction, normalisation and copy kernels {:.1f}x faster when "
-                    "fused ({:.1f}-{:.1f}x; PyTorch 2 reports 1.41x geomean training speedup from compilation)",
-                    kMemoryFusionSpeedupPoint, kMemoryFusionSpeedupWorst, kMemoryFusionSpeedupBest));
+  if (a.shapes.misaligned_ns > 0) {
+    ASSIGN_OR_RETURN(
+        out.aligned_shapes,
+        PredictFasterKernels(*replay, correction, noise, [](uint8_t bits) { return (bits & kReplayMisalignedMatrix) != 0; },
+                             kAlignSpeedupBest, kAlignSpeedupPoint, kAlignSpeedupWorst, data_wait_ms,
+                             fmt::format("trace replayed with the off-tile matrix kernels {:.1f}x faster once padded "
+                                         "({:.1f}-{:.1f}x; NVIDIA's Deep Learning Performance Guide)",
+                                         kAlignSpeedupPoint, kAlignSpeedupWorst, kAlignSpeedupBest)));
+  }
+  if (a.precision.memory_bound_percent_of_kernels >= kMemoryBoundModeratePercent) {
+    ASSIGN_OR_RETURN(
+        out.fused_memory,
+        PredictFasterKernels(*replay, correction, noise, [](uint8_t bits) { return (bits & kReplayMemoryBound) != 0; },
+                             kMemoryFusionSpeedupBest, kMemoryFusionSpeedupPoint, kMemoryFusionSpeedupWorst, data_wait_ms,
+                             fmt::format("trace replayed with elementwise, reduction, normalisation and copy kernels "
+                                         "{:.1f}x faster when fused ({:.1f}-{:.1f}x; PyTorch 2 reports 1.41x geomean "
+                                         "training speedup from compilation)",
+                                         kMemoryFusionSpeedupPoint, kMemoryFusionSpeedupWorst, kMemoryFusionSpeedupBest)));
+  }
   return out;
 }
 

@@ -30,9 +30,9 @@ inline constexpr double kMemoryBoundModeratePercent = 50.0;
 inline constexpr double kMaxRunToRunNoise = 0.2;
 
 
-/// `kernel_kinds[i]`: the class of rec.kernels[i]. `a`: the measurements so far
-/// (steps, device, attention backend).
-WhatIfs PredictFixes(const Recording& recording, const Index& index, const StepWindows& steps,
-                     const std::vector<const KernelKind*>& kernel_kinds, const RecordingAnalysis& a);
+/// `misaligned`: the kernels whose operator is off-tile (joins.h). `a`: the
+/// measurements so far (steps, device, attention backend).
+StatusOr<WhatIfs> PredictFixes(const TracePrep& prep, const StepWindows& steps,
+                               const SortedSpill<ShapeJoin::Misaligned, BySeq>& misaligned, const RecordingAnalysis& a);
 
 }  // namespace gputriage::analysis

@@ -5,7 +5,9 @@
 // budget, the threads or the file's size.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
+#include <string>
 
 #include "gputriage/model.h"
 #include "src/util/sorted_spill.h"
@@ -33,12 +35,19 @@ struct EventStreams {
   /// `budget_bytes` is shared by the streams in proportion to what a trace
   /// usually holds of each.
   explicit EventStreams(size_t budget_bytes = size_t{256} << 20, const std::string& directory = "")
-      : kernels(Share(budget_bytes, 4, directory)),
+      : directory(directory),
+        spool_budget_bytes(std::max<size_t>(budget_bytes / 16, size_t{4} << 10)),
+        kernels(Share(budget_bytes, 4, directory)),
         memory_ops(Share(budget_bytes, 16, directory)),
         runtime_calls(Share(budget_bytes, 4, directory)),
         cpu_spans(Share(budget_bytes, 3, directory)),
         syncs(Share(budget_bytes, 32, directory)),
         matrix_shapes(Share(budget_bytes, 16, directory)) {}
+
+  std::string directory;  // scratch files ("" = $TMPDIR, else /tmp)
+  /// Each intermediate result of the analyses (a join, merged intervals) is held in
+  /// memory up to this, the rest in a scratch file.
+  size_t spool_budget_bytes;
 
   SortedSpill<KernelActivity, ByStartThenLongest> kernels;
   SortedSpill<MemoryActivity, ByStartThenLongest> memory_ops;

@@ -6,13 +6,16 @@
 #include <cmath>
 #include <iterator>
 #include <map>
+#include <optional>
 #include <tuple>
 #include <utility>
 
 #include <nlohmann/json.hpp>
 
 #include "gputriage/markers.hpp"
+#include "src/analysis/interval_stream.h"
 #include "src/analysis/intervals.h"
+#include "src/analysis/trace_events.h"
 
 namespace gputriage {
 namespace {
@@ -32,28 +35,48 @@ json Percent(double v) { return std::isfinite(v) ? json(Round(v, 100)) : json(nu
 /// Time-weighted coverage of [start, end) by a merged interval list
 /// (intervals::Merge: overlaps joined, so two DataLoader spans at once count
 /// once), in `buckets` equal buckets, as a percent of each bucket.
-std::vector<double> CoveragePercent(const intervals::List& merged, TimeNs start, TimeNs end, int buckets) {
-  std::vector<double> covered(static_cast<size_t>(buckets), 0.0);
-  if (end <= start) return covered;
-  const double width = static_cast<double>(end - start) / buckets;
-  for (const auto& iv : merged) {
+/// Adds one merged interval's time to `covered` (fractions of each bucket of [start, end)).
+void AddCoverage(std::vector<double>& covered, Interval iv, TimeNs start, TimeNs end) {
+  if (end <= start) return;
+  const double width = static_cast<double>(end - start) / static_cast<double>(covered.size());
+  {
     const TimeNs s = std::max(iv.start, start), e = std::min(iv.end, end);
-    if (e <= s) continue;
+    if (e <= s) return;
     const double fs = static_cast<double>(s - start) / width;
     const double fe = static_cast<double>(e - start) / width;
     const auto first = static_cast<size_t>(fs);
     const auto last = std::min(static_cast<size_t>(fe), covered.size() - 1);
-    if (first >= covered.size()) continue;
+    if (first >= covered.size()) return;
     if (first == last) {
       covered[first] += fe - fs;
-      continue;
+      return;
     }
     covered[first] += static_cast<double>(first + 1) - fs;
     for (size_t b = first + 1; b < last; ++b) covered[b] += 1.0;
     covered[last] += std::min(fe, static_cast<double>(last + 1)) - static_cast<double>(last);
   }
+}
+
+std::vector<double> AsPercent(std::vector<double> covered) {
   for (auto& c : covered) c = std::clamp(100.0 * c, 0.0, 100.0);
   return covered;
+}
+
+std::vector<double> CoveragePercent(const intervals::List& merged, TimeNs start, TimeNs end, int buckets) {
+  std::vector<double> covered(static_cast<size_t>(buckets), 0.0);
+  for (const auto& iv : merged) AddCoverage(covered, iv, start, end);
+  return AsPercent(std::move(covered));
+}
+
+/// The same over the union of the intervals `next()` gives in order of start.
+template <typename Next>
+std::vector<double> UnionCoveragePercent(Next&& next, TimeNs start, TimeNs end, int buckets) {
+  std::vector<double> covered(static_cast<size_t>(buckets), 0.0);
+  analysis::UnionBuilder merged;
+  auto add = [&](Interval iv) { AddCoverage(covered, iv, start, end); };
+  for (std::optional<Interval> iv = next(); iv; iv = next()) merged.Add(*iv, add);
+  merged.Finish(add);
+  return AsPercent(std::move(covered));
 }
 
 /// The boundaries of `steps` (each given as its span and number by `describe`),
@@ -169,12 +192,24 @@ json RecordingCharts(size_t index, const Recording& rec, const RecordingAnalysis
     t0 = std::min(t0, s);
     t1 = std::max(t1, e);
   };
-  // The primary device's kernels, gathered once: they bound the clock and give the coverage.
-  intervals::List busy;
-  for (const auto& k : rec.kernels)
-    if (k.device == a.device.id) busy.push_back(k.time);
-  busy = intervals::Merge(std::move(busy));
-  if (!busy.empty()) widen(busy.front().start, busy.back().end);
+  // The primary device's kernels: they bound the clock and give the coverage.
+  const analysis::TraceEvents events(rec);
+  auto primary_kernels = [&events, device = a.device.id] {
+    return [cursor = events.kernels(), device]() mutable -> std::optional<Interval> {
+      for (const KernelActivity* k = cursor.Next(); k != nullptr; k = cursor.Next())
+        if (k->device == device && k->time.end > k->time.start) return k->time;
+      return std::nullopt;
+    };
+  };
+  bool any_busy = false;
+  Interval busy_extent;
+  {
+    TimeNs lo = INT64_MAX, hi = INT64_MIN;
+    auto next = primary_kernels();
+    for (std::optional<Interval> k = next(); k; k = next()) lo = std::min(lo, k->start), hi = std::max(hi, k->end);
+    if (lo <= hi) widen(lo, hi), any_busy = true;
+    if (any_busy) busy_extent = {lo, hi};
+  }
   for (const auto& s : a.steps) widen(s.window.start, s.window.end);
   for (const auto& s : rec.marked_steps) widen(s.span.start, s.span.end);
   for (const auto& d : rec.metrics.devices)
@@ -186,23 +221,27 @@ json RecordingCharts(size_t index, const Recording& rec, const RecordingAnalysis
 
   // Trace: the primary device's kernel coverage, the share of time any kernel runs
   // (the same quantity utilization.gpu samples), over the steps when there are steps.
-  if (a.has_gpu_activity && !busy.empty()) {
+  if (a.has_gpu_activity && any_busy) {
     const bool profiler_steps = !a.steps.empty() && a.steps_from_markers;
-    TimeNs start = busy.front().start, end = busy.back().end;
+    TimeNs start = busy_extent.start, end = busy_extent.end;
     if (profiler_steps) {
       start = a.steps.front().window.start;
       end = a.steps.front().window.end;
       for (const auto& s : a.steps) start = std::min(start, s.window.start), end = std::max(end, s.window.end);
     }
     if (end > start) {
-      out["busy"] = BucketSeries(CoveragePercent(busy, start, end, kChartPoints), start, end, t0);
+      out["busy"] = BucketSeries(UnionCoveragePercent(primary_kernels(), start, end, kChartPoints), start, end, t0);
       out["busy"]["label"] = DeviceLabel(a);
       out["busy"]["source"] = "kernel time in the trace (any kernel running)";
-      intervals::List loader;
-      for (const auto& c : rec.cpu_spans)
-        if (c.kind == CpuSpanKind::kDataLoader) loader.push_back(c.time);
-      if (!loader.empty()) {
-        out["data_wait"] = BucketSeries(CoveragePercent(intervals::Merge(std::move(loader)), start, end, kChartPoints), start, end, t0);
+      auto loader_spans = [&events] {
+        return [cursor = events.cpu_spans()]() mutable -> std::optional<Interval> {
+          for (const CpuSpan* c = cursor.Next(); c != nullptr; c = cursor.Next())
+            if (c->kind == CpuSpanKind::kDataLoader) return c->time;
+          return std::nullopt;
+        };
+      };
+      if (loader_spans()().has_value()) {
+        out["data_wait"] = BucketSeries(UnionCoveragePercent(loader_spans(), start, end, kChartPoints), start, end, t0);
         out["data_wait"]["source"] = "DataLoader spans in the trace";
       }
     }

@@ -461,7 +461,9 @@ Status Materialize(SortedSpill<T, Less>& stream, std::vector<T>& out, TimeNs shi
 class KinetoImporter {
  public:
   KinetoImporter(Recording* out, const KinetoReadOptions& options)
-      : rec_(*out), streams_(options.memory_budget_bytes, options.scratch_directory), sink_(&pending_) {
+      : rec_(*out),
+        streams_(std::make_shared<EventStreams>(options.memory_budget_bytes, options.scratch_directory)),
+        sink_(&pending_) {
     pending_.source_path = rec_.source_path;
   }
 
@@ -482,7 +484,7 @@ class KinetoImporter {
   /// A run's events, read elsewhere, in file order.
   void TakePartial(Recording&& part, TimeNs first_ts, TimeNs last_ts, bool saw_window, Interval window) {
     Keep(FlushPending());
-    Keep(MergePartial(rec_, streams_, std::move(part)));
+    Keep(MergePartial(rec_, *streams_, std::move(part)));
     first_runs_ts_ = std::min(first_runs_ts_, first_ts);
     last_runs_ts_ = std::max(last_runs_ts_, last_ts);
     if (saw_window) rec_.profiler_window = window;
@@ -535,7 +537,7 @@ class KinetoImporter {
   Status FlushPending() {
     if (sink_.TakeSawProfilerWindow()) rec_.profiler_window = pending_.profiler_window;
     if (pending_.stats.events_seen == 0) return first_error_;
-    Keep(MergePartial(rec_, streams_, std::move(pending_)));
+    Keep(MergePartial(rec_, *streams_, std::move(pending_)));
     pending_ = Recording();
     pending_.source_path = rec_.source_path;
     return first_error_;
@@ -543,21 +545,31 @@ class KinetoImporter {
 
   /// The streams into the recording's vectors, sorted (start, then the longer
   /// first, then file order). The host spans (about half the events) on a second
-  /// thread when one is to be had; each stream is sorted alone either way.
+  /// thread when one is to be had; each stream is sorted alone either way. Past the
+  /// memory budget the events stay in the streams, which the analyses read as they
+  /// would the vectors (src/analysis/trace_events.h).
   Status Materialize(TimeNs shift, bool parallel) {
+    RETURN_IF_ERROR(SortSteps());
+    EventStreams& streams = *streams_;
+    if (streams.spilled_bytes() > 0) {
+      RETURN_IF_ERROR(FinishAll(streams, parallel));
+      rec_.streams = std::move(streams_);
+      rec_.streams_shift = shift;
+      return Status::Ok();
+    }
     Status host_status;
     std::thread host;
-    if (parallel) host = std::thread([&] { host_status = gputriage::Materialize(streams_.cpu_spans, rec_.cpu_spans, shift); });
-    else host_status = gputriage::Materialize(streams_.cpu_spans, rec_.cpu_spans, shift);
-    Status s = gputriage::Materialize(streams_.kernels, rec_.kernels, shift);
-    if (s.ok()) s = gputriage::Materialize(streams_.memory_ops, rec_.memory_ops, shift);
-    if (s.ok()) s = gputriage::Materialize(streams_.runtime_calls, rec_.runtime_calls, shift);
-    if (s.ok()) s = gputriage::Materialize(streams_.syncs, rec_.syncs, shift);
-    if (s.ok()) s = streams_.matrix_shapes.Finish();
+    if (parallel) host = std::thread([&] { host_status = gputriage::Materialize(streams.cpu_spans, rec_.cpu_spans, shift); });
+    else host_status = gputriage::Materialize(streams.cpu_spans, rec_.cpu_spans, shift);
+    Status s = gputriage::Materialize(streams.kernels, rec_.kernels, shift);
+    if (s.ok()) s = gputriage::Materialize(streams.memory_ops, rec_.memory_ops, shift);
+    if (s.ok()) s = gputriage::Materialize(streams.runtime_calls, rec_.runtime_calls, shift);
+    if (s.ok()) s = gputriage::Materialize(streams.syncs, rec_.syncs, shift);
+    if (s.ok()) s = streams.matrix_shapes.Finish();
     if (s.ok()) {
-      rec_.matrix_shapes = streams_.matrix_shapes.TakeIfInMemory();
-      if (streams_.matrix_shapes.runs() > 0) {
-        auto cursor = streams_.matrix_shapes.Open();
+      rec_.matrix_shapes = streams.matrix_shapes.TakeIfInMemory();
+      if (streams.matrix_shapes.runs() > 0) {
+        auto cursor = streams.matrix_shapes.Open();
         MatrixOpShapes m;
         while (cursor.Next(&m)) rec_.matrix_shapes.push_back(m);
         s = cursor.status();
@@ -565,7 +577,25 @@ class KinetoImporter {
     }
     if (host.joinable()) host.join();
     if (!s.ok()) return s;
-    if (!host_status.ok()) return host_status;
+    return host_status;
+  }
+
+  static Status FinishAll(EventStreams& streams, bool parallel) {
+    Status host_status;
+    std::thread host;
+    if (parallel) host = std::thread([&] { host_status = streams.cpu_spans.Finish(); });
+    else host_status = streams.cpu_spans.Finish();
+    Status s = streams.kernels.Finish();
+    if (s.ok()) s = streams.memory_ops.Finish();
+    if (s.ok()) s = streams.runtime_calls.Finish();
+    if (s.ok()) s = streams.syncs.Finish();
+    if (s.ok()) s = streams.matrix_shapes.Finish();
+    if (host.joinable()) host.join();
+    if (!s.ok()) return s;
+    return host_status;
+  }
+
+  Status SortSteps() {
     std::sort(rec_.steps.begin(), rec_.steps.end(),
               [](const Step& a, const Step& b) { return a.host.start < b.host.start; });
     // A step recorded twice on the host (same number, e.g. nested profilers) counts once.
@@ -576,7 +606,7 @@ class KinetoImporter {
   }
 
   Recording& rec_;
-  EventStreams streams_;
+  std::shared_ptr<EventStreams> streams_;
   Recording pending_;  // events read here since the last flush
   EventSink sink_;
   Status first_error_;

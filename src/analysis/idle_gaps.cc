@@ -26,6 +26,7 @@
 //     launch the host made -> other.
 #include <algorithm>
 #include <map>
+#include <optional>
 
 #include "src/analysis/analysis_internal.h"
 
@@ -102,11 +103,15 @@ class GapWalker {
       : tracks_(prep), steps_(steps), between_ops_only_(between_ops_only) {}
 
   void Add(const DeviceOp& op) {
+    // The operation a gap ending at this start would be ended by: the first one
+    // starting then, empty ones included (they end no gap: the busy time is the
+    // union of operations that take time, as intervals::Merge makes it).
+    if (!first_at_start_ || first_at_start_->time.start != op.time.start) first_at_start_ = op;
+    if (op.time.end <= op.time.start) return;
     if (op.time.start > covered_until_ && (seen_ || !between_ops_only_)) {
       const Interval region{seen_ ? covered_until_ : std::numeric_limits<TimeNs>::min(), op.time.start};
       InsideSteps(steps_, gap_step_, region, [&](Interval part) {
-        // The operation that ended the gap, when the part ends where it starts.
-        ChargeGap(tracks_, part.start, part.end, part.end == op.time.start ? &op : nullptr, idle_);
+        ChargeGap(tracks_, part.start, part.end, part.end == op.time.start ? &*first_at_start_ : nullptr, idle_);
       });
     }
     seen_ = true;
@@ -135,6 +140,7 @@ class GapWalker {
   const intervals::List& steps_;
   const bool between_ops_only_;
   bool seen_ = false;
+  std::optional<DeviceOp> first_at_start_;
   TimeNs covered_until_ = std::numeric_limits<TimeNs>::min();
   size_t gap_step_ = 0, busy_step_ = 0;
   IdleBreakdown idle_;

@@ -61,6 +61,10 @@ class HostClock {
   std::deque<std::pair<TimeNs, double>> points_;
 };
 
+// Replayed times are doubles of absolute nanoseconds (about 2^60: 256 ns apart);
+// interpolating can put a later op a few of those before an earlier estimate.
+constexpr TimeNs kClockRoundingNs = 4096;
+
 int64_t StreamKey(int32_t device, int32_t stream) {
   return (static_cast<int64_t>(device) << 32) ^ static_cast<int64_t>(static_cast<uint32_t>(stream));
 }
@@ -166,9 +170,10 @@ StatusOr<ReplayResult> TraceReplay::Run(const ReplayChange& change) const {
   if (ops_.size() == 0 || host_steps_.empty()) return out;
   HostClock clock(origin_, change.host_stretch);
 
-  // The step boundaries the result is measured at. host'(t) is final for t up to
-  // the next host item's start (the clock changes only from there on), so each
-  // boundary is read off the clock as soon as the walk gets that far.
+  // The step boundaries the result is measured at, each read off the clock once a
+  // point beyond it exists (the clock then interpolates there, as it will at the
+  // end), or once no host item is left to change the clock; then the clock can
+  // forget what lies before.
   const size_t n_steps = host_steps_.size();
   std::vector<double> step_start(n_steps), step_end(n_steps);
   std::vector<std::pair<TimeNs, double*>> questions;  // (recorded time, where its replayed time goes)
@@ -182,7 +187,10 @@ StatusOr<ReplayResult> TraceReplay::Run(const ReplayChange& change) const {
   // before the latest one read is counted at once.
   double boundary_reached = -std::numeric_limits<double>::infinity();
 
-  // Replayed device state: per stream, (recorded end, replayed end) of its latest ops.
+  // Replayed device state, per stream: when its latest op (in launch order) ends in
+  // the replay, and (recorded end, replayed end) of its ops in recorded-end order,
+  // the latest of those a blocking call can still ask about.
+  std::vector<double> stream_free(static_cast<size_t>(streams_), -std::numeric_limits<double>::infinity());
   std::vector<std::deque<std::pair<TimeNs, double>>> stream_done(static_cast<size_t>(streams_));
   std::vector<double> device_end(n_steps, -std::numeric_limits<double>::infinity());
   // Replayed op intervals (ns, rounded) wait in start order until no later op can
@@ -194,8 +202,8 @@ StatusOr<ReplayResult> TraceReplay::Run(const ReplayChange& change) const {
   TimeNs busy_counted = 0;
   TimeNs first_start_ns = 0;  // the replayed first step's start, once read
   auto settle = [&](Interval u) { busy_held.push_back(u); };
-  auto progress = [&](TimeNs final_until) {
-    for (; answered < questions.size() && questions[answered].first <= final_until; ++answered) {
+  auto progress = [&](bool clock_final) {
+    for (; answered < questions.size() && (clock_final || questions[answered].first < clock.last_recorded()); ++answered) {
       *questions[answered].second = clock.Map(questions[answered].first);
       boundary_reached = std::max(boundary_reached, *questions[answered].second);
       if (answered == 0) first_start_ns = static_cast<TimeNs>(step_start[0]);  // the earliest question
@@ -220,12 +228,17 @@ StatusOr<ReplayResult> TraceReplay::Run(const ReplayChange& change) const {
     const TimeNs final_until = has_item ? item.time.start : std::numeric_limits<TimeNs>::max();
     for (; has_op && op.launch <= t; has_op = ops.Next(&op)) {
       auto& done = stream_done[static_cast<size_t>(op.stream)];
-      const double free = done.empty() ? -std::numeric_limits<double>::infinity() : done.back().second;
+      double& free = stream_free[static_cast<size_t>(op.stream)];
       const double scale = (op.bits & kReplayKernel) != 0 ? static_cast<double>(change.kernel_scale[op.bits]) : 1.0;
       const double launched = clock.Map(op.launch);
       const double start = std::max(launched, free) + static_cast<double>(op.delay);
       const double end = start + static_cast<double>(op.time.duration()) * scale;
-      done.emplace_back(op.time.end, end);
+      free = end;
+      // In recorded-end order (an op launched late but run early, e.g. one whose
+      // launch call was not recorded, goes before the ones it ran ahead of).
+      done.insert(std::upper_bound(done.begin(), done.end(), op.time.end,
+                                   [](TimeNs v, const std::pair<TimeNs, double>& p) { return v < p.first; }),
+                  {op.time.end, end});
       // Blocking calls still to come start no earlier than the next host item: of
       // the ops that finished before that, only the latest can be their answer.
       while (done.size() >= 2 && done[1].first <= final_until) done.pop_front();
@@ -234,12 +247,13 @@ StatusOr<ReplayResult> TraceReplay::Run(const ReplayChange& change) const {
         auto& e = device_end[static_cast<size_t>(op.step)];
         e = std::max(e, end);
       }
-      // Later ops launch no earlier, and the clock never goes back: none starts before this.
-      while (!pending.empty() && pending.top().first <= static_cast<TimeNs>(launched)) {
+      // Later ops launch no earlier, and the clock never goes back: none starts
+      // before this one's launch (less a margin for the clock's rounding).
+      while (!pending.empty() && pending.top().first <= static_cast<TimeNs>(launched) - kClockRoundingNs) {
         busy_union.Add({pending.top().first, pending.top().second}, settle);
         pending.pop();
       }
-      progress(final_until);
+      progress(!has_item);
     }
   };
   while (has_item) {
@@ -261,7 +275,8 @@ StatusOr<ReplayResult> TraceReplay::Run(const ReplayChange& change) const {
       clock.Add(current.time.start, a);
       clock.Add(current.time.end, a);
     } else {
-      // The work this call waited for: on each stream, the ops that had finished when it returned.
+      // The work this call waited for: on each stream, the op that finished last
+      // before it returned.
       TimeNs recorded_done = std::numeric_limits<TimeNs>::min();
       double replayed_done = -std::numeric_limits<double>::infinity();
       for (auto& done : stream_done) {
@@ -280,7 +295,7 @@ StatusOr<ReplayResult> TraceReplay::Run(const ReplayChange& change) const {
       clock.Add(current.time.start, a);
       clock.Add(current.time.end, end);
     }
-    progress(has_item ? item.time.start : std::numeric_limits<TimeNs>::max());
+    progress(!has_item);
     const TimeNs next_question = answered < questions.size() ? questions[answered].first : std::numeric_limits<TimeNs>::max();
     clock.Forget(std::min({next_question, has_item ? item.time.start : std::numeric_limits<TimeNs>::max(),
                            has_op ? op.launch : std::numeric_limits<TimeNs>::max()}));
@@ -292,7 +307,7 @@ StatusOr<ReplayResult> TraceReplay::Run(const ReplayChange& change) const {
     pending.pop();
   }
   busy_union.Finish(settle);
-  progress(std::numeric_limits<TimeNs>::max());
+  progress(true);
 
   // Steps, aligned to the device as AlignSteps aligns the recorded ones.
   double prev_end = step_start[0];

@@ -35,6 +35,7 @@ struct DiagnoseArgs {
   double sample_interval_s = 0;
   int gpus = 0;
   int threads = 0;
+  int64_t memory_budget_mib = 256;
   std::string workload = "unspecified";
   bool workload_given = false;
   std::optional<double> price_per_gpu_hour;
@@ -68,6 +69,7 @@ int RunDiagnose(const DiagnoseArgs& args) {
   import.sample_interval_ns = static_cast<TimeNs>(std::llround(args.sample_interval_s * 1e9));
   import.gpus = args.gpus;
   import.threads = args.threads;
+  import.memory_budget_bytes = static_cast<size_t>(args.memory_budget_mib) << 20;
   // A bare number that is not a file names a stored run (one too large for a
   // run id stays a file name, and its import says it is missing).
   std::vector<std::string> files;
@@ -119,6 +121,11 @@ int RunDiagnose(const DiagnoseArgs& args) {
   ApplyRecordedSettings(*run, args.workload_given, options);
   options.monthly_spend = args.monthly_spend;
   Diagnosis diagnosis = Diagnose(*run, options);
+  for (const auto& r : diagnosis.recordings)
+    if (!r.error.empty()) {
+      PrintError(IoError(r.error));
+      return kExitInput;
+    }
   // One stored run of a named experiment is judged against the runs before it, as when it was recorded.
   if (run_ids.size() == 1 && files.empty() && store) {
     if (Status s = JudgeAgainstExperiment(*store, run_ids[0], run->recordings[0].metadata["name"], diagnosis); !s.ok()) {
@@ -190,6 +197,10 @@ Subcommand AddDiagnoseCommand(CLI::App& app) {
   diagnose->add_option("--threads", d->threads,
                        "threads reading each trace (default 0: one per core; -1: read on one thread)")
       ->check(CLI::Range(-1, 256));
+  diagnose->add_option("--memory-budget", d->memory_budget_mib,
+                       "MiB of a trace's events held in memory (default 256); past it they are sorted through scratch "
+                       "files in $TMPDIR and the trace is analysed from them, in bounded memory, with the same result")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
   diagnose->add_option("--workload", d->workload, "workload class the targets are judged against")
       ->check(CLI::IsMember(WorkloadChoices()))
       ->each([d](const std::string&) { d->workload_given = true; });

@@ -92,7 +92,7 @@ std::string Decompressed(const std::string& path) {
   return out;
 }
 
-StatusOr<Recording> OneByOne(const std::string& name, const std::string& bytes, size_t budget = size_t{256} << 20) {
+StatusOr<Recording> OneByOne(const std::string& name, const std::string& bytes, size_t budget = kDefaultTraceMemoryBudget) {
   KinetoReadOptions options;
   options.threads = -1;
   options.memory_budget_bytes = budget;
@@ -100,7 +100,7 @@ StatusOr<Recording> OneByOne(const std::string& name, const std::string& bytes, 
 }
 
 StatusOr<Recording> InRuns(const std::string& name, const std::string& bytes, int threads, size_t run_bytes,
-                           size_t budget = size_t{256} << 20) {
+                           size_t budget = kDefaultTraceMemoryBudget) {
   KinetoReadOptions options;
   options.threads = threads;
   options.run_bytes = run_bytes;

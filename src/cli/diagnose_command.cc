@@ -35,7 +35,7 @@ struct DiagnoseArgs {
   double sample_interval_s = 0;
   int gpus = 0;
   int threads = 0;
-  int64_t memory_budget_mib = 256;
+  int64_t memory_budget_mib = static_cast<int64_t>(kDefaultTraceMemoryBudget >> 20);
   std::string workload = "unspecified";
   bool workload_given = false;
   std::optional<double> price_per_gpu_hour;
@@ -198,7 +198,7 @@ Subcommand AddDiagnoseCommand(CLI::App& app) {
                        "threads reading each trace (default 0: one per core; -1: read on one thread)")
       ->check(CLI::Range(-1, 256));
   diagnose->add_option("--memory-budget", d->memory_budget_mib,
-                       "MiB of a trace's events held in memory (default 256); past it they are sorted through scratch "
+                       "MiB of a trace's events held in memory (default 64); past it they are sorted through scratch "
                        "files in $TMPDIR and the trace is analysed from them, in bounded memory, with the same result")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
   diagnose->add_option("--workload", d->workload, "workload class the targets are judged against")

@@ -34,7 +34,7 @@ struct InAddedOrder {
 struct EventStreams {
   /// `budget_bytes` is shared by the streams in proportion to what a trace
   /// usually holds of each.
-  explicit EventStreams(size_t budget_bytes = size_t{256} << 20, const std::string& directory = "")
+  EventStreams(size_t budget_bytes, const std::string& directory)
       : directory(directory),
         spool_budget_bytes(std::max<size_t>(budget_bytes / 16, size_t{4} << 10)),
         kernels(Share(budget_bytes, 4, directory)),

@@ -7,6 +7,7 @@
 #include <string>
 #include <string_view>
 
+#include "gputriage/import.h"
 #include "gputriage/model.h"
 #include "gputriage/status.h"
 #include "src/util/byte_source.h"
@@ -23,7 +24,7 @@ struct KinetoReadOptions {
   size_t run_bytes = size_t{1} << 20;
   /// Events held in memory while reading; past it they are sorted into runs in a
   /// scratch file (src/model/event_streams.h). The result does not depend on it.
-  size_t memory_budget_bytes = size_t{256} << 20;
+  size_t memory_budget_bytes = kDefaultTraceMemoryBudget;
   std::string scratch_directory;  // "" = $TMPDIR, else /tmp
 };
 

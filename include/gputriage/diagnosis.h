@@ -588,8 +588,10 @@ struct Diagnosis {
   CostReport cost;
 };
 
-/// Measures one recording (pure: no I/O).
+/// Measures one recording (pure: no I/O but scratch files past the memory budget).
 RecordingAnalysis AnalyzeRecording(const Recording& recording);
+/// The same with its independent passes on up to `threads` threads (the result does not change).
+RecordingAnalysis AnalyzeRecording(const Recording& recording, int threads);
 /// Step-marker timing: step time, data wait against compute, throughput, outliers.
 /// `gpu_name`: the device the job ran on as reported ("" if unknown), for MFU.
 StepMarkerAnalysis AnalyzeMarkedSteps(const std::vector<MarkedStep>& steps, std::string_view gpu_name = "");

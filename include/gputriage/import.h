@@ -30,6 +30,8 @@ StatusOr<Recording> ImportKinetoTraceFromMemory(const std::string& name, std::st
 /// fit, a larger one is sorted through scratch files and analysed from them, so
 /// memory stays about the same whatever the trace's size (issue 25).
 inline constexpr size_t kDefaultTraceMemoryBudget = size_t{64} << 20;
+/// The least a trace of a run of many gets of the run's budget.
+inline constexpr size_t kMinTraceMemoryBudget = size_t{1} << 20;
 
 struct ImportOptions {
   /// "auto" (detect from the content) or one of kInputFormats.

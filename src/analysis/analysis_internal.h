@@ -60,6 +60,7 @@ struct TracePrep {
   explicit TracePrep(const TraceEvents& e) : events(e), spill(e.spool_options()) {}
   const TraceEvents& events;
   SpillOptions spill;
+  int threads = 1;  // independent passes run on this many threads
   const KindByName* kinds = nullptr;
   std::unique_ptr<KernelOperators> operators;  // by kernel index
   LaunchJoin launches;

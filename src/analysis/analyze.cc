@@ -5,6 +5,8 @@
 #include <cmath>
 #include <set>
 #include <unordered_set>
+#include <functional>
+#include <mutex>
 
 #include <fmt/format.h>
 
@@ -16,6 +18,7 @@
 #include "src/analysis/roofline.h"
 #include "src/analysis/shapes.h"
 #include "src/analysis/what_if.h"
+#include "src/util/parallel.h"
 
 namespace gputriage {
 
@@ -106,15 +109,19 @@ StatusOr<CommStats> MeasureCommunication(const analysis::TracePrep& prep, int pr
   return out;
 }
 
-/// Achieved throughput from the profiler's FLOP estimates (with_flops=True).
-StatusOr<ThroughputStats> MeasureThroughput(const analysis::TraceEvents& events, const intervals::List& step_list,
-                                            const RecordingAnalysis& a) {
-  ThroughputStats out;
+/// The profiler's FLOP estimates (with_flops=True) of the host operators inside the steps.
+StatusOr<double> SumStepFlops(const analysis::TraceEvents& events, const intervals::List& step_list) {
   double flops = 0;
   auto spans = events.cpu_spans();
   for (const CpuSpan* c = spans.Next(); c != nullptr; c = spans.Next())
     if (c->flops > 0 && InSteps(step_list, c->time.start)) flops += c->flops;
   RETURN_IF_ERROR(spans.status());
+  return flops;
+}
+
+/// Achieved throughput from the FLOP estimates of the steps' operators.
+ThroughputStats MeasureThroughput(double flops, const RecordingAnalysis& a) {
+  ThroughputStats out;
   if (flops <= 0 || a.steps.empty() || a.avg_step_ns <= 0) return out;
   out.available = true;
   out.flops_per_step = flops / static_cast<double>(a.steps.size());
@@ -185,11 +192,107 @@ std::vector<std::string> ListLimitations(const Recording& rec, bool no_kernels, 
 
 namespace {
 
-/// The trace part of AnalyzeRecording: passes over the events (see trace_events.h).
-Status AnalyzeTrace(const Recording& rec, RecordingAnalysis& a) {
+/// The first error of tasks run at once.
+class FirstError {
+ public:
+  void Keep(const Status& s) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!s.ok() && first_.ok()) first_ = s;
+  }
+  Status Take() { return first_; }
+
+ private:
+  std::mutex mu_;
+  Status first_;
+};
+
+/// The kernel table, precision, attention and launch measurements: one pass over
+/// the kernels in order (with their launches and operators).
+struct KernelPass {
+  analysis::CountingMedian durations, launch_delays;
+  int64_t kernels_in_steps = 0, short_kernels = 0, graph_kernels_in_steps = 0, graph_launches = 0;
+  PrecisionStats precision;
+  AttentionStats attention;
+};
+
+Status MeasureKernels(const analysis::TracePrep& prep, const intervals::List& step_list,
+                      std::unordered_map<NameId, NameAccumulator>& by_name, KernelPass& out) {
+  const Recording& rec = prep.events.recording();
+  analysis::DeviceOpCursor ops(prep);
+  for (const analysis::DeviceOp* op = ops.Next(); op != nullptr; op = ops.Next()) {
+    if (!op->is_kernel) continue;
+    const KernelActivity& k = *op->kernel;
+    auto& acc = by_name[k.name];
+    const TimeNs d = k.time.duration();
+    ++acc.count;
+    acc.total += d;
+    acc.min = std::min(acc.min, d);
+    acc.max = std::max(acc.max, d);
+    if (!std::isnan(k.blocks_per_sm)) acc.blocks_weighted += k.blocks_per_sm * static_cast<double>(d), acc.blocks_time += static_cast<double>(d);
+    if (!std::isnan(k.est_occupancy_percent)) acc.occ_weighted += k.est_occupancy_percent * static_cast<double>(d), acc.occ_time += static_cast<double>(d);
+    out.precision.kernel_total_ns += d;
+    const KernelKind& kind = acc.kind;
+    if (IsMatrixClass(kind.cls)) {
+      Precision p = kind.precision;
+      if ((p == Precision::kUnknown || p == Precision::kTensorUnknown) && op->launched_by.input_type != kNoName) {
+        const Precision from_type =
+            PrecisionFromInputType(rec.names.View(op->launched_by.input_type), p == Precision::kTensorUnknown);
+        if (from_type != Precision::kUnknown) p = from_type;
+      }
+      out.precision.matrix_ns[static_cast<int>(p)] += d;
+      out.precision.matrix_total_ns += d;
+      if (UsesTensorCores(p)) out.precision.tensor_core_ns += d;
+    }
+    if (IsMemoryBoundClass(kind.cls)) out.precision.memory_bound_ns += d;
+    if (kind.cls == KernelClass::kAttentionFused) out.attention.fused_ns += d;
+    if (kind.cls == KernelClass::kSoftmax) out.attention.softmax_ns += d, ++out.attention.softmax_kernels;
+    if (kind.batched) out.attention.batched_gemm_ns += d, ++out.attention.batched_gemm_kernels;
+    if (kind.cls != KernelClass::kCommunication && InSteps(step_list, k.time.start)) {
+      ++out.kernels_in_steps;
+      out.durations.Add(d);
+      if (d < kShortKernel) ++out.short_kernels;
+      if (op->launch.has_launch) {
+        if (op->launch.kind == RuntimeCallKind::kKernelLaunch)
+          out.launch_delays.Add(std::max<TimeNs>(0, k.time.start - op->launch.launch_end));
+        if (op->launch.kind == RuntimeCallKind::kGraphLaunch) ++out.graph_kernels_in_steps;
+      }
+    }
+  }
+  RETURN_IF_ERROR(ops.status());
+  // Launches the host made: a CUDA graph replay is one launch for all its kernels.
+  auto calls = prep.events.runtime_calls();
+  for (const RuntimeCall* r = calls.Next(); r != nullptr; r = calls.Next())
+    if (r->kind == RuntimeCallKind::kGraphLaunch && InSteps(step_list, r->time.start)) ++out.graph_launches;
+  return calls.status();
+}
+
+/// The trace part of AnalyzeRecording: passes over the events (see trace_events.h),
+/// the independent ones at once on `threads` threads.
+Status AnalyzeTrace(const Recording& rec, RecordingAnalysis& a, int threads) {
   const analysis::TraceEvents events(rec);
   analysis::TracePrep prep(events);
-  ASSIGN_OR_RETURN(prep.operators, analysis::JoinKernelOperators(events, prep.spill));
+  prep.threads = threads;
+  FirstError errors;
+
+  // The joins and the merged host intervals.
+  analysis::HostSteps host;
+  RunConcurrently(threads, {
+      [&] {
+        auto operators = analysis::JoinKernelOperators(events, prep.spill);
+        if (operators.ok()) prep.operators = std::move(operators).value();
+        else errors.Keep(operators.status());
+      },
+      [&] {
+        auto found = analysis::FindHostSteps(events);
+        if (!found.ok()) return errors.Keep(found.status());
+        host = std::move(found).value();
+        auto launches = analysis::JoinLaunches(events, host.spans, prep.spill);
+        if (launches.ok()) prep.launches = std::move(launches).value();
+        else errors.Keep(launches.status());
+      },
+      [&] { errors.Keep(analysis::BuildHostIntervals(prep)); },
+  });
+  RETURN_IF_ERROR(errors.Take());
 
   // Classify each distinct kernel name once; kernels no name rule knows, launched
   // by a matrix or attention operator whose shapes were recorded, are that
@@ -226,19 +329,72 @@ Status AnalyzeTrace(const Recording& rec, RecordingAnalysis& a) {
     if (t > best || (t == best && device < primary)) best = t, primary = device;
   if (primary < 0 && events.memory_op_count() > 0) {
     auto memory = events.memory_ops();
-    primary = memory.Next()->device;
+    if (const MemoryActivity* m = memory.Next()) primary = m->device;
+    RETURN_IF_ERROR(memory.status());
   }
   if (const Device* d = rec.FindDevice(primary)) a.device = *d;
   else if (!rec.devices.empty() && primary < 0) a.device = rec.devices.front();
   else a.device.id = primary;
 
-  ASSIGN_OR_RETURN(const analysis::HostSteps host, analysis::FindHostSteps(events));
-  ASSIGN_OR_RETURN(prep.launches, analysis::JoinLaunches(events, host.spans, prep.spill));
-  RETURN_IF_ERROR(analysis::BuildHostIntervals(prep));
   ASSIGN_OR_RETURN(const analysis::StepWindows steps, analysis::AlignSteps(prep, host));
   a.steps_from_markers = steps.from_markers;
-  ASSIGN_OR_RETURN(a.steps, analysis::BreakDownSteps(prep, steps));
   const intervals::List step_list = intervals::Merge(steps.windows);
+
+  // Every measurement over the aligned steps.
+  KernelPass kernel_pass;
+  analysis::ShapeJoin shapes;
+  double step_flops = 0;
+  std::vector<std::function<void()>> passes = {
+      [&] {
+        auto breakdown = analysis::BreakDownSteps(prep, steps);
+        if (breakdown.ok()) a.steps = std::move(breakdown).value();
+        else errors.Keep(breakdown.status());
+      },
+      [&] { errors.Keep(MeasureKernels(prep, step_list, by_name, kernel_pass)); },
+      [&] {
+        auto comm = MeasureCommunication(prep, primary, step_list, 0);
+        if (comm.ok()) a.comm = comm.value();
+        else errors.Keep(comm.status());
+      },
+      [&] {
+        auto joined = analysis::JoinShapes(events, *prep.operators,
+                                           [&](const KernelActivity& k) {
+                                             analysis::KernelForShapes f;
+                                             f.kind = kinds.at(k.name);
+                                             f.on_alignment_device = primary < 0 || k.device == primary;
+                                             f.on_roofline_device = a.device.id < 0 || k.device == a.device.id;
+                                             return f;
+                                           },
+                                           prep.spill);
+        if (joined.ok()) shapes = std::move(joined).value();
+        else errors.Keep(joined.status());
+      },
+      [&] {
+        auto flops = SumStepFlops(events, step_list);
+        if (flops.ok()) step_flops = flops.value();
+        else errors.Keep(flops.status());
+      },
+  };
+  if (!steps.windows.empty()) {
+    passes.push_back([&] {
+      const Interval all{steps.windows.front().start, steps.windows.back().end};
+      std::vector<int> devices;
+      for (const auto& [device, t] : time_by_device) devices.push_back(device);
+      std::sort(devices.begin(), devices.end());
+      auto gpus = analysis::MeasureGpus(events, devices, all);
+      if (gpus.ok()) a.gpus = std::move(gpus).value();
+      else errors.Keep(gpus.status());
+    });
+    if (primary >= 0)
+      passes.push_back([&] {
+        auto idle = analysis::AttributeIdle(prep, primary, step_list);
+        if (!idle.ok()) return errors.Keep(idle.status());
+        a.device_idle = idle->device;
+        a.streams = std::move(idle->streams);
+      });
+  }
+  RunConcurrently(threads, passes);
+  RETURN_IF_ERROR(errors.Take());
 
   if (!a.steps.empty()) {
     for (const auto& s : a.steps)
@@ -250,66 +406,17 @@ Status AnalyzeTrace(const Recording& rec, RecordingAnalysis& a) {
     a.avg_step_ns = total / n;
     // The average's window is as long as the mean step, so total() and shares work on it too.
     a.average.window = {a.steps.front().window.start, a.steps.front().window.start + a.avg_step_ns};
-    const Interval all{a.steps.front().window.start, a.steps.back().window.end};
-    std::vector<int> devices;
-    for (const auto& [device, t] : time_by_device) devices.push_back(device);
-    std::sort(devices.begin(), devices.end());
-    ASSIGN_OR_RETURN(a.gpus, analysis::MeasureGpus(events, devices, all));
     for (const auto& g : a.gpus)
       if (g.device == primary) a.gpu = g;
-    if (primary >= 0) {
-      ASSIGN_OR_RETURN(analysis::IdleAttribution idle, analysis::AttributeIdle(prep, primary, step_list));
-      a.device_idle = idle.device;
-      a.streams = std::move(idle.streams);
-    }
+  } else {
+    a.gpus.clear();
+    a.device_idle = {};
+    a.streams.clear();
   }
 
   // Kernel table, precision and attention.
-  analysis::CountingMedian durations, launch_delays;
-  int64_t kernels_in_steps = 0, short_kernels = 0, graph_kernels_in_steps = 0;
-  {
-    analysis::DeviceOpCursor ops(prep);
-    for (const analysis::DeviceOp* op = ops.Next(); op != nullptr; op = ops.Next()) {
-      if (!op->is_kernel) continue;
-      const KernelActivity& k = *op->kernel;
-      auto& acc = by_name[k.name];
-      const TimeNs d = k.time.duration();
-      ++acc.count;
-      acc.total += d;
-      acc.min = std::min(acc.min, d);
-      acc.max = std::max(acc.max, d);
-      if (!std::isnan(k.blocks_per_sm)) acc.blocks_weighted += k.blocks_per_sm * static_cast<double>(d), acc.blocks_time += static_cast<double>(d);
-      if (!std::isnan(k.est_occupancy_percent)) acc.occ_weighted += k.est_occupancy_percent * static_cast<double>(d), acc.occ_time += static_cast<double>(d);
-      a.precision.kernel_total_ns += d;
-      const KernelKind& kind = acc.kind;
-      if (IsMatrixClass(kind.cls)) {
-        Precision p = kind.precision;
-        if ((p == Precision::kUnknown || p == Precision::kTensorUnknown) && op->launched_by.input_type != kNoName) {
-          const Precision from_type =
-              PrecisionFromInputType(rec.names.View(op->launched_by.input_type), p == Precision::kTensorUnknown);
-          if (from_type != Precision::kUnknown) p = from_type;
-        }
-        a.precision.matrix_ns[static_cast<int>(p)] += d;
-        a.precision.matrix_total_ns += d;
-        if (UsesTensorCores(p)) a.precision.tensor_core_ns += d;
-      }
-      if (IsMemoryBoundClass(kind.cls)) a.precision.memory_bound_ns += d;
-      if (kind.cls == KernelClass::kAttentionFused) a.attention.fused_ns += d;
-      if (kind.cls == KernelClass::kSoftmax) a.attention.softmax_ns += d, ++a.attention.softmax_kernels;
-      if (kind.batched) a.attention.batched_gemm_ns += d, ++a.attention.batched_gemm_kernels;
-      if (kind.cls != KernelClass::kCommunication && InSteps(step_list, k.time.start)) {
-        ++kernels_in_steps;
-        durations.Add(d);
-        if (d < kShortKernel) ++short_kernels;
-        if (op->launch.has_launch) {
-          if (op->launch.kind == RuntimeCallKind::kKernelLaunch)
-            launch_delays.Add(std::max<TimeNs>(0, k.time.start - op->launch.launch_end));
-          if (op->launch.kind == RuntimeCallKind::kGraphLaunch) ++graph_kernels_in_steps;
-        }
-      }
-    }
-    RETURN_IF_ERROR(ops.status());
-  }
+  a.precision = kernel_pass.precision;
+  a.attention = kernel_pass.attention;
   if (a.precision.matrix_total_ns > 0) {
     a.precision.tensor_core_percent_of_matrix =
         100.0 * static_cast<double>(a.precision.tensor_core_ns) / static_cast<double>(a.precision.matrix_total_ns);
@@ -320,6 +427,9 @@ Status AnalyzeTrace(const Recording& rec, RecordingAnalysis& a) {
     a.precision.memory_bound_percent_of_kernels =
         100.0 * static_cast<double>(a.precision.memory_bound_ns) / static_cast<double>(a.precision.kernel_total_ns);
   }
+  if (a.precision.kernel_total_ns > 0)
+    a.comm.share_of_kernel_time_percent =
+        100.0 * static_cast<double>(a.comm.kernel_ns) / static_cast<double>(a.precision.kernel_total_ns);
 
   // Attention backend: the fused kernel family with most time, else "math" when
   // softmax kernels run beside batched GEMMs (SDPA's unfused path or hand-written attention).
@@ -356,13 +466,8 @@ Status AnalyzeTrace(const Recording& rec, RecordingAnalysis& a) {
   }
 
   // Launch overhead.
-  // Launches the host made: a CUDA graph replay is one launch for all its kernels.
-  {
-    auto calls = events.runtime_calls();
-    for (const RuntimeCall* r = calls.Next(); r != nullptr; r = calls.Next())
-      if (r->kind == RuntimeCallKind::kGraphLaunch && InSteps(step_list, r->time.start)) ++a.launch.graph_launches;
-    RETURN_IF_ERROR(calls.status());
-  }
+  const int64_t kernels_in_steps = kernel_pass.kernels_in_steps, graph_kernels_in_steps = kernel_pass.graph_kernels_in_steps;
+  a.launch.graph_launches = kernel_pass.graph_launches;
   const int64_t host_launches = kernels_in_steps - graph_kernels_in_steps + a.launch.graph_launches;
   a.launch.kernels = kernels_in_steps;
   a.launch.graph_kernels = graph_kernels_in_steps;
@@ -370,39 +475,31 @@ Status AnalyzeTrace(const Recording& rec, RecordingAnalysis& a) {
     a.launch.kernels_per_step = static_cast<double>(kernels_in_steps) / static_cast<double>(a.steps.size());
     a.launch.host_launches_per_step = static_cast<double>(host_launches) / static_cast<double>(a.steps.size());
   }
-  a.launch.median_kernel_us = durations.Median() / 1000.0;
+  a.launch.median_kernel_us = kernel_pass.durations.Median() / 1000.0;
   if (kernels_in_steps > 0)
-    a.launch.short_kernel_percent = 100.0 * static_cast<double>(short_kernels) / static_cast<double>(kernels_in_steps);
+    a.launch.short_kernel_percent =
+        100.0 * static_cast<double>(kernel_pass.short_kernels) / static_cast<double>(kernels_in_steps);
   if (host_launches > 0)
     a.launch.mean_launch_interval_us =
         static_cast<double>(intervals::Sum(step_list)) / static_cast<double>(host_launches) / 1000.0;
-  a.launch.median_launch_delay_us = launch_delays.Median() / 1000.0;
+  a.launch.median_launch_delay_us = kernel_pass.launch_delays.Median() / 1000.0;
 
-  ASSIGN_OR_RETURN(a.comm, MeasureCommunication(prep, primary, step_list, a.precision.kernel_total_ns));
-  ASSIGN_OR_RETURN(analysis::ShapeJoin shapes,
-                   analysis::JoinShapes(events, *prep.operators,
-                                        [&](const KernelActivity& k) {
-                                          analysis::KernelForShapes f;
-                                          f.kind = kinds.at(k.name);
-                                          f.on_alignment_device = primary < 0 || k.device == primary;
-                                          f.on_roofline_device = a.device.id < 0 || k.device == a.device.id;
-                                          return f;
-                                        },
-                                        prep.spill));
   ASSIGN_OR_RETURN(a.shapes, analysis::MeasureShapeAlignment(events, *shapes.by_shape, a.precision.matrix_total_ns));
   ASSIGN_OR_RETURN(a.roofline, analysis::MeasureRoofline(events, *shapes.by_shape, a.device));
   a.memory = analysis::MeasureTraceMemory(rec, a.device);
   if (!a.steps.empty()) {
     ASSIGN_OR_RETURN(a.what_if, analysis::PredictFixes(prep, steps, *shapes.misaligned_kernels, a));
   }
-  ASSIGN_OR_RETURN(a.throughput, MeasureThroughput(events, step_list, a));
+  a.throughput = MeasureThroughput(step_flops, a);
   a.limitations = ListLimitations(rec, kernel_count == 0, a, steps.dropped_tail_steps);
   return Status::Ok();
 }
 
 }  // namespace
 
-RecordingAnalysis AnalyzeRecording(const Recording& rec) {
+RecordingAnalysis AnalyzeRecording(const Recording& rec) { return AnalyzeRecording(rec, 1); }
+
+RecordingAnalysis AnalyzeRecording(const Recording& rec, int threads) {
   RecordingAnalysis a;
   a.source = rec.source_path;
   // The loader's resources, where the run recorded them (keys of the job's
@@ -429,7 +526,7 @@ RecordingAnalysis AnalyzeRecording(const Recording& rec) {
     if (!d.name.empty() && gpu_name.empty()) gpu_name = d.name;
   a.marked = AnalyzeMarkedSteps(rec.marked_steps, gpu_name);
   if (!a.has_trace) return a;
-  if (Status s = AnalyzeTrace(rec, a); !s.ok()) {
+  if (Status s = AnalyzeTrace(rec, a, threads); !s.ok()) {
     a.error = fmt::format("{}: the analysis could not finish: {}", rec.source_path, s.message());
     a.limitations.push_back(a.error);
   }

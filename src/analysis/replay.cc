@@ -87,6 +87,7 @@ StatusOr<std::unique_ptr<TraceReplay>> TraceReplay::Prepare(const TracePrep& pre
                                                             const SortedSpill<ShapeJoin::Misaligned, BySeq>& misaligned) {
   std::unique_ptr<TraceReplay> replay(new TraceReplay(prep.spill));
   TraceReplay& r = *replay;
+  r.threads_ = prep.threads;
   if (steps.windows.empty()) return replay;
   const Recording& rec = prep.events.recording();
   if (steps.from_markers) {

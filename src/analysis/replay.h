@@ -58,6 +58,8 @@ class TraceReplay {
                                                         const SortedSpill<ShapeJoin::Misaligned, BySeq>& misaligned);
   /// Replays with `change` over the steps AlignSteps kept.
   StatusOr<ReplayResult> Run(const ReplayChange& change) const;
+  /// Threads a caller may run replays on at once (Run is const and thread-safe).
+  int threads() const { return threads_; }
   /// How many kernels carry each ReplayKernelBits value.
   const std::array<int64_t, kReplayKernelKinds>& kernels_by_bits() const { return kernels_by_bits_; }
 
@@ -84,6 +86,7 @@ class TraceReplay {
   SortedSpill<HostItem, InAddedOrder> items_;   // in recorded start order
   std::vector<Interval> host_steps_;
   int streams_ = 0;
+  int threads_ = 1;
   TimeNs origin_ = 0;
   std::array<int64_t, kReplayKernelKinds> kernels_by_bits_{};
 };

@@ -6,11 +6,13 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <optional>
 
 #include <fmt/format.h>
 
 #include "src/analysis/gpu_specs.h"
 #include "src/analysis/replay.h"
+#include "src/util/parallel.h"
 
 namespace gputriage::analysis {
 namespace {
@@ -64,9 +66,14 @@ StatusOr<StepPrediction> Predict(const TraceReplay& replay, double correction, d
                                  const ReplayChange& point, const ReplayChange& worst, double data_wait_left_ms,
                                  std::string basis) {
   StepPrediction p;
-  ASSIGN_OR_RETURN(const ReplayResult b, replay.Run(best));
-  ASSIGN_OR_RETURN(const ReplayResult e, replay.Run(point));
-  ASSIGN_OR_RETURN(const ReplayResult w, replay.Run(worst));
+  // The three replays are independent passes: at once where there are cores.
+  const ReplayChange* changes[3] = {&best, &point, &worst};
+  std::optional<StatusOr<ReplayResult>> results[3];
+  ParallelFor(3, replay.threads(), [&](size_t i) { results[i] = replay.Run(*changes[i]); });
+  for (const auto& r : results) RETURN_IF_ERROR(r->status());
+  const ReplayResult& b = results[0]->value();
+  const ReplayResult& e = results[1]->value();
+  const ReplayResult& w = results[2]->value();
   if (!b.valid || !e.valid || !w.valid) return p;
   p.available = true;
   p.best_ms = correction * std::min({b.step_ms, e.step_ms, w.step_ms}) * (1.0 - noise);

@@ -34,15 +34,15 @@ struct InAddedOrder {
 struct EventStreams {
   /// `budget_bytes` is shared by the streams in proportion to what a trace
   /// usually holds of each.
-  EventStreams(size_t budget_bytes, const std::string& directory)
-      : directory(directory),
+  EventStreams(size_t budget_bytes, const std::string& scratch_directory)
+      : directory(scratch_directory),
         spool_budget_bytes(std::max<size_t>(budget_bytes / 16, size_t{4} << 10)),
-        kernels(Share(budget_bytes, 4, directory)),
-        memory_ops(Share(budget_bytes, 16, directory)),
-        runtime_calls(Share(budget_bytes, 4, directory)),
-        cpu_spans(Share(budget_bytes, 3, directory)),
-        syncs(Share(budget_bytes, 32, directory)),
-        matrix_shapes(Share(budget_bytes, 16, directory)) {}
+        kernels(Share(budget_bytes, 4, scratch_directory)),
+        memory_ops(Share(budget_bytes, 16, scratch_directory)),
+        runtime_calls(Share(budget_bytes, 4, scratch_directory)),
+        cpu_spans(Share(budget_bytes, 3, scratch_directory)),
+        syncs(Share(budget_bytes, 32, scratch_directory)),
+        matrix_shapes(Share(budget_bytes, 16, scratch_directory)) {}
 
   std::string directory;  // scratch files ("" = $TMPDIR, else /tmp)
   /// Each intermediate result of the analyses (a join, merged intervals) is held in

@@ -161,6 +161,10 @@ StatusOr<DirectoryContents> ClassifyDirectory(const std::string& path, const Imp
 /// or --threads -1, as the options say.
 struct FilesAtOnce {
   FilesAtOnce(size_t files, const ImportOptions& options) : per_file(options) {
+    // The run's recordings are all held until it is diagnosed: the memory budget
+    // is the run's, each file gets its share (the rest of its events in scratch files).
+    if (files > 1)
+      per_file.memory_budget_bytes = std::max(options.memory_budget_bytes / files, kMinTraceMemoryBudget);
     if (files <= 1 || options.threads < 0) return;
     threads = options.threads > 0 ? options.threads : CoreCount();
     if (options.threads == 0) per_file.threads = -1;

@@ -32,4 +32,9 @@ inline void ParallelFor(size_t n, int threads, const std::function<void(size_t)>
   for (auto& t : pool) t.join();
 }
 
+/// Runs independent tasks on up to `threads` threads (the caller's among them).
+inline void RunConcurrently(int threads, const std::vector<std::function<void()>>& tasks) {
+  ParallelFor(tasks.size(), threads, [&](size_t i) { tasks[i](); });
+}
+
 }  // namespace gputriage

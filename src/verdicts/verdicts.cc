@@ -764,7 +764,9 @@ Diagnosis Diagnose(const Run& run, const DiagnoseOptions& options) {
   const WorkloadTargets targets = TargetsFor(options.workload);
   // Each recording's analysis is its own: the ranks of a run are analysed at once.
   d.recordings.resize(run.recordings.size());
-  ParallelFor(run.recordings.size(), CoreCount(), [&](size_t i) { d.recordings[i] = AnalyzeRecording(run.recordings[i]); });
+  // The recordings at once, and the cores left over to each one's own passes.
+  const int inner = std::max<int>(1, CoreCount() / static_cast<int>(std::max<size_t>(1, run.recordings.size())));
+  ParallelFor(run.recordings.size(), CoreCount(), [&](size_t i) { d.recordings[i] = AnalyzeRecording(run.recordings[i], inner); });
   const RunSources sources = GroupSourcesIntoRuns(run);
   d.notes = sources.notes;
   const auto add = [&d](std::vector<Finding> found, size_t recording) {

@@ -30,7 +30,7 @@ namespace gputriage {
 
 struct SpillOptions {
   size_t budget_bytes = size_t{64} << 20;      // records held in memory before a run is written
-  size_t read_buffer_bytes = size_t{256} << 10;  // per run, per reader
+  size_t read_buffer_bytes = size_t{64} << 10;   // per run, per reader (under malloc's mmap threshold: reused, not faulted in)
   size_t max_runs = 64;                        // runs one reader merges at most
   std::string directory;                       // scratch directory ("" = $TMPDIR, else /tmp)
 };

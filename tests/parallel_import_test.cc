@@ -124,6 +124,20 @@ TEST(ParallelImport, EveryBundledTraceReadsTheSameInRuns) {
   EXPECT_GE(traces, 20);
 }
 
+TEST(ParallelImport, IssuesOfEventsBeforeAMemberComeFirstEitherWay) {
+  // A bad event, then (after the events) a bad header member: the issues are
+  // counted in file order whether the events were read one by one (gathered
+  // before they join the recording) or in runs. Found by the Kineto fuzzer.
+  const std::string trace = std::string(R"({"traceEvents": [)") +
+                            R"({"ph": "X", "cat": "kernel", "name": "k", "ts": 1, "dur": 2, "args": {"device": 0}}, )" +
+                            "{\"ph\": \"X\", \"cat\": \"kernel\", \"name\": \"\xff\", \"ts\": 3, \"dur\": 1}" +
+                            R"(], "baseTimeNanoseconds": "late"})";
+  const std::string expected = Fingerprint(OneByOne("order.json", trace));
+  EXPECT_NE(expected.find("bad_event"), std::string::npos) << expected;
+  EXPECT_LT(expected.find("bad_event"), expected.find("bad_member")) << expected;
+  EXPECT_EQ(Fingerprint(InRuns("order.json", trace, 2, 64)), expected);
+}
+
 /// A trace whose text is hostile to cutting at "}, {": those bytes inside names,
 /// arrays of objects inside args, escapes, deep nesting, events that are not
 /// objects and events the one-by-one reader only counts.

@@ -219,9 +219,16 @@ StatusOr<ReplayResult> TraceReplay::Run(const ReplayChange& change) const {
     }
   };
 
+  // The host items this replay plays, in order (DataLoader spans only when they
+  // are removed): one is always looked at ahead, since the clock is final up to it.
   auto items = items_.Open();
   HostItem item;
-  bool has_item = items.Next(&item);
+  auto next_item = [&] {
+    while (items.Next(&item))
+      if (!item.data_wait || change.remove_data_wait) return true;
+    return false;
+  };
+  bool has_item = next_item();
   auto ops = ops_.Open();
   Op op;
   bool has_op = ops.Next(&op);
@@ -259,9 +266,8 @@ StatusOr<ReplayResult> TraceReplay::Run(const ReplayChange& change) const {
   };
   while (has_item) {
     const HostItem current = item;
-    has_item = items.Next(&item);
+    has_item = next_item();
     RETURN_IF_ERROR(items.status());
-    if (current.data_wait && !change.remove_data_wait) continue;
     if (current.time.start < clock.last_recorded()) continue;  // inside an item already replayed
     // `item` is now the next one: ops up to this item see the clock final up to its start.
     const HostItem next = item;

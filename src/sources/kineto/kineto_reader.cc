@@ -468,6 +468,8 @@ class KinetoImporter {
   }
 
   Status OnMember(std::string_view key, std::string_view raw) {
+    // The events read before it first: issues are counted in file order.
+    Keep(FlushPending());
     Status s = kineto::ApplyHeaderMember(key, raw, &header_);
     if (!s.ok()) rec_.stats.AddIssue(IssueSeverity::kWarning, "bad_member", s.message());
     return Status::Ok();
@@ -488,6 +490,12 @@ class KinetoImporter {
     first_runs_ts_ = std::min(first_runs_ts_, first_ts);
     last_runs_ts_ = std::max(last_runs_ts_, last_ts);
     if (saw_window) rec_.profiler_window = window;
+  }
+
+  /// Every event read so far joins the recording (its counts and issues too).
+  Status Flush() {
+    Keep(FlushPending());
+    return first_error_;
   }
 
   Status Finish(const SplitOutcome& outcome, bool parallel) {
@@ -772,6 +780,7 @@ StatusOr<Recording> ImportFromSource(ByteSource& source, const KinetoReadOptions
                    splitter.Run([&](std::string_view k, std::string_view v) { return importer.OnMember(k, v); },
                                 [&](std::string_view e, int64_t o) { return importer.OnEvent(e, o); }));
   pool.reset();
+  RETURN_IF_ERROR(importer.Flush());  // the events read one by one count from here on
   if (!outcome.saw_trace_events) {
     if (outcome.truncated)
       return DataLossError(fmt::format("{}: {}", source.name(), outcome.truncation_note));

@@ -44,8 +44,9 @@ std::vector<std::string> BundledInputs() {
   for (const auto& e : std::filesystem::recursive_directory_iterator(std::string(GPUTRIAGE_TEST_DATA_DIR) + "/traces")) {
     const std::string p = e.path().string();
     if (!e.is_regular_file() || p.find(".json") == std::string::npos || p.ends_with("run.json")) continue;
-    out.insert(p);
+    // A recorded run's rank traces are diagnosed together, as the run they are.
     if (p.find("/recorded/") != std::string::npos) out.insert(e.path().parent_path().string());
+    else out.insert(p);
   }
   return {out.begin(), out.end()};
 }
@@ -62,8 +63,8 @@ TEST(BoundedMemory, EveryBundledTraceDiagnosesTheSameFromSpilledStreams) {
     spilled += spilled_run.spilled_recordings > 0 ? 1 : 0;
     ++inputs;
   }
-  EXPECT_GE(inputs, 40);
-  EXPECT_GE(spilled, 20) << "too few bundled traces exceed 64 KiB of events to test the spilled path";
+  EXPECT_GE(inputs, 25);
+  EXPECT_GE(spilled, 15) << "too few bundled traces exceed 64 KiB of events to test the spilled path";
 }
 
 }  // namespace

@@ -3,8 +3,6 @@
 #include <cstdlib>
 #include <unordered_map>
 #include <cmath>
-#include <set>
-#include <unordered_set>
 #include <functional>
 #include <mutex>
 

@@ -51,11 +51,6 @@ class HostStepFinder {
   std::vector<TimeNs> ends_;
 };
 
-template <typename T>
-Status Drain(EventCursor<T>& cursor) {
-  return cursor.status();
-}
-
 /// A record of the external-id join: a CPU operator (side 0), matrix shapes (1) or a kernel (2).
 struct OperatorRecord {
   int64_t external_id = -1;

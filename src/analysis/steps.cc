@@ -25,41 +25,38 @@ const DeviceOp* DeviceOpCursor::Next() {
   if (k_ == nullptr && m_ == nullptr) return nullptr;
   const bool kernel = m_ == nullptr || (k_ != nullptr && k_->time.start <= m_->time.start);
   op_ = DeviceOp();
+  op_.is_kernel = kernel;
+  // The cursors' items stay valid only until their next Next(): the op keeps a copy.
   if (kernel) {
-    const KernelActivity& k = *k_;
-    op_.time = k.time;
-    op_.correlation = k.correlation;
-    op_.device = k.device;
-    op_.stream = k.stream;
-    op_.is_kernel = true;
-    op_.seq = k_seq_;
-    op_.kernel = k_;
-    const auto kind = prep_.kinds->find(k.name);
-    const KernelOperator* op = k.external_id >= 0 ? operators_.At(k_seq_) : nullptr;
-    op_.is_communication = (kind != prep_.kinds->end() && kind->second.cls == KernelClass::kCommunication) ||
-                           (op != nullptr && op->communication_op);
-    if (op != nullptr) op_.launched_by = *op;
-    if (k.correlation >= 0)
-      if (const OpLaunch* l = kernel_launches_.At(k_seq_)) op_.launch = *l;
-    // The cursor's item stays valid until its next Next(): copy the kernel first.
-    kernel_copy_ = k;
+    kernel_copy_ = *k_;
     op_.kernel = &kernel_copy_;
+    op_.seq = k_seq_++;
     k_ = kernels_.Next();
-    ++k_seq_;
   } else {
-    const MemoryActivity& m = *m_;
-    op_.time = m.time;
-    op_.correlation = m.correlation;
-    op_.device = m.device;
-    op_.stream = m.stream;
-    op_.seq = m_seq_;
-    if (m.correlation >= 0)
-      if (const OpLaunch* l = memory_launches_.At(m_seq_)) op_.launch = *l;
-    memory_copy_ = m;
+    memory_copy_ = *m_;
     op_.memory = &memory_copy_;
+    op_.seq = m_seq_++;
     m_ = memory_.Next();
-    ++m_seq_;
   }
+  const auto set = [&](const auto& e, SeqZip<OpLaunch>& launches) {
+    op_.time = e.time;
+    op_.correlation = e.correlation;
+    op_.device = e.device;
+    op_.stream = e.stream;
+    if (e.correlation >= 0)
+      if (const OpLaunch* l = launches.At(op_.seq)) op_.launch = *l;
+  };
+  if (!kernel) {
+    set(memory_copy_, memory_launches_);
+    return &op_;
+  }
+  set(kernel_copy_, kernel_launches_);
+  const KernelActivity& k = kernel_copy_;
+  const auto kind = prep_.kinds->find(k.name);
+  const KernelOperator* op = k.external_id >= 0 ? operators_.At(op_.seq) : nullptr;
+  op_.is_communication = (kind != prep_.kinds->end() && kind->second.cls == KernelClass::kCommunication) ||
+                         (op != nullptr && op->communication_op);
+  if (op != nullptr) op_.launched_by = *op;
   return &op_;
 }
 

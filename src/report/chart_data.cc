@@ -68,14 +68,17 @@ std::vector<double> CoveragePercent(const intervals::List& merged, TimeNs start,
   return AsPercent(std::move(covered));
 }
 
-/// The same over the union of the intervals `next()` gives in order of start.
+/// The same over the union of the intervals `next()` gives in order of start;
+/// nullopt when it gives none.
 template <typename Next>
-std::vector<double> UnionCoveragePercent(Next&& next, TimeNs start, TimeNs end, int buckets) {
+std::optional<std::vector<double>> UnionCoveragePercent(Next&& next, TimeNs start, TimeNs end, int buckets) {
   std::vector<double> covered(static_cast<size_t>(buckets), 0.0);
   analysis::UnionBuilder merged;
+  bool any = false;
   auto add = [&](Interval iv) { AddCoverage(covered, iv, start, end); };
-  for (std::optional<Interval> iv = next(); iv; iv = next()) merged.Add(*iv, add);
+  for (std::optional<Interval> iv = next(); iv; iv = next()) merged.Add(*iv, add), any = true;
   merged.Finish(add);
+  if (!any) return std::nullopt;
   return AsPercent(std::move(covered));
 }
 
@@ -230,18 +233,16 @@ json RecordingCharts(size_t index, const Recording& rec, const RecordingAnalysis
       for (const auto& s : a.steps) start = std::min(start, s.window.start), end = std::max(end, s.window.end);
     }
     if (end > start) {
-      out["busy"] = BucketSeries(UnionCoveragePercent(primary_kernels(), start, end, kChartPoints), start, end, t0);
+      out["busy"] = BucketSeries(*UnionCoveragePercent(primary_kernels(), start, end, kChartPoints), start, end, t0);
       out["busy"]["label"] = DeviceLabel(a);
       out["busy"]["source"] = "kernel time in the trace (any kernel running)";
-      auto loader_spans = [&events] {
-        return [cursor = events.cpu_spans()]() mutable -> std::optional<Interval> {
-          for (const CpuSpan* c = cursor.Next(); c != nullptr; c = cursor.Next())
-            if (c->kind == CpuSpanKind::kDataLoader) return c->time;
-          return std::nullopt;
-        };
+      auto loader_spans = [cursor = events.cpu_spans()]() mutable -> std::optional<Interval> {
+        for (const CpuSpan* c = cursor.Next(); c != nullptr; c = cursor.Next())
+          if (c->kind == CpuSpanKind::kDataLoader) return c->time;
+        return std::nullopt;
       };
-      if (loader_spans()().has_value()) {
-        out["data_wait"] = BucketSeries(UnionCoveragePercent(loader_spans(), start, end, kChartPoints), start, end, t0);
+      if (auto loader = UnionCoveragePercent(loader_spans, start, end, kChartPoints)) {
+        out["data_wait"] = BucketSeries(*loader, start, end, t0);
         out["data_wait"]["source"] = "DataLoader spans in the trace";
       }
     }

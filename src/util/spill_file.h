@@ -30,8 +30,6 @@ class SpillFile {
   Status ReadAt(int64_t offset, void* data, size_t n) const;
 
   int64_t size() const { return size_; }
-  bool is_open() const { return fd_ >= 0; }
-  const std::string& directory() const { return directory_; }
 
  private:
   int fd_ = -1;

@@ -434,26 +434,12 @@ Status MergePartial(Recording& rec, EventStreams& streams, Recording&& part) {
   return status;
 }
 
-/// A stream's events, sorted, into `out` with the time base added.
+/// A stream held whole in memory, sorted, into `out` with the time base added.
 template <typename T, typename Less>
-Status Materialize(SortedSpill<T, Less>& stream, std::vector<T>& out, TimeNs shift) {
-  if (Status s = stream.Finish(); !s.ok()) return s;
-  if (stream.runs() == 0) {
-    out = stream.TakeIfInMemory();
-    if (shift != 0)
-      for (auto& item : out) item.time.start += shift, item.time.end += shift;
-    return Status::Ok();
-  }
-  out.clear();
-  out.reserve(static_cast<size_t>(stream.size()));
-  auto cursor = stream.Open();
-  T item;
-  while (cursor.Next(&item)) {
-    item.time.start += shift;
-    item.time.end += shift;
-    out.push_back(item);
-  }
-  return cursor.status();
+void TakeShifted(SortedSpill<T, Less>& stream, std::vector<T>& out, TimeNs shift) {
+  out = stream.TakeIfInMemory();
+  if (shift != 0)
+    for (auto& item : out) item.time.start += shift, item.time.end += shift;
 }
 
 /// The whole trace: the header members, the events (through EventSink, or as
@@ -551,41 +537,27 @@ class KinetoImporter {
     return first_error_;
   }
 
-  /// The streams into the recording's vectors, sorted (start, then the longer
-  /// first, then file order). The host spans (about half the events) on a second
-  /// thread when one is to be had; each stream is sorted alone either way. Past the
-  /// memory budget the events stay in the streams, which the analyses read as they
-  /// would the vectors (src/analysis/trace_events.h).
+  /// Every stream sorted (start, then the longer first, then file order); the host
+  /// spans (about half the events) on a second thread when one is to be had. Past
+  /// the memory budget the events stay in the streams, which the analyses read as
+  /// they would the vectors (src/analysis/trace_events.h); else they move into the
+  /// recording's vectors, uncopied.
   Status Materialize(TimeNs shift, bool parallel) {
     RETURN_IF_ERROR(SortSteps());
     EventStreams& streams = *streams_;
+    RETURN_IF_ERROR(FinishAll(streams, parallel));
     if (streams.spilled_bytes() > 0) {
-      RETURN_IF_ERROR(FinishAll(streams, parallel));
       rec_.streams = std::move(streams_);
       rec_.streams_shift = shift;
       return Status::Ok();
     }
-    Status host_status;
-    std::thread host;
-    if (parallel) host = std::thread([&] { host_status = gputriage::Materialize(streams.cpu_spans, rec_.cpu_spans, shift); });
-    else host_status = gputriage::Materialize(streams.cpu_spans, rec_.cpu_spans, shift);
-    Status s = gputriage::Materialize(streams.kernels, rec_.kernels, shift);
-    if (s.ok()) s = gputriage::Materialize(streams.memory_ops, rec_.memory_ops, shift);
-    if (s.ok()) s = gputriage::Materialize(streams.runtime_calls, rec_.runtime_calls, shift);
-    if (s.ok()) s = gputriage::Materialize(streams.syncs, rec_.syncs, shift);
-    if (s.ok()) s = streams.matrix_shapes.Finish();
-    if (s.ok()) {
-      rec_.matrix_shapes = streams.matrix_shapes.TakeIfInMemory();
-      if (streams.matrix_shapes.runs() > 0) {
-        auto cursor = streams.matrix_shapes.Open();
-        MatrixOpShapes m;
-        while (cursor.Next(&m)) rec_.matrix_shapes.push_back(m);
-        s = cursor.status();
-      }
-    }
-    if (host.joinable()) host.join();
-    if (!s.ok()) return s;
-    return host_status;
+    TakeShifted(streams.cpu_spans, rec_.cpu_spans, shift);
+    TakeShifted(streams.kernels, rec_.kernels, shift);
+    TakeShifted(streams.memory_ops, rec_.memory_ops, shift);
+    TakeShifted(streams.runtime_calls, rec_.runtime_calls, shift);
+    TakeShifted(streams.syncs, rec_.syncs, shift);
+    rec_.matrix_shapes = streams.matrix_shapes.TakeIfInMemory();
+    return Status::Ok();
   }
 
   static Status FinishAll(EventStreams& streams, bool parallel) {

@@ -23,8 +23,23 @@ std::string Summary(const gputriage::StatusOr<gputriage::Recording>& r) {
                   std::to_string(r->steps.size()) + " " + std::to_string(r->stats.events_seen) + " " +
                   std::to_string(r->stats.events_used) + " " + std::to_string(r->stats.bytes_read) + " " +
                   r->stats.truncation_note;
-  for (const auto& k : r->kernels) s += " " + std::to_string(k.time.start) + std::string(r->names.View(k.name));
-  for (const auto& c : r->cpu_spans) s += " " + std::to_string(c.time.start) + std::string(r->names.View(c.name));
+  // Each field the readers fill (the plain-form run reader and simdjson must agree on all).
+  for (const auto& k : r->kernels)
+    s += " " + std::to_string(k.time.start) + "+" + std::to_string(k.time.duration()) + std::string(r->names.View(k.name)) +
+         "/" + std::to_string(k.device) + "/" + std::to_string(k.stream) + "/" + std::to_string(k.correlation) + "/" +
+         std::to_string(k.external_id) + "/" + std::to_string(k.grid[0]) + "," + std::to_string(k.block[0]) + "/" +
+         std::to_string(k.blocks_per_sm) + "/" + std::to_string(k.est_occupancy_percent) + "/" +
+         std::string(r->names.View(k.collective));
+  for (const auto& c : r->cpu_spans)
+    s += " " + std::to_string(c.time.start) + "+" + std::to_string(c.time.duration()) + std::string(r->names.View(c.name)) +
+         "/" + std::to_string(c.thread) + "/" + std::to_string(c.external_id) + "/" +
+         std::string(r->names.View(c.first_input_type)) + "/" + std::to_string(c.flops);
+  for (const auto& c : r->runtime_calls)
+    s += " R" + std::to_string(c.time.start) + "/" + std::to_string(c.correlation) + "/" + std::to_string(c.external_id);
+  for (const auto& m : r->memory_ops) s += " M" + std::to_string(m.time.start) + "/" + std::to_string(m.bytes);
+  for (const auto& x : r->matrix_shapes)
+    s += " X" + std::to_string(x.external_id) + "/" + std::to_string(x.inputs) + "/" + std::to_string(x.dims[0][0]);
+  for (const auto& m : r->memory_use) s += " U" + std::to_string(m.peak_allocated) + "/" + std::to_string(m.peak_reserved);
   for (const auto& i : r->stats.issues) s += "\n" + i.kind + " " + std::to_string(i.count) + " " + i.message;
   return s;
 }

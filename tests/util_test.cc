@@ -14,17 +14,19 @@ namespace gputriage {
 namespace {
 
 TEST(ParseMicrosecondsToNs, KinetoFormsMatchTheGeneralReading) {
-  // The fast path (up to 15 digits, up to 3 decimals) against the same value
+  // The fast path (up to 16 digits, up to 3 decimals) against the same value
   // written so that only the general path reads it (an exponent).
   std::mt19937_64 rng(25);
   for (int i = 0; i < 20000; ++i) {
-    const int64_t whole = static_cast<int64_t>(rng() % 1'000'000'000'000'000ULL);
+    const int64_t whole = static_cast<int64_t>(rng() % (i % 2 == 0 ? 1'000'000'000'000'000ULL : 9'223'372'036'854'774ULL));
     const int decimals = static_cast<int>(rng() % 4);
     const int64_t frac = decimals == 0 ? 0 : static_cast<int64_t>(rng() % (decimals == 1 ? 10 : decimals == 2 ? 100 : 1000));
     std::string text = std::to_string(whole);
     if (decimals > 0) {
       std::string f = std::to_string(frac);
-      text += "." + std::string(static_cast<size_t>(decimals) - f.size(), '0') + f;
+      text += '.';
+      text.append(static_cast<size_t>(decimals) - f.size(), '0');
+      text += f;
     }
     int64_t scale = 1;
     for (int k = decimals; k < 3; ++k) scale *= 10;
@@ -35,7 +37,14 @@ TEST(ParseMicrosecondsToNs, KinetoFormsMatchTheGeneralReading) {
   }
   EXPECT_EQ(ParseMicrosecondsToNs("5."), ParseMicrosecondsToNs("5e0"));
   EXPECT_EQ(ParseMicrosecondsToNs("1.2345"), 1235);  // a fourth decimal: rounded by the general path
-  EXPECT_EQ(ParseMicrosecondsToNs("1234567890123456"), 1234567890123456000);  // 16 digits: general path
+  EXPECT_EQ(ParseMicrosecondsToNs("1234567890123456"), 1234567890123456000);
+  // Around the largest whole µs whose ns fit in int64 with any 3 decimals: the
+  // fast path stops there, the general path goes on to the limit and no further.
+  EXPECT_EQ(ParseMicrosecondsToNs("9223372036854774.999"), 9223372036854774999);
+  EXPECT_EQ(ParseMicrosecondsToNs("9223372036854775.807"), INT64_MAX);
+  EXPECT_EQ(ParseMicrosecondsToNs("9223372036854775.808"), std::nullopt);
+  EXPECT_EQ(ParseMicrosecondsToNs("9999999999999999"), std::nullopt);
+  EXPECT_EQ(ParseMicrosecondsToNs("12345678901234567"), std::nullopt);
 }
 
 TEST(ParseMicrosecondsToNs, IntegerMicroseconds) {

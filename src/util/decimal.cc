@@ -16,13 +16,15 @@ bool IsDigit(char c) { return c >= '0' && c <= '9'; }
 std::optional<int64_t> ParseMicrosecondsToNs(std::string_view text) {
   text = TrimAsciiSpace(text);  // raw JSON tokens may carry trailing blanks
   {
-    // What Kineto writes, twice per event: up to 15 digits of µs and up to 3
-    // decimals (ns). Exact as integers; anything else takes the general path.
+    // What Kineto writes, twice per event: up to 16 digits of µs (epoch time in µs
+    // has 16) and up to 3 decimals (ns). Exact as integers while whole * 1000 + 999
+    // fits in int64; anything else takes the general path, which gives the same.
+    constexpr int64_t kMaxWholeUs = (std::numeric_limits<int64_t>::max() - 999) / 1000;
     size_t i = 0;
     const size_t n = text.size();
     int64_t whole = 0;
-    while (i < n && i < 16 && IsDigit(text[i])) whole = whole * 10 + (text[i++] - '0');
-    if (i > 0 && i <= 15) {
+    while (i < n && i < 17 && IsDigit(text[i])) whole = whole * 10 + (text[i++] - '0');
+    if (i > 0 && i <= 16 && whole <= kMaxWholeUs) {
       if (i == n) return whole * 1000;
       if (text[i] == '.') {
         const size_t point = i++;

@@ -19,6 +19,85 @@ using simdjson::ondemand::value;
 
 std::string ErrorText(simdjson::error_code code) { return simdjson::error_message(code); }
 
+}  // namespace
+
+ArgTarget ArgTargetOf(std::string_view key, RawEvent& e) {
+  using Kind = ArgTarget::Kind;
+  auto integer = [](std::optional<int64_t>& field) { return ArgTarget{.kind = Kind::kInt, .int_value = &field}; };
+  auto real = [](std::optional<double>& field) { return ArgTarget{.kind = Kind::kDouble, .double_value = &field}; };
+  auto text = [](Kind kind, std::string_view& field) { return ArgTarget{.kind = kind, .text = &field}; };
+  auto dim3 = [](bool& has, uint32_t* dim) { return ArgTarget{.kind = Kind::kDim3, .has_dim3 = &has, .dim3 = dim}; };
+  // By first letter: a dozen keys per event, most of them not used.
+  switch (key.empty() ? 0 : key[0]) {
+    case 'E':
+    case 'e':
+      if (key == "External id" || key == "external id") return integer(e.external_id);
+      if (key == "est. achieved occupancy %") return real(e.occupancy_percent);
+      break;
+    case 'c':
+      if (key == "correlation") return integer(e.correlation);
+      break;
+    case 's':
+      if (key == "stream") return integer(e.stream);
+      if (key == "shared memory") return integer(e.shared_memory);
+      break;
+    case 'd':
+      if (key == "device") return integer(e.device);
+      break;
+    case 'r':
+      if (key == "registers per thread") return integer(e.registers_per_thread);
+      break;
+    case 'b':
+      if (key == "blocks per SM") return real(e.blocks_per_sm);
+      if (key == "bytes") return integer(e.bytes);
+      if (key == "block") return dim3(e.has_block, e.block);
+      break;
+    case 'w':
+      if (key == "warps per SM") return real(e.warps_per_sm);
+      break;
+    case 'g':
+      if (key == "grid") return dim3(e.has_grid, e.grid);
+      break;
+    case 'C':
+      if (key == "Collective name") return text(Kind::kString, e.collective);
+      break;
+    case 'I':
+      if (key == "Input type") return text(Kind::kFirstNonEmptyString, e.first_input_type);
+      if (key == "Input Dims") return text(Kind::kRawArray, e.input_dims);
+      break;
+    case 'T':
+      if (key == "Total Allocated") return integer(e.total_allocated);
+      if (key == "Total Reserved") return integer(e.total_reserved);
+      break;
+    case 'D':
+      if (key == "Device Type") return integer(e.device_type);
+      if (key == "Device Id") return integer(e.device_id);
+      break;
+    case 'f':
+      if (key == "flops") return real(e.flops);
+      break;
+    case 'l':
+      if (key == "labels") return text(Kind::kString, e.label);
+      break;
+    case 'n':
+      if (key == "name") return text(Kind::kString, e.label);  // metadata events' args
+      break;
+    default: break;
+  }
+  return {};
+}
+
+std::optional<double> DoubleFromText(std::string_view text) {
+  if (text.empty()) return std::nullopt;
+  char* end = nullptr;
+  const std::string copy(text);
+  const double d = std::strtod(copy.c_str(), &end);
+  if (end == copy.c_str()) return std::nullopt;
+  return d;
+}
+
+namespace {
+
 /// An integer field: JSON integer, an integral float, or a numeric string.
 std::optional<int64_t> AsInt(value v) {
   json_type type;
@@ -50,12 +129,7 @@ std::optional<double> AsDouble(value v) {
   if (type == json_type::string) {
     std::string_view text;
     if (v.get_string().get(text)) return std::nullopt;
-    if (text.empty()) return std::nullopt;
-    char* end = nullptr;
-    const std::string copy(text);
-    const double d = std::strtod(copy.c_str(), &end);
-    if (end == copy.c_str()) return std::nullopt;
-    return d;
+    return DoubleFromText(text);
   }
   return std::nullopt;
 }
@@ -109,74 +183,24 @@ Status ParseArgs(value v, RawEvent* e) {
     if (auto err = field.unescaped_key().get(key)) return DataLossError("args key: " + ErrorText(err));
     value fv;
     if (field.value().get(fv)) return DataLossError(fmt::format("args.\"{}\": unreadable value", key));
-    switch (key.size() > 0 ? key[0] : 0) {
-      case 'E':
-      case 'e':
-        if (key == "External id" || key == "external id") e->external_id = AsInt(fv);
-        else if (key == "est. achieved occupancy %") e->occupancy_percent = AsDouble(fv);
+    const ArgTarget target = ArgTargetOf(key, *e);
+    switch (target.kind) {
+      case ArgTarget::Kind::kInt: *target.int_value = AsInt(fv); break;
+      case ArgTarget::Kind::kDouble: *target.double_value = AsDouble(fv); break;
+      case ArgTarget::Kind::kDim3: *target.has_dim3 = ReadDim3(fv, target.dim3); break;
+      case ArgTarget::Kind::kString: {
+        std::string_view s;
+        if (!fv.get_string().get(s)) *target.text = s;
         break;
-      case 'c':
-        if (key == "correlation") e->correlation = AsInt(fv);
+      }
+      case ArgTarget::Kind::kFirstNonEmptyString: *target.text = FirstNonEmptyString(fv); break;
+      case ArgTarget::Kind::kRawArray: {
+        // Kept as text: only matrix operators' shapes are read (kineto_reader).
+        simdjson::ondemand::array dims;
+        if (!fv.get_array().get(dims) && dims.raw_json().get(*target.text)) *target.text = {};
         break;
-      case 's':
-        if (key == "stream") e->stream = AsInt(fv);
-        else if (key == "shared memory") e->shared_memory = AsInt(fv);
-        break;
-      case 'd':
-        if (key == "device") e->device = AsInt(fv);
-        break;
-      case 'r':
-        if (key == "registers per thread") e->registers_per_thread = AsInt(fv);
-        break;
-      case 'b':
-        if (key == "blocks per SM") e->blocks_per_sm = AsDouble(fv);
-        else if (key == "bytes") e->bytes = AsInt(fv);
-        else if (key == "block") e->has_block = ReadDim3(fv, e->block);
-        break;
-      case 'w':
-        if (key == "warps per SM") e->warps_per_sm = AsDouble(fv);
-        break;
-      case 'g':
-        if (key == "grid") e->has_grid = ReadDim3(fv, e->grid);
-        break;
-      case 'C':
-        if (key == "Collective name") {
-          std::string_view s;
-          if (!fv.get_string().get(s)) e->collective = s;
-        }
-        break;
-      case 'I':
-        if (key == "Input type") e->first_input_type = FirstNonEmptyString(fv);
-        else if (key == "Input Dims") {
-          // Kept as text: only matrix operators' shapes are read (kineto_reader).
-          simdjson::ondemand::array dims;
-          if (!fv.get_array().get(dims) && dims.raw_json().get(e->input_dims)) e->input_dims = {};
-        }
-        break;
-      case 'T':
-        if (key == "Total Allocated") e->total_allocated = AsInt(fv);
-        else if (key == "Total Reserved") e->total_reserved = AsInt(fv);
-        break;
-      case 'D':
-        if (key == "Device Type") e->device_type = AsInt(fv);
-        else if (key == "Device Id") e->device_id = AsInt(fv);
-        break;
-      case 'f':
-        if (key == "flops") e->flops = AsDouble(fv);
-        break;
-      case 'l':
-        if (key == "labels") {
-          std::string_view s;
-          if (!fv.get_string().get(s)) e->label = s;
-        }
-        break;
-      case 'n':
-        if (key == "name") {
-          std::string_view s;
-          if (!fv.get_string().get(s)) e->label = s;
-        }
-        break;
-      default: break;
+      }
+      case ArgTarget::Kind::kUnused: break;
     }
   }
   return Status::Ok();

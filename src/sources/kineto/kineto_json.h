@@ -55,6 +55,24 @@ struct RawEvent {
   std::string_view label;             // args.labels (process_labels) or args.name (metadata)
 };
 
+/// How the readers read an args member, and which field of the event it fills:
+/// the one list of the args keys gputriage uses, for the simdjson reader and the
+/// plain-form run reader alike.
+struct ArgTarget {
+  enum class Kind { kUnused, kInt, kDouble, kDim3, kString, kFirstNonEmptyString, kRawArray };
+  Kind kind = Kind::kUnused;
+  std::optional<int64_t>* int_value = nullptr;  // kInt: an integer, or the number ending a string
+  std::optional<double>* double_value = nullptr;  // kDouble
+  bool* has_dim3 = nullptr;                      // kDim3: an array of integers
+  uint32_t* dim3 = nullptr;
+  std::string_view* text = nullptr;  // kString (when a string), kFirstNonEmptyString, kRawArray (the JSON text)
+};
+ArgTarget ArgTargetOf(std::string_view key, RawEvent& e);
+
+/// A number field written as a string ("flops": "1.5e9"), read with strtod: the
+/// number at the text's start; nothing when it starts with none.
+std::optional<double> DoubleFromText(std::string_view text);
+
 /// Parses events one at a time, reusing its buffers.
 class EventParser {
  public:

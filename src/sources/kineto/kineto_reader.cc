@@ -15,6 +15,7 @@
 #include "gputriage/import.h"
 #include "src/sources/kineto/kineto_json.h"
 #include "src/sources/kineto/kineto_reader.h"
+#include "src/sources/kineto/plain_run_parser.h"
 #include "src/sources/kineto/trace_json_splitter.h"
 #include "src/model/event_streams.h"
 #include "src/util/byte_source.h"
@@ -666,17 +667,43 @@ class RunPool final : public RunHandler {
   }
 
   void Read(Slot& slot, kineto::EventParser& parser) {
+    const EventRun& run = *slot.run;
+    // The plain form first (no simdjson); anything else through simdjson, whose
+    // reading of a plain run is the same.
+    if (!ReadWith(slot, [&](EventSink& sink) {
+          return kineto::ParsePlainRun(run.elements(), [&](const kineto::RawEvent& e, size_t position) {
+            sink.OnEvent(e, run.offset + static_cast<int64_t>(position));
+          });
+        })) {
+      // simdjson reads an array: '[' + elements + ']', with its padding after.
+      const std::string_view elements = run.elements();
+      std::string array;
+      array.reserve(elements.size() + 2 + kSplitterPadding);
+      array.append(1, '[').append(elements).append(1, ']');
+      const size_t array_bytes = array.size();
+      array.resize(array_bytes + kSplitterPadding);
+      // Positions are in the array text, whose byte 0 is the added '['.
+      ReadWith(slot, [&](EventSink& sink) {
+        return EventRunIsWellFormed(elements) &&
+               parser.ParseRun(std::string_view(array.data(), array_bytes),
+                               [&](const kineto::RawEvent& e, size_t position) {
+                                 sink.OnEvent(e, run.offset + static_cast<int64_t>(position) - 1);
+                               });
+      });
+    }
+  }
+
+  /// Reads the run into a fresh partial recording with `parse`; false when it gave up.
+  template <typename Parse>
+  bool ReadWith(Slot& slot, Parse&& parse) {
+    slot.part = Recording();
     slot.part.source_path = source_path_;
     EventSink sink(&slot.part);
-    const EventRun& run = *slot.run;
-    // Positions are in the array text, whose byte 0 is the added '['.
-    slot.ok = EventRunIsWellFormed(run.elements()) &&
-              parser.ParseRun(run.array(), [&](const kineto::RawEvent& e, size_t position) {
-                sink.OnEvent(e, run.offset + static_cast<int64_t>(position) - 1);
-              });
+    slot.ok = parse(sink);
     slot.first_ts = sink.first_ts();
     slot.last_ts = sink.last_ts();
     slot.saw_window = sink.saw_profiler_window();
+    return slot.ok;
   }
 
   /// Takes finished runs from the front in order, waiting for the first `wait_for`
@@ -734,8 +761,13 @@ class RunPool final : public RunHandler {
   int64_t events_ = 0;
 };
 
+// The splitter's read buffer: runs (1 MiB) are read in place there, and what is
+// left when it runs low moves to a new one, so a larger buffer moves less.
+constexpr size_t kReadBufferBytes = size_t{8} << 20;
+static_assert(kSplitterPadding >= kineto::kPlainRunPadding);
+
 StatusOr<Recording> ImportFromSource(ByteSource& source, const KinetoReadOptions& options,
-                                     size_t chunk_bytes = size_t{4} << 20) {
+                                     size_t chunk_bytes = kReadBufferBytes) {
   Recording rec;
   rec.source_path = source.name();
   rec.format = "kineto";
@@ -792,7 +824,7 @@ StatusOr<Recording> ImportKinetoTraceFromMemory(const std::string& name, std::st
                                                 const KinetoReadOptions& options) {
   auto source = MemorySource(name, bytes.data(), bytes.size());
   // Small inputs (tests, fuzzing) need no 4 MiB buffer; the splitter grows on demand.
-  return ImportFromSource(*source, options, std::clamp<size_t>(bytes.size(), 4096, size_t{4} << 20));
+  return ImportFromSource(*source, options, std::clamp<size_t>(bytes.size(), 4096, kReadBufferBytes));
 }
 
 }  // namespace gputriage

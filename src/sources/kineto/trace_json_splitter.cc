@@ -160,7 +160,32 @@ bool EventRunIsWellFormed(std::string_view elements) {
 }
 
 TraceJsonSplitter::TraceJsonSplitter(ByteSource& source, size_t chunk_bytes)
-    : source_(source), buffer_(chunk_bytes + kSplitterPadding, '\0'), capacity_(chunk_bytes) {}
+    : source_(source), buffer_(std::make_shared<char[]>(chunk_bytes + kSplitterPadding)), capacity_(chunk_bytes) {}
+
+void TraceJsonSplitter::MoveToNewBuffer(size_t capacity) {
+  std::shared_ptr<char[]> fresh;
+  if (capacity == spare_capacity_) {
+    // Only this thread hands out references to the buffers, so a count of one
+    // cannot be outdated: no run holds that buffer any more.
+    auto free = std::find_if(spare_buffers_.begin(), spare_buffers_.end(),
+                             [](const auto& buffer) { return buffer.use_count() == 1; });
+    if (free != spare_buffers_.end()) {
+      fresh = std::move(*free);
+      spare_buffers_.erase(free);
+    }
+  }
+  if (!fresh) fresh = std::make_shared_for_overwrite<char[]>(capacity + kSplitterPadding);
+  if (capacity_ != spare_capacity_) spare_buffers_.clear(), spare_capacity_ = capacity_;
+  // Runs in flight span a few buffers at most (RunPool keeps a few MiB of them).
+  if (spare_buffers_.size() < 4) spare_buffers_.push_back(buffer_);
+  std::memcpy(fresh.get(), data() + begin_, end_ - begin_);
+  std::memset(fresh.get() + (end_ - begin_), 0, kSplitterPadding);
+  base_offset_ += static_cast<int64_t>(begin_);
+  end_ -= begin_;
+  begin_ = 0;
+  buffer_ = std::move(fresh);
+  capacity_ = capacity;
+}
 
 Status TraceJsonSplitter::Malformed(const std::string& what) const {
   return DataLossError(fmt::format("{}: byte {}: {}", source_.name(), Offset(), what));
@@ -168,8 +193,12 @@ Status TraceJsonSplitter::Malformed(const std::string& what) const {
 
 Status TraceJsonSplitter::Fill() {
   if (eof_) return Status::Ok();
-  if (begin_ > 0) {  // compact: keep the unconsumed tail at the front
-    std::memmove(buffer_.data(), buffer_.data() + begin_, end_ - begin_);
+  if (begin_ > 0 && buffer_.use_count() > 1) {
+    // Runs in flight still read this buffer: the unconsumed tail moves to a new one
+    // (runs are cut so that the tail is short).
+    MoveToNewBuffer(capacity_);
+  } else if (begin_ > 0) {  // compact: keep the unconsumed tail at the front
+    std::memmove(data(), data() + begin_, end_ - begin_);
     base_offset_ += static_cast<int64_t>(begin_);
     end_ -= begin_;
     begin_ = 0;
@@ -178,10 +207,9 @@ Status TraceJsonSplitter::Fill() {
     if (capacity_ >= kMaxValueBytes) {
       return Malformed("a single JSON value is larger than 128 MiB; the file is corrupt");
     }
-    capacity_ *= 2;
-    buffer_.resize(capacity_ + kSplitterPadding, '\0');
+    MoveToNewBuffer(capacity_ * 2);
   }
-  auto got = source_.Read(buffer_.data() + end_, capacity_ - end_);
+  auto got = source_.Read(data() + end_, capacity_ - end_);
   if (!got.ok()) {
     // Decompression damage: keep what was decoded, treat the rest as lost.
     read_error_ = got.status();
@@ -191,14 +219,14 @@ Status TraceJsonSplitter::Fill() {
   } else {
     end_ += *got;
   }
-  std::memset(buffer_.data() + end_, 0, kSplitterPadding);
+  std::memset(data() + end_, 0, kSplitterPadding);
   return Status::Ok();
 }
 
 StatusOr<int> TraceJsonSplitter::PeekNonSpace() {
   while (true) {
-    while (begin_ < end_ && IsSpace(buffer_[begin_])) ++begin_;
-    if (begin_ < end_) return static_cast<unsigned char>(buffer_[begin_]);
+    while (begin_ < end_ && IsSpace(data()[begin_])) ++begin_;
+    if (begin_ < end_) return static_cast<unsigned char>(data()[begin_]);
     if (eof_) return -1;
     RETURN_IF_ERROR(Fill());
   }
@@ -212,9 +240,9 @@ StatusOr<TraceJsonSplitter::ScanResult> TraceJsonSplitter::ScanValue(size_t* len
   bool escaped = false;  // the previous byte was a backslash inside a string
   enum class Kind { kUnknown, kContainer, kString, kScalar } kind = Kind::kUnknown;
   while (true) {
-    const char* start = buffer_.data() + begin_;
+    const char* start = data() + begin_;
     const char* p = start + offset;
-    const char* const limit = buffer_.data() + end_;
+    const char* const limit = data() + end_;
     if (kind == Kind::kUnknown && p < limit) {
       kind = (*p == '{' || *p == '[') ? Kind::kContainer : *p == '"' ? Kind::kString : Kind::kScalar;
     }
@@ -316,26 +344,29 @@ void TraceJsonSplitter::Rewind(int64_t index) {
   }
   const auto& failed = *runs_in_flight_.front();
   no_runs_before_ = failed.offset + static_cast<int64_t>(failed.elements_bytes + failed.separator.size());
-  bytes.insert(bytes.end(), buffer_.begin() + static_cast<std::ptrdiff_t>(begin_),
-               buffer_.begin() + static_cast<std::ptrdiff_t>(end_));
+  bytes.insert(bytes.end(), data() + begin_, data() + end_);
   base_offset_ = failed.offset;
   capacity_ = std::max(capacity_, bytes.size());
   end_ = bytes.size();
   begin_ = 0;
-  bytes.resize(capacity_ + kSplitterPadding, '\0');
-  buffer_ = std::move(bytes);
   runs_in_flight_.clear();
+  buffer_ = std::make_shared<char[]>(capacity_ + kSplitterPadding);  // zeroed
+  std::memcpy(data(), bytes.data(), bytes.size());
 }
 
 StatusOr<bool> TraceJsonSplitter::TryHandOutRun() {
-  if (end_ - begin_ < 2 * run_bytes_ && !eof_ && (begin_ > 0 || end_ < capacity_)) RETURN_IF_ERROR(Fill());
-  if (begin_ >= end_ || buffer_[begin_] != '{' || end_ - begin_ <= run_bytes_) return false;
+  // Refilled when less than a run and a quarter is left: the tail that moves to a
+  // new buffer then is short (runs in flight keep the old one).
+  if (end_ - begin_ < run_bytes_ + run_bytes_ / 4 + kSplitterPadding && !eof_ && (begin_ > 0 || end_ < capacity_))
+    RETURN_IF_ERROR(Fill());
+  if (begin_ >= end_ || data()[begin_] != '{' || end_ - begin_ <= run_bytes_ + kSplitterPadding) return false;
   // The first "}" + ',' + "{" (with any whitespace) past run_bytes_: where a run of
   // elements probably ends. Newlines never occur inside JSON strings, but braces and
-  // commas may, so this is checked by reading the run (EventRun).
-  const char* const base = buffer_.data();
+  // commas may, so this is checked by reading the run (EventRun). The run's padding
+  // must lie before end_, where the next Fill writes.
+  const char* const base = data();
   const char* p = base + begin_ + run_bytes_;
-  const char* const limit = base + end_;
+  const char* const limit = base + end_ - kSplitterPadding;
   while (p < limit) {
     p = static_cast<const char*>(std::memchr(p, '}', static_cast<size_t>(limit - p)));
     if (p == nullptr) return false;
@@ -356,11 +387,9 @@ StatusOr<bool> TraceJsonSplitter::TryHandOutRun() {
     auto run = std::make_shared<EventRun>();
     run->index = next_run_index_++;
     run->offset = Offset();
+    run->buffer = buffer_;
+    run->begin = base + begin_;
     run->elements_bytes = static_cast<size_t>(p + 1 - (base + begin_));
-    run->text = std::make_unique_for_overwrite<char[]>(run->elements_bytes + 2 + kSplitterPadding);
-    run->text[0] = '[';
-    std::memcpy(run->text.get() + 1, base + begin_, run->elements_bytes);
-    run->text[run->elements_bytes + 1] = ']';
     run->separator.assign(p + 1, q);
     begin_ = static_cast<size_t>(q - base);
     runs_in_flight_.push_back(run);
@@ -426,7 +455,7 @@ Status TraceJsonSplitter::ReadArray(const EventCallback& on_event, SplitOutcome&
       return Status::Ok();
     }
     const int64_t offset = Offset();
-    RETURN_IF_ERROR(on_event(std::string_view(buffer_.data() + begin_, length), offset));
+    RETURN_IF_ERROR(on_event(std::string_view(data() + begin_, length), offset));
     ++outcome.events;
     begin_ += length;
     expect_element = false;
@@ -514,7 +543,7 @@ StatusOr<SplitOutcome> TraceJsonSplitter::Run(const MemberCallback& on_member,
       outcome.truncation_note = fmt::format("the file ends inside a member name at byte {}", Offset());
       return finish();
     }
-    const std::string key(buffer_.data() + begin_ + 1, key_length - 2);
+    const std::string key(data() + begin_ + 1, key_length - 2);
     begin_ += key_length;
     ASSIGN_OR_RETURN(int colon, PeekNonSpace());
     if (colon != ':') {
@@ -538,7 +567,7 @@ StatusOr<SplitOutcome> TraceJsonSplitter::Run(const MemberCallback& on_member,
         outcome.truncation_note = fmt::format("the file ends inside member \"{}\" at byte {}", key, Offset());
         return finish();
       }
-      RETURN_IF_ERROR(on_member(key, std::string_view(buffer_.data() + begin_, length)));
+      RETURN_IF_ERROR(on_member(key, std::string_view(data() + begin_, length)));
       begin_ += length;
     }
     expect_member = false;

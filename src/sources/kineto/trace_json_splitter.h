@@ -44,13 +44,14 @@ struct SplitOutcome {
 struct EventRun {
   int64_t index = 0;         // 0, 1, 2... in stream order
   int64_t offset = 0;        // file offset of its first element
-  // '[' + elements + ']' + kSplitterPadding bytes (not zeroed: simdjson only needs
-  // them readable), so text[1, 1 + elements_bytes) are the elements as in the file.
-  std::unique_ptr<char[]> text;
+  // The run is not copied: it stays in the splitter's read buffer, which it keeps
+  // alive, with at least kSplitterPadding readable bytes after it that the splitter
+  // no longer writes.
+  std::shared_ptr<const char[]> buffer;
+  const char* begin = nullptr;  // its first element, in `buffer`
   size_t elements_bytes = 0;
   std::string separator;     // the bytes after them up to the next element (",\n  ")
-  std::string_view array() const { return {text.get(), elements_bytes + 2}; }
-  std::string_view elements() const { return {text.get() + 1, elements_bytes}; }
+  std::string_view elements() const { return {begin, elements_bytes}; }
 };
 
 /// Whether `elements` (a run's elements, 64 readable bytes after them) are whole
@@ -113,9 +114,20 @@ class TraceJsonSplitter {
   /// Puts the bytes of runs from `index` on back in front of the buffer.
   void Rewind(int64_t index);
 
+  /// The read buffer's bytes (buffer_ is shared with the runs cut from it).
+  char* data() { return buffer_.get(); }
+  const char* data() const { return buffer_.get(); }
+  /// A fresh buffer of `capacity` (+ padding) holding [begin_, end_) of the old one
+  /// at its start; the old one lives on as long as runs cut from it do.
+  void MoveToNewBuffer(size_t capacity);
+
   ByteSource& source_;
-  std::vector<char> buffer_;  // capacity_ + kSplitterPadding bytes
+  std::shared_ptr<char[]> buffer_;  // capacity_ + kSplitterPadding bytes
   size_t capacity_;
+  // Buffers the splitter moved on from, reused once no run holds them: new memory
+  // would cost a page fault per 4 KiB read.
+  std::vector<std::shared_ptr<char[]>> spare_buffers_;
+  size_t spare_capacity_ = 0;  // the capacity of every spare buffer
   size_t begin_ = 0;  // first unconsumed byte
   size_t end_ = 0;    // one past the last valid byte
   int64_t base_offset_ = 0;  // file offset of buffer_[0]

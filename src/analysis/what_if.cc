@@ -59,21 +59,22 @@ std::string BoundedBy(const ReplayResult& r, double data_wait_ms) {
   return "launch_bound";
 }
 
-/// Runs the three replays of one scenario: best, point, worst.
-/// `measured_ms / identity_ms` carries what the replay does not model exactly
-/// (it reproduces the recorded step within kReplayTolerance or is not used).
-StatusOr<StepPrediction> Predict(const TraceReplay& replay, double correction, double noise, const ReplayChange& best,
-                                 const ReplayChange& point, const ReplayChange& worst, double data_wait_left_ms,
-                                 std::string basis) {
+/// One fix to predict: its three replays (best, point, worst), and where the
+/// prediction goes. All scenarios' replays run in one batch (they are
+/// independent passes: as many at once as there are cores).
+struct Scenario {
+  StepPrediction* target = nullptr;
+  ReplayChange best, point, worst;
+  double data_wait_left_ms = 0;
+  std::string basis;
+};
+
+/// A scenario's prediction from its three replays. `correction` (measured_ms /
+/// identity_ms) carries what the replay does not model exactly (it reproduces the
+/// recorded step within kReplayTolerance or is not used).
+StepPrediction Predict(const ReplayResult& b, const ReplayResult& e, const ReplayResult& w, double correction,
+                       double noise, double data_wait_left_ms, const std::string& basis) {
   StepPrediction p;
-  // The three replays are independent passes: at once where there are cores.
-  const ReplayChange* changes[3] = {&best, &point, &worst};
-  std::optional<StatusOr<ReplayResult>> results[3];
-  ParallelFor(3, replay.threads(), [&](size_t i) { results[i] = replay.Run(*changes[i]); });
-  for (const auto& r : results) RETURN_IF_ERROR(r->status());
-  const ReplayResult& b = results[0]->value();
-  const ReplayResult& e = results[1]->value();
-  const ReplayResult& w = results[2]->value();
   if (!b.valid || !e.valid || !w.valid) return p;
   p.available = true;
   p.best_ms = correction * std::min({b.step_ms, e.step_ms, w.step_ms}) * (1.0 - noise);
@@ -83,7 +84,7 @@ StatusOr<StepPrediction> Predict(const TraceReplay& replay, double correction, d
   p.data_wait_ms = data_wait_left_ms;
   p.bounded_by = BoundedBy(e, data_wait_left_ms);
   p.basis = noise > 0 ? fmt::format("{}; the range widened by the step-time CV ({:.1f}%) for run-to-run variation", basis, noise * 100)
-                      : std::move(basis);
+                      : basis;
   return p;
 }
 
@@ -96,14 +97,12 @@ ReplayChange ScaleKernels(const std::function<double(uint8_t)>& factor) {
 }
 
 /// A scenario in which the selected kernels run `best`, `point` or `worst` times faster.
-StatusOr<StepPrediction> PredictFasterKernels(const TraceReplay& replay, double correction, double noise,
-                                              const std::function<bool(uint8_t)>& selected, double best, double point,
-                                              double worst, double data_wait_left_ms, std::string basis) {
+Scenario FasterKernels(StepPrediction* target, const std::function<bool(uint8_t)>& selected, double best, double point,
+                       double worst, double data_wait_left_ms, std::string basis) {
   auto change = [&](double speedup) {
     return ScaleKernels([&](uint8_t bits) { return selected(bits) ? 1.0 / speedup : 1.0; });
   };
-  return Predict(replay, correction, noise, change(best), change(point), change(worst), data_wait_left_ms,
-                 std::move(basis));
+  return {target, change(best), change(point), change(worst), data_wait_left_ms, std::move(basis)};
 }
 
 }  // namespace
@@ -113,12 +112,6 @@ StatusOr<WhatIfs> PredictFixes(const TracePrep& prep, const StepWindows& steps,
   WhatIfs out;
   if (steps.windows.empty() || prep.events.kernel_count() == 0) return out;
   ASSIGN_OR_RETURN(const std::unique_ptr<TraceReplay> replay, TraceReplay::Prepare(prep, steps, misaligned));
-  ASSIGN_OR_RETURN(const ReplayResult identity, replay->Run({}));
-  if (!identity.valid) return out;
-  out.identity_ms = identity.step_ms;
-  const double measured_ms = ToMs(a.avg_step_ns);
-  if (measured_ms <= 0 || std::fabs(identity.step_ms / measured_ms - 1.0) > kReplayTolerance) return out;
-  const double correction = measured_ms / identity.step_ms;
   // Run-to-run variation: the coefficient of variation of this trace's steps.
   double noise = 0;
   if (a.steps.size() >= 2) {
@@ -128,21 +121,20 @@ StatusOr<WhatIfs> PredictFixes(const TracePrep& prep, const StepWindows& steps,
     noise = std::min(std::sqrt(std::max(0.0, sq / n - mean * mean)) / mean, kMaxRunToRunNoise);
   }
   const double data_wait_ms = ToMs(a.average.ns[static_cast<int>(StepCategory::kDataLoader)]);
+  std::vector<Scenario> scenarios;
 
   if (prep.has_data_loader) {
-    ReplayChange best, point, worst;
-    best.remove_data_wait = point.remove_data_wait = worst.remove_data_wait = true;
-    best.host_stretch = kWorkerHostStretchBest;
-    point.host_stretch = kWorkerHostStretchPoint;
-    worst.host_stretch = kWorkerHostStretchWorst;
-    ASSIGN_OR_RETURN(
-        out.no_data_wait,
-        Predict(*replay, correction, noise, best, point, worst, 0.0,
-                fmt::format("trace replayed without the DataLoader wait; the main process's own work (op dispatch, "
-                            "launches, syncs) {:.0f}% slower beside the loader workers ({:.0f}-{:.0f}%: turbo clocks "
-                            "drop as more cores run)",
-                            (kWorkerHostStretchPoint - 1) * 100, (kWorkerHostStretchBest - 1) * 100,
-                            (kWorkerHostStretchWorst - 1) * 100)));
+    Scenario loader;
+    loader.target = &out.no_data_wait;
+    loader.best.remove_data_wait = loader.point.remove_data_wait = loader.worst.remove_data_wait = true;
+    loader.best.host_stretch = kWorkerHostStretchBest;
+    loader.point.host_stretch = kWorkerHostStretchPoint;
+    loader.worst.host_stretch = kWorkerHostStretchWorst;
+    loader.basis = fmt::format(
+        "trace replayed without the DataLoader wait; the main process's own work (op dispatch, launches, syncs) "
+        "{:.0f}% slower beside the loader workers ({:.0f}-{:.0f}%: turbo clocks drop as more cores run)",
+        (kWorkerHostStretchPoint - 1) * 100, (kWorkerHostStretchBest - 1) * 100, (kWorkerHostStretchWorst - 1) * 100);
+    scenarios.push_back(std::move(loader));
   }
 
   const auto& counts = replay->kernels_by_bits();
@@ -165,44 +157,61 @@ StatusOr<WhatIfs> PredictFixes(const TracePrep& prep, const StepWindows& steps,
     };
     auto change = [&](double cap) { return ScaleKernels([&](uint8_t bits) { return factor(bits, cap); }); };
     if (any([&](uint8_t bits) { return factor(bits, kMatrixSpeedupPoint) != 1.0; })) {
-      ASSIGN_OR_RETURN(
-          out.faster_matrix,
-          Predict(*replay, correction, noise, change(kMatrixSpeedupBest), change(kMatrixSpeedupPoint),
-                  change(kMatrixSpeedupWorst), data_wait_ms,
+      scenarios.push_back(
+          {&out.faster_matrix, change(kMatrixSpeedupBest), change(kMatrixSpeedupPoint), change(kMatrixSpeedupWorst),
+           data_wait_ms,
                   fmt::format("trace replayed with fp32/tf32 matrix kernels {:.1f}x faster in {} ({:.1f}-{:.1f}x, never "
                               "above the {} peak ratio); other kernels and the host unchanged",
                               kMatrixSpeedupPoint, has_bf16 ? "bf16" : "fp16", kMatrixSpeedupWorst, kMatrixSpeedupBest,
-                              spec->model)));
+                              spec->model)});
     }
   }
 
   if (a.attention.backend == "math") {
-    ASSIGN_OR_RETURN(
-        out.fused_attention,
-        PredictFasterKernels(*replay, correction, noise, [](uint8_t bits) { return (bits & kReplayAttentionPart) != 0; },
+    scenarios.push_back(FasterKernels(
+        &out.fused_attention, [](uint8_t bits) { return (bits & kReplayAttentionPart) != 0; },
                              kAttentionSpeedupBest, kAttentionSpeedupPoint, kAttentionSpeedupWorst, data_wait_ms,
                              fmt::format("trace replayed with softmax and batched-GEMM kernels {:.1f}x faster on a fused "
                                          "kernel ({:.1f}-{:.1f}x; FlashAttention reports 2-4x)",
                                          kAttentionSpeedupPoint, kAttentionSpeedupWorst, kAttentionSpeedupBest)));
   }
   if (a.shapes.misaligned_ns > 0) {
-    ASSIGN_OR_RETURN(
-        out.aligned_shapes,
-        PredictFasterKernels(*replay, correction, noise, [](uint8_t bits) { return (bits & kReplayMisalignedMatrix) != 0; },
+    scenarios.push_back(FasterKernels(
+        &out.aligned_shapes, [](uint8_t bits) { return (bits & kReplayMisalignedMatrix) != 0; },
                              kAlignSpeedupBest, kAlignSpeedupPoint, kAlignSpeedupWorst, data_wait_ms,
                              fmt::format("trace replayed with the off-tile matrix kernels {:.1f}x faster once padded "
                                          "({:.1f}-{:.1f}x; NVIDIA's Deep Learning Performance Guide)",
                                          kAlignSpeedupPoint, kAlignSpeedupWorst, kAlignSpeedupBest)));
   }
   if (a.precision.memory_bound_percent_of_kernels >= kMemoryBoundModeratePercent) {
-    ASSIGN_OR_RETURN(
-        out.fused_memory,
-        PredictFasterKernels(*replay, correction, noise, [](uint8_t bits) { return (bits & kReplayMemoryBound) != 0; },
+    scenarios.push_back(FasterKernels(
+        &out.fused_memory, [](uint8_t bits) { return (bits & kReplayMemoryBound) != 0; },
                              kMemoryFusionSpeedupBest, kMemoryFusionSpeedupPoint, kMemoryFusionSpeedupWorst, data_wait_ms,
                              fmt::format("trace replayed with elementwise, reduction, normalisation and copy kernels "
                                          "{:.1f}x faster when fused ({:.1f}-{:.1f}x; PyTorch 2 reports 1.41x geomean "
                                          "training speedup from compilation)",
                                          kMemoryFusionSpeedupPoint, kMemoryFusionSpeedupWorst, kMemoryFusionSpeedupBest)));
+  }
+
+  // The identity replay (nothing changed) and every scenario's three, in one batch.
+  std::vector<const ReplayChange*> changes = {nullptr};
+  for (const Scenario& sc : scenarios) changes.insert(changes.end(), {&sc.best, &sc.point, &sc.worst});
+  const ReplayChange identity_change;
+  std::vector<std::optional<StatusOr<ReplayResult>>> results(changes.size());
+  ParallelFor(changes.size(), replay->threads(),
+              [&](size_t i) { results[i] = replay->Run(changes[i] != nullptr ? *changes[i] : identity_change); });
+  ASSIGN_OR_RETURN(const ReplayResult identity, *results[0]);
+  if (!identity.valid) return out;
+  out.identity_ms = identity.step_ms;
+  const double measured_ms = ToMs(a.avg_step_ns);
+  if (measured_ms <= 0 || std::fabs(identity.step_ms / measured_ms - 1.0) > kReplayTolerance) return out;
+  const double correction = measured_ms / identity.step_ms;
+  for (size_t i = 0; i < scenarios.size(); ++i) {
+    ASSIGN_OR_RETURN(const ReplayResult best, *results[1 + 3 * i]);
+    ASSIGN_OR_RETURN(const ReplayResult point, *results[2 + 3 * i]);
+    ASSIGN_OR_RETURN(const ReplayResult worst, *results[3 + 3 * i]);
+    *scenarios[i].target =
+        Predict(best, point, worst, correction, noise, scenarios[i].data_wait_left_ms, scenarios[i].basis);
   }
   return out;
 }

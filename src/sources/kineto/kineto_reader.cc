@@ -823,7 +823,7 @@ StatusOr<Recording> ImportKinetoTraceFromMemory(const std::string& name, std::st
 StatusOr<Recording> ImportKinetoTraceFromMemory(const std::string& name, std::string_view bytes,
                                                 const KinetoReadOptions& options) {
   auto source = MemorySource(name, bytes.data(), bytes.size());
-  // Small inputs (tests, fuzzing) need no 4 MiB buffer; the splitter grows on demand.
+  // Small inputs (tests, fuzzing) need no full-size read buffer; the splitter grows on demand.
   return ImportFromSource(*source, options, std::clamp<size_t>(bytes.size(), 4096, kReadBufferBytes));
 }
 

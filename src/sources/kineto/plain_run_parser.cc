@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
-#include <limits>
 #include <optional>
 
 #if defined(__SSE2__)
@@ -58,11 +57,11 @@ struct NumberToken {
   bool negative = false;
   bool fraction = false;
   bool exponent = false;
-  int digits = 0;  // digits before and after the point
   const char* whole = nullptr;  // the digits before the point
   int whole_digits = 0;
   const char* fraction_begin = nullptr;  // the digits after it
   int fraction_digits = 0;
+  int digits() const { return whole_digits + fraction_digits; }
   /// The integer's value (no fraction or exponent, at most 18 digits).
   int64_t IntegerValue() const {
     const auto value = static_cast<int64_t>(Digits(whole, static_cast<size_t>(whole_digits)));
@@ -83,8 +82,7 @@ class PlainRunReader {
     if (p_ >= end_ || *p_ != '{') return false;
     while (true) {
       const char* element = p_;
-      static const RawEvent kEmpty{};
-      event_ = kEmpty;  // a copy: cheaper than value-initialising ~400 bytes (rep stos)
+      event_ = RawEvent{};
       if (!ReadEvent()) return false;
       on_event_(event_, static_cast<size_t>(element - begin_));
       SkipSpace();
@@ -186,7 +184,6 @@ class PlainRunReader {
       while (p < end_ && IsDigit(*p)) ++p;
       out->fraction_digits = static_cast<int>(p - out->fraction_begin);
     }
-    out->digits = out->whole_digits + out->fraction_digits;
     if (p < end_ && (*p == 'e' || *p == 'E')) {
       ++p;
       out->exponent = true;
@@ -223,27 +220,32 @@ class PlainRunReader {
         return ReadNumber(&ignored);
       }
       case ValueKind::kLiteral: return ReadLiteral();
-      case ValueKind::kObject: return SkipContainer(depth + 1, '}');
-      case ValueKind::kArray: return SkipContainer(depth + 1, ']');
+      case ValueKind::kObject:
+      case ValueKind::kArray: return SkipContainer(depth + 1);
     }
     return false;
   }
 
-  /// An object or array from its opening bracket; `depth` is its own level.
-  bool SkipContainer(int depth, char close) {
-    if (depth > kMaxDepth) return false;
+  /// Walks the object or array whose opening bracket p_ is at (`depth`: its own
+  /// level), calling `element(key)` with p_ at each value (key empty in an array);
+  /// the callback reads or skips the value. Object keys are read as written: with
+  /// `escaped_keys` false, a key with an escape gives up (simdjson unescapes it).
+  template <typename Element>
+  bool ReadContainer(int depth, bool escaped_keys, Element&& element) {
+    if (depth > kMaxDepth || p_ >= end_) return false;
+    const char close = *p_ == '{' ? '}' : ']';
     ++p_;
     SkipSpace();
     if (Consume(close)) return true;
     while (true) {
+      std::string_view key;
       if (close == '}') {
-        std::string_view key;
-        if (p_ >= end_ || *p_ != '"' || !ReadString(&key, true)) return false;
+        if (p_ >= end_ || *p_ != '"' || !ReadString(&key, escaped_keys)) return false;
         SkipSpace();
         if (!Consume(':')) return false;
         SkipSpace();
       }
-      if (!SkipValue(depth)) return false;
+      if (!element(key)) return false;
       SkipSpace();
       if (Consume(close)) return true;
       if (!Consume(',')) return false;
@@ -251,26 +253,15 @@ class PlainRunReader {
     }
   }
 
-  /// Walks an object's members, calling `member(key)` with p_ at each value; the
-  /// callback reads or skips the value. `depth`: the object's level.
+  /// An object or array from its opening bracket, for its validity only.
+  bool SkipContainer(int depth) {
+    return ReadContainer(depth, true, [&](std::string_view) { return SkipValue(depth); });
+  }
+
+  /// An object's members: `member(key)` with p_ at each value. `depth`: its level.
   template <typename Member>
   bool ReadObject(int depth, Member&& member) {
-    if (depth > kMaxDepth || !Consume('{')) return false;
-    SkipSpace();
-    if (Consume('}')) return true;
-    while (true) {
-      std::string_view key;
-      // Keys are compared as written: one with an escape gives up (simdjson unescapes it).
-      if (p_ >= end_ || *p_ != '"' || !ReadString(&key, false)) return false;
-      SkipSpace();
-      if (!Consume(':')) return false;
-      SkipSpace();
-      if (!member(key)) return false;
-      SkipSpace();
-      if (Consume('}')) return true;
-      if (!Consume(',')) return false;
-      SkipSpace();
-    }
+    return Kind() == ValueKind::kObject && ReadContainer(depth, false, std::forward<Member>(member));
   }
 
   // ---- The readings of EventParser (kineto_json.cc), value by value. ----
@@ -301,7 +292,7 @@ class PlainRunReader {
     return ReadNumeric(
         out, depth,
         [](const NumberToken& number, std::optional<int64_t>* value) {
-          if (number.fraction || number.exponent || number.digits > 18) return false;
+          if (number.fraction || number.exponent || number.digits() > 18) return false;
           *value = number.IntegerValue();
           return true;
         },
@@ -315,7 +306,7 @@ class PlainRunReader {
     return ReadNumeric(
         out, depth,
         [](const NumberToken& number, std::optional<double>* value) {
-          if (number.exponent || number.digits > 15) return false;
+          if (number.exponent || number.digits() > 15) return false;
           static constexpr double kPowersOfTen[] = {1e0, 1e1, 1e2,  1e3,  1e4,  1e5,  1e6,  1e7,
                                                     1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15};
           const uint64_t mantissa = Digits(number.whole, static_cast<size_t>(number.whole_digits)) *
@@ -336,18 +327,7 @@ class PlainRunReader {
     if (kind == ValueKind::kNumber) {
       NumberToken number;
       if (!ReadNumber(&number)) return false;
-      // What profilers write (up to 16 digits of µs, up to 3 decimals) is read here
-      // as ParseMicrosecondsToNs reads it, exactly; anything else by it.
-      constexpr uint64_t kMaxWholeUs = (static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) - 999) / 1000;
-      static constexpr int64_t kScale[] = {1000, 100, 10, 1};
-      uint64_t whole = 0;
-      if (!number.negative && !number.exponent && number.whole_digits <= 16 && number.fraction_digits <= 3 &&
-          (whole = Digits(number.whole, static_cast<size_t>(number.whole_digits))) <= kMaxWholeUs) {
-        const auto fraction = static_cast<int64_t>(Digits(number.fraction_begin, static_cast<size_t>(number.fraction_digits)));
-        ns = static_cast<int64_t>(whole) * 1000 + fraction * kScale[number.fraction_digits];
-      } else {
-        ns = ParseMicrosecondsToNs(number.text);
-      }
+      ns = ParseMicrosecondsToNs(number.text);
     } else if (kind == ValueKind::kString) {
       std::string_view text;
       if (!ReadString(&text, false)) return false;
@@ -372,50 +352,32 @@ class PlainRunReader {
       *has = false;
       return SkipValue(depth);
     }
-    ++p_;
-    SkipSpace();
     int i = 0;
-    if (!Consume(']')) {
-      while (true) {
-        NumberToken number;
-        if (Kind() != ValueKind::kNumber || !ReadNumber(&number) || number.fraction || number.exponent ||
-            number.digits > 18)
-          return false;
-        const int64_t x = number.IntegerValue();
-        if (i < 3) dim[i] = x < 0 ? 0 : static_cast<uint32_t>(std::min<int64_t>(x, UINT32_MAX));
-        ++i;
-        SkipSpace();
-        if (Consume(']')) break;
-        if (!Consume(',')) return false;
-        SkipSpace();
-      }
-    }
-    *has = true;
-    return true;
+    *has = ReadContainer(depth + 1, true, [&](std::string_view) {
+      NumberToken number;
+      if (Kind() != ValueKind::kNumber || !ReadNumber(&number) || number.fraction || number.exponent ||
+          number.digits() > 18)
+        return false;
+      const int64_t x = number.IntegerValue();
+      if (i < 3) dim[i] = x < 0 ? 0 : static_cast<uint32_t>(std::min<int64_t>(x, UINT32_MAX));
+      ++i;
+      return true;
+    });
+    return *has;
   }
 
   /// FirstNonEmptyString: the first non-empty string element of an array.
   bool ReadFirstNonEmptyString(std::string_view* out, int depth) {
     *out = {};
     if (Kind() != ValueKind::kArray) return SkipValue(depth);
-    if (depth + 1 > kMaxDepth) return false;
-    ++p_;
-    SkipSpace();
-    if (Consume(']')) return true;
     bool found = false;
-    while (true) {
-      if (!found && Kind() == ValueKind::kString) {
-        std::string_view s;
-        if (!ReadString(&s, false)) return false;
-        if (!s.empty()) *out = s, found = true;
-      } else if (!SkipValue(depth + 1)) {
-        return false;
-      }
-      SkipSpace();
-      if (Consume(']')) return true;
-      if (!Consume(',')) return false;
-      SkipSpace();
-    }
+    return ReadContainer(depth + 1, true, [&](std::string_view) {
+      if (found || Kind() != ValueKind::kString) return SkipValue(depth + 1);
+      std::string_view s;
+      if (!ReadString(&s, false)) return false;
+      if (!s.empty()) *out = s, found = true;
+      return true;
+    });
   }
 
   /// "Input Dims": the array's text up to the next token, as simdjson's raw_json()

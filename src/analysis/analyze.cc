@@ -76,8 +76,7 @@ bool InSteps(const intervals::List& steps, TimeNs t) {
 
 /// Communication kernels on the primary device and their overlap with compute, in
 /// one sweep over its kernels.
-StatusOr<CommStats> MeasureCommunication(const analysis::TracePrep& prep, int primary, const intervals::List& step_list,
-                                         TimeNs kernel_total_ns) {
+StatusOr<CommStats> MeasureCommunication(const analysis::TracePrep& prep, int primary, const intervals::List& step_list) {
   CommStats out;
   enum { kComm = 0, kCompute = 1 };
   size_t at = 0;
@@ -100,8 +99,6 @@ StatusOr<CommStats> MeasureCommunication(const analysis::TracePrep& prep, int pr
   RETURN_IF_ERROR(ops.status());
   sweep.Finish(segment);
   out.exposed_ns = out.union_ns - out.overlapped_ns;
-  if (kernel_total_ns > 0)
-    out.share_of_kernel_time_percent = 100.0 * static_cast<double>(out.kernel_ns) / static_cast<double>(kernel_total_ns);
   if (out.union_ns > 0)
     out.overlap_percent = 100.0 * static_cast<double>(out.overlapped_ns) / static_cast<double>(out.union_ns);
   return out;
@@ -197,6 +194,12 @@ class FirstError {
     std::lock_guard<std::mutex> lock(mu_);
     if (!s.ok() && first_.ok()) first_ = s;
   }
+  /// A result into `into`, or its error kept.
+  template <typename T, typename U>
+  void Into(StatusOr<T> result, U& into) {
+    if (result.ok()) into = std::move(result).value();
+    else Keep(result.status());
+  }
   Status Take() { return first_; }
 
  private:
@@ -275,18 +278,12 @@ Status AnalyzeTrace(const Recording& rec, RecordingAnalysis& a, int threads) {
   // The joins and the merged host intervals.
   analysis::HostSteps host;
   RunConcurrently(threads, {
-      [&] {
-        auto operators = analysis::JoinKernelOperators(events, prep.spill);
-        if (operators.ok()) prep.operators = std::move(operators).value();
-        else errors.Keep(operators.status());
-      },
+      [&] { errors.Into(analysis::JoinKernelOperators(events, prep.spill), prep.operators); },
       [&] {
         auto found = analysis::FindHostSteps(events);
         if (!found.ok()) return errors.Keep(found.status());
         host = std::move(found).value();
-        auto launches = analysis::JoinLaunches(events, host.spans, prep.spill);
-        if (launches.ok()) prep.launches = std::move(launches).value();
-        else errors.Keep(launches.status());
+        errors.Into(analysis::JoinLaunches(events, host.spans, prep.spill), prep.launches);
       },
       [&] { errors.Keep(analysis::BuildHostIntervals(prep)); },
   });
@@ -343,19 +340,11 @@ Status AnalyzeTrace(const Recording& rec, RecordingAnalysis& a, int threads) {
   analysis::ShapeJoin shapes;
   double step_flops = 0;
   std::vector<std::function<void()>> passes = {
-      [&] {
-        auto breakdown = analysis::BreakDownSteps(prep, steps);
-        if (breakdown.ok()) a.steps = std::move(breakdown).value();
-        else errors.Keep(breakdown.status());
-      },
+      [&] { errors.Into(analysis::BreakDownSteps(prep, steps), a.steps); },
       [&] { errors.Keep(MeasureKernels(prep, step_list, by_name, kernel_pass)); },
+      [&] { errors.Into(MeasureCommunication(prep, primary, step_list), a.comm); },
       [&] {
-        auto comm = MeasureCommunication(prep, primary, step_list, 0);
-        if (comm.ok()) a.comm = comm.value();
-        else errors.Keep(comm.status());
-      },
-      [&] {
-        auto joined = analysis::JoinShapes(events, *prep.operators,
+        errors.Into(analysis::JoinShapes(events, *prep.operators,
                                            [&](const KernelActivity& k) {
                                              analysis::KernelForShapes f;
                                              f.kind = kinds.at(k.name);
@@ -363,15 +352,10 @@ Status AnalyzeTrace(const Recording& rec, RecordingAnalysis& a, int threads) {
                                              f.on_roofline_device = a.device.id < 0 || k.device == a.device.id;
                                              return f;
                                            },
-                                           prep.spill);
-        if (joined.ok()) shapes = std::move(joined).value();
-        else errors.Keep(joined.status());
+                                           prep.spill),
+                    shapes);
       },
-      [&] {
-        auto flops = SumStepFlops(events, step_list);
-        if (flops.ok()) step_flops = flops.value();
-        else errors.Keep(flops.status());
-      },
+      [&] { errors.Into(SumStepFlops(events, step_list), step_flops); },
   };
   if (!steps.windows.empty()) {
     passes.push_back([&] {
@@ -379,9 +363,7 @@ Status AnalyzeTrace(const Recording& rec, RecordingAnalysis& a, int threads) {
       std::vector<int> devices;
       for (const auto& [device, t] : time_by_device) devices.push_back(device);
       std::sort(devices.begin(), devices.end());
-      auto gpus = analysis::MeasureGpus(events, devices, all);
-      if (gpus.ok()) a.gpus = std::move(gpus).value();
-      else errors.Keep(gpus.status());
+      errors.Into(analysis::MeasureGpus(events, devices, all), a.gpus);
     });
     if (primary >= 0)
       passes.push_back([&] {

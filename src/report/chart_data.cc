@@ -232,8 +232,9 @@ json RecordingCharts(size_t index, const Recording& rec, const RecordingAnalysis
       end = a.steps.front().window.end;
       for (const auto& s : a.steps) start = std::min(start, s.window.start), end = std::max(end, s.window.end);
     }
-    if (end > start) {
-      out["busy"] = BucketSeries(*UnionCoveragePercent(primary_kernels(), start, end, kChartPoints), start, end, t0);
+    // None when the kernels can no longer be read (a scratch file gone): no chart then.
+    if (auto busy = end > start ? UnionCoveragePercent(primary_kernels(), start, end, kChartPoints) : std::nullopt) {
+      out["busy"] = BucketSeries(*busy, start, end, t0);
       out["busy"]["label"] = DeviceLabel(a);
       out["busy"]["source"] = "kernel time in the trace (any kernel running)";
       auto loader_spans = [cursor = events.cpu_spans()]() mutable -> std::optional<Interval> {

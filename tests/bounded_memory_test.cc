@@ -13,6 +13,7 @@
 #include "gputriage/import.h"
 #include "gputriage/report.h"
 #include "src/model/event_streams.h"
+#include "src/report/chart_data.h"
 
 namespace gputriage {
 namespace {
@@ -65,6 +66,33 @@ TEST(BoundedMemory, EveryBundledTraceDiagnosesTheSameFromSpilledStreams) {
   }
   EXPECT_GE(inputs, 25);
   EXPECT_GE(spilled, 15) << "too few bundled traces exceed 64 KiB of events to test the spilled path";
+}
+
+TEST(BoundedMemory, RanksSummarisedAsTheyAreReadDiagnoseTheSame) {
+  // The ranks of a run read a few at a time are analysed as they are read and
+  // only their summaries kept (ImportOptions::on_trace_read): the JSON and the
+  // charts must be those of the run held whole, on every bundled run of ranks and
+  // on traces named one by one (ranks numbered after they are read).
+  std::vector<std::vector<std::string>> runs;
+  for (const auto& path : BundledInputs())
+    if (std::filesystem::is_directory(path)) runs.push_back({path});
+  ASSERT_GE(runs.size(), 8u);
+  const std::string hta = std::string(GPUTRIAGE_TEST_DATA_DIR) + "/traces/hta/";
+  runs.push_back({hta + "trace_diff_control_a100.json.gz", hta + "alexnet_a100_benchmark.json.gz"});
+  for (const auto& paths : runs) {
+    auto whole = ImportRun(paths);
+    ImportOptions options;
+    options.on_trace_read = AnalyzeAndDropEvents;
+    auto summarised = ImportRun(paths, options);
+    ASSERT_TRUE(whole.ok() && summarised.ok()) << paths.front();
+    for (const auto& rec : summarised->recordings) {
+      EXPECT_NE(rec.analysis, nullptr) << rec.source_path;
+      EXPECT_TRUE(rec.kernels.empty() && rec.cpu_spans.empty() && rec.streams == nullptr) << rec.source_path;
+    }
+    const Diagnosis a = Diagnose(*whole), b = Diagnose(*summarised);
+    EXPECT_EQ(RenderJson(*summarised, b), RenderJson(*whole, a)) << paths.front();
+    EXPECT_EQ(RenderChartJson(*summarised, b), RenderChartJson(*whole, a)) << paths.front();
+  }
 }
 
 }  // namespace

@@ -5,6 +5,8 @@
 #include <functional>
 
 #include "gputriage/diagnosis.h"
+#include "gputriage/report.h"
+#include "src/report/chart_data.h"
 #include "src/analysis/collective_skew.h"
 #include "src/analysis/roofline.h"
 
@@ -219,6 +221,34 @@ TEST(CollectiveSkew, PersistentStragglerIsNamedWithItsCause) {
   ASSERT_TRUE(f->gain.has_value());
   EXPECT_NEAR(f->gain->expected, 15.0, 1e-6);
   EXPECT_EQ(FindVerdict(d, "load_imbalance"), nullptr);
+}
+
+TEST(CollectiveSkew, RanksAnalysedAsTheyAreReadJudgeTheSameWithoutTheirEvents) {
+  // The ranks of a large run are analysed as they are read and their events
+  // dropped (AnalyzeAndDropEvents): the cross-rank analysis, the report and the
+  // charts read the summaries and must say exactly what they say from the events.
+  const auto arrive = [](int rank) { return [rank](int step) { return rank == 2 ? 15.0 : 10.0 + 0.1 * step; }; };
+  const auto last = [](int) { return 15.0; };
+  gputriage::Run whole, summarised;
+  for (int r = 0; r < 4; ++r) {
+    whole.recordings.push_back(RankTraceOf(r, arrive(r), last));
+    summarised.recordings.push_back(RankTraceOf(r, arrive(r), last));
+    Recording& rec = summarised.recordings.back();
+    rec.rank = -1;  // numbered after it was read, as ImportRun numbers traces without distributedInfo
+    AnalyzeAndDropEvents(rec, 1);
+    rec.rank = r;
+    EXPECT_TRUE(rec.kernels.empty());
+    ASSERT_NE(rec.analysis, nullptr);
+    EXPECT_TRUE(rec.analysis->collectives.gathered);
+    EXPECT_EQ(rec.analysis->collectives.device.size(), 10u);
+  }
+  const Diagnosis a = Diagnose(whole), b = Diagnose(summarised);
+  ASSERT_EQ(b.collective_skew.size(), 1u);
+  EXPECT_EQ(b.collective_skew[0].straggler_rank, 2);
+  EXPECT_EQ(b.collective_skew[0].cause, "compute");
+  EXPECT_EQ(RenderJson(summarised, b), RenderJson(whole, a));
+  EXPECT_EQ(RenderChartJson(summarised, b), RenderChartJson(whole, a));
+  EXPECT_NE(RenderChartJson(summarised, b).find("\"busy\":{"), std::string::npos);
 }
 
 TEST(CollectiveSkew, LatenessThatMovesIsLoadImbalance) {

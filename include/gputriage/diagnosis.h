@@ -314,6 +314,39 @@ struct RankArrivals {
   double excess_host_ms = 0;      // the rest: host code, launches, syncs
 };
 
+/// One synchronising collective call on a rank (collective_skew.cc), with what
+/// the rank did since its previous call of the same list ended: what the
+/// cross-rank analysis needs of a rank, so a rank's events can be dropped once it
+/// is analysed (the ranks of a large run are read and summarised a few at a time).
+struct CollectiveCall {
+  Interval time;
+  std::string_view kind;           // "all_reduce", "all_gather", ... (static storage)
+  TimeNs compute_before_ns = 0;    // non-communication kernels on the primary device (union)
+  TimeNs data_wait_before_ns = 0;  // DataLoader spans on the host (union)
+};
+
+/// A rank's synchronising collectives, both ways they can be seen.
+struct RankCollectives {
+  bool gathered = false;               // measured (traces of a rank)
+  std::vector<CollectiveCall> device;  // collective kernels on the primary device, by start
+  std::vector<CollectiveCall> host;    // outermost host collective spans per thread, by start
+  std::vector<Interval> steps;         // the step windows, merged
+};
+
+/// What a trace's charts draw of its events (chart_data.cc), measured while it
+/// is analysed so the report needs its events no more.
+struct TraceTimeline {
+  /// The earliest start and latest end of its kernels and host spans (the run
+  /// grouping's wall-clock span); none without either.
+  std::optional<Interval> event_span;
+  /// The primary device's kernels (of positive length): their extent, and the
+  /// share of each of `buckets` equal slices of `window` that any of them covers.
+  std::optional<Interval> busy_extent;
+  Interval window;
+  std::vector<double> busy_percent;
+  std::vector<double> data_wait_percent;  // DataLoader spans over the same slices; empty without any
+};
+
 /// When the ranks of one run enter each collective, from aligned clocks: a
 /// collective's time on a rank is transfer plus waiting for the last arrival.
 struct CollectiveSkew {
@@ -424,6 +457,8 @@ struct RecordingAnalysis {
   ShapeAlignment shapes;      // record_shapes traces
   Roofline roofline;          // record_shapes traces on a GPU with known peaks
   TraceMemory memory;         // profile_memory traces
+  TraceTimeline timeline;     // traces: what the charts draw
+  RankCollectives collectives;  // traces of a rank: what the cross-rank analysis reads
 };
 
 // ---- Verdicts -------------------------------------------------------------
@@ -592,6 +627,11 @@ struct Diagnosis {
 RecordingAnalysis AnalyzeRecording(const Recording& recording);
 /// The same with its independent passes on up to `threads` threads (the result does not change).
 RecordingAnalysis AnalyzeRecording(const Recording& recording, int threads);
+/// Analyses a trace recording now (on `threads` threads) and keeps the analysis in
+/// it (Recording::analysis), then drops its events: the ranks of a run read a few
+/// at a time hold summaries, not events (ImportOptions::on_trace_read). Diagnose
+/// gives the same result as for the recording with its events.
+void AnalyzeAndDropEvents(Recording& recording, int threads);
 /// Step-marker timing: step time, data wait against compute, throughput, outliers.
 /// `gpu_name`: the device the job ran on as reported ("" if unknown), for MFU.
 StepMarkerAnalysis AnalyzeMarkedSteps(const std::vector<MarkedStep>& steps, std::string_view gpu_name = "");

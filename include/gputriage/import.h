@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -53,6 +54,13 @@ struct ImportOptions {
   /// Bytes of a trace's events held in memory while it is read; the rest is
   /// sorted through a scratch file in $TMPDIR. Only memory and time change.
   size_t memory_budget_bytes = kDefaultTraceMemoryBudget;
+  /// Where several files are read at once (a directory of ranks, several inputs),
+  /// called on the reading thread for each trace as soon as it is read, with the
+  /// threads it may use, e.g. AnalyzeAndDropEvents (gputriage/diagnosis.h): the
+  /// run then holds what it leaves of each trace, not every trace's events, so
+  /// each file read at once gets an equal share of the memory budget (not each
+  /// file of the run) and nothing goes through scratch files that fits.
+  std::function<void(Recording&, int threads)> on_trace_read = nullptr;
 };
 
 /// Formats `--format` accepts.

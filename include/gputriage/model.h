@@ -221,6 +221,8 @@ struct ImportStats {
 struct EventStreams;  // src/model/event_streams.h
 
 /// Everything one source file (one rank / process) recorded.
+struct RecordingAnalysis;  // gputriage/diagnosis.h
+
 struct Recording {
   std::string source_path;
   std::string format;  // "kineto", "nvidia-smi-csv", "nvidia-smi-q", "nvidia-smi-dmon", "dcgmi-dmon", "dcgm-exporter"
@@ -251,6 +253,10 @@ struct Recording {
   std::map<std::string, std::string> metadata;
 
   ImportStats stats;
+  /// Set when the recording was analysed as soon as it was read and its events
+  /// then dropped (the ranks of a run, a few read at a time, so memory holds
+  /// summaries, not every rank's events): Diagnose takes this analysis as it is.
+  std::shared_ptr<const RecordingAnalysis> analysis;
 
   const Device* FindDevice(int id) const;
 };

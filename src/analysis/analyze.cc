@@ -11,6 +11,8 @@
 #include "gputriage/diagnosis.h"
 #include "src/analysis/metric_analysis.h"
 #include "src/analysis/analysis_internal.h"
+#include "src/analysis/collective_skew.h"
+#include "src/analysis/trace_timeline.h"
 #include "src/analysis/gpu_specs.h"
 #include "src/analysis/kernel_taxonomy.h"
 #include "src/analysis/roofline.h"
@@ -269,7 +271,7 @@ Status MeasureKernels(const analysis::TracePrep& prep, const intervals::List& st
 
 /// The trace part of AnalyzeRecording: passes over the events (see trace_events.h),
 /// the independent ones at once on `threads` threads.
-Status AnalyzeTrace(const Recording& rec, RecordingAnalysis& a, int threads) {
+Status AnalyzeTrace(const Recording& rec, RecordingAnalysis& a, int threads, bool rank_of_run) {
   const analysis::TraceEvents events(rec);
   analysis::TracePrep prep(events);
   prep.threads = threads;
@@ -294,6 +296,8 @@ Status AnalyzeTrace(const Recording& rec, RecordingAnalysis& a, int threads) {
   // operator's matrix kernels (custom or mangled names).
   std::unordered_map<NameId, NameAccumulator> by_name;
   std::unordered_map<int, TimeNs> time_by_device;
+  std::unordered_map<int, Interval> extent_by_device;  // kernels of positive length, for the timeline
+  analysis::KernelExtents extents;
   {
     auto kernels = events.kernels();
     analysis::SeqZip<analysis::KernelOperator> operators(*prep.operators);
@@ -302,6 +306,12 @@ Status AnalyzeTrace(const Recording& rec, RecordingAnalysis& a, int threads) {
       auto [it, inserted] = by_name.try_emplace(k->name);
       if (inserted) it->second.kind = ClassifyKernelName(rec.names.View(k->name));
       time_by_device[k->device] += k->time.duration();
+      extents.all = extents.all ? Interval{std::min(extents.all->start, k->time.start), std::max(extents.all->end, k->time.end)}
+                                : k->time;
+      if (k->time.end > k->time.start) {
+        auto [extent, first] = extent_by_device.try_emplace(k->device, k->time);
+        if (!first) extent->second = {std::min(extent->second.start, k->time.start), std::max(extent->second.end, k->time.end)};
+      }
       const analysis::KernelOperator* op = k->external_id >= 0 ? operators.At(seq) : nullptr;
       auto& acc = it->second;
       if (op == nullptr || !op->has_shapes || acc.kind.cls != KernelClass::kOther || acc.kind_from_operator) continue;
@@ -331,6 +341,7 @@ Status AnalyzeTrace(const Recording& rec, RecordingAnalysis& a, int threads) {
   else if (!rec.devices.empty() && primary < 0) a.device = rec.devices.front();
   else a.device.id = primary;
 
+  if (auto it = extent_by_device.find(a.device.id); it != extent_by_device.end()) extents.primary = it->second;
   ASSIGN_OR_RETURN(const analysis::StepWindows steps, analysis::AlignSteps(prep, host));
   a.steps_from_markers = steps.from_markers;
   const intervals::List step_list = intervals::Merge(steps.windows);
@@ -356,7 +367,11 @@ Status AnalyzeTrace(const Recording& rec, RecordingAnalysis& a, int threads) {
                     shapes);
       },
       [&] { errors.Into(SumStepFlops(events, step_list), step_flops); },
+      [&] { errors.Into(analysis::MeasureTimeline(events, a.device.id, extents, steps.windows, steps.from_markers), a.timeline); },
   };
+  // A rank of a run: what the cross-rank analysis needs, so it never reads these events again.
+  if (rank_of_run && rec.clock_is_absolute)
+    passes.push_back([&] { errors.Into(analysis::GatherRankCollectives(events, a.device.id), a.collectives); });
   if (!steps.windows.empty()) {
     passes.push_back([&] {
       const Interval all{steps.windows.front().start, steps.windows.back().end};
@@ -475,11 +490,9 @@ Status AnalyzeTrace(const Recording& rec, RecordingAnalysis& a, int threads) {
   return Status::Ok();
 }
 
-}  // namespace
 
-RecordingAnalysis AnalyzeRecording(const Recording& rec) { return AnalyzeRecording(rec, 1); }
-
-RecordingAnalysis AnalyzeRecording(const Recording& rec, int threads) {
+/// `rank_of_run`: also gather what the cross-rank analysis reads (a trace of one rank of several).
+RecordingAnalysis Analyze(const Recording& rec, int threads, bool rank_of_run) {
   RecordingAnalysis a;
   a.source = rec.source_path;
   // The loader's resources, where the run recorded them (keys of the job's
@@ -506,11 +519,31 @@ RecordingAnalysis AnalyzeRecording(const Recording& rec, int threads) {
     if (!d.name.empty() && gpu_name.empty()) gpu_name = d.name;
   a.marked = AnalyzeMarkedSteps(rec.marked_steps, gpu_name);
   if (!a.has_trace) return a;
-  if (Status s = AnalyzeTrace(rec, a, threads); !s.ok()) {
+  if (Status s = AnalyzeTrace(rec, a, threads, rank_of_run); !s.ok()) {
     a.error = fmt::format("{}: the analysis could not finish: {}", rec.source_path, s.message());
     a.limitations.push_back(a.error);
   }
   return a;
+}
+
+}  // namespace
+
+RecordingAnalysis AnalyzeRecording(const Recording& rec) { return AnalyzeRecording(rec, 1); }
+
+RecordingAnalysis AnalyzeRecording(const Recording& rec, int threads) { return Analyze(rec, threads, rec.rank >= 0); }
+
+void AnalyzeAndDropEvents(Recording& rec, int threads) {
+  // Read among other traces, it is a rank even before the run numbers the ranks
+  // that have no distributedInfo (ImportRun).
+  rec.analysis = std::make_shared<const RecordingAnalysis>(Analyze(rec, threads, true));
+  // Swapped with empty vectors, so their memory goes now.
+  std::vector<KernelActivity>().swap(rec.kernels);
+  std::vector<MemoryActivity>().swap(rec.memory_ops);
+  std::vector<RuntimeCall>().swap(rec.runtime_calls);
+  std::vector<CpuSpan>().swap(rec.cpu_spans);
+  std::vector<SyncActivity>().swap(rec.syncs);
+  std::vector<MatrixOpShapes>().swap(rec.matrix_shapes);
+  rec.streams.reset();
 }
 
 }  // namespace gputriage

@@ -41,64 +41,62 @@ constexpr double kAlignedEndToStartSpread = 0.5;
 // and of the steps: a persistent straggler, not lateness that moves around.
 constexpr double kPersistentShare = 0.6;
 
-struct Event {
-  Interval time;
-  std::string_view kind;
-};
+/// Coverage of the union of what `next()` gives (in order of start) before each
+/// of `at` times: C(t) = covered time in (-inf, t), so C(b) - C(a) is the covered
+/// time of [a, b). One pass, whatever the number of intervals.
+template <typename Next>
+std::vector<TimeNs> CoverageBefore(Next&& next, const std::vector<TimeNs>& at) {
+  std::vector<size_t> order(at.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::sort(order.begin(), order.end(), [&](size_t x, size_t y) { return at[x] < at[y]; });
+  std::vector<TimeNs> out(at.size(), 0);
+  size_t q = 0;
+  TimeNs done = 0;  // length of the merged intervals already passed
+  auto emit = [&](Interval iv) {
+    for (; q < order.size() && at[order[q]] < iv.start; ++q) out[order[q]] = done;
+    for (; q < order.size() && at[order[q]] < iv.end; ++q) out[order[q]] = done + (at[order[q]] - iv.start);
+    done += iv.duration();
+  };
+  UnionBuilder merged;
+  for (const Interval* iv = next(); iv != nullptr; iv = next()) merged.Add(*iv, emit);
+  merged.Finish(emit);
+  for (; q < order.size(); ++q) out[order[q]] = done;
+  return out;
+}
 
+/// The stretch before each call: from the previous call's end to its start.
+std::vector<TimeNs> Boundaries(const std::vector<CollectiveCall>& calls) {
+  std::vector<TimeNs> at;
+  for (size_t e = 1; e < calls.size(); ++e) at.push_back(calls[e - 1].time.end), at.push_back(calls[e].time.start);
+  return at;
+}
+
+/// What a rank did over the stretch before call e: GPU compute, DataLoader wait,
+/// the rest on the host (ms).
+std::array<double, 3> Activity(const std::vector<CollectiveCall>& calls, size_t e) {
+  std::array<double, 3> out{};
+  const TimeNs len_ns = calls[e].time.start - calls[e - 1].time.end;
+  if (len_ns <= 0) return out;
+  const double len = static_cast<double>(len_ns);
+  const double compute = static_cast<double>(calls[e].compute_before_ns);
+  const double data = std::min(static_cast<double>(calls[e].data_wait_before_ns), len - compute);
+  out[0] = compute / 1e6;
+  out[1] = std::max(0.0, data) / 1e6;
+  out[2] = std::max(0.0, len - compute - std::max(0.0, data)) / 1e6;
+  return out;
+}
+
+/// One rank's calls of the list the run is judged on, indexed by kind.
 struct RankEvents {
-  std::vector<Event> events;  // synchronising collectives, by start
-  std::map<std::string_view, std::vector<size_t>> by_kind;  // indices into events
-  intervals::List compute;    // non-communication kernels on the primary device, merged
-  intervals::List steps;      // its step windows, merged
-  intervals::List data_wait;  // DataLoader spans on the host, merged
+  const std::vector<CollectiveCall>* calls = nullptr;
+  std::map<std::string_view, std::vector<size_t>> by_kind;  // indices into calls
+  intervals::List steps;  // its step windows, merged
 };
 
-RankEvents Collect(const RankTrace& t, bool device_events) {
+RankEvents Index(const RankTrace& t, bool device_events) {
   RankEvents out;
-  const Recording& rec = *t.recording;
-  const int device = t.analysis->device.id;
-  std::map<NameId, KernelKind> kinds;
-  intervals::List compute;
-  const TraceEvents trace(rec);
-  auto kernels = trace.kernels();
-  for (const KernelActivity* kp = kernels.Next(); kp != nullptr; kp = kernels.Next()) {
-    const KernelActivity& k = *kp;
-    if (device >= 0 && k.device != device) continue;
-    auto it = kinds.find(k.name);
-    if (it == kinds.end()) it = kinds.emplace(k.name, ClassifyKernelName(rec.names.View(k.name))).first;
-    if (it->second.cls != KernelClass::kCommunication) {
-      compute.push_back(k.time);
-      continue;
-    }
-    if (!device_events) continue;
-    const std::string_view kind =
-        SynchronisingCollective(k.collective != kNoName ? rec.names.View(k.collective) : rec.names.View(k.name));
-    if (!kind.empty()) out.events.push_back({k.time, kind});
-  }
-  if (!device_events) {
-    // Host spans (gloo, or a trace without device activity): the outermost span
-    // of each collective call.
-    // In start order (the stream's), the outermost span first.
-    std::map<int64_t, TimeNs> open_until;  // per thread: the end of the outermost span seen
-    auto spans = trace.cpu_spans();
-    for (const CpuSpan* c = spans.Next(); c != nullptr; c = spans.Next()) {
-      if (c->kind != CpuSpanKind::kCommunication) continue;
-      TimeNs& until = open_until[c->thread];
-      if (c->time.start < until) continue;  // nested inside a collective already taken
-      until = c->time.end;
-      const std::string_view kind = SynchronisingCollective(rec.names.View(c->name));
-      if (!kind.empty()) out.events.push_back({c->time, kind});
-    }
-  }
-  std::sort(out.events.begin(), out.events.end(), [](const Event& a, const Event& b) { return a.time.start < b.time.start; });
-  for (size_t i = 0; i < out.events.size(); ++i) out.by_kind[out.events[i].kind].push_back(i);
-  out.compute = intervals::Merge(std::move(compute));
-  std::vector<Interval> data;
-  auto spans = trace.cpu_spans();
-  for (const CpuSpan* c = spans.Next(); c != nullptr; c = spans.Next())
-    if (c->kind == CpuSpanKind::kDataLoader) data.push_back(c->time);
-  out.data_wait = intervals::Merge(std::move(data));
+  out.calls = device_events ? &t.analysis->collectives.device : &t.analysis->collectives.host;
+  for (size_t i = 0; i < out.calls->size(); ++i) out.by_kind[(*out.calls)[i].kind].push_back(i);
   std::vector<Interval> windows;
   for (const auto& s : t.analysis->steps) windows.push_back(s.window);
   out.steps = intervals::Merge(std::move(windows));
@@ -108,19 +106,6 @@ RankEvents Collect(const RankTrace& t, bool device_events) {
 bool InSteps(const intervals::List& steps, TimeNs t) {
   if (steps.empty()) return true;  // no steps: the whole trace
   return intervals::OverlapWith(steps, {t, t + 1}) > 0;
-}
-
-/// What a rank did over [window): GPU compute, DataLoader wait, the rest on the host.
-std::array<double, 3> Activity(const RankEvents& r, Interval window) {
-  std::array<double, 3> out{};
-  if (window.end <= window.start) return out;
-  const double len = static_cast<double>(window.duration());
-  const double compute = static_cast<double>(intervals::OverlapWith(r.compute, window));
-  const double data = std::min(static_cast<double>(intervals::OverlapWith(r.data_wait, window)), len - compute);
-  out[0] = compute / 1e6;
-  out[1] = std::max(0.0, data) / 1e6;
-  out[2] = std::max(0.0, len - compute - std::max(0.0, data)) / 1e6;
-  return out;
 }
 
 double MedianOf(std::vector<double> v) { return Median(v); }
@@ -140,23 +125,95 @@ std::string_view SynchronisingCollective(std::string_view name) {
   return "";
 }
 
+StatusOr<RankCollectives> GatherRankCollectives(const TraceEvents& events, int primary_device) {
+  RankCollectives out;
+  const Recording& rec = events.recording();
+  std::map<NameId, bool> communication;  // by kernel name
+  const auto is_communication = [&](NameId name) {
+    auto it = communication.find(name);
+    if (it == communication.end())
+      it = communication.emplace(name, ClassifyKernelName(rec.names.View(name)).cls == KernelClass::kCommunication).first;
+    return it->second;
+  };
+  const auto on_device = [primary_device](const KernelActivity& k) { return primary_device < 0 || k.device == primary_device; };
+  {
+    auto kernels = events.kernels();
+    for (const KernelActivity* k = kernels.Next(); k != nullptr; k = kernels.Next()) {
+      if (!on_device(*k) || !is_communication(k->name)) continue;
+      const std::string_view kind = SynchronisingCollective(rec.names.View(k->collective != kNoName ? k->collective : k->name));
+      if (!kind.empty()) out.device.push_back({k->time, kind});
+    }
+    RETURN_IF_ERROR(kernels.status());
+  }
+  {
+    // Host spans (gloo, or a trace without device activity): the outermost span
+    // of each collective call, in start order (the stream's), the outermost first.
+    std::map<int64_t, TimeNs> open_until;  // per thread: the end of the outermost span seen
+    auto spans = events.cpu_spans();
+    for (const CpuSpan* c = spans.Next(); c != nullptr; c = spans.Next()) {
+      if (c->kind != CpuSpanKind::kCommunication) continue;
+      TimeNs& until = open_until[c->thread];
+      if (c->time.start < until) continue;  // nested inside a collective already taken
+      until = c->time.end;
+      const std::string_view kind = SynchronisingCollective(rec.names.View(c->name));
+      if (!kind.empty()) out.host.push_back({c->time, kind});
+    }
+    RETURN_IF_ERROR(spans.status());
+  }
+  const auto by_start = [](const CollectiveCall& a, const CollectiveCall& b) { return a.time.start < b.time.start; };
+  std::stable_sort(out.device.begin(), out.device.end(), by_start);
+  std::stable_sort(out.host.begin(), out.host.end(), by_start);
+  // What each rank did between its calls, for the late rank's "before arriving".
+  std::vector<TimeNs> at = Boundaries(out.device);
+  const size_t device_points = at.size();
+  for (TimeNs t : Boundaries(out.host)) at.push_back(t);
+  auto kernels = events.kernels();
+  const std::vector<TimeNs> compute = CoverageBefore(
+      [&]() -> const Interval* {
+        for (const KernelActivity* k = kernels.Next(); k != nullptr; k = kernels.Next())
+          if (on_device(*k) && !is_communication(k->name)) return &k->time;
+        return nullptr;
+      },
+      at);
+  RETURN_IF_ERROR(kernels.status());
+  auto spans = events.cpu_spans();
+  const std::vector<TimeNs> data = CoverageBefore(
+      [&]() -> const Interval* {
+        for (const CpuSpan* c = spans.Next(); c != nullptr; c = spans.Next())
+          if (c->kind == CpuSpanKind::kDataLoader) return &c->time;
+        return nullptr;
+      },
+      at);
+  RETURN_IF_ERROR(spans.status());
+  const auto fill = [&](std::vector<CollectiveCall>& calls, size_t first_point) {
+    for (size_t e = 1; e < calls.size(); ++e) {
+      const size_t p = first_point + 2 * (e - 1);
+      calls[e].compute_before_ns = std::max<TimeNs>(0, compute[p + 1] - compute[p]);
+      calls[e].data_wait_before_ns = std::max<TimeNs>(0, data[p + 1] - data[p]);
+    }
+  };
+  fill(out.device, 0);
+  fill(out.host, device_points);
+  out.gathered = true;
+  return out;
+}
+
 CollectiveSkew MeasureCollectiveSkew(const std::vector<RankTrace>& ranks) {
   CollectiveSkew out;
   out.ranks = static_cast<int>(ranks.size());
   if (ranks.size() < 2) return out;
   bool device_events = true;
   for (const auto& t : ranks) device_events = device_events && t.analysis->has_gpu_activity;
-  std::vector<RankEvents> per;
-  for (const auto& t : ranks) per.push_back(Collect(t, device_events));
   // Host spans where a rank has no device collectives at all (CPU ranks, gloo).
-  if (device_events && std::any_of(per.begin(), per.end(), [](const RankEvents& r) { return r.events.empty(); })) {
+  if (device_events && std::any_of(ranks.begin(), ranks.end(), [](const RankTrace& t) {
+        return t.analysis->collectives.device.empty();
+      }))
     device_events = false;
-    per.clear();
-    for (const auto& t : ranks) per.push_back(Collect(t, false));
-  }
+  std::vector<RankEvents> per;
+  for (const auto& t : ranks) per.push_back(Index(t, device_events));
   out.events = device_events ? "device collective kernels" : "host collective spans";
   for (const auto& r : per)
-    if (r.events.empty()) {
+    if (r.calls->empty()) {
       out.unavailable_reason = "a rank recorded no all-reduce, all-gather, reduce-scatter, all-to-all or barrier";
       return out;
     }
@@ -187,7 +244,7 @@ CollectiveSkew MeasureCollectiveSkew(const std::vector<RankTrace>& ranks) {
       for (const auto& r : per) {
         const size_t e = r.by_kind.at(kind)[k];
         inst.event.push_back(e);
-        in_steps = in_steps && InSteps(r.steps, r.events[e].time.start);
+        in_steps = in_steps && InSteps(r.steps, (*r.calls)[e].time.start);
       }
       if (in_steps) instances.push_back(std::move(inst));
     }
@@ -204,7 +261,7 @@ CollectiveSkew MeasureCollectiveSkew(const std::vector<RankTrace>& ranks) {
   for (const auto& inst : instances) {
     TimeNs s0 = INT64_MAX, s1 = INT64_MIN, e0 = INT64_MAX, e1 = INT64_MIN;
     for (size_t r = 0; r < per.size(); ++r) {
-      const Interval t = per[r].events[inst.event[r]].time;
+      const Interval t = (*per[r].calls)[inst.event[r]].time;
       s0 = std::min(s0, t.start), s1 = std::max(s1, t.start), e0 = std::min(e0, t.end), e1 = std::max(e1, t.end);
     }
     start_spread.push_back(static_cast<double>(s1 - s0) / 1e3);
@@ -255,14 +312,14 @@ CollectiveSkew MeasureCollectiveSkew(const std::vector<RankTrace>& ranks) {
     std::vector<TimeNs> starts(n);
     TimeNs shortest = INT64_MAX;
     for (size_t r = 0; r < n; ++r) {
-      const Interval t = per[r].events[inst.event[r]].time;
+      const Interval t = (*per[r].calls)[inst.event[r]].time;
       starts[r] = t.start;
       shortest = std::min(shortest, t.duration());
     }
     const size_t last = static_cast<size_t>(std::max_element(starts.begin(), starts.end()) - starts.begin());
     const TimeNs last_start = starts[last];
     for (size_t r = 0; r < n; ++r) {
-      const Interval t = per[r].events[inst.event[r]].time;
+      const Interval t = (*per[r].calls)[inst.event[r]].time;
       const TimeNs wait = std::clamp<TimeNs>(last_start - t.start, 0, t.duration());
       wait_ms[r] += ToMs(wait);
       transfer_ms[r] += ToMs(t.duration() - wait);
@@ -279,7 +336,7 @@ CollectiveSkew MeasureCollectiveSkew(const std::vector<RankTrace>& ranks) {
     // What it alone cost the others: the gap to the next-latest arrival.
     out.saving_ms_per_step += ToMs(last_start - sorted[n - 2]);
     if (!first_steps.empty()) {
-      const TimeNs at = per.front().events[inst.event.front()].time.start;
+      const TimeNs at = (*per.front().calls)[inst.event.front()].time.start;
       for (size_t s = 0; s < first_steps.size(); ++s)
         if (at >= first_steps[s].window.start && at < first_steps[s].window.end) {
           auto& v = lateness_by_step[s];
@@ -298,7 +355,7 @@ CollectiveSkew MeasureCollectiveSkew(const std::vector<RankTrace>& ranks) {
         windows = false;
         break;
       }
-      act[r] = Activity(per[r], {per[r].events[e - 1].time.end, per[r].events[e].time.start});
+      act[r] = Activity(*per[r].calls, e);
     }
     if (!windows) continue;
     for (int c = 0; c < 3; ++c) {

@@ -4,10 +4,17 @@
 #include <vector>
 
 #include "gputriage/diagnosis.h"
+#include "src/analysis/trace_events.h"
 
 namespace gputriage::analysis {
 
-/// One rank of a run: its recording, the analysis of it and its index in the diagnosis.
+/// A rank's synchronising collectives and what it did between them (four passes:
+/// two over its kernels, two over its host spans), kept in its analysis so the
+/// cross-rank analysis needs no rank's events. `primary_device` < 0: every device.
+StatusOr<RankCollectives> GatherRankCollectives(const TraceEvents& events, int primary_device);
+
+/// One rank of a run: its recording (its events may be gone: only its rank is
+/// read), the analysis of it and its index in the diagnosis.
 struct RankTrace {
   const Recording* recording = nullptr;
   const RecordingAnalysis* analysis = nullptr;

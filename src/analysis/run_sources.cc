@@ -1,5 +1,4 @@
 #include "src/analysis/run_sources.h"
-#include "src/analysis/trace_events.h"
 
 #include <algorithm>
 #include <ctime>
@@ -32,7 +31,7 @@ struct SourceFacts {
   std::string name;
 };
 
-SourceFacts FactsOf(const Recording& rec) {
+SourceFacts FactsOf(const Recording& rec, const RecordingAnalysis& analysis) {
   SourceFacts f;
   f.trace = rec.format == "kineto";
   f.rank = rec.rank;
@@ -42,11 +41,7 @@ SourceFacts FactsOf(const Recording& rec) {
     lo = std::min(lo, i.start);
     hi = std::max(hi, i.end);
   };
-  const analysis::TraceEvents events(rec);
-  auto kernels = events.kernels();
-  for (const KernelActivity* k = kernels.Next(); k != nullptr; k = kernels.Next()) take(k->time);
-  auto spans = events.cpu_spans();
-  for (const CpuSpan* c = spans.Next(); c != nullptr; c = spans.Next()) take(c->time);
+  if (analysis.timeline.event_span) take(*analysis.timeline.event_span);  // kernels and host spans
   for (const auto& s : rec.marked_steps) take(s.span);
   if (!rec.metrics.timestamps_synthetic)
     for (const auto& d : rec.metrics.devices)
@@ -91,10 +86,10 @@ std::string Conflict(const SourceFacts& f, const std::vector<const SourceFacts*>
 
 }  // namespace
 
-RunSources GroupSourcesIntoRuns(const Run& run) {
+RunSources GroupSourcesIntoRuns(const Run& run, const std::vector<RecordingAnalysis>& analyses) {
   RunSources out;
   std::vector<SourceFacts> facts;
-  for (const auto& rec : run.recordings) facts.push_back(FactsOf(rec));
+  for (size_t i = 0; i < run.recordings.size(); ++i) facts.push_back(FactsOf(run.recordings[i], analyses.at(i)));
   std::vector<std::vector<const SourceFacts*>> groups;
   for (const auto& f : facts) {
     std::string first_conflict;

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "gputriage/model.h"
+#include "gputriage/diagnosis.h"
 
 namespace gputriage {
 
@@ -22,7 +22,8 @@ struct RunSources {
 /// Groups the recordings of `run`: a recording joins a group when its wall-clock
 /// span overlaps the group's (within a few minutes, where both clocks are
 /// absolute), its GPUs are of a model the group ran on (where both name theirs),
-/// and, for a trace, no trace in the group already claims its rank.
-RunSources GroupSourcesIntoRuns(const Run& run);
+/// and, for a trace, no trace in the group already claims its rank. `analyses`:
+/// one per recording (a trace's span is its analysis's, its events may be gone).
+RunSources GroupSourcesIntoRuns(const Run& run, const std::vector<RecordingAnalysis>& analyses);
 
 }  // namespace gputriage

@@ -35,7 +35,9 @@ bool Load(const std::string& what, const CompareArgs& args, std::unique_ptr<RunS
     run->recordings.push_back(std::move(*rec));
     return true;
   }
-  auto imported = ImportRun({what});
+  ImportOptions import;
+  import.on_trace_read = AnalyzeAndDropEvents;  // a directory of ranks: summaries, not every rank's events
+  auto imported = ImportRun({what}, import);
   if (!imported.ok()) {
     PrintError(imported.status());
     return false;

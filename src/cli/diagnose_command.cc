@@ -70,6 +70,9 @@ int RunDiagnose(const DiagnoseArgs& args) {
   import.gpus = args.gpus;
   import.threads = args.threads;
   import.memory_budget_bytes = static_cast<size_t>(args.memory_budget_mib) << 20;
+  // The ranks of a run read a few at a time are analysed as they are read and
+  // kept as summaries: memory holds those few ranks' events, not every rank's.
+  import.on_trace_read = AnalyzeAndDropEvents;
   // A bare number that is not a file names a stored run (one too large for a
   // run id stays a file name, and its import says it is missing).
   std::vector<std::string> files;

@@ -15,7 +15,7 @@
 #include "gputriage/markers.hpp"
 #include "src/analysis/interval_stream.h"
 #include "src/analysis/intervals.h"
-#include "src/analysis/trace_events.h"
+#include "src/analysis/trace_timeline.h"
 
 namespace gputriage {
 namespace {
@@ -26,61 +26,13 @@ static_assert(std::tuple_size_v<decltype(MarkedStep::phase_ns)> == std::size(kPh
 
 using json = nlohmann::json;
 
+static_assert(kChartPoints == analysis::kTimelineBuckets, "a trace's timeline is measured at the charts' resolution");
+
 // Short decimal forms keep the document small: times to the microsecond,
 // percents to a hundredth.
 double Round(double v, double scale) { return std::round(v * scale) / scale; }
 json Seconds(TimeNs t, TimeNs t0) { return Round(static_cast<double>(t - t0) / 1e9, 1e6); }
 json Percent(double v) { return std::isfinite(v) ? json(Round(v, 100)) : json(nullptr); }
-
-/// Time-weighted coverage of [start, end) by a merged interval list
-/// (intervals::Merge: overlaps joined, so two DataLoader spans at once count
-/// once), in `buckets` equal buckets, as a percent of each bucket.
-/// Adds one merged interval's time to `covered` (fractions of each bucket of [start, end)).
-void AddCoverage(std::vector<double>& covered, Interval iv, TimeNs start, TimeNs end) {
-  if (end <= start) return;
-  const double width = static_cast<double>(end - start) / static_cast<double>(covered.size());
-  {
-    const TimeNs s = std::max(iv.start, start), e = std::min(iv.end, end);
-    if (e <= s) return;
-    const double fs = static_cast<double>(s - start) / width;
-    const double fe = static_cast<double>(e - start) / width;
-    const auto first = static_cast<size_t>(fs);
-    const auto last = std::min(static_cast<size_t>(fe), covered.size() - 1);
-    if (first >= covered.size()) return;
-    if (first == last) {
-      covered[first] += fe - fs;
-      return;
-    }
-    covered[first] += static_cast<double>(first + 1) - fs;
-    for (size_t b = first + 1; b < last; ++b) covered[b] += 1.0;
-    covered[last] += std::min(fe, static_cast<double>(last + 1)) - static_cast<double>(last);
-  }
-}
-
-std::vector<double> AsPercent(std::vector<double> covered) {
-  for (auto& c : covered) c = std::clamp(100.0 * c, 0.0, 100.0);
-  return covered;
-}
-
-std::vector<double> CoveragePercent(const intervals::List& merged, TimeNs start, TimeNs end, int buckets) {
-  std::vector<double> covered(static_cast<size_t>(buckets), 0.0);
-  for (const auto& iv : merged) AddCoverage(covered, iv, start, end);
-  return AsPercent(std::move(covered));
-}
-
-/// The same over the union of the intervals `next()` gives in order of start;
-/// nullopt when it gives none.
-template <typename Next>
-std::optional<std::vector<double>> UnionCoveragePercent(Next&& next, TimeNs start, TimeNs end, int buckets) {
-  std::vector<double> covered(static_cast<size_t>(buckets), 0.0);
-  analysis::UnionBuilder merged;
-  bool any = false;
-  auto add = [&](Interval iv) { AddCoverage(covered, iv, start, end); };
-  for (std::optional<Interval> iv = next(); iv; iv = next()) merged.Add(*iv, add), any = true;
-  merged.Finish(add);
-  if (!any) return std::nullopt;
-  return AsPercent(std::move(covered));
-}
 
 /// The boundaries of `steps` (each given as its span and number by `describe`),
 /// when few enough to draw.
@@ -148,7 +100,7 @@ void AddMarkedSteps(json& out, const std::vector<MarkedStep>& steps, TimeNs t0, 
     // The mean over processes: each process's share, summed and divided.
     std::vector<double> share(kChartPoints, 0.0);
     for (auto& [pid, iv] : waits) {
-      const auto c = CoveragePercent(intervals::Merge(std::move(iv)), start, end, kChartPoints);
+      const auto c = analysis::CoveragePercent(intervals::Merge(std::move(iv)), start, end, kChartPoints);
       for (size_t i = 0; i < share.size(); ++i) share[i] += c[i] / static_cast<double>(processes.size());
     }
     out["data_wait"] = BucketSeries(share, start, end, t0);
@@ -195,24 +147,9 @@ json RecordingCharts(size_t index, const Recording& rec, const RecordingAnalysis
     t0 = std::min(t0, s);
     t1 = std::max(t1, e);
   };
-  // The primary device's kernels: they bound the clock and give the coverage.
-  const analysis::TraceEvents events(rec);
-  auto primary_kernels = [&events, device = a.device.id] {
-    return [cursor = events.kernels(), device]() mutable -> std::optional<Interval> {
-      for (const KernelActivity* k = cursor.Next(); k != nullptr; k = cursor.Next())
-        if (k->device == device && k->time.end > k->time.start) return k->time;
-      return std::nullopt;
-    };
-  };
-  bool any_busy = false;
-  Interval busy_extent;
-  {
-    TimeNs lo = INT64_MAX, hi = INT64_MIN;
-    auto next = primary_kernels();
-    for (std::optional<Interval> k = next(); k; k = next()) lo = std::min(lo, k->start), hi = std::max(hi, k->end);
-    if (lo <= hi) widen(lo, hi), any_busy = true;
-    if (any_busy) busy_extent = {lo, hi};
-  }
+  // The primary device's kernels bound the clock (measured with the analysis).
+  const TraceTimeline& timeline = a.timeline;
+  if (timeline.busy_extent) widen(timeline.busy_extent->start, timeline.busy_extent->end);
   for (const auto& s : a.steps) widen(s.window.start, s.window.end);
   for (const auto& s : rec.marked_steps) widen(s.span.start, s.span.end);
   for (const auto& d : rec.metrics.devices)
@@ -224,26 +161,15 @@ json RecordingCharts(size_t index, const Recording& rec, const RecordingAnalysis
 
   // Trace: the primary device's kernel coverage, the share of time any kernel runs
   // (the same quantity utilization.gpu samples), over the steps when there are steps.
-  if (a.has_gpu_activity && any_busy) {
+  if (a.has_gpu_activity && timeline.busy_extent) {
     const bool profiler_steps = !a.steps.empty() && a.steps_from_markers;
-    TimeNs start = busy_extent.start, end = busy_extent.end;
-    if (profiler_steps) {
-      start = a.steps.front().window.start;
-      end = a.steps.front().window.end;
-      for (const auto& s : a.steps) start = std::min(start, s.window.start), end = std::max(end, s.window.end);
-    }
-    // None when the kernels can no longer be read (a scratch file gone): no chart then.
-    if (auto busy = end > start ? UnionCoveragePercent(primary_kernels(), start, end, kChartPoints) : std::nullopt) {
-      out["busy"] = BucketSeries(*busy, start, end, t0);
+    // None when the analysis could not read the kernels (a scratch file gone): no chart then.
+    if (!timeline.busy_percent.empty()) {
+      out["busy"] = BucketSeries(timeline.busy_percent, timeline.window.start, timeline.window.end, t0);
       out["busy"]["label"] = DeviceLabel(a);
       out["busy"]["source"] = "kernel time in the trace (any kernel running)";
-      auto loader_spans = [cursor = events.cpu_spans()]() mutable -> std::optional<Interval> {
-        for (const CpuSpan* c = cursor.Next(); c != nullptr; c = cursor.Next())
-          if (c->kind == CpuSpanKind::kDataLoader) return c->time;
-        return std::nullopt;
-      };
-      if (auto loader = UnionCoveragePercent(loader_spans, start, end, kChartPoints)) {
-        out["data_wait"] = BucketSeries(*loader, start, end, t0);
+      if (!timeline.data_wait_percent.empty()) {
+        out["data_wait"] = BucketSeries(timeline.data_wait_percent, timeline.window.start, timeline.window.end, t0);
         out["data_wait"]["source"] = "DataLoader spans in the trace";
       }
     }

@@ -161,15 +161,29 @@ StatusOr<DirectoryContents> ClassifyDirectory(const std::string& path, const Imp
 /// or --threads -1, as the options say.
 struct FilesAtOnce {
   FilesAtOnce(size_t files, const ImportOptions& options) : per_file(options) {
-    // The run's recordings are all held until it is diagnosed: the memory budget
-    // is the run's, each file gets its share (the rest of its events in scratch files).
-    if (files > 1)
-      per_file.memory_budget_bytes = std::max(options.memory_budget_bytes / files, kMinTraceMemoryBudget);
-    if (files <= 1 || options.threads < 0) return;
-    threads = options.threads > 0 ? options.threads : CoreCount();
-    if (options.threads == 0) per_file.threads = -1;
+    if (files > 1 && options.threads >= 0) {
+      threads = options.threads > 0 ? options.threads : CoreCount();
+      if (options.threads == 0) per_file.threads = -1;
+    }
+    if (files <= 1) return;
+    // The memory budget is the run's. Traces left whole are all held until the run
+    // is diagnosed, so each file gets its share (the rest of its events in scratch
+    // files); traces summarised as they are read (on_trace_read) are held only
+    // while they are read and analysed, so each file read at once gets its share.
+    const size_t sharing = options.on_trace_read ? std::min(files, static_cast<size_t>(threads)) : files;
+    per_file.memory_budget_bytes = std::max(options.memory_budget_bytes / sharing, kMinTraceMemoryBudget);
+    summarise = options.on_trace_read;
+    analysis_threads = std::max(1, CoreCount() / threads);
+  }
+  /// Hands each trace of `read` that is not summarised yet to on_trace_read.
+  void Summarise(StatusOr<std::vector<Recording>>& read) const {
+    if (!summarise || !read.ok()) return;
+    for (auto& rec : *read)
+      if (rec.format == "kineto" && !rec.analysis) summarise(rec, analysis_threads);
   }
   int threads = 1;
+  int analysis_threads = 1;
+  std::function<void(Recording&, int)> summarise;
   ImportOptions per_file;
 };
 
@@ -184,6 +198,7 @@ StatusOr<std::vector<Recording>> ImportDirectory(const std::string& path, const 
   ParallelFor(contents.traces.size(), at_once.threads, [&](size_t i) {
     auto source = OpenFileSource(contents.traces[i]);
     traces[i] = source.ok() ? ReadSource(std::move(*source), "kineto", at_once.per_file) : source.status();
+    at_once.Summarise(traces[i]);
   });
   for (auto& recs : traces) {
     if (!recs.ok()) return recs.status();
@@ -246,7 +261,10 @@ StatusOr<Run> ImportRun(const std::vector<std::string>& paths, const ImportOptio
   std::vector<StatusOr<std::vector<Recording>>> inputs;
   for (size_t i = 0; i < paths.size(); ++i) inputs.emplace_back(InternalError("not read"));
   const FilesAtOnce at_once(paths.size(), options);
-  ParallelFor(paths.size(), at_once.threads, [&](size_t i) { inputs[i] = ImportFile(paths[i], at_once.per_file); });
+  ParallelFor(paths.size(), at_once.threads, [&](size_t i) {
+    inputs[i] = ImportFile(paths[i], at_once.per_file);
+    at_once.Summarise(inputs[i]);
+  });
   for (auto& input : inputs) {
     ASSIGN_OR_RETURN(auto recordings, std::move(input));
     for (auto& rec : recordings) {

@@ -766,8 +766,13 @@ Diagnosis Diagnose(const Run& run, const DiagnoseOptions& options) {
   d.recordings.resize(run.recordings.size());
   // The recordings at once, and the cores left over to each one's own passes.
   const int inner = std::max<int>(1, CoreCount() / static_cast<int>(std::max<size_t>(1, run.recordings.size())));
-  ParallelFor(run.recordings.size(), CoreCount(), [&](size_t i) { d.recordings[i] = AnalyzeRecording(run.recordings[i], inner); });
-  const RunSources sources = GroupSourcesIntoRuns(run);
+  ParallelFor(run.recordings.size(), CoreCount(), [&](size_t i) {
+    const Recording& rec = run.recordings[i];
+    if (!rec.analysis) return void(d.recordings[i] = AnalyzeRecording(rec, inner));
+    d.recordings[i] = *rec.analysis;
+    d.recordings[i].rank = rec.rank;  // numbered after it was analysed, where the trace named none
+  });
+  const RunSources sources = GroupSourcesIntoRuns(run, d.recordings);
   d.notes = sources.notes;
   const auto add = [&d](std::vector<Finding> found, size_t recording) {
     for (auto& f : found) {

@@ -48,12 +48,17 @@ std::string Summary(const gputriage::StatusOr<gputriage::Recording>& r) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view bytes(reinterpret_cast<const char*>(data), size);
-  auto rec = gputriage::ImportKinetoTraceFromMemory("fuzz.json", bytes, gputriage::KinetoReadOptions{.threads = -1});
-  auto in_runs = gputriage::ImportKinetoTraceFromMemory("fuzz.json", bytes,
-                                                        gputriage::KinetoReadOptions{.threads = 2, .run_bytes = 64});
-  if (Summary(rec) != Summary(in_runs)) {
-    std::fprintf(stderr, "one by one:\n%s\nin runs:\n%s\n", Summary(rec).c_str(), Summary(in_runs).c_str());
-    std::abort();
+  auto rec = gputriage::ImportKinetoTraceFromMemory("fuzz.json", bytes,
+                                                    gputriage::KinetoReadOptions{.threads = -1, .runs = false});
+  // Runs on two workers, and runs read on the splitter's thread as they are cut.
+  for (const int threads : {2, -1}) {
+    auto in_runs = gputriage::ImportKinetoTraceFromMemory(
+        "fuzz.json", bytes, gputriage::KinetoReadOptions{.threads = threads, .run_bytes = 64});
+    if (Summary(rec) != Summary(in_runs)) {
+      std::fprintf(stderr, "one by one:\n%s\nin runs (threads %d):\n%s\n", Summary(rec).c_str(), threads,
+                   Summary(in_runs).c_str());
+      std::abort();
+    }
   }
   if (!rec.ok()) return 0;
   gputriage::Run run;

@@ -598,14 +598,16 @@ class KinetoImporter {
   TimeNs last_runs_ts_ = std::numeric_limits<TimeNs>::min();
 };
 
-/// Reads runs of events on worker threads, each run into its own partial
-/// recording, and hands them to the importer in file order. A run that does not
-/// read cleanly is reported back to the splitter, which reads it again one event
-/// at a time; runs handed out after it are dropped and re-cut.
+/// Reads runs of events on worker threads (or, with none, on the splitter's
+/// thread as they are cut), each run into its own partial recording, and hands
+/// them to the importer in file order. A run that does not read cleanly is
+/// reported back to the splitter, which reads it again one event at a time; runs
+/// handed out after it are dropped and re-cut.
 class RunPool final : public RunHandler {
  public:
+  /// `threads` 0: no workers, each run read by Submit itself.
   RunPool(KinetoImporter* importer, std::string source_path, int threads)
-      : importer_(*importer), source_path_(std::move(source_path)), threads_(std::max(1, threads)),
+      : importer_(*importer), source_path_(std::move(source_path)), threads_(std::max(0, threads)),
         max_in_flight_(static_cast<size_t>(2 * threads_ + 2)) {}
   ~RunPool() override {
     {
@@ -618,6 +620,15 @@ class RunPool final : public RunHandler {
   }
 
   StatusOr<RunProgress> Submit(std::shared_ptr<const EventRun> run) override {
+    if (threads_ == 0) {
+      // Read here and taken at once: nothing waits in flight.
+      auto slot = std::make_unique<Slot>();
+      slot->run = std::move(run);
+      Read(*slot, inline_parser_);
+      slot->done = true;
+      slots_.push_back(std::move(slot));
+      return Take(1);
+    }
     if (workers_.empty())
       for (int i = 0; i < threads_; ++i) workers_.emplace_back([this] { Work(); });
     // Bounded: at most max_in_flight_ runs (a few MiB each) read or waiting.
@@ -759,6 +770,7 @@ class RunPool final : public RunHandler {
   std::vector<std::thread> workers_;
   int64_t merged_ = 0;
   int64_t events_ = 0;
+  kineto::EventParser inline_parser_;  // runs read by Submit (no workers)
 };
 
 // The splitter's read buffer: runs (1 MiB) are read in place there, and what is
@@ -776,8 +788,10 @@ StatusOr<Recording> ImportFromSource(ByteSource& source, const KinetoReadOptions
   const int cores = CoreCount();
   const int threads = options.threads > 0 ? options.threads : cores;
   std::optional<RunPool> pool;
-  if (options.threads > 0 || (options.threads == 0 && cores > 1)) {
-    pool.emplace(&importer, source.name(), threads);
+  if (options.runs) {
+    // Workers where there are cores to spare, else the runs read on this thread.
+    const bool workers = options.threads > 0 || (options.threads == 0 && cores > 1);
+    pool.emplace(&importer, source.name(), workers ? threads : 0);
     splitter.HandRunsTo(&*pool, options.run_bytes);
   }
   ASSIGN_OR_RETURN(SplitOutcome outcome,

@@ -14,12 +14,16 @@
 
 namespace gputriage {
 
-/// How a trace's events are read: runs of them on worker threads (the splitter
-/// cuts them, kineto_reader.cc merges them in file order), or one by one.
+/// How a trace's events are read: runs of them (the splitter cuts them, the plain
+/// form reader reads them, kineto_reader.cc merges them in file order) on worker
+/// threads or on the reading thread, or one by one through simdjson.
 struct KinetoReadOptions {
   /// Worker threads reading runs; 0 = one per core. With one core, or threads < 0,
-  /// the splitter's thread reads every event itself. The result is the same.
+  /// the splitter's thread reads the runs itself. The result is the same.
   int threads = 0;
+  /// false: every event read one by one through simdjson, never in runs (the
+  /// reference the tests compare the runs with). The result is the same.
+  bool runs = true;
   /// About how many bytes of events one run holds.
   size_t run_bytes = size_t{1} << 20;
   /// Events held in memory while reading; past it they are sorted into runs in a

@@ -116,11 +116,11 @@ TEST(ParallelImport, EveryBundledTraceReadsTheSameInRuns) {
     const std::string expected = Fingerprint(OneByOne(path, bytes));
     // Small runs and several workers: many cuts, runs finishing out of order.
     EXPECT_EQ(Fingerprint(InRuns(path, bytes, 3, 4096)), expected) << path;
-    // No workers: the runs read on the splitter's thread as they are cut.
-    EXPECT_EQ(Fingerprint(InRuns(path, bytes, -1, 4096)), expected) << path;
-    // A memory budget of a few KiB: every stream sorted through runs in a scratch
-    // file (many of them, merged in levels).
-    EXPECT_EQ(Fingerprint(InRuns(path, bytes, 2, 65536, 6000)), expected) << path;
+    // No workers (the runs read on the splitter's thread as they are cut) and a
+    // memory budget of a few KiB: every stream sorted through runs in a scratch
+    // file (many of them, merged in levels). Workers and spilling together: the
+    // BoundedMemory tests.
+    EXPECT_EQ(Fingerprint(InRuns(path, bytes, -1, 65536, 6000)), expected) << path;
     ++traces;
   }
   EXPECT_GE(traces, 20);

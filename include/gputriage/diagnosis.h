@@ -330,7 +330,6 @@ struct RankCollectives {
   bool gathered = false;               // measured (traces of a rank)
   std::vector<CollectiveCall> device;  // collective kernels on the primary device, by start
   std::vector<CollectiveCall> host;    // outermost host collective spans per thread, by start
-  std::vector<Interval> steps;         // the step windows, merged
 };
 
 /// What a trace's charts draw of its events (chart_data.cc), measured while it

@@ -220,9 +220,9 @@ struct ImportStats {
 
 struct EventStreams;  // src/model/event_streams.h
 
-/// Everything one source file (one rank / process) recorded.
 struct RecordingAnalysis;  // gputriage/diagnosis.h
 
+/// Everything one source file (one rank / process) recorded.
 struct Recording {
   std::string source_path;
   std::string format;  // "kineto", "nvidia-smi-csv", "nvidia-smi-q", "nvidia-smi-dmon", "dcgmi-dmon", "dcgm-exporter"

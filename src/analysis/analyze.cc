@@ -296,7 +296,7 @@ Status AnalyzeTrace(const Recording& rec, RecordingAnalysis& a, int threads, boo
   // operator's matrix kernels (custom or mangled names).
   std::unordered_map<NameId, NameAccumulator> by_name;
   std::unordered_map<int, TimeNs> time_by_device;
-  std::unordered_map<int, Interval> extent_by_device;  // kernels of positive length, for the timeline
+  std::unordered_map<int, std::optional<Interval>> extent_by_device;  // kernels of positive length, for the timeline
   analysis::KernelExtents extents;
   {
     auto kernels = events.kernels();
@@ -306,12 +306,8 @@ Status AnalyzeTrace(const Recording& rec, RecordingAnalysis& a, int threads, boo
       auto [it, inserted] = by_name.try_emplace(k->name);
       if (inserted) it->second.kind = ClassifyKernelName(rec.names.View(k->name));
       time_by_device[k->device] += k->time.duration();
-      extents.all = extents.all ? Interval{std::min(extents.all->start, k->time.start), std::max(extents.all->end, k->time.end)}
-                                : k->time;
-      if (k->time.end > k->time.start) {
-        auto [extent, first] = extent_by_device.try_emplace(k->device, k->time);
-        if (!first) extent->second = {std::min(extent->second.start, k->time.start), std::max(extent->second.end, k->time.end)};
-      }
+      intervals::Widen(extents.all, k->time);
+      if (k->time.end > k->time.start) intervals::Widen(extent_by_device[k->device], k->time);
       const analysis::KernelOperator* op = k->external_id >= 0 ? operators.At(seq) : nullptr;
       auto& acc = it->second;
       if (op == nullptr || !op->has_shapes || acc.kind.cls != KernelClass::kOther || acc.kind_from_operator) continue;
@@ -371,7 +367,7 @@ Status AnalyzeTrace(const Recording& rec, RecordingAnalysis& a, int threads, boo
   };
   // A rank of a run: what the cross-rank analysis needs, so it never reads these events again.
   if (rank_of_run && rec.clock_is_absolute)
-    passes.push_back([&] { errors.Into(analysis::GatherRankCollectives(events, a.device.id), a.collectives); });
+    passes.push_back([&] { errors.Into(analysis::GatherRankCollectives(events, a.device.id, kinds), a.collectives); });
   if (!steps.windows.empty()) {
     passes.push_back([&] {
       const Interval all{steps.windows.front().start, steps.windows.back().end};

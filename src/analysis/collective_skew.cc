@@ -125,16 +125,10 @@ std::string_view SynchronisingCollective(std::string_view name) {
   return "";
 }
 
-StatusOr<RankCollectives> GatherRankCollectives(const TraceEvents& events, int primary_device) {
+StatusOr<RankCollectives> GatherRankCollectives(const TraceEvents& events, int primary_device, const KindByName& kinds) {
   RankCollectives out;
   const Recording& rec = events.recording();
-  std::map<NameId, bool> communication;  // by kernel name
-  const auto is_communication = [&](NameId name) {
-    auto it = communication.find(name);
-    if (it == communication.end())
-      it = communication.emplace(name, ClassifyKernelName(rec.names.View(name)).cls == KernelClass::kCommunication).first;
-    return it->second;
-  };
+  const auto is_communication = [&kinds](NameId name) { return kinds.at(name).cls == KernelClass::kCommunication; };
   const auto on_device = [primary_device](const KernelActivity& k) { return primary_device < 0 || k.device == primary_device; };
   {
     auto kernels = events.kernels();

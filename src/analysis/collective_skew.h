@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "gputriage/diagnosis.h"
+#include "src/analysis/analysis_internal.h"
 #include "src/analysis/trace_events.h"
 
 namespace gputriage::analysis {
@@ -11,7 +12,8 @@ namespace gputriage::analysis {
 /// A rank's synchronising collectives and what it did between them (four passes:
 /// two over its kernels, two over its host spans), kept in its analysis so the
 /// cross-rank analysis needs no rank's events. `primary_device` < 0: every device.
-StatusOr<RankCollectives> GatherRankCollectives(const TraceEvents& events, int primary_device);
+/// `kinds`: the analysis's class of each kernel name.
+StatusOr<RankCollectives> GatherRankCollectives(const TraceEvents& events, int primary_device, const KindByName& kinds);
 
 /// One rank of a run: its recording (its events may be gone: only its rank is
 /// read), the analysis of it and its index in the diagnosis.

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <algorithm>
+#include <optional>
 #include <vector>
 
 #include "gputriage/model.h"
@@ -10,6 +11,11 @@
 namespace gputriage::intervals {
 
 using List = std::vector<Interval>;
+
+/// Widens `hull` to cover `t` (sets it to `t` when empty): the extent of what was seen.
+inline void Widen(std::optional<Interval>& hull, Interval t) {
+  hull = hull ? Interval{std::min(hull->start, t.start), std::max(hull->end, t.end)} : t;
+}
 
 /// Sorts and joins overlapping or touching intervals; drops empty ones.
 inline List Merge(List in) {

@@ -58,9 +58,6 @@ StatusOr<TraceTimeline> MeasureTimeline(const TraceEvents& events, int primary_d
   TraceTimeline out;
   out.busy_extent = extents.primary;
   std::optional<Interval> span = extents.all;
-  const auto widen = [&span](Interval t) {
-    span = span ? Interval{std::min(span->start, t.start), std::max(span->end, t.end)} : t;
-  };
   // Over the steps when ProfilerStep markers cut them, else over the kernels' extent.
   Interval window;
   if (extents.primary) window = *extents.primary;
@@ -85,7 +82,7 @@ StatusOr<TraceTimeline> MeasureTimeline(const TraceEvents& events, int primary_d
   out.data_wait_percent = UnionCoveragePercent(
       [&]() -> const Interval* {
         for (const CpuSpan* c = spans.Next(); c != nullptr; c = spans.Next()) {
-          widen(c->time);
+          intervals::Widen(span, c->time);
           if (drawn && c->kind == CpuSpanKind::kDataLoader) return &c->time;
         }
         return nullptr;

@@ -172,18 +172,18 @@ struct FilesAtOnce {
     // while they are read and analysed, so each file read at once gets its share.
     const size_t sharing = options.on_trace_read ? std::min(files, static_cast<size_t>(threads)) : files;
     per_file.memory_budget_bytes = std::max(options.memory_budget_bytes / sharing, kMinTraceMemoryBudget);
-    summarise = options.on_trace_read;
+    summarise = static_cast<bool>(options.on_trace_read);
     analysis_threads = std::max(1, CoreCount() / threads);
   }
   /// Hands each trace of `read` that is not summarised yet to on_trace_read.
   void Summarise(StatusOr<std::vector<Recording>>& read) const {
     if (!summarise || !read.ok()) return;
     for (auto& rec : *read)
-      if (rec.format == "kineto" && !rec.analysis) summarise(rec, analysis_threads);
+      if (rec.format == "kineto" && !rec.analysis) per_file.on_trace_read(rec, analysis_threads);
   }
   int threads = 1;
   int analysis_threads = 1;
-  std::function<void(Recording&, int)> summarise;
+  bool summarise = false;  // several files: each trace handed to on_trace_read as it is read
   ImportOptions per_file;
 };
 

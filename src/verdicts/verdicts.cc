@@ -768,9 +768,12 @@ Diagnosis Diagnose(const Run& run, const DiagnoseOptions& options) {
   const int inner = std::max<int>(1, CoreCount() / static_cast<int>(std::max<size_t>(1, run.recordings.size())));
   ParallelFor(run.recordings.size(), CoreCount(), [&](size_t i) {
     const Recording& rec = run.recordings[i];
-    if (!rec.analysis) return void(d.recordings[i] = AnalyzeRecording(rec, inner));
-    d.recordings[i] = *rec.analysis;
-    d.recordings[i].rank = rec.rank;  // numbered after it was analysed, where the trace named none
+    if (rec.analysis) {
+      d.recordings[i] = *rec.analysis;
+      d.recordings[i].rank = rec.rank;  // numbered after it was analysed, where the trace named none
+    } else {
+      d.recordings[i] = AnalyzeRecording(rec, inner);
+    }
   });
   const RunSources sources = GroupSourcesIntoRuns(run, d.recordings);
   d.notes = sources.notes;

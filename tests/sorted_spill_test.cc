@@ -26,16 +26,34 @@ std::vector<Record> ReadAll(const SortedSpill<Record, ByKey>& spill) {
   return out;
 }
 
-void ExpectStableSortOf(size_t n, int64_t key_range, size_t budget_records, size_t max_runs, uint32_t seed) {
+/// How the records go in: one by one, or as ranges of random lengths (up to three
+/// budgets long, so one range can fill and spill several runs).
+enum class Adding { kOneByOne, kInRanges };
+
+void ExpectStableSortOf(size_t n, int64_t key_range, size_t budget_records, size_t max_runs, uint32_t seed,
+                        Adding adding = Adding::kOneByOne, bool presorted = false) {
   std::mt19937_64 rng(seed);
   std::vector<Record> input(n);
   for (size_t i = 0; i < n; ++i) input[i] = {static_cast<int64_t>(rng() % static_cast<uint64_t>(key_range)), static_cast<int64_t>(i)};
+  if (presorted) {  // in order already, ties in insertion order: the sort is skipped
+    std::stable_sort(input.begin(), input.end(), ByKey());
+    for (size_t i = 0; i < n; ++i) input[i].seq = static_cast<int64_t>(i);
+  }
   SpillOptions options;
   options.budget_bytes = budget_records * sizeof(Record);
   options.read_buffer_bytes = 7 * sizeof(Record);  // odd and small: many refills
   options.max_runs = max_runs;
   SortedSpill<Record, ByKey> spill(options);
-  for (const auto& r : input) ASSERT_TRUE(spill.Add(r).ok());
+  if (adding == Adding::kOneByOne) {
+    for (const auto& r : input) ASSERT_TRUE(spill.Add(r).ok());
+  } else {
+    for (size_t at = 0; at < n;) {
+      const size_t count = std::min<size_t>(n - at, rng() % (3 * budget_records + 1));
+      ASSERT_TRUE(spill.AddRange(input.data() + at, count).ok());
+      at += count;
+    }
+  }
+  EXPECT_EQ(spill.size(), static_cast<int64_t>(n));
   ASSERT_TRUE(spill.Finish().ok());
   EXPECT_LE(spill.runs(), std::max<size_t>(2, max_runs));
   std::vector<Record> expected = input;
@@ -65,6 +83,31 @@ TEST(SortedSpill, ExactMultipleOfTheBudgetLeavesNoTail) { ExpectStableSortOf(640
 TEST(SortedSpill, ManyRunsMergedDownInLevels) { ExpectStableSortOf(20000, 1000, 16, 4, 4); }
 TEST(SortedSpill, AllKeysEqual) { ExpectStableSortOf(5000, 1, 33, 3, 5); }
 TEST(SortedSpill, Empty) { ExpectStableSortOf(0, 1, 16, 4, 6); }
+TEST(SortedSpill, RangesAddLikeRecordsOneByOne) {
+  ExpectStableSortOf(1000, 50, 100000, 64, 7, Adding::kInRanges);
+  ExpectStableSortOf(1000, 50, 64, 64, 8, Adding::kInRanges);
+  ExpectStableSortOf(20000, 1000, 16, 4, 9, Adding::kInRanges);
+  ExpectStableSortOf(5000, 1, 33, 3, 10, Adding::kInRanges);
+}
+TEST(SortedSpill, InputInOrderAlreadyComesOutTheSame) {
+  ExpectStableSortOf(1000, 50, 100000, 64, 11, Adding::kOneByOne, true);
+  ExpectStableSortOf(3000, 20, 64, 4, 12, Adding::kInRanges, true);
+}
+/// The buffer grows straight to the budget once past a megabyte: a stream is not
+/// copied at every doubling (records still arrive one by one or in ranges).
+TEST(SortedSpill, LargeBufferReservedOnceNotDoubled) {
+  SpillOptions options;
+  options.budget_bytes = size_t{8} << 20;
+  SortedSpill<Record, ByKey> spill(options);
+  const size_t n = (size_t{4} << 20) / sizeof(Record);
+  for (size_t i = 0; i < n; ++i) ASSERT_TRUE(spill.Add({static_cast<int64_t>(n - i), static_cast<int64_t>(i)}).ok());
+  ASSERT_TRUE(spill.Finish().ok());
+  EXPECT_EQ(spill.runs(), 0u);
+  const auto all = spill.TakeIfInMemory();
+  ASSERT_EQ(all.size(), n);
+  EXPECT_EQ(all.capacity(), options.budget_bytes / sizeof(Record));
+  EXPECT_EQ(all.front().key, 1);
+}
 
 TEST(SortedSpill, UnwritableDirectoryIsAnErrorNamingIt) {
   SpillOptions options;

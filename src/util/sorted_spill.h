@@ -53,15 +53,36 @@ class SortedSpill {
 
   /// Adds one record; may write a run (the only failure: the scratch file).
   Status Add(const T& item) {
+    if (buffer_.size() == buffer_.capacity()) Grow();
     buffer_.push_back(item);
     ++size_;
     if (buffer_.size() >= capacity_) return SpillBuffer();
     return Status::Ok();
   }
 
+  /// Adds records in order, as Add one by one would (a run's worth at once: one
+  /// copy, no per-record checks).
+  Status AddRange(const T* items, size_t count) {
+    while (count > 0) {
+      if (buffer_.size() == buffer_.capacity()) Grow();
+      const size_t take = std::min(count, capacity_ - buffer_.size());
+      buffer_.insert(buffer_.end(), items, items + take);
+      size_ += static_cast<int64_t>(take);
+      items += take;
+      count -= take;
+      if (buffer_.size() >= capacity_) {
+        Status s = SpillBuffer();
+        if (!s.ok()) return s;
+      }
+    }
+    return Status::Ok();
+  }
+
   /// Ends adding: sorts what is still in memory and merges runs down to max_runs.
   Status Finish() {
-    std::stable_sort(buffer_.begin(), buffer_.end(), less_);
+    // Streams often come in order already (a profiler writes each lane by time).
+    if (!std::is_sorted(buffer_.begin(), buffer_.end(), less_))
+      std::stable_sort(buffer_.begin(), buffer_.end(), less_);
     // Level by level: consecutive groups of max_runs runs become one run each
     // (consecutive, so equal records keep their order).
     while (runs_.size() > options_.max_runs) {
@@ -207,7 +228,8 @@ class SortedSpill {
   Status SpillBuffer() {
     Status s = EnsureFile();
     if (!s.ok()) return s;
-    std::stable_sort(buffer_.begin(), buffer_.end(), less_);
+    if (!std::is_sorted(buffer_.begin(), buffer_.end(), less_))
+      std::stable_sort(buffer_.begin(), buffer_.end(), less_);
     auto at = file_->Append(buffer_.data(), buffer_.size() * sizeof(T));
     if (!at.ok()) return at.status();
     runs_.push_back({at.value(), static_cast<int64_t>(buffer_.size())});
@@ -238,6 +260,16 @@ class SortedSpill {
       merged.count += static_cast<int64_t>(out.size());
     }
     return merged;
+  }
+
+  /// The buffer's next size: doubling while small, then straight to the budget
+  /// (capped), so a large stream is not copied and faulted in at every doubling.
+  /// Only address space is taken: pages are touched as records arrive.
+  void Grow() {
+    constexpr size_t kDirectBytes = size_t{1} << 20, kMaxReserveBytes = size_t{1} << 30;
+    const size_t doubled = std::max<size_t>(16, buffer_.capacity() * 2);
+    const size_t direct = std::max(doubled, std::min(capacity_, kMaxReserveBytes / sizeof(T)));
+    buffer_.reserve(std::min(doubled * sizeof(T) < kDirectBytes ? doubled : direct, capacity_));
   }
 
   SpillOptions options_;

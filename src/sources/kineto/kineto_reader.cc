@@ -397,11 +397,9 @@ Status MergePartial(Recording& rec, EventStreams& streams, Recording&& part) {
   for (size_t i = 0; i < remap.size(); ++i) remap[i] = rec.names.Intern(part.names.View(static_cast<NameId>(i)));
   auto name = [&](NameId id) { return remap[id]; };
   Status status;
-  auto append = [&status](auto& to, const auto& from, auto rename) {
-    for (auto item : from) {
-      rename(item);
-      if (Status s = to.Add(item); !s.ok() && status.ok()) status = s;
-    }
+  auto append = [&status](auto& to, auto& from, auto rename) {
+    for (auto& item : from) rename(item);
+    if (Status s = to.AddRange(from.data(), from.size()); !s.ok() && status.ok()) status = s;
   };
   append(streams.kernels, part.kernels, [&](KernelActivity& k) { k.name = name(k.name), k.collective = name(k.collective); });
   append(streams.memory_ops, part.memory_ops, [](MemoryActivity&) {});

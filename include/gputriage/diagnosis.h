@@ -424,6 +424,40 @@ struct LoaderSettings {
   int gpus = 0;          // GPUs on the host; 0: unknown
 };
 
+/// One bucket of the goodput ledger: where part of the job's paid GPU time went.
+struct LedgerBucket {
+  std::string name;    // "productive", "data_wait", "startup", "checkpoint_save", "lost_work", ...
+  std::string group;   // "inside_steps", "outside_steps", "failures"
+  bool known = true;   // false: this source cannot see it (its time is inside another bucket, or unmeasured)
+  double hours = 0;    // in the ledger's unit (GPU-hours, or job-hours without GPUs)
+  double share = 0;    // of the ledger's total
+  double dollars = NAN;  // at the run's price, when one is known
+  int64_t count = 0;   // phases, steps or stretches it is made of
+  std::string source;  // what measured it, or why it is unknown
+};
+
+/// Where every paid GPU-hour of a job went (src/analysis/ledger.cc): the GPUs
+/// times the job's wall time, split into buckets that add up to it exactly.
+struct RunLedger {
+  bool valid = false;
+  std::string unit;           // "gpu_hours", or "job_hours" where no GPU was seen (a CPU job)
+  double gpus = 0;            // GPUs the job held (a MIG instance by its share of the board)
+  std::string gpus_source;
+  double wall_hours = 0;      // the job's span
+  std::string span_source;    // "the job's start and exit" / "first to last step marker"
+  double total = 0;           // gpus × wall (job-hours: wall)
+  double goodput = NAN;       // productive / total
+  double price_per_gpu_hour = NAN;
+  std::string price_source;
+  std::vector<LedgerBucket> buckets;  // the known ones add up to `total`
+  std::vector<std::string> notes;
+  const LedgerBucket* Find(std::string_view name) const {
+    for (const auto& b : buckets)
+      if (b.name == name) return &b;
+    return nullptr;
+  }
+};
+
 struct RecordingAnalysis {
   std::string source;
   LoaderSettings loader;
@@ -458,6 +492,7 @@ struct RecordingAnalysis {
   TraceMemory memory;         // profile_memory traces
   TraceTimeline timeline;     // traces: what the charts draw
   RankCollectives collectives;  // traces of a rank: what the cross-rank analysis reads
+  RunLedger ledger;           // live recordings and step markers: where the job's time went
 };
 
 // ---- Verdicts -------------------------------------------------------------

@@ -48,9 +48,22 @@ class PhaseScope {
   gputriage_phase phase_;
 };
 
-/// The phases' names, as reports and the Python package use them ("" for 0).
+/// The step phases' names, as reports and the Python package use them ("" for 0):
+/// the phases a step's time is split into (MarkedStep::phase_ns).
 inline constexpr const char* kPhaseNames[GPUTRIAGE_PHASE_OTHER + 1] = {
     "", "data", "forward", "backward", "optimizer", "communication", "checkpoint", "other"};
+
+/// The highest phase id a marker may carry.
+inline constexpr int kLastPhase = GPUTRIAGE_PHASE_RESTORE;
+
+/// Every phase's name: the step phases, then the job's own (eval, compile,
+/// restore); "" for ids that name none.
+inline constexpr const char* PhaseName(int id) {
+  constexpr const char* kJobPhases[] = {"eval", "compile", "restore"};
+  if (id >= 1 && id <= GPUTRIAGE_PHASE_OTHER) return kPhaseNames[id];
+  if (id > GPUTRIAGE_PHASE_OTHER && id <= kLastPhase) return kJobPhases[id - GPUTRIAGE_PHASE_OTHER - 1];
+  return "";
+}
 
 /// Whether a recorder is reading the markers of this process.
 inline bool MarkersEnabled() { return gputriage_markers_enabled() != 0; }

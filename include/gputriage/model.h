@@ -12,6 +12,7 @@
 #include <limits>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -195,6 +196,15 @@ struct MarkedStep {
   TimeNs data_wait_ns() const { return phase_ns[1]; }
 };
 
+/// A named phase of the job outside its training steps, from step markers:
+/// checkpoint saves and restores, evaluation, compilation (gputriage_phase).
+/// What the goodput ledger (src/analysis/ledger.h) charges that time to.
+struct RunPhase {
+  uint16_t phase = 0;
+  uint32_t pid = 0;
+  Interval span;
+};
+
 enum class IssueSeverity { kInfo, kWarning, kError };
 
 /// A problem met while importing: counted by kind, never fatal on its own.
@@ -242,6 +252,11 @@ struct Recording {
   std::vector<DeviceMemoryUse> memory_use;     // profile_memory traces, per device
   std::vector<Step> steps;
   std::vector<MarkedStep> marked_steps;  // from step markers (gputriage record)
+  std::vector<RunPhase> run_phases;      // step markers' phases outside steps (checkpoint, eval, ...)
+  /// A live recording's job: when it started and ended (wall ns; empty when the
+  /// source does not say) and how it ended (the shell convention: 128 + signal).
+  Interval job_span;
+  std::optional<int> exit_code;
   /// A trace read past its memory budget keeps its events here, time-ordered and
   /// partly in a scratch file, and the six event vectors above stay empty; the
   /// analyses read either through src/analysis/trace_events.h. Times in the

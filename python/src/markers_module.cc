@@ -71,20 +71,22 @@ bool ToPhase(PyObject* o, gputriage_phase* out) {
   if (PyUnicode_Check(o)) {
     const char* s = PyUnicode_AsUTF8(o);
     if (s == nullptr) return false;
-    for (int id = GPUTRIAGE_PHASE_DATA; id <= GPUTRIAGE_PHASE_OTHER; ++id)
-      if (std::strcmp(s, gputriage::kPhaseNames[id]) == 0) {
+    for (int id = GPUTRIAGE_PHASE_DATA; id <= gputriage::kLastPhase; ++id)
+      if (std::strcmp(s, gputriage::PhaseName(id)) == 0) {
         *out = static_cast<gputriage_phase>(id);
         return true;
       }
     PyErr_Format(PyExc_ValueError,
-                 "gputriage: unknown phase '%s' (data, forward, backward, optimizer, communication, checkpoint, other)",
+                 "gputriage: unknown phase '%s' (data, forward, backward, optimizer, communication, checkpoint, "
+                 "other, eval, compile, restore)",
                  s);
     return false;
   }
   int64_t id = 0;
   if (!ToInt64(o, &id, "phase")) return false;
-  if (id < GPUTRIAGE_PHASE_DATA || id > GPUTRIAGE_PHASE_OTHER) {
-    PyErr_Format(PyExc_ValueError, "gputriage: phase id %lld is not 1..7", static_cast<long long>(id));
+  if (id < GPUTRIAGE_PHASE_DATA || id > gputriage::kLastPhase) {
+    PyErr_Format(PyExc_ValueError, "gputriage: phase id %lld is not 1..%d", static_cast<long long>(id),
+                 gputriage::kLastPhase);
     return false;
   }
   *out = static_cast<gputriage_phase>(id);
@@ -351,7 +353,7 @@ PyTypeObject PhaseType = [] {
   return t;
 }();
 
-PyObject* g_phase_objects[GPUTRIAGE_PHASE_OTHER + 1] = {};
+PyObject* g_phase_objects[gputriage::kLastPhase + 1] = {};
 
 PyObject* Phase(PyObject*, PyObject* arg) {
   gputriage_phase phase{};
@@ -409,7 +411,7 @@ PYBIND11_MODULE(_markers, m) {
     if ((g_keywords[k] = PyUnicode_InternFromString(kKeywordNames[k])) == nullptr) throw py::error_already_set();
   if (PyType_Ready(&StepType) < 0 || PyType_Ready(&PhaseType) < 0) throw py::error_already_set();
   m.add_object("step", reinterpret_cast<PyObject*>(&StepType));
-  for (int p = GPUTRIAGE_PHASE_DATA; p <= GPUTRIAGE_PHASE_OTHER; ++p) {
+  for (int p = GPUTRIAGE_PHASE_DATA; p <= gputriage::kLastPhase; ++p) {
     auto* o = PyObject_New(PhaseObject, &PhaseType);
     if (o == nullptr) throw py::error_already_set();
     o->phase = p;
@@ -424,6 +426,6 @@ PYBIND11_MODULE(_markers, m) {
         "Whether `gputriage record` is reading this process's markers.");
   m.attr("ABI_VERSION") = GPUTRIAGE_MARKERS_ABI_VERSION;
   py::dict phases;
-  for (int id = GPUTRIAGE_PHASE_DATA; id <= GPUTRIAGE_PHASE_OTHER; ++id) phases[gputriage::kPhaseNames[id]] = id;
+  for (int id = GPUTRIAGE_PHASE_DATA; id <= gputriage::kLastPhase; ++id) phases[gputriage::PhaseName(id)] = id;
   m.attr("PHASES") = phases;
 }

@@ -15,6 +15,7 @@
 #include "src/analysis/trace_timeline.h"
 #include "src/analysis/gpu_specs.h"
 #include "src/analysis/kernel_taxonomy.h"
+#include "src/analysis/ledger.h"
 #include "src/analysis/roofline.h"
 #include "src/analysis/shapes.h"
 #include "src/analysis/what_if.h"
@@ -514,6 +515,7 @@ RecordingAnalysis Analyze(const Recording& rec, int threads, bool rank_of_run) {
   for (const auto& d : rec.metrics.devices)
     if (!d.name.empty() && gpu_name.empty()) gpu_name = d.name;
   a.marked = AnalyzeMarkedSteps(rec.marked_steps, gpu_name);
+  a.ledger = analysis::BuildLedger(rec, analysis::JobGpus(a.metric_devices));
   if (!a.has_trace) return a;
   if (Status s = AnalyzeTrace(rec, a, threads, rank_of_run); !s.ok()) {
     a.error = fmt::format("{}: the analysis could not finish: {}", rec.source_path, s.message());

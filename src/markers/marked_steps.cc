@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "gputriage/markers.hpp"
+
 namespace gputriage {
 
 void StepBuilder::Add(std::vector<Marker> markers) {
@@ -66,8 +68,14 @@ void StepBuilder::Add(std::vector<Marker> markers) {
         }
         const Interval span{it->second.back(), m.t_ns};
         it->second.pop_back();
-        if (m.phase == 0 || m.phase >= kNumMarkerPhases) {
+        if (m.phase == 0 || m.phase > kLastPhase) {
           ++counts_.unassigned_phases;
+          break;
+        }
+        // The job's own phases are not a step's: the ledger charges them.
+        if (m.phase > GPUTRIAGE_PHASE_OTHER || (m.phase == GPUTRIAGE_PHASE_CHECKPOINT && !InsideStep(p, span.start))) {
+          if (counts_.run_phases.size() < kMaxRunPhases) counts_.run_phases.push_back({m.phase, m.pid, span});
+          else ++counts_.run_phases_dropped;
           break;
         }
         Charge(p, m.phase, span);
@@ -75,6 +83,13 @@ void StepBuilder::Add(std::vector<Marker> markers) {
       }
     }
   }
+}
+
+bool StepBuilder::InsideStep(const Process& p, TimeNs start) {
+  auto after = p.by_begin.upper_bound(start);
+  if (after == p.by_begin.begin()) return false;
+  const Slot& s = std::prev(after)->second;
+  return s.open || start < s.step.span.end;  // one starting as a step ends is after it
 }
 
 void StepBuilder::Charge(Process& p, uint16_t phase, Interval span) {
@@ -150,6 +165,8 @@ MarkedSteps StepBuilder::Finish() {
   open_phases_.clear();
   MarkedSteps result = std::move(counts_);
   result.steps = std::move(steps);
+  std::stable_sort(result.run_phases.begin(), result.run_phases.end(),
+                   [](const RunPhase& a, const RunPhase& b) { return a.span.start < b.span.start; });
   counts_ = MarkedSteps{};
   return result;
 }

@@ -32,6 +32,10 @@ struct MarkedSteps {
   int64_t unpaired_phases = 0;
   int64_t unassigned_phases = 0;  // phases with no step of their process to charge
   int64_t unmatched_device_times = 0;  // device times for no recorded step (or not positive)
+  /// The job's phases outside steps (a checkpoint between steps; evaluation,
+  /// compilation and restores wherever they are), by start.
+  std::vector<RunPhase> run_phases;
+  int64_t run_phases_dropped = 0;  // beyond kMaxRunPhases
 };
 
 class StepBuilder {
@@ -39,6 +43,9 @@ class StepBuilder {
   /// How long an ended step is held for late phases and device times (markers'
   /// own clock). CUDA-event device times come a few steps late.
   static constexpr TimeNs kDefaultHoldNs = 5 * kNsPerS;
+  /// Run phases kept at most (a job marking every evaluation batch would grow
+  /// them without end): 24 MiB.
+  static constexpr size_t kMaxRunPhases = size_t{1} << 20;
   explicit StepBuilder(TimeNs hold_ns = kDefaultHoldNs) : hold_ns_(hold_ns) {}
 
   /// Markers as drained (claim order; sorted by time here).
@@ -64,6 +71,8 @@ class StepBuilder {
     TimeNs released_before = INT64_MIN;            // steps starting before this were handed out
   };
   void Charge(Process& p, uint16_t phase, Interval span);
+  /// Whether `start` lies inside a step of the process (one still open, or ended after it).
+  static bool InsideStep(const Process& p, TimeNs start);
   void Release(bool all, std::vector<MarkedStep>& out);
 
   std::map<uint32_t, Process> processes_;

@@ -1,6 +1,6 @@
 #include "src/markers/marker_ring.h"
 
-#include "gputriage/markers.h"
+#include "gputriage/markers.hpp"
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -173,7 +173,7 @@ void MarkerRing::Drain(std::vector<Marker>& out, bool final) {
     }
     const bool kind_ok = copy.kind >= static_cast<uint16_t>(MarkerKind::kStepBegin) &&
                          copy.kind <= static_cast<uint16_t>(MarkerKind::kStepDeviceTime);
-    const bool phase_ok = copy.phase <= GPUTRIAGE_PHASE_OTHER;  // 0 for step markers
+    const bool phase_ok = copy.phase <= kLastPhase;  // 0 for step markers
     if (copy.checksum != MarkerChecksum(copy) || !kind_ok || !phase_ok) {
       ++stats_.corrupt;
       continue;

@@ -406,6 +406,8 @@ StatusOr<RecordResult> RecordCommand(const RecordOptions& options) {
     std::stable_sort(finished_steps.begin(), finished_steps.end(),
                      [](const MarkedStep& a, const MarkedStep& b) { return a.span.start < b.span.start; });
     result.recording.marked_steps = std::move(finished_steps);
+    result.recording.run_phases = marked.run_phases;
+    if (options.store && result.run_id > 0) stored(options.store->PutRunPhases(result.run_id, marked.run_phases));
     result.markers_read = ring->stats().read;
     AddMarkerIssues(ring->stats(), marked, result.recording.stats);
   }
@@ -464,6 +466,8 @@ StatusOr<RecordResult> RecordCommand(const RecordOptions& options) {
   }
   if (WIFEXITED(status)) result.exit_code = WEXITSTATUS(status);
   else if (WIFSIGNALED(status)) result.exit_code = 128 + WTERMSIG(status);
+  result.recording.job_span = {result.started_ns, result.ended_ns};
+  result.recording.exit_code = result.exit_code;
   result.recording.metadata["command"] = command;
   result.recording.metadata["exit_code"] = std::to_string(result.exit_code);
   return result;

@@ -146,6 +146,21 @@ json CostJson(const CostReport& c) {
   return j;
 }
 
+json LedgerJson(const RunLedger& l) {
+  if (!l.valid) return nullptr;
+  json buckets = json::array();
+  for (const auto& b : l.buckets)
+    buckets.push_back({{"name", b.name}, {"group", b.group}, {"known", b.known},
+                       {"hours", b.known ? json(b.hours) : json(nullptr)}, {"share", b.known ? Num(b.share) : json(nullptr)},
+                       {"dollars", b.known ? Num(b.dollars) : json(nullptr)}, {"count", b.count}, {"source", b.source}});
+  return {{"unit", l.unit},        {"gpus", l.gpus},
+          {"gpus_source", l.gpus_source}, {"wall_hours", l.wall_hours},
+          {"span_source", l.span_source}, {"total", l.total},
+          {"goodput", Num(l.goodput)},    {"price_per_gpu_hour", Num(l.price_per_gpu_hour)},
+          {"price_source", l.price_source.empty() ? json(nullptr) : json(l.price_source)},
+          {"buckets", buckets},           {"notes", l.notes}};
+}
+
 json RecordingJson(const Recording& rec, const RecordingAnalysis& a, int max_kernels) {
   json j;
   j["source"] = a.source;
@@ -282,6 +297,7 @@ json RecordingJson(const Recording& rec, const RecordingAnalysis& a, int max_ker
   j["clock_note"] = rec.metrics.clock_note.empty() ? json(nullptr) : json(rec.metrics.clock_note);
   j["metric_devices"] = json::array();
   for (const auto& d : a.metric_devices) j["metric_devices"].push_back(MetricDeviceJson(d));
+  j["ledger"] = LedgerJson(a.ledger);
   const StepMarkerAnalysis& m = a.marked;
   if (m.steps == 0) {
     j["step_markers"] = nullptr;

@@ -136,6 +136,38 @@ void RenderStepMarkers(std::string& out, const StepMarkerAnalysis& m) {
   }
 }
 
+/// A duration in hours, as people read it: seconds, minutes or hours.
+std::string HoursText(double hours) {
+  const double s = hours * 3600.0;
+  if (s < 120) return fmt::format("{:.1f} s", s);
+  if (s < 7200) return fmt::format("{:.1f} min", s / 60);
+  return fmt::format("{:.2f} h", hours);
+}
+
+void RenderLedger(std::string& out, const RunLedger& l) {
+  if (!l.valid) return;
+  const bool gpu = l.unit == "gpu_hours";
+  out += fmt::format("   ledger: {} ({}), goodput {}{}\n",
+                     gpu ? fmt::format("{:.4g} GPU-hours: {:.3g} GPUs x {}", l.total, l.gpus, HoursText(l.wall_hours))
+                         : fmt::format("{} of wall time, no GPU seen", HoursText(l.wall_hours)),
+                     l.span_source, Pct(100.0 * l.goodput),
+                     std::isnan(l.price_per_gpu_hour) ? "" : fmt::format(", at {}/GPU-hour", FormatUsd(l.price_per_gpu_hour)));
+  std::string unknown;
+  for (const auto& b : l.buckets) {
+    if (!b.known) {
+      unknown += (unknown.empty() ? "" : ", ") + b.name;
+      continue;
+    }
+    if (b.share <= 0) continue;
+    out += fmt::format("     {:<19} {:>6.1f}%  {:>10}{}{}\n", b.name, 100.0 * b.share,
+                       gpu ? fmt::format("{:.4g} GPU-h", b.hours) : HoursText(b.hours),
+                       std::isnan(b.dollars) ? "" : "  " + FormatUsd(b.dollars),
+                       b.count > 0 ? fmt::format("  ({})", b.count) : "");
+  }
+  if (!unknown.empty()) out += fmt::format("     not seen by this source (not zero): {}\n", unknown);
+  for (const auto& n : l.notes) out += fmt::format("     {}\n", Printable(n));
+}
+
 // Above this many GPUs in one recording, the terminal groups them (--json keeps
 // every GPU): 4,096 GPUs once printed 16,443 lines.
 constexpr size_t kMaxListedGpus = 8;
@@ -316,6 +348,7 @@ void RenderRecording(std::string& out, const Recording& rec, const RecordingAnal
       out += fmt::format("   import {}: {} × {} (first: {})\n", issue.severity == IssueSeverity::kInfo ? "note" : "warning",
                          issue.count, issue.kind, Printable(Shorten(issue.message, 280)));
     RenderStepMarkers(out, a.marked);
+    RenderLedger(out, a.ledger);
     RenderMetricDevices(out, rec, a);
     return;
   }

@@ -201,7 +201,7 @@ class PostgresDatabase final : public Database {
     // not over tables with its own names that are someone else's.
     auto clash = Scalar(
         "SELECT count(*) FROM information_schema.tables WHERE table_schema = current_schema() AND table_name IN"
-        " ('runs', 'run_metadata', 'devices', 'samples', 'steps', 'findings', 'run_figures')");
+        " ('runs', 'run_metadata', 'devices', 'samples', 'steps', 'findings', 'run_figures', 'run_phases')");
     if (!clash.ok()) return clash.status();
     return *clash != "0";
   }

@@ -1,5 +1,7 @@
 #include "src/store/run_store.h"
 
+#include "gputriage/markers.hpp"
+
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -439,6 +441,22 @@ Status RunStore::PutSteps(int64_t run, const std::vector<MarkedStep>& steps) {
   return db_->Exec("COMMIT");
 }
 
+Status RunStore::PutRunPhases(int64_t run, const std::vector<RunPhase>& phases) {
+  if (phases.empty()) return Status::Ok();
+  RETURN_IF_ERROR(db_->Exec("BEGIN"));
+  auto put = db_->Prepare("INSERT INTO run_phases(run_id, phase, pid, start_ns, end_ns) VALUES(?, ?, ?, ?, ?)");
+  for (const auto& phase : phases) {
+    put->Bind(1, run);
+    put->Bind(2, static_cast<int64_t>(phase.phase));
+    put->Bind(3, static_cast<int64_t>(phase.pid));
+    put->Bind(4, static_cast<int64_t>(phase.span.start));
+    put->Bind(5, static_cast<int64_t>(phase.span.end));
+    if (!RunsWell(*put)) return Rollback("cannot store the run's phases");
+    put->Reset();
+  }
+  return db_->Exec("COMMIT");
+}
+
 StatusOr<std::vector<RunInfo>> RunStore::ListRuns() {
   auto q = db_->Prepare(
       "SELECT r.id, r.name, r.command, r.host, r.status, r.started_ns, r.ended_ns, r.exit_code,"
@@ -472,7 +490,7 @@ StatusOr<std::vector<RunInfo>> RunStore::ListRuns() {
 }
 
 StatusOr<Recording> RunStore::LoadRun(int64_t run) {
-  auto head = db_->Prepare("SELECT name, command, status FROM runs WHERE id=?");
+  auto head = db_->Prepare("SELECT name, command, status, started_ns, ended_ns, exit_code FROM runs WHERE id=?");
   head->Bind(1, run);
   if (!head->Step()) {
     RETURN_IF_ERROR(ReadEnd(*head, "finding the run"));
@@ -484,6 +502,9 @@ StatusOr<Recording> RunStore::LoadRun(int64_t run) {
   rec.metadata["command"] = head->Text(1);
   rec.metadata["status"] = head->Text(2);
   if (!head->Text(0).empty()) rec.metadata["name"] = head->Text(0);
+  // The job's span and end, as recorded (an incomplete run's end is unknown).
+  if (!head->Null(3) && !head->Null(4) && head->Int(4) >= head->Int(3)) rec.job_span = {head->Int(3), head->Int(4)};
+  if (!head->Null(5)) rec.exit_code = static_cast<int>(head->Int(5));
   if (head->Text(2) != "complete")
     rec.stats.AddIssue(IssueSeverity::kWarning, "incomplete_run",
                        "run " + std::to_string(run) + " was not completed (the recorder stopped early); samples up to its last second are kept");
@@ -530,6 +551,7 @@ StatusOr<Recording> RunStore::LoadRun(int64_t run) {
   }
   RETURN_IF_ERROR(ReadEnd(*samples, "reading a run's samples"));
   ASSIGN_OR_RETURN(rec.marked_steps, LoadSteps(run));
+  ASSIGN_OR_RETURN(rec.run_phases, LoadRunPhases(run));
   rec.clock_is_absolute = true;
   rec.metrics.clock_note = "host wall clock at each NVML sample";
   if (rec.metrics.devices.empty()) {  // recorded without a GPU: as the live report said
@@ -563,6 +585,21 @@ StatusOr<std::vector<MarkedStep>> RunStore::LoadSteps(int64_t run) {
     out.push_back(step);
   }
   RETURN_IF_ERROR(ReadEnd(*steps, "reading a run's steps"));
+  return out;
+}
+
+StatusOr<std::vector<RunPhase>> RunStore::LoadRunPhases(int64_t run) {
+  std::vector<RunPhase> out;
+  if (version_ < 5) return out;
+  auto q = db_->Prepare("SELECT phase, pid, start_ns, end_ns FROM run_phases WHERE run_id=? ORDER BY start_ns");
+  q->Bind(1, run);
+  while (q->Step()) {
+    const int64_t phase = q->Int(0);
+    const Interval span{q->Int(2), q->Int(3)};
+    if (phase < 1 || phase > kLastPhase || span.end < span.start) continue;  // a damaged row: not a phase
+    out.push_back({static_cast<uint16_t>(phase), static_cast<uint32_t>(q->Int(1)), span});
+  }
+  RETURN_IF_ERROR(ReadEnd(*q, "reading a run's phases"));
   return out;
 }
 

@@ -84,6 +84,19 @@ constexpr const char* kMigrationToVersion3 =
     "ALTER TABLE steps ADD COLUMN other_ns INTEGER NOT NULL DEFAULT 0;"
     "ALTER TABLE steps ADD COLUMN device_ns INTEGER NOT NULL DEFAULT 0;";
 
+/// 4 → 5: the job's own phases outside its steps (checkpoint saves, evaluation,
+/// compilation, restores), which the goodput ledger charges.
+constexpr const char* kMigrationToVersion5 =
+    "CREATE TABLE run_phases(run_id INTEGER NOT NULL REFERENCES runs(id), phase INTEGER NOT NULL,"
+    " pid INTEGER NOT NULL, start_ns INTEGER NOT NULL, end_ns INTEGER NOT NULL);"
+    "CREATE INDEX run_phases_by_run ON run_phases(run_id, start_ns);";
+
+/// The same for PostgreSQL (version 4 → 5).
+constexpr const char* kPostgresMigrationToVersion5 =
+    "CREATE TABLE run_phases(run_id BIGINT NOT NULL REFERENCES runs(id), phase BIGINT NOT NULL,"
+    " pid BIGINT NOT NULL, start_ns BIGINT NOT NULL, end_ns BIGINT NOT NULL);"
+    "CREATE INDEX run_phases_by_run ON run_phases(run_id, start_ns);";
+
 /// 3 → 4: each complete run's headline figures (step time, data wait, busy, ...),
 /// written with its findings, so an experiment's history is judged without
 /// re-reading every run's samples.
@@ -128,14 +141,16 @@ std::string PostgresVersion4() {
 SchemaMigration NextMigration(const std::string& kind, int64_t from) {
   if (kind == "postgresql") {
     if (from == 0) return {4, PostgresVersion4()};
+    if (from == 4) return {5, kPostgresMigrationToVersion5};
     return {};
   }
   if (from == 0) return {1, kMigrations[0]};
   if (from == 1) return {2, MigrationToVersion2()};
   if (from == 2) return {3, kMigrationToVersion3};
   if (from == 3) return {4, kMigrationToVersion4};
+  if (from == 4) return {5, kMigrationToVersion5};
   return {};
 }
-static_assert(kStoreSchemaVersion == 4, "a new schema version needs its migration, for each kind, in NextMigration()");
+static_assert(kStoreSchemaVersion == 5, "a new schema version needs its migration, for each kind, in NextMigration()");
 
 }  // namespace gputriage

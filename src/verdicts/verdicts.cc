@@ -10,6 +10,7 @@
 #include "src/analysis/collective_skew.h"
 #include "src/analysis/gpu_specs.h"
 #include "src/analysis/kernel_taxonomy.h"
+#include "src/analysis/ledger.h"
 #include "src/analysis/what_if.h"
 #include "src/util/strings.h"
 #include "src/util/units.h"
@@ -902,6 +903,20 @@ Diagnosis Diagnose(const Run& run, const DiagnoseOptions& options) {
   // Devices, GPU-hours and utilization: from metric logs where present, else
   // one device per trace rank over its profiled window.
   d.cost = ComputeCost(d.recordings, options, targets);
+  // The ledger's dollars: the price given, else the GPUs' own (a MIG instance's
+  // board price: the ledger counts it by its share already).
+  for (auto& a : d.recordings) {
+    if (!a.ledger.valid) continue;
+    if (options.price_per_gpu_hour) {
+      analysis::PriceLedger(a.ledger, *options.price_per_gpu_hour, "--price-per-gpu-hour");
+      continue;
+    }
+    for (const auto& c : d.cost.devices)
+      if (c.price_per_hour > 0) {
+        analysis::PriceLedger(a.ledger, c.price_per_hour, c.price_source);
+        break;
+      }
+  }
   int metric_devices = 0;
   double gr_sum = 0, gr_w = 0;
   bool gr_everywhere = true;

@@ -1,0 +1,390 @@
+#include "src/analysis/ledger.h"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <map>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "gputriage/markers.h"
+
+namespace gputriage::analysis {
+namespace {
+
+enum Bucket {
+  kProductive,
+  kDataWait,
+  kCommunication,
+  kHostStall,
+  kBetweenSteps,
+  kStartup,
+  kCompileWarmup,
+  kCheckpointRestore,
+  kCheckpointSave,
+  kEvaluation,
+  kIdle,
+  kTeardown,
+  kHang,
+  kCrash,
+  kLostWork,
+  kNumBuckets
+};
+
+struct BucketName {
+  const char* name;
+  const char* group;
+};
+constexpr BucketName kBucketNames[kNumBuckets] = {
+    {"productive", "inside_steps"},        {"data_wait", "inside_steps"},
+    {"communication", "inside_steps"},     {"host_stall", "inside_steps"},
+    {"between_steps", "inside_steps"},     {"startup", "outside_steps"},
+    {"compile_warmup", "outside_steps"},   {"checkpoint_restore", "outside_steps"},
+    {"checkpoint_save", "outside_steps"},  {"evaluation", "outside_steps"},
+    {"idle", "outside_steps"},             {"teardown", "outside_steps"},
+    {"hang", "failures"},                  {"crash", "failures"},
+    {"lost_work", "failures"},
+};
+
+/// A job phase's bucket and priority (higher wins where phases overlap).
+int PhaseBucket(uint16_t phase) {
+  switch (phase) {
+    case GPUTRIAGE_PHASE_RESTORE: return kCheckpointRestore;
+    case GPUTRIAGE_PHASE_COMPILE: return kCompileWarmup;
+    case GPUTRIAGE_PHASE_CHECKPOINT: return kCheckpointSave;
+    case GPUTRIAGE_PHASE_EVAL: return kEvaluation;
+    default: return -1;
+  }
+}
+int PhasePriority(int bucket) {
+  switch (bucket) {
+    case kCheckpointRestore: return 4;
+    case kCompileWarmup: return 3;
+    case kCheckpointSave: return 2;
+    case kEvaluation: return 1;
+    default: return 0;
+  }
+}
+
+struct Segment {
+  Interval span;
+  int bucket;
+};
+
+/// The job phases as disjoint segments, the highest priority where they overlap.
+std::vector<Segment> PhaseSegments(const std::vector<const RunPhase*>& phases, Interval job) {
+  std::vector<std::pair<TimeNs, int>> edges;  // (time, +bucket+1 opens / -(bucket+1) closes)
+  for (const RunPhase* p : phases) {
+    const int bucket = PhaseBucket(p->phase);
+    const Interval s{std::max(p->span.start, job.start), std::min(p->span.end, job.end)};
+    if (bucket < 0 || s.end <= s.start) continue;
+    edges.push_back({s.start, bucket + 1});
+    edges.push_back({s.end, -(bucket + 1)});
+  }
+  std::sort(edges.begin(), edges.end());
+  std::array<int, kNumBuckets> open{};
+  std::vector<Segment> out;
+  for (size_t i = 0; i < edges.size();) {
+    const TimeNs t = edges[i].first;
+    for (; i < edges.size() && edges[i].first == t; ++i) {
+      const int e = edges[i].second;
+      open[static_cast<size_t>(std::abs(e) - 1)] += e > 0 ? 1 : -1;
+    }
+    if (i == edges.size()) break;
+    int best = -1;
+    for (int b = 0; b < kNumBuckets; ++b)
+      if (open[static_cast<size_t>(b)] > 0 && (best < 0 || PhasePriority(b) > PhasePriority(best))) best = b;
+    if (best < 0) continue;
+    const Interval span{t, edges[i].first};
+    if (!out.empty() && out.back().bucket == best && out.back().span.end == span.start) out.back().span.end = span.end;
+    else out.push_back({span, best});
+  }
+  return out;
+}
+
+/// Time of `span` covered by the disjoint, sorted segments.
+TimeNs Covered(const std::vector<Segment>& segments, Interval span) {
+  auto it = std::lower_bound(segments.begin(), segments.end(), span.start,
+                             [](const Segment& s, TimeNs t) { return s.span.end <= t; });
+  TimeNs covered = 0;
+  for (; it != segments.end() && it->span.start < span.end; ++it)
+    covered += std::max<TimeNs>(0, std::min(it->span.end, span.end) - std::max(it->span.start, span.start));
+  return covered;
+}
+
+TimeNs Median(std::vector<TimeNs> v) {
+  if (v.empty()) return 0;
+  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
+  return v[v.size() / 2];
+}
+
+struct Tally {
+  std::array<double, kNumBuckets> ns{};
+  std::array<int64_t, kNumBuckets> count{};
+  TimeNs median_step_ns = 0;
+  int64_t warmup_steps = 0;
+  int64_t lost_steps = 0;
+};
+
+/// One process's timeline over the job's span (its steps, the job's phases).
+Tally TallyProcess(const std::vector<const MarkedStep*>& steps, const std::vector<Segment>& phases, Interval job,
+                   std::optional<int> exit_code) {
+  Tally t;
+  for (const Segment& s : phases) {
+    t.ns[static_cast<size_t>(s.bucket)] += static_cast<double>(s.span.duration());
+    ++t.count[static_cast<size_t>(s.bucket)];
+  }
+  // Steps clipped to the job and to the previous step's end (nested steps count once).
+  std::vector<Interval> spans;
+  TimeNs previous_end = job.start;
+  for (const MarkedStep* s : steps) {
+    const Interval span{std::max({s->span.start, job.start, previous_end}), std::min(s->span.end, job.end)};
+    spans.push_back(span.end > span.start ? span : Interval{span.start, span.start});
+    previous_end = std::max(previous_end, spans.back().end);
+  }
+  std::vector<TimeNs> durations;
+  for (const auto& span : spans) durations.push_back(span.duration());
+  t.median_step_ns = Median(durations);
+  const bool failed = exit_code && *exit_code != 0;
+  // Work since the last checkpoint is lost when the job fails: a step ending
+  // after the last save (a save marked outside steps, or inside one).
+  TimeNs last_save = job.start;
+  for (const Segment& s : phases)
+    if (s.bucket == kCheckpointSave) last_save = std::max(last_save, s.span.end);
+  for (size_t i = 0; i < steps.size(); ++i)
+    if (steps[i]->phase_ns[GPUTRIAGE_PHASE_CHECKPOINT] > 0) last_save = std::max(last_save, spans[i].end);
+  bool warming = steps.size() >= 5;
+  for (size_t i = 0; i < steps.size(); ++i) {
+    const MarkedStep& s = *steps[i];
+    const Interval span = spans[i];
+    const TimeNs visible = span.duration() - Covered(phases, span);
+    if (visible <= 0) continue;
+    warming = warming && span.duration() > static_cast<TimeNs>(kWarmupStepFactor * static_cast<double>(t.median_step_ns));
+    if (failed && span.end > last_save) {
+      t.ns[kLostWork] += static_cast<double>(visible);
+      ++t.count[kLostWork];
+      ++t.lost_steps;
+      continue;
+    }
+    if (warming) {
+      t.ns[kCompileWarmup] += static_cast<double>(visible);
+      ++t.count[kCompileWarmup];
+      ++t.warmup_steps;
+      continue;
+    }
+    // The phases marked inside the step, in proportion to what of it is visible.
+    const double scale = span.duration() > 0 ? static_cast<double>(visible) / static_cast<double>(span.duration()) : 0;
+    double data = static_cast<double>(s.phase_ns[GPUTRIAGE_PHASE_DATA]) * scale;
+    double comm = static_cast<double>(s.phase_ns[GPUTRIAGE_PHASE_COMMUNICATION]) * scale;
+    double save = static_cast<double>(s.phase_ns[GPUTRIAGE_PHASE_CHECKPOINT]) * scale;
+    const double marked = data + comm + save;
+    if (marked > static_cast<double>(visible)) {  // overlapping phase markers: never more than the step
+      const double fit = static_cast<double>(visible) / marked;
+      data *= fit, comm *= fit, save *= fit;
+    }
+    t.ns[kDataWait] += data;
+    t.ns[kCommunication] += comm;
+    t.ns[kCheckpointSave] += save;
+    if (s.phase_ns[GPUTRIAGE_PHASE_CHECKPOINT] > 0) ++t.count[kCheckpointSave];
+    t.ns[kProductive] += static_cast<double>(visible) - data - comm - save;
+    ++t.count[kProductive];
+  }
+  // The gaps: the job's span less the steps and the phases.
+  std::vector<Interval> covered;
+  for (const auto& span : spans)
+    if (span.end > span.start) covered.push_back(span);
+  for (const Segment& s : phases) covered.push_back(s.span);
+  std::sort(covered.begin(), covered.end(), [](const Interval& a, const Interval& b) { return a.start < b.start; });
+  const TimeNs first_step = spans.empty() ? job.end : spans.front().start;
+  const TimeNs last_step = spans.empty() ? job.start : previous_end;
+  const TimeNs idle_after = std::max(kIdleGapMinNs, static_cast<TimeNs>(kIdleGapSteps * static_cast<double>(t.median_step_ns)));
+  const TimeNs hang_after = std::max(kHangMinNs, static_cast<TimeNs>(kHangSteps * static_cast<double>(t.median_step_ns)));
+  const bool killed = failed && *exit_code > 128;
+  auto gap = [&](Interval g) {
+    if (g.end <= g.start) return;
+    // A gap straddling the first or last step's edge is cut there.
+    if (g.start < first_step) {
+      const TimeNs cut = std::min(g.end, first_step);
+      t.ns[kStartup] += static_cast<double>(cut - g.start);
+      ++t.count[kStartup];
+      g.start = cut;
+    }
+    if (g.end > last_step && g.start < g.end) {
+      const TimeNs cut = std::max(g.start, last_step);
+      const TimeNs tail = job.end - last_step;
+      const int bucket = !failed ? kTeardown : (killed && tail >= hang_after ? kHang : kCrash);
+      t.ns[static_cast<size_t>(bucket)] += static_cast<double>(g.end - cut);
+      ++t.count[static_cast<size_t>(bucket)];
+      g.end = cut;
+    }
+    if (g.end <= g.start) return;
+    const int bucket = g.duration() >= idle_after ? kIdle : kBetweenSteps;
+    t.ns[static_cast<size_t>(bucket)] += static_cast<double>(g.duration());
+    ++t.count[static_cast<size_t>(bucket)];
+  };
+  TimeNs at = job.start;
+  for (const Interval& c : covered) {
+    gap({at, std::min(c.start, job.end)});
+    at = std::max(at, c.end);
+  }
+  gap({at, job.end});
+  return t;
+}
+
+}  // namespace
+
+LedgerGpus JobGpus(const std::vector<DeviceMetricAnalysis>& devices) {
+  LedgerGpus out;
+  bool any_instance = false;
+  for (const auto& d : devices) any_instance = any_instance || d.mig_instance;
+  int counted = 0, left_out = 0;
+  for (const auto& d : devices) {
+    if (any_instance && d.mig_mode && !d.mig_instance) continue;  // its instances stand for it
+    if (d.job_use == "not_used") {
+      ++left_out;
+      continue;
+    }
+    out.gpus += d.mig_instance ? d.board_share : 1.0;
+    ++counted;
+  }
+  if (counted > 0)
+    out.source = fmt::format("{} GPU{} the job used{}{}", counted, counted == 1 ? "" : "s",
+                             any_instance ? " (MIG instances by their share of the board)" : "",
+                             left_out > 0 ? fmt::format("; {} it did not use left out", left_out) : "");
+  return out;
+}
+
+RunLedger BuildLedger(const Recording& rec, const LedgerGpus& gpus) {
+  RunLedger ledger;
+  if (rec.marked_steps.empty()) return ledger;
+  // The job's span: from the recorder, else the markers' own extent.
+  Interval job = rec.job_span;
+  const bool span_known = job.end > job.start;
+  if (!span_known) {
+    job = {rec.marked_steps.front().span.start, rec.marked_steps.front().span.end};
+    for (const auto& s : rec.marked_steps) job.start = std::min(job.start, s.span.start), job.end = std::max(job.end, s.span.end);
+    for (const auto& p : rec.run_phases) job.start = std::min(job.start, p.span.start), job.end = std::max(job.end, p.span.end);
+  }
+  if (job.end <= job.start) return ledger;
+  // One timeline per process with steps; phases of a process without steps are the whole job's.
+  std::map<uint32_t, std::vector<const MarkedStep*>> steps_of;
+  for (const auto& s : rec.marked_steps) steps_of[s.pid].push_back(&s);
+  std::vector<double> share(kNumBuckets, 0.0);
+  std::array<int64_t, kNumBuckets> count{};
+  std::set<int> phases_seen;
+  int64_t warmup_steps = 0, lost_steps = 0;
+  TimeNs median_step = 0;
+  for (auto& [pid, steps] : steps_of) {
+    std::sort(steps.begin(), steps.end(), [](const MarkedStep* a, const MarkedStep* b) { return a->span.start < b->span.start; });
+    std::vector<const RunPhase*> phases;
+    for (const auto& p : rec.run_phases)
+      if (p.pid == pid || steps_of.count(p.pid) == 0) phases.push_back(&p);
+    for (const RunPhase* p : phases) phases_seen.insert(PhaseBucket(p->phase));
+    const Tally t = TallyProcess(steps, PhaseSegments(phases, job), job, rec.exit_code);
+    for (int b = 0; b < kNumBuckets; ++b) {
+      share[static_cast<size_t>(b)] += t.ns[static_cast<size_t>(b)] / static_cast<double>(job.duration()) / static_cast<double>(steps_of.size());
+      count[static_cast<size_t>(b)] += t.count[static_cast<size_t>(b)];
+    }
+    warmup_steps += t.warmup_steps;
+    lost_steps += t.lost_steps;
+    median_step = std::max(median_step, t.median_step_ns);
+    for (const MarkedStep* s : steps)
+      if (s->phase_ns[GPUTRIAGE_PHASE_CHECKPOINT] > 0) phases_seen.insert(kCheckpointSave);
+  }
+  bool data_marked = false, comm_marked = false;
+  for (const auto& s : rec.marked_steps) {
+    data_marked = data_marked || s.phase_ns[GPUTRIAGE_PHASE_DATA] > 0;
+    comm_marked = comm_marked || s.phase_ns[GPUTRIAGE_PHASE_COMMUNICATION] > 0;
+  }
+
+  ledger.valid = true;
+  ledger.unit = gpus.gpus > 0 ? "gpu_hours" : "job_hours";
+  ledger.gpus = gpus.gpus;
+  ledger.gpus_source = gpus.gpus > 0 ? gpus.source : "no GPU seen: hours of the job's wall time";
+  ledger.wall_hours = static_cast<double>(job.duration()) / static_cast<double>(kNsPerS) / 3600.0;
+  ledger.span_source = span_known ? "the job from its start to its exit" : "first to last step marker";
+  ledger.total = ledger.wall_hours * (gpus.gpus > 0 ? gpus.gpus : 1.0);
+  const std::string processes =
+      steps_of.size() == 1 ? std::string() : fmt::format(" (the mean of {} processes' timelines)", steps_of.size());
+  // Which buckets this source can see, and how each was measured.
+  const bool ended_known = rec.exit_code.has_value();
+  auto phase_known = [&](int bucket) { return phases_seen.count(bucket) > 0; };
+  auto explain = [&](int b) -> std::pair<bool, std::string> {
+    switch (b) {
+      case kProductive:
+        return {true, fmt::format("steps less the phases marked in them{}; host time on the job's clock", processes)};
+      case kDataWait:
+        if (data_marked) return {true, "the data phase marked in each step (time blocked on the next batch)"};
+        return {false, "no data phase marked: any wait for batches is inside productive"};
+      case kCommunication:
+        if (comm_marked) return {true, "the communication phase marked in each step"};
+        return {false, "no communication phase marked: exposed collectives are inside productive"};
+      case kHostStall:
+        return {false, "step markers time the host: GPU idle inside steps needs a trace (gputriage diagnose on a profile)"};
+      case kBetweenSteps:
+        return {true, fmt::format("gaps between steps under {} median steps ({:.3g} s): the loop's own overhead",
+                                  kIdleGapSteps, static_cast<double>(median_step) * kIdleGapSteps / kNsPerS)};
+      case kStartup:
+      case kTeardown:
+        if (!span_known) return {false, "the job's start and exit are not known (markers only)"};
+        return {true, b == kStartup ? "the job's start to its first step, less marked phases"
+                                    : "its last step to its exit, less marked phases"};
+      case kCompileWarmup: {
+        std::string how = warmup_steps > 0 ? fmt::format("{} first steps over {}x the median step", warmup_steps, kWarmupStepFactor)
+                                           : fmt::format("no first step over {}x the median step", kWarmupStepFactor);
+        if (phase_known(kCompileWarmup)) how += "; marked compile phases";
+        return {true, how};
+      }
+      case kCheckpointRestore:
+      case kCheckpointSave:
+      case kEvaluation: {
+        const char* marker = b == kCheckpointRestore ? "restore" : b == kCheckpointSave ? "checkpoint" : "eval";
+        if (phase_known(b)) return {true, fmt::format("phases the job marked \"{}\"", marker)};
+        return {false, fmt::format("no \"{}\" phase marked: any such time is inside idle, between-steps or steps", marker)};
+      }
+      case kIdle:
+        return {true, fmt::format("gaps between steps of at least {} median steps and {} s, with no marked phase",
+                                  kIdleGapSteps, kIdleGapMinNs / kNsPerS)};
+      case kHang:
+      case kCrash:
+      case kLostWork:
+        if (!ended_known) return {false, "how the job ended is not known"};
+        if (b == kLostWork) return {true, fmt::format("steps after the last checkpoint of a failed job ({} steps)", lost_steps)};
+        if (b == kHang)
+          return {true, fmt::format("a killed job's time after its last step, when over {} median steps and {} s", kHangSteps,
+                                    kHangMinNs / kNsPerS)};
+        return {true, "a failed job's time after its last step"};
+      default: return {false, ""};
+    }
+  };
+  double productive_share = 0;
+  for (int b = 0; b < kNumBuckets; ++b) {
+    LedgerBucket bucket;
+    bucket.name = kBucketNames[b].name;
+    bucket.group = kBucketNames[b].group;
+    auto [known, source] = explain(b);
+    bucket.known = known || share[static_cast<size_t>(b)] > 0;  // measured time is never hidden
+    bucket.source = std::move(source);
+    bucket.share = share[static_cast<size_t>(b)];
+    bucket.hours = bucket.share * ledger.total;
+    bucket.count = count[static_cast<size_t>(b)];
+    if (b == kProductive) productive_share = bucket.share;
+    ledger.buckets.push_back(std::move(bucket));
+  }
+  ledger.goodput = productive_share;
+  if (rec.exit_code && *rec.exit_code != 0)
+    ledger.notes.push_back(fmt::format("the job ended with exit code {}{}", *rec.exit_code,
+                                       *rec.exit_code > 128 ? fmt::format(" (signal {})", *rec.exit_code - 128) : ""));
+  return ledger;
+}
+
+void PriceLedger(RunLedger& ledger, double usd_per_gpu_hour, const std::string& source) {
+  if (!ledger.valid || ledger.unit != "gpu_hours" || !(usd_per_gpu_hour > 0)) return;
+  ledger.price_per_gpu_hour = usd_per_gpu_hour;
+  ledger.price_source = source;
+  for (auto& b : ledger.buckets)
+    if (b.known) b.dollars = b.hours * usd_per_gpu_hour;
+}
+
+}  // namespace gputriage::analysis

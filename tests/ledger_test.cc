@@ -1,0 +1,229 @@
+// The goodput ledger (src/analysis/ledger.cc) on jobs built by hand: every bucket
+// against the time put into it, the buckets adding up to the job, what a source
+// cannot see reported as unknown, and run phases kept apart from steps by the
+// step builder (src/markers/marked_steps.cc).
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "gputriage/diagnosis.h"
+#include "gputriage/markers.h"
+#include "src/analysis/ledger.h"
+#include "src/markers/marked_steps.h"
+
+namespace gputriage {
+namespace {
+
+constexpr TimeNs kMs = 1'000'000;
+
+/// A job of one process: steps of `step_ms` (the first `wait_ms` of each its data
+/// wait), laid out by the caller with Add* calls in time order.
+struct JobBuilder {
+  Recording rec;
+  TimeNs t = 0;
+  int64_t number = 0;
+  explicit JobBuilder(TimeNs start_ms = 0) : t(start_ms * kMs) { rec.job_span.start = t; }
+  JobBuilder& Wait(double ms) {
+    t += static_cast<TimeNs>(ms * kMs);
+    return *this;
+  }
+  JobBuilder& Steps(int n, double step_ms, double wait_ms = 0, uint32_t pid = 1) {
+    for (int i = 0; i < n; ++i) {
+      MarkedStep s;
+      s.number = number++;
+      s.pid = pid;
+      s.span = {t, t + static_cast<TimeNs>(step_ms * kMs)};
+      s.phase_ns[GPUTRIAGE_PHASE_DATA] = static_cast<TimeNs>(wait_ms * kMs);
+      rec.marked_steps.push_back(s);
+      t = s.span.end;
+    }
+    return *this;
+  }
+  JobBuilder& Phase(uint16_t phase, double ms, uint32_t pid = 1) {
+    rec.run_phases.push_back({phase, pid, {t, t + static_cast<TimeNs>(ms * kMs)}});
+    t += static_cast<TimeNs>(ms * kMs);
+    return *this;
+  }
+  Recording End(double after_ms, std::optional<int> exit_code = 0) {
+    rec.job_span.end = t + static_cast<TimeNs>(after_ms * kMs);
+    rec.exit_code = exit_code;
+    return std::move(rec);
+  }
+};
+
+/// The bucket's time in ms (job-hours ledgers: the job's wall time).
+double Ms(const RunLedger& l, const char* name) {
+  const LedgerBucket* b = l.Find(name);
+  EXPECT_NE(b, nullptr) << name;
+  return b == nullptr ? NAN : b->hours * 3600.0 * 1000.0;
+}
+
+void ExpectAddsUp(const RunLedger& l) {
+  double sum = 0;
+  for (const auto& b : l.buckets)
+    if (b.known) sum += b.hours;
+  EXPECT_NEAR(sum, l.total, l.total * 1e-9);
+}
+
+TEST(Ledger, EveryBucketOfACleanJobIsTheTimePutInIt) {
+  const Recording rec = JobBuilder(1000)
+                            .Wait(2000)                            // start-up: imports, model load
+                            .Phase(GPUTRIAGE_PHASE_RESTORE, 400)   // resume
+                            .Phase(GPUTRIAGE_PHASE_COMPILE, 600)   // torch.compile's first calls
+                            .Steps(10, 100, 20)                    // 10 x (20 data + 80 work)
+                            .Phase(GPUTRIAGE_PHASE_CHECKPOINT, 500)
+                            .Wait(30)                              // the loop's own overhead
+                            .Steps(10, 100, 20)
+                            .Phase(GPUTRIAGE_PHASE_EVAL, 300)
+                            .Wait(5000)                            // nothing runs: idle
+                            .Steps(5, 100, 20)
+                            .End(700);                             // tear-down
+  const RunLedger l = analysis::BuildLedger(rec, {});
+  ASSERT_TRUE(l.valid);
+  EXPECT_EQ(l.unit, "job_hours");
+  ExpectAddsUp(l);
+  EXPECT_NEAR(Ms(l, "startup"), 2000, 1e-6);
+  EXPECT_NEAR(Ms(l, "checkpoint_restore"), 400, 1e-6);
+  EXPECT_NEAR(Ms(l, "compile_warmup"), 600, 1e-6);
+  EXPECT_NEAR(Ms(l, "productive"), 25 * 80, 1e-6);
+  EXPECT_NEAR(Ms(l, "data_wait"), 25 * 20, 1e-6);
+  EXPECT_NEAR(Ms(l, "checkpoint_save"), 500, 1e-6);
+  EXPECT_NEAR(Ms(l, "between_steps"), 30, 1e-6);
+  EXPECT_NEAR(Ms(l, "evaluation"), 300, 1e-6);
+  EXPECT_NEAR(Ms(l, "idle"), 5000, 1e-6);
+  EXPECT_NEAR(Ms(l, "teardown"), 700, 1e-6);
+  EXPECT_NEAR(Ms(l, "lost_work"), 0, 1e-6);
+  EXPECT_NEAR(l.goodput, 2000.0 / (2000 + 400 + 600 + 2500 + 500 + 30 + 300 + 5000 + 700), 1e-9);
+  // What step markers cannot see is unknown, not zero.
+  EXPECT_FALSE(l.Find("host_stall")->known);
+  EXPECT_FALSE(l.Find("communication")->known);
+  EXPECT_TRUE(l.Find("data_wait")->known);
+  EXPECT_EQ(l.Find("checkpoint_save")->count, 1);
+  EXPECT_EQ(l.Find("productive")->count, 25);
+}
+
+TEST(Ledger, AFailedJobLosesTheStepsSinceItsLastCheckpoint) {
+  const Recording rec = JobBuilder()
+                            .Wait(1000)
+                            .Steps(10, 100)
+                            .Phase(GPUTRIAGE_PHASE_CHECKPOINT, 200)
+                            .Steps(7, 100)  // then an exception
+                            .End(150, 1);
+  const RunLedger l = analysis::BuildLedger(rec, {});
+  ExpectAddsUp(l);
+  EXPECT_NEAR(Ms(l, "productive"), 1000, 1e-6);
+  EXPECT_NEAR(Ms(l, "lost_work"), 700, 1e-6);
+  EXPECT_EQ(l.Find("lost_work")->count, 7);
+  EXPECT_NEAR(Ms(l, "crash"), 150, 1e-6);
+  EXPECT_NEAR(Ms(l, "teardown"), 0, 1e-6);
+  EXPECT_NEAR(Ms(l, "hang"), 0, 1e-6);
+  ASSERT_FALSE(l.notes.empty());
+  EXPECT_NE(l.notes[0].find("exit code 1"), std::string::npos);
+}
+
+TEST(Ledger, AJobKilledLongAfterItsLastStepWasHung) {
+  const Recording rec = JobBuilder().Steps(20, 100).Wait(0).End(60'000, 128 + 9);
+  const RunLedger l = analysis::BuildLedger(rec, {});
+  ExpectAddsUp(l);
+  EXPECT_NEAR(Ms(l, "hang"), 60'000, 1e-6);
+  EXPECT_NEAR(Ms(l, "lost_work"), 2000, 1e-6);  // never checkpointed
+  EXPECT_NEAR(l.goodput, 0, 1e-12);
+  // Killed soon after its last step: a crash, not a hang.
+  const RunLedger soon = analysis::BuildLedger(JobBuilder().Steps(20, 100).End(500, 128 + 15), {});
+  EXPECT_NEAR(Ms(soon, "crash"), 500, 1e-6);
+  EXPECT_NEAR(Ms(soon, "hang"), 0, 1e-6);
+}
+
+TEST(Ledger, SlowFirstStepsAreWarmUp) {
+  const Recording rec = JobBuilder().Steps(2, 1500).Steps(30, 100).End(0);
+  const RunLedger l = analysis::BuildLedger(rec, {});
+  ExpectAddsUp(l);
+  EXPECT_NEAR(Ms(l, "compile_warmup"), 3000, 1e-6);
+  EXPECT_NEAR(Ms(l, "productive"), 3000, 1e-6);
+  EXPECT_EQ(l.Find("compile_warmup")->count, 2);
+}
+
+TEST(Ledger, MarkersAloneLeaveStartAndEndUnknown) {
+  Recording rec = JobBuilder(5000).Steps(10, 100).End(0);
+  rec.job_span = {};
+  rec.exit_code.reset();
+  const RunLedger l = analysis::BuildLedger(rec, {});
+  ASSERT_TRUE(l.valid);
+  ExpectAddsUp(l);
+  EXPECT_EQ(l.span_source, "first to last step marker");
+  EXPECT_FALSE(l.Find("startup")->known);
+  EXPECT_FALSE(l.Find("teardown")->known);
+  EXPECT_FALSE(l.Find("lost_work")->known);
+  EXPECT_FALSE(l.Find("checkpoint_save")->known);
+  EXPECT_FALSE(l.Find("data_wait")->known);  // no data phase marked
+  EXPECT_NEAR(Ms(l, "productive"), 1000, 1e-6);
+  EXPECT_FALSE(analysis::BuildLedger(Recording{}, {}).valid);
+}
+
+TEST(Ledger, GpuHoursArePricedAndProcessesAveraged) {
+  // Two processes (one per GPU): one waits for data half of each step.
+  JobBuilder a;
+  a.Steps(10, 100, 0, 1);
+  JobBuilder b;
+  b.Steps(10, 100, 50, 2);
+  Recording rec = a.End(0);
+  for (const auto& s : b.rec.marked_steps) rec.marked_steps.push_back(s);
+  RunLedger l = analysis::BuildLedger(rec, {2.0, "2 GPUs the job used"});
+  EXPECT_EQ(l.unit, "gpu_hours");
+  EXPECT_NEAR(l.total, 2.0 * 1.0 / 3600.0, 1e-12);
+  EXPECT_NEAR(l.Find("data_wait")->share, 0.25, 1e-9);
+  EXPECT_NEAR(l.goodput, 0.75, 1e-9);
+  analysis::PriceLedger(l, 3.6, "--price-per-gpu-hour");
+  EXPECT_NEAR(l.Find("productive")->dollars, 0.75 * 2.0 / 3600.0 * 3.6, 1e-12);
+  EXPECT_TRUE(std::isnan(l.Find("host_stall")->dollars));
+}
+
+TEST(Ledger, JobGpusCountMigInstancesByTheirShare) {
+  DeviceMetricAnalysis parent, one, two, unused;
+  parent.mig_mode = true;
+  one.mig_instance = two.mig_instance = true;
+  one.board_share = 3.0 / 7, two.board_share = 2.0 / 7;
+  unused.job_use = "not_used";
+  const auto gpus = analysis::JobGpus({parent, one, two, unused});
+  EXPECT_NEAR(gpus.gpus, 5.0 / 7, 1e-12);
+  EXPECT_NE(gpus.source.find("1 it did not use"), std::string::npos) << gpus.source;
+}
+
+/// Markers in time order, one process and thread.
+Marker At(double ms, MarkerKind kind, int64_t step = 0, uint16_t phase = 0) {
+  Marker m;
+  m.t_ns = static_cast<TimeNs>(ms * kMs);
+  m.pid = 7;
+  m.tid = 7;
+  m.kind = kind;
+  m.step = step;
+  m.phase = phase;
+  return m;
+}
+
+TEST(Ledger, StepBuilderKeepsTheJobsPhasesOutOfItsSteps) {
+  using K = MarkerKind;
+  const auto marked = BuildMarkedSteps({
+      At(0, K::kPhaseBegin, 0, GPUTRIAGE_PHASE_DATA), At(10, K::kPhaseEnd, 0, GPUTRIAGE_PHASE_DATA),
+      At(10, K::kStepBegin, 0), At(40, K::kPhaseBegin, 0, GPUTRIAGE_PHASE_CHECKPOINT),
+      At(50, K::kPhaseEnd, 0, GPUTRIAGE_PHASE_CHECKPOINT), At(100, K::kStepEnd, 0),
+      // Between steps: a checkpoint and an evaluation are the job's, not the next step's.
+      At(100, K::kPhaseBegin, 0, GPUTRIAGE_PHASE_CHECKPOINT), At(300, K::kPhaseEnd, 0, GPUTRIAGE_PHASE_CHECKPOINT),
+      At(300, K::kPhaseBegin, 0, GPUTRIAGE_PHASE_EVAL), At(450, K::kPhaseEnd, 0, GPUTRIAGE_PHASE_EVAL),
+      At(450, K::kPhaseBegin, 0, GPUTRIAGE_PHASE_DATA), At(460, K::kPhaseEnd, 0, GPUTRIAGE_PHASE_DATA),
+      At(460, K::kStepBegin, 1), At(550, K::kStepEnd, 1)});
+  ASSERT_EQ(marked.steps.size(), 2u);
+  EXPECT_EQ(marked.steps[0].phase_ns[GPUTRIAGE_PHASE_CHECKPOINT], 10 * kMs);  // inside its step
+  EXPECT_EQ(marked.steps[1].span.start, 450 * kMs);  // its data wait, not the checkpoint
+  EXPECT_EQ(marked.steps[1].phase_ns[GPUTRIAGE_PHASE_CHECKPOINT], 0);
+  ASSERT_EQ(marked.run_phases.size(), 2u);
+  EXPECT_EQ(marked.run_phases[0].phase, GPUTRIAGE_PHASE_CHECKPOINT);
+  EXPECT_EQ(marked.run_phases[0].span.duration(), 200 * kMs);
+  EXPECT_EQ(marked.run_phases[1].phase, GPUTRIAGE_PHASE_EVAL);
+  EXPECT_EQ(marked.unassigned_phases, 0);
+}
+
+}  // namespace
+}  // namespace gputriage

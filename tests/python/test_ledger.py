@@ -1,0 +1,115 @@
+"""Acceptance (issue 26, explicit markers): a real PyTorch CPU loop with a restore,
+evaluation, checkpoints and a crash, recorded by `gputriage record`: each bucket
+of the goodput ledger against the loop's own timers (within 5 % or 50 ms), the
+buckets adding up to the job, the steps after the last checkpoint of the run
+that crashed as its lost work, and the stored run's ledger the same as the one
+reported when it ended.
+
+    GPUTRIAGE=... GPUTRIAGE_PYTHON_PATH=... python3 test_ledger.py
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+GPUTRIAGE = os.environ["GPUTRIAGE"]
+PACKAGE_DIR = os.environ["GPUTRIAGE_PYTHON_PATH"]
+LOOP = os.path.join(os.path.dirname(os.path.abspath(__file__)), "ledger_loop.py")
+
+try:
+    import torch  # noqa: F401
+    HAVE_TORCH = True
+except ImportError:
+    HAVE_TORCH = False
+
+CRASH_AT = 40  # checkpoints at 25 and 50: the crash loses steps 25-39
+
+
+def record(tmp, name, extra):
+    report = os.path.join(tmp, f"{name}.json")
+    timers = os.path.join(tmp, f"{name}.timers.json")
+    env = dict(os.environ, PYTHONPATH=PACKAGE_DIR)
+    cmd = [GPUTRIAGE, "record", "--store", os.path.join(tmp, "runs.db"), "--name", "ledger-loop", "--json", report,
+           "--", sys.executable, LOOP, "--checkpoint", os.path.join(tmp, "ckpt.pt"), "--timers", timers] + extra
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+    with open(report) as f, open(timers) as g:
+        return proc, json.load(f), json.load(g)
+
+
+def seconds(ledger, name):
+    bucket = next(b for b in ledger["buckets"] if b["name"] == name)
+    return None if not bucket["known"] else bucket["hours"] * 3600.0
+
+
+def span_s(pairs):
+    return sum(end - begin for begin, end in pairs) / 1e9
+
+
+@unittest.skipUnless(HAVE_TORCH, "python3-torch is not installed (scripts/bootstrap.sh installs it)")
+class LedgerOfARealLoop(unittest.TestCase):
+    def expect_close(self, ledger, name, truth_s):
+        got = seconds(ledger, name)
+        self.assertIsNotNone(got, f"{name} unknown")
+        tolerance = max(0.05, 0.05 * truth_s)
+        self.assertLessEqual(abs(got - truth_s), tolerance,
+                             f"{name}: ledger {got:.3f} s, the loop's own timers {truth_s:.3f} s")
+
+    def check_run(self, ledger, timers, crashed):
+        self.assertEqual(ledger["unit"], "job_hours")  # no GPU here
+        total = sum(b["hours"] for b in ledger["buckets"] if b["known"])
+        self.assertAlmostEqual(total, ledger["total"], delta=0.01 * ledger["total"])
+        steps = timers["steps"]
+        last_save = max([end for _, end in timers["checkpoints"]], default=0)
+        lost = [s for s in steps if crashed and s["end"] > last_save]
+        kept = [s for s in steps if s not in lost]
+        self.expect_close(ledger, "data_wait", sum(s["data"][1] - s["data"][0] for s in kept) / 1e9)
+        self.expect_close(ledger, "productive",
+                          sum((s["end"] - s["begin"]) - (s["data"][1] - s["data"][0]) for s in kept) / 1e9)
+        self.expect_close(ledger, "lost_work", sum(s["end"] - s["begin"] for s in lost) / 1e9)
+        self.expect_close(ledger, "evaluation", span_s(timers["evals"]))
+        self.expect_close(ledger, "checkpoint_save", span_s(timers["checkpoints"]))
+        restore = span_s([timers["restore"]]) if timers["restore"] else 0.0
+        if timers["restore"]:
+            self.expect_close(ledger, "checkpoint_restore", restore)
+        # Start-up: the process's start (from /proc, 10 ms ticks) to its first step, less the restore.
+        self.expect_close(ledger, "startup", (steps[0]["begin"] - timers["process_start_ns"]) / 1e9 - restore)
+        if crashed:
+            self.assertGreater(seconds(ledger, "crash"), 0)
+            self.assertEqual(seconds(ledger, "teardown"), 0)
+        else:
+            self.assertEqual(seconds(ledger, "lost_work"), 0)
+            self.assertGreater(seconds(ledger, "teardown"), 0)
+        self.assertIsNone(seconds(ledger, "host_stall"))  # step markers cannot see inside the GPU
+
+    def test_crash_then_resume(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            proc, report, timers = record(tmp, "crashed", ["--crash-at", str(CRASH_AT)])
+            self.assertEqual(proc.returncode, 1, proc.stderr)  # the job's own exit code
+            self.assertIn("ledger:", proc.stderr)
+            ledger = report["recordings"][0]["ledger"]
+            self.assertIsNotNone(ledger, proc.stderr)
+            self.check_run(ledger, timers, crashed=True)
+            self.assertEqual(next(b for b in ledger["buckets"] if b["name"] == "lost_work")["count"], CRASH_AT - 25)
+
+            proc, report, timers = record(tmp, "resumed", [])
+            self.assertEqual(proc.returncode, 0, proc.stderr)
+            self.assertEqual(timers["restored_step"], 25)
+            ledger = report["recordings"][0]["ledger"]
+            self.check_run(ledger, timers, crashed=False)
+
+            # The stored run gives the same ledger (its phases and its end are kept).
+            stored = subprocess.run([GPUTRIAGE, "diagnose", "--json", "--store", os.path.join(tmp, "runs.db"), "2"],
+                                    capture_output=True, text=True, timeout=120)
+            self.assertEqual(stored.returncode, 0, stored.stderr)
+            again = json.loads(stored.stdout)["recordings"][0]["ledger"]
+            for a, b in zip(ledger["buckets"], again["buckets"]):
+                self.assertEqual(a["name"], b["name"])
+                self.assertEqual(a["known"], b["known"], a["name"])
+                if a["known"]:
+                    self.assertAlmostEqual(a["hours"], b["hours"], delta=1e-9, msg=a["name"])
+
+
+if __name__ == "__main__":
+    unittest.main()

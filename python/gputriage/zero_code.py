@@ -14,7 +14,15 @@ imported early: hooks wait for the script to import PyTorch, then
   (gputriage/job_config.py): the training loader's settings, the optimizer, autocast,
   torch.compile, the attention backend SDPA picked, library versions.
 
-Evaluation loaders are timed too: their batches count as steps.
+The job's own phases, for the goodput ledger (docs/ledger.md):
+
+- ``torch.save`` is a checkpoint phase; ``torch.load`` outside a step and outside a
+  batch fetch (a resume) is a restore phase;
+- once the job has trained (an optimizer stepped), batches fetched with autograd off
+  (``torch.no_grad()``/``inference_mode``) are evaluation: one eval phase from the
+  first such fetch until training fetches again, and no steps (before any optimizer
+  step they are steps: an inference job);
+- each ``torch.compile``'d module or function's first call is a compile phase.
 """
 import atexit
 import functools
@@ -29,7 +37,29 @@ from gputriage import job_config as _config
 from gputriage import wandb_bridge as _wandb_bridge
 
 _OPTIMIZER = _markers.PHASES["optimizer"]
+_CHECKPOINT = _markers.PHASES["checkpoint"]
+_RESTORE = _markers.PHASES["restore"]
+_EVAL = _markers.PHASES["eval"]
+_COMPILE = _markers.PHASES["compile"]
 _installed = False
+# What the ledger's hooks need to know of the loop (the main training thread's view):
+# a batch being fetched, an automatic step open (and its batch's samples), an
+# optimizer has stepped, an evaluation phase is open.
+_loop = {"fetching": 0, "step_open": False, "samples": None, "trained": False, "in_eval": False}
+
+
+def _grad_enabled():
+    torch = sys.modules.get("torch")
+    try:
+        return torch is None or torch.is_grad_enabled()
+    except Exception:
+        return True
+
+
+def _end_eval():
+    if _loop["in_eval"]:
+        _loop["in_eval"] = False
+        _markers.phase_end(_EVAL)
 _device_timing_checked = False
 
 
@@ -63,12 +93,29 @@ def _patch_dataloader(module):
         original_init(self, loader, *args, **kwargs)
         self._gputriage_loader = loader  # whose settings a batch counts for
 
+    def fetch(self):
+        _loop["fetching"] += 1
+        try:
+            return original(self)
+        finally:
+            _loop["fetching"] -= 1
+
     @functools.wraps(original)
     def __next__(self):
+        if _loop["trained"] and not _grad_enabled():
+            # Evaluation: the training step before it ends, its batches are no steps.
+            auto_end(_loop["samples"])
+            _loop["step_open"] = False
+            if not _loop["in_eval"]:
+                _loop["in_eval"] = True
+                _markers.phase_begin(_EVAL)
+            return fetch(self)
+        _end_eval()
         # What watch() does, one call at a time: the previous batch's step ends here.
         auto_end(getattr(self, "_gputriage_samples", None))
         self._gputriage_samples = None
-        batch, self._gputriage_samples = next_batch(functools.partial(original, self), samples)
+        batch, self._gputriage_samples = next_batch(functools.partial(fetch, self), samples)
+        _loop["step_open"], _loop["samples"] = True, self._gputriage_samples
         if not _device_timing_checked:
             _start_device_timing_once()
         loader = getattr(self, "_gputriage_loader", None)
@@ -91,6 +138,8 @@ def _patch_optimizer(module):
     def wrap_step(step):
         @functools.wraps(step)  # keeps PyTorch's own marks on it (its profiler hook's `hooked`)
         def marked_step(*args, **kwargs):
+            _loop["trained"] = True
+            _end_eval()
             begin(_OPTIMIZER)
             try:
                 return step(*args, **kwargs)
@@ -138,6 +187,24 @@ def _patch_autocast(torch):
     cls.__enter__ = __enter__
 
 
+def _first_call_marked(call, phase):
+    """`call` whose first call is marked as `phase` (compilation happens there)."""
+    done = [False]
+
+    @functools.wraps(call)
+    def first(*args, **kwargs):
+        if done[0]:
+            return call(*args, **kwargs)
+        done[0] = True
+        _markers.phase_begin(phase)
+        try:
+            return call(*args, **kwargs)
+        finally:
+            _markers.phase_end(phase)
+
+    return first
+
+
 def _patch_compile(torch):
     original = getattr(torch, "compile", None)
     if original is None or getattr(original, "_gputriage", False):
@@ -149,7 +216,16 @@ def _patch_compile(torch):
             _config.compile_called(kwargs.get("mode"), kwargs.get("backend", "inductor"))
         except Exception:
             pass
-        return original(*args, **kwargs)
+        compiled = original(*args, **kwargs)
+        try:
+            if isinstance(compiled, torch.nn.Module):
+                # nn.Module.__call__ reads forward from the instance: its first call compiles.
+                compiled.forward = _first_call_marked(compiled.forward, _COMPILE)
+            elif callable(compiled):
+                compiled = _first_call_marked(compiled, _COMPILE)
+        except Exception:  # never break the user's model
+            pass
+        return compiled
 
     compile._gputriage = True
     torch.compile = compile
@@ -192,8 +268,37 @@ def _patch_sdpa(torch):
     functional.scaled_dot_product_attention = scaled_dot_product_attention
 
 
+def _patch_checkpoints(torch):
+    """torch.save is a checkpoint phase; torch.load a restore, unless it runs
+    inside a step or a batch fetch (a dataset's own files)."""
+    save, load = getattr(torch, "save", None), getattr(torch, "load", None)
+    if save is None or load is None or getattr(save, "_gputriage", False):
+        return
+
+    @functools.wraps(save)
+    def marked_save(*args, **kwargs):
+        _markers.phase_begin(_CHECKPOINT)
+        try:
+            return save(*args, **kwargs)
+        finally:
+            _markers.phase_end(_CHECKPOINT)
+
+    @functools.wraps(load)
+    def marked_load(*args, **kwargs):
+        if _loop["fetching"] or _loop["step_open"]:
+            return load(*args, **kwargs)
+        _markers.phase_begin(_RESTORE)
+        try:
+            return load(*args, **kwargs)
+        finally:
+            _markers.phase_end(_RESTORE)
+
+    marked_save._gputriage = marked_load._gputriage = True
+    torch.save, torch.load = marked_save, marked_load
+
+
 def _patch_torch(torch):
-    for patch in (_patch_autocast, _patch_compile, _patch_sdpa):
+    for patch in (_patch_autocast, _patch_compile, _patch_sdpa, _patch_checkpoints):
         try:
             patch(torch)
         except Exception as e:  # never break the user's import
@@ -266,4 +371,9 @@ def install():
             patch(module)
     sys.meta_path.insert(0, _PatchAfterImport())
     atexit.register(_markers._auto_step_end, None)  # the last batch's step
+    atexit.register(_end_eval)  # an evaluation the job ended in
     atexit.register(_config.at_exit)
+    try:  # what this mode watches for, so the ledger knows these phases are seen, not absent
+        _config._send("zero_code.phases", "checkpoint,restore,eval,compile")
+    except Exception:
+        pass

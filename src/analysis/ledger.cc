@@ -309,7 +309,12 @@ RunLedger BuildLedger(const Recording& rec, const LedgerGpus& gpus) {
       steps_of.size() == 1 ? std::string() : fmt::format(" (the mean of {} processes' timelines)", steps_of.size());
   // Which buckets this source can see, and how each was measured.
   const bool ended_known = rec.exit_code.has_value();
-  auto phase_known = [&](int bucket) { return phases_seen.count(bucket) > 0; };
+  // Seen, or watched for: zero-code mode marks every torch.save, resume and evaluation.
+  const auto watched = rec.metadata.find("zero_code.phases");
+  auto phase_known = [&](int bucket, const char* marker) {
+    return phases_seen.count(bucket) > 0 ||
+           (watched != rec.metadata.end() && watched->second.find(marker) != std::string::npos);
+  };
   auto explain = [&](int b) -> std::pair<bool, std::string> {
     switch (b) {
       case kProductive:
@@ -333,14 +338,17 @@ RunLedger BuildLedger(const Recording& rec, const LedgerGpus& gpus) {
       case kCompileWarmup: {
         std::string how = warmup_steps > 0 ? fmt::format("{} first steps over {}x the median step", warmup_steps, kWarmupStepFactor)
                                            : fmt::format("no first step over {}x the median step", kWarmupStepFactor);
-        if (phase_known(kCompileWarmup)) how += "; marked compile phases";
+        if (phase_known(kCompileWarmup, "compile")) how += "; marked compile phases";
         return {true, how};
       }
       case kCheckpointRestore:
       case kCheckpointSave:
       case kEvaluation: {
         const char* marker = b == kCheckpointRestore ? "restore" : b == kCheckpointSave ? "checkpoint" : "eval";
-        if (phase_known(b)) return {true, fmt::format("phases the job marked \"{}\"", marker)};
+        if (phases_seen.count(b) > 0)
+          return {true, fmt::format("phases marked \"{}\" (by the job, or by zero-code mode's hooks)", marker)};
+        if (phase_known(b, marker))
+          return {true, fmt::format("watched for by zero-code mode (\"{}\"): none happened", marker)};
         return {false, fmt::format("no \"{}\" phase marked: any such time is inside idle, between-steps or steps", marker)};
       }
       case kIdle:

@@ -234,6 +234,15 @@ Tally TallyProcess(const std::vector<const MarkedStep*>& steps, const std::vecto
 
 }  // namespace
 
+const std::vector<std::string>& LedgerBucketNames() {
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> v;
+    for (const auto& b : kBucketNames) v.emplace_back(b.name);
+    return v;
+  }();
+  return names;
+}
+
 LedgerGpus JobGpus(const std::vector<DeviceMetricAnalysis>& devices) {
   LedgerGpus out;
   bool any_instance = false;

@@ -14,6 +14,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "gputriage/diagnosis.h"
 #include "gputriage/model.h"
@@ -30,6 +31,9 @@ inline constexpr double kWarmupStepFactor = 3.0;
 /// the end was hung, not stopping.
 inline constexpr double kHangSteps = 10.0;
 inline constexpr TimeNs kHangMinNs = 30 * kNsPerS;
+
+/// The buckets' names in the order reports list them.
+const std::vector<std::string>& LedgerBucketNames();
 
 /// The GPUs a job held, for the ledger's unit.
 struct LedgerGpus {

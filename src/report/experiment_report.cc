@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "src/analysis/ledger.h"
 #include "src/util/strings.h"
 #include "src/util/units.h"
 #include "src/verdicts/compare.h"
@@ -46,6 +47,66 @@ std::vector<HistoryCheck> LatestAgainstHistory(const std::vector<ExperimentRun>&
   return CheckAgainstHistory(runs.back().history, before);
 }
 
+/// The experiment's goodput ledger: its runs' ledgers added up, and the time
+/// from each failed run's end to the next run's start (the restart), in the
+/// failed run's unit (its GPUs were paid for while the job was down).
+struct ExperimentLedger {
+  int runs = 0;            // runs with a ledger
+  bool gpu_hours = false;  // any run on GPUs (else job-hours)
+  bool mixed_units = false;
+  double total = 0;
+  std::vector<std::pair<std::string, double>> buckets;  // in LedgerBucketNames() order
+  double restart_hours = 0;
+  int restarts = 0;
+  int failed = 0;
+  double Bucket(const std::string& name) const {
+    for (const auto& [n, h] : buckets)
+      if (n == name) return h;
+    return 0;
+  }
+};
+
+double Figure(const ExperimentRun& r, const std::string& id, double fallback = NAN) {
+  auto it = r.history.figures.find(id);
+  return it == r.history.figures.end() ? fallback : it->second;
+}
+
+ExperimentLedger AddUpLedgers(const std::vector<ExperimentRun>& runs) {
+  ExperimentLedger l;
+  int gpu_runs = 0;
+  for (size_t i = 0; i < runs.size(); ++i) {
+    const auto& r = runs[i];
+    const double total = Figure(r, "ledger_total_hours");
+    if (std::isnan(total)) continue;
+    ++l.runs;
+    if (Figure(r, "ledger_gpus", 0) > 0) ++gpu_runs;
+    l.total += total;
+    for (const std::string& name : analysis::LedgerBucketNames()) {
+      const double hours = Figure(r, "ledger_" + name + "_hours");
+      if (std::isnan(hours)) continue;  // not seen in this run
+      auto it = std::find_if(l.buckets.begin(), l.buckets.end(), [&](const auto& b) { return b.first == name; });
+      if (it == l.buckets.end()) l.buckets.push_back({name, hours});
+      else it->second += hours;
+    }
+    const bool failed = r.info.exit_code && *r.info.exit_code != 0;
+    if (failed) ++l.failed;
+    if (failed && i + 1 < runs.size() && runs[i + 1].info.started_ns > r.info.ended_ns && r.info.ended_ns > 0) {
+      const double gpus = Figure(r, "ledger_gpus", 0);
+      const double hours = static_cast<double>(runs[i + 1].info.started_ns - r.info.ended_ns) / 3.6e12;
+      l.restart_hours += hours * (gpus > 0 ? gpus : 1.0);
+      ++l.restarts;
+    }
+  }
+  const auto& order = analysis::LedgerBucketNames();
+  std::stable_sort(l.buckets.begin(), l.buckets.end(), [&](const auto& a, const auto& b) {
+    return std::find(order.begin(), order.end(), a.first) < std::find(order.begin(), order.end(), b.first);
+  });
+  l.gpu_hours = gpu_runs > 0;
+  l.mixed_units = gpu_runs > 0 && gpu_runs < l.runs;
+  l.total += l.restart_hours;
+  return l;
+}
+
 bool Regressed(const ExperimentRun& r) {
   for (const auto& f : r.findings)
     if (f.verdict == "regression") return true;
@@ -65,8 +126,11 @@ std::string RenderExperimentText(const std::string& name, const std::vector<Expe
         columns.push_back(&c);
         break;
       }
+  bool any_goodput = false;
+  for (const auto& r : runs) any_goodput = any_goodput || r.history.figures.count("goodput_percent") > 0;
   out += fmt::format("  {:>5}  {:<16}", "run", "started");
   for (const auto* c : columns) out += fmt::format("  {:>10}", c->head);
+  if (any_goodput) out += fmt::format("  {:>10}", "goodput");
   out += "  verdicts\n";
   std::vector<std::string> regressions;
   for (size_t i = 0; i < runs.size(); ++i) {
@@ -76,7 +140,12 @@ std::string RenderExperimentText(const std::string& name, const std::vector<Expe
       auto it = r.history.figures.find(c->figure);
       out += fmt::format("  {:>10}", it == r.history.figures.end() ? "-" : Cell(*FindFigure(c->figure), it->second));
     }
+    if (any_goodput) {
+      const double g = Figure(r, "goodput_percent");
+      out += fmt::format("  {:>10}", std::isnan(g) ? "-" : fmt::format("{:.1f}%", g));
+    }
     std::vector<std::string> verdicts;
+    if (r.info.exit_code && *r.info.exit_code != 0) verdicts.push_back(fmt::format("exit {}", *r.info.exit_code));
     for (const auto& f : r.findings)
       verdicts.push_back(f.verdict == "regression" ? "REGRESSION" : f.verdict);
     out += "  " + (verdicts.empty() ? std::string("-") : Join(verdicts, ", ")) + "\n";
@@ -111,6 +180,30 @@ std::string RenderExperimentText(const std::string& name, const std::vector<Expe
   if (!regressions.empty()) {
     out += "\nRegressions (each run judged against the runs before it):\n";
     for (const auto& line : regressions) out += "  " + Printable(line) + "\n";
+  }
+  // Where the experiment's GPU-hours went, across its runs and restarts.
+  if (const ExperimentLedger l = AddUpLedgers(runs); l.runs > 0 && l.total > 0) {
+    const double total_s = l.total * 3600.0;
+    const std::string amount = l.gpu_hours      ? fmt::format("{:.4g} GPU-hours", l.total)
+                               : total_s < 7200 ? fmt::format("{:.1f} min of wall time, no GPU seen", total_s / 60)
+                                                : fmt::format("{:.2f} hours of wall time, no GPU seen", l.total);
+    out += fmt::format("\nLedger of the {} run{} with one: {}, goodput {:.1f}%{}{}\n", l.runs,
+                       l.runs == 1 ? "" : "s", amount, 100.0 * l.Bucket("productive") / l.total,
+                       l.failed > 0 ? fmt::format("; {} failed, {} restart{}", l.failed, l.restarts, l.restarts == 1 ? "" : "s")
+                                    : "",
+                       l.mixed_units ? " (runs without a GPU counted in job-hours)" : "");
+    auto line = [&](const std::string& name, double hours) {
+      if (hours <= 0) return;
+      // Job-hours read best as time; GPU-hours as they are billed.
+      const double s = hours * 3600.0;
+      const std::string amount = l.gpu_hours ? fmt::format("{:.4g} GPU-h", hours)
+                                 : s < 120   ? fmt::format("{:.1f} s", s)
+                                 : s < 7200  ? fmt::format("{:.1f} min", s / 60)
+                                             : fmt::format("{:.2f} h", hours);
+      out += fmt::format("  {:<19} {:>6.1f}%  {:>12}\n", name, 100.0 * hours / l.total, amount);
+    };
+    for (const auto& [name, hours] : l.buckets) line(name, hours);
+    line("restart", l.restart_hours);
   }
   bool worked_out = false;
   for (const auto& r : runs) worked_out = worked_out || r.figures_worked_out;
@@ -151,6 +244,21 @@ std::string RenderExperimentJson(const std::string& name, const std::vector<Expe
                       {"threshold", c.threshold}, {"worse_by", c.worse_by}, {"runs", c.runs},
                       {"regression", c.regression}});
   out["latest_against_history"] = latest;
+  if (const ExperimentLedger l = AddUpLedgers(runs); l.runs > 0) {
+    json buckets = json::array();
+    for (const auto& [name, hours] : l.buckets) buckets.push_back({{"name", name}, {"hours", hours}});
+    buckets.push_back({{"name", "restart"}, {"hours", l.restart_hours}});
+    out["ledger"] = {{"runs", l.runs},
+                     {"unit", l.gpu_hours ? "gpu_hours" : "job_hours"},
+                     {"mixed_units", l.mixed_units},
+                     {"total", l.total},
+                     {"goodput", l.total > 0 ? json(l.Bucket("productive") / l.total) : json(nullptr)},
+                     {"failed_runs", l.failed},
+                     {"restarts", l.restarts},
+                     {"buckets", buckets}};
+  } else {
+    out["ledger"] = nullptr;
+  }
   return out.dump(2, ' ', false, json::error_handler_t::replace);
 }
 

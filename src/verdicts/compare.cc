@@ -133,6 +133,17 @@ std::map<std::string, double> FiguresOf(const Diagnosis& d) {
     put("samples_per_step", sps->second * s.avg_step_ms / 1000.0);
   out["step_time_cv"] = StepCv(d);
   out["steps"] = static_cast<double>(s.steps);
+  // The goodput ledger of the job (a recorded run has one recording): kept with
+  // the run, so an experiment's ledger adds its runs up without re-reading them.
+  for (const auto& a : d.recordings) {
+    if (!a.ledger.valid) continue;
+    put("goodput_percent", 100.0 * a.ledger.goodput);
+    put("ledger_total_hours", a.ledger.total);
+    put("ledger_gpus", a.ledger.gpus);
+    for (const auto& b : a.ledger.buckets)
+      if (b.known) out["ledger_" + b.name + "_hours"] = b.hours;
+    break;
+  }
   return out;
 }
 

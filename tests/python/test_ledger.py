@@ -98,13 +98,31 @@ class LedgerOfARealLoop(unittest.TestCase):
             ledger = report["recordings"][0]["ledger"]
             self.assertIsNotNone(ledger, proc.stderr)
             self.check_run(ledger, timers, crashed=True, zero_code=zero_code)
-            self.assertEqual(next(b for b in ledger["buckets"] if b["name"] == "lost_work")["count"], CRASH_AT - 25)
+            lost_steps = next(b for b in ledger["buckets"] if b["name"] == "lost_work")["count"]
+            crashed_ledger, last_step = ledger, timers["steps"][-1]["step"]
 
             proc, report, timers = record(tmp, "resumed", zero_code, [])
             self.assertEqual(proc.returncode, 0, proc.stderr)
-            self.assertEqual(timers["restored_step"], 25)
+            # The work lost is the work redone: the crashed run's steps after its
+            # last checkpoint are the steps the resumed run repeats.
+            self.assertEqual(lost_steps, last_step + 1 - timers["restored_step"])
+            self.assertEqual(lost_steps, CRASH_AT - 25)
             ledger = report["recordings"][0]["ledger"]
             self.check_run(ledger, timers, crashed=False, zero_code=zero_code)
+
+            # The experiment: both runs added up, and the restart between them.
+            runs = subprocess.run([GPUTRIAGE, "runs", "--store", os.path.join(tmp, "runs.db"), "--name", "ledger-loop",
+                                   "--json"], capture_output=True, text=True, timeout=120)
+            self.assertEqual(runs.returncode, 0, runs.stderr)
+            experiment = json.loads(runs.stdout)
+            both = experiment["ledger"]
+            self.assertEqual((both["runs"], both["failed_runs"], both["restarts"]), (2, 1, 1))
+            hours = {b["name"]: b["hours"] for b in both["buckets"]}
+            self.assertAlmostEqual(hours["lost_work"], seconds(crashed_ledger, "lost_work") / 3600.0, delta=1e-9)
+            first, second = experiment["runs"]
+            self.assertAlmostEqual(hours["restart"], (second["started_ns"] - first["ended_ns"]) / 3.6e12, delta=1e-9)
+            self.assertAlmostEqual(sum(hours.values()), both["total"], delta=1e-6 * both["total"])
+            self.assertAlmostEqual(both["goodput"] * both["total"], hours["productive"], delta=1e-9)
 
             # The stored run gives the same ledger (its phases and its end are kept).
             stored = subprocess.run([GPUTRIAGE, "diagnose", "--json", "--store", os.path.join(tmp, "runs.db"), "2"],

@@ -151,6 +151,29 @@ TEST(MetricVerdicts, StarvedInputPipelineIsASawtooth) {
   EXPECT_NEAR(f->gain->current, 97.0 * 5 / 8, 0.1);
 }
 
+TEST(MetricVerdicts, LongIdleStretchesAreIdlePhasesNotAStepRhythm) {
+  // Busy for 90 s at ~97 %, then 40 s at 0 % (evaluation on the CPU, a checkpoint,
+  // the wait for the next job), six times: not a per-step stop-and-go.
+  const Diagnosis d = DiagnoseText(SmiLog(780, [](int t) { return (t % 130) < 90 ? 97.0 : 0.0; }, 300));
+  EXPECT_FALSE(Find(d, "input_bound")) << Verdicts(d);
+  EXPECT_FALSE(Find(d, "underutilized")) << Verdicts(d);
+  const Finding* f = Find(d, "idle_phases");
+  ASSERT_TRUE(f) << Verdicts(d);
+  const auto& m = d.recordings[0].metric_devices[0];
+  EXPECT_EQ(m.idle_phases.count, 6);
+  // Each stretch: from the last busy sample to the last idle one (40 s: each sample
+  // stands for the second before it).
+  EXPECT_EQ(m.idle_phases.longest_ns, 40 * kNsPerS);
+  EXPECT_NEAR(m.idle_phase_share, 6 * 40.0 / 780, 0.01);
+  ASSERT_TRUE(f->gain);
+  EXPECT_NEAR(f->gain->best, 100.0 * m.idle_phase_share, 1e-9);
+  // The same log with 3 s waits in an 8 s rhythm is still input-bound, with no idle phases.
+  const Diagnosis saw = DiagnoseText(SmiLog(780, [](int t) { return (t % 8) < 5 ? 97.0 : 0.0; }, 180));
+  EXPECT_TRUE(Find(saw, "input_bound")) << Verdicts(saw);
+  EXPECT_FALSE(Find(saw, "idle_phases")) << Verdicts(saw);
+  EXPECT_EQ(saw.recordings[0].metric_devices[0].idle_phases.count, 0);
+}
+
 TEST(MetricVerdicts, SmallBatchKeepsSmActivityLow) {
   const Diagnosis d = DiagnoseText(DcgmiLog(600, 98, 0.30, 0.10, 0.20, 0.05));
   ASSERT_TRUE(Find(d, "undersized_work")) << Verdicts(d);

@@ -271,6 +271,10 @@ struct DeviceMetricAnalysis {
   double fed_mean_percent = NAN; // mean busy level while above 5 %: the level the GPU holds while fed
   double near_full_share = NAN;  // share of samples >= 95 %
   SeriesSketch::Rhythm rhythm;   // of the busy series
+  /// Stretches of >= 10 s with the busy series near zero: idle phases between
+  /// bursts of work, not the wait inside a step (the rhythm leaves them out).
+  SeriesSketch::IdleStretches idle_phases;
+  double idle_phase_share = 0;   // of the observed time
   // power and clocks
   double power_limit_w = 0;      // logged limit, else the spec's board power
   std::string power_limit_source;

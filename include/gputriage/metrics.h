@@ -156,6 +156,22 @@ class SeriesSketch {
   std::vector<TimelinePoint> Timeline(size_t max_points) const;
   TimeNs timeline_bucket_ns() const { return bucket_ns_; }
 
+  /// Stretches of at least kIdleStretchMinNs whose every sample is at or below
+  /// kIdleStretchLevel (utilization series: those with EnableRhythm): a GPU idle
+  /// between bursts of work (evaluation, checkpoints, waits between jobs), far
+  /// longer than a step's wait for data. Not bridged across holes in the log.
+  static constexpr int64_t kIdleStretchMinNs = int64_t{10} * 1000 * 1000 * 1000;
+  static constexpr double kIdleStretchLevel = 5.0;
+  static constexpr size_t kIdleStretchesListed = 16;
+  struct IdleStretches {
+    int64_t count = 0;
+    TimeNs total_ns = 0;
+    TimeNs longest_ns = 0;
+    std::vector<std::pair<TimeNs, TimeNs>> listed;  // the first kIdleStretchesListed (start, end)
+  };
+  /// The stretches so far, with one still open at the last sample.
+  IdleStretches idle_stretches() const;
+
   struct Rhythm {
     int blocks = 0;            // blocks of regular samples with variation
     int period_samples = 0;    // lag of the strongest autocorrelation peak, 0 if none
@@ -196,6 +212,10 @@ class SeriesSketch {
   size_t current_ = 0;         // bucket of the latest sample
   TimeNs current_start_ = 0;
   std::unique_ptr<RhythmState> rhythm_;
+  IdleStretches idle_;
+  TimeNs idle_begin_ = -1;  // the open low stretch: from the sample before its first low one, -1 when none
+  TimeNs idle_last_ = 0;    // its latest low sample
+  static void CloseIdle(IdleStretches& into, TimeNs begin, TimeNs end);
   const std::vector<std::pair<double, double>>& SortedValues() const;
   mutable std::vector<std::pair<double, double>> sorted_;  // (value, weight), valid for sorted_count_ samples
   mutable double sorted_weight_ = 0;

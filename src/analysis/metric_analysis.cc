@@ -102,6 +102,9 @@ std::vector<DeviceMetricAnalysis> AnalyzeMetrics(const MetricSet& metrics) {
       a.fed_mean_percent = busy->MeanAbove(kNearZeroPercent);
       a.near_full_share = busy->ShareAtLeast(kNearFullPercent);
       a.rhythm = busy->rhythm();
+      a.idle_phases = busy->idle_stretches();
+      if (const TimeNs observed = busy->CoveredTime(); observed > 0)
+        a.idle_phase_share = std::min(1.0, static_cast<double>(a.idle_phases.total_ns) / static_cast<double>(observed));
       a.busy_timeline = busy->Timeline(SeriesSketch::kTimelineBuckets);
     }
 

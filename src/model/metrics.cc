@@ -220,11 +220,41 @@ void SeriesSketch::Commit(double value, TimeNs dt) {
   weighted_sum_ += w * value;
 }
 
+void SeriesSketch::CloseIdle(IdleStretches& into, TimeNs begin, TimeNs end) {
+  if (end - begin < kIdleStretchMinNs) return;
+  ++into.count;
+  into.total_ns += end - begin;
+  into.longest_ns = std::max(into.longest_ns, end - begin);
+  if (into.listed.size() < kIdleStretchesListed) into.listed.emplace_back(begin, end);
+}
+
+SeriesSketch::IdleStretches SeriesSketch::idle_stretches() const {
+  IdleStretches out = idle_;
+  if (idle_begin_ >= 0) CloseIdle(out, idle_begin_, idle_last_);
+  return out;
+}
+
 void SeriesSketch::Add(TimeNs t, double value) {
   if (!std::isfinite(value)) return;
   if (!values_) values_ = std::make_unique<Histogram>();
   // The sample's spacing from the one before (-1: none, or out of order).
   const TimeNs dt = count_ == 0 || t < last_t_ ? -1 : t - last_t_;
+  if (rhythm_ && (dt >= 0 || count_ == 0)) {
+    // Long stretches near zero: a low sample stands for the spacing before it, so
+    // a stretch begins at the sample before its first low one (not across a hole).
+    const bool hole = dt > 0 && reference_interval_ > 0 && dt / 4 > reference_interval_;
+    if (hole && idle_begin_ >= 0) {
+      CloseIdle(idle_, idle_begin_, idle_last_);
+      idle_begin_ = -1;
+    }
+    if (value <= kIdleStretchLevel) {
+      if (idle_begin_ < 0) idle_begin_ = dt > 0 && !hole ? last_t_ : t;
+      idle_last_ = t;
+    } else if (idle_begin_ >= 0) {
+      CloseIdle(idle_, idle_begin_, idle_last_);
+      idle_begin_ = -1;
+    }
+  }
   if (count_ == 0) {
     min_ = max_ = value;
     first_t_ = last_t_ = t;

@@ -91,6 +91,15 @@ json MetricDeviceJson(const DeviceMetricAnalysis& d) {
             {"near_full_share", Num(d.near_full_share)}};
   j["rhythm"] = {{"blocks", d.rhythm.blocks}, {"period_s", d.rhythm.period_samples > 0 ? json(static_cast<double>(d.rhythm.period_ns) / 1e9) : json(nullptr)},
                  {"strength", Num(d.rhythm.strength)}, {"sawtooth_depth_percent", Num(d.rhythm.swing_p50)}};
+  {
+    json listed = json::array();
+    for (const auto& [begin, end] : d.idle_phases.listed) listed.push_back({{"start_ns", begin}, {"end_ns", end}});
+    j["idle_phases"] = {{"count", d.idle_phases.count},
+                        {"total_s", static_cast<double>(d.idle_phases.total_ns) / 1e9},
+                        {"longest_s", static_cast<double>(d.idle_phases.longest_ns) / 1e9},
+                        {"share", Num(d.idle_phase_share)},
+                        {"listed", listed}};
+  }
   j["metrics"] = json::object();
   for (int m = 0; m < kNumMetrics; ++m)
     if (d.metrics[m].samples > 0) {

@@ -62,6 +62,8 @@ constexpr double kRhythmStrength = 0.3;          // mean autocorrelation at the 
 constexpr double kRhythmSwingPercent = 30.0;     // p90 − p10 within a block
 constexpr double kStopAndGoZeroShare = 0.10;     // dips to ~0 ...
 constexpr double kBimodalZeroShare = 0.20;       // ... or a bimodal on/off pattern
+constexpr double kIdlePhaseShare = 0.05;         // idle stretches worth naming: 5 % of the time
+constexpr double kIdlePhaseBusyOutsidePercent = 20.0;  // ... between bursts of real work
 constexpr double kBimodalHighPercent = 80.0;
 constexpr double kPowerWorkingPercent = 40.0;    // board power well above idle: the GPU does work
 constexpr double kMaterialZeroShare = 0.05;      // time near 0 that rules out "at the limit"
@@ -463,13 +465,62 @@ void UndersizedWork(const Ctx& c, std::vector<Finding>& out) {
   out.push_back(std::move(f));
 }
 
+/// Near-zero time outside the idle phases (stretches of >= 10 s): what a step's
+/// wait for data can account for.
+double ZeroShareInSteps(const Ctx& c) { return std::max(0.0, c.d.near_zero_share - c.d.idle_phase_share); }
+
 bool StopAndGo(const Ctx& c, bool& periodic) {
   const auto& r = c.d.rhythm;
+  // A rhythm as slow as an idle phase is bursts of work, not the batches' rhythm.
   periodic = r.period_samples > 0 && r.strength >= kRhythmStrength && r.swing_p50 >= kRhythmSwingPercent &&
-             c.d.near_zero_share >= kStopAndGoZeroShare;
+             ZeroShareInSteps(c) >= kStopAndGoZeroShare && r.period_ns < SeriesSketch::kIdleStretchMinNs;
   const auto& busy = c.d.Busy();
-  const bool bimodal = c.d.near_zero_share >= kBimodalZeroShare && busy.p95 >= kBimodalHighPercent;
+  const bool bimodal = ZeroShareInSteps(c) >= kBimodalZeroShare && busy.p95 >= kBimodalHighPercent;
   return periodic || bimodal;
+}
+
+/// Busy in bursts separated by long stretches near zero: phases of the job (or
+/// gaps between jobs) that hold the GPU idle, told apart from a step's wait.
+void IdlePhases(const Ctx& c, std::vector<Finding>& out) {
+  const auto& p = c.d.idle_phases;
+  if (p.count == 0 || c.d.idle_phase_share < kIdlePhaseShare || c.d.idle_phase_share >= 1.0) return;
+  // Phases between bursts of work: a GPU barely used the rest of the time is underutilized, not that.
+  if (c.d.busy_mean_percent / (1.0 - c.d.idle_phase_share) < kIdlePhaseBusyOutsidePercent) return;
+  const double share = 100.0 * c.d.idle_phase_share;
+  Finding f = Make(c, "idle_phases", share >= 20.0 ? Severity::kModerate : Severity::kLow);
+  f.title = fmt::format("Idle phases: {} near 0 in {} stretch{} of {} or more ({:.0f}% of the time; the longest {})",
+                        BusyName(c), p.count, p.count == 1 ? "" : "es",
+                        FormatSeconds(static_cast<double>(SeriesSketch::kIdleStretchMinNs) / 1e9), share,
+                        FormatSeconds(static_cast<double>(p.longest_ns) / 1e9));
+  f.detail = "Between bursts of work the GPU was held with nothing to run for tens of seconds at a time: evaluation, "
+             "checkpoint saves, data staging, a restart, or the wait between two jobs. These stretches are far longer "
+             "than a step's wait for its next batch, and are left out of the stop-and-go rhythm.";
+  AddBusyEvidence(c, f);
+  f.evidence.push_back(E("idle_phase_share_percent", share, "percent",
+                         fmt::format("time in stretches of >= {:.0f} s at <= {:.0f}%",
+                                     static_cast<double>(SeriesSketch::kIdleStretchMinNs) / 1e9,
+                                     SeriesSketch::kIdleStretchLevel),
+                         100.0 * kIdlePhaseShare, ">="));
+  f.evidence.push_back(E("idle_phases", static_cast<double>(p.count), "count", "stretches"));
+  f.evidence.push_back(E("idle_phase_longest_s", static_cast<double>(p.longest_ns) / 1e9, "s", "the longest stretch"));
+  f.evidence.push_back(E("busy_mean_outside_idle_phases_percent", c.d.busy_mean_percent / (1.0 - c.d.idle_phase_share),
+                         "percent", "the busy mean over the rest of the time", kIdlePhaseBusyOutsidePercent, ">="));
+  f.to_separate = "record the job with step markers or zero-code mode (gputriage record --python): the goodput "
+                  "ledger names each stretch (evaluation, checkpoint, start-up, restart) and prices it";
+  f.recommendations = {
+      {"save checkpoints asynchronously (torch.distributed.checkpoint.async_save) or less often",
+       "training continues while the state is written"},
+      {"evaluate on fewer batches, less often, or on another (smaller) GPU", "the training GPU stays busy"},
+      {"release the GPU between jobs (a scheduler, not a held allocation)", "an idle GPU costs the same per hour"},
+  };
+  ExpectedGain gain = LevelGain("gpu_time_saved_percent", 0.0, share, share, 0.0, "what_runs_in_the_stretches",
+                                fmt::format("the {:.0f}% of the logged time in idle stretches removed (overlapped with "
+                                            "training, or the GPU released); nothing where they are work the job "
+                                            "must do on this GPU",
+                                            share));
+  gain.speedup_percent = 0;  // the work itself goes no faster
+  f.gain = gain;
+  out.push_back(std::move(f));
 }
 
 void InputBound(const Ctx& c, std::vector<Finding>& out) {
@@ -549,6 +600,10 @@ void LowTensorActivity(const Ctx& c, std::vector<Finding>& out) {
 void Underutilized(const Ctx& c, std::vector<Finding>& out) {
   if (std::isnan(c.d.busy_mean_percent) || c.d.busy_mean_percent >= c.t.util_investigate_percent) return;
   if (HasAny(out, {"idle", "input_bound", "undersized_work", "video_engine_busy"}, Severity::kInfo)) return;
+  // Low only because of its idle phases: those are the finding.
+  if (HasAny(out, {"idle_phases"}, Severity::kInfo) && c.d.idle_phase_share < 1.0 &&
+      c.d.busy_mean_percent / (1.0 - c.d.idle_phase_share) >= c.t.util_investigate_percent)
+    return;
   const bool instant = c.snapshot;
   Finding f = Make(c, "underutilized", instant ? Severity::kLow : Severity::kModerate);
   f.title = fmt::format("Underutilized: mean {} {:.0f}%, below the {:.0f}% that merits investigation for {}", BusyName(c),
@@ -712,6 +767,7 @@ std::vector<Finding> JudgeMetrics(const RecordingAnalysis& a, const WorkloadTarg
       LowPrecision(c, out);
       MemoryBound(c, out);
       UndersizedWork(c, out);
+      IdlePhases(c, out);
       InputBound(c, out);
       LowTensorActivity(c, out);
       Underutilized(c, out);

@@ -272,7 +272,10 @@ int RunRecord(const RecordArgs& args) {
           diagnose.workload = *ParseWorkloadClass(args.workload);
           diagnose.price_per_gpu_hour = args.price_per_gpu_hour;
           const Diagnosis d = Diagnose(run, diagnose);
-          *answer = Answer{true, now_ms, FiguresOf(d), d.findings};
+          // The job is still running: its ledger (start-up to exit) is not known yet.
+          auto figures = FiguresOf(d);
+          std::erase_if(figures, [](const auto& f) { return IsLedgerFigure(f.first); });
+          *answer = Answer{true, now_ms, std::move(figures), d.findings};
         }
         (void)job_feed->AppendSummary(request.substr(8), answer->figures, answer->findings);
       }

@@ -111,6 +111,8 @@ const FigureDefinition* FindFigure(const std::string& id) {
   return nullptr;
 }
 
+bool IsLedgerFigure(const std::string& id) { return id == "goodput_percent" || StartsWith(id, "ledger_"); }
+
 std::map<std::string, double> FiguresOf(const Diagnosis& d) {
   std::map<std::string, double> out;
   const auto put = [&](const char* id, double v) {

@@ -27,6 +27,9 @@ const FigureDefinition* FindFigure(const std::string& id);
 /// coefficient of variation, 0 without steps) for noise floors, and
 /// "samples_per_step" where the steps carry samples.
 std::map<std::string, double> FiguresOf(const Diagnosis& d);
+/// The goodput ledger's figures (goodput_percent, ledger_*): final only once the
+/// job has ended, so a summary the job asks for while it runs leaves them out.
+bool IsLedgerFigure(const std::string& id);
 
 /// The smallest move of `figure` that is more than noise: 2 points for shares,
 /// else, in percent of the value, max(5 %, three standard errors of the

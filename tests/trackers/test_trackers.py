@@ -288,6 +288,11 @@ class Trackers(unittest.TestCase):
         self.assertEqual(summary["gputriage/verdicts"],
                          ", ".join(f"{f['verdict']} ({f['severity']})" for f in report["findings"]))
         for figure, value in stored["figures"].items():
+            if figure == "goodput_percent" or figure.startswith("ledger_"):
+                # The job writes its W&B summary before it exits: its ledger (to the
+                # exit) is not known then, and is left out rather than given early.
+                self.assertNotIn(f"gputriage/summary/{figure}", summary)
+                continue
             self.assertTrue(math.isclose(summary[f"gputriage/summary/{figure}"], value, rel_tol=1e-12),
                             (figure, summary.get(f"gputriage/summary/{figure}"), value))
         # Every window, as TensorBoard got it too.

@@ -469,6 +469,12 @@ void UndersizedWork(const Ctx& c, std::vector<Finding>& out) {
 /// wait for data can account for.
 double ZeroShareInSteps(const Ctx& c) { return std::max(0.0, c.d.near_zero_share - c.d.idle_phase_share); }
 
+/// The busy mean over the time outside the idle phases (they sit near 0); NaN when
+/// the whole log is one.
+double BusyOutsideIdlePhases(const Ctx& c) {
+  return c.d.idle_phase_share < 1.0 ? c.d.busy_mean_percent / (1.0 - c.d.idle_phase_share) : NAN;
+}
+
 bool StopAndGo(const Ctx& c, bool& periodic) {
   const auto& r = c.d.rhythm;
   // A rhythm as slow as an idle phase is bursts of work, not the batches' rhythm.
@@ -483,9 +489,9 @@ bool StopAndGo(const Ctx& c, bool& periodic) {
 /// gaps between jobs) that hold the GPU idle, told apart from a step's wait.
 void IdlePhases(const Ctx& c, std::vector<Finding>& out) {
   const auto& p = c.d.idle_phases;
-  if (p.count == 0 || c.d.idle_phase_share < kIdlePhaseShare || c.d.idle_phase_share >= 1.0) return;
   // Phases between bursts of work: a GPU barely used the rest of the time is underutilized, not that.
-  if (c.d.busy_mean_percent / (1.0 - c.d.idle_phase_share) < kIdlePhaseBusyOutsidePercent) return;
+  if (p.count == 0 || c.d.idle_phase_share < kIdlePhaseShare || !(BusyOutsideIdlePhases(c) >= kIdlePhaseBusyOutsidePercent))
+    return;
   const double share = 100.0 * c.d.idle_phase_share;
   Finding f = Make(c, "idle_phases", share >= 20.0 ? Severity::kModerate : Severity::kLow);
   f.title = fmt::format("Idle phases: {} near 0 in {} stretch{} of {} or more ({:.0f}% of the time; the longest {})",
@@ -503,8 +509,8 @@ void IdlePhases(const Ctx& c, std::vector<Finding>& out) {
                          100.0 * kIdlePhaseShare, ">="));
   f.evidence.push_back(E("idle_phases", static_cast<double>(p.count), "count", "stretches"));
   f.evidence.push_back(E("idle_phase_longest_s", static_cast<double>(p.longest_ns) / 1e9, "s", "the longest stretch"));
-  f.evidence.push_back(E("busy_mean_outside_idle_phases_percent", c.d.busy_mean_percent / (1.0 - c.d.idle_phase_share),
-                         "percent", "the busy mean over the rest of the time", kIdlePhaseBusyOutsidePercent, ">="));
+  f.evidence.push_back(E("busy_mean_outside_idle_phases_percent", BusyOutsideIdlePhases(c), "percent",
+                         "the busy mean over the rest of the time", kIdlePhaseBusyOutsidePercent, ">="));
   f.to_separate = "record the job with step markers or zero-code mode (gputriage record --python): the goodput "
                   "ledger names each stretch (evaluation, checkpoint, start-up, restart) and prices it";
   f.recommendations = {
@@ -601,8 +607,7 @@ void Underutilized(const Ctx& c, std::vector<Finding>& out) {
   if (std::isnan(c.d.busy_mean_percent) || c.d.busy_mean_percent >= c.t.util_investigate_percent) return;
   if (HasAny(out, {"idle", "input_bound", "undersized_work", "video_engine_busy"}, Severity::kInfo)) return;
   // Low only because of its idle phases: those are the finding.
-  if (HasAny(out, {"idle_phases"}, Severity::kInfo) && c.d.idle_phase_share < 1.0 &&
-      c.d.busy_mean_percent / (1.0 - c.d.idle_phase_share) >= c.t.util_investigate_percent)
+  if (HasAny(out, {"idle_phases"}, Severity::kInfo) && BusyOutsideIdlePhases(c) >= c.t.util_investigate_percent)
     return;
   const bool instant = c.snapshot;
   Finding f = Make(c, "underutilized", instant ? Severity::kLow : Severity::kModerate);

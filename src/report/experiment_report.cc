@@ -183,10 +183,8 @@ std::string RenderExperimentText(const std::string& name, const std::vector<Expe
   }
   // Where the experiment's GPU-hours went, across its runs and restarts.
   if (const ExperimentLedger l = AddUpLedgers(runs); l.runs > 0 && l.total > 0) {
-    const double total_s = l.total * 3600.0;
-    const std::string amount = l.gpu_hours      ? fmt::format("{:.4g} GPU-hours", l.total)
-                               : total_s < 7200 ? fmt::format("{:.1f} min of wall time, no GPU seen", total_s / 60)
-                                                : fmt::format("{:.2f} hours of wall time, no GPU seen", l.total);
+    const std::string amount = l.gpu_hours ? FormatGpuTime(l.total)
+                                           : FormatSeconds(l.total * 3600.0) + " of wall time, no GPU seen";
     out += fmt::format("\nLedger of the {} run{} with one: {}, goodput {:.1f}%{}{}\n", l.runs,
                        l.runs == 1 ? "" : "s", amount, 100.0 * l.Bucket("productive") / l.total,
                        l.failed > 0 ? fmt::format("; {} failed, {} restart{}", l.failed, l.restarts, l.restarts == 1 ? "" : "s")
@@ -195,11 +193,7 @@ std::string RenderExperimentText(const std::string& name, const std::vector<Expe
     auto line = [&](const std::string& name, double hours) {
       if (hours <= 0) return;
       // Job-hours read best as time; GPU-hours as they are billed.
-      const double s = hours * 3600.0;
-      const std::string amount = l.gpu_hours ? fmt::format("{:.4g} GPU-h", hours)
-                                 : s < 120   ? fmt::format("{:.1f} s", s)
-                                 : s < 7200  ? fmt::format("{:.1f} min", s / 60)
-                                             : fmt::format("{:.2f} h", hours);
+      const std::string amount = l.gpu_hours ? FormatGpuTime(hours) : FormatSeconds(hours * 3600.0);
       out += fmt::format("  {:<19} {:>6.1f}%  {:>12}\n", name, 100.0 * hours / l.total, amount);
     };
     for (const auto& [name, hours] : l.buckets) line(name, hours);

@@ -136,20 +136,13 @@ void RenderStepMarkers(std::string& out, const StepMarkerAnalysis& m) {
   }
 }
 
-/// A duration in hours, as people read it: seconds, minutes or hours.
-std::string HoursText(double hours) {
-  const double s = hours * 3600.0;
-  if (s < 120) return fmt::format("{:.1f} s", s);
-  if (s < 7200) return fmt::format("{:.1f} min", s / 60);
-  return fmt::format("{:.2f} h", hours);
-}
-
 void RenderLedger(std::string& out, const RunLedger& l) {
   if (!l.valid) return;
   const bool gpu = l.unit == "gpu_hours";
   out += fmt::format("   ledger: {} ({}), goodput {}{}\n",
-                     gpu ? fmt::format("{:.4g} GPU-hours: {:.3g} GPUs x {}", l.total, l.gpus, HoursText(l.wall_hours))
-                         : fmt::format("{} of wall time, no GPU seen", HoursText(l.wall_hours)),
+                     gpu ? fmt::format("{}: {:.3g} GPUs x {}", FormatGpuTime(l.total), l.gpus,
+                                       FormatSeconds(l.wall_hours * 3600))
+                         : fmt::format("{} of wall time, no GPU seen", FormatSeconds(l.wall_hours * 3600)),
                      l.span_source, Pct(100.0 * l.goodput),
                      std::isnan(l.price_per_gpu_hour) ? "" : fmt::format(", at {}/GPU-hour", FormatUsd(l.price_per_gpu_hour)));
   std::string unknown;
@@ -160,7 +153,7 @@ void RenderLedger(std::string& out, const RunLedger& l) {
     }
     if (b.share <= 0) continue;
     out += fmt::format("     {:<19} {:>6.1f}%  {:>10}{}{}\n", b.name, 100.0 * b.share,
-                       gpu ? fmt::format("{:.4g} GPU-h", b.hours) : HoursText(b.hours),
+                       gpu ? FormatGpuTime(b.hours) : FormatSeconds(b.hours * 3600),
                        std::isnan(b.dollars) ? "" : "  " + FormatUsd(b.dollars),
                        b.count > 0 ? fmt::format("  ({})", b.count) : "");
   }

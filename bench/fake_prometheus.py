@@ -92,6 +92,21 @@ class Fleet:
         if query.startswith("sum_over_time((gputriage_finding"):
             return [sample(dict(labels(i), verdict=VERDICTS[i % 4], severity="moderate"),
                            (1 - util(i) / 100) * 2.5 * covered_seconds(i, range_s) / step_s) for i in gpus]
+        if query.startswith("increase(gputriage_ledger_gpu_seconds_total"):
+            # Every fourth GPU's job writes step markers (its ledger has the step
+            # buckets); the others' is their utilization's: idle phases and unsplit.
+            out = []
+            for i in gpus:
+                covered = covered_seconds(i, range_s)
+                if i % 4 == 0:
+                    shares = {"productive": 0.5, "data_wait": 0.2, "communication": 0.05, "between_steps": 0.01,
+                              "startup": 0.02, "compile_warmup": 0.02, "checkpoint_restore": 0.0,
+                              "checkpoint_save": 0.05, "evaluation": 0.1, "idle": 0.05, "teardown": 0.0}
+                else:
+                    idle = 1 - util(i) / 100
+                    shares = {"idle": idle / 2, "unsplit": 1 - idle / 2}
+                out.extend(sample(dict(labels(i), bucket=b), covered * share) for b, share in shares.items())
+            return out
         raise ValueError("the fake Prometheus does not know this query: " + query)
 
 

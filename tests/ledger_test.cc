@@ -3,6 +3,7 @@
 // cannot see reported as unknown, and run phases kept apart from steps by the
 // step builder (src/markers/marked_steps.cc).
 #include <cmath>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -11,6 +12,7 @@
 #include "gputriage/diagnosis.h"
 #include "gputriage/markers.h"
 #include "src/analysis/ledger.h"
+#include "src/analysis/live_ledger.h"
 #include "src/markers/marked_steps.h"
 
 namespace gputriage {
@@ -223,6 +225,181 @@ TEST(Ledger, StepBuilderKeepsTheJobsPhasesOutOfItsSteps) {
   EXPECT_EQ(marked.run_phases[0].span.duration(), 200 * kMs);
   EXPECT_EQ(marked.run_phases[1].phase, GPUTRIAGE_PHASE_EVAL);
   EXPECT_EQ(marked.unassigned_phases, 0);
+}
+
+
+/// The job as an agent sees it: every `tick_ms` the steps and phases that ended
+/// a hold ago arrive (as the step builder releases them), and the time before
+/// anything still open is settled. Returns the live ledger's ms per bucket.
+std::map<std::string, double> LiveMs(const Recording& rec, double tick_ms, double hold_ms) {
+  analysis::MarkedLedger live(rec.job_span.start);
+  std::vector<bool> step_sent(rec.marked_steps.size()), phase_sent(rec.run_phases.size());
+  const TimeNs tick = static_cast<TimeNs>(tick_ms * kMs), hold = static_cast<TimeNs>(hold_ms * kMs);
+  for (TimeNs now = rec.job_span.start + tick; now < rec.job_span.end; now += tick) {
+    std::vector<MarkedStep> steps;
+    std::vector<RunPhase> phases;
+    TimeNs settled = now;
+    for (size_t i = 0; i < rec.marked_steps.size(); ++i) {
+      const auto& s = rec.marked_steps[i];
+      if (step_sent[i] || s.span.start >= now) continue;
+      if (s.span.end <= now - hold) {
+        steps.push_back(s);
+        step_sent[i] = true;
+      } else {
+        settled = std::min(settled, s.span.start);  // open, or held
+      }
+    }
+    for (size_t i = 0; i < rec.run_phases.size(); ++i) {
+      const auto& p = rec.run_phases[i];
+      if (phase_sent[i] || p.span.start >= now) continue;
+      if (p.span.end <= now) {
+        phases.push_back(p);
+        phase_sent[i] = true;
+      } else {
+        settled = std::min(settled, p.span.start);
+      }
+    }
+    live.Add(std::move(steps), std::move(phases));
+    live.Advance(settled);
+  }
+  std::vector<MarkedStep> steps;
+  std::vector<RunPhase> phases;
+  for (size_t i = 0; i < rec.marked_steps.size(); ++i)
+    if (!step_sent[i]) steps.push_back(rec.marked_steps[i]);
+  for (size_t i = 0; i < rec.run_phases.size(); ++i)
+    if (!phase_sent[i]) phases.push_back(rec.run_phases[i]);
+  live.Add(std::move(steps), std::move(phases));
+  live.End(rec.job_span.end);
+  std::map<std::string, double> out;
+  for (size_t b = 0; b < live.seconds().size(); ++b) out[analysis::LedgerBucketNames()[b]] = live.seconds()[b] * 1000;
+  return out;
+}
+
+/// The run's ledger and the live one agree on every bucket the agent shows.
+void ExpectLiveMatchesRun(const Recording& rec, double tick_ms, double hold_ms) {
+  const RunLedger run = analysis::BuildLedger(rec, {});
+  ASSERT_TRUE(run.valid);
+  const auto live = LiveMs(rec, tick_ms, hold_ms);
+  double total = 0;
+  for (const auto& [name, ms] : live) total += ms;
+  EXPECT_NEAR(total, run.wall_hours * 3600 * 1000, 1e-3) << "tick " << tick_ms;
+  for (size_t b = 0; b < analysis::LedgerBucketNames().size(); ++b) {
+    const std::string& name = analysis::LedgerBucketNames()[b];
+    if (!analysis::MarkedLedger::Shows(static_cast<int>(b))) {
+      EXPECT_EQ(live.at(name), 0) << name;
+      continue;
+    }
+    EXPECT_NEAR(live.at(name), Ms(run, name.c_str()), 1e-3) << name << " at a tick of " << tick_ms << " ms";
+  }
+}
+
+TEST(LiveLedger, AJobAccountedAsItRunsEndsWithTheRunsLedger) {
+  const Recording rec = JobBuilder(1000)
+                            .Wait(2000)
+                            .Phase(GPUTRIAGE_PHASE_RESTORE, 400)
+                            .Phase(GPUTRIAGE_PHASE_COMPILE, 600)
+                            .Steps(10, 100, 20)
+                            .Phase(GPUTRIAGE_PHASE_CHECKPOINT, 500)
+                            .Wait(30)
+                            .Steps(10, 100, 20)
+                            .Phase(GPUTRIAGE_PHASE_EVAL, 300)
+                            .Wait(5000)
+                            .Steps(5, 100, 20)
+                            .End(700);
+  // Ticks finer and coarser than a step, and than the idle gap's threshold.
+  for (double tick : {7.0, 50.0, 230.0, 1000.0}) ExpectLiveMatchesRun(rec, tick, 500);
+}
+
+TEST(LiveLedger, WarmUpStepsAndShortGapsAsTheRunsLedgerDraws) {
+  // Slow first steps (warm-up), gaps under the idle threshold between steps,
+  // a long one (idle), steps that a tick cuts in two.
+  const Recording rec = JobBuilder(0)
+                            .Wait(300)
+                            .Steps(3, 1500, 100)
+                            .Steps(20, 100, 30)
+                            .Wait(150)
+                            .Steps(20, 100, 30)
+                            .Wait(4000)
+                            .Steps(8, 100, 30)
+                            .End(200);
+  for (double tick : {13.0, 100.0, 777.0}) ExpectLiveMatchesRun(rec, tick, 300);
+  const auto live = LiveMs(rec, 100, 300);
+  EXPECT_NEAR(live.at("compile_warmup"), 3 * 1500, 1e-3);
+  EXPECT_NEAR(live.at("idle"), 4000, 1e-3);
+  EXPECT_NEAR(live.at("between_steps"), 150, 1e-3);
+}
+
+TEST(LiveLedger, AnOpenGapIsIdleOnceLongEnoughAndCountersNeverShrink) {
+  // Steps, then nothing for 20 s while the job lives: the agent counts it as idle
+  // as it grows (its counters never wait for the gap to close).
+  analysis::MarkedLedger live(0);
+  std::vector<MarkedStep> steps;
+  for (int i = 0; i < 10; ++i) {
+    MarkedStep s;
+    s.number = i;
+    s.pid = 1;
+    s.span = {i * 100 * kMs, (i + 1) * 100 * kMs};
+    steps.push_back(s);
+  }
+  live.Add(steps, {});
+  live.Advance(1000 * kMs);
+  EXPECT_NEAR(live.seconds()[0], 1.0, 1e-9);  // productive
+  double idle_before = 0;
+  for (TimeNs t = 1100; t <= 21000; t += 100) {
+    live.Advance(t * kMs);
+    const double idle = live.seconds()[10];
+    EXPECT_GE(idle, idle_before);
+    idle_before = idle;
+  }
+  // 1 s of gap is the threshold (3 median steps is less): then all 20 s of it.
+  EXPECT_NEAR(idle_before, 20.0, 1e-9);
+  EXPECT_EQ(live.accounted_until(), 21000 * kMs);
+  // A short gap is not counted until it closes.
+  analysis::MarkedLedger short_gap(0);
+  short_gap.Add(steps, {});
+  short_gap.Advance(1500 * kMs);
+  EXPECT_EQ(short_gap.accounted_until(), 1000 * kMs);
+}
+
+TEST(LiveLedger, UtilizationIdlePhasesAndTheRest) {
+  analysis::UtilizationLedger u;
+  auto run = [&](int seconds, double percent) {
+    for (int i = 0; i < seconds * 10; ++i) u.Add(100 * kMs, percent);
+  };
+  run(20, 90);
+  run(15, 0);   // an idle phase
+  run(10, 90);
+  run(5, 3);    // a dip, too short
+  run(30, 80);
+  run(12, 2);   // idle, still open at the end
+  u.End();
+  EXPECT_NEAR(u.seconds()[10], 15 + 12, 1e-6);  // idle
+  EXPECT_NEAR(u.seconds()[15], 20 + 10 + 5 + 30, 1e-6);  // unsplit
+  analysis::UtilizationLedger short_end;
+  for (int i = 0; i < 50; ++i) short_end.Add(100 * kMs, 0);  // 5 s low, then the job ends
+  short_end.End();
+  EXPECT_NEAR(short_end.seconds()[10], 0, 1e-9);
+  EXPECT_NEAR(short_end.seconds()[15], 5, 1e-6);
+}
+
+TEST(Ledger, AMetricLogShowsItsIdlePhasesAndLeavesTheRestUnsplit) {
+  DeviceMetricAnalysis d;
+  d.hours = 1.0;
+  d.idle_phases.count = 3;
+  d.idle_phases.total_ns = 900 * kNsPerS;  // 15 minutes
+  DeviceMetricAnalysis other = d;
+  other.idle_phases = {};
+  const RunLedger l = analysis::BuildMetricLedger({d, other}, analysis::JobGpus({d, other}));
+  ASSERT_TRUE(l.valid);
+  EXPECT_EQ(l.unit, "gpu_hours");
+  EXPECT_NEAR(l.total, 2.0, 1e-12);
+  EXPECT_NEAR(l.Find("idle")->hours, 0.25, 1e-12);
+  EXPECT_NEAR(l.Find("unsplit")->hours, 1.75, 1e-12);
+  EXPECT_FALSE(l.Find("productive")->known);
+  EXPECT_TRUE(std::isnan(l.goodput));
+  ExpectAddsUp(l);
+  // No idle phase: nothing a metric log can tell apart, no ledger.
+  EXPECT_FALSE(analysis::BuildMetricLedger({other}, analysis::JobGpus({other})).valid);
 }
 
 }  // namespace

@@ -7,6 +7,10 @@
 //     crash:   begins one more step and dies by SIGKILL inside it
 //     closed-fd: first closes the inherited ring descriptor and puts /dev/null
 //                under its number (what a launcher that closes descriptors leaves)
+//     ledger:    every 20 steps a checkpoint phase of DATA_MS*10 ms and an eval
+//                phase of DATA_MS*20 ms (both asleep), between steps; its own
+//                timers (ms: data, compute, checkpoint, eval, and the cycles
+//                done) rewritten after each cycle to $MARKER_WRITER_TIMERS
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/mman.h>
@@ -15,6 +19,7 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -42,14 +47,43 @@ int main(int argc, char** argv) {
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return static_cast<double>(ts.tv_sec) * 1e3 + static_cast<double>(ts.tv_nsec) / 1e6;
   };
+  double timers[4] = {0, 0, 0, 0};  // data, compute, checkpoint, eval (ms)
+  auto asleep = [&](double ms) {
+    const timespec p{static_cast<time_t>(ms / 1000), static_cast<long>(std::fmod(ms, 1000.0) * 1e6)};
+    nanosleep(&p, nullptr);
+  };
   for (int i = 0; i < steps; ++i) {
     gputriage_step_begin(i);
+    double t0 = now_ms();
     gputriage_phase_begin(GPUTRIAGE_PHASE_DATA);
     nanosleep(&pause, nullptr);
     gputriage_phase_end(GPUTRIAGE_PHASE_DATA);
+    double t1 = now_ms();
     for (const double until = now_ms() + compute_ms; now_ms() < until;) {
     }
     gputriage_step_end(i, 32, 0, 0);
+    timers[0] += t1 - t0;
+    timers[1] += now_ms() - t1;
+    if (mode == "ledger" && i % 20 == 19) {
+      t0 = now_ms();
+      gputriage_phase_begin(GPUTRIAGE_PHASE_CHECKPOINT);
+      asleep(data_ms * 10);
+      gputriage_phase_end(GPUTRIAGE_PHASE_CHECKPOINT);
+      t1 = now_ms();
+      gputriage_phase_begin(GPUTRIAGE_PHASE_EVAL);
+      asleep(data_ms * 20);
+      gputriage_phase_end(GPUTRIAGE_PHASE_EVAL);
+      timers[2] += t1 - t0;
+      timers[3] += now_ms() - t1;
+      if (const char* path = std::getenv("MARKER_WRITER_TIMERS")) {
+        const std::string tmp = std::string(path) + ".tmp";
+        if (FILE* f = std::fopen(tmp.c_str(), "w")) {
+          std::fprintf(f, "%.3f %.3f %.3f %.3f %d\n", timers[0], timers[1], timers[2], timers[3], (i + 1) / 20);
+          std::fclose(f);
+          std::rename(tmp.c_str(), path);
+        }
+      }
+    }
   }
   if (mode == "garbage") {
     const int fd = std::atoi(std::getenv("GPUTRIAGE_MARKERS_FD"));

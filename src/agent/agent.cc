@@ -13,6 +13,8 @@
 #include "src/record/dcgm_exporter_source.h"
 #include "src/sources/nvml/nvml_library.h"
 #include "src/sources/nvml/nvml_sampler.h"
+#include "src/analysis/ledger.h"
+#include "src/analysis/metric_analysis.h"
 #include "src/util/clock.h"
 #include "src/util/strings.h"
 
@@ -145,6 +147,9 @@ void Agent::FindMarkers(GpuState& g, const std::vector<unsigned int>& pids) {
     // come: 5 s (the recorder's), less in a short window.
     m->builder = std::make_unique<StepBuilder>(MarkerHold());
     g.markers = std::move(m);
+    // A job already running when the agent came has no start-up here: the
+    // time before the first step it sees is not known to be start-up.
+    g.marked_ledger = std::make_shared<analysis::MarkedLedger>(WallNs(), /*joined_mid_run=*/!attributed_once_);
     return;
   }
 }
@@ -156,7 +161,32 @@ void Agent::ReadMarkers(TimeNs now) {
     std::vector<Marker> fresh;
     m.ring->Drain(fresh);
     m.builder->Add(std::move(fresh));
-    for (auto& step : m.builder->TakeFinished()) m.steps.push_back(std::move(step));
+    std::vector<MarkedStep> finished = m.builder->TakeFinished();
+    std::vector<RunPhase> phases = m.builder->TakeRunPhases();
+    if (g.marked_ledger) {
+      // The GPU's own process's timeline: one of its processes that marks
+      // steps (a job of several ranks writes one ring), else the first that does.
+      if (g.ledger_pid == 0)
+        for (const auto& step : finished)
+          if (std::find(g.pids.begin(), g.pids.end(), step.pid) != g.pids.end()) {
+            g.ledger_pid = step.pid;
+            break;
+          }
+      if (g.ledger_pid == 0 && !finished.empty()) g.ledger_pid = finished.front().pid;
+      std::vector<MarkedStep> own;
+      for (const auto& step : finished)
+        if (step.pid == g.ledger_pid) own.push_back(step);
+      std::vector<RunPhase> own_phases;
+      for (const auto& p : phases)
+        if (g.ledger_pid == 0 || p.pid == g.ledger_pid ||
+            std::find(g.pids.begin(), g.pids.end(), p.pid) != g.pids.end())
+          own_phases.push_back(p);
+      g.marked_ledger->Add(std::move(own), std::move(own_phases));
+      // Markers written before this drain are all in: what began before the
+      // builder's open and held steps and phases is final.
+      g.marked_ledger->Advance(m.builder->SettledBefore(now - 10 * kNsPerMs));
+    }
+    for (auto& step : finished) m.steps.push_back(std::move(step));
     // Steps reach the window a hold late: they are kept for the window and the hold.
     while (!m.steps.empty() && m.steps.front().span.end < now - options_.window_ns - MarkerHold()) m.steps.pop_front();
   }
@@ -294,6 +324,7 @@ void Agent::Watch(Recording& live) {
                                                                      : (g.last_busy_t == 0 ? options_.interval_ns : 0);
       g.sampled_seconds += Seconds(covered);
       g.last_busy_t = std::max(g.last_busy_t, t);
+      g.utilization_ledger.Add(covered, value);
     }
   };
 }
@@ -339,7 +370,8 @@ void Agent::Attribute(TimeNs now) {
     }
     JobIdentity job;
     if (sampler_) {
-      job = JobOfProcesses(sampler_->ProcessIds(d), options_.proc_root);
+      g.pids = sampler_->ProcessIds(d);
+      job = JobOfProcesses(g.pids, options_.proc_root);
     } else if (d < live_->metrics.devices.size()) {
       // A dcgm-exporter names the pod (its Kubernetes mapping) or the HPC job.
       const auto& labels = live_->metrics.devices[d].labels;
@@ -362,8 +394,13 @@ void Agent::Attribute(TimeNs now) {
       }
     const std::string key = job.Key();
     if (key == g.job_key) continue;
-    // Another job (or none) on this GPU: its window, verdict, markers and
-    // covered time start again (a new series, from zero).
+    // Another job (or none) on this GPU: its window, verdict, markers,
+    // covered time and ledger start again (a new series, from zero); the
+    // ended job's ledger is served a while longer.
+    if (attributed_once_) EndLedger(d, now);
+    g.utilization_ledger = analysis::UtilizationLedger{};
+    g.marked_ledger.reset();
+    g.ledger_pid = 0;
     window_.Forget(d);
     g.judgement = GpuJudgement{};
     g.sampled_seconds = 0;
@@ -371,8 +408,9 @@ void Agent::Attribute(TimeNs now) {
     g.job = std::move(job);
     g.job_key = key;
     // A process's environment is fixed at exec: its ring is looked for once per job.
-    if (sampler_ && g.job.pid != 0) FindMarkers(g, sampler_->ProcessIds(d));
+    if (sampler_ && g.job.pid != 0) FindMarkers(g, g.pids);
   }
+  attributed_once_ = true;
   ReadMarkers(now);
   next_attribution_ = now + kNsPerS;
 }
@@ -535,6 +573,44 @@ void Agent::Judge(TimeNs /*now*/) {
   }
 }
 
+std::vector<std::pair<std::string, double>> Agent::LedgerGpuSeconds(size_t d) const {
+  const GpuState& g = gpus_[d];
+  double share = 1.0;
+  if (live_ && d < live_->metrics.devices.size() && live_->metrics.devices[d].mig_instance >= 0)
+    share = MigBoardShare(live_->metrics.devices[d].mig_profile, live_->metrics.devices[d].name);
+  std::vector<std::pair<std::string, double>> out;
+  const auto& names = analysis::LedgerBucketNames();
+  const analysis::LedgerSeconds& seconds =
+      g.marked_ledger ? g.marked_ledger->seconds() : g.utilization_ledger.seconds();
+  for (size_t b = 0; b < names.size(); ++b) {
+    const bool shown = g.marked_ledger ? analysis::MarkedLedger::Shows(static_cast<int>(b))
+                                       : analysis::UtilizationLedger::Shows(static_cast<int>(b));
+    if (shown) out.emplace_back(names[b], seconds[b] * share);
+  }
+  return out;
+}
+
+void Agent::EndLedger(size_t d, TimeNs now) {
+  GpuState& g = gpus_[d];
+  if (!live_ || d >= live_->metrics.devices.size() || g.last_busy_t == 0) return;
+  if (g.marked_ledger && g.markers) {
+    // The job has gone: its held steps and phases are final now.
+    MarkedSteps rest = g.markers->builder->Finish();
+    std::vector<MarkedStep> own;
+    for (auto& step : rest.steps)
+      if (g.ledger_pid == 0 || step.pid == g.ledger_pid) own.push_back(std::move(step));
+    g.marked_ledger->Add(std::move(own), std::move(rest.run_phases));
+    g.marked_ledger->End(now);
+  }
+  g.utilization_ledger.End();
+  EndedLedger ended;
+  ended.labels = With(GpuLabels(live_->metrics.devices[d], options_.hostname), g.job.ToLabels());
+  ended.gpu_seconds = LedgerGpuSeconds(d);
+  // Long enough for scrapes at any usual interval to see the last values.
+  ended.served_until = now + std::max<TimeNs>(options_.window_ns, 120 * kNsPerS);
+  ended_ledgers_.push_back(std::move(ended));
+}
+
 void Agent::Render(TimeNs now) {
   Exposition e;
   const std::string& host = options_.hostname;
@@ -661,6 +737,17 @@ void Agent::Render(TimeNs now) {
             return Pair{{{"bounded_by", g.judgement.gain_bounded_by}},
                         g.judgement.gain_percent ? *g.judgement.gain_percent : NaN()};
           });
+  // The goodput ledger: GPU-seconds by bucket since the job came to the GPU.
+  e.Family("gputriage_ledger_gpu_seconds", Exposition::Type::kCounter,
+           "GPU-seconds of the job on this GPU by goodput-ledger bucket (docs/ledger.md), from its step markers "
+           "(productive, data_wait, ...) or, without markers, from its utilization (idle phases, and unsplit).");
+  std::erase_if(ended_ledgers_, [&](const EndedLedger& l) { return l.served_until < now; });
+  for (const auto& l : ended_ledgers_)
+    for (const auto& [bucket, seconds] : l.gpu_seconds) e.Sample(With(l.labels, {{"bucket", bucket}}), seconds);
+  for (size_t d = 0; d < n; ++d) {
+    if (gpus_[d].lost || gpus_[d].last_busy_t == 0) continue;
+    for (const auto& [bucket, seconds] : LedgerGpuSeconds(d)) e.Sample(With(own_labels[d], {{"bucket", bucket}}), seconds);
+  }
   e.Family("gputriage_gpu_metric_error", Exposition::Type::kGauge,
            "1 for each NVML call failing on a GPU now (`metric`: the call, `error`: the driver's answer); a GPU "
            "whose utilization fails has no verdict or idle dollars until it reads again.");

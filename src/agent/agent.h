@@ -31,6 +31,7 @@
 #include "src/agent/job_identity.h"
 #include "src/agent/pod_resources.h"
 #include "src/agent/sample_window.h"
+#include "src/analysis/live_ledger.h"
 
 namespace gputriage {
 
@@ -160,6 +161,20 @@ class Agent {
     double sampled_seconds = 0;
     TimeNs last_busy_t = 0;
     bool has_util = false;  // utilization.gpu arrives (else GR engine activity, MIG, stands for it)
+    // The job's goodput ledger on this GPU, from its start here: from its step
+    // markers when it writes them, else idle phases of its utilization.
+    // Shared like `markers`: a GPU's state is copied as GPUs appear.
+    std::shared_ptr<analysis::MarkedLedger> marked_ledger;
+    analysis::UtilizationLedger utilization_ledger;
+    uint32_t ledger_pid = 0;  // the process whose steps are this GPU's (one of its own, when it marks)
+    std::vector<unsigned int> pids;  // on the GPU at the last attribution
+  };
+  // A job's ledger after the job left its GPU: its final counters stay served
+  // for a while, so the scrapes after its last steps see where it ended.
+  struct EndedLedger {
+    Labels labels;
+    std::vector<std::pair<std::string, double>> gpu_seconds;  // by bucket
+    TimeNs served_until = 0;
   };
   void Loop();
   void Tick(TimeNs now);
@@ -172,6 +187,9 @@ class Agent {
   void ReadMarkers(TimeNs now);
   TimeNs MarkerHold() const;
   void Judge(TimeNs now);
+  /// The GPU's ledger buckets in GPU-seconds (a MIG instance by its share).
+  std::vector<std::pair<std::string, double>> LedgerGpuSeconds(size_t d) const;
+  void EndLedger(size_t d, TimeNs now);
   void Render(TimeNs now);
   void Publish(const Exposition& e);
   void PublishView(TimeNs now);
@@ -194,6 +212,8 @@ class Agent {
   int64_t judgements_ = 0;
   int64_t samples_ = 0;
   TimeNs started_ = 0;
+  bool attributed_once_ = false;  // jobs found at the first attribution were running before the agent
+  std::vector<EndedLedger> ended_ledgers_;
 
   // Shared with the server's threads.
   mutable std::mutex page_mutex_;

@@ -516,6 +516,7 @@ RecordingAnalysis Analyze(const Recording& rec, int threads, bool rank_of_run) {
     if (!d.name.empty() && gpu_name.empty()) gpu_name = d.name;
   a.marked = AnalyzeMarkedSteps(rec.marked_steps, gpu_name);
   a.ledger = analysis::BuildLedger(rec, analysis::JobGpus(a.metric_devices));
+  if (!a.ledger.valid) a.ledger = analysis::BuildMetricLedger(a.metric_devices, analysis::JobGpus(a.metric_devices));
   if (!a.has_trace) return a;
   if (Status s = AnalyzeTrace(rec, a, threads, rank_of_run); !s.ok()) {
     a.error = fmt::format("{}: the analysis could not finish: {}", rec.source_path, s.message());

@@ -9,45 +9,12 @@
 #include <fmt/format.h>
 
 #include "gputriage/markers.h"
+#include "src/analysis/ledger_buckets.h"
 
 namespace gputriage::analysis {
-namespace {
 
-enum Bucket {
-  kProductive,
-  kDataWait,
-  kCommunication,
-  kHostStall,
-  kBetweenSteps,
-  kStartup,
-  kCompileWarmup,
-  kCheckpointRestore,
-  kCheckpointSave,
-  kEvaluation,
-  kIdle,
-  kTeardown,
-  kHang,
-  kCrash,
-  kLostWork,
-  kNumBuckets
-};
+namespace ledger_internal {
 
-struct BucketName {
-  const char* name;
-  const char* group;
-};
-constexpr BucketName kBucketNames[kNumBuckets] = {
-    {"productive", "inside_steps"},        {"data_wait", "inside_steps"},
-    {"communication", "inside_steps"},     {"host_stall", "inside_steps"},
-    {"between_steps", "inside_steps"},     {"startup", "outside_steps"},
-    {"compile_warmup", "outside_steps"},   {"checkpoint_restore", "outside_steps"},
-    {"checkpoint_save", "outside_steps"},  {"evaluation", "outside_steps"},
-    {"idle", "outside_steps"},             {"teardown", "outside_steps"},
-    {"hang", "failures"},                  {"crash", "failures"},
-    {"lost_work", "failures"},
-};
-
-/// A job phase's bucket and priority (higher wins where phases overlap).
 int PhaseBucket(uint16_t phase) {
   switch (phase) {
     case GPUTRIAGE_PHASE_RESTORE: return kCheckpointRestore;
@@ -67,12 +34,6 @@ int PhasePriority(int bucket) {
   }
 }
 
-struct Segment {
-  Interval span;
-  int bucket;
-};
-
-/// The job phases as disjoint segments, the highest priority where they overlap.
 std::vector<Segment> PhaseSegments(const std::vector<const RunPhase*>& phases, Interval job) {
   std::vector<std::pair<TimeNs, int>> edges;  // (time, +bucket+1 opens / -(bucket+1) closes)
   for (const RunPhase* p : phases) {
@@ -103,7 +64,6 @@ std::vector<Segment> PhaseSegments(const std::vector<const RunPhase*>& phases, I
   return out;
 }
 
-/// Time of `span` covered by the disjoint, sorted segments.
 TimeNs Covered(const std::vector<Segment>& segments, Interval span) {
   auto it = std::lower_bound(segments.begin(), segments.end(), span.start,
                              [](const Segment& s, TimeNs t) { return s.span.end <= t; });
@@ -112,6 +72,27 @@ TimeNs Covered(const std::vector<Segment>& segments, Interval span) {
     covered += std::max<TimeNs>(0, std::min(it->span.end, span.end) - std::max(it->span.start, span.start));
   return covered;
 }
+
+InsidePhases PhasesInside(const MarkedStep& s, TimeNs span_ns, TimeNs visible) {
+  // In proportion to what of the step is visible (the rest is under a job phase).
+  const double scale = span_ns > 0 ? static_cast<double>(visible) / static_cast<double>(span_ns) : 0;
+  InsidePhases p;
+  p.data = static_cast<double>(s.phase_ns[GPUTRIAGE_PHASE_DATA]) * scale;
+  p.communication = static_cast<double>(s.phase_ns[GPUTRIAGE_PHASE_COMMUNICATION]) * scale;
+  p.checkpoint = static_cast<double>(s.phase_ns[GPUTRIAGE_PHASE_CHECKPOINT]) * scale;
+  const double marked = p.data + p.communication + p.checkpoint;
+  if (marked > static_cast<double>(visible)) {  // overlapping phase markers: never more than the step
+    const double fit = static_cast<double>(visible) / marked;
+    p.data *= fit, p.communication *= fit, p.checkpoint *= fit;
+  }
+  return p;
+}
+
+}  // namespace ledger_internal
+
+using namespace ledger_internal;
+
+namespace {
 
 TimeNs Median(std::vector<TimeNs> v) {
   if (v.empty()) return 0;
@@ -173,16 +154,8 @@ Tally TallyProcess(const std::vector<const MarkedStep*>& steps, const std::vecto
       ++t.warmup_steps;
       continue;
     }
-    // The phases marked inside the step, in proportion to what of it is visible.
-    const double scale = span.duration() > 0 ? static_cast<double>(visible) / static_cast<double>(span.duration()) : 0;
-    double data = static_cast<double>(s.phase_ns[GPUTRIAGE_PHASE_DATA]) * scale;
-    double comm = static_cast<double>(s.phase_ns[GPUTRIAGE_PHASE_COMMUNICATION]) * scale;
-    double save = static_cast<double>(s.phase_ns[GPUTRIAGE_PHASE_CHECKPOINT]) * scale;
-    const double marked = data + comm + save;
-    if (marked > static_cast<double>(visible)) {  // overlapping phase markers: never more than the step
-      const double fit = static_cast<double>(visible) / marked;
-      data *= fit, comm *= fit, save *= fit;
-    }
+    const InsidePhases inside = PhasesInside(s, span.duration(), visible);
+    const double data = inside.data, comm = inside.communication, save = inside.checkpoint;
     t.ns[kDataWait] += data;
     t.ns[kCommunication] += comm;
     t.ns[kCheckpointSave] += save;
@@ -376,7 +349,7 @@ RunLedger BuildLedger(const Recording& rec, const LedgerGpus& gpus) {
     }
   };
   double productive_share = 0;
-  for (int b = 0; b < kNumBuckets; ++b) {
+  for (int b = 0; b < kUnsplit; ++b) {  // steps split every instant: no unsplit time
     LedgerBucket bucket;
     bucket.name = kBucketNames[b].name;
     bucket.group = kBucketNames[b].group;
@@ -393,6 +366,53 @@ RunLedger BuildLedger(const Recording& rec, const LedgerGpus& gpus) {
   if (rec.exit_code && *rec.exit_code != 0)
     ledger.notes.push_back(fmt::format("the job ended with exit code {}{}", *rec.exit_code,
                                        *rec.exit_code > 128 ? fmt::format(" (signal {})", *rec.exit_code - 128) : ""));
+  return ledger;
+}
+
+RunLedger BuildMetricLedger(const std::vector<DeviceMetricAnalysis>& devices, const LedgerGpus& gpus) {
+  RunLedger ledger;
+  if (!(gpus.gpus > 0)) return ledger;
+  bool any_instance = false;
+  for (const auto& d : devices) any_instance = any_instance || d.mig_instance;
+  // The same GPUs as JobGpus counts, each by its own span and board share.
+  double total = 0, idle = 0, wall = 0;
+  int64_t stretches = 0;
+  for (const auto& d : devices) {
+    if ((any_instance && d.mig_mode && !d.mig_instance) || d.job_use == "not_used" || !(d.hours > 0)) continue;
+    const double share = d.mig_instance ? d.board_share : 1.0;
+    total += d.hours * share;
+    idle += std::min(d.hours, static_cast<double>(d.idle_phases.total_ns) / kNsPerS / 3600.0) * share;
+    stretches += d.idle_phases.count;
+    wall = std::max(wall, d.hours);
+  }
+  if (stretches == 0 || !(total > 0)) return ledger;  // nothing a metric log can tell apart
+  ledger.valid = true;
+  ledger.unit = "gpu_hours";
+  ledger.gpus = gpus.gpus;
+  ledger.gpus_source = gpus.source;
+  ledger.wall_hours = wall;
+  ledger.span_source = "each GPU's samples, first to last (plus one interval)";
+  ledger.total = total;
+  ledger.goodput = NAN;  // no steps: productive time is not known
+  for (int b = 0; b < kNumBuckets; ++b) {
+    LedgerBucket bucket;
+    bucket.name = kBucketNames[b].name;
+    bucket.group = kBucketNames[b].group;
+    if (b == kIdle || b == kUnsplit) {
+      bucket.hours = b == kIdle ? idle : total - idle;
+      bucket.share = bucket.hours / total;
+      bucket.count = b == kIdle ? stretches : 0;
+      bucket.source = b == kIdle ? fmt::format("idle phases: stretches of at least {} s with the GPU at or below {}%",
+                                               SeriesSketch::kIdleStretchMinNs / kNsPerS, SeriesSketch::kIdleStretchLevel)
+                                 : "the time outside idle phases: without step markers it cannot be split into "
+                                   "productive, data wait and the other buckets";
+    } else {
+      bucket.known = false;
+      bucket.source = "a metric log has no steps or phases";
+    }
+    ledger.buckets.push_back(std::move(bucket));
+  }
+  ledger.notes.push_back("a metric log shows only its idle phases; step markers or a trace split the rest");
   return ledger;
 }
 

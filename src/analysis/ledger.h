@@ -49,6 +49,10 @@ LedgerGpus JobGpus(const std::vector<DeviceMetricAnalysis>& devices);
 /// one); invalid, with a note, when it has no steps.
 RunLedger BuildLedger(const Recording& recording, const LedgerGpus& gpus);
 
+/// The ledger of a metric log (no steps): its GPUs' idle phases, and the rest
+/// unsplit; invalid when it has no idle phase (nothing it can tell apart).
+RunLedger BuildMetricLedger(const std::vector<DeviceMetricAnalysis>& devices, const LedgerGpus& gpus);
+
 /// Prices the buckets at `usd_per_gpu_hour` (no-op for a job-hours ledger).
 void PriceLedger(RunLedger& ledger, double usd_per_gpu_hour, const std::string& source);
 

@@ -22,6 +22,8 @@ struct FleetArgs {
   std::string step;
   std::string end;
   std::string by = "job";
+  std::string rank_by = "idle";
+  bool ledger = false;
   std::string source = "auto";
   std::optional<double> price_per_gpu_hour;
   std::optional<double> monthly_spend;
@@ -92,6 +94,8 @@ int RunFleet(const FleetArgs& args) {
   }
   o.by = *ParseFleetGrouping(args.by);
   o.keep_groups = args.top;  // 0: all
+  o.rank = args.rank_by == "badput" ? FleetRank::kBadputDollars : FleetRank::kIdleDollars;
+  o.ledger = args.ledger || o.rank == FleetRank::kBadputDollars;
   o.source = args.source == "gputriage" ? FleetSource::kGputriage
              : args.source == "dcgm"    ? FleetSource::kDcgm
                                         : FleetSource::kAuto;
@@ -140,7 +144,7 @@ int RunFleet(const FleetArgs& args) {
 Subcommand AddFleetCommand(CLI::App& app) {
   auto a = std::make_shared<FleetArgs>();
   auto* fleet = app.add_subcommand(
-      "fleet", "Rank a fleet's GPUs, jobs, namespaces or nodes by idle dollars, from a Prometheus");
+      "fleet", "Rank a fleet's GPUs, jobs, namespaces or nodes by idle or badput dollars, from a Prometheus");
   fleet->add_option("--prometheus", a->prometheus,
                     "the Prometheus (or Thanos, Mimir: anything with its HTTP API) base URL, e.g. http://prometheus:9090")
       ->required();
@@ -149,6 +153,13 @@ Subcommand AddFleetCommand(CLI::App& app) {
   fleet->add_option("--end", a->end, "when the range ends: seconds since the epoch or 2026-11-30T12:00:00Z (default now)");
   fleet->add_option("--by", a->by, "rank by gpu, job (pod, Slurm job or process), namespace or node (default job)")
       ->check(CLI::IsMember({"gpu", "job", "namespace", "node"}));
+  fleet->add_option("--rank-by", a->rank_by,
+                    "idle (dollars paid for idle GPU time; default) or badput (dollars of the agents' goodput-ledger "
+                    "buckets that are not productive: data wait, checkpoints, evaluation, idle phases, ...)")
+      ->check(CLI::IsMember({"idle", "badput"}));
+  fleet->add_flag("--ledger", a->ledger,
+                  "read the agents' goodput ledgers: each group's buckets, badput dollars and goodput (implied by "
+                  "--rank-by badput; one more query per batch of targets)");
   fleet->add_option("--source", a->source,
                     "which series: gputriage (the agent's), dcgm (dcgm-exporter's alone), or auto (the agent's when "
                     "there are any; default)")

@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "src/analysis/ledger.h"
 #include "src/util/strings.h"
 
 namespace gputriage {
@@ -48,6 +49,9 @@ struct Slice {
   std::vector<FleetVerdictShare> verdicts;
   std::vector<std::pair<uint32_t, double>> time_weights, idle_weights;  // agent route: verdict id → samples, idle $
   std::vector<std::string> cannot_exclude;
+  // Agent route, with the ledger asked for: (LedgerBucketNames() index,
+  // GPU-seconds over the range); empty (24 bytes, no allocation) otherwise.
+  std::vector<std::pair<uint8_t, float>> ledger_seconds;
   double IdleCost() const { return std::isfinite(price) ? hours * price * (1 - util_percent / 100) : 0; }
   FleetVerdictShare& Verdict(const std::string& verdict) {
     for (auto& v : verdicts)
@@ -222,6 +226,8 @@ Status ReadAgentSeries(PrometheusApi& api, const FleetOptions& o, FleetReport& r
            Sub("gputriage_finding" + m + " * ignoring (verdict, severity) group_left gputriage_idle_usd_per_hour" + m, o) +
            ")";
   };
+  // The goodput ledger: GPU-seconds by bucket (agents that have the counter).
+  auto ledger = [&](const std::string& m) { return "increase(gputriage_ledger_gpu_seconds_total" + m + range + ")"; };
   const std::string basis = "max by (basis) (last_over_time(gputriage_price_usd_per_hour" + range + "))";
   const std::string first_seen = "min(min_over_time(timestamp(gputriage_gpu_utilization_percent)[" +
                                  FormatPromDuration(o.range) + ":" + FormatPromDuration(o.step) + "]))";
@@ -233,6 +239,7 @@ Status ReadAgentSeries(PrometheusApi& api, const FleetOptions& o, FleetReport& r
                     util_mean(""), price(""), basis,
                     verdict_time("") + "  # samples per verdict: the shares of each GPU's time",
                     verdict_idle("") + "  # idle dollars per verdict, in steps: the shares of each GPU's idle dollars",
+                    ledger("") + "  # GPU-seconds by goodput-ledger bucket (with --ledger or --rank-by badput)",
                     first_seen + ", " + last_seen + "  # the time observed",
                     targets + "  # the targets: the per-GPU queries above read them a batch at a time, "
                               "{instance=~\"…\"} (no reply holds the whole fleet)"};
@@ -255,6 +262,7 @@ Status ReadAgentSeries(PrometheusApi& api, const FleetOptions& o, FleetReport& r
   }
 
   const uint32_t no_basis = table.Id("");
+  std::set<std::string> unknown_buckets;
   for (const std::string& m : matchers) {
     RETURN_IF_ERROR(api.QueryEach(util_mean(m), o.end, [&](const LabelMap& l, double v) { slice_of(l).util_percent = v; }));
     RETURN_IF_ERROR(api.QueryEach(covered(m), o.end, [&](const LabelMap& l, double v) {
@@ -268,6 +276,23 @@ Status ReadAgentSeries(PrometheusApi& api, const FleetOptions& o, FleetReport& r
       if (!sl.covered) sl.hours = v * step_hours;
     }));
     RETURN_IF_ERROR(api.QueryEach(price(m), o.end, [&](const LabelMap& l, double v) { slice_of(l).own_price = v; }));
+    if (o.ledger || o.rank == FleetRank::kBadputDollars) RETURN_IF_ERROR(api.QueryEach(ledger(m), o.end, [&](const LabelMap& l, double v) {
+      if (!std::isfinite(v) || v < 0) return;
+      LabelMap raw = l;
+      const std::string name = Get(raw, "bucket");
+      const auto& names = analysis::LedgerBucketNames();
+      const auto known = std::find(names.begin(), names.end(), name);
+      if (known == names.end()) {  // a newer agent's bucket: said, not guessed at
+        if (unknown_buckets.size() < 8) unknown_buckets.insert(name);
+        return;
+      }
+      const auto bucket = static_cast<uint8_t>(known - names.begin());
+      raw.erase("bucket");
+      auto& seconds = slice_of(raw).ledger_seconds;
+      auto it = std::find_if(seconds.begin(), seconds.end(), [&](const auto& b) { return b.first == bucket; });
+      if (it == seconds.end()) seconds.emplace_back(bucket, static_cast<float>(v));
+      else it->second += static_cast<float>(v);
+    }));
     // Per verdict: its share of each GPU's time (samples under it) and of its
     // idle dollars (the idle rate under it, summed over steps; where no step saw
     // the data, the time shares). A verdict whose severity changed within the
@@ -286,6 +311,9 @@ Status ReadAgentSeries(PrometheusApi& api, const FleetOptions& o, FleetReport& r
       }));
     }
   }
+  if (!unknown_buckets.empty())
+    report.warnings.push_back("ledger buckets this version does not know were left out of the ledger: " +
+                              Join(std::vector<std::string>(unknown_buckets.begin(), unknown_buckets.end()), ", "));
   size_t counted_with_data = 0, with_data = 0;
   for (const auto& [key, sl] : table.slices()) {
     counted_with_data += sl.covered && std::isfinite(sl.util_percent);
@@ -581,6 +609,8 @@ Status ReadDcgmSeries(PrometheusApi& api, const FleetOptions& o, FleetReport& re
 
 }  // namespace
 
+bool IsBadputBucket(std::string_view bucket) { return bucket != "productive" && bucket != "unsplit" && !bucket.empty(); }
+
 const char* FleetGroupingName(FleetGrouping g) {
   switch (g) {
     case FleetGrouping::kGpu: return "gpu";
@@ -744,10 +774,23 @@ StatusOr<FleetReport> BuildFleetReport(PrometheusApi& api, const FleetOptions& o
     std::vector<uint64_t> gpus;  // hashes of the GPU keys, made distinct below
     std::vector<FleetVerdictShare> verdicts;
     std::vector<std::string> cannot_exclude;
+    std::vector<FleetLedgerBucket> ledger;
+    bool unsplit = false;  // some GPU's ledger is from utilization alone: goodput is not known
   };
   std::map<LabelIds, Acc> groups;
+  // Adds a slice's ledger to a list of buckets, priced at the slice's price.
+  auto add_ledger = [&](std::vector<FleetLedgerBucket>& into, const Slice& s) {
+    if (into.empty()) into.reserve(s.ledger_seconds.size());
+    for (const auto& [bucket, seconds] : s.ledger_seconds) {
+      const std::string_view name = analysis::LedgerBucketNames()[bucket];
+      auto it = std::find_if(into.begin(), into.end(), [&](const FleetLedgerBucket& b) { return b.bucket == name; });
+      if (it == into.end()) into.push_back({name, 0, 0}), it = into.end() - 1;
+      it->gpu_hours += seconds / 3600;
+      if (std::isfinite(s.price)) it->cost_usd += seconds / 3600 * s.price;
+    }
+  };
   double busy_hours = 0;
-  for (const auto& [k, s] : slices) {
+  for (auto& [k, s] : slices) {
     const LabelMap labels = table.Labels(k);
     auto [group_labels, name] = GroupOf(labels, o.by);
     LabelIds group_key;
@@ -770,6 +813,11 @@ StatusOr<FleetReport> BuildFleetReport(PrometheusApi& api, const FleetOptions& o
     for (const auto& c : s.cannot_exclude)
       if (std::find(a.cannot_exclude.begin(), a.cannot_exclude.end(), c) == a.cannot_exclude.end())
         a.cannot_exclude.push_back(c);
+    add_ledger(a.ledger, s);
+    add_ledger(report.ledger, s);
+    for (const auto& [bucket, seconds] : s.ledger_seconds)
+      a.unsplit = a.unsplit || analysis::LedgerBucketNames()[bucket] == "unsplit";
+    s.ledger_seconds = {};  // in the group now: the slices shrink as the groups grow
     report.gpu_hours += s.hours;
     busy_hours += s.hours * s.util_percent / 100;
     if (std::isfinite(s.price)) report.cost_usd += s.hours * s.price;
@@ -785,8 +833,22 @@ StatusOr<FleetReport> BuildFleetReport(PrometheusApi& api, const FleetOptions& o
   std::vector<Acc*> order;
   order.reserve(groups.size());
   for (auto& [k, a] : groups) order.push_back(&a);
-  std::sort(order.begin(), order.end(), [](const Acc* x, const Acc* y) {
-    if (std::abs(x->idle_cost_usd - y->idle_cost_usd) > 1e-9) return x->idle_cost_usd > y->idle_cost_usd;
+  auto badput = [](const std::vector<FleetLedgerBucket>& ledger) {
+    double usd = 0;
+    for (const auto& b : ledger) usd += IsBadputBucket(b.bucket) ? b.cost_usd : 0;
+    return usd;
+  };
+  report.rank = o.rank;
+  report.badput_usd = badput(report.ledger);
+  for (const auto& b : report.ledger) report.ledger_gpu_hours += b.gpu_hours;
+  std::sort(report.ledger.begin(), report.ledger.end(),
+            [](const FleetLedgerBucket& x, const FleetLedgerBucket& y) { return x.cost_usd > y.cost_usd; });
+  std::unordered_map<const Acc*, double> badput_of;
+  for (Acc* a : order) badput_of[a] = badput(a->ledger);
+  std::sort(order.begin(), order.end(), [&](const Acc* x, const Acc* y) {
+    const double kx = o.rank == FleetRank::kBadputDollars ? badput_of[x] : x->idle_cost_usd;
+    const double ky = o.rank == FleetRank::kBadputDollars ? badput_of[y] : y->idle_cost_usd;
+    if (std::abs(kx - ky) > 1e-9) return kx > ky;
     return x->name < y->name;
   });
   report.groups_total = order.size();
@@ -815,6 +877,20 @@ StatusOr<FleetReport> BuildFleetReport(PrometheusApi& api, const FleetOptions& o
     if (g.utilization_percent > 0 && g.utilization_percent < o.target_percent) {
       g.what_if = MakeWhatIf(g.utilization_percent, o.target_percent, std::nullopt);
       g.what_if_saving_usd = g.cost_usd * g.what_if->spend_saved_percent / 100;
+    }
+    if (!a->ledger.empty()) {
+      auto l = std::make_shared<FleetGroupLedger>();
+      l->buckets = std::move(a->ledger);
+      std::sort(l->buckets.begin(), l->buckets.end(),
+                [](const FleetLedgerBucket& x, const FleetLedgerBucket& y) { return x.cost_usd > y.cost_usd; });
+      double productive = 0;
+      for (const auto& b : l->buckets) {
+        l->gpu_hours += b.gpu_hours;
+        if (b.bucket == "productive") productive = b.gpu_hours;
+      }
+      l->badput_usd = badput_of[a];
+      if (l->gpu_hours > 0 && !a->unsplit) l->goodput_percent = 100 * productive / l->gpu_hours;
+      g.ledger = std::move(l);
     }
     report.groups.push_back(std::move(g));
   }

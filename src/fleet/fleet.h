@@ -13,6 +13,7 @@
 //    which verdicts those metrics cannot separate.
 #pragma once
 
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -29,6 +30,11 @@ const char* FleetGroupingName(FleetGrouping g);
 std::optional<FleetGrouping> ParseFleetGrouping(std::string_view name);
 
 enum class FleetSource { kAuto, kGputriage, kDcgm };
+
+/// What the groups are ranked by: the dollars paid for idle GPU time (from
+/// utilization, every source), or the badput dollars of the agents' goodput
+/// ledgers (every bucket but productive and unsplit; docs/ledger.md).
+enum class FleetRank { kIdleDollars, kBadputDollars };
 
 /// "90s", "30m", "24h", "7d", "2w", "1h30m" (Prometheus' duration syntax; ms,
 /// y too). Errors name the text.
@@ -49,6 +55,30 @@ struct FleetOptions {
   size_t nodes_per_query = 32;          // dcgm-exporter route: range queries cover this many targets
   size_t series_per_query = 10'000;     // agent route: instant queries cover targets with about this many series
   size_t keep_groups = 0;               // the report keeps the first this many groups (0: all); totals count all
+  FleetRank rank = FleetRank::kIdleDollars;
+  // Read the agents' goodput ledgers (one more query per batch of targets, and
+  // each group's buckets kept): on with kBadputDollars.
+  bool ledger = false;
+};
+
+/// One goodput-ledger bucket of a group or the fleet: the increase of the
+/// agents' gputriage_ledger_gpu_seconds_total over the range, priced.
+struct FleetLedgerBucket {
+  std::string_view bucket;  // one of LedgerBucketNames() (static storage: a fleet by GPU has 200k groups of these)
+  double gpu_hours = 0;
+  double cost_usd = 0;
+};
+
+/// Whether a ledger bucket is badput: GPU time paid for and not productive
+/// (unsplit time, which no step split, is neither).
+bool IsBadputBucket(std::string_view bucket);
+
+/// A group's goodput ledger, from the agents' counters.
+struct FleetGroupLedger {
+  std::vector<FleetLedgerBucket> buckets;  // most dollars first
+  double gpu_hours = 0;
+  double badput_usd = 0;
+  double goodput_percent = NAN;  // productive / gpu_hours, where every GPU's steps split its time
 };
 
 /// A verdict's share of a group: the GPU time it held and the idle dollars
@@ -72,6 +102,9 @@ struct FleetGroup {
   std::vector<std::string> cannot_exclude;  // what the verdict could also be (dcgm-exporter route)
   std::optional<WhatIf> what_if;            // raised to the target (absent at 0 % or at or above it)
   double what_if_saving_usd = 0;            // over the range: the same work for less GPU time
+  // The agents' goodput ledgers of its GPUs: null unless read (a pointer: a
+  // fleet ranked by GPU has 200k groups, most of them read without it).
+  std::shared_ptr<const FleetGroupLedger> ledger;
 };
 
 struct FleetReport {
@@ -94,7 +127,11 @@ struct FleetReport {
   TimeNs observed_start = 0, observed_end = 0;  // the first and last sample, fleet-wide, within the range
   double observed_hours = 0;                    // between them (the range when unknown)
   std::string gpu_hours_basis;         // how GPU-hours were taken from the series, in words
-  std::vector<FleetGroup> groups;  // most idle dollars first (FleetOptions::keep_groups of them)
+  FleetRank rank = FleetRank::kIdleDollars;
+  std::vector<FleetLedgerBucket> ledger;  // the fleet's ledger buckets (the agents'), most dollars first
+  double ledger_gpu_hours = 0;
+  double badput_usd = 0;
+  std::vector<FleetGroup> groups;  // most idle (or badput) dollars first (FleetOptions::keep_groups of them)
   size_t groups_total = 0;         // groups in the fleet, kept or not
   std::vector<std::string> cannot_separate;  // verdicts the series read cannot tell apart
   std::vector<std::string> queries;          // the PromQL behind the figures, to check them by hand

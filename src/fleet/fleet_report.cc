@@ -53,9 +53,25 @@ std::string RenderFleetText(const FleetReport& r, size_t top) {
   if (r.what_if)
     out += fmt::format("what-if, the fleet at {}: saves {} over this range\n", WhatIfLine(*r.what_if),
                        FormatUsd(r.what_if_saving_usd));
-  out += fmt::format("\nBy {}, most idle dollars first:\n", FleetGroupingName(r.by));
-  out += fmt::format("  {:>3}  {:<44} {:>4} {:>8} {:>6} {:>10}  {:<20} {}\n", "#", FleetGroupingName(r.by), "GPUs",
-                     "GPU-h", "util", "idle $", "verdict", fmt::format("at {:g}%", r.target_percent));
+  const bool ledger = !r.ledger.empty();
+  const bool by_badput = r.rank == FleetRank::kBadputDollars;
+  if (ledger) {
+    // Where the agents' GPU time went, by bucket, most dollars first.
+    out += fmt::format("\nGoodput ledger (the agents'): {} GPU-hours, {} badput (not productive)\n",
+                       Hours(r.ledger_gpu_hours), FormatUsd(r.badput_usd));
+    for (const auto& b : r.ledger) {
+      if (b.gpu_hours <= 0) continue;
+      out += fmt::format("  {:<19} {:>8} GPU-h {:>5.1f}% {:>10}{}\n", b.bucket, Hours(b.gpu_hours),
+                         r.ledger_gpu_hours > 0 ? 100 * b.gpu_hours / r.ledger_gpu_hours : 0.0, FormatUsd(b.cost_usd),
+                         b.bucket == "unsplit" ? "  (no step markers: not split)" : "");
+    }
+  } else if (by_badput) {
+    out += "\nNo goodput-ledger series (gputriage_ledger_gpu_seconds_total) in the range: ranked by idle dollars\n";
+  }
+  out += fmt::format("\nBy {}, most {} dollars first:\n", FleetGroupingName(r.by), by_badput && ledger ? "badput" : "idle");
+  out += fmt::format("  {:>3}  {:<44} {:>4} {:>8} {:>6} {:>10}{}  {:<20} {}\n", "#", FleetGroupingName(r.by), "GPUs",
+                     "GPU-h", "util", "idle $", ledger ? fmt::format(" {:>10} {:>7}", "badput $", "goodput") : "",
+                     "verdict", fmt::format("at {:g}%", r.target_percent));
   size_t shown = 0;
   const size_t total = std::max(r.groups_total, r.groups.size());
   for (const auto& g : r.groups) {
@@ -67,8 +83,21 @@ std::string RenderFleetText(const FleetReport& r, size_t top) {
                                                         std::floor(g.what_if->spend_saved_percent))
                                 : g.utilization_percent <= 0 ? "no work: release it (saves all of its cost)"
                                                              : "at or above the target";
-    out += fmt::format("  {:>3}  {:<44} {:>4} {:>8} {:>5.1f}% {:>10}  {:<20} {}\n", shown, name, g.gpus, Hours(g.gpu_hours),
-                       g.utilization_percent, FormatUsd(g.idle_cost_usd), g.verdict.empty() ? "-" : g.verdict, what_if);
+    std::string ledger_columns;
+    if (ledger) {
+      ledger_columns = fmt::format(" {:>10} {:>7}", !g.ledger ? "-" : FormatUsd(g.ledger->badput_usd),
+                                   !g.ledger || std::isnan(g.ledger->goodput_percent) ? "-" : fmt::format("{:.1f}%", g.ledger->goodput_percent));
+    }
+    out += fmt::format("  {:>3}  {:<44} {:>4} {:>8} {:>5.1f}% {:>10}{}  {:<20} {}\n", shown, name, g.gpus, Hours(g.gpu_hours),
+                       g.utilization_percent, FormatUsd(g.idle_cost_usd), ledger_columns,
+                       g.verdict.empty() ? "-" : g.verdict, what_if);
+    if (by_badput && g.ledger) {
+      std::vector<std::string> parts;
+      for (const auto& b : g.ledger->buckets)
+        if (IsBadputBucket(b.bucket) && b.cost_usd > 0 && parts.size() < 4)
+          parts.push_back(fmt::format("{} {}", b.bucket, FormatUsd(b.cost_usd)));
+      if (!parts.empty()) out += fmt::format("       {:<44} badput: {}\n", "", Join(parts, ", "));
+    }
     if (!g.cannot_exclude.empty())
       out += fmt::format("       {:<44} could also be: {}\n", "", Join(g.cannot_exclude, ", "));
   }
@@ -105,6 +134,14 @@ void WriteFleetJson(const FleetReport& r, size_t top, const std::function<void(s
                  {"observed_hours", r.observed_hours},
                  {"gpu_hours_basis", r.gpu_hours_basis},
                  {"what_if", WhatIfJson(r.what_if, r.what_if_saving_usd)}};
+  j["rank_by"] = r.rank == FleetRank::kBadputDollars ? "badput" : "idle";
+  auto ledger_json = [](const std::vector<FleetLedgerBucket>& buckets) {
+    json out = json::array();
+    for (const auto& b : buckets)
+      out.push_back({{"bucket", std::string(b.bucket)}, {"gpu_hours", b.gpu_hours}, {"cost_usd", b.cost_usd}, {"badput", IsBadputBucket(b.bucket)}});
+    return out;
+  };
+  j["ledger"] = {{"gpu_hours", r.ledger_gpu_hours}, {"badput_usd", r.badput_usd}, {"buckets", ledger_json(r.ledger)}};
   j["groups_total"] = std::max(r.groups_total, r.groups.size());
   // The groups are written one at a time into the document's text where this
   // marker stands: a fleet ranked by GPU has one per GPU, too many for one tree.
@@ -132,7 +169,12 @@ void WriteFleetJson(const FleetReport& r, size_t top, const std::function<void(s
                       {"verdict", g.verdict.empty() ? json(nullptr) : json(g.verdict)},
                       {"verdicts", verdicts},
                       {"cannot_exclude", g.cannot_exclude},
-                      {"what_if", WhatIfJson(g.what_if, g.what_if_saving_usd)}};
+                      {"what_if", WhatIfJson(g.what_if, g.what_if_saving_usd)},
+                      {"ledger", !g.ledger ? json(nullptr)
+                                           : json{{"gpu_hours", g.ledger->gpu_hours},
+                                                  {"badput_usd", g.ledger->badput_usd},
+                                                  {"goodput_percent", std::isnan(g.ledger->goodput_percent) ? json(nullptr) : json(g.ledger->goodput_percent)},
+                                                  {"buckets", ledger_json(g.ledger->buckets)}}}};
     // Indented as a member of the top-level object's array would be (4 spaces).
     std::string item = "    " + one.dump(2, ' ', false, json::error_handler_t::replace);
     for (size_t i = 0; (i = item.find('\n', i)) != std::string::npos; i += 5) item.insert(i + 1, "    ");

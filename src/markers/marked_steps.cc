@@ -149,6 +149,25 @@ std::vector<MarkedStep> StepBuilder::TakeFinished() {
   return out;
 }
 
+std::vector<RunPhase> StepBuilder::TakeRunPhases() {
+  std::vector<RunPhase> out;
+  out.swap(counts_.run_phases);
+  return out;
+}
+
+TimeNs StepBuilder::SettledBefore(TimeNs now) const {
+  TimeNs t = now;
+  for (const auto& [pid, p] : processes_) {
+    // A step's span can start before its begin marker (its data phase): every slot, not the first key.
+    for (const auto& [begin, slot] : p.by_begin) t = std::min(t, slot.step.span.start);
+    for (const auto& [phase, span] : p.waiting) t = std::min(t, span.start);
+  }
+  for (const auto& [key, begins] : open_phases_)
+    for (TimeNs b : begins)
+      if (now - b < kStaleOpenPhaseNs) t = std::min(t, b);
+  return t;
+}
+
 std::vector<MarkedStep> StepBuilder::PeekEnded() const {
   std::vector<MarkedStep> out;
   for (const auto& [pid, p] : processes_)

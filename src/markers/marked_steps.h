@@ -54,6 +54,15 @@ class StepBuilder {
   std::vector<MarkedStep> TakeFinished();
   /// Everything left once the job is over; the counts cover the whole run.
   MarkedSteps Finish();
+  /// The job's phases outside steps that ended since the last call (a reader
+  /// that keeps them itself, as the agent's ledger; Finish() then has only the rest).
+  std::vector<RunPhase> TakeRunPhases();
+  /// The time before which every step and job phase has been handed out or is
+  /// held (so no step or phase still to come begins before it), at most `now`:
+  /// the earliest open or held step, open phase or phase waiting for its step.
+  /// A phase open for over kStaleOpenPhaseNs (its end lost) no longer holds it.
+  TimeNs SettledBefore(TimeNs now) const;
+  static constexpr TimeNs kStaleOpenPhaseNs = 3600 * kNsPerS;
   /// The ended steps still held (not yet final), by start, left in place: with
   /// the finished ones, the run's steps so far (a snapshot the job asked for).
   std::vector<MarkedStep> PeekEnded() const;

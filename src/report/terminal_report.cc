@@ -143,7 +143,7 @@ void RenderLedger(std::string& out, const RunLedger& l) {
                      gpu ? fmt::format("{}: {:.3g} GPUs x {}", FormatGpuTime(l.total), l.gpus,
                                        FormatSeconds(l.wall_hours * 3600))
                          : fmt::format("{} of wall time, no GPU seen", FormatSeconds(l.wall_hours * 3600)),
-                     l.span_source, Pct(100.0 * l.goodput),
+                     l.span_source, std::isnan(l.goodput) ? std::string("not known (no steps)") : Pct(100.0 * l.goodput),
                      std::isnan(l.price_per_gpu_hour) ? "" : fmt::format(", at {}/GPU-hour", FormatUsd(l.price_per_gpu_hour)));
   std::string unknown;
   for (const auto& b : l.buckets) {
@@ -157,7 +157,11 @@ void RenderLedger(std::string& out, const RunLedger& l) {
                        std::isnan(b.dollars) ? "" : "  " + FormatUsd(b.dollars),
                        b.count > 0 ? fmt::format("  ({})", b.count) : "");
   }
-  if (!unknown.empty()) out += fmt::format("     not seen by this source (not zero): {}\n", unknown);
+  const LedgerBucket* unsplit = l.Find("unsplit");
+  if (unsplit != nullptr && unsplit->known)  // a metric log: every step bucket is unseen
+    out += "     not seen by a metric log (not zero): productive and every bucket inside or between steps\n";
+  else if (!unknown.empty())
+    out += fmt::format("     not seen by this source (not zero): {}\n", unknown);
   for (const auto& n : l.notes) out += fmt::format("     {}\n", Printable(n));
 }
 

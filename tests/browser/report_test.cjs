@@ -2,13 +2,15 @@
 // named on the command line, with the verdicts it must show, the page loads with
 // no console error and no network request, every verdict card of the report
 // document is there, each chart's canvas has drawn pixels, the kernel table
-// sorts, and both themes draw. Screenshots go to the artifacts directory.
+// sorts, every goodput ledger draws its bar at its buckets' shares, and both themes draw. Screenshots go to the artifacts directory.
 //   node report_test.cjs ARTIFACT_DIR REPORT.html[=verdict,verdict...] ...
 "use strict";
 const fs = require("fs");
 const path = require("path");
 const { pathToFileURL } = require("url");
 const { launch, openPage, chartPixels, check, runTest } = require("./browser.cjs");
+
+let ledgers = 0;  // goodput-ledger bars checked, over every report
 
 async function checkReport(browser, file, expectedVerdicts, artifacts) {
   const name = path.basename(file, ".html");
@@ -36,6 +38,24 @@ async function checkReport(browser, file, expectedVerdicts, artifacts) {
   for (const t of cardText) {
     const m = t.match(/range (-?[\d.,]+)[^–]*– (-?[\d.,]+)/);
     if (m) check(parseFloat(m[1].replace(/,/g, "")) <= parseFloat(m[2].replace(/,/g, "")), `${name}: gain ${m[0]} reads low to high`);
+  }
+  // Every recording with a goodput ledger draws its bar: one segment per bucket
+  // with time, widths adding up to the whole bar, and a table row for each.
+  for (const [i, rec] of report.recordings.entries()) {
+    if (!rec.ledger || !rec.ledger.buckets) continue;
+    const shown = rec.ledger.buckets.filter((b) => b.known && b.hours > 0);
+    const segments = await page.$$eval(`#ledger-${i} .ledger-segment`, (es) =>
+      es.map((e) => ({ bucket: e.dataset.bucket, width: e.getBoundingClientRect().width, bar: e.parentElement.getBoundingClientRect().width })));
+    check(segments.length === shown.length, `${name}: ledger ${i} draws ${segments.length} segments for ${shown.length} buckets`);
+    const drawn = segments.reduce((a, s) => a + s.width, 0);
+    check(segments.length > 0 && Math.abs(drawn - segments[0].bar) <= shown.length + 1, `${name}: ledger ${i}'s segments fill the bar (${drawn.toFixed(1)} of ${segments.length ? segments[0].bar : 0} px)`);
+    for (const b of shown) {
+      const seg = segments.find((x) => x.bucket === b.name);
+      check(seg !== undefined && Math.abs(seg.width / seg.bar - b.share) < 0.01 + 1 / seg.bar, `${name}: ledger ${i} ${b.name} drawn at its share ${b.share.toFixed(3)}`);
+    }
+    const rows = await page.$$eval(`#ledger-${i} [data-table=ledger] tbody tr`, (trs) => trs.length);
+    check(rows === shown.length, `${name}: ledger ${i} table has ${rows} rows for ${shown.length} buckets`);
+    ledgers += 1;
   }
   const pixels = await chartPixels(page);
   check(pixels.length > 0, `${name}: ${pixels.length} charts`);
@@ -97,6 +117,8 @@ runTest(async () => {
       const [file, verdicts] = arg.split("=");
       await checkReport(browser, file, verdicts ? verdicts.split(",") : [], artifacts);
     }
+    // The marked loop (a recorder's ledger) at least.
+    check(ledgers >= 1, `${ledgers} goodput ledgers drawn`);
   } finally {
     await browser.close();
   }

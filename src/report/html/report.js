@@ -435,6 +435,40 @@
     return sec;
   }
 
+  // The goodput ledger (docs/ledger.md): one bar of the job's GPU time split
+  // into its buckets, then the table a reader checks it against.
+  const ledgerColors = { productive: "--util", data_wait: "--wait-line", communication: "--dram", host_stall: "--c7",
+    between_steps: "--c5", startup: "--c2", compile_warmup: "--c2", checkpoint_restore: "--c6", checkpoint_save: "--c6",
+    evaluation: "--sm", idle: "--c5", teardown: "--c2", hang: "--c4", crash: "--c4", lost_work: "--c4", unsplit: "--c0" };
+  function ledgerSection(rec, i) {
+    const l = rec.ledger;
+    if (!l || !l.buckets) return null;
+    const gpuHours = l.unit === "gpu_hours";
+    const amount = (h) => (gpuHours ? significant(h) + " GPU-h" : significant(h * 3600) + " s");
+    const known = l.buckets.filter((b) => b.known && b.hours > 0);
+    const sec = el("div", { class: "ledger", id: "ledger-" + i },
+      el("h3", { text: "Goodput ledger: where the " + (gpuHours ? "GPU-hours" : "job's hours") + " went" }),
+      el("p", { class: "muted", text: amount(l.total) + (gpuHours ? " (" + significant(l.gpus) + " GPUs × " + significant(l.wall_hours * 3600) + " s)" : "") +
+        ", " + l.span_source + ". Goodput " + (l.goodput == null ? "not known (no steps)" : num(100 * l.goodput, 1) + "%") +
+        (l.price_per_gpu_hour == null ? "" : ", at " + usd(l.price_per_gpu_hour) + "/GPU-hour") + "." }));
+    const bar = el("div", { class: "ledger-bar", role: "img", "aria-label": known.map((b) => b.name + " " + num(100 * b.share, 1) + "%").join(", ") });
+    for (const b of known)
+      bar.append(el("span", { class: "ledger-segment", "data-bucket": b.name, title: b.name + ": " + num(100 * b.share, 1) + "%",
+        style: "width:" + (100 * b.share).toFixed(3) + "%;background:var(" + (ledgerColors[b.name] || "--c5") + ")" }));
+    sec.append(bar);
+    const rows = known.map((b) => el("tr", {},
+      el("td", {}, el("span", { class: "swatch", style: "background:var(" + (ledgerColors[b.name] || "--c5") + ")" }), " " + b.name),
+      el("td", { class: "num", text: amount(b.hours) }), el("td", { class: "num", text: num(100 * b.share, 1) + "%" }),
+      el("td", { class: "num", text: b.dollars == null ? "" : usd(b.dollars) }), el("td", { class: "num", text: b.count ? String(b.count) : "" }),
+      el("td", { class: "muted", text: b.source })));
+    sec.append(el("table", { "data-table": "ledger" }, el("thead", {}, el("tr", {}, ["bucket", gpuHours ? "GPU time" : "time", "share", "cost", "count", "measured by"]
+      .map((h, k) => el("th", { class: k >= 1 && k <= 4 ? "num" : "", text: h })))), el("tbody", {}, rows)));
+    const unknown = l.buckets.filter((b) => !b.known).map((b) => b.name);
+    if (unknown.length) sec.append(el("p", { class: "muted", text: "Not seen by this source (not zero): " + unknown.join(", ") + "." }));
+    for (const n of l.notes || []) sec.append(el("p", { class: "muted", text: n }));
+    return sec;
+  }
+
   function recordingSection(report, chartDoc, i, app) {
     const rec = report.recordings[i];
     const ch = chartDoc && chartDoc.recordings ? chartDoc.recordings.find((r) => r.recording === i) : null;
@@ -489,6 +523,8 @@
       categoryBars(sec, "idle-" + i, "GPU idle time by cause", num(rec.idle.total_ms) + " ms idle within the steps, in " + rec.idle.gaps + " gaps.",
         causes.map((c) => c.replace("_", " ")), causes.map((c) => rec.idle[c + "_ms"] || 0), "ms");
     }
+    const ledger = ledgerSection(rec, i);
+    if (ledger) sec.append(ledger);
     const kt = kernelTable(rec, i);
     if (kt) sec.append(kt);
     const issues = (rec.import && rec.import.issues) || [];

@@ -402,5 +402,62 @@ TEST(Ledger, AMetricLogShowsItsIdlePhasesAndLeavesTheRestUnsplit) {
   EXPECT_FALSE(analysis::BuildMetricLedger({other}, analysis::JobGpus({other})).valid);
 }
 
+
+TEST(LedgerVerdicts, CheckpointsTakingAShareOfTheJobPointAtAsyncSavingWithTheirTime) {
+  // 10 cycles of 20 steps of 100 ms and a 400 ms checkpoint: saves are 400 of
+  // 2,400 ms of each cycle (about 16 % of the job).
+  JobBuilder job(0);
+  job.Wait(500);
+  for (int i = 0; i < 10; ++i) job.Steps(20, 100).Phase(GPUTRIAGE_PHASE_CHECKPOINT, 400);
+  gputriage::Run run;
+  run.recordings.push_back(job.End(100));
+  const Diagnosis d = Diagnose(run, DiagnoseOptions{});
+  const RunLedger& l = d.recordings[0].ledger;
+  ASSERT_TRUE(l.valid);
+  const Finding* f = nullptr;
+  for (const auto& x : d.findings)
+    if (x.verdict == "checkpoint_overhead") f = &x;
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(f->origin, "ledger");
+  const double total_ms = 500 + 10 * 2400 + 100, save_ms = 4000, productive_ms = 20000;
+  EXPECT_NEAR(f->evidence[0].value, 100 * save_ms / total_ms, 1e-6);
+  EXPECT_EQ(f->severity, Severity::kHigh);  // >= 15 %
+  ASSERT_TRUE(f->gain.has_value());
+  EXPECT_EQ(f->gain->metric, "goodput_percent");
+  EXPECT_NEAR(f->gain->current, 100 * productive_ms / total_ms, 1e-6);
+  EXPECT_NEAR(f->gain->best, 100 * productive_ms / (total_ms - save_ms), 1e-6);          // all of it hidden
+  EXPECT_NEAR(f->gain->worst, 100 * productive_ms / (total_ms - save_ms / 2), 1e-6);     // half as often
+  EXPECT_NEAR(f->gain->expected, 100 * productive_ms / (total_ms - 0.75 * save_ms), 1e-6);
+  EXPECT_NEAR(f->gain->speedup_percent, 100 * (total_ms / (total_ms - 0.75 * save_ms) - 1), 1e-6);
+  EXPECT_EQ(f->gain->bounded_by, "startup");  // the next largest badput bucket (500 ms)
+
+  // Under the threshold, or a single save: nothing to say.
+  JobBuilder light(0);
+  for (int i = 0; i < 10; ++i) light.Steps(40, 100).Phase(GPUTRIAGE_PHASE_CHECKPOINT, 100);
+  gputriage::Run light_run;
+  light_run.recordings.push_back(light.End(0));
+  for (const auto& x : Diagnose(light_run, DiagnoseOptions{}).findings) EXPECT_NE(x.verdict, "checkpoint_overhead");
+  JobBuilder once(0);
+  once.Steps(20, 100).Phase(GPUTRIAGE_PHASE_CHECKPOINT, 2000).Steps(20, 100);
+  gputriage::Run once_run;
+  once_run.recordings.push_back(once.End(0));
+  for (const auto& x : Diagnose(once_run, DiagnoseOptions{}).findings) EXPECT_NE(x.verdict, "checkpoint_overhead");
+}
+
+TEST(LedgerVerdicts, EvaluationTakingTheTrainingGpus) {
+  JobBuilder job(0);
+  for (int i = 0; i < 5; ++i) job.Steps(30, 100).Phase(GPUTRIAGE_PHASE_EVAL, 1500);
+  gputriage::Run run;
+  run.recordings.push_back(job.End(0));
+  const Diagnosis d = Diagnose(run, DiagnoseOptions{});
+  const Finding* f = nullptr;
+  for (const auto& x : d.findings)
+    if (x.verdict == "evaluation_overhead") f = &x;
+  ASSERT_NE(f, nullptr);
+  EXPECT_NEAR(f->evidence[0].value, 100.0 * 7500 / 22500, 1e-6);
+  EXPECT_EQ(f->severity, Severity::kHigh);  // >= 30 %
+  EXPECT_NEAR(f->gain->best, 100.0, 1e-6);   // evaluated elsewhere: every remaining instant is a step
+}
+
 }  // namespace
 }  // namespace gputriage

@@ -190,13 +190,13 @@ std::string RenderExperimentText(const std::string& name, const std::vector<Expe
                        l.failed > 0 ? fmt::format("; {} failed, {} restart{}", l.failed, l.restarts, l.restarts == 1 ? "" : "s")
                                     : "",
                        l.mixed_units ? " (runs without a GPU counted in job-hours)" : "");
-    auto line = [&](const std::string& name, double hours) {
+    auto line = [&](const std::string& bucket, double hours) {
       if (hours <= 0) return;
       // Job-hours read best as time; GPU-hours as they are billed.
-      const std::string amount = l.gpu_hours ? FormatGpuTime(hours) : FormatSeconds(hours * 3600.0);
-      out += fmt::format("  {:<19} {:>6.1f}%  {:>12}\n", name, 100.0 * hours / l.total, amount);
+      out += fmt::format("  {:<19} {:>6.1f}%  {:>12}\n", bucket, 100.0 * hours / l.total,
+                         l.gpu_hours ? FormatGpuTime(hours) : FormatSeconds(hours * 3600.0));
     };
-    for (const auto& [name, hours] : l.buckets) line(name, hours);
+    for (const auto& [bucket, hours] : l.buckets) line(bucket, hours);
     line("restart", l.restart_hours);
   }
   bool worked_out = false;
@@ -240,7 +240,7 @@ std::string RenderExperimentJson(const std::string& name, const std::vector<Expe
   out["latest_against_history"] = latest;
   if (const ExperimentLedger l = AddUpLedgers(runs); l.runs > 0) {
     json buckets = json::array();
-    for (const auto& [name, hours] : l.buckets) buckets.push_back({{"name", name}, {"hours", hours}});
+    for (const auto& [bucket, hours] : l.buckets) buckets.push_back({{"name", bucket}, {"hours", hours}});
     buckets.push_back({{"name", "restart"}, {"hours", l.restart_hours}});
     out["ledger"] = {{"runs", l.runs},
                      {"unit", l.gpu_hours ? "gpu_hours" : "job_hours"},

@@ -834,6 +834,7 @@ Diagnosis Diagnose(const Run& run, const DiagnoseOptions& options) {
   for (size_t i = 0; i < d.recordings.size(); ++i) {
     add(JudgeMetrics(d.recordings[i], targets), i);
     add(JudgeStepMarkers(d.recordings[i]), i);
+    add(JudgeLedger(d.recordings[i]), i);
   }
   MergeSameVerdicts(d.findings, sources);
   if (sources.groups > 1) {

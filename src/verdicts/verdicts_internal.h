@@ -71,6 +71,10 @@ std::vector<Finding> JudgeMetrics(const RecordingAnalysis& a, const WorkloadTarg
 /// Verdicts from step markers (src/verdicts/step_verdicts.cc).
 std::vector<Finding> JudgeStepMarkers(const RecordingAnalysis& a);
 
+/// Findings from the recording's goodput ledger: checkpoints and evaluation
+/// that take a large share of the job (ledger_verdicts.cc).
+std::vector<Finding> JudgeLedger(const RecordingAnalysis& a);
+
 /// Verdicts from the arrival skew at one run's collectives (collective_verdicts.cc):
 /// a persistent straggler rank or lateness that moves between ranks; and the
 /// communication_bound finding of the same ranks gets its time split into transfer

@@ -55,6 +55,15 @@ async function checkReport(browser, file, expectedVerdicts, artifacts) {
     }
     const rows = await page.$$eval(`#ledger-${i} [data-table=ledger] tbody tr`, (trs) => trs.length);
     check(rows === shown.length, `${name}: ledger ${i} table has ${rows} rows for ${shown.length} buckets`);
+    // A ledger from step markers draws the job's phases over time inside its lane.
+    if (rec.step_markers) {
+      const lane = await page.$$eval(`#phases-${i} .phase-segment`, (es) => es.map((e) => {
+        const r = e.getBoundingClientRect(), p = e.parentElement.getBoundingClientRect();
+        return { kind: e.dataset.kind, inside: r.left >= p.left - 0.5 && r.right <= p.right + 0.5 && r.width > 0 };
+      }));
+      check(lane.some((x) => x.kind === "steps"), `${name}: ledger ${i}'s phase lane draws the steps (${lane.length} segments)`);
+      check(lane.every((x) => x.inside), `${name}: ledger ${i}'s phase segments lie inside the lane`);
+    }
     ledgers += 1;
   }
   const pixels = await chartPixels(page);

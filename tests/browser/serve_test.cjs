@@ -42,6 +42,11 @@ runTest(async () => {
     check(cards.includes("input_bound") && cards.includes("regression"), `run 3's report shows its verdict cards (${cards})`);
     const pixels = await chartPixels(page);
     check(pixels.length >= 2 && pixels.every((p) => p.data > 200), `run 3's charts are drawn (${pixels.map((p) => p.id + ":" + p.data)})`);
+    // Its goodput ledger from the store: the bar, and the job's phases over time.
+    const ledgerSegments = await page.$$eval(".ledger-segment", (es) => es.map((e) => e.dataset.bucket));
+    check(ledgerSegments.includes("productive") && ledgerSegments.includes("data_wait"), `run 3's ledger bar is drawn (${ledgerSegments})`);
+    const laneKinds = await page.$$eval(".phase-segment", (es) => es.map((e) => e.dataset.kind));
+    check(laneKinds.includes("steps"), `run 3's phase lane is drawn (${laneKinds.length} segments)`);
     await page.screenshot({ path: path.join(artifacts, "serve-run.png"), fullPage: true });
     // Compare two runs from the table.
     await page.goto(base + "/", { waitUntil: "load" });

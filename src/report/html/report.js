@@ -438,9 +438,31 @@
   // The goodput ledger (docs/ledger.md): one bar of the job's GPU time split
   // into its buckets, then the table a reader checks it against.
   const ledgerColors = { productive: "--util", data_wait: "--wait-line", communication: "--dram", host_stall: "--c7",
-    between_steps: "--c5", startup: "--c2", compile_warmup: "--c2", checkpoint_restore: "--c6", checkpoint_save: "--c6",
-    evaluation: "--sm", idle: "--c5", teardown: "--c2", hang: "--c4", crash: "--c4", lost_work: "--c4", unsplit: "--c0" };
-  function ledgerSection(rec, i) {
+    between_steps: "--c5", startup: "--c2", compile_warmup: "--job", checkpoint_restore: "--c3", checkpoint_save: "--c6",
+    evaluation: "--sm", idle: "--c5", teardown: "--c7", hang: "--c4", crash: "--c4", lost_work: "--c4", unsplit: "--c0" };
+  // The job's phases over time, in the ledger's colours: runs of steps, the
+  // phases it marked outside them, idle gaps, start-up and tear-down.
+  const laneColors = { steps: "--util", idle: "--c5", startup: "--c2", teardown: "--c7", killed: "--c4", crash: "--c4",
+    restore: "--c3", compile: "--job", checkpoint: "--c6", eval: "--sm" };
+  function jobPhaseLane(jp, i) {
+    const span = Math.max(jp.end_s - jp.start_s, 1e-9);
+    const lane = el("div", { class: "phase-lane", id: "phases-" + i, role: "img", "aria-label": "the job's phases over time" });
+    const kinds = [];
+    for (const seg of jp.segments) {
+      const left = Math.max(0, (seg.start_s - jp.start_s) / span), right = Math.min(1, (seg.end_s - jp.start_s) / span);
+      if (right <= left) continue;
+      if (!kinds.includes(seg.kind)) kinds.push(seg.kind);
+      lane.append(el("span", { class: "phase-segment", "data-kind": seg.kind,
+        title: seg.kind + ": " + secondsLabel(seg.start_s - jp.start_s, span) + " – " + secondsLabel(seg.end_s - jp.start_s, span),
+        style: "left:" + (100 * left).toFixed(3) + "%;width:" + (100 * (right - left)).toFixed(3) + "%;background:var(" + (laneColors[seg.kind] || "--c5") + ")" }));
+    }
+    const legend = el("p", { class: "muted" }, "Over the job's " + secondsLabel(span, span) + ": ",
+      ...kinds.map((k) => el("span", {}, el("span", { class: "swatch", style: "background:var(" + (laneColors[k] || "--c5") + ")" }), " " + k + "  ")),
+      jp.dropped ? " (" + jp.dropped + " segments past the first 2,000 not drawn)" : "");
+    return el("div", {}, el("h4", { text: "Phases over time (process " + jp.pid + ")" }), lane, legend);
+  }
+
+  function ledgerSection(rec, i, ch) {
     const l = rec.ledger;
     if (!l || !l.buckets) return null;
     const gpuHours = l.unit === "gpu_hours";
@@ -463,6 +485,7 @@
       el("td", { class: "muted", text: b.source })));
     sec.append(el("table", { "data-table": "ledger" }, el("thead", {}, el("tr", {}, ["bucket", gpuHours ? "GPU time" : "time", "share", "cost", "count", "measured by"]
       .map((h, k) => el("th", { class: k >= 1 && k <= 4 ? "num" : "", text: h })))), el("tbody", {}, rows)));
+    if (ch && ch.job_phases && ch.job_phases.segments.length) sec.append(jobPhaseLane(ch.job_phases, i));
     const unknown = l.buckets.filter((b) => !b.known).map((b) => b.name);
     if (unknown.length) sec.append(el("p", { class: "muted", text: "Not seen by this source (not zero): " + unknown.join(", ") + "." }));
     for (const n of l.notes || []) sec.append(el("p", { class: "muted", text: n }));
@@ -523,7 +546,7 @@
       categoryBars(sec, "idle-" + i, "GPU idle time by cause", num(rec.idle.total_ms) + " ms idle within the steps, in " + rec.idle.gaps + " gaps.",
         causes.map((c) => c.replace("_", " ")), causes.map((c) => rec.idle[c + "_ms"] || 0), "ms");
     }
-    const ledger = ledgerSection(rec, i);
+    const ledger = ledgerSection(rec, i, ch);
     if (ledger) sec.append(ledger);
     const kt = kernelTable(rec, i);
     if (kt) sec.append(kt);

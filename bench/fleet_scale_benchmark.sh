@@ -4,7 +4,8 @@
 # agent route's queries; every GPU's figures depend on its number only). Prints
 # wall time and peak RSS for each, ranked by GPU with every group written
 # (--top 0), and checks that the larger fleets rank the GPUs they share with the
-# smallest in the same order, with the same figures.
+# smallest in the same order, with the same figures. Each size runs again with
+# --rank-by badput (the agents' goodput ledgers read): its time and RSS beside.
 #
 #   bash bench/fleet_scale_benchmark.sh [GPUS ...]     (default: 10000 50000 200000)
 set -euo pipefail
@@ -24,12 +25,17 @@ for n in "${sizes[@]}"; do
   port=$(cat "$out/fake_prometheus.port")
   /usr/bin/time -f "%e %M" -o "$out/time.txt" "$bin" fleet --prometheus "http://127.0.0.1:$port" --by gpu --json \
     --top 0 --timeout 600 >"$out/fleet_$n.json"
+  # The same fleet ranked by the agents' goodput ledgers (a quarter of the GPUs
+  # with step markers): one more query per batch, every GPU's buckets kept.
+  /usr/bin/time -f "%e %M" -o "$out/time_ledger.txt" "$bin" fleet --prometheus "http://127.0.0.1:$port" --by gpu --json \
+    --top 0 --timeout 600 --rank-by badput >"$out/fleet_ledger_$n.json"
   kill "$fake_pid"
   wait "$fake_pid" 2>/dev/null || true
   fake_pid=
   read -r wall rss <"$out/time.txt"
-  echo -e "$n\t$wall\t$rss" >>"$results"
-  echo "fleet of $n GPU series: $wall s, peak RSS $((rss / 1024)) MiB"
+  read -r lwall lrss <"$out/time_ledger.txt"
+  echo -e "$n\t$wall\t$rss\t$lwall\t$lrss" >>"$results"
+  echo "fleet of $n GPU series: $wall s, peak RSS $((rss / 1024)) MiB; with the ledger (--rank-by badput): $lwall s, $((lrss / 1024)) MiB"
 done
 /usr/bin/python3 - "$out" "${sizes[@]}" <<'PY'
 import json, sys
@@ -44,7 +50,15 @@ for n in sizes[1:]:
     assert [r[0] for r in mine] == [r[0] for r in base], f"the {n}-GPU fleet ranks the {sizes[0]} shared GPUs differently"
     assert mine == base, f"the {n}-GPU fleet gives the shared GPUs other figures"
     print(f"{n} GPUs: the {len(base)} GPUs shared with the {sizes[0]}-GPU fleet are ranked in the same order with the same figures")
+# The ledger run: every GPU has its buckets, ranked by badput dollars.
+for n in sizes:
+    doc = json.load(open(f"{out}/fleet_ledger_{n}.json"))
+    groups = doc["groups"]
+    assert doc["rank_by"] == "badput" and all(g["ledger"] for g in groups), n
+    badput = [g["ledger"]["badput_usd"] for g in groups]
+    assert badput == sorted(badput, reverse=True), f"the {n}-GPU fleet is not in badput order"
 rows = [line.split("\t") for line in open(f"{out}/fleet_scale_results.tsv")]
-for n, wall, rss in rows:
-    print(f"  {int(n):>7} series  {float(wall):7.1f} s  peak RSS {int(rss) / 1024:7.1f} MiB (goal <= 300 at 200000)")
+for n, wall, rss, lwall, lrss in rows:
+    print(f"  {int(n):>7} series  {float(wall):7.1f} s  peak RSS {int(rss) / 1024:7.1f} MiB (goal <= 300 at 200000); "
+          f"with the ledger {float(lwall):7.1f} s, {int(lrss) / 1024:7.1f} MiB ({float(lwall) / float(wall):.2f}x the time)")
 PY

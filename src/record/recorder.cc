@@ -127,6 +127,11 @@ void AddMarkerIssues(const MarkerRing::DrainStats& ring, const MarkedSteps& step
                    std::to_string(steps.unassigned_phases) +
                        " marked phases had no step of their process to charge (before its first step, after its last, or "
                        "ending over 5 s after their step)");
+  if (steps.run_phases_dropped > 0)
+    stats.AddIssue(IssueSeverity::kWarning, "run_phases_dropped",
+                   std::to_string(steps.run_phases_dropped) + " job phases (checkpoint, eval, ...) past the first " +
+                       std::to_string(StepBuilder::kMaxRunPhases) +
+                       " were not kept: the ledger counts their time as gaps between steps");
   if (steps.unmatched_device_times > 0)
     stats.AddIssue(IssueSeverity::kInfo, "device_times_unmatched",
                    std::to_string(steps.unmatched_device_times) +
@@ -282,6 +287,20 @@ StatusOr<RecordResult> RecordCommand(const RecordOptions& options) {
     if (options.on_steps) options.on_steps(steps);
     finished_steps.insert(finished_steps.end(), steps.begin(), steps.end());
   };
+  // The job's phases outside steps (checkpoints, evaluation, ...) go with them:
+  // a killed recorder keeps the ledger's phases up to its last second.
+  std::vector<RunPhase> finished_phases;
+  int64_t phases_dropped = 0;
+  auto store_phases = [&](std::vector<RunPhase> phases) {
+    if (phases.empty()) return;
+    const size_t room = StepBuilder::kMaxRunPhases - std::min(StepBuilder::kMaxRunPhases, finished_phases.size());
+    if (phases.size() > room) {
+      phases_dropped += static_cast<int64_t>(phases.size() - room);
+      phases.resize(room);
+    }
+    if (options.store && result.run_id > 0 && !phases.empty()) stored(options.store->PutRunPhases(result.run_id, phases));
+    finished_phases.insert(finished_phases.end(), phases.begin(), phases.end());
+  };
   TimeNs next = MonotonicNs();
   const TimeNs began = next;
   TimeNs next_status = began + kNsPerS;
@@ -346,6 +365,7 @@ StatusOr<RecordResult> RecordCommand(const RecordOptions& options) {
       take_markers(false);
       if (MonotonicNs() >= next_steps_write) {
         store_steps(step_builder.TakeFinished());
+        store_phases(step_builder.TakeRunPhases());
         next_steps_write += kNsPerS;
       }
     }
@@ -401,13 +421,16 @@ StatusOr<RecordResult> RecordCommand(const RecordOptions& options) {
   result.recording.metrics.observer = nullptr;  // the store may not outlive the result
   if (ring) {
     take_markers(true);
-    const MarkedSteps marked = step_builder.Finish();
+    MarkedSteps marked = step_builder.Finish();
     store_steps(marked.steps);
+    store_phases(std::move(marked.run_phases));
+    marked.run_phases_dropped += phases_dropped;
     std::stable_sort(finished_steps.begin(), finished_steps.end(),
                      [](const MarkedStep& a, const MarkedStep& b) { return a.span.start < b.span.start; });
+    std::stable_sort(finished_phases.begin(), finished_phases.end(),
+                     [](const RunPhase& a, const RunPhase& b) { return a.span.start < b.span.start; });
     result.recording.marked_steps = std::move(finished_steps);
-    result.recording.run_phases = marked.run_phases;
-    if (options.store && result.run_id > 0) stored(options.store->PutRunPhases(result.run_id, marked.run_phases));
+    result.recording.run_phases = std::move(finished_phases);
     result.markers_read = ring->stats().read;
     AddMarkerIssues(ring->stats(), marked, result.recording.stats);
   }

@@ -116,6 +116,36 @@ TEST(Golden, ResNet50NumWorkers0IsInputBoundAndFp32) {
   EXPECT_GT(Percent(d.a().device_idle.ns[static_cast<int>(IdleCause::kDataLoader)], d.a().avg_step_ns * 6), 30.0);
 }
 
+TEST(Golden, ATracesLedgerIsItsProfiledStepsSplitByCategory) {
+  // The goodput ledger of a profiling window: torch-tb-profiler's categories of
+  // each step, added up (the same split its overview shows), and the job's time
+  // outside the window unknown, never zero.
+  const Diagnosed d = Load("kineto-resnet50-v100/num_workers_0.pt.trace.json.gz");
+  const RecordingAnalysis& a = d.a();
+  const RunLedger& l = a.ledger;
+  ASSERT_TRUE(l.valid);
+  ASSERT_EQ(a.steps.size(), 6u);
+  double step_ns = 0, data_ns = 0, kernel_ns = 0;
+  for (const auto& s : a.steps) {
+    step_ns += static_cast<double>(s.total());
+    data_ns += static_cast<double>(s.ns[static_cast<int>(StepCategory::kDataLoader)]);
+    for (StepCategory c : {StepCategory::kKernel, StepCategory::kMemcpy, StepCategory::kMemset})
+      kernel_ns += static_cast<double>(s.ns[static_cast<int>(c)]);
+  }
+  EXPECT_NEAR(l.Find("data_wait")->share, data_ns / step_ns, 1e-9);
+  EXPECT_NEAR(l.Find("productive")->share, kernel_ns / step_ns, 1e-9);
+  EXPECT_NEAR(l.goodput, kernel_ns / step_ns, 1e-9);
+  // The input-bound run: a third of the window waits for data (tb-profiler: DataLoader 33 %).
+  EXPECT_GT(l.Find("data_wait")->share, 0.30);
+  double sum = 0;
+  for (const auto& b : l.buckets) sum += b.known ? b.hours : 0;
+  EXPECT_NEAR(sum, l.total, l.total * 1e-9);
+  for (const char* unknown : {"startup", "checkpoint_save", "evaluation", "teardown", "lost_work"})
+    EXPECT_FALSE(l.Find(unknown)->known) << unknown;
+  EXPECT_TRUE(l.Find("host_stall")->known);  // a trace sees the GPU idle inside the steps
+  EXPECT_EQ(l.Find("unsplit"), nullptr);
+}
+
 TEST(Golden, ResNet50NumWorkers4IsNotInputBound) {
   const Diagnosed d = Load("kineto-resnet50-v100/num_workers_4.pt.trace.json.gz");
   CheckOracle(d, {141068, 99145, 3160, 98, 10564, 1186, 22665, 4251, 70.27, 69.22, 48.91});

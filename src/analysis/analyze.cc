@@ -522,6 +522,11 @@ RecordingAnalysis Analyze(const Recording& rec, int threads, bool rank_of_run) {
     a.error = fmt::format("{}: the analysis could not finish: {}", rec.source_path, s.message());
     a.limitations.push_back(a.error);
   }
+  // A trace without step markers: the ledger of its profiled steps.
+  if (!a.ledger.valid || a.ledger.Find("unsplit") != nullptr) {
+    RunLedger trace = analysis::BuildTraceLedger(a, analysis::JobGpus(a.metric_devices));
+    if (trace.valid) a.ledger = std::move(trace);
+  }
   return a;
 }
 

@@ -369,6 +369,76 @@ RunLedger BuildLedger(const Recording& rec, const LedgerGpus& gpus) {
   return ledger;
 }
 
+RunLedger BuildTraceLedger(const RecordingAnalysis& a, const LedgerGpus& gpus) {
+  RunLedger ledger;
+  if (!a.steps_from_markers || a.steps.empty()) return ledger;
+  // The profiled window: its first step's start to its last step's end.
+  const Interval window{a.steps.front().window.start, a.steps.back().window.end};
+  if (window.end <= window.start) return ledger;
+  std::array<double, kNumBuckets> ns{};
+  std::array<int64_t, kNumBuckets> count{};
+  std::vector<TimeNs> durations;
+  for (const auto& s : a.steps) durations.push_back(s.total());
+  const TimeNs idle_after = std::max(kIdleGapMinNs, static_cast<TimeNs>(kIdleGapSteps * static_cast<double>(Median(durations))));
+  TimeNs previous_end = window.start;
+  auto cat = [](const StepBreakdown& s, StepCategory c) { return static_cast<double>(s.ns[static_cast<size_t>(c)]); };
+  for (const auto& s : a.steps) {
+    // torch-tb-profiler's categories split each step exactly: the GPU working
+    // (kernels, copies), exposed communication, the DataLoader, and the GPU idle
+    // while the host runs, launches or waits (runtime, CPU ops, other).
+    ns[kProductive] += cat(s, StepCategory::kKernel) + cat(s, StepCategory::kMemcpy) + cat(s, StepCategory::kMemset);
+    ns[kCommunication] += cat(s, StepCategory::kCommunication);
+    ns[kDataWait] += cat(s, StepCategory::kDataLoader);
+    ns[kHostStall] += cat(s, StepCategory::kRuntime) + cat(s, StepCategory::kCpuExec) + cat(s, StepCategory::kOther);
+    ++count[kProductive];
+    const TimeNs gap = s.window.start - previous_end;
+    if (gap > 0) {
+      const int bucket = gap >= idle_after ? kIdle : kBetweenSteps;
+      ns[static_cast<size_t>(bucket)] += static_cast<double>(gap);
+      ++count[static_cast<size_t>(bucket)];
+    }
+    previous_end = std::max(previous_end, s.window.end);
+  }
+  double sum = 0;
+  for (double v : ns) sum += v;
+  if (!(sum > 0)) return ledger;
+  ledger.valid = true;
+  const double g = gpus.gpus > 0 ? gpus.gpus : 1.0;
+  ledger.unit = "gpu_hours";
+  ledger.gpus = g;
+  ledger.gpus_source = gpus.gpus > 0 ? gpus.source : "the trace's device";
+  ledger.wall_hours = static_cast<double>(window.duration()) / static_cast<double>(kNsPerS) / 3600.0;
+  ledger.span_source = fmt::format("the {} profiled steps (ProfilerStep#N), first to last", a.steps.size());
+  ledger.total = ledger.wall_hours * g;
+  for (int b = 0; b < kUnsplit; ++b) {
+    LedgerBucket bucket;
+    bucket.name = kBucketNames[b].name;
+    bucket.group = kBucketNames[b].group;
+    bucket.count = count[static_cast<size_t>(b)];
+    switch (b) {
+      case kProductive: bucket.source = "kernels and copies inside the steps (torch-tb-profiler's kernel, memcpy, memset)"; break;
+      case kCommunication: bucket.source = "communication with no compute beside it inside the steps"; break;
+      case kDataWait: bucket.source = "DataLoader time inside the steps"; break;
+      case kHostStall: bucket.source = "the GPU idle inside the steps while the host runs, launches or waits (runtime, CPU ops, other)"; break;
+      case kBetweenSteps:
+      case kIdle:
+        bucket.source = fmt::format("gaps between profiled steps, idle from {} median steps and {} s", kIdleGapSteps, kIdleGapMinNs / kNsPerS);
+        break;
+      default:
+        bucket.known = false;
+        bucket.source = "a profiling window sees its steps only: the job's start, end and phases outside them are not in it";
+    }
+    // The categories add up to each step's span; shares of the window they cover.
+    bucket.share = bucket.known ? ns[static_cast<size_t>(b)] / sum : 0;
+    bucket.hours = bucket.share * ledger.total;
+    ledger.buckets.push_back(std::move(bucket));
+  }
+  ledger.goodput = ledger.Find("productive")->share;
+  ledger.notes.push_back("a profiling window of a few steps: the job's time outside them (start-up, checkpoints, "
+                         "evaluation) needs step markers over the whole run (gputriage record)");
+  return ledger;
+}
+
 RunLedger BuildMetricLedger(const std::vector<DeviceMetricAnalysis>& devices, const LedgerGpus& gpus) {
   RunLedger ledger;
   if (!(gpus.gpus > 0)) return ledger;

@@ -49,6 +49,11 @@ LedgerGpus JobGpus(const std::vector<DeviceMetricAnalysis>& devices);
 /// one); invalid, with a note, when it has no steps.
 RunLedger BuildLedger(const Recording& recording, const LedgerGpus& gpus);
 
+/// The ledger of a trace's profiled steps (ProfilerStep#N): each step split by
+/// torch-tb-profiler's categories (productive, data wait, communication, host
+/// stall) and the gaps between them; invalid without profiler steps.
+RunLedger BuildTraceLedger(const RecordingAnalysis& a, const LedgerGpus& gpus);
+
 /// The ledger of a metric log (no steps): its GPUs' idle phases, and the rest
 /// unsplit; invalid when it has no idle phase (nothing it can tell apart).
 RunLedger BuildMetricLedger(const std::vector<DeviceMetricAnalysis>& devices, const LedgerGpus& gpus);

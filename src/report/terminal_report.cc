@@ -140,7 +140,7 @@ void RenderLedger(std::string& out, const RunLedger& l) {
   if (!l.valid) return;
   const bool gpu = l.unit == "gpu_hours";
   out += fmt::format("   ledger: {} ({}), goodput {}{}\n",
-                     gpu ? fmt::format("{}: {:.3g} GPUs x {}", FormatGpuTime(l.total), l.gpus,
+                     gpu ? fmt::format("{}: {:.3g} GPU{} x {}", FormatGpuTime(l.total), l.gpus, l.gpus == 1 ? "" : "s",
                                        FormatSeconds(l.wall_hours * 3600))
                          : fmt::format("{} of wall time, no GPU seen", FormatSeconds(l.wall_hours * 3600)),
                      l.span_source, std::isnan(l.goodput) ? std::string("not known (no steps)") : Pct(100.0 * l.goodput),
@@ -370,6 +370,7 @@ void RenderRecording(std::string& out, const Recording& rec, const RecordingAnal
       else if (c < kNumStepCategories - 1) out += ",";
     }
     out += "\n";
+    RenderLedger(out, a.ledger);
   }
   if (a.has_gpu_activity && !a.steps.empty()) {
     out += fmt::format("   GPU: busy {}, est. SM efficiency {}, est. achieved occupancy {}, tensor cores {} of matrix time\n",

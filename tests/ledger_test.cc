@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include "gputriage/diagnosis.h"
+#include "gputriage/import.h"
 #include "gputriage/markers.h"
 #include "src/analysis/ledger.h"
 #include "src/analysis/live_ledger.h"
@@ -457,6 +458,48 @@ TEST(LedgerVerdicts, EvaluationTakingTheTrainingGpus) {
   EXPECT_NEAR(f->evidence[0].value, 100.0 * 7500 / 22500, 1e-6);
   EXPECT_EQ(f->severity, Severity::kHigh);  // >= 30 %
   EXPECT_NEAR(f->gain->best, 100.0, 1e-6);   // evaluated elsewhere: every remaining instant is a step
+}
+
+
+TEST(Ledger, ATraceNamesItsPhasesWithRecordFunction) {
+  // Three profiled steps of 10 ms (a 6 ms kernel each), then an evaluation and
+  // a checkpoint the job wrapped in record_function, then a fourth step.
+  std::string events;
+  auto add = [&](const std::string& e) { events += (events.empty() ? "" : ",\n") + e; };
+  int64_t t = 1000;
+  auto step = [&](int n) {
+    add(R"({"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#)" + std::to_string(n) + R"(", "pid": 9, "tid": 9, "ts": )" +
+        std::to_string(t) + R"(, "dur": 10000})");
+    add(R"({"ph": "X", "cat": "kernel", "name": "volta_sgemm_128x64_nn", "pid": 0, "tid": 7, "ts": )" + std::to_string(t + 2000) +
+        R"(, "dur": 6000, "args": {"device": 0, "stream": 7, "correlation": )" + std::to_string(n) + R"(}})");
+    t += 10000;
+  };
+  step(1), step(2), step(3);
+  add(R"({"ph": "X", "cat": "user_annotation", "name": "evaluate", "pid": 9, "tid": 9, "ts": )" + std::to_string(t) + R"(, "dur": 20000})");
+  t += 20000;
+  add(R"({"ph": "X", "cat": "user_annotation", "name": "save_checkpoint#3", "pid": 9, "tid": 9, "ts": )" + std::to_string(t) + R"(, "dur": 5000})");
+  t += 5000;
+  step(4);
+  const std::string trace = R"({"schemaVersion": 1, "deviceProperties": [{"id": 0, "name": "Tesla V100-SXM2-16GB", "computeMajor": 7, "computeMinor": 0, "numSms": 80}],
+"traceEvents": [)" + events + "]}";
+  auto rec = ImportKinetoTraceFromMemory("phases.json", trace);
+  ASSERT_TRUE(rec.ok()) << rec.status().ToString();
+  gputriage::Run run;
+  run.recordings.push_back(std::move(*rec));
+  const Diagnosis d = Diagnose(run, DiagnoseOptions{});
+  const RunLedger& l = d.recordings[0].ledger;
+  ASSERT_TRUE(l.valid);
+  ExpectAddsUp(l);
+  EXPECT_NEAR(l.wall_hours * 3600 * 1000, 65.0, 0.01);  // 4 steps, 25 ms of phases
+  EXPECT_NEAR(l.Find("evaluation")->share, 20.0 / 65, 0.01);
+  EXPECT_NEAR(l.Find("checkpoint_save")->share, 5.0 / 65, 0.01);
+  EXPECT_TRUE(l.Find("evaluation")->known);
+  EXPECT_FALSE(l.Find("checkpoint_restore")->known);
+  EXPECT_NEAR(l.Find("productive")->share, 4 * 6.0 / 65, 0.01);
+  EXPECT_EQ(analysis::AnnotationPhase("Validation: epoch 3"), GPUTRIAGE_PHASE_EVAL);
+  EXPECT_EQ(analysis::AnnotationPhase("gputriage.restore"), GPUTRIAGE_PHASE_RESTORE);
+  EXPECT_EQ(analysis::AnnotationPhase("ProfilerStep#4"), 0);
+  EXPECT_EQ(analysis::AnnotationPhase("aten::evaluate_something"), 0);
 }
 
 }  // namespace

@@ -524,7 +524,7 @@ RecordingAnalysis Analyze(const Recording& rec, int threads, bool rank_of_run) {
   }
   // A trace without step markers: the ledger of its profiled steps.
   if (!a.ledger.valid || a.ledger.Find("unsplit") != nullptr) {
-    RunLedger trace = analysis::BuildTraceLedger(a, analysis::JobGpus(a.metric_devices));
+    RunLedger trace = analysis::BuildTraceLedger(rec, a, analysis::JobGpus(a.metric_devices));
     if (trace.valid) a.ledger = std::move(trace);
   }
   return a;

@@ -5,11 +5,15 @@
 #include <cmath>
 #include <map>
 #include <set>
+#include <cctype>
 
 #include <fmt/format.h>
 
 #include "gputriage/markers.h"
 #include "src/analysis/ledger_buckets.h"
+#include "src/analysis/trace_events.h"
+#include "src/markers/marked_steps.h"
+#include "src/util/strings.h"
 
 namespace gputriage::analysis {
 
@@ -369,35 +373,83 @@ RunLedger BuildLedger(const Recording& rec, const LedgerGpus& gpus) {
   return ledger;
 }
 
-RunLedger BuildTraceLedger(const RecordingAnalysis& a, const LedgerGpus& gpus) {
+int AnnotationPhase(std::string_view name) {
+  // The name's first word, lower-cased: "Evaluate", "eval: epoch 3", "save_checkpoint#12".
+  std::string word;
+  for (char c : name) {
+    if (c == ' ' || c == ':' || c == '#' || c == '(' || c == '/') break;
+    word += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  }
+  if (StartsWith(word, "gputriage.")) word = word.substr(10);
+  static const std::pair<const char*, uint16_t> kNames[] = {
+      {"checkpoint", GPUTRIAGE_PHASE_CHECKPOINT}, {"save_checkpoint", GPUTRIAGE_PHASE_CHECKPOINT},
+      {"checkpoint_save", GPUTRIAGE_PHASE_CHECKPOINT}, {"save_model", GPUTRIAGE_PHASE_CHECKPOINT},
+      {"eval", GPUTRIAGE_PHASE_EVAL}, {"evaluate", GPUTRIAGE_PHASE_EVAL}, {"evaluation", GPUTRIAGE_PHASE_EVAL},
+      {"validation", GPUTRIAGE_PHASE_EVAL}, {"validate", GPUTRIAGE_PHASE_EVAL},
+      {"compile", GPUTRIAGE_PHASE_COMPILE}, {"torch_compile", GPUTRIAGE_PHASE_COMPILE},
+      {"restore", GPUTRIAGE_PHASE_RESTORE}, {"load_checkpoint", GPUTRIAGE_PHASE_RESTORE}, {"resume", GPUTRIAGE_PHASE_RESTORE}};
+  for (const auto& [n, phase] : kNames)
+    if (word == n) return phase;
+  return 0;
+}
+
+RunLedger BuildTraceLedger(const Recording& rec, const RecordingAnalysis& a, const LedgerGpus& gpus) {
   RunLedger ledger;
   if (!a.steps_from_markers || a.steps.empty()) return ledger;
-  // The profiled window: its first step's start to its last step's end.
-  const Interval window{a.steps.front().window.start, a.steps.back().window.end};
+  // The job's phases the trace names: record_function ranges called
+  // "checkpoint", "evaluate", ... (AnnotationPhase), outside the steps.
+  std::vector<RunPhase> phases;
+  TraceEvents events(rec);
+  auto spans = events.cpu_spans();
+  while (const CpuSpan* span = spans.Next())
+    if (span->kind == CpuSpanKind::kUserAnnotation && span->time.end > span->time.start)
+      if (const int phase = AnnotationPhase(rec.names.View(span->name)); phase > 0 && phases.size() < StepBuilder::kMaxRunPhases)
+        phases.push_back({static_cast<uint16_t>(phase), 0, span->time});
+  std::set<int> phases_seen;
+  for (const auto& p : phases) phases_seen.insert(PhaseBucket(p.phase));
+  // The profiled window: its first step (or named phase) to its last.
+  Interval window{a.steps.front().window.start, a.steps.back().window.end};
+  for (const auto& p : phases) window.start = std::min(window.start, p.span.start), window.end = std::max(window.end, p.span.end);
   if (window.end <= window.start) return ledger;
+  std::vector<const RunPhase*> phase_ptrs;
+  for (const auto& p : phases) phase_ptrs.push_back(&p);
+  const std::vector<Segment> segments = PhaseSegments(phase_ptrs, window);
   std::array<double, kNumBuckets> ns{};
   std::array<int64_t, kNumBuckets> count{};
+  for (const Segment& seg : segments) {
+    ns[static_cast<size_t>(seg.bucket)] += static_cast<double>(seg.span.duration());
+    ++count[static_cast<size_t>(seg.bucket)];
+  }
   std::vector<TimeNs> durations;
   for (const auto& s : a.steps) durations.push_back(s.total());
   const TimeNs idle_after = std::max(kIdleGapMinNs, static_cast<TimeNs>(kIdleGapSteps * static_cast<double>(Median(durations))));
-  TimeNs previous_end = window.start;
   auto cat = [](const StepBreakdown& s, StepCategory c) { return static_cast<double>(s.ns[static_cast<size_t>(c)]); };
+  std::vector<Interval> covered;
+  for (const Segment& seg : segments) covered.push_back(seg.span);
   for (const auto& s : a.steps) {
+    if (s.total() <= 0) continue;
     // torch-tb-profiler's categories split each step exactly: the GPU working
     // (kernels, copies), exposed communication, the DataLoader, and the GPU idle
-    // while the host runs, launches or waits (runtime, CPU ops, other).
-    ns[kProductive] += cat(s, StepCategory::kKernel) + cat(s, StepCategory::kMemcpy) + cat(s, StepCategory::kMemset);
-    ns[kCommunication] += cat(s, StepCategory::kCommunication);
-    ns[kDataWait] += cat(s, StepCategory::kDataLoader);
-    ns[kHostStall] += cat(s, StepCategory::kRuntime) + cat(s, StepCategory::kCpuExec) + cat(s, StepCategory::kOther);
+    // while the host runs, launches or waits (runtime, CPU ops, other); in
+    // proportion to what of the step no named phase covers.
+    const double visible = static_cast<double>(s.total() - Covered(segments, s.window)) / static_cast<double>(s.total());
+    ns[kProductive] += visible * (cat(s, StepCategory::kKernel) + cat(s, StepCategory::kMemcpy) + cat(s, StepCategory::kMemset));
+    ns[kCommunication] += visible * cat(s, StepCategory::kCommunication);
+    ns[kDataWait] += visible * cat(s, StepCategory::kDataLoader);
+    ns[kHostStall] += visible * (cat(s, StepCategory::kRuntime) + cat(s, StepCategory::kCpuExec) + cat(s, StepCategory::kOther));
     ++count[kProductive];
-    const TimeNs gap = s.window.start - previous_end;
-    if (gap > 0) {
-      const int bucket = gap >= idle_after ? kIdle : kBetweenSteps;
-      ns[static_cast<size_t>(bucket)] += static_cast<double>(gap);
+    covered.push_back(s.window);
+  }
+  // The gaps between steps and phases.
+  std::sort(covered.begin(), covered.end(), [](const Interval& x, const Interval& y) { return x.start < y.start; });
+  TimeNs at = window.start;
+  for (const Interval& c : covered) {
+    if (c.start > at) {
+      const int bucket = c.start - at >= idle_after ? kIdle : kBetweenSteps;
+      ns[static_cast<size_t>(bucket)] += static_cast<double>(c.start - at);
       ++count[static_cast<size_t>(bucket)];
     }
-    previous_end = std::max(previous_end, s.window.end);
+    at = std::max(at, c.end);
   }
   double sum = 0;
   for (double v : ns) sum += v;
@@ -408,7 +460,8 @@ RunLedger BuildTraceLedger(const RecordingAnalysis& a, const LedgerGpus& gpus) {
   ledger.gpus = g;
   ledger.gpus_source = gpus.gpus > 0 ? gpus.source : "the trace's device";
   ledger.wall_hours = static_cast<double>(window.duration()) / static_cast<double>(kNsPerS) / 3600.0;
-  ledger.span_source = fmt::format("the {} profiled steps (ProfilerStep#N), first to last", a.steps.size());
+  ledger.span_source = fmt::format("the {} profiled steps (ProfilerStep#N){}, first to last", a.steps.size(),
+                                   phases.empty() ? "" : " and the phases the trace names");
   ledger.total = ledger.wall_hours * g;
   for (int b = 0; b < kUnsplit; ++b) {
     LedgerBucket bucket;
@@ -424,6 +477,15 @@ RunLedger BuildTraceLedger(const RecordingAnalysis& a, const LedgerGpus& gpus) {
       case kIdle:
         bucket.source = fmt::format("gaps between profiled steps, idle from {} median steps and {} s", kIdleGapSteps, kIdleGapMinNs / kNsPerS);
         break;
+      case kCheckpointRestore:
+      case kCompileWarmup:
+      case kCheckpointSave:
+      case kEvaluation:
+        if (phases_seen.count(b) > 0) {
+          bucket.source = "record_function ranges the trace names (\"checkpoint\", \"evaluate\", \"compile\", \"restore\", ...)";
+          break;
+        }
+        [[fallthrough]];
       default:
         bucket.known = false;
         bucket.source = "a profiling window sees its steps only: the job's start, end and phases outside them are not in it";

@@ -52,7 +52,12 @@ RunLedger BuildLedger(const Recording& recording, const LedgerGpus& gpus);
 /// The ledger of a trace's profiled steps (ProfilerStep#N): each step split by
 /// torch-tb-profiler's categories (productive, data wait, communication, host
 /// stall) and the gaps between them; invalid without profiler steps.
-RunLedger BuildTraceLedger(const RecordingAnalysis& a, const LedgerGpus& gpus);
+/// record_function ranges named for a job phase ("checkpoint", "evaluate",
+/// "compile", "restore", ...) count in its bucket.
+RunLedger BuildTraceLedger(const Recording& rec, const RecordingAnalysis& a, const LedgerGpus& gpus);
+
+/// The job phase a record_function range's name stands for (GPUTRIAGE_PHASE_*), 0 for none.
+int AnnotationPhase(std::string_view name);
 
 /// The ledger of a metric log (no steps): its GPUs' idle phases, and the rest
 /// unsplit; invalid when it has no idle phase (nothing it can tell apart).

@@ -105,6 +105,13 @@ TEST(Ledger, EveryBucketOfACleanJobIsTheTimePutInIt) {
   EXPECT_TRUE(l.Find("data_wait")->known);
   EXPECT_EQ(l.Find("checkpoint_save")->count, 1);
   EXPECT_EQ(l.Find("productive")->count, 25);
+  // The timeline the reports draw is the same bucketing: gaps and runs of steps
+  // by start (the 30 ms between-steps gap inside its run), then the phases.
+  std::vector<std::string> kinds;
+  for (const auto& seg : l.timeline) kinds.push_back(seg.bucket);
+  EXPECT_EQ(kinds, (std::vector<std::string>{"startup", "productive", "productive", "idle", "productive", "teardown",
+                                             "checkpoint_restore", "compile_warmup", "checkpoint_save", "evaluation"}));
+  EXPECT_EQ(l.timeline[2].span.end - l.timeline[2].span.start, (30 + 1000) * kMs);  // the gap and 10 steps
 }
 
 TEST(Ledger, AFailedJobLosesTheStepsSinceItsLastCheckpoint) {

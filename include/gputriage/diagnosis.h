@@ -440,6 +440,14 @@ struct LedgerBucket {
   std::string source;  // what measured it, or why it is unknown
 };
 
+/// A stretch of a job's time and the ledger bucket it went to (a run of steps
+/// is "productive", with the short gaps between them).
+struct LedgerSegment {
+  std::string bucket;
+  Interval span;
+};
+inline constexpr size_t kMaxLedgerTimeline = 2000;
+
 /// Where every paid GPU-hour of a job went (src/analysis/ledger.cc): the GPUs
 /// times the job's wall time, split into buckets that add up to it exactly.
 struct RunLedger {
@@ -455,6 +463,11 @@ struct RunLedger {
   std::string price_source;
   std::vector<LedgerBucket> buckets;  // the known ones add up to `total`
   std::vector<std::string> notes;
+  // From step markers: the first process's time as it was bucketed, by start
+  // (phases after the steps and gaps they cover), for the reports' charts.
+  std::vector<LedgerSegment> timeline;
+  uint32_t timeline_pid = 0;
+  int64_t timeline_dropped = 0;  // segments past kMaxLedgerTimeline
   const LedgerBucket* Find(std::string_view name) const {
     for (const auto& b : buckets)
       if (b.name == name) return &b;

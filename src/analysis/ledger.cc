@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "gputriage/markers.h"
+#include "src/analysis/analysis_internal.h"
 #include "src/analysis/ledger_buckets.h"
 #include "src/analysis/trace_events.h"
 #include "src/markers/marked_steps.h"
@@ -98,27 +99,53 @@ using namespace ledger_internal;
 
 namespace {
 
-TimeNs Median(std::vector<TimeNs> v) {
-  if (v.empty()) return 0;
-  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
-  return v[v.size() / 2];
-}
-
 struct Tally {
   std::array<double, kNumBuckets> ns{};
   std::array<int64_t, kNumBuckets> count{};
   TimeNs median_step_ns = 0;
   int64_t warmup_steps = 0;
   int64_t lost_steps = 0;
+  std::vector<Segment> timeline;  // with `keep_timeline`: every step, phase and gap by its bucket
 };
+
+/// The timeline as a report draws it: by start, the phases over what they
+/// cover, a run of steps with the short gaps between them one segment, at
+/// most kMaxLedgerTimeline segments (the rest counted in `dropped`).
+std::vector<LedgerSegment> DrawnTimeline(std::vector<Segment> raw, int64_t& dropped) {
+  auto lane_bucket = [](int b) { return b == kBetweenSteps ? kProductive : b; };
+  auto is_phase = [](int b) { return b == kCheckpointRestore || b == kCheckpointSave || b == kEvaluation || b == kCompileWarmup; };
+  std::stable_sort(raw.begin(), raw.end(), [&](const Segment& a, const Segment& b) {
+    const bool ap = is_phase(a.bucket), bp = is_phase(b.bucket);
+    return ap != bp ? !ap : a.span.start < b.span.start;
+  });
+  std::vector<LedgerSegment> out;
+  dropped = 0;
+  for (const Segment& seg : raw) {
+    const int b = lane_bucket(seg.bucket);
+    if (!out.empty() && out.back().bucket == kBucketNames[b].name && out.back().span.end == seg.span.start) {
+      out.back().span.end = seg.span.end;
+      continue;
+    }
+    if (out.size() >= kMaxLedgerTimeline) {
+      ++dropped;
+      continue;
+    }
+    out.push_back({kBucketNames[b].name, seg.span});
+  }
+  return out;
+}
 
 /// One process's timeline over the job's span (its steps, the job's phases).
 Tally TallyProcess(const std::vector<const MarkedStep*>& steps, const std::vector<Segment>& phases, Interval job,
-                   std::optional<int> exit_code) {
+                   std::optional<int> exit_code, bool keep_timeline) {
   Tally t;
+  auto mark = [&](Interval span, int bucket) {
+    if (keep_timeline && span.end > span.start) t.timeline.push_back({span, bucket});
+  };
   for (const Segment& s : phases) {
     t.ns[static_cast<size_t>(s.bucket)] += static_cast<double>(s.span.duration());
     ++t.count[static_cast<size_t>(s.bucket)];
+    mark(s.span, s.bucket);
   }
   // Steps clipped to the job and to the previous step's end (nested steps count once).
   std::vector<Interval> spans;
@@ -130,7 +157,7 @@ Tally TallyProcess(const std::vector<const MarkedStep*>& steps, const std::vecto
   }
   std::vector<TimeNs> durations;
   for (const auto& span : spans) durations.push_back(span.duration());
-  t.median_step_ns = Median(durations);
+  t.median_step_ns = static_cast<TimeNs>(Median(durations));
   const bool failed = exit_code && *exit_code != 0;
   // Work since the last checkpoint is lost when the job fails: a step ending
   // after the last save (a save marked outside steps, or inside one).
@@ -150,14 +177,17 @@ Tally TallyProcess(const std::vector<const MarkedStep*>& steps, const std::vecto
       t.ns[kLostWork] += static_cast<double>(visible);
       ++t.count[kLostWork];
       ++t.lost_steps;
+      mark(span, kLostWork);
       continue;
     }
     if (warming) {
       t.ns[kCompileWarmup] += static_cast<double>(visible);
       ++t.count[kCompileWarmup];
       ++t.warmup_steps;
+      mark(span, kCompileWarmup);
       continue;
     }
+    mark(span, kProductive);
     const InsidePhases inside = PhasesInside(s, span.duration(), visible);
     const double data = inside.data, comm = inside.communication, save = inside.checkpoint;
     t.ns[kDataWait] += data;
@@ -185,6 +215,7 @@ Tally TallyProcess(const std::vector<const MarkedStep*>& steps, const std::vecto
       const TimeNs cut = std::min(g.end, first_step);
       t.ns[kStartup] += static_cast<double>(cut - g.start);
       ++t.count[kStartup];
+      mark({g.start, cut}, kStartup);
       g.start = cut;
     }
     if (g.end > last_step && g.start < g.end) {
@@ -193,12 +224,14 @@ Tally TallyProcess(const std::vector<const MarkedStep*>& steps, const std::vecto
       const int bucket = !failed ? kTeardown : (killed && tail >= hang_after ? kHang : kCrash);
       t.ns[static_cast<size_t>(bucket)] += static_cast<double>(g.end - cut);
       ++t.count[static_cast<size_t>(bucket)];
+      mark({cut, g.end}, bucket);
       g.end = cut;
     }
     if (g.end <= g.start) return;
     const int bucket = g.duration() >= idle_after ? kIdle : kBetweenSteps;
     t.ns[static_cast<size_t>(bucket)] += static_cast<double>(g.duration());
     ++t.count[static_cast<size_t>(bucket)];
+    mark(g, bucket);
   };
   TimeNs at = job.start;
   for (const Interval& c : covered) {
@@ -267,7 +300,13 @@ RunLedger BuildLedger(const Recording& rec, const LedgerGpus& gpus) {
     for (const auto& p : rec.run_phases)
       if (p.pid == pid || steps_of.count(p.pid) == 0) phases.push_back(&p);
     for (const RunPhase* p : phases) phases_seen.insert(PhaseBucket(p->phase));
-    const Tally t = TallyProcess(steps, PhaseSegments(phases, job), job, rec.exit_code);
+    // The first process's timeline is the one reports draw.
+    const bool first = pid == steps_of.begin()->first;
+    Tally t = TallyProcess(steps, PhaseSegments(phases, job), job, rec.exit_code, first);
+    if (first) {
+      ledger.timeline = DrawnTimeline(std::move(t.timeline), ledger.timeline_dropped);
+      ledger.timeline_pid = pid;
+    }
     for (int b = 0; b < kNumBuckets; ++b) {
       share[static_cast<size_t>(b)] += t.ns[static_cast<size_t>(b)] / static_cast<double>(job.duration()) / static_cast<double>(steps_of.size());
       count[static_cast<size_t>(b)] += t.count[static_cast<size_t>(b)];
@@ -422,7 +461,7 @@ RunLedger BuildTraceLedger(const Recording& rec, const RecordingAnalysis& a, con
   }
   std::vector<TimeNs> durations;
   for (const auto& s : a.steps) durations.push_back(s.total());
-  const TimeNs idle_after = std::max(kIdleGapMinNs, static_cast<TimeNs>(kIdleGapSteps * static_cast<double>(Median(durations))));
+  const TimeNs idle_after = std::max(kIdleGapMinNs, static_cast<TimeNs>(kIdleGapSteps * Median(durations)));
   auto cat = [](const StepBreakdown& s, StepCategory c) { return static_cast<double>(s.ns[static_cast<size_t>(c)]); };
   std::vector<Interval> covered;
   for (const Segment& seg : segments) covered.push_back(seg.span);

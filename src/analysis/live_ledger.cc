@@ -4,6 +4,7 @@
 
 #include "gputriage/markers.h"
 #include "gputriage/metrics.h"
+#include "src/analysis/analysis_internal.h"
 #include "src/analysis/ledger.h"
 
 namespace gputriage::analysis {
@@ -57,10 +58,8 @@ void MarkedLedger::Add(std::vector<MarkedStep> steps, std::vector<RunPhase> phas
 }
 
 TimeNs MarkedLedger::MedianStep() const {
-  if (durations_.empty()) return 0;
   std::vector<TimeNs> v(durations_.begin(), durations_.end());
-  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
-  return v[v.size() / 2];
+  return static_cast<TimeNs>(Median(v));
 }
 
 void MarkedLedger::Advance(TimeNs settled) {
@@ -120,7 +119,6 @@ void MarkedLedger::Account(TimeNs h, bool ending) {
     }
     if (s.span.end > h) break;  // the rest of it next time
     steps_end_ = std::max(steps_end_, s.span.end);
-    ++steps_accounted_;
     steps_.pop_front();
   }
   phases_.erase(std::remove_if(phases_.begin(), phases_.end(), [&](const RunPhase& p) { return p.span.end <= h; }),

@@ -56,7 +56,6 @@ class MarkedLedger {
   /// Seconds per bucket (ledger_buckets.h's order).
   const LedgerSeconds& seconds() const { return seconds_; }
   TimeNs accounted_until() const { return until_; }
-  int64_t steps_accounted() const { return steps_accounted_; }
   /// The buckets a marked job can show (unmarked phases are zero here, not unknown:
   /// a counter must exist from the job's start for its increase to count).
   static bool Shows(int bucket);
@@ -70,7 +69,6 @@ class MarkedLedger {
   std::vector<RunPhase> phases_;  // pending job phases
   std::deque<TimeNs> durations_;  // recent step durations, for the median
   size_t steps_seen_ = 0;
-  int64_t steps_accounted_ = 0;
   TimeNs until_;             // accounted before this
   TimeNs steps_end_ = INT64_MIN;  // the end of the last step accounted (nested steps count once)
   TimeNs gap_start_;         // where the gap open at until_ began (a step's or phase's end)

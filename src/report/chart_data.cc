@@ -15,7 +15,6 @@
 #include "gputriage/markers.hpp"
 #include "src/analysis/interval_stream.h"
 #include "src/analysis/intervals.h"
-#include "src/analysis/ledger.h"
 #include "src/analysis/trace_timeline.h"
 
 namespace gputriage {
@@ -133,78 +132,21 @@ void AddMarkedSteps(json& out, const std::vector<MarkedStep>& steps, TimeNs t0, 
   out["step_phases"] = bars;
 }
 
-/// The job's time as the ledger sees it, for a timeline of its phases: runs of
-/// steps (short gaps inside them), the job phases it marked outside steps, idle
-/// gaps (the ledger's rule: at least 3 median steps and 1 s), and start-up and
-/// tear-down where the recorder knows the job's start and exit. The first
-/// process's steps; at most kChartMaxJobPhases segments (the shortest idle gaps
-/// are folded into the steps around them first).
-constexpr size_t kChartMaxJobPhases = 2000;
-json JobPhases(const Recording& rec, TimeNs t0) {
-  std::vector<const MarkedStep*> steps;
-  const uint32_t pid = rec.marked_steps.empty() ? 0 : std::min_element(rec.marked_steps.begin(), rec.marked_steps.end(),
-                                                                       [](const MarkedStep& a, const MarkedStep& b) { return a.pid < b.pid; })->pid;
-  for (const auto& st : rec.marked_steps)
-    if (st.pid == pid) steps.push_back(&st);
-  if (steps.empty()) return nullptr;
-  std::sort(steps.begin(), steps.end(), [](const MarkedStep* a, const MarkedStep* b) { return a->span.start < b->span.start; });
-  std::vector<TimeNs> durations;
-  for (const auto* st : steps) durations.push_back(st->span.duration());
-  std::nth_element(durations.begin(), durations.begin() + static_cast<std::ptrdiff_t>(durations.size() / 2), durations.end());
-  const TimeNs idle_after = std::max(analysis::kIdleGapMinNs,
-                                     static_cast<TimeNs>(analysis::kIdleGapSteps * static_cast<double>(durations[durations.size() / 2])));
-  struct Segment {
-    TimeNs start, end;
-    std::string kind;
-  };
-  std::vector<Segment> phases;
-  for (const auto& p : rec.run_phases)
-    if (p.pid == pid || std::none_of(rec.marked_steps.begin(), rec.marked_steps.end(), [&](const MarkedStep& st) { return st.pid == p.pid; }))
-      if (p.phase > GPUTRIAGE_PHASE_OTHER || p.phase == GPUTRIAGE_PHASE_CHECKPOINT)
-        phases.push_back({p.span.start, p.span.end, PhaseName(p.phase)});
-  // Runs of steps: a gap under the idle threshold with no phase in it joins them.
-  std::vector<Segment> out;
-  auto phase_between = [&](TimeNs a, TimeNs b) {
-    return std::any_of(phases.begin(), phases.end(), [&](const Segment& p) { return p.start < b && p.end > a; });
-  };
-  for (const auto* st : steps) {
-    if (!out.empty() && out.back().kind == "steps" && st->span.start - out.back().end < idle_after &&
-        !phase_between(out.back().end, st->span.start)) {
-      out.back().end = std::max(out.back().end, st->span.end);
-      continue;
-    }
-    out.push_back({st->span.start, st->span.end, "steps"});
-  }
-  // Gaps between runs long enough to be idle (and not a marked phase).
-  std::vector<Segment> gaps;
-  for (size_t i = 1; i < out.size(); ++i)
-    if (out[i].start - out[i - 1].end >= idle_after) gaps.push_back({out[i - 1].end, out[i].start, "idle"});
-  const bool span_known = rec.job_span.end > rec.job_span.start;
-  if (span_known) {
-    if (out.front().start > rec.job_span.start) gaps.push_back({rec.job_span.start, out.front().start, "startup"});
-    if (rec.job_span.end > out.back().end)
-      gaps.push_back({out.back().end, rec.job_span.end,
-                      !rec.exit_code || *rec.exit_code == 0 ? "teardown" : (*rec.exit_code > 128 ? "killed" : "crash")});
-  }
-  out.insert(out.end(), gaps.begin(), gaps.end());
-  out.insert(out.end(), phases.begin(), phases.end());
-  // Phases drawn over steps and gaps (they win in the ledger): last in the list.
-  std::stable_sort(out.begin(), out.end(), [](const Segment& a, const Segment& b) {
-    const bool ap = a.kind != "steps" && a.kind != "idle", bp = b.kind != "steps" && b.kind != "idle";
-    return ap != bp ? !ap : a.start < b.start;
-  });
+/// The job's time as its goodput ledger bucketed it (the first process's
+/// timeline, src/analysis/ledger.cc): what the report's phase lane draws.
+json JobPhases(const RunLedger& l, TimeNs t0) {
+  if (!l.valid || l.timeline.empty()) return nullptr;
   json segments = json::array();
-  size_t dropped = 0;
-  for (const auto& seg : out) {
-    if (segments.size() >= kChartMaxJobPhases) {
-      ++dropped;
-      continue;
-    }
-    segments.push_back({{"kind", seg.kind}, {"start_s", Seconds(seg.start, t0)}, {"end_s", Seconds(seg.end, t0)}});
+  TimeNs start = l.timeline.front().span.start, end = l.timeline.front().span.end;
+  for (const auto& seg : l.timeline) {
+    // A run of steps is "steps" in the chart document (the ledger's productive).
+    segments.push_back({{"kind", seg.bucket == "productive" ? std::string("steps") : seg.bucket},
+                        {"start_s", Seconds(seg.span.start, t0)}, {"end_s", Seconds(seg.span.end, t0)}});
+    start = std::min(start, seg.span.start);
+    end = std::max(end, seg.span.end);
   }
-  return {{"pid", pid}, {"segments", segments}, {"dropped", dropped},
-          {"start_s", Seconds(span_known ? rec.job_span.start : out.front().start, t0)},
-          {"end_s", Seconds(span_known ? rec.job_span.end : std::max_element(out.begin(), out.end(), [](const Segment& a, const Segment& b) { return a.end < b.end; })->end, t0)}};
+  return {{"pid", l.timeline_pid}, {"segments", segments}, {"dropped", l.timeline_dropped},
+          {"start_s", Seconds(start, t0)}, {"end_s", Seconds(end, t0)}};
 }
 
 std::string DeviceLabel(const RecordingAnalysis& a) {
@@ -254,7 +196,7 @@ json RecordingCharts(size_t index, const Recording& rec, const RecordingAnalysis
                                     [](const StepBreakdown& b) { return std::pair(b.window, b.number); }, t0);
   }
   AddMarkedSteps(out, rec.marked_steps, t0, t0, t1);
-  out["job_phases"] = JobPhases(rec, t0);
+  out["job_phases"] = JobPhases(a.ledger, t0);
 
   // Every GPU with an activity series, least busy first past kChartMaxGpus, else in order.
   std::vector<size_t> drawn;

@@ -440,10 +440,9 @@
   const ledgerColors = { productive: "--util", data_wait: "--wait-line", communication: "--dram", host_stall: "--c7",
     between_steps: "--c5", startup: "--c2", compile_warmup: "--job", checkpoint_restore: "--c3", checkpoint_save: "--c6",
     evaluation: "--sm", idle: "--c5", teardown: "--c7", hang: "--c4", crash: "--c4", lost_work: "--c4", unsplit: "--c0" };
-  // The job's phases over time, in the ledger's colours: runs of steps, the
-  // phases it marked outside them, idle gaps, start-up and tear-down.
-  const laneColors = { steps: "--util", idle: "--c5", startup: "--c2", teardown: "--c7", killed: "--c4", crash: "--c4",
-    restore: "--c3", compile: "--job", checkpoint: "--c6", eval: "--sm" };
+  // The job's phases over time, as its ledger bucketed them (a run of steps is
+  // "steps"), in the ledger's colours.
+  const laneColor = (kind) => ledgerColors[kind === "steps" ? "productive" : kind] || "--c5";
   function jobPhaseLane(jp, i) {
     const span = Math.max(jp.end_s - jp.start_s, 1e-9);
     const lane = el("div", { class: "phase-lane", id: "phases-" + i, role: "img", "aria-label": "the job's phases over time" });
@@ -454,10 +453,10 @@
       if (!kinds.includes(seg.kind)) kinds.push(seg.kind);
       lane.append(el("span", { class: "phase-segment", "data-kind": seg.kind,
         title: seg.kind + ": " + secondsLabel(seg.start_s - jp.start_s, span) + " – " + secondsLabel(seg.end_s - jp.start_s, span),
-        style: "left:" + (100 * left).toFixed(3) + "%;width:" + (100 * (right - left)).toFixed(3) + "%;background:var(" + (laneColors[seg.kind] || "--c5") + ")" }));
+        style: "left:" + (100 * left).toFixed(3) + "%;width:" + (100 * (right - left)).toFixed(3) + "%;background:var(" + laneColor(seg.kind) + ")" }));
     }
     const legend = el("p", { class: "muted" }, "Over the job's " + secondsLabel(span, span) + ": ",
-      ...kinds.map((k) => el("span", {}, el("span", { class: "swatch", style: "background:var(" + (laneColors[k] || "--c5") + ")" }), " " + k + "  ")),
+      ...kinds.map((k) => el("span", {}, el("span", { class: "swatch", style: "background:var(" + laneColor(k) + ")" }), " " + k + "  ")),
       jp.dropped ? " (" + jp.dropped + " segments past the first 2,000 not drawn)" : "");
     return el("div", {}, el("h4", { text: "Phases over time (process " + jp.pid + ")" }), lane, legend);
   }

@@ -238,6 +238,68 @@ TEST(StepAnalysis, AStragglerRankIsNamed) {
   EXPECT_EQ(FindVerdict(DiagnoseSteps(waiting).findings, "straggler_rank"), nullptr);
 }
 
+/// Steps with forward, backward and optimizer marked, and `rest_ms` of each in none of them.
+std::vector<MarkedStep> TracedSteps(int n, double forward_ms, double backward_ms, double optimizer_ms, double rest_ms,
+                                    double device_ms = 0) {
+  std::vector<MarkedStep> out = Steps(1, n, 1.0, forward_ms + backward_ms + optimizer_ms + rest_ms);
+  for (auto& s : out) {
+    s.phase_ns[GPUTRIAGE_PHASE_FORWARD] = static_cast<TimeNs>(forward_ms * kMs);
+    s.phase_ns[GPUTRIAGE_PHASE_BACKWARD] = static_cast<TimeNs>(backward_ms * kMs);
+    s.phase_ns[GPUTRIAGE_PHASE_OPTIMIZER] = static_cast<TimeNs>(optimizer_ms * kMs);
+    s.device_ns = static_cast<TimeNs>(device_ms * kMs);
+  }
+  return out;
+}
+
+TEST(StepAnalysis, TheRestOutsideEveryMarkedPhaseIsAHostStall) {
+  Diagnosis d = DiagnoseSteps(TracedSteps(20, 10, 12, 2, 20));
+  const StepMarkerAnalysis& m = d.recordings[0].marked;
+  EXPECT_TRUE(m.phases_traced);
+  EXPECT_NEAR(m.untraced_ms_mean, 20.0, 1e-6);
+  EXPECT_NEAR(m.phase_ms_mean[GPUTRIAGE_PHASE_BACKWARD], 12.0, 1e-6);
+  EXPECT_NEAR(m.untraced_percent_of_step, 100.0 * 20 / 45, 1e-6);
+  const Finding* f = FindVerdict(d.findings, "host_stall");
+  ASSERT_NE(f, nullptr);
+  ASSERT_TRUE(f->gain.has_value());
+  EXPECT_EQ(f->severity, Severity::kHigh);  // 44 % of the step
+  EXPECT_EQ(f->gain->bounded_by, "marked_phases");
+  EXPECT_NEAR(f->gain->current, 45.0, 1e-6);
+  EXPECT_NEAR(f->gain->expected, 25.0, 1e-6);  // the step's phases, data included
+  EXPECT_NEAR(f->gain->worst, 35.0, 1e-6);     // half the rest stays
+  EXPECT_EQ(FindVerdict(d.findings, "input_bound"), nullptr);
+  // The ledger charges the same time to host_stall (no GPU: all of it).
+  const RunLedger& ledger = d.recordings[0].ledger;
+  ASSERT_TRUE(ledger.valid);
+  const LedgerBucket* stall = ledger.Find("host_stall");
+  ASSERT_NE(stall, nullptr);
+  EXPECT_TRUE(stall->known);
+  EXPECT_NEAR(stall->hours * 3600e3, 20 * 20.0, 1e-6);  // 20 steps' 20 ms
+  EXPECT_NEAR(ledger.Find("productive")->hours * 3600e3, 20 * 24.0, 1e-6);
+}
+
+TEST(StepAnalysis, NoHostStallWithoutTheStepsPhasesOrBelowItsThresholds) {
+  // Only the data phase marked: the rest is not measured.
+  EXPECT_EQ(FindVerdict(DiagnoseSteps(Steps(1, 20, 1.0, 40.0)).findings, "host_stall"), nullptr);
+  EXPECT_FALSE(DiagnoseSteps(Steps(1, 20, 1.0, 40.0)).recordings[0].marked.phases_traced);
+  // 10 % of the step outside the phases: the loop's own overhead.
+  EXPECT_EQ(FindVerdict(DiagnoseSteps(TracedSteps(20, 20, 20, 4, 5)).findings, "host_stall"), nullptr);
+  // 50 % but 0.5 ms: the Python between phases of a tiny step.
+  EXPECT_EQ(FindVerdict(DiagnoseSteps(TracedSteps(20, 0.2, 0.2, 0.05, 0.5)).findings, "host_stall"), nullptr);
+}
+
+TEST(StepAnalysis, AHostRestTheGpusOwnTimeCoversIsNoStall) {
+  // The host waited 20 ms outside the phases, but the GPU was busy 44 ms of the
+  // 45 ms step (a sync on queued work): nothing to win.
+  EXPECT_EQ(FindVerdict(DiagnoseSteps(TracedSteps(20, 10, 12, 2, 20, 44)).findings, "host_stall"), nullptr);
+  // The GPU busy 30 ms: the step cannot go below it, whatever the host does.
+  Diagnosis d = DiagnoseSteps(TracedSteps(20, 10, 12, 2, 20, 30), "NVIDIA H100 80GB HBM3");
+  const Finding* f = FindVerdict(d.findings, "host_stall");
+  ASSERT_NE(f, nullptr);
+  ASSERT_TRUE(f->gain.has_value());
+  EXPECT_NEAR(f->gain->expected, 30.0, 1e-6);
+  EXPECT_EQ(f->gain->bounded_by, "gpu_busy_time");
+}
+
 TEST(StepAnalysis, MfuNeedsFlopsAndAKnownGpu) {
   // 2e14 FLOPs per 1 s step = 200 TFLOPS; an H100 SXM's dense bf16 peak is 989.4.
   const auto steps = Steps(1, 10, 0, 1000, 32, 0, 2e14);

@@ -410,6 +410,16 @@ struct StepMarkerAnalysis {
   std::string outlier_phase;             // the marked phase that grows most in outlier steps, "" if none
   double outlier_phase_ms = 0;           // its mean excess in an outlier step over a typical one
   bool phases_known = false;             // the job marked its data phase
+  // Inside the step (docs/phases.md): each marked phase's mean time per judged
+  // step (index = gputriage_phase id, 1 data .. 7 other), as the host timed it.
+  // With forward and backward or optimizer marked in at least half the steps
+  // (zero-code mode marks them), the rest of the step -- outside every marked
+  // phase -- is the host's own work: callbacks, logging, .item() syncs, metrics.
+  std::array<double, 8> phase_ms_mean{};
+  bool phases_traced = false;            // forward and backward/optimizer marked: the rest is measured
+  double untraced_ms_mean = NAN;         // per step, outside every marked phase (phases_traced only)
+  double untraced_ms_p50 = NAN;
+  double untraced_percent_of_step = NAN; // of the mean step time
   std::vector<ProcessStepStats> by_process;  // slowest work first
   // MFU: FLOPs per step reported by the job, against the GPU's dense bf16 peak.
   double flops_per_step = NAN;           // mean per step of one process

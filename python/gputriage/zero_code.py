@@ -7,7 +7,12 @@ imported early: hooks wait for the script to import PyTorch, then
 - every DataLoader iterator's ``__next__`` is timed as the data phase, and each
   batch opens a step that the next ``__next__`` closes (the batch's samples
   counted), exactly what ``gputriage.watch(loader)`` marks;
-- every optimizer's ``step()`` is marked as the optimizer phase;
+- inside each step, the host time of the step's phases: the top module's
+  forward (the outermost ``nn.Module`` call of the training thread: the model,
+  and a loss that is a module), autograd's backward (``torch.autograd.backward``,
+  which ``loss.backward()`` calls) and every optimizer's ``step()`` (a closure it
+  is given -- Lightning's forward and backward -- counted as those phases, not
+  the optimizer's); the rest of the step is the host's own work (docs/phases.md);
 - where CUDA is available, each step is also timed on the GPU (CUDA events read
   without synchronising; GPUTRIAGE_DEVICE_TIME=0 turns this off);
 - the configuration that moves utilization is told to the recorder
@@ -30,12 +35,15 @@ import os
 import importlib.abc
 import importlib.util
 import sys
+import threading
 
 import gputriage
 from gputriage import _markers
 from gputriage import job_config as _config
 from gputriage import wandb_bridge as _wandb_bridge
 
+_FORWARD = _markers.PHASES["forward"]
+_BACKWARD = _markers.PHASES["backward"]
 _OPTIMIZER = _markers.PHASES["optimizer"]
 _CHECKPOINT = _markers.PHASES["checkpoint"]
 _RESTORE = _markers.PHASES["restore"]
@@ -45,7 +53,10 @@ _installed = False
 # What the ledger's hooks need to know of the loop (the main training thread's view):
 # a batch being fetched, an automatic step open (and its batch's samples), an
 # optimizer has stepped, an evaluation phase is open.
-_loop = {"fetching": 0, "step_open": False, "samples": None, "trained": False, "in_eval": False}
+# in_phase: a forward, backward or optimizer phase is open on the training thread
+# (a module called inside one is part of it, not a forward of its own).
+_loop = {"fetching": 0, "step_open": False, "samples": None, "trained": False, "in_eval": False, "in_phase": False}
+_training_thread = threading.get_ident()  # the thread that runs the loop (install() runs on the main one)
 
 
 def _grad_enabled():
@@ -134,17 +145,40 @@ def _patch_optimizer(module):
         return
     original_init = cls.__init__
     begin, end = _markers.phase_begin, _markers.phase_end
+    get_ident = threading.get_ident
+
+    def outside_optimizer(closure):
+        """The closure an optimizer step calls (forward and backward, as Lightning
+        and LBFGS pass them): the optimizer phase pauses while it runs."""
+        @functools.wraps(closure)
+        def run(*args, **kwargs):
+            end(_OPTIMIZER)
+            _loop["in_phase"] = False
+            try:
+                return closure(*args, **kwargs)
+            finally:
+                _loop["in_phase"] = True
+                begin(_OPTIMIZER)
+        return run
 
     def wrap_step(step):
         @functools.wraps(step)  # keeps PyTorch's own marks on it (its profiler hook's `hooked`)
         def marked_step(*args, **kwargs):
             _loop["trained"] = True
             _end_eval()
+            if _loop["in_phase"] or get_ident() != _training_thread:
+                return step(*args, **kwargs)  # inside another phase, or off the loop's thread
+            if kwargs.get("closure") is not None:
+                kwargs["closure"] = outside_optimizer(kwargs["closure"])
+            elif len(args) > 1 and callable(args[1]):
+                args = (args[0], outside_optimizer(args[1])) + args[2:]
+            _loop["in_phase"] = True
             begin(_OPTIMIZER)
             try:
                 return step(*args, **kwargs)
             finally:
                 end(_OPTIMIZER)
+                _loop["in_phase"] = False
 
         marked_step._gputriage = True
         return marked_step
@@ -156,6 +190,9 @@ def _patch_optimizer(module):
         klass = type(self)
         if not getattr(klass.step, "_gputriage", False):
             klass.step = wrap_step(klass.step)
+        zero_grad = getattr(klass, "zero_grad", None)
+        if zero_grad is not None and not getattr(zero_grad, "_gputriage", False):
+            klass.zero_grad = _in_phase(zero_grad, _OPTIMIZER)
         try:
             _config.optimizer_created(self)
         except Exception:  # never break the user's optimizer
@@ -297,8 +334,75 @@ def _patch_checkpoints(torch):
     torch.save, torch.load = marked_save, marked_load
 
 
+def _patch_forward(torch):
+    """The outermost module call of a step on the training thread is its forward
+    phase; modules it calls are inside it. Not while a batch is fetched (a
+    transform that is a module is the data phase's) nor outside a step."""
+    cls = getattr(getattr(torch, "nn", None), "Module", None)
+    original = getattr(cls, "__call__", None)
+    if original is None or getattr(original, "_gputriage", False):
+        return
+    begin, end, get_ident, loop = _markers.phase_begin, _markers.phase_end, threading.get_ident, _loop
+
+    # A plain function, so modules keep calling through nn.Module.__call__ as before.
+    def __call__(self, *args, **kwargs):
+        if loop["in_phase"] or not loop["step_open"] or loop["fetching"] or get_ident() != _training_thread:
+            return original(self, *args, **kwargs)
+        loop["in_phase"] = True
+        begin(_FORWARD)
+        try:
+            return original(self, *args, **kwargs)
+        finally:
+            end(_FORWARD)
+            loop["in_phase"] = False
+
+    __call__._gputriage = True
+    __call__.__wrapped__ = original
+    cls.__call__ = __call__
+
+
+def _in_phase(call, phase):
+    """`call` marked as `phase` on the training thread, unless a phase is open."""
+    begin, end, get_ident, loop = _markers.phase_begin, _markers.phase_end, threading.get_ident, _loop
+
+    @functools.wraps(call)
+    def marked(*args, **kwargs):
+        if loop["in_phase"] or get_ident() != _training_thread:
+            return call(*args, **kwargs)
+        loop["in_phase"] = True
+        begin(phase)
+        try:
+            return call(*args, **kwargs)
+        finally:
+            end(phase)
+            loop["in_phase"] = False
+
+    marked._gputriage = True
+    return marked
+
+
+def _patch_clip_grad(torch):
+    """Gradient clipping is part of the optimizer's update (Trainer and Lightning
+    clip before every step)."""
+    utils = getattr(getattr(torch, "nn", None), "utils", None)
+    clip = getattr(utils, "clip_grad", None)
+    for holder in (utils, clip):
+        for name in ("clip_grad_norm_", "clip_grad_value_"):
+            call = getattr(holder, name, None)
+            if call is not None and not getattr(call, "_gputriage", False):
+                setattr(holder, name, _in_phase(call, _OPTIMIZER))
+
+
+def _patch_backward(torch):
+    """torch.autograd.backward (loss.backward() calls it) is the backward phase."""
+    original = getattr(getattr(torch, "autograd", None), "backward", None)
+    if original is not None and not getattr(original, "_gputriage", False):
+        torch.autograd.backward = _in_phase(original, _BACKWARD)
+
+
 def _patch_torch(torch):
-    for patch in (_patch_autocast, _patch_compile, _patch_sdpa, _patch_checkpoints):
+    for patch in (_patch_forward, _patch_backward, _patch_clip_grad, _patch_autocast, _patch_compile, _patch_sdpa,
+                  _patch_checkpoints):
         try:
             patch(torch)
         except Exception as e:  # never break the user's import
@@ -370,10 +474,13 @@ def install():
         if module is not None:
             patch(module)
     sys.meta_path.insert(0, _PatchAfterImport())
+    if hasattr(os, "register_at_fork"):  # a forked DataLoader worker runs no step of the loop's
+        os.register_at_fork(after_in_child=lambda: _loop.update(step_open=False, in_phase=False))
     atexit.register(_markers._auto_step_end, None)  # the last batch's step
     atexit.register(_end_eval)  # an evaluation the job ended in
     atexit.register(_config.at_exit)
     try:  # what this mode watches for, so the ledger knows these phases are seen, not absent
         _config._send("zero_code.phases", "checkpoint,restore,eval,compile")
+        _config._send("zero_code.step_phases", "data,forward,backward,optimizer")
     except Exception:
         pass

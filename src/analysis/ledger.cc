@@ -78,17 +78,29 @@ TimeNs Covered(const std::vector<Segment>& segments, Interval span) {
   return covered;
 }
 
-InsidePhases PhasesInside(const MarkedStep& s, TimeNs span_ns, TimeNs visible) {
+bool PhasesTraced(const MarkedStep& s) {
+  return s.phase_ns[GPUTRIAGE_PHASE_FORWARD] > 0 &&
+         (s.phase_ns[GPUTRIAGE_PHASE_BACKWARD] > 0 || s.phase_ns[GPUTRIAGE_PHASE_OPTIMIZER] > 0);
+}
+
+InsidePhases PhasesInside(const MarkedStep& s, TimeNs span_ns, TimeNs visible, bool no_gpu) {
   // In proportion to what of the step is visible (the rest is under a job phase).
   const double scale = span_ns > 0 ? static_cast<double>(visible) / static_cast<double>(span_ns) : 0;
   InsidePhases p;
   p.data = static_cast<double>(s.phase_ns[GPUTRIAGE_PHASE_DATA]) * scale;
   p.communication = static_cast<double>(s.phase_ns[GPUTRIAGE_PHASE_COMMUNICATION]) * scale;
   p.checkpoint = static_cast<double>(s.phase_ns[GPUTRIAGE_PHASE_CHECKPOINT]) * scale;
-  const double marked = p.data + p.communication + p.checkpoint;
+  if (PhasesTraced(s) && (no_gpu || s.device_ns > 0)) {
+    TimeNs marked = 0;
+    for (size_t id = 1; id < s.phase_ns.size(); ++id) marked += s.phase_ns[id];
+    TimeNs rest = std::max<TimeNs>(0, span_ns - marked);
+    if (s.device_ns > 0) rest = std::min(rest, std::max<TimeNs>(0, span_ns - s.device_ns));
+    p.host_stall = static_cast<double>(rest) * scale;
+  }
+  const double marked = p.data + p.communication + p.checkpoint + p.host_stall;
   if (marked > static_cast<double>(visible)) {  // overlapping phase markers: never more than the step
     const double fit = static_cast<double>(visible) / marked;
-    p.data *= fit, p.communication *= fit, p.checkpoint *= fit;
+    p.data *= fit, p.communication *= fit, p.checkpoint *= fit, p.host_stall *= fit;
   }
   return p;
 }
@@ -137,7 +149,7 @@ std::vector<LedgerSegment> DrawnTimeline(std::vector<Segment> raw, int64_t& drop
 
 /// One process's timeline over the job's span (its steps, the job's phases).
 Tally TallyProcess(const std::vector<const MarkedStep*>& steps, const std::vector<Segment>& phases, Interval job,
-                   std::optional<int> exit_code, bool keep_timeline) {
+                   std::optional<int> exit_code, bool keep_timeline, bool no_gpu) {
   Tally t;
   auto mark = [&](Interval span, int bucket) {
     if (keep_timeline && span.end > span.start) t.timeline.push_back({span, bucket});
@@ -188,13 +200,14 @@ Tally TallyProcess(const std::vector<const MarkedStep*>& steps, const std::vecto
       continue;
     }
     mark(span, kProductive);
-    const InsidePhases inside = PhasesInside(s, span.duration(), visible);
-    const double data = inside.data, comm = inside.communication, save = inside.checkpoint;
+    const InsidePhases inside = PhasesInside(s, span.duration(), visible, no_gpu);
+    const double data = inside.data, comm = inside.communication, save = inside.checkpoint, stall = inside.host_stall;
     t.ns[kDataWait] += data;
     t.ns[kCommunication] += comm;
     t.ns[kCheckpointSave] += save;
+    t.ns[kHostStall] += stall;
     if (s.phase_ns[GPUTRIAGE_PHASE_CHECKPOINT] > 0) ++t.count[kCheckpointSave];
-    t.ns[kProductive] += static_cast<double>(visible) - data - comm - save;
+    t.ns[kProductive] += static_cast<double>(visible) - data - comm - save - stall;
     ++t.count[kProductive];
   }
   // The gaps: the job's span less the steps and the phases.
@@ -302,7 +315,7 @@ RunLedger BuildLedger(const Recording& rec, const LedgerGpus& gpus) {
     for (const RunPhase* p : phases) phases_seen.insert(PhaseBucket(p->phase));
     // The first process's timeline is the one reports draw.
     const bool first = pid == steps_of.begin()->first;
-    Tally t = TallyProcess(steps, PhaseSegments(phases, job), job, rec.exit_code, first);
+    Tally t = TallyProcess(steps, PhaseSegments(phases, job), job, rec.exit_code, first, gpus.gpus == 0);
     if (first) {
       ledger.timeline = DrawnTimeline(std::move(t.timeline), ledger.timeline_dropped);
       ledger.timeline_pid = pid;
@@ -317,10 +330,11 @@ RunLedger BuildLedger(const Recording& rec, const LedgerGpus& gpus) {
     for (const MarkedStep* s : steps)
       if (s->phase_ns[GPUTRIAGE_PHASE_CHECKPOINT] > 0) phases_seen.insert(kCheckpointSave);
   }
-  bool data_marked = false, comm_marked = false;
+  bool data_marked = false, comm_marked = false, stall_measured = false;
   for (const auto& s : rec.marked_steps) {
     data_marked = data_marked || s.phase_ns[GPUTRIAGE_PHASE_DATA] > 0;
     comm_marked = comm_marked || s.phase_ns[GPUTRIAGE_PHASE_COMMUNICATION] > 0;
+    stall_measured = stall_measured || (PhasesTraced(s) && (gpus.gpus == 0 || s.device_ns > 0));
   }
 
   ledger.valid = true;
@@ -351,7 +365,13 @@ RunLedger BuildLedger(const Recording& rec, const LedgerGpus& gpus) {
         if (comm_marked) return {true, "the communication phase marked in each step"};
         return {false, "no communication phase marked: exposed collectives are inside productive"};
       case kHostStall:
-        return {false, "step markers time the host: GPU idle inside steps needs a trace (gputriage diagnose on a profile)"};
+        if (stall_measured)
+          return {true, gpus.gpus == 0 ? "each step outside its marked phases (forward, backward and optimizer marked): "
+                                         "the host's own work"
+                                       : "each step outside its marked phases, up to the GPU idle its device time "
+                                         "leaves (forward, backward and optimizer marked)"};
+        return {false, "no forward/backward/optimizer phases (or no device step times on a GPU): the host's own work "
+                       "inside steps is inside productive; a trace shows it (gputriage diagnose on a profile)"};
       case kBetweenSteps:
         return {true, fmt::format("gaps between steps under {} median steps ({:.3g} s): the loop's own overhead",
                                   kIdleGapSteps, static_cast<double>(median_step) * kIdleGapSteps / kNsPerS)};

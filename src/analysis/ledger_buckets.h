@@ -63,10 +63,17 @@ std::vector<Segment> PhaseSegments(const std::vector<const RunPhase*>& phases, I
 TimeNs Covered(const std::vector<Segment>& segments, Interval span);
 
 /// The step's phases marked inside it (data, communication, checkpoint), scaled to
-/// `visible` of its span and never more than it: {data, communication, checkpoint}.
+/// `visible` of its span and never more than it: {data, communication, checkpoint},
+/// and the host's stall: with forward and backward or optimizer marked, the step
+/// outside every marked phase -- where the GPU's own time for the step says what
+/// of it left the GPU idle, that much; without a GPU (`no_gpu`), all of it; with
+/// a GPU but no device time, none (a sync may have waited for queued GPU work).
 struct InsidePhases {
-  double data = 0, communication = 0, checkpoint = 0;
+  double data = 0, communication = 0, checkpoint = 0, host_stall = 0;
 };
-InsidePhases PhasesInside(const MarkedStep& step, TimeNs span_ns, TimeNs visible);
+InsidePhases PhasesInside(const MarkedStep& step, TimeNs span_ns, TimeNs visible, bool no_gpu);
+/// Whether forward and backward or the optimizer are marked in the step: the
+/// rest of it is then measured.
+bool PhasesTraced(const MarkedStep& step);
 
 }  // namespace gputriage::analysis::ledger_internal

@@ -109,11 +109,15 @@ void MarkedLedger::Account(TimeNs h, bool ending) {
         if (warming_) {
           Put(kCompileWarmup, static_cast<double>(visible));
         } else {
-          const InsidePhases inside = PhasesInside(s, s.span.duration(), visible);
+          // The agent's job runs on a GPU: the rest outside the phases is a stall only where the
+          // step's device time says the GPU was idle for it.
+          const InsidePhases inside = PhasesInside(s, s.span.duration(), visible, /*no_gpu=*/false);
           Put(kDataWait, inside.data);
           Put(kCommunication, inside.communication);
           Put(kCheckpointSave, inside.checkpoint);
-          Put(kProductive, static_cast<double>(visible) - inside.data - inside.communication - inside.checkpoint);
+          Put(kHostStall, inside.host_stall);
+          Put(kProductive, static_cast<double>(visible) - inside.data - inside.communication - inside.checkpoint -
+                               inside.host_stall);
         }
       }
     }

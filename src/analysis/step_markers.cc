@@ -129,9 +129,42 @@ StepMarkerAnalysis AnalyzeMarkedSteps(const std::vector<MarkedStep>& steps, std:
   if (samples > 0 && per_process_seconds > 0) m.samples_per_s = samples / per_process_seconds;
   if (tokens > 0 && per_process_seconds > 0) m.tokens_per_s = tokens / per_process_seconds;
 
+  constexpr size_t kPhases = std::tuple_size_v<decltype(MarkedStep::phase_ns)>;  // index = phase id
+
+  // Inside the step: each phase's mean, and where forward and backward or the
+  // optimizer are marked, the time outside every marked phase. Phases marked on
+  // other threads may overlap the loop's own (their sum can pass the step): the
+  // rest is then taken as none, never negative.
+  int64_t traced = 0;
+  std::vector<double> untraced;
+  for (const auto& t : judged) {
+    const auto& ns = t.step->phase_ns;
+    double marked = 0;
+    for (size_t p = 1; p < kPhases; ++p) {
+      m.phase_ms_mean[p] += Ms(ns[p]) / n;
+      marked += Ms(ns[p]);
+    }
+    if (ns[GPUTRIAGE_PHASE_FORWARD] > 0 && (ns[GPUTRIAGE_PHASE_BACKWARD] > 0 || ns[GPUTRIAGE_PHASE_OPTIMIZER] > 0)) {
+      ++traced;
+      untraced.push_back(std::max(0.0, t.total_ms - marked));
+    }
+  }
+  if (2 * traced >= static_cast<int64_t>(judged.size())) {
+    m.phases_traced = true;
+    double sum_untraced = 0, sum_traced_steps = 0;
+    for (double u : untraced) sum_untraced += u;
+    for (const auto& t : judged) {
+      const auto& ns = t.step->phase_ns;
+      if (ns[GPUTRIAGE_PHASE_FORWARD] > 0 && (ns[GPUTRIAGE_PHASE_BACKWARD] > 0 || ns[GPUTRIAGE_PHASE_OPTIMIZER] > 0))
+        sum_traced_steps += t.total_ms;
+    }
+    m.untraced_ms_mean = sum_untraced / static_cast<double>(untraced.size());
+    m.untraced_ms_p50 = analysis::Median(untraced);
+    m.untraced_percent_of_step = sum_traced_steps > 0 ? 100.0 * sum_untraced / sum_traced_steps : 0;
+  }
+
   // Outliers, and which marked phase made them slow: its mean in outlier steps
   // against its mean in the others.
-  constexpr size_t kPhases = std::tuple_size_v<decltype(MarkedStep::phase_ns)>;  // index = phase id
   std::array<double, kPhases> phase_in_outliers{}, phase_in_typical{};
   double excess = 0;
   int64_t typical = 0;

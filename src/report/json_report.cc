@@ -3,6 +3,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "gputriage/markers.hpp"
 #include "gputriage/report.h"
 #include "gputriage/version.h"
 #include "src/analysis/kernel_taxonomy.h"
@@ -14,6 +15,14 @@ using nlohmann::json;
 
 /// NaN ("not measured") becomes null rather than an invalid JSON number.
 json Num(double v) { return std::isnan(v) || std::isinf(v) ? json(nullptr) : json(v); }
+
+/// Each marked step phase's mean per step, by name (data .. other).
+json PhaseTimes(const StepMarkerAnalysis& m) {
+  json phases = json::object();
+  for (int id = GPUTRIAGE_PHASE_DATA; id <= GPUTRIAGE_PHASE_OTHER; ++id)
+    phases[kPhaseNames[id]] = m.phase_ms_mean[static_cast<size_t>(id)];
+  return phases;
+}
 
 json EvidenceJson(const Evidence& e) {
   json j = {{"name", e.name}, {"value", Num(e.value)}, {"unit", e.unit}, {"source", e.source}};
@@ -327,6 +336,12 @@ json RecordingJson(const Recording& rec, const RecordingAnalysis& a, int max_ker
                          {"outlier_phase", m.outlier_phase.empty() ? json(nullptr) : json(m.outlier_phase)},
                          {"outlier_phase_excess_ms", m.outlier_phase.empty() ? json(nullptr) : json(m.outlier_phase_ms)},
                          {"phases_known", m.phases_known},
+                         {"phases_ms_mean", PhaseTimes(m)},
+                         {"phases_traced", m.phases_traced},
+                         {"phase_timing", "host"},
+                         {"untraced_ms_mean", Num(m.untraced_ms_mean)},
+                         {"untraced_ms_p50", Num(m.untraced_ms_p50)},
+                         {"untraced_percent_of_step", Num(m.untraced_percent_of_step)},
                          {"data_wait_ms_mean", m.data_wait_ms_mean},
                          {"compute_ms_mean", m.compute_ms_mean},
                          {"data_wait_percent_of_compute", m.data_wait_percent_of_compute},

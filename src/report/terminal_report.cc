@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "gputriage/markers.h"
 #include "gputriage/report.h"
 #include "src/util/strings.h"
 #include "src/util/units.h"
@@ -106,6 +107,15 @@ void RenderStepMarkers(std::string& out, const StepMarkerAnalysis& m) {
   if (m.phases_known)
     out += fmt::format("     data wait {:.1f} ms against {:.1f} ms of compute per step ({:.0f}% of compute)\n",
                        m.data_wait_ms_mean, m.compute_ms_mean, m.data_wait_percent_of_compute);
+  if (m.phases_traced)
+    out += fmt::format("     inside the step (host-timed): data {:.1f}, forward {:.1f}, backward {:.1f}, optimizer {:.1f}{} "
+                       "ms, outside every phase {:.1f} ms ({:.0f}%)\n",
+                       m.phase_ms_mean[GPUTRIAGE_PHASE_DATA], m.phase_ms_mean[GPUTRIAGE_PHASE_FORWARD],
+                       m.phase_ms_mean[GPUTRIAGE_PHASE_BACKWARD], m.phase_ms_mean[GPUTRIAGE_PHASE_OPTIMIZER],
+                       m.phase_ms_mean[GPUTRIAGE_PHASE_COMMUNICATION] > 0
+                           ? fmt::format(", communication {:.1f}", m.phase_ms_mean[GPUTRIAGE_PHASE_COMMUNICATION])
+                           : std::string(),
+                       m.untraced_ms_mean, m.untraced_percent_of_step);
   if (m.device_steps > 0)
     out += fmt::format("     GPU time {:.1f} ms per step (device-side, {} steps): GPU idle {:.1f} ms per step; the host "
                        "waited {:.1f} ms for data, {:.1f} ms of it exposed\n",

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "gputriage/diagnosis.h"
+#include "gputriage/markers.h"
 #include "src/analysis/what_if.h"
 #include "src/verdicts/verdicts_internal.h"
 
@@ -29,6 +30,14 @@ constexpr int64_t kStragglerMinSteps = 3;
 // large dense models reach 38-56 % (Llama 3 405B 38-43 %, Megatron-LM 41-56 %).
 constexpr double kLowMfuPercent = 30.0;
 constexpr double kVeryLowMfuPercent = 10.0;
+
+// Host work outside every marked phase of a step (forward, backward, optimizer,
+// data, ...): at 20 % of the step a per-step callback, log line or sync costs a
+// fifth of the run; at 40 % the step is mostly the host's own bookkeeping. Below
+// 1 ms a step's rest is the loop's own Python between phases.
+constexpr double kHostStallModeratePercent = 20.0;
+constexpr double kHostStallHighPercent = 40.0;
+constexpr double kHostStallMinMs = 1.0;
 
 /// A finding from the step markers of recording `a`.
 Finding MarkerFinding(const RecordingAnalysis& a, std::string verdict, Severity severity) {
@@ -157,6 +166,83 @@ void JudgeMfu(const RecordingAnalysis& a, std::vector<Finding>& out) {
   out.push_back(std::move(f));
 }
 
+/// Time each step spends outside every marked phase (zero-code mode marks
+/// forward, backward and the optimizer itself): the host's own work between the
+/// phases, which a profile of the GPU shows only as gaps.
+void JudgeHostStall(const RecordingAnalysis& a, std::vector<Finding>& out) {
+  const StepMarkerAnalysis& m = a.marked;
+  if (!m.phases_traced || std::isnan(m.untraced_ms_mean)) return;
+  if (m.untraced_percent_of_step < kHostStallModeratePercent || m.untraced_ms_mean < kHostStallMinMs) return;
+  // Where the GPU's own time per step was measured, the host's rest may have been a
+  // wait for queued GPU work (.item() on a busy GPU): only what the GPU's time
+  // leaves uncovered can be won.
+  const double device = m.device_steps > 0 ? m.device_ms_mean : 0.0;
+  const double floor = std::max(device, m.step_ms_mean - m.untraced_ms_mean);
+  const double winnable = m.step_ms_mean - floor;
+  if (winnable <= 0 || 100.0 * winnable / m.step_ms_mean < kHostStallModeratePercent) return;
+  const bool gpu_unmeasured = m.device_steps == 0 && (a.has_gpu_activity || !a.metric_devices.empty());
+  Finding f = MarkerFinding(a, "host_stall",
+                            m.untraced_percent_of_step >= kHostStallHighPercent && !gpu_unmeasured ? Severity::kHigh
+                                                                                                  : Severity::kModerate);
+  const auto phase = [&](int id) { return m.phase_ms_mean[static_cast<size_t>(id)]; };
+  f.title = fmt::format("Host stall: {:.1f} ms of every {:.1f} ms step ({:.0f}%) is spent outside forward, backward, "
+                        "the optimizer and data loading",
+                        m.untraced_ms_mean, m.step_ms_mean, m.untraced_percent_of_step);
+  f.detail = fmt::format(
+      "Per step (mean of {} steps, host-timed): data {:.1f} ms, forward {:.1f} ms, backward {:.1f} ms, optimizer "
+      "{:.1f} ms, and {:.1f} ms (p50 {:.1f}) in none of them. That rest is the loop's own host work: per-step "
+      "callbacks, logging, metric computation, .item()/.cpu() reads that wait for the device, a loss computed "
+      "outside a module.{}{}",
+      m.steps, phase(GPUTRIAGE_PHASE_DATA), phase(GPUTRIAGE_PHASE_FORWARD), phase(GPUTRIAGE_PHASE_BACKWARD),
+      phase(GPUTRIAGE_PHASE_OPTIMIZER), m.untraced_ms_mean, m.untraced_ms_p50,
+      device > 0 ? fmt::format(" The GPU's own time per step is {:.1f} ms (device-side, {} steps): removing the rest "
+                               "cannot take the step below it.",
+                               device, m.device_steps)
+                 : "",
+      gpu_unmeasured ? " A GPU ran but the steps were not timed on it: part of the rest may be a sync waiting for "
+                       "queued GPU work, which is GPU time, not a stall."
+                     : "");
+  f.evidence.push_back(E("untraced_percent_of_step", m.untraced_percent_of_step, "percent",
+                          "step markers: step time outside every marked phase / step time",
+                          f.severity == Severity::kHigh ? kHostStallHighPercent : kHostStallModeratePercent, ">="));
+  f.evidence.push_back(E("untraced_ms_per_step", m.untraced_ms_mean, "ms", "step markers, mean over steps",
+                          kHostStallMinMs, ">="));
+  f.evidence.push_back(E("untraced_ms_p50", m.untraced_ms_p50, "ms", "step markers"));
+  f.evidence.push_back(E("forward_ms_per_step", phase(GPUTRIAGE_PHASE_FORWARD), "ms", "forward phase, host-timed"));
+  f.evidence.push_back(E("backward_ms_per_step", phase(GPUTRIAGE_PHASE_BACKWARD), "ms", "backward phase, host-timed"));
+  f.evidence.push_back(E("optimizer_ms_per_step", phase(GPUTRIAGE_PHASE_OPTIMIZER), "ms",
+                          "optimizer phase (step, zero_grad, gradient clipping), host-timed"));
+  f.evidence.push_back(E("data_wait_ms_per_step", phase(GPUTRIAGE_PHASE_DATA), "ms", "data phase, host-timed"));
+  if (device > 0) f.evidence.push_back(E("device_ms_per_step", device, "ms", "step device times (CUDA events)"));
+  if (gpu_unmeasured) {
+    f.cannot_exclude = {"gpu_busy_time"};
+    f.to_separate = "record with device step times on (zero-code mode times steps with CUDA events unless "
+                    "GPUTRIAGE_DEVICE_TIME=0)";
+  }
+  f.recommendations = {
+      {"log every N steps, and read loss.item() / .cpu() / .tolist() only when logging: keep running sums on the "
+       "device",
+       "each read waits for the device and runs on the critical path of every step"},
+      {"run per-step callbacks (metrics, W&B/MLflow logging, checkpoint checks) every N steps or on a background "
+       "thread",
+       "work between optimizer.step() and the next forward delays every step by its whole length"},
+      {"gc.freeze() after setup", "Python's cyclic collector pauses land between steps in large programs"},
+  };
+  // Without the rest every step is its marked phases (not below the GPU's own
+  // time); at worst half the rest is the loop's floor and stays. The best end is
+  // widened by run-to-run variation, taken as this run's step-time CV.
+  const double noise = std::min(m.step_ms_cv, analysis::kMaxRunToRunNoise);
+  f.gain = StepGain(m.step_ms_mean, floor, floor * (1.0 - noise), m.step_ms_mean - winnable / 2,
+                    device > 0 && device >= m.step_ms_mean - m.untraced_ms_mean ? "gpu_busy_time" : "marked_phases",
+                    fmt::format("step time without the {:.1f} ms outside the marked phases: the phases' own {:.1f} ms{}; "
+                                "at worst half the rest is the loop's floor and stays; the best end widened by the "
+                                "step-time CV ({:.0f}%)",
+                                m.untraced_ms_mean, m.step_ms_mean - m.untraced_ms_mean,
+                                device > 0 ? fmt::format(", not below the GPU's {:.1f} ms", device) : std::string(),
+                                noise * 100));
+  out.push_back(std::move(f));
+}
+
 }  // namespace
 
 std::vector<Finding> JudgeStepMarkers(const RecordingAnalysis& a) {
@@ -166,6 +252,7 @@ std::vector<Finding> JudgeStepMarkers(const RecordingAnalysis& a) {
   JudgeOutliers(a, out);
   JudgeStragglers(a, out);
   JudgeMfu(a, out);
+  JudgeHostStall(a, out);
   if (!m.phases_known) return out;
   const double pct = m.data_wait_percent_of_compute;
   if (pct >= kDataWaitModeratePercent) {

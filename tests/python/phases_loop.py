@@ -1,0 +1,68 @@
+"""A real PyTorch training loop (CPU, data in memory) that times its own
+forward, backward and optimizer with perf_counter, and can stall the host for
+--stall-ms after each optimizer step (a slow per-step callback: logging, a
+metric, a sync). It imports nothing of gputriage: zero-code mode
+(`gputriage record --python`) instruments it unmodified.
+
+    phases_loop.py --timings out.json [--stall-ms 20] [--steps 60]
+
+The loop's own timers, per step, go to --timings: forward (the model and the
+loss module), backward (loss.backward()), optimizer (zero_grad() and step()),
+stall.
+"""
+import argparse
+import json
+import time
+
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--timings", required=True)
+    parser.add_argument("--stall-ms", type=float, default=0.0)
+    parser.add_argument("--steps", type=int, default=60)
+    parser.add_argument("--batch", type=int, default=128)
+    parser.add_argument("--hidden", type=int, default=1024)
+    parser.add_argument("--optimizer", choices=["sgd", "adam"], default="adam")
+    args = parser.parse_args()
+
+    torch.manual_seed(0)
+    torch.set_num_threads(1)
+    features = 256
+    model = nn.Sequential(nn.Linear(features, args.hidden), nn.ReLU(), nn.Linear(args.hidden, args.hidden), nn.ReLU(),
+                          nn.Linear(args.hidden, 10))
+    optimizer = (torch.optim.Adam(model.parameters(), lr=1e-3) if args.optimizer == "adam"
+                 else torch.optim.SGD(model.parameters(), lr=0.01))
+    loss_fn = nn.CrossEntropyLoss()
+    n = args.steps * args.batch
+    data = TensorDataset(torch.randn(n, features), torch.randint(0, 10, (n,)))
+    loader = DataLoader(data, batch_size=args.batch, num_workers=0, shuffle=False)
+
+    timings = {"forward": [], "backward": [], "optimizer": [], "stall": []}
+    clock = time.perf_counter
+    for x, y in loader:
+        t0 = clock()
+        optimizer.zero_grad()
+        t1 = clock()
+        loss = loss_fn(model(x), y)
+        t2 = clock()
+        loss.backward()
+        t3 = clock()
+        optimizer.step()
+        t4 = clock()
+        if args.stall_ms > 0:
+            time.sleep(args.stall_ms / 1e3)
+        t5 = clock()
+        timings["forward"].append((t2 - t1) * 1e3)
+        timings["backward"].append((t3 - t2) * 1e3)
+        timings["optimizer"].append((t1 - t0 + t4 - t3) * 1e3)
+        timings["stall"].append((t5 - t4) * 1e3)
+    with open(args.timings, "w") as f:
+        json.dump(timings, f)
+
+
+if __name__ == "__main__":
+    main()

@@ -13,6 +13,7 @@
 #include <gtest/gtest.h>
 
 #include "gputriage/diagnosis.h"
+#include "src/record/host_usage.h"
 #include "src/record/process_tree.h"
 #include "src/sources/nvml/nvml_library.h"
 #include "src/sources/nvml/nvml_sampler.h"
@@ -439,6 +440,84 @@ TEST(ProcessTree, FollowsParentsThroughOddCommandNames) {
   stat(999, "late", 100);
   EXPECT_FALSE(job.Contains(999));  // remembered as not the job's
   std::filesystem::remove_all(root);
+}
+
+/// A fake /proc for the host usage reader: the machine's counters and each
+/// process's CPU ticks and resident pages, its children listed where the kernel lists them.
+struct FakeProc {
+  std::filesystem::path root;
+  void Machine(uint64_t busy, uint64_t idle) {
+    std::filesystem::create_directories(root);
+    // user nice system idle iowait irq softirq steal: busy split over user and system.
+    std::ofstream(root / "stat") << "cpu  " << busy / 2 << " 0 " << busy - busy / 2 << " " << idle
+                                 << " 0 0 0 0 0 0\ncpu0 1 0 1 1 0 0 0 0 0 0\ncpu1 1 0 1 1 0 0 0 0 0 0\nintr 0\n";
+  }
+  void Process(int pid, const std::string& comm, int ppid, uint64_t utime, uint64_t stime, int64_t rss_pages,
+               const std::vector<int>& children) {
+    const auto dir = root / std::to_string(pid);
+    std::filesystem::create_directories(dir / "task" / std::to_string(pid));
+    std::ofstream(dir / "stat") << pid << " (" << comm << ") S " << ppid
+                                << " 1 1 0 -1 4194560 100 0 0 0 " << utime << " " << stime
+                                << " 0 0 20 0 1 0 100 1000000 " << rss_pages << " 18446744073709551615\n";
+    std::ofstream children_file(dir / "task" / std::to_string(pid) / "children");
+    for (int c : children) children_file << c << " ";
+  }
+};
+
+TEST(HostUsage, TimeWeightedCpuOfTheJobItsWorkersAndTheMachine) {
+  const double hz = static_cast<double>(sysconf(_SC_CLK_TCK));
+  FakeProc proc{std::filesystem::temp_directory_path() / ("gputriage_fake_proc_host_" + std::to_string(getpid()))};
+  std::filesystem::remove_all(proc.root);
+  // The recorder (10) runs the training process (11) with two workers (12, 13);
+  // a process that is not the job's (20) uses CPU too.
+  proc.Machine(1000, 1000);
+  proc.Process(10, "gputriage", 1, 5, 5, 100, {11});
+  proc.Process(11, "python) R 1", 10, 100, 0, 1000, {12, 13});  // a name with ") R 1" inside it
+  proc.Process(12, "python", 11, 10, 0, 500, {});
+  proc.Process(13, "python", 11, 10, 0, 500, {});
+  proc.Process(20, "other", 1, 1000, 0, 9000, {});
+  HostUsageSampler sampler(10, 11, 2, proc.root.string());
+  sampler.Sample(0);
+  EXPECT_EQ(sampler.summary().intervals, 0);  // one read is no interval
+  // One second: the training process 0.5 core, each worker 0.75; the machine 95 % busy.
+  const auto ticks = [&](double seconds) { return static_cast<uint64_t>(std::llround(seconds * hz)); };
+  proc.Machine(1000 + ticks(1.9), 1000 + ticks(0.1));
+  proc.Process(11, "python) R 1", 10, 100 + ticks(0.25), ticks(0.25), 1000, {12, 13});
+  proc.Process(12, "python", 11, 10 + ticks(0.75), 0, 500, {});
+  proc.Process(13, "python", 11, 10 + ticks(0.75), 0, 500, {});
+  sampler.Sample(kNsPerS);
+  // Three more seconds: a worker ended, and the rest idles; the machine 10 % busy.
+  proc.Machine(1000 + ticks(1.9) + ticks(0.6), 1000 + ticks(0.1) + ticks(5.4));
+  std::filesystem::remove_all(proc.root / "13");
+  proc.Process(11, "python) R 1", 10, 100 + ticks(0.25) + ticks(0.3), ticks(0.25), 1000, {12});
+  sampler.Sample(4 * kNsPerS);
+  const HostUsageSummary& s = sampler.summary();
+  EXPECT_EQ(s.intervals, 2);
+  EXPECT_EQ(s.covered_ns, 4 * kNsPerS);
+  EXPECT_EQ(s.machine_cpus, 2);
+  // Time-weighted: (2.0 cores × 1 s + 0.1 × 3 s) / 4 s.
+  EXPECT_NEAR(s.job_cores_mean, (2.0 + 0.1 * 3) / 4, 0.02);
+  EXPECT_NEAR(s.main_cores_mean, (0.5 + 0.1 * 3) / 4, 0.02);
+  EXPECT_NEAR(s.other_cores_mean, 1.5 / 4, 0.02);
+  EXPECT_NEAR(s.machine_busy_percent_mean, (95.0 + 10.0 * 3) / 4, 0.5);
+  EXPECT_NEAR(s.saturated_percent_of_time, 25.0, 1e-9);  // the first second
+  EXPECT_EQ(s.job_processes_max, 3);
+  EXPECT_EQ(s.job_rss_peak_bytes, 2000 * sysconf(_SC_PAGESIZE));
+  const auto m = s.AsMetadata();
+  EXPECT_EQ(m.at("host.usage.intervals"), "2");
+  EXPECT_EQ(m.count("host.usage.job_cpu_seconds"), 0u);  // not known here
+  std::filesystem::remove_all(proc.root);
+}
+
+TEST(HostUsage, UnreadableProcGivesNoIntervalsNotNumbers) {
+  HostUsageSampler sampler(10, 11, 2, "/nonexistent/proc");
+  sampler.Sample(0);
+  sampler.Sample(kNsPerS);
+  EXPECT_EQ(sampler.summary().intervals, 0);
+  EXPECT_TRUE(sampler.summary().AsMetadata().empty());  // nothing to keep: the report says nothing of the host
+  EXPECT_EQ(sampler.summary().job_cores_mean, 0);
+  EXPECT_EQ(sampler.summary().machine_busy_percent_mean, 0);
+  EXPECT_EQ(sampler.summary().job_processes_max, 0);
 }
 
 TEST(ProcessTree, FindsARealGrandchild) {

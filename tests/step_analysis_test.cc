@@ -300,6 +300,49 @@ TEST(StepAnalysis, AHostRestTheGpusOwnTimeCoversIsNoStall) {
   EXPECT_EQ(f->gain->bounded_by, "gpu_busy_time");
 }
 
+std::map<std::string, std::string> SaturatedHost(int workers, double saturated_percent) {
+  return {{"dataloader.num_workers", std::to_string(workers)},
+          {"host.cpus", "2"},
+          {"host.usage.seconds", "30.0"},
+          {"host.usage.intervals", "60"},
+          {"host.usage.job_cpu_cores_mean", "1.85"},
+          {"host.usage.main_cpu_cores_mean", "0.70"},
+          {"host.usage.other_cpu_cores_mean", "1.15"},
+          {"host.usage.job_processes_max", std::to_string(workers + 1)},
+          {"host.usage.machine_busy_percent_mean", "94.0"},
+          {"host.usage.machine_cpus", "2"},
+          {"host.usage.saturated_percent_of_time", std::to_string(saturated_percent)},
+          {"host.usage.job_rss_peak_bytes", "1073741824"}};
+}
+
+TEST(StepAnalysis, WorkersBeyondTheCoresSaturateTheHostAndTheAdviceNeverAddsWorkers) {
+  Diagnosis d = DiagnoseSteps(Steps(1, 20, 30.0, 50.0), "", SaturatedHost(4, 85));
+  const HostUsageAnalysis& h = d.recordings[0].host;
+  ASSERT_TRUE(h.known);
+  EXPECT_NEAR(h.job_cores_mean, 1.85, 1e-9);
+  EXPECT_NEAR(h.job_rss_peak_mib, 1024, 1e-9);
+  const Finding* host = FindVerdict(d.findings, "host_saturated");
+  ASSERT_NE(host, nullptr);
+  EXPECT_EQ(host->severity, Severity::kHigh);
+  EXPECT_EQ(host->origin, "host");
+  EXPECT_NE(host->recommendations.at(0).action.find("num_workers=1) at most"), std::string::npos);
+  const Finding* input = FindVerdict(d.findings, "input_bound");
+  ASSERT_NE(input, nullptr);
+  // Saturated CPUs: cheaper batches, never more workers, whatever the run had.
+  for (int workers : {0, 1, 4}) {
+    Diagnosis again = DiagnoseSteps(Steps(1, 20, 30.0, 50.0), "", SaturatedHost(workers, 85));
+    const Finding* f = FindVerdict(again.findings, "input_bound");
+    ASSERT_NE(f, nullptr);
+    EXPECT_NE(f->recommendations.at(0).action.find("cheaper"), std::string::npos) << f->recommendations.at(0).action;
+    EXPECT_EQ(f->recommendations.at(0).action.find("num_workers=2"), std::string::npos);
+  }
+  // Not saturated: no finding, and the advice may add workers up to the cores.
+  Diagnosis calm = DiagnoseSteps(Steps(1, 20, 30.0, 50.0), "", SaturatedHost(0, 20));
+  EXPECT_EQ(FindVerdict(calm.findings, "host_saturated"), nullptr);
+  EXPECT_NE(FindVerdict(calm.findings, "input_bound")->recommendations.at(0).action.find("num_workers=2"),
+            std::string::npos);
+}
+
 TEST(StepAnalysis, MfuNeedsFlopsAndAKnownGpu) {
   // 2e14 FLOPs per 1 s step = 200 TFLOPS; an H100 SXM's dense bf16 peak is 989.4.
   const auto steps = Steps(1, 10, 0, 1000, 32, 0, 2e14);

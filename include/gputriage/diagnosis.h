@@ -420,6 +420,7 @@ struct StepMarkerAnalysis {
   double untraced_ms_mean = NAN;         // per step, outside every marked phase (phases_traced only)
   double untraced_ms_p50 = NAN;
   double untraced_percent_of_step = NAN; // of the mean step time
+  double in_phases_ms_p10 = NAN;         // 10th percentile over steps of the time inside marked phases
   std::vector<ProcessStepStats> by_process;  // slowest work first
   // MFU: FLOPs per step reported by the job, against the GPU's dense bf16 peak.
   double flops_per_step = NAN;           // mean per step of one process
@@ -436,6 +437,25 @@ struct LoaderSettings {
   int num_workers = -1;  // DataLoader num_workers; -1: not reported
   int host_cpus = 0;     // CPUs the job could run on; 0: unknown
   int gpus = 0;          // GPUs on the host; 0: unknown
+  double host_saturated_percent = NAN;  // share of the job's time its CPUs were saturated (record), NaN unknown
+};
+
+/// The host side of a recorded job: its processes' CPU and memory and the
+/// machine's CPUs, read from /proc by `record` (src/record/host_usage.h) and kept
+/// as `host.usage.*` settings. Time-weighted over the job's run.
+struct HostUsageAnalysis {
+  bool known = false;
+  double seconds = 0;                      // time the reads cover
+  int job_cpus = 0;                        // CPUs the job could run on (its affinity)
+  int machine_cpus = 0;
+  double job_cores_mean = NAN;             // CPU-seconds per second, every job process
+  double main_cores_mean = NAN;            // the training process
+  double other_cores_mean = NAN;           // its other processes (DataLoader workers)
+  int job_processes_max = 0;
+  double machine_busy_percent_mean = NAN;  // every CPU of the machine, the job's and others'
+  double saturated_percent_of_time = NAN;  // machine >= 90 % busy, or the job using >= 90 % of its CPUs
+  double job_rss_peak_mib = NAN;           // resident memory summed over the job's processes
+  double job_cpu_seconds = NAN;            // the job's whole CPU time
 };
 
 /// One bucket of the goodput ledger: where part of the job's paid GPU time went.
@@ -488,6 +508,7 @@ struct RunLedger {
 struct RecordingAnalysis {
   std::string source;
   LoaderSettings loader;
+  HostUsageAnalysis host;
   int rank = -1;
   Device device;  // the device that did the work (most kernel time)
   bool has_gpu_activity = false;

@@ -481,6 +481,5 @@ def install():
     atexit.register(_config.at_exit)
     try:  # what this mode watches for, so the ledger knows these phases are seen, not absent
         _config._send("zero_code.phases", "checkpoint,restore,eval,compile")
-        _config._send("zero_code.step_phases", "data,forward,backward,optimizer")
     except Exception:
         pass

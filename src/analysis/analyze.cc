@@ -4,6 +4,7 @@
 #include <unordered_map>
 #include <cmath>
 #include <functional>
+#include <limits>
 #include <mutex>
 
 #include <fmt/format.h>
@@ -488,6 +489,38 @@ Status AnalyzeTrace(const Recording& rec, RecordingAnalysis& a, int threads, boo
 }
 
 
+/// The host usage `record` kept (`host.usage.*`, src/record/host_usage.h); a
+/// value that is not a finite number is left unknown.
+HostUsageAnalysis ReadHostUsage(const std::map<std::string, std::string>& metadata) {
+  HostUsageAnalysis h;
+  auto number = [&](const char* key) {
+    auto it = metadata.find(std::string("host.usage.") + key);
+    if (it == metadata.end()) return std::numeric_limits<double>::quiet_NaN();
+    char* end = nullptr;
+    const double v = std::strtod(it->second.c_str(), &end);
+    return end != it->second.c_str() && *end == '\0' && std::isfinite(v) && v >= 0 ? v : std::numeric_limits<double>::quiet_NaN();
+  };
+  auto count = [&](const char* key) {
+    const double v = number(key);
+    return std::isnan(v) || v > 1e6 ? 0 : static_cast<int>(v);
+  };
+  h.seconds = number("seconds");
+  h.job_cores_mean = number("job_cpu_cores_mean");
+  h.known = !std::isnan(h.seconds) && h.seconds > 0 && !std::isnan(h.job_cores_mean);
+  if (std::isnan(h.seconds)) h.seconds = 0;
+  h.main_cores_mean = number("main_cpu_cores_mean");
+  h.other_cores_mean = number("other_cpu_cores_mean");
+  h.job_processes_max = count("job_processes_max");
+  h.machine_busy_percent_mean = number("machine_busy_percent_mean");
+  h.saturated_percent_of_time = number("saturated_percent_of_time");
+  h.machine_cpus = count("machine_cpus");
+  h.job_cpu_seconds = number("job_cpu_seconds");
+  const double rss = number("job_rss_peak_bytes");
+  h.job_rss_peak_mib = std::isnan(rss) ? NAN : rss / (1024.0 * 1024.0);
+  if (auto it = metadata.find("host.cpus"); it != metadata.end()) h.job_cpus = std::max(0, std::atoi(it->second.c_str()));
+  return h;
+}
+
 /// `rank_of_run`: also gather what the cross-rank analysis reads (a trace of one rank of several).
 RecordingAnalysis Analyze(const Recording& rec, int threads, bool rank_of_run) {
   RecordingAnalysis a;
@@ -504,6 +537,8 @@ RecordingAnalysis Analyze(const Recording& rec, int threads, bool rank_of_run) {
   a.loader.num_workers = integer("dataloader.num_workers");
   a.loader.host_cpus = std::max(0, integer("host.cpus"));
   a.loader.gpus = std::max(0, integer("gpu.count"));
+  a.host = ReadHostUsage(rec.metadata);
+  if (a.host.known) a.loader.host_saturated_percent = a.host.saturated_percent_of_time;
   a.rank = rec.rank;
   // A trace recording: any timeline content (tests build recordings without a format).
   const analysis::TraceEvents events(rec);

@@ -136,7 +136,7 @@ StepMarkerAnalysis AnalyzeMarkedSteps(const std::vector<MarkedStep>& steps, std:
   // other threads may overlap the loop's own (their sum can pass the step): the
   // rest is then taken as none, never negative.
   int64_t traced = 0;
-  std::vector<double> untraced;
+  std::vector<double> untraced, in_phases;
   for (const auto& t : judged) {
     const auto& ns = t.step->phase_ns;
     double marked = 0;
@@ -147,6 +147,7 @@ StepMarkerAnalysis AnalyzeMarkedSteps(const std::vector<MarkedStep>& steps, std:
     if (ns[GPUTRIAGE_PHASE_FORWARD] > 0 && (ns[GPUTRIAGE_PHASE_BACKWARD] > 0 || ns[GPUTRIAGE_PHASE_OPTIMIZER] > 0)) {
       ++traced;
       untraced.push_back(std::max(0.0, t.total_ms - marked));
+      in_phases.push_back(t.total_ms - untraced.back());
     }
   }
   if (2 * traced >= static_cast<int64_t>(judged.size())) {
@@ -160,6 +161,8 @@ StepMarkerAnalysis AnalyzeMarkedSteps(const std::vector<MarkedStep>& steps, std:
     }
     m.untraced_ms_mean = sum_untraced / static_cast<double>(untraced.size());
     m.untraced_ms_p50 = analysis::Median(untraced);
+    std::sort(in_phases.begin(), in_phases.end());
+    m.in_phases_ms_p10 = in_phases[in_phases.size() / 10];
     m.untraced_percent_of_step = sum_traced_steps > 0 ? 100.0 * sum_untraced / sum_traced_steps : 0;
   }
 

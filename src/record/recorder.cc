@@ -3,6 +3,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -19,6 +20,7 @@
 
 #include "src/markers/marked_steps.h"
 #include "src/record/dcgm_exporter_source.h"
+#include "src/record/host_usage.h"
 #include "src/record/process_tree.h"
 #include "src/sources/nvml/nvml_library.h"
 #include "src/sources/nvml/nvml_sampler.h"
@@ -32,6 +34,7 @@ namespace {
 volatile sig_atomic_t g_forward_signal = 0;
 // How often a sleeping recorder looks whether the job has exited.
 constexpr TimeNs kJobExitCheckNs = 20 * kNsPerMs;
+constexpr TimeNs kHostUsageIntervalNs = 500 * kNsPerMs;  // the job's CPU and memory, twice a second
 
 void RememberSignal(int sig) { g_forward_signal = sig; }
 
@@ -308,6 +311,17 @@ StatusOr<RecordResult> RecordCommand(const RecordOptions& options) {
   // The recorder's descendants are the job's: the command's own, and the
   // orphans it left that were reparented to us.
   JobProcesses job(getpid());
+  // The host side of the job (its processes' CPU and memory, the machine's CPUs),
+  // twice a second whatever the GPU interval: workers starve a GPU from there.
+  int job_cpus = 0;
+  {
+    cpu_set_t cpus;
+    CPU_ZERO(&cpus);
+    if (sched_getaffinity(0, sizeof cpus, &cpus) == 0) job_cpus = CPU_COUNT(&cpus);
+  }
+  HostUsageSampler host_usage(getpid(), child, job_cpus);
+  host_usage.Sample(MonotonicNs());
+  TimeNs next_host_usage = began + kHostUsageIntervalNs;
   const auto is_job = [&job](unsigned int pid) { return job.Contains(pid); };
   size_t stored_devices = result.recording.metrics.devices.size();
   int status = 0;
@@ -361,6 +375,11 @@ StatusOr<RecordResult> RecordCommand(const RecordOptions& options) {
       }
     }
     if (scraper) scraper->Sample(WallNs(), result.recording);
+    if (MonotonicNs() >= next_host_usage) {
+      host_usage.Sample(MonotonicNs());
+      next_host_usage += kHostUsageIntervalNs;
+      if (next_host_usage < MonotonicNs()) next_host_usage = MonotonicNs() + kHostUsageIntervalNs;
+    }
     if (ring) {
       take_markers(false);
       if (MonotonicNs() >= next_steps_write) {
@@ -418,6 +437,16 @@ StatusOr<RecordResult> RecordCommand(const RecordOptions& options) {
     if (exited) break;
   }
   result.ended_ns = WallNs();
+  // The job's processes have been reaped by now: the intervals end at the last
+  // read while they ran. Their whole CPU time is the kernel's account of reaped
+  // children (workers reaped by the training process count into it too).
+  HostUsageSummary host_summary = host_usage.summary();
+  {
+    rusage children{};
+    if (getrusage(RUSAGE_CHILDREN, &children) == 0)
+      host_summary.job_cpu_seconds = static_cast<double>(children.ru_utime.tv_sec + children.ru_stime.tv_sec) +
+                                     static_cast<double>(children.ru_utime.tv_usec + children.ru_stime.tv_usec) / 1e6;
+  }
   result.recording.metrics.observer = nullptr;  // the store may not outlive the result
   if (ring) {
     take_markers(true);
@@ -474,9 +503,8 @@ StatusOr<RecordResult> RecordCommand(const RecordOptions& options) {
     std::map<std::string, std::string> machine;
     // The CPUs the job could run on (its affinity, inherited from here): what
     // a DataLoader's workers share.
-    cpu_set_t cpus;
-    CPU_ZERO(&cpus);
-    if (sched_getaffinity(0, sizeof cpus, &cpus) == 0) machine["host.cpus"] = std::to_string(CPU_COUNT(&cpus));
+    if (job_cpus > 0) machine["host.cpus"] = std::to_string(job_cpus);
+    for (auto& [key, value] : host_summary.AsMetadata()) machine[key] = std::move(value);
     for (const auto& d : result.recording.metrics.devices)
       if (!d.driver_version.empty()) machine.try_emplace("version.driver", d.driver_version);
     if (!result.recording.metrics.devices.empty() && !result.recording.metadata.count("gpu.model") &&

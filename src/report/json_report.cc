@@ -316,6 +316,20 @@ json RecordingJson(const Recording& rec, const RecordingAnalysis& a, int max_ker
   j["metric_devices"] = json::array();
   for (const auto& d : a.metric_devices) j["metric_devices"].push_back(MetricDeviceJson(d));
   j["ledger"] = LedgerJson(a.ledger);
+  if (const HostUsageAnalysis& h = a.host; h.known)
+    j["host"] = {{"seconds", h.seconds},
+                 {"job_cpus", h.job_cpus},
+                 {"machine_cpus", h.machine_cpus},
+                 {"job_cpu_cores_mean", Num(h.job_cores_mean)},
+                 {"main_cpu_cores_mean", Num(h.main_cores_mean)},
+                 {"other_cpu_cores_mean", Num(h.other_cores_mean)},
+                 {"job_processes_max", h.job_processes_max},
+                 {"machine_busy_percent_mean", Num(h.machine_busy_percent_mean)},
+                 {"saturated_percent_of_time", Num(h.saturated_percent_of_time)},
+                 {"job_rss_peak_mib", Num(h.job_rss_peak_mib)},
+                 {"job_cpu_seconds", Num(h.job_cpu_seconds)}};
+  else
+    j["host"] = nullptr;
   const StepMarkerAnalysis& m = a.marked;
   if (m.steps == 0) {
     j["step_markers"] = nullptr;

@@ -355,6 +355,12 @@ void RenderRecording(std::string& out, const Recording& rec, const RecordingAnal
       out += fmt::format("   import {}: {} × {} (first: {})\n", issue.severity == IssueSeverity::kInfo ? "note" : "warning",
                          issue.count, issue.kind, Printable(Shorten(issue.message, 280)));
     RenderStepMarkers(out, a.marked);
+    if (const HostUsageAnalysis& h = a.host; h.known)
+      out += fmt::format("   host: the job used {:.2f} of {} CPUs (training process {:.2f}, its other processes {:.2f}, up "
+                         "to {} processes), machine {:.0f}% busy, saturated {:.0f}% of the time; peak RSS {:.0f} MiB\n",
+                         h.job_cores_mean, h.job_cpus > 0 ? h.job_cpus : h.machine_cpus, h.main_cores_mean,
+                         h.other_cores_mean, h.job_processes_max, h.machine_busy_percent_mean,
+                         h.saturated_percent_of_time, h.job_rss_peak_mib);
     RenderLedger(out, a.ledger);
     RenderMetricDevices(out, rec, a);
     return;

@@ -21,7 +21,7 @@ constexpr double kStandardErrors = 3.0;
 // Recorded context that differs between any two runs and explains nothing.
 bool Incidental(const std::string& key) {
   return key == "status" || key == "exit_code" || key == "scrapes" || key == "unchanged_scrapes_skipped" ||
-         key == "git_dirty";
+         key == "git_dirty" || StartsWith(key, "host.usage.");  // measurements of the host, not settings
 }
 
 std::map<std::string, std::string> Settings(const Run& run, const Diagnosis& d) {

@@ -121,6 +121,16 @@ Recommendation WorkersAdvice(const LoaderSettings& loader, const std::string& wh
       loader.host_cpus > 0 ? fmt::format("{} CPU{}{}", loader.host_cpus, loader.host_cpus == 1 ? "" : "s",
                                          loader.gpus > 1 ? fmt::format(" for {} GPUs", loader.gpus) : "")
                            : "";
+  if (!std::isnan(loader.host_saturated_percent) && loader.host_saturated_percent >= 50.0 && per_gpu > 0) {
+    // The recorder saw the CPUs full: more workers would only share them.
+    return {fmt::format("make each batch cheaper to produce: the job's CPUs were saturated {:.0f}% of the time ({}{}), "
+                        "so more workers only share the same cores: decode on the GPU (DALI, "
+                        "torchvision.io.decode_jpeg(device='cuda')), preprocess once offline, or move to a host with "
+                        "more CPUs per GPU",
+                        loader.host_saturated_percent, cores,
+                        loader.num_workers >= 0 ? fmt::format(", num_workers={}", loader.num_workers) : std::string()),
+            "the loader's CPUs are the bottleneck; workers beyond them add no throughput"};
+  }
   if (loader.num_workers >= 0 && per_gpu > 0 && loader.num_workers >= per_gpu) {
     // Workers beyond the cores time-share them: the wait is the CPU's work itself.
     return {fmt::format("make each batch cheaper to produce: the run already had num_workers={} on {} (more workers "
@@ -835,6 +845,7 @@ Diagnosis Diagnose(const Run& run, const DiagnoseOptions& options) {
     add(JudgeMetrics(d.recordings[i], targets), i);
     add(JudgeStepMarkers(d.recordings[i]), i);
     add(JudgeLedger(d.recordings[i]), i);
+    add(JudgeHost(d.recordings[i]), i);
   }
   MergeSameVerdicts(d.findings, sources);
   if (sources.groups > 1) {

@@ -75,6 +75,9 @@ std::vector<Finding> JudgeStepMarkers(const RecordingAnalysis& a);
 /// that take a large share of the job (ledger_verdicts.cc).
 std::vector<Finding> JudgeLedger(const RecordingAnalysis& a);
 
+/// Findings from the host side of a recorded job: CPUs saturated (host_verdicts.cc).
+std::vector<Finding> JudgeHost(const RecordingAnalysis& a);
+
 /// Verdicts from the arrival skew at one run's collectives (collective_verdicts.cc):
 /// a persistent straggler rank or lateness that moves between ranks; and the
 /// communication_bound finding of the same ranks gets its time split into transfer

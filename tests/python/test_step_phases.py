@@ -6,12 +6,17 @@ optimizer step, recorded unmodified with `gputriage record --python`:
   timer around the sleep, and no input_bound;
 - forward, backward and optimizer times within 10 % of the loop's own timers;
 - the expected gain's range holds the same loop run without the stall;
-- the goodput ledger counts the stall as host_stall.
+- the goodput ledger counts the stall as host_stall;
+
+and a loader with twice as many workers as the machine has CPUs, each sample
+costing CPU work: a host_saturated finding, and no advice anywhere to run more
+workers than there are CPUs.
 
     GPUTRIAGE=... GPUTRIAGE_PYTHON_PATH=... python3 test_step_phases.py
 """
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -19,7 +24,9 @@ import tempfile
 import unittest
 
 GPUTRIAGE = os.environ["GPUTRIAGE"]
-LOOP = os.path.join(os.path.dirname(os.path.abspath(__file__)), "phases_loop.py")
+HERE = os.path.dirname(os.path.abspath(__file__))
+LOOP = os.path.join(HERE, "phases_loop.py")
+SLOW_DATASET_LOOP = os.path.join(HERE, "torch_training_loop.py")
 
 try:
     import torch  # noqa: F401
@@ -96,6 +103,44 @@ class HostStallLoop(unittest.TestCase):
         self.assertLessEqual(fixed_ms, high, fixed_stderr)
         self.assertNotIn("host_stall", {x["verdict"] for x in fixed["findings"]})
 
+
+@unittest.skipUnless(HAVE_TORCH, "python3-torch is not installed (scripts/bootstrap.sh installs it)")
+class WorkersBeyondTheCores(unittest.TestCase):
+    def test_host_saturated_and_never_more_workers_than_cores(self):
+        cpus = len(os.sched_getaffinity(0))
+        if cpus > 4:
+            self.skipTest(f"{cpus} CPUs: twice as many workers is not a small test")
+        workers = 2 * cpus
+        with tempfile.TemporaryDirectory() as tmp:
+            report_path = os.path.join(tmp, "report.json")
+            env = dict(os.environ)
+            env.pop("PYTHONPATH", None)
+            cmd = [GPUTRIAGE, "record", "--no-store", "--json", report_path, "--python", "--", sys.executable,
+                   SLOW_DATASET_LOOP, "--markers", "none", "--workers", str(workers), "--steps", "120",
+                   "--sample-ms", "0", "--decode-ms", "4"]
+            proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+            self.assertEqual(proc.returncode, 0, proc.stderr)
+            with open(report_path) as f:
+                report = json.load(f)
+        host = report["recordings"][0]["host"]
+        self.assertIsNotNone(host, proc.stderr)
+        print(f"  {workers} workers on {cpus} CPUs: the job used {host['job_cpu_cores_mean']:.2f} cores, "
+              f"saturated {host['saturated_percent_of_time']:.0f}% of the time", file=sys.stderr)
+        self.assertEqual(host["job_cpus"], cpus)
+        self.assertGreaterEqual(host["job_processes_max"], workers + 1)
+        findings = {f["verdict"]: f for f in report["findings"]}
+        self.assertIn("host_saturated", findings, json.dumps(host))
+        self.assertEqual(findings["host_saturated"]["origin"], "host")
+        # The advice: at most a worker per CPU the training process leaves, and
+        # the input_bound fix (when the wait shows) cheaper batches, not workers.
+        advised = [int(n) for r in findings["host_saturated"]["recommendations"]
+                   for n in re.findall(r"num_workers=(\d+)\) at most", r["action"])]
+        self.assertEqual(advised, [cpus - 1])
+        if "input_bound" in findings:
+            action = findings["input_bound"]["recommendations"][0]["action"]
+            self.assertIn("cheaper", action)
+            self.assertIn(f"num_workers={workers}", action)  # the run's own, quoted; no other count
+            self.assertEqual(re.findall(r"num_workers=(\d+)", action), [str(workers)])
 
 if __name__ == "__main__":
     unittest.main()

@@ -401,8 +401,10 @@ def _patch_backward(torch):
 
 
 def _patch_torch(torch):
-    for patch in (_patch_forward, _patch_backward, _patch_clip_grad, _patch_autocast, _patch_compile, _patch_sdpa,
-                  _patch_checkpoints):
+    # GPUTRIAGE_STEP_PHASES=0: no forward/backward phases (each module call pays
+    # about 0.4 us through the hooked nn.Module.__call__: docs/phases.md).
+    step_phases = (_patch_forward, _patch_backward) if os.environ.get("GPUTRIAGE_STEP_PHASES", "1") != "0" else ()
+    for patch in step_phases + (_patch_clip_grad, _patch_autocast, _patch_compile, _patch_sdpa, _patch_checkpoints):
         try:
             patch(torch)
         except Exception as e:  # never break the user's import

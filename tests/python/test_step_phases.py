@@ -116,8 +116,8 @@ class WorkersBeyondTheCores(unittest.TestCase):
             env = dict(os.environ)
             env.pop("PYTHONPATH", None)
             cmd = [GPUTRIAGE, "record", "--no-store", "--json", report_path, "--python", "--", sys.executable,
-                   SLOW_DATASET_LOOP, "--markers", "none", "--workers", str(workers), "--steps", "120",
-                   "--sample-ms", "0", "--decode-ms", "4"]
+                   SLOW_DATASET_LOOP, "--markers", "none", "--workers", str(workers), "--steps", "80",
+                   "--sample-ms", "0", "--decode-ms", "5"]
             proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
             self.assertEqual(proc.returncode, 0, proc.stderr)
             with open(report_path) as f:

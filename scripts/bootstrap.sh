@@ -80,3 +80,22 @@ else
   "$venv/bin/pip" install -q --disable-pip-version-check --no-deps -r "$nodeps"
   cat "$requirements" "$nodeps" >"$stamp"
 fi
+
+# The trainers people use (Hugging Face Trainer with Accelerate), for the
+# zero-code trainer tests: a virtual environment that sees Debian's python3-torch
+# (--system-site-packages), with every package pinned and installed without its
+# requirements: their own ask for a torch newer than Debian's 1.13 and pip would
+# fetch a CUDA build of several GB. Lightning is pinned too, though Debian's torch
+# 1.13 cannot import it on Python 3.11 (tests/python/test_trainers.py says why).
+trainers_venv=$root/.venv-trainers
+trainers=$root/tests/requirements-trainers.txt
+trainers_stamp=$trainers_venv/.requirements
+if [ -x "$trainers_venv/bin/python" ] && cmp -s "$trainers" "$trainers_stamp"; then
+  echo "bootstrap: trainers' test environment present"
+else
+  echo "bootstrap: installing the trainers' test environment ($trainers)"
+  rm -rf "$trainers_venv"
+  /usr/bin/python3 -m venv --system-site-packages "$trainers_venv"
+  "$trainers_venv/bin/pip" install -q --disable-pip-version-check --no-deps -r "$trainers"
+  cp "$trainers" "$trainers_stamp"
+fi

@@ -1,11 +1,14 @@
 // `gputriage top`'s layout without a terminal: every line fits any size, the
 // sparkline maps 0-100 % to its eight blocks, sorting puts unknowns last, and
 // control characters in a process name cannot reach the terminal.
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
 #include <gtest/gtest.h>
 
+#include "gputriage/markers.h"
+#include "src/top/live_record_screen.h"
 #include "src/top/top_screen.h"
 
 namespace gputriage {
@@ -81,6 +84,67 @@ TEST(TopScreen, NothingSampledYetAndNvmlMissing) {
   v.source_status = "libnvidia-ml.so.1: cannot open shared object file";
   lines = RenderTopScreen(&v, TopUiState{}, 80, 10, "");
   EXPECT_NE(lines[1].text.find("not sampling: libnvidia-ml.so.1"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace gputriage
+
+// ---- record --live (src/top/live_record_screen.h) -----------------------------
+
+namespace gputriage {
+namespace {
+
+TEST(LiveRecordScreen, ThePhaseSplitAndTheVerdictSoFar) {
+  StepMarkerAnalysis m;
+  m.steps = 40;
+  m.step_ms_mean = 45.0;
+  m.step_ms_p50 = 44.0;
+  m.step_ms_p95 = 47.0;
+  m.samples_per_s = 1420;
+  m.phases_traced = true;
+  m.phase_ms_mean[GPUTRIAGE_PHASE_DATA] = 1.0;
+  m.phase_ms_mean[GPUTRIAGE_PHASE_FORWARD] = 10.0;
+  m.phase_ms_mean[GPUTRIAGE_PHASE_BACKWARD] = 12.0;
+  m.phase_ms_mean[GPUTRIAGE_PHASE_OPTIMIZER] = 2.0;
+  m.untraced_ms_mean = 20.0;
+  Finding stall;
+  stall.verdict = "host_stall";
+  stall.severity = Severity::kHigh;
+  stall.title = "Host stall: 20.0 ms of every 45.0 ms step";
+  const int width = 160;
+  const auto lines = RenderLiveRecordScreen(m, {stall}, 123, 75 * kNsPerS, width);
+  ASSERT_EQ(lines.size(), 5u);
+  EXPECT_EQ(lines[0].style, LineStyle::kTitle);
+  EXPECT_NE(lines[0].text.find("00:01:15"), std::string::npos);
+  EXPECT_NE(lines[0].text.find("123 steps"), std::string::npos);
+  EXPECT_NE(lines[1].text.find("step 45.0 ms"), std::string::npos);
+  EXPECT_NE(lines[1].text.find("1420 samples/s"), std::string::npos);
+  // The bar: width - 2 columns in proportion (1 : 10 : 12 : 2 : 20 of 45 ms), each within a column.
+  const std::string& bar = lines[2].text;
+  EXPECT_EQ(bar.front(), '[');
+  const double columns = width - 2;
+  for (auto [glyph, ms] : {std::pair{'d', 1.0}, {'f', 10.0}, {'b', 12.0}, {'o', 2.0}, {'.', 20.0}})
+    EXPECT_NEAR(static_cast<double>(std::count(bar.begin(), bar.end(), glyph)), ms / 45.0 * columns, 1.0) << glyph;
+  EXPECT_NE(lines[3].text.find("outside the phases 20.0"), std::string::npos);
+  EXPECT_EQ(lines[4].style, LineStyle::kHigh);
+  EXPECT_NE(lines[4].text.find("Host stall"), std::string::npos);
+  for (const auto& line : lines) EXPECT_EQ(DisplayWidth(line.text), width) << line.text;
+  // A narrow terminal cuts the lines, never wraps them.
+  for (const auto& line : RenderLiveRecordScreen(m, {stall}, 123, 75 * kNsPerS, 50)) EXPECT_EQ(DisplayWidth(line.text), 50);
+}
+
+TEST(LiveRecordScreen, BeforeTheFirstStepsAndTheRedraw) {
+  const auto waiting = RenderLiveRecordScreen(StepMarkerAnalysis{}, {}, 0, 0, 50);
+  ASSERT_EQ(waiting.size(), 2u);
+  EXPECT_NE(waiting[1].text.find("waiting for the job's first steps"), std::string::npos);
+  // The first draw prints the lines; the next goes back up over them and clears
+  // the lines a longer screen left below.
+  EXPECT_EQ(AnsiRedraw({{"a", LineStyle::kNormal}}, 0), "\ra\033[0m\033[K\n");
+  EXPECT_EQ(AnsiRedraw({{"a", LineStyle::kNormal}}, 3), "\r\033[3A\ra\033[0m\033[K\n\033[K\n\033[K\n");
+  LiveStepWindow window(2);
+  window.Add({MarkedStep{}, MarkedStep{}, MarkedStep{}});
+  EXPECT_EQ(window.Steps().size(), 2u);
+  EXPECT_EQ(window.total(), 3);
 }
 
 }  // namespace

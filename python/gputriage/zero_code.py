@@ -40,6 +40,7 @@ import threading
 import gputriage
 from gputriage import _markers
 from gputriage import job_config as _config
+from gputriage import trainers as _trainers
 from gputriage import wandb_bridge as _wandb_bridge
 
 _FORWARD = _markers.PHASES["forward"]
@@ -416,6 +417,7 @@ _PATCHES = {
     "torch.optim.optimizer": _patch_optimizer,
     "torch": _patch_torch,
     "wandb": _wandb_bridge.patch_wandb,  # the recorder's figures in the job's W&B run
+    **_trainers.PATCHES,  # Hugging Face Trainer, Accelerate, Lightning, DeepSpeed: their configuration
 }
 
 

@@ -18,6 +18,7 @@
 #include "gputriage/diagnosis.h"
 #include "gputriage/report.h"
 #include "src/cli/cli_common.h"
+#include "src/cli/record_live.h"
 #include "src/record/recorder.h"
 #include "src/trackers/job_feed.h"
 #include "src/trackers/mlflow_tracker.h"
@@ -51,6 +52,7 @@ struct RecordArgs {
   std::string workload = "unspecified";
   std::optional<double> price_per_gpu_hour;
   bool python = false;
+  bool live = false;
   bool no_follow = false;
   std::string fail_on = "none";
   std::string mlflow_uri;         // --mlflow, else $MLFLOW_TRACKING_URI
@@ -210,7 +212,10 @@ int RunRecord(const RecordArgs& args) {
   options.info.metadata["interval_s"] = fmt::format("{:g}", static_cast<double>(options.interval_ns) / 1e9);
   options.info.metadata["source"] = args.dcgm_exporter_url.empty() ? "nvml" : "dcgm-exporter " + args.dcgm_exporter_url;
   const bool tty = isatty(fileno(stderr)) != 0;
-  if (tty) {
+  if (args.live && !tty)
+    std::fprintf(stderr, "gputriage: warning: --live draws on a terminal and stderr is not one: recording without it\n");
+  const bool live = args.live && tty;
+  if (tty && !live) {
     // One status line, rewritten in place: elapsed time and each GPU's latest utilization and power.
     options.on_second = [](const Recording& rec, TimeNs elapsed) {
       std::string line = fmt::format("\r[gputriage] {:02d}:{:02d}", elapsed / 60'000'000'000, elapsed / 1'000'000'000 % 60);
@@ -281,8 +286,9 @@ int RunRecord(const RecordArgs& args) {
       }
     };
   }
+  if (live) AddLiveScreen(*ParseWorkloadClass(args.workload), options);
   auto result = RecordCommand(options);
-  if (tty) std::fprintf(stderr, "\r\033[K");
+  if (tty && !live) std::fprintf(stderr, "\r\033[K");
   if (!result.ok()) {
     PrintError(result.status());
     if (worker && trackers.user_trackers) {
@@ -422,6 +428,9 @@ Subcommand AddRecordCommand(CLI::App& app) {
   record->add_flag("--python", r->python,
                    "zero-code step markers for a Python job: time DataLoader iteration and optimizer steps without "
                    "changing the script");
+  record->add_flag("--live", r->live,
+                   "show the job's step time, the split of its steps into phases and the verdict so far on the terminal "
+                   "as it runs (redrawn every second; needs step markers or --python)");
   record->add_flag("--no-follow", r->no_follow,
                    "stop when the command exits, even if processes it started still run (they are named, not recorded)");
   record->add_option("--mlflow", r->mlflow_uri,

@@ -8,7 +8,7 @@ optimizer step, recorded unmodified with `gputriage record --python`:
 - the expected gain's range holds the same loop run without the stall;
 - the goodput ledger counts the stall as host_stall;
 
-and a loader with twice as many workers as the machine has CPUs, each sample
+`record --live` showing the split and the stall while the loop runs; and a loader with twice as many workers as the machine has CPUs, each sample
 costing CPU work: a host_saturated finding, and no advice anywhere to run more
 workers than there are CPUs.
 
@@ -17,6 +17,8 @@ workers than there are CPUs.
 import json
 import os
 import re
+import shlex
+import shutil
 import statistics
 import subprocess
 import sys
@@ -35,7 +37,7 @@ except ImportError:
     HAVE_TORCH = False
 
 
-def record(stall_ms, optimizer="adam"):
+def record(stall_ms, optimizer="adam", closure=False):
     """The loop recorded zero-code: (report, the loop's own per-step timers, stderr)."""
     with tempfile.TemporaryDirectory() as tmp:
         report_path, timings_path = os.path.join(tmp, "report.json"), os.path.join(tmp, "timings.json")
@@ -43,7 +45,7 @@ def record(stall_ms, optimizer="adam"):
         env.pop("PYTHONPATH", None)  # the script imports nothing of gputriage
         cmd = [GPUTRIAGE, "record", "--no-store", "--json", report_path, "--python", "--", sys.executable, LOOP,
                "--timings", timings_path, "--stall-ms", str(stall_ms), "--hidden", "256", "--batch", "64",
-               "--steps", "60", "--optimizer", optimizer]
+               "--steps", "60", "--optimizer", optimizer] + (["--closure"] if closure else [])
         proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
         if proc.returncode != 0:
             raise AssertionError(f"{cmd} exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr}")
@@ -102,6 +104,45 @@ class HostStallLoop(unittest.TestCase):
         self.assertLessEqual(low, fixed_ms, fixed_stderr)
         self.assertLessEqual(fixed_ms, high, fixed_stderr)
         self.assertNotIn("host_stall", {x["verdict"] for x in fixed["findings"]})
+
+
+@unittest.skipUnless(HAVE_TORCH, "python3-torch is not installed (scripts/bootstrap.sh installs it)")
+class OptimizerClosure(unittest.TestCase):
+    def test_forward_and_backward_inside_the_step_closure_are_not_the_optimizers(self):
+        # Lightning's and LBFGS's way: optimizer.step(closure) runs forward and backward.
+        report, timings, stderr = record(0, optimizer="sgd", closure=True)
+        m = report["recordings"][0]["step_markers"]
+        self.assertTrue(m["phases_traced"], stderr)
+        n = m["steps"]
+        for phase in ("forward", "backward", "optimizer"):
+            mine, theirs = m["phases_ms_mean"][phase], judged_mean(timings, phase, n)
+            print(f"  closure, {phase}: gputriage {mine:.2f} ms, loop's own timers {theirs:.2f} ms", file=sys.stderr)
+            self.assertLess(abs(mine - theirs), 0.1 * theirs + 0.05, phase)
+        self.assertNotIn("host_stall", {f["verdict"] for f in report["findings"]})
+
+
+@unittest.skipUnless(HAVE_TORCH and shutil.which("script"), "needs python3-torch and util-linux's script")
+class LiveScreen(unittest.TestCase):
+    def test_record_live_shows_the_split_and_the_stall_while_the_job_runs(self):
+        # script(1) gives the recorder a terminal; the screen is redrawn every second.
+        with tempfile.TemporaryDirectory() as tmp:
+            command = " ".join(shlex.quote(a) for a in [
+                GPUTRIAGE, "record", "--no-store", "--live", "--python", "--", sys.executable, LOOP,
+                "--timings", os.path.join(tmp, "t.json"), "--stall-ms", "20", "--hidden", "256", "--batch", "64",
+                "--steps", "220"])
+            env = dict(os.environ, COLUMNS="160")
+            env.pop("PYTHONPATH", None)
+            proc = subprocess.run(["script", "-q", "-e", "-c", command, os.path.join(tmp, "typescript")], env=env,
+                                  capture_output=True, timeout=300)
+            self.assertEqual(proc.returncode, 0, proc.stderr)
+            with open(os.path.join(tmp, "typescript"), "rb") as f:
+                screen = f.read().decode("utf-8", "replace")
+        self.assertIn("gputriage record --live", screen)
+        # While it ran (the final report comes after): the bar, and the stall as the verdict so far.
+        live = screen[:screen.find("gputriage diagnosis")]
+        self.assertRegex(live, r"\[d*f+b+o*\.+\]")
+        self.assertIn("outside the phases 20.", live)
+        self.assertIn("Host stall", live)
 
 
 @unittest.skipUnless(HAVE_TORCH, "python3-torch is not installed (scripts/bootstrap.sh installs it)")

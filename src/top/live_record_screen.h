@@ -1,0 +1,41 @@
+// `gputriage record --live`: the job's latest steps, the split of a step into
+// its phases, and the verdict so far, as plain lines (top_screen.h's ScreenLine),
+// redrawn in place on the recorder's terminal once a second. Pure, like top's
+// screen: the recorder only prints these lines, so the layout is tested without
+// a terminal.
+#pragma once
+
+#include <cstddef>
+#include <deque>
+#include <string>
+#include <vector>
+
+#include "gputriage/diagnosis.h"
+#include "src/top/top_screen.h"
+
+namespace gputriage {
+
+/// The latest steps of a recording, at most `capacity` (older ones leave).
+class LiveStepWindow {
+ public:
+  explicit LiveStepWindow(size_t capacity = 200) : capacity_(capacity) {}
+  void Add(const std::vector<MarkedStep>& steps);
+  std::vector<MarkedStep> Steps() const { return {steps_.begin(), steps_.end()}; }
+  int64_t total() const { return total_; }
+
+ private:
+  size_t capacity_;
+  std::deque<MarkedStep> steps_;
+  int64_t total_ = 0;
+};
+
+/// The screen: `marked` (the window's steps as analysed), the findings judged on
+/// them, the steps recorded so far and the time since the job started.
+std::vector<ScreenLine> RenderLiveRecordScreen(const StepMarkerAnalysis& marked, const std::vector<Finding>& findings,
+                                               int64_t steps_so_far, TimeNs elapsed_ns, int width);
+
+/// The lines as ANSI text for a terminal, each cleared to its end; `previous`
+/// lines drawn last time are gone over first (the cursor goes back up to them).
+std::string AnsiRedraw(const std::vector<ScreenLine>& lines, size_t previous);
+
+}  // namespace gputriage

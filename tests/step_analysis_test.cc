@@ -336,6 +336,13 @@ TEST(StepAnalysis, WorkersBeyondTheCoresSaturateTheHostAndTheAdviceNeverAddsWork
     EXPECT_NE(f->recommendations.at(0).action.find("cheaper"), std::string::npos) << f->recommendations.at(0).action;
     EXPECT_EQ(f->recommendations.at(0).action.find("num_workers=2"), std::string::npos);
   }
+  // The machine full but the job on 0.3 of its 2 CPUs (others keep it busy): no finding of this job's.
+  auto others = SaturatedHost(0, 95);
+  others["host.usage.job_cpu_cores_mean"] = "0.3";
+  Diagnosis crowded = DiagnoseSteps(Steps(1, 20, 30.0, 50.0), "", others);
+  EXPECT_EQ(FindVerdict(crowded.findings, "host_saturated"), nullptr);
+  EXPECT_NE(FindVerdict(crowded.findings, "input_bound")->recommendations.at(0).action.find("num_workers=2"),
+            std::string::npos);
   // Not saturated: no finding, and the advice may add workers up to the cores.
   Diagnosis calm = DiagnoseSteps(Steps(1, 20, 30.0, 50.0), "", SaturatedHost(0, 20));
   EXPECT_EQ(FindVerdict(calm.findings, "host_saturated"), nullptr);

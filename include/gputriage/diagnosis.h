@@ -438,6 +438,7 @@ struct LoaderSettings {
   int host_cpus = 0;     // CPUs the job could run on; 0: unknown
   int gpus = 0;          // GPUs on the host; 0: unknown
   double host_saturated_percent = NAN;  // share of the job's time its CPUs were saturated (record), NaN unknown
+  bool host_saturated = false;          // saturated by the job itself (the host_saturated finding's rule)
 };
 
 /// The host side of a recorded job: its processes' CPU and memory and the
@@ -456,6 +457,18 @@ struct HostUsageAnalysis {
   double saturated_percent_of_time = NAN;  // machine >= 90 % busy, or the job using >= 90 % of its CPUs
   double job_rss_peak_mib = NAN;           // resident memory summed over the job's processes
   double job_cpu_seconds = NAN;            // the job's whole CPU time
+
+  // The host_saturated rule (src/verdicts/host_verdicts.cc): the CPUs full for half
+  // the job's time, and the job itself using 70 % of them on average (a machine kept
+  // busy by others is no finding of a job that barely uses its CPUs), over >= 2 s.
+  static constexpr double kSaturatedPercent = 50.0;
+  static constexpr double kJobShareOfCpus = 0.7;
+  static constexpr double kMinSeconds = 2.0;
+  int cpus() const { return job_cpus > 0 ? job_cpus : machine_cpus; }
+  bool SaturatedByJob() const {
+    return known && seconds >= kMinSeconds && saturated_percent_of_time >= kSaturatedPercent && cpus() > 0 &&
+           job_cores_mean >= kJobShareOfCpus * cpus();
+  }
 };
 
 /// One bucket of the goodput ledger: where part of the job's paid GPU time went.

@@ -539,6 +539,7 @@ RecordingAnalysis Analyze(const Recording& rec, int threads, bool rank_of_run) {
   a.loader.gpus = std::max(0, integer("gpu.count"));
   a.host = ReadHostUsage(rec.metadata);
   if (a.host.known) a.loader.host_saturated_percent = a.host.saturated_percent_of_time;
+  a.loader.host_saturated = a.host.SaturatedByJob();
   a.rank = rec.rank;
   // A trace recording: any timeline content (tests build recordings without a format).
   const analysis::TraceEvents events(rec);

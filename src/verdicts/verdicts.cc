@@ -121,7 +121,7 @@ Recommendation WorkersAdvice(const LoaderSettings& loader, const std::string& wh
       loader.host_cpus > 0 ? fmt::format("{} CPU{}{}", loader.host_cpus, loader.host_cpus == 1 ? "" : "s",
                                          loader.gpus > 1 ? fmt::format(" for {} GPUs", loader.gpus) : "")
                            : "";
-  if (!std::isnan(loader.host_saturated_percent) && loader.host_saturated_percent >= 50.0 && per_gpu > 0) {
+  if (loader.host_saturated && per_gpu > 0) {
     // The recorder saw the CPUs full: more workers would only share them.
     return {fmt::format("make each batch cheaper to produce: the job's CPUs were saturated {:.0f}% of the time ({}{}), "
                         "so more workers only share the same cores: decode on the GPU (DALI, "

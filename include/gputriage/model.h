@@ -5,6 +5,7 @@
 // absolute clock, else since the source's own zero (`Recording::clock_is_absolute`).
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <array>
 #include <cstdint>
@@ -194,6 +195,14 @@ struct MarkedStep {
   double flops = 0;
   TimeNs device_ns = 0;  // GPU time of the step as the job measured it on the device, 0 unknown
   TimeNs data_wait_ns() const { return phase_ns[1]; }
+  /// Forward and backward or the optimizer marked: the rest of the step is
+  /// measured (docs/phases.md).
+  bool phases_traced() const;
+  /// The time of every marked phase, summed.
+  TimeNs marked_phases_ns() const;
+  /// The span outside every marked phase; none when phases marked on other
+  /// threads overlap the loop's (their sum can pass the span), never negative.
+  TimeNs untraced_ns() const { return std::max<TimeNs>(0, span.duration() - marked_phases_ns()); }
 };
 
 /// A named phase of the job outside its training steps, from step markers:

@@ -150,8 +150,8 @@ def _patch_optimizer(module):
 
     def outside_optimizer(closure):
         """The closure an optimizer step calls (forward and backward, as Lightning
-        and LBFGS pass them): the optimizer phase pauses while it runs."""
-        @functools.wraps(closure)
+        and LBFGS pass them): the optimizer phase pauses while it runs. (No
+        functools.wraps: this is made at every step.)"""
         def run(*args, **kwargs):
             end(_OPTIMIZER)
             _loop["in_phase"] = False
@@ -163,23 +163,19 @@ def _patch_optimizer(module):
         return run
 
     def wrap_step(step):
+        marked = _in_phase(step, _OPTIMIZER)
+
         @functools.wraps(step)  # keeps PyTorch's own marks on it (its profiler hook's `hooked`)
         def marked_step(*args, **kwargs):
             _loop["trained"] = True
             _end_eval()
             if _loop["in_phase"] or get_ident() != _training_thread:
-                return step(*args, **kwargs)  # inside another phase, or off the loop's thread
+                return step(*args, **kwargs)  # inside another phase, or off the loop's thread: not marked
             if kwargs.get("closure") is not None:
                 kwargs["closure"] = outside_optimizer(kwargs["closure"])
             elif len(args) > 1 and callable(args[1]):
                 args = (args[0], outside_optimizer(args[1])) + args[2:]
-            _loop["in_phase"] = True
-            begin(_OPTIMIZER)
-            try:
-                return step(*args, **kwargs)
-            finally:
-                end(_OPTIMIZER)
-                _loop["in_phase"] = False
+            return marked(*args, **kwargs)
 
         marked_step._gputriage = True
         return marked_step

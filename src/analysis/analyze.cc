@@ -491,8 +491,9 @@ Status AnalyzeTrace(const Recording& rec, RecordingAnalysis& a, int threads, boo
 
 /// The host usage `record` kept (`host.usage.*`, src/record/host_usage.h); a
 /// value that is not a finite number is left unknown.
-HostUsageAnalysis ReadHostUsage(const std::map<std::string, std::string>& metadata) {
+HostUsageAnalysis ReadHostUsage(const std::map<std::string, std::string>& metadata, int job_cpus) {
   HostUsageAnalysis h;
+  h.job_cpus = job_cpus;
   auto number = [&](const char* key) {
     auto it = metadata.find(std::string("host.usage.") + key);
     if (it == metadata.end()) return std::numeric_limits<double>::quiet_NaN();
@@ -517,7 +518,6 @@ HostUsageAnalysis ReadHostUsage(const std::map<std::string, std::string>& metada
   h.job_cpu_seconds = number("job_cpu_seconds");
   const double rss = number("job_rss_peak_bytes");
   h.job_rss_peak_mib = std::isnan(rss) ? NAN : rss / (1024.0 * 1024.0);
-  if (auto it = metadata.find("host.cpus"); it != metadata.end()) h.job_cpus = std::max(0, std::atoi(it->second.c_str()));
   return h;
 }
 
@@ -537,7 +537,7 @@ RecordingAnalysis Analyze(const Recording& rec, int threads, bool rank_of_run) {
   a.loader.num_workers = integer("dataloader.num_workers");
   a.loader.host_cpus = std::max(0, integer("host.cpus"));
   a.loader.gpus = std::max(0, integer("gpu.count"));
-  a.host = ReadHostUsage(rec.metadata);
+  a.host = ReadHostUsage(rec.metadata, a.loader.host_cpus);
   if (a.host.known) a.loader.host_saturated_percent = a.host.saturated_percent_of_time;
   a.loader.host_saturated = a.host.SaturatedByJob();
   a.rank = rec.rank;

@@ -78,11 +78,6 @@ TimeNs Covered(const std::vector<Segment>& segments, Interval span) {
   return covered;
 }
 
-bool PhasesTraced(const MarkedStep& s) {
-  return s.phase_ns[GPUTRIAGE_PHASE_FORWARD] > 0 &&
-         (s.phase_ns[GPUTRIAGE_PHASE_BACKWARD] > 0 || s.phase_ns[GPUTRIAGE_PHASE_OPTIMIZER] > 0);
-}
-
 InsidePhases PhasesInside(const MarkedStep& s, TimeNs span_ns, TimeNs visible, bool no_gpu) {
   // In proportion to what of the step is visible (the rest is under a job phase).
   const double scale = span_ns > 0 ? static_cast<double>(visible) / static_cast<double>(span_ns) : 0;
@@ -90,10 +85,8 @@ InsidePhases PhasesInside(const MarkedStep& s, TimeNs span_ns, TimeNs visible, b
   p.data = static_cast<double>(s.phase_ns[GPUTRIAGE_PHASE_DATA]) * scale;
   p.communication = static_cast<double>(s.phase_ns[GPUTRIAGE_PHASE_COMMUNICATION]) * scale;
   p.checkpoint = static_cast<double>(s.phase_ns[GPUTRIAGE_PHASE_CHECKPOINT]) * scale;
-  if (PhasesTraced(s) && (no_gpu || s.device_ns > 0)) {
-    TimeNs marked = 0;
-    for (size_t id = 1; id < s.phase_ns.size(); ++id) marked += s.phase_ns[id];
-    TimeNs rest = std::max<TimeNs>(0, span_ns - marked);
+  if (s.phases_traced() && (no_gpu || s.device_ns > 0)) {
+    TimeNs rest = std::max<TimeNs>(0, span_ns - s.marked_phases_ns());  // of the span as clipped here
     if (s.device_ns > 0) rest = std::min(rest, std::max<TimeNs>(0, span_ns - s.device_ns));
     p.host_stall = static_cast<double>(rest) * scale;
   }
@@ -334,7 +327,7 @@ RunLedger BuildLedger(const Recording& rec, const LedgerGpus& gpus) {
   for (const auto& s : rec.marked_steps) {
     data_marked = data_marked || s.phase_ns[GPUTRIAGE_PHASE_DATA] > 0;
     comm_marked = comm_marked || s.phase_ns[GPUTRIAGE_PHASE_COMMUNICATION] > 0;
-    stall_measured = stall_measured || (PhasesTraced(s) && (gpus.gpus == 0 || s.device_ns > 0));
+    stall_measured = stall_measured || (s.phases_traced() && (gpus.gpus == 0 || s.device_ns > 0));
   }
 
   ledger.valid = true;

@@ -72,8 +72,5 @@ struct InsidePhases {
   double data = 0, communication = 0, checkpoint = 0, host_stall = 0;
 };
 InsidePhases PhasesInside(const MarkedStep& step, TimeNs span_ns, TimeNs visible, bool no_gpu);
-/// Whether forward and backward or the optimizer are marked in the step: the
-/// rest of it is then measured.
-bool PhasesTraced(const MarkedStep& step);
 
 }  // namespace gputriage::analysis::ledger_internal

@@ -132,38 +132,26 @@ StepMarkerAnalysis AnalyzeMarkedSteps(const std::vector<MarkedStep>& steps, std:
   constexpr size_t kPhases = std::tuple_size_v<decltype(MarkedStep::phase_ns)>;  // index = phase id
 
   // Inside the step: each phase's mean, and where forward and backward or the
-  // optimizer are marked, the time outside every marked phase. Phases marked on
-  // other threads may overlap the loop's own (their sum can pass the step): the
-  // rest is then taken as none, never negative.
-  int64_t traced = 0;
+  // optimizer are marked, the time outside every marked phase.
   std::vector<double> untraced, in_phases;
+  double traced_steps_ms = 0;
   for (const auto& t : judged) {
-    const auto& ns = t.step->phase_ns;
-    double marked = 0;
-    for (size_t p = 1; p < kPhases; ++p) {
-      m.phase_ms_mean[p] += Ms(ns[p]) / n;
-      marked += Ms(ns[p]);
-    }
-    if (ns[GPUTRIAGE_PHASE_FORWARD] > 0 && (ns[GPUTRIAGE_PHASE_BACKWARD] > 0 || ns[GPUTRIAGE_PHASE_OPTIMIZER] > 0)) {
-      ++traced;
-      untraced.push_back(std::max(0.0, t.total_ms - marked));
+    for (size_t p = 1; p < kPhases; ++p) m.phase_ms_mean[p] += Ms(t.step->phase_ns[p]) / n;
+    if (t.step->phases_traced()) {
+      untraced.push_back(Ms(t.step->untraced_ns()));
       in_phases.push_back(t.total_ms - untraced.back());
+      traced_steps_ms += t.total_ms;
     }
   }
-  if (2 * traced >= static_cast<int64_t>(judged.size())) {
+  if (!untraced.empty() && 2 * untraced.size() >= judged.size()) {
     m.phases_traced = true;
-    double sum_untraced = 0, sum_traced_steps = 0;
+    double sum_untraced = 0;
     for (double u : untraced) sum_untraced += u;
-    for (const auto& t : judged) {
-      const auto& ns = t.step->phase_ns;
-      if (ns[GPUTRIAGE_PHASE_FORWARD] > 0 && (ns[GPUTRIAGE_PHASE_BACKWARD] > 0 || ns[GPUTRIAGE_PHASE_OPTIMIZER] > 0))
-        sum_traced_steps += t.total_ms;
-    }
     m.untraced_ms_mean = sum_untraced / static_cast<double>(untraced.size());
+    m.untraced_percent_of_step = traced_steps_ms > 0 ? 100.0 * sum_untraced / traced_steps_ms : 0;
     m.untraced_ms_p50 = analysis::Median(untraced);
     std::sort(in_phases.begin(), in_phases.end());
     m.in_phases_ms_p10 = in_phases[in_phases.size() / 10];
-    m.untraced_percent_of_step = sum_traced_steps > 0 ? 100.0 * sum_untraced / sum_traced_steps : 0;
   }
 
   // Outliers, and which marked phase made them slow: its mean in outlier steps

@@ -2,9 +2,21 @@
 
 #include <fmt/format.h>
 
+#include "gputriage/markers.h"
 #include "src/util/strings.h"
 
 namespace gputriage {
+
+bool MarkedStep::phases_traced() const {
+  return phase_ns[GPUTRIAGE_PHASE_FORWARD] > 0 &&
+         (phase_ns[GPUTRIAGE_PHASE_BACKWARD] > 0 || phase_ns[GPUTRIAGE_PHASE_OPTIMIZER] > 0);
+}
+
+TimeNs MarkedStep::marked_phases_ns() const {
+  TimeNs marked = 0;
+  for (size_t id = 1; id < phase_ns.size(); ++id) marked += phase_ns[id];
+  return marked;
+}
 
 StringTable::StringTable() {
   strings_.emplace_back();

@@ -57,17 +57,15 @@ std::vector<Finding> JudgeHost(const RecordingAnalysis& a) {
   f.evidence.push_back(E("job_cpus", static_cast<double>(cpus), "count", "record: the job's CPU affinity"));
   if (workers >= 0)
     f.evidence.push_back(E("num_workers", static_cast<double>(workers), "count", "the job's DataLoader settings"));
-  const int fit = std::max(0, cpus - 1);
-  f.recommendations.push_back(
-      {workers_beyond ? fmt::format("DataLoader(..., num_workers={}) at most: one CPU stays with the training process", fit)
-                      : "make each batch cheaper to produce: decode on the GPU (DALI, "
-                        "torchvision.io.decode_jpeg(device='cuda')), preprocess once offline, cache decoded samples",
-       "workers beyond the cores add no throughput: they take turns on the same CPUs"});
   if (workers_beyond)
-    f.recommendations.push_back({"make each batch cheaper to produce: decode on the GPU (DALI, "
-                                 "torchvision.io.decode_jpeg(device='cuda')), preprocess once offline, cache decoded "
-                                 "samples",
-                                 "the CPUs, not the number of workers, bound the loader"});
+    f.recommendations.push_back(
+        {fmt::format("DataLoader(..., num_workers={}) at most: one CPU stays with the training process",
+                     std::max(0, cpus - 1)),
+         "workers beyond the cores add no throughput: they take turns on the same CPUs"});
+  f.recommendations.push_back({"make each batch cheaper to produce: decode on the GPU (DALI, "
+                               "torchvision.io.decode_jpeg(device='cuda')), preprocess once offline, cache decoded "
+                               "samples",
+                               "the CPUs, not the number of workers, bound the loader"});
   f.recommendations.push_back({"torch.set_num_threads(1) in the workers (worker_init_fn), and for the training "
                                "process as many threads as the cores it keeps",
                                "intra-op thread pools in every process multiply the runnable threads per core"});

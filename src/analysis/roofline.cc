@@ -21,13 +21,14 @@
 #include <fmt/format.h>
 
 #include "src/analysis/gpu_specs.h"
+#include "src/analysis/shapes.h"
 #include "src/util/strings.h"
 
 namespace gputriage::analysis {
 namespace {
 
 /// Dimension `i` of input `input` (negative i counts from the end), -1 when absent.
-int64_t Dim(const MatrixOpShapes& s, int input, int i) {
+int64_t InputDim(const MatrixOpShapes& s, int input, int i) {
   if (input >= s.inputs) return -1;
   const int rank = s.rank[static_cast<size_t>(input)];
   const int at = i >= 0 ? i : rank + i;
@@ -35,21 +36,21 @@ int64_t Dim(const MatrixOpShapes& s, int input, int i) {
   return s.dims[static_cast<size_t>(input)][static_cast<size_t>(at)];
 }
 
-int Rank(const MatrixOpShapes& s, int input) { return input < s.inputs ? s.rank[static_cast<size_t>(input)] : 0; }
+int InputRank(const MatrixOpShapes& s, int input) { return input < s.inputs ? s.rank[static_cast<size_t>(input)] : 0; }
 
 /// Elements of input `input`, 0 when it is not a plain tensor.
 double Elements(const MatrixOpShapes& s, int input) {
-  const int rank = Rank(s, input);
+  const int rank = InputRank(s, input);
   if (rank == 0) return 0;
   double n = 1;
-  for (int i = 0; i < rank; ++i) n *= static_cast<double>(std::max<int64_t>(0, Dim(s, input, i)));
+  for (int i = 0; i < rank; ++i) n *= static_cast<double>(std::max<int64_t>(0, InputDim(s, input, i)));
   return n;
 }
 
 /// Product of the leading dimensions of input `input` up to (not including) `end_from_back`.
 double Leading(const MatrixOpShapes& s, int input, int end_from_back) {
   double n = 1;
-  for (int i = 0; i < Rank(s, input) - end_from_back; ++i) n *= static_cast<double>(Dim(s, input, i));
+  for (int i = 0; i < InputRank(s, input) - end_from_back; ++i) n *= static_cast<double>(InputDim(s, input, i));
   return n;
 }
 
@@ -90,16 +91,6 @@ Precision OpPrecision(const OpTime& t, std::string_view dtype) {
   return PrecisionFromInputType(dtype, /*tensor_core_kernel=*/false);
 }
 
-std::string ShapesText(const MatrixOpShapes& s) {
-  std::string out = "[";
-  for (int i = 0; i < s.inputs; ++i) {
-    out += i ? ", [" : "[";
-    for (int k = 0; k < Rank(s, i); ++k) out += (k ? ", " : "") + std::to_string(Dim(s, i, k));
-    out += "]";
-  }
-  return out + "]";
-}
-
 /// Kernel-time weighted median of values: the kernel time of each value, summed
 /// exactly (one entry per distinct value, whatever the number of operators).
 double WeightedMedian(const std::map<double, TimeNs>& weights) {
@@ -129,20 +120,20 @@ bool MatrixOpCost(std::string_view op, const MatrixOpShapes& s, int eb, OpCost& 
     return std::all_of(v.begin(), v.end(), [](int64_t x) { return x > 0; });
   };
   if (op == "aten::mm" || op == "aten::_scaled_mm") {  // A [M, K], B [K, N]
-    const int64_t m = Dim(s, 0, 0), k = Dim(s, 0, 1), n = Dim(s, 1, 1);
-    if (Rank(s, 0) != 2 || Rank(s, 1) != 2 || !positive({m, k, n}) || Dim(s, 1, 0) != k) return false;
+    const int64_t m = InputDim(s, 0, 0), k = InputDim(s, 0, 1), n = InputDim(s, 1, 1);
+    if (InputRank(s, 0) != 2 || InputRank(s, 1) != 2 || !positive({m, k, n}) || InputDim(s, 1, 0) != k) return false;
     out = Gemm(1, static_cast<double>(m), static_cast<double>(k), static_cast<double>(n), static_cast<double>(k * n), eb);
     return true;
   }
   if (op == "aten::addmm") {  // bias, A [M, K], B [K, N]
-    const int64_t m = Dim(s, 1, 0), k = Dim(s, 1, 1), n = Dim(s, 2, 1);
-    if (Rank(s, 1) != 2 || Rank(s, 2) != 2 || !positive({m, k, n}) || Dim(s, 2, 0) != k) return false;
+    const int64_t m = InputDim(s, 1, 0), k = InputDim(s, 1, 1), n = InputDim(s, 2, 1);
+    if (InputRank(s, 1) != 2 || InputRank(s, 2) != 2 || !positive({m, k, n}) || InputDim(s, 2, 0) != k) return false;
     out = Gemm(1, static_cast<double>(m), static_cast<double>(k), static_cast<double>(n), static_cast<double>(k * n), eb, Elements(s, 0));
     return true;
   }
   if (op == "aten::linear") {  // input [..., K], weight [N, K], bias [N]
-    const int64_t k = Dim(s, 0, -1), n = Dim(s, 1, 0);
-    if (Rank(s, 0) < 1 || Rank(s, 1) != 2 || !positive({k, n}) || Dim(s, 1, 1) != k) return false;
+    const int64_t k = InputDim(s, 0, -1), n = InputDim(s, 1, 0);
+    if (InputRank(s, 0) < 1 || InputRank(s, 1) != 2 || !positive({k, n}) || InputDim(s, 1, 1) != k) return false;
     const double m = Leading(s, 0, 1);
     if (m <= 0) return false;
     out = Gemm(1, m, static_cast<double>(k), static_cast<double>(n), static_cast<double>(k * n), eb, Elements(s, 2));
@@ -150,23 +141,23 @@ bool MatrixOpCost(std::string_view op, const MatrixOpShapes& s, int eb, OpCost& 
   }
   if (op == "aten::bmm" || op == "aten::baddbmm") {  // [bias,] [B, M, K], [B, K, N]
     const int a = op == "aten::bmm" ? 0 : 1;
-    const int64_t b = Dim(s, a, 0), m = Dim(s, a, 1), k = Dim(s, a, 2), n = Dim(s, a + 1, 2);
-    if (Rank(s, a) != 3 || Rank(s, a + 1) != 3 || !positive({b, m, k, n}) || Dim(s, a + 1, 1) != k) return false;
+    const int64_t b = InputDim(s, a, 0), m = InputDim(s, a, 1), k = InputDim(s, a, 2), n = InputDim(s, a + 1, 2);
+    if (InputRank(s, a) != 3 || InputRank(s, a + 1) != 3 || !positive({b, m, k, n}) || InputDim(s, a + 1, 1) != k) return false;
     out = Gemm(static_cast<double>(b), static_cast<double>(m), static_cast<double>(k), static_cast<double>(n),
                static_cast<double>(b * k * n), eb, a == 1 ? Elements(s, 0) : 0.0);
     return true;
   }
   if (op == "aten::matmul") {
-    const int ra = Rank(s, 0), rb = Rank(s, 1);
+    const int ra = InputRank(s, 0), rb = InputRank(s, 1);
     if (ra < 1 || rb < 1) return false;
-    const int64_t k = Dim(s, 0, -1);
+    const int64_t k = InputDim(s, 0, -1);
     if (rb == 1) {  // matrix-vector: [..., K] @ [K]
-      if (Dim(s, 1, 0) != k || k <= 0) return false;
+      if (InputDim(s, 1, 0) != k || k <= 0) return false;
       out = Gemm(1, Leading(s, 0, 1), static_cast<double>(k), 1, static_cast<double>(k), eb);
       return true;
     }
-    const int64_t n = Dim(s, 1, -1);
-    if (Dim(s, 1, -2) != k || !positive({k, n})) return false;
+    const int64_t n = InputDim(s, 1, -1);
+    if (InputDim(s, 1, -2) != k || !positive({k, n})) return false;
     if (rb == 2) {  // [..., M, K] @ [K, N]: the leading dims fold into M
       out = Gemm(1, Leading(s, 0, 1), static_cast<double>(k), static_cast<double>(n), static_cast<double>(k * n), eb);
       return true;
@@ -174,16 +165,16 @@ bool MatrixOpCost(std::string_view op, const MatrixOpShapes& s, int eb, OpCost& 
     if (ra < 2 || ra != rb) return false;  // broadcast batches: not modelled
     const double batch = Leading(s, 0, 2);
     if (batch != Leading(s, 1, 2)) return false;
-    const double m = static_cast<double>(Dim(s, 0, -2));
+    const double m = static_cast<double>(InputDim(s, 0, -2));
     out = Gemm(batch, m, static_cast<double>(k), static_cast<double>(n), batch * static_cast<double>(k * n), eb);
     return true;
   }
   if (IsAttentionOp(op)) {
-    if (Rank(s, 0) != 4 || Rank(s, 1) != 4 || Rank(s, 2) != 4) return false;
+    if (InputRank(s, 0) != 4 || InputRank(s, 1) != 4 || InputRank(s, 2) != 4) return false;
     // SDPA: [B, H, L, D]; the flash/efficient forward kernels' own ops: [B, L, H, D].
     const bool bhld = StartsWith(op, "aten::scaled_dot") || StartsWith(op, "aten::_scaled_dot");
-    const int64_t b = Dim(s, 0, 0), d = Dim(s, 0, 3);
-    const int64_t h = Dim(s, 0, bhld ? 1 : 2), lq = Dim(s, 0, bhld ? 2 : 1), lk = Dim(s, 1, bhld ? 2 : 1);
+    const int64_t b = InputDim(s, 0, 0), d = InputDim(s, 0, 3);
+    const int64_t h = InputDim(s, 0, bhld ? 1 : 2), lq = InputDim(s, 0, bhld ? 2 : 1), lk = InputDim(s, 1, bhld ? 2 : 1);
     if (!positive({b, d, h, lq, lk})) return false;
     out.flops = 4.0 * static_cast<double>(b) * static_cast<double>(h) * static_cast<double>(lq) *
                 static_cast<double>(lk) * static_cast<double>(d);

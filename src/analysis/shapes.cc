@@ -52,6 +52,8 @@ std::vector<Dim> TiledDims(std::string_view op, const MatrixOpShapes& s) {
   return out;
 }
 
+}  // namespace
+
 std::string ShapesText(const MatrixOpShapes& s) {
   std::string out = "[";
   for (int i = 0; i < s.inputs; ++i) {
@@ -62,8 +64,6 @@ std::string ShapesText(const MatrixOpShapes& s) {
   }
   return out + "]";
 }
-
-}  // namespace
 
 std::string OffTileDims(std::string_view op, std::string_view dtype, const MatrixOpShapes& shapes) {
   const int tile = TileMultiple(dtype);

@@ -11,6 +11,9 @@
 
 namespace gputriage::analysis {
 
+/// The input shapes of a matrix operator as text: "[[8, 1024], [1024, 4096]]".
+std::string ShapesText(const MatrixOpShapes& shapes);
+
 /// The dimensions of a matrix operator off the tensor-core tile for its dtype, as
 /// "N=1000 K=30 " text; empty when aligned or when no tile rule applies.
 std::string OffTileDims(std::string_view op, std::string_view dtype, const MatrixOpShapes& shapes);

@@ -15,7 +15,7 @@
 namespace gputriage {
 namespace {
 
-using json = nlohmann::ordered_json;  // members in the order written
+using OrderedJson = nlohmann::ordered_json;  // members in the order written
 
 
 std::string Utc(TimeNs t) {
@@ -27,7 +27,7 @@ std::string Utc(TimeNs t) {
   return buf;
 }
 
-json WhatIfJson(const std::optional<WhatIf>& w, double saving) {
+OrderedJson WhatIfJson(const std::optional<WhatIf>& w, double saving) {
   if (!w) return nullptr;
   return {{"from_percent", w->from_percent}, {"to_percent", w->to_percent},
           {"more_compute_percent", w->more_compute_percent}, {"spend_saved_percent", w->spend_saved_percent},
@@ -113,7 +113,7 @@ std::string RenderFleetText(const FleetReport& r, size_t top) {
 }
 
 void WriteFleetJson(const FleetReport& r, size_t top, const std::function<void(std::string_view)>& write) {
-  json j;
+  OrderedJson j;
   j["schema_version"] = kFleetSchemaVersion;
   j["tool"] = {{"name", "gputriage"}, {"version", kGputriageVersion}};
   j["prometheus"] = r.prometheus_url;
@@ -136,7 +136,7 @@ void WriteFleetJson(const FleetReport& r, size_t top, const std::function<void(s
                  {"what_if", WhatIfJson(r.what_if, r.what_if_saving_usd)}};
   j["rank_by"] = r.rank == FleetRank::kBadputDollars ? "badput" : "idle";
   auto ledger_json = [](const std::vector<FleetLedgerBucket>& buckets) {
-    json out = json::array();
+    OrderedJson out = OrderedJson::array();
     for (const auto& b : buckets)
       out.push_back({{"bucket", std::string(b.bucket)}, {"gpu_hours", b.gpu_hours}, {"cost_usd", b.cost_usd}, {"badput", IsBadputBucket(b.bucket)}});
     return out;
@@ -150,33 +150,33 @@ void WriteFleetJson(const FleetReport& r, size_t top, const std::function<void(s
   j["cannot_separate"] = r.cannot_separate;
   j["queries"] = r.queries;
   j["warnings"] = r.warnings;
-  const std::string text = j.dump(2, ' ', false, json::error_handler_t::replace) + "\n";
+  const std::string text = j.dump(2, ' ', false, OrderedJson::error_handler_t::replace) + "\n";
   const size_t at = text.find("\"" + std::string(kMarker) + "\"");
   write(std::string_view(text).substr(0, at));
   size_t shown = 0;
   for (const auto& g : r.groups) {
     if (top > 0 && shown == top) break;
-    json verdicts = json::array();
+    OrderedJson verdicts = OrderedJson::array();
     for (const auto& v : g.verdicts)
       verdicts.push_back({{"verdict", v.verdict}, {"gpu_hours", v.gpu_hours}, {"idle_cost_usd", v.idle_cost_usd}});
-    const json one = {{"labels", g.labels},
+    const OrderedJson one = {{"labels", g.labels},
                       {"name", g.name},
                       {"gpus", g.gpus},
                       {"gpu_hours", g.gpu_hours},
                       {"utilization_percent", g.utilization_percent},
                       {"cost_usd", g.cost_usd},
                       {"idle_cost_usd", g.idle_cost_usd},
-                      {"verdict", g.verdict.empty() ? json(nullptr) : json(g.verdict)},
+                      {"verdict", g.verdict.empty() ? OrderedJson(nullptr) : OrderedJson(g.verdict)},
                       {"verdicts", verdicts},
                       {"cannot_exclude", g.cannot_exclude},
                       {"what_if", WhatIfJson(g.what_if, g.what_if_saving_usd)},
-                      {"ledger", !g.ledger ? json(nullptr)
-                                           : json{{"gpu_hours", g.ledger->gpu_hours},
+                      {"ledger", !g.ledger ? OrderedJson(nullptr)
+                                           : OrderedJson{{"gpu_hours", g.ledger->gpu_hours},
                                                   {"badput_usd", g.ledger->badput_usd},
-                                                  {"goodput_percent", std::isnan(g.ledger->goodput_percent) ? json(nullptr) : json(g.ledger->goodput_percent)},
+                                                  {"goodput_percent", std::isnan(g.ledger->goodput_percent) ? OrderedJson(nullptr) : OrderedJson(g.ledger->goodput_percent)},
                                                   {"buckets", ledger_json(g.ledger->buckets)}}}};
     // Indented as a member of the top-level object's array would be (4 spaces).
-    std::string item = "    " + one.dump(2, ' ', false, json::error_handler_t::replace);
+    std::string item = "    " + one.dump(2, ' ', false, OrderedJson::error_handler_t::replace);
     for (size_t i = 0; (i = item.find('\n', i)) != std::string::npos; i += 5) item.insert(i + 1, "    ");
     write(shown == 0 ? "[\n" : ",\n");
     write(item);

@@ -13,7 +13,10 @@ logs to W&B (offline) gets the same windows in its run and the verdicts and
 summary figures in its summary, read back from the run's own files with the
 values of the local store.
 
-    GPUTRIAGE=... GPUTRIAGE_FAKE_NVML=... .venv/bin/python test_trackers.py
+    GPUTRIAGE=... GPUTRIAGE_FAKE_NVML=... .venv/bin/python test_trackers.py [Trackers|TrackersWithoutServer]
+
+(ctest runs the two classes as two entries, trackers_mlflow_tensorboard and
+trackers_wandb, side by side.)
 """
 import json
 import math
@@ -186,9 +189,11 @@ class Trackers(unittest.TestCase):
         total = self.server.get("mlflow/metrics/get-history", run_id=run_id, metric_key="gpu/memory_total_mib")["metrics"]
         self.assertGreater(total[0]["value"], 0)
 
-    def test_3_a_server_killed_mid_run_costs_the_job_nothing(self):
+    def test_9_a_server_killed_mid_run_costs_the_job_nothing(self):
+        # Last: it kills the class's server (one MLflow start fewer; tearDownClass
+        # finds it gone).
         store = os.path.join(self.root, "killed.db")
-        server = MlflowServer(os.path.join(self.root))
+        server = self.server
         report_path = os.path.join(self.root, "killed.json")
         env = dict(os.environ, MLFLOW_TRACKING_URI=server.url)
         started = time.time()
@@ -216,6 +221,19 @@ class Trackers(unittest.TestCase):
         self.assertIn("tracker_unavailable", kinds)
         print(f"  killed server: the record took {elapsed:.1f} s for a 5 s job", file=sys.stderr)
 
+
+class TrackersWithoutServer(unittest.TestCase):
+    """W&B (offline) and servers of our own: no MLflow server needed, so a
+    second ctest entry runs them beside the first."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory()
+        cls.root = cls.tmp.name
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
 
     def test_5_a_server_that_answers_nonsense_is_a_warning(self):
         # Replies of the wrong shape (a list, a number where an object belongs,

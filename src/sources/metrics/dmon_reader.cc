@@ -25,7 +25,7 @@ namespace {
 
 enum class Role { kIgnored, kDate, kTime, kGpuIndex, kMetric, kMaxSmClock };
 
-struct ColumnSpec {
+struct DmonColumn {
   Role role = Role::kIgnored;
   Metric metric = Metric::kCount;
   double scale = 1.0;  // source unit → canonical unit
@@ -114,8 +114,8 @@ constexpr NameEntry kDcgmiColumns[] = {
 };
 
 template <size_t N>
-ColumnSpec Lookup(const NameEntry (&table)[N], std::string_view name) {
-  ColumnSpec spec;
+DmonColumn Lookup(const NameEntry (&table)[N], std::string_view name) {
+  DmonColumn spec;
   spec.name = AsciiLower(name);
   for (const auto& e : table)
     if (spec.name == e.name) {
@@ -179,7 +179,7 @@ class TableReader : public MetricLineReader {
     return ctx_->SyntheticTime(cycle_index_, ctx_->options.sample_interval_ns, line_no);
   }
 
-  void AddValue(size_t dev, const ColumnSpec& col, std::string_view text, TimeNs t, int64_t line_no) {
+  void AddValue(size_t dev, const DmonColumn& col, std::string_view text, TimeNs t, int64_t line_no) {
     if (metric_text::IsMissing(text)) return;
     auto v = metric_text::ParseNumber(text);
     if (!v) {
@@ -210,7 +210,7 @@ class TableReader : public MetricLineReader {
 
   MetricReaderContext* ctx_;
   MetricSet& metrics_;
-  std::vector<ColumnSpec> columns_;
+  std::vector<DmonColumn> columns_;
   std::vector<std::string_view> fields_;
   std::vector<std::string> cycle_;
   int64_t cycle_index_ = 0;

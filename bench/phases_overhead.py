@@ -7,7 +7,8 @@ Run under the recorder with zero-code mode, so markers are really written:
 (bench/phases_overhead_benchmark.sh does this). A real PyTorch loop (CPU, data in
 memory) runs in alternating blocks: hooks on (as installed: the DataLoader's
 __next__, nn.Module.__call__, torch.autograd.backward, the optimizer's step and
-zero_grad; steps and phases marked) and hooks off (PyTorch's own functions put
+zero_grad, Tensor.to -- each batch is also copied to the `meta` device, standing
+in for a GPU; steps and phases marked) and hooks off (PyTorch's own functions put
 back for the block). Each block's time per step is kept; the ratio of the
 medians, on over off, is the overhead. Two models: a 3-layer MLP (6 module calls
 per forward) and 64 hidden blocks of 64 units (130 module calls per forward,
@@ -31,7 +32,7 @@ STEPS = int(sys.argv[2]) if len(sys.argv) > 2 else 20
 def hooked_functions(optimizer):
     """(holder, name) of every function zero-code mode replaced that this loop calls."""
     return [(nn.Module, "__call__"), (torch.autograd, "backward"), (type(optimizer), "step"),
-            (type(optimizer), "zero_grad"), (dataloader_module._BaseDataLoaderIter, "__next__")]
+            (type(optimizer), "zero_grad"), (dataloader_module._BaseDataLoaderIter, "__next__"), (torch.Tensor, "to")]
 
 
 def set_hooks(saved, on):
@@ -62,6 +63,7 @@ def measure(name, hidden, batch, depth):
         # it, and time the machine took the core away is not.
         start = time.thread_time()
         for x, y in loader:
+            x.to("meta", non_blocking=True), y.to("meta")  # the batch's copies to the device
             optimizer.zero_grad()
             loss_fn(model(x), y).backward()
             optimizer.step()
@@ -111,13 +113,14 @@ def hook_cost_per_step(model, steps_ms, saved):
     inner = best(lambda: identity(x), True) - best(lambda: identity(x), False)
     zero_code._loop.update(in_phase=False)  # the outermost call: a phase marked
     outer = best(lambda: identity(x), True) - best(lambda: identity(x), False)
+    copy = best(lambda: x.to("meta"), True) - best(lambda: x.to("meta"), False)  # a marked copy, counted
     zero_code._loop.update(step_open=False)
     set_hooks(saved, True)
     # Per step: the outermost call of the model and of the loss, the rest inner;
-    # backward, step and zero_grad each a marked call like the outermost one.
-    per_step_us = (2 * outer + (module_calls - 2) * inner + 3 * outer) * 1e6
-    print(f"    hook cost: {inner * 1e9:.0f} ns per inner module call, {outer * 1e9:.0f} ns per marked call; "
-          f"{module_calls} module calls per step: {per_step_us:.1f} us per step = "
+    # backward, step and zero_grad each a marked call like the outermost one; two copies.
+    per_step_us = (2 * outer + (module_calls - 2) * inner + 3 * outer + 2 * copy) * 1e6
+    print(f"    hook cost: {inner * 1e9:.0f} ns per inner module call, {outer * 1e9:.0f} ns per marked call, "
+          f"{copy * 1e9:.0f} ns per copy; {module_calls} module calls per step: {per_step_us:.1f} us per step = "
           f"{per_step_us / 1e3 / steps_ms * 100:.3f}% of its {steps_ms:.2f} ms")
     return per_step_us / 1e3 / steps_ms
 

@@ -1,8 +1,9 @@
 // A stand-in training process for the recorder's step-marker tests: writes
 // steps (with a data phase) through the C ABI, then optionally misbehaves.
 //
-//   marker_writer STEPS [normal|garbage|crash] [DATA_MS COMPUTE_MS]
-//     each step: DATA_MS asleep in the data phase (default 2), then COMPUTE_MS busy (default 0)
+//   marker_writer STEPS [normal|garbage|crash] [DATA_MS COMPUTE_MS [COPY_MS]]
+//     each step: DATA_MS asleep in the data phase (default 2), then COPY_MS asleep in
+//     the copy phase (default 0: none), then COMPUTE_MS busy (default 0)
 //     garbage: after the steps, scribbles over some published records
 //     crash:   begins one more step and dies by SIGKILL inside it
 //     closed-fd: first closes the inherited ring descriptor and puts /dev/null
@@ -41,6 +42,7 @@ int main(int argc, char** argv) {
   if (!gputriage_markers_enabled()) return 3;  // the recorder's ring must reach us
   const double data_ms = argc > 3 ? std::atof(argv[3]) : 2.0;
   const double compute_ms = argc > 4 ? std::atof(argv[4]) : 0.0;
+  const double copy_ms = argc > 5 ? std::atof(argv[5]) : 0.0;
   const timespec pause{static_cast<time_t>(data_ms / 1000), static_cast<long>(std::fmod(data_ms, 1000.0) * 1e6)};
   auto now_ms = [] {
     timespec ts{};
@@ -59,6 +61,11 @@ int main(int argc, char** argv) {
     if (data_ms > 0) nanosleep(&pause, nullptr);  // 0: a batch already there
     gputriage_phase_end(GPUTRIAGE_PHASE_DATA);
     double t1 = now_ms();
+    if (copy_ms > 0) {
+      gputriage_phase_begin(GPUTRIAGE_PHASE_COPY);
+      asleep(copy_ms);
+      gputriage_phase_end(GPUTRIAGE_PHASE_COPY);
+    }
     for (const double until = now_ms() + compute_ms; now_ms() < until;) {
     }
     gputriage_step_end(i, 32, 0, 0);

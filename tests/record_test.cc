@@ -15,7 +15,7 @@
 #include <gtest/gtest.h>
 
 #include "gputriage/diagnosis.h"
-#include "gputriage/markers.h"
+#include "gputriage/markers.hpp"
 #include "src/record/recorder.h"
 #include "src/sources/http/http_get.h"
 #include "src/store/run_store.h"
@@ -254,6 +254,18 @@ MarkerRun RecordMarkerWriter(const std::vector<std::string>& args, TimeNs interv
   return out;
 }
 
+Diagnosis DiagnoseRecording(Recording rec) {
+  gputriage::Run r;
+  r.recordings.push_back(std::move(rec));
+  return Diagnose(r);
+}
+
+const Finding* FindFinding(const Diagnosis& d, const std::string& verdict) {
+  for (const auto& f : d.findings)
+    if (f.verdict == verdict) return &f;
+  return nullptr;
+}
+
 TEST(RecordMarkers, StepsFromTheJobAreRecordedAndStored) {
   MarkerRun run = RecordMarkerWriter({"40"});
   EXPECT_EQ(run.result.exit_code, 0);
@@ -284,12 +296,8 @@ TEST(RecordMarkers, StepDataAloneJudgesInputBound) {
     ASSERT_EQ(run.result.recording.marked_steps.size(), 25u);
     EXPECT_TRUE(run.result.gpu_note.find("NVIDIA driver") != std::string::npos) << run.result.gpu_note;
     EXPECT_FALSE(run.result.gpu_metrics);
-    gputriage::Run r;
-    r.recordings.push_back(std::move(run.result.recording));
-    const Diagnosis d = Diagnose(r);
-    const Finding* input = nullptr;
-    for (const auto& f : d.findings)
-      if (f.verdict == "input_bound") input = &f;
+    const Diagnosis d = DiagnoseRecording(std::move(run.result.recording));
+    const Finding* input = FindFinding(d, "input_bound");
     EXPECT_EQ(input != nullptr, expect) << data << " ms data, " << compute << " ms compute";
     if (input) {
       double pct = 0;
@@ -302,6 +310,24 @@ TEST(RecordMarkers, StepDataAloneJudgesInputBound) {
       EXPECT_LT(pct, 260);
     }
   }
+}
+
+TEST(RecordMarkers, ACopyPhaseIsRecordedStoredAndJudged) {
+  // 4 ms of each step copying its batch (the job marked the phase itself), 3 ms
+  // of compute: copy-bound, from the ring through the store and back.
+  MarkerRun run = RecordMarkerWriter({"25", "normal", "0", "3", "4"});
+  ASSERT_EQ(run.result.recording.marked_steps.size(), 25u);
+  ASSERT_EQ(run.stored_steps.size(), 25u);
+  for (size_t i = 0; i < run.stored_steps.size(); ++i) {
+    EXPECT_GE(run.result.recording.marked_steps[i].phase_ns[kCopySlot], 4 * kNsPerMs);
+    EXPECT_EQ(run.stored_steps[i].phase_ns[kCopySlot], run.result.recording.marked_steps[i].phase_ns[kCopySlot]);
+  }
+  const Diagnosis d = DiagnoseRecording(std::move(run.result.recording));
+  const Finding* copy = FindFinding(d, "copy_bound");
+  ASSERT_NE(copy, nullptr);
+  EXPECT_EQ(copy->severity, Severity::kHigh);  // 4 of about 7 ms
+  ASSERT_TRUE(copy->gain.has_value());
+  EXPECT_LT(copy->gain->expected, copy->gain->current - 3.5);
 }
 
 TEST(RecordMarkers, GarbageInTheRingIsReportedNotTrusted) {

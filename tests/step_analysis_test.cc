@@ -6,10 +6,11 @@
 #include <tuple>
 #include <vector>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "gputriage/diagnosis.h"
-#include "gputriage/markers.h"
+#include "gputriage/markers.hpp"
 #include "src/verdicts/compare.h"
 
 namespace gputriage {
@@ -298,6 +299,77 @@ TEST(StepAnalysis, AHostRestTheGpusOwnTimeCoversIsNoStall) {
   ASSERT_TRUE(f->gain.has_value());
   EXPECT_NEAR(f->gain->expected, 30.0, 1e-6);
   EXPECT_EQ(f->gain->bounded_by, "gpu_busy_time");
+}
+
+/// Traced steps whose `copy_ms` of host-to-device copies is part of the rest.
+std::vector<MarkedStep> CopyingSteps(int n, double copy_ms, double other_ms, double device_ms = 0) {
+  std::vector<MarkedStep> out = TracedSteps(n, 4, 6, 1, copy_ms + other_ms, device_ms);
+  for (auto& s : out) s.phase_ns[kCopySlot] = static_cast<TimeNs>(copy_ms * kMs);
+  return out;
+}
+
+std::map<std::string, std::string> Copies(double pinned_percent, double non_blocking_percent) {
+  // 20 steps of 64 MiB each, in 40 copies.
+  return {{"copy.calls", "40"},
+          {"copy.bytes", std::to_string(20.0 * 64 * 1024 * 1024)},
+          {"copy.pinned_percent", std::to_string(pinned_percent)},
+          {"copy.non_blocking_percent", std::to_string(non_blocking_percent)},
+          {"dataloader.pin_memory", pinned_percent > 0 ? "true" : "false"}};
+}
+
+TEST(StepAnalysis, SynchronousCopiesOfTheBatchAreCopyBound) {
+  // 6 ms of each 18 ms step copies 64 MiB from pageable memory, blocking.
+  Diagnosis d = DiagnoseSteps(CopyingSteps(20, 6, 0.5), "", Copies(0, 0));
+  const StepMarkerAnalysis& m = d.recordings[0].marked;
+  EXPECT_NEAR(m.phase_ms_mean[kCopySlot], 6.0, 1e-6);
+  EXPECT_NEAR(m.untraced_ms_mean, 0.5, 1e-6);  // the copies are a marked phase, not the rest
+  EXPECT_EQ(FindVerdict(d.findings, "host_stall"), nullptr);
+  const Finding* f = FindVerdict(d.findings, "copy_bound");
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(f->severity, Severity::kHigh);  // 6 of 18.5 ms
+  ASSERT_GE(f->recommendations.size(), 2u);
+  EXPECT_NE(f->recommendations[0].action.find("pin_memory=True"), std::string::npos);
+  EXPECT_NE(f->recommendations[1].action.find("non_blocking=True"), std::string::npos);
+  double mib = 0, gbs_in_detail = 0;
+  for (const auto& e : f->evidence)
+    if (e.name == "copy_mib_per_step") mib = e.value;
+  EXPECT_NEAR(mib, 64.0, 1e-9);
+  // 64 MiB in 6 ms: 11.2 GB/s, as the detail says.
+  gbs_in_detail = 64.0 * 1024 * 1024 / 6e6;
+  EXPECT_NE(f->detail.find(fmt::format("{:.1f} GB/s", gbs_in_detail)), std::string::npos) << f->detail;
+  ASSERT_TRUE(f->gain.has_value());
+  EXPECT_NEAR(f->gain->current, 18.5, 1e-6);
+  EXPECT_NEAR(f->gain->expected, 12.5, 1e-6);  // the copy overlapped
+  EXPECT_NEAR(f->gain->worst, 15.5, 1e-6);     // half of it stays
+  EXPECT_EQ(f->gain->bounded_by, "marked_phases");
+  // Pinned already, not non-blocking: only the second fix is advised.
+  Diagnosis pinned = DiagnoseSteps(CopyingSteps(20, 6, 0.5), "", Copies(100, 0));
+  const Finding* p = FindVerdict(pinned.findings, "copy_bound");
+  ASSERT_NE(p, nullptr);
+  EXPECT_NE(p->recommendations[0].action.find("non_blocking=True"), std::string::npos);
+  // The GPU's own 16 ms per step: the copy can only be hidden down to it.
+  Diagnosis gpu = DiagnoseSteps(CopyingSteps(20, 6, 0.5, 16), "NVIDIA H100 80GB HBM3", Copies(0, 0));
+  const Finding* g = FindVerdict(gpu.findings, "copy_bound");
+  ASSERT_NE(g, nullptr);
+  EXPECT_NEAR(g->gain->expected, 16.0, 1e-6);
+  EXPECT_EQ(g->gain->bounded_by, "gpu_busy_time");
+}
+
+TEST(StepAnalysis, NoCopyBoundForAsynchronousOrSmallCopies) {
+  // Pinned and non-blocking already: the phase is the queueing, nothing left to give.
+  EXPECT_EQ(FindVerdict(DiagnoseSteps(CopyingSteps(20, 6, 0.5), "", Copies(100, 100)).findings, "copy_bound"), nullptr);
+  // 5 % of the step.
+  EXPECT_EQ(FindVerdict(DiagnoseSteps(CopyingSteps(20, 0.6, 0.5), "", Copies(0, 0)).findings, "copy_bound"), nullptr);
+  // 40 % but 0.4 ms: tiny steps.
+  std::vector<MarkedStep> tiny = TracedSteps(20, 0.2, 0.2, 0.05, 0.4);
+  for (auto& s : tiny) s.phase_ns[kCopySlot] = static_cast<TimeNs>(0.4 * kMs);
+  EXPECT_EQ(FindVerdict(DiagnoseSteps(tiny, "", Copies(0, 0)).findings, "copy_bound"), nullptr);
+  // A job that marked its copy phase itself (no copy.* figures): both fixes advised.
+  const Diagnosis marked = DiagnoseSteps(CopyingSteps(20, 6, 0.5));
+  const Finding* f = FindVerdict(marked.findings, "copy_bound");
+  ASSERT_NE(f, nullptr);
+  EXPECT_NE(f->detail.find("marked this phase itself"), std::string::npos);
+  EXPECT_NE(f->recommendations[0].action.find("pin_memory=True"), std::string::npos);
 }
 
 std::map<std::string, std::string> SaturatedHost(int workers, double saturated_percent) {

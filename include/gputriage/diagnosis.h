@@ -411,11 +411,11 @@ struct StepMarkerAnalysis {
   double outlier_phase_ms = 0;           // its mean excess in an outlier step over a typical one
   bool phases_known = false;             // the job marked its data phase
   // Inside the step (docs/phases.md): each marked phase's mean time per judged
-  // step (index = gputriage_phase id, 1 data .. 7 other), as the host timed it.
+  // step (index = StepPhaseSlot: 1 data .. 7 other, 8 copy), as the host timed it.
   // With forward and backward or optimizer marked in at least half the steps
   // (zero-code mode marks them), the rest of the step -- outside every marked
   // phase -- is the host's own work: callbacks, logging, .item() syncs, metrics.
-  std::array<double, 8> phase_ms_mean{};
+  std::array<double, 9> phase_ms_mean{};
   bool phases_traced = false;            // forward and backward/optimizer marked: the rest is measured
   double untraced_ms_mean = NAN;         // per step, outside every marked phase (phases_traced only)
   double untraced_ms_p50 = NAN;
@@ -439,6 +439,19 @@ struct LoaderSettings {
   int gpus = 0;          // GPUs on the host; 0: unknown
   double host_saturated_percent = NAN;  // share of the job's time its CPUs were saturated (record), NaN unknown
   bool host_saturated = false;          // saturated by the job itself (the host_saturated finding's rule)
+};
+
+/// How a job's host-to-device copies left the host, as zero-code mode counted
+/// them (`copy.*` settings, docs/formats.md): bytes, and the shares of them from
+/// pinned memory and with non_blocking=True. Unknown for a job that marks its
+/// copy phase itself.
+struct CopySettings {
+  bool known = false;
+  int64_t calls = 0;
+  double bytes = 0;
+  double pinned_percent = NAN;        // of the bytes
+  double non_blocking_percent = NAN;  // of the bytes
+  std::string loader_pin_memory;      // dataloader.pin_memory as recorded ("true", "false"), "" unknown
 };
 
 /// The host side of a recorded job: its processes' CPU and memory and the
@@ -522,6 +535,7 @@ struct RecordingAnalysis {
   std::string source;
   LoaderSettings loader;
   HostUsageAnalysis host;
+  CopySettings copies;
   int rank = -1;
   Device device;  // the device that did the work (most kernel time)
   bool has_gpu_activity = false;

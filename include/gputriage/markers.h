@@ -20,7 +20,7 @@ extern "C" {
 
 #define GPUTRIAGE_MARKERS_ABI_VERSION 1
 
-/* Named phases of a step (1-7) and of the job around its steps (6, 8-10).
+/* Named phases of a step (1-7, 11) and of the job around its steps (6, 8-10).
  * A checkpoint inside a step is part of that step; outside steps it, and the
  * evaluation, compilation and restore phases wherever they are, are the job's
  * own time in the goodput ledger, not the next step's. */
@@ -34,7 +34,8 @@ typedef enum gputriage_phase {
   GPUTRIAGE_PHASE_OTHER = 7,
   GPUTRIAGE_PHASE_EVAL = 8,          /* evaluation / validation */
   GPUTRIAGE_PHASE_COMPILE = 9,       /* compilation and warm-up (torch.compile's first calls, autotuning) */
-  GPUTRIAGE_PHASE_RESTORE = 10       /* loading a checkpoint to resume */
+  GPUTRIAGE_PHASE_RESTORE = 10,      /* loading a checkpoint to resume */
+  GPUTRIAGE_PHASE_COPY = 11          /* copying the step's inputs to the device (host-to-device) */
 } gputriage_phase;
 
 /* 1 when a recorder's ring is attached to this process, else 0. Attaches on

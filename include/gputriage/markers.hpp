@@ -48,20 +48,32 @@ class PhaseScope {
   gputriage_phase phase_;
 };
 
-/// The step phases' names, as reports and the Python package use them ("" for 0):
-/// the phases a step's time is split into (MarkedStep::phase_ns).
-inline constexpr const char* kPhaseNames[GPUTRIAGE_PHASE_OTHER + 1] = {
-    "", "data", "forward", "backward", "optimizer", "communication", "checkpoint", "other"};
+/// The step phases' names, as reports and the Python package use them ("" for 0),
+/// in the order of their slots in MarkedStep::phase_ns: ids 1-7, then the copy
+/// phase (id 11, added after the job's own phases had taken 8-10).
+inline constexpr const char* kPhaseNames[] = {"",           "data",          "forward",    "backward", "optimizer",
+                                              "communication", "checkpoint", "other", "copy"};
+
+/// The slot of a step phase in MarkedStep::phase_ns, -1 for the job's own
+/// phases (eval, compile, restore) and ids that name none.
+inline constexpr int StepPhaseSlot(int id) {
+  if (id >= GPUTRIAGE_PHASE_DATA && id <= GPUTRIAGE_PHASE_OTHER) return id;
+  if (id == GPUTRIAGE_PHASE_COPY) return GPUTRIAGE_PHASE_OTHER + 1;
+  return -1;
+}
+
+/// The copy phase's slot in MarkedStep::phase_ns.
+inline constexpr int kCopySlot = StepPhaseSlot(GPUTRIAGE_PHASE_COPY);
 
 /// The highest phase id a marker may carry.
-inline constexpr int kLastPhase = GPUTRIAGE_PHASE_RESTORE;
+inline constexpr int kLastPhase = GPUTRIAGE_PHASE_COPY;
 
 /// Every phase's name: the step phases, then the job's own (eval, compile,
 /// restore); "" for ids that name none.
 inline constexpr const char* PhaseName(int id) {
   constexpr const char* kJobPhases[] = {"eval", "compile", "restore"};
-  if (id >= 1 && id <= GPUTRIAGE_PHASE_OTHER) return kPhaseNames[id];
-  if (id > GPUTRIAGE_PHASE_OTHER && id <= kLastPhase) return kJobPhases[id - GPUTRIAGE_PHASE_OTHER - 1];
+  if (const int slot = StepPhaseSlot(id); slot > 0) return kPhaseNames[slot];
+  if (id >= GPUTRIAGE_PHASE_EVAL && id <= GPUTRIAGE_PHASE_RESTORE) return kJobPhases[id - GPUTRIAGE_PHASE_EVAL];
   return "";
 }
 

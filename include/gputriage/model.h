@@ -189,7 +189,7 @@ struct MarkedStep {
   int64_t number = 0;
   uint32_t pid = 0;
   Interval span;
-  std::array<TimeNs, 8> phase_ns{};
+  std::array<TimeNs, 9> phase_ns{};  // by StepPhaseSlot (markers.hpp): data .. other, copy
   int64_t samples = 0;
   int64_t tokens = 0;
   double flops = 0;

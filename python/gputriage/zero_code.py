@@ -12,7 +12,10 @@ imported early: hooks wait for the script to import PyTorch, then
   and a loss that is a module), autograd's backward (``torch.autograd.backward``,
   which ``loss.backward()`` calls) and every optimizer's ``step()`` (a closure it
   is given -- Lightning's forward and backward -- counted as those phases, not
-  the optimizer's); the rest of the step is the host's own work (docs/phases.md);
+  the optimizer's), and the copies of its inputs to the device (``Tensor.to``/
+  ``.cuda()`` of a host tensor; their bytes, and how many of them were pinned and
+  non-blocking, sent as ``copy.*`` at exit); the rest of the step is the host's
+  own work (docs/phases.md);
 - where CUDA is available, each step is also timed on the GPU (CUDA events read
   without synchronising; GPUTRIAGE_DEVICE_TIME=0 turns this off);
 - the configuration that moves utilization is told to the recorder
@@ -50,6 +53,7 @@ _CHECKPOINT = _markers.PHASES["checkpoint"]
 _RESTORE = _markers.PHASES["restore"]
 _EVAL = _markers.PHASES["eval"]
 _COMPILE = _markers.PHASES["compile"]
+_COPY = _markers.PHASES["copy"]
 _installed = False
 # What the ledger's hooks need to know of the loop (the main training thread's view):
 # a batch being fetched, an automatic step open (and its batch's samples), an
@@ -378,6 +382,96 @@ def _in_phase(call, phase):
     return marked
 
 
+# The job's host-to-device copies inside steps, sent as copy.* settings at exit:
+# how many, their bytes, and the bytes that left pinned memory and with
+# non_blocking=True (what decides whether a copy holds the host).
+_copies = {"calls": 0, "bytes": 0, "pinned": 0, "non_blocking": 0}
+
+
+def _device_type(device):
+    """"cuda" for "cuda:1", torch.device("cuda", 1) or 1; None when not a device."""
+    if isinstance(device, str):
+        return device.split(":", 1)[0]
+    if isinstance(device, bool):
+        return None
+    if isinstance(device, int):
+        return "cuda"
+    return getattr(device, "type", None)
+
+
+def _patch_copies(torch):
+    """Tensor.to(device) and Tensor.cuda() of a host tensor to another device,
+    inside a step on the training thread and outside every other phase (a copy
+    inside forward is the forward's), are the copy phase."""
+    cls = getattr(torch, "Tensor", None)
+    to, cuda = getattr(cls, "to", None), getattr(cls, "cuda", None)
+    if to is None or getattr(to, "_gputriage", False):
+        return
+    begin, end, get_ident, loop, tensor_type = _markers.phase_begin, _markers.phase_end, threading.get_ident, _loop, cls
+
+    def copied(call, tensor, args, kwargs, non_blocking):
+        loop["in_phase"] = True
+        begin(_COPY)
+        try:
+            return call(tensor, *args, **kwargs)
+        finally:
+            end(_COPY)
+            loop["in_phase"] = False
+            try:
+                n = tensor.numel() * tensor.element_size()
+                _copies["calls"] += 1
+                _copies["bytes"] += n
+                if non_blocking:
+                    _copies["non_blocking"] += n
+                if tensor.is_pinned():
+                    _copies["pinned"] += n
+            except Exception:  # never break the user's copy
+                pass
+
+    def marked_to(self, *args, **kwargs):
+        if loop["in_phase"] or not loop["step_open"] or loop["fetching"] or get_ident() != _training_thread:
+            return to(self, *args, **kwargs)
+        # to(device, dtype, non_blocking, ...), to(dtype, non_blocking, ...), to(other, non_blocking, ...)
+        device, non_blocking = kwargs.get("device"), kwargs.get("non_blocking")
+        if args:
+            first = args[0]
+            if device is None:
+                device = first.device if isinstance(first, tensor_type) else first
+            if non_blocking is None:
+                non_blocking = next((a for a in args[1:] if isinstance(a, bool)), False)
+        kind = _device_type(device)
+        if kind is None or kind == "cpu" or self.device.type != "cpu":
+            return to(self, *args, **kwargs)
+        return copied(to, self, args, kwargs, bool(non_blocking))
+
+    def marked_cuda(self, *args, **kwargs):
+        if loop["in_phase"] or not loop["step_open"] or loop["fetching"] or get_ident() != _training_thread:
+            return cuda(self, *args, **kwargs)
+        if self.device.type != "cpu":
+            return cuda(self, *args, **kwargs)
+        non_blocking = kwargs.get("non_blocking", args[1] if len(args) > 1 else False)
+        return copied(cuda, self, args, kwargs, bool(non_blocking))
+
+    marked_to._gputriage = marked_cuda._gputriage = True
+    marked_to.__wrapped__, marked_cuda.__wrapped__ = to, cuda
+    marked_to.__name__, marked_cuda.__name__ = "to", "cuda"
+    marked_to.__doc__, marked_cuda.__doc__ = to.__doc__, getattr(cuda, "__doc__", None)
+    cls.to = marked_to
+    if cuda is not None:
+        cls.cuda = marked_cuda
+
+
+def copy_settings_at_exit():
+    """The copies' figures, once, as the job ends (docs/formats.md: copy.*)."""
+    if not _copies["calls"]:
+        return
+    total = _copies["bytes"]
+    _config._send("copy.calls", _copies["calls"])
+    _config._send("copy.bytes", total)
+    _config._send("copy.pinned_percent", round(100.0 * _copies["pinned"] / total, 1) if total else 0)
+    _config._send("copy.non_blocking_percent", round(100.0 * _copies["non_blocking"] / total, 1) if total else 0)
+
+
 def _patch_clip_grad(torch):
     """Gradient clipping is part of the optimizer's update (Trainer and Lightning
     clip before every step)."""
@@ -400,7 +494,8 @@ def _patch_backward(torch):
 def _patch_torch(torch):
     # GPUTRIAGE_STEP_PHASES=0: no forward/backward phases (each module call pays
     # about 0.4 us through the hooked nn.Module.__call__: docs/phases.md).
-    step_phases = (_patch_forward, _patch_backward) if os.environ.get("GPUTRIAGE_STEP_PHASES", "1") != "0" else ()
+    step_phases = ((_patch_forward, _patch_backward, _patch_copies)
+                   if os.environ.get("GPUTRIAGE_STEP_PHASES", "1") != "0" else ())
     for patch in step_phases + (_patch_clip_grad, _patch_autocast, _patch_compile, _patch_sdpa, _patch_checkpoints):
         try:
             patch(torch)
@@ -479,6 +574,7 @@ def install():
     atexit.register(_markers._auto_step_end, None)  # the last batch's step
     atexit.register(_end_eval)  # an evaluation the job ended in
     atexit.register(_config.at_exit)
+    atexit.register(copy_settings_at_exit)
     try:  # what this mode watches for, so the ledger knows these phases are seen, not absent
         _config._send("zero_code.phases", "checkpoint,restore,eval,compile")
     except Exception:

@@ -521,6 +521,29 @@ HostUsageAnalysis ReadHostUsage(const std::map<std::string, std::string>& metada
   return h;
 }
 
+/// The job's copies as zero-code mode counted them (`copy.*`); unknown unless
+/// every figure reads as a number in its range.
+CopySettings ReadCopySettings(const std::map<std::string, std::string>& metadata) {
+  CopySettings c;
+  auto number = [&](const char* key) -> double {
+    auto it = metadata.find(key);
+    if (it == metadata.end()) return NAN;
+    char* end = nullptr;
+    const double v = std::strtod(it->second.c_str(), &end);
+    return end != it->second.c_str() && *end == '\0' && std::isfinite(v) && v >= 0 ? v : NAN;
+  };
+  if (auto it = metadata.find("dataloader.pin_memory"); it != metadata.end()) c.loader_pin_memory = it->second;
+  const double calls = number("copy.calls"), bytes = number("copy.bytes");
+  const double pinned = number("copy.pinned_percent"), non_blocking = number("copy.non_blocking_percent");
+  if (std::isnan(calls) || std::isnan(bytes) || !(pinned <= 100) || !(non_blocking <= 100) || calls < 1) return c;
+  c.known = true;
+  c.calls = static_cast<int64_t>(calls);
+  c.bytes = bytes;
+  c.pinned_percent = pinned;
+  c.non_blocking_percent = non_blocking;
+  return c;
+}
+
 /// `rank_of_run`: also gather what the cross-rank analysis reads (a trace of one rank of several).
 RecordingAnalysis Analyze(const Recording& rec, int threads, bool rank_of_run) {
   RecordingAnalysis a;
@@ -538,6 +561,7 @@ RecordingAnalysis Analyze(const Recording& rec, int threads, bool rank_of_run) {
   a.loader.host_cpus = std::max(0, integer("host.cpus"));
   a.loader.gpus = std::max(0, integer("gpu.count"));
   a.host = ReadHostUsage(rec.metadata, a.loader.host_cpus);
+  a.copies = ReadCopySettings(rec.metadata);
   if (a.host.known) a.loader.host_saturated_percent = a.host.saturated_percent_of_time;
   a.loader.host_saturated = a.host.SaturatedByJob();
   a.rank = rec.rank;

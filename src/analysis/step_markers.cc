@@ -129,7 +129,7 @@ StepMarkerAnalysis AnalyzeMarkedSteps(const std::vector<MarkedStep>& steps, std:
   if (samples > 0 && per_process_seconds > 0) m.samples_per_s = samples / per_process_seconds;
   if (tokens > 0 && per_process_seconds > 0) m.tokens_per_s = tokens / per_process_seconds;
 
-  constexpr size_t kPhases = std::tuple_size_v<decltype(MarkedStep::phase_ns)>;  // index = phase id
+  constexpr size_t kPhases = std::tuple_size_v<decltype(MarkedStep::phase_ns)>;  // index = StepPhaseSlot
 
   // Inside the step: each phase's mean, and where forward and backward or the
   // optimizer are marked, the time outside every marked phase.

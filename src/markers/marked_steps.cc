@@ -23,8 +23,8 @@ void StepBuilder::Add(std::vector<Marker> markers) {
         slot.step.pid = m.pid;
         slot.step.span = Interval{m.t_ns, m.t_ns};
         // Phases that ran before it (the batch it was fed) are its own; the span starts with them.
-        for (const auto& [phase, span] : p.waiting) {
-          slot.step.phase_ns[phase] += span.duration();
+        for (const auto& [phase_slot, span] : p.waiting) {
+          slot.step.phase_ns[phase_slot] += span.duration();
           slot.step.span.start = std::min(slot.step.span.start, span.start);
         }
         p.waiting.clear();
@@ -73,12 +73,13 @@ void StepBuilder::Add(std::vector<Marker> markers) {
           break;
         }
         // The job's own phases are not a step's: the ledger charges them.
-        if (m.phase > GPUTRIAGE_PHASE_OTHER || (m.phase == GPUTRIAGE_PHASE_CHECKPOINT && !InsideStep(p, span.start))) {
+        const int slot = StepPhaseSlot(m.phase);
+        if (slot < 0 || (m.phase == GPUTRIAGE_PHASE_CHECKPOINT && !InsideStep(p, span.start))) {
           if (counts_.run_phases.size() < kMaxRunPhases) counts_.run_phases.push_back({m.phase, m.pid, span});
           else ++counts_.run_phases_dropped;
           break;
         }
-        Charge(p, m.phase, span);
+        Charge(p, static_cast<uint16_t>(slot), span);
         break;
       }
     }
@@ -92,7 +93,7 @@ bool StepBuilder::InsideStep(const Process& p, TimeNs start) {
   return s.open || start < s.step.span.end;  // one starting as a step ends is after it
 }
 
-void StepBuilder::Charge(Process& p, uint16_t phase, Interval span) {
+void StepBuilder::Charge(Process& p, uint16_t slot, Interval span) {
   if (span.start < p.released_before) {  // its step was already handed out
     ++counts_.unassigned_phases;
     return;
@@ -102,7 +103,7 @@ void StepBuilder::Charge(Process& p, uint16_t phase, Interval span) {
   if (after != p.by_begin.begin()) {
     Slot& s = std::prev(after)->second;
     if (s.open || span.start <= s.step.span.end) {
-      s.step.phase_ns[phase] += span.duration();
+      s.step.phase_ns[slot] += span.duration();
       return;
     }
   }
@@ -111,12 +112,12 @@ void StepBuilder::Charge(Process& p, uint16_t phase, Interval span) {
   // begin still finds the previous step ended and lands here again.)
   if (after != p.by_begin.end()) {
     MarkedStep& next = after->second.step;
-    next.phase_ns[phase] += span.duration();
+    next.phase_ns[slot] += span.duration();
     next.span.start = std::min(next.span.start, span.start);
     return;
   }
   // ... else the step it feeds has not begun yet.
-  p.waiting.emplace_back(phase, span);
+  p.waiting.emplace_back(slot, span);
 }
 
 void StepBuilder::Release(bool all, std::vector<MarkedStep>& out) {

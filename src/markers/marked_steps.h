@@ -23,7 +23,7 @@
 
 namespace gputriage {
 
-inline constexpr int kNumMarkerPhases = 8;  // gputriage_phase values 1..7; 0 unused
+inline constexpr int kNumMarkerPhases = 9;  // step phase slots 1..8 (StepPhaseSlot); 0 unused
 static_assert(std::tuple_size_v<decltype(MarkedStep::phase_ns)> == kNumMarkerPhases);
 
 struct MarkedSteps {
@@ -76,10 +76,10 @@ class StepBuilder {
     std::map<TimeNs, Slot> by_begin;               // open and held steps, by their begin marker's time
     std::map<int64_t, TimeNs> open_by_number;      // step number → begin marker time
     std::map<int64_t, TimeNs> held_by_number;      // ended, held: step number → begin marker time
-    std::vector<std::pair<uint16_t, Interval>> waiting;  // phases before any step of this process began
+    std::vector<std::pair<uint16_t, Interval>> waiting;  // (slot, span): phases before any step of this process began
     TimeNs released_before = INT64_MIN;            // steps starting before this were handed out
   };
-  void Charge(Process& p, uint16_t phase, Interval span);
+  void Charge(Process& p, uint16_t slot, Interval span);  // slot: StepPhaseSlot
   /// Whether `start` lies inside a step of the process (one still open, or ended after it).
   static bool InsideStep(const Process& p, TimeNs start);
   void Release(bool all, std::vector<MarkedStep>& out);

@@ -20,7 +20,7 @@
 namespace gputriage {
 namespace {
 
-// Marked phases 1..7 (kPhaseNames[0] is unused), as MarkedStep::phase_ns holds them.
+// Marked phases by slot (kPhaseNames[0] is unused), as MarkedStep::phase_ns holds them.
 constexpr int kPhases = static_cast<int>(std::size(kPhaseNames));
 static_assert(std::tuple_size_v<decltype(MarkedStep::phase_ns)> == std::size(kPhaseNames));
 

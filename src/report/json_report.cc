@@ -16,11 +16,10 @@ using nlohmann::json;
 /// NaN ("not measured") becomes null rather than an invalid JSON number.
 json Num(double v) { return std::isnan(v) || std::isinf(v) ? json(nullptr) : json(v); }
 
-/// Each marked step phase's mean per step, by name (data .. other).
+/// Each marked step phase's mean per step, by name (data .. other, copy).
 json PhaseTimes(const StepMarkerAnalysis& m) {
   json phases = json::object();
-  for (int id = GPUTRIAGE_PHASE_DATA; id <= GPUTRIAGE_PHASE_OTHER; ++id)
-    phases[kPhaseNames[id]] = m.phase_ms_mean[static_cast<size_t>(id)];
+  for (size_t slot = 1; slot < std::size(kPhaseNames); ++slot) phases[kPhaseNames[slot]] = m.phase_ms_mean[slot];
   return phases;
 }
 

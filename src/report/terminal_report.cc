@@ -6,7 +6,7 @@
 
 #include <fmt/format.h>
 
-#include "gputriage/markers.h"
+#include "gputriage/markers.hpp"
 #include "gputriage/report.h"
 #include "src/util/strings.h"
 #include "src/util/units.h"
@@ -108,9 +108,12 @@ void RenderStepMarkers(std::string& out, const StepMarkerAnalysis& m) {
     out += fmt::format("     data wait {:.1f} ms against {:.1f} ms of compute per step ({:.0f}% of compute)\n",
                        m.data_wait_ms_mean, m.compute_ms_mean, m.data_wait_percent_of_compute);
   if (m.phases_traced)
-    out += fmt::format("     inside the step (host-timed): data {:.1f}, forward {:.1f}, backward {:.1f}, optimizer {:.1f}{} "
+    out += fmt::format("     inside the step (host-timed): data {:.1f}, {}forward {:.1f}, backward {:.1f}, optimizer {:.1f}{} "
                        "ms, outside every phase {:.1f} ms ({:.0f}%)\n",
-                       m.phase_ms_mean[GPUTRIAGE_PHASE_DATA], m.phase_ms_mean[GPUTRIAGE_PHASE_FORWARD],
+                       m.phase_ms_mean[GPUTRIAGE_PHASE_DATA],
+                       m.phase_ms_mean[kCopySlot] > 0 ? fmt::format("copy to the device {:.1f}, ", m.phase_ms_mean[kCopySlot])
+                                                      : std::string(),
+                       m.phase_ms_mean[GPUTRIAGE_PHASE_FORWARD],
                        m.phase_ms_mean[GPUTRIAGE_PHASE_BACKWARD], m.phase_ms_mean[GPUTRIAGE_PHASE_OPTIMIZER],
                        m.phase_ms_mean[GPUTRIAGE_PHASE_COMMUNICATION] > 0
                            ? fmt::format(", communication {:.1f}", m.phase_ms_mean[GPUTRIAGE_PHASE_COMMUNICATION])

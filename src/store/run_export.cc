@@ -10,6 +10,8 @@
 
 #include <fmt/format.h>
 
+#include "gputriage/markers.hpp"
+
 namespace gputriage {
 namespace {
 
@@ -101,13 +103,13 @@ StatusOr<ExportCounts> ExportRun(RunStore& store, int64_t run, const std::string
       std::fprintf(out, "# gputriage_setting %s \"%s\"\n", key.c_str(), Escape(value).c_str());
   if (!steps.empty())
     std::fprintf(out, "# gputriage_step fields: number pid start_ns end_ns samples tokens flops data_ns forward_ns "
-                      "backward_ns optimizer_ns communication_ns checkpoint_ns other_ns device_ns\n");
+                      "backward_ns optimizer_ns communication_ns checkpoint_ns other_ns device_ns copy_ns\n");
   for (const auto& step : steps) {
     std::fprintf(out, "# gputriage_step %lld %u %lld %lld %lld %lld %.17g", static_cast<long long>(step.number), step.pid,
                  static_cast<long long>(step.span.start), static_cast<long long>(step.span.end),
                  static_cast<long long>(step.samples), static_cast<long long>(step.tokens), step.flops);
     for (size_t phase = 1; phase <= 7; ++phase) std::fprintf(out, " %lld", static_cast<long long>(step.phase_ns[phase]));
-    std::fprintf(out, " %lld\n", static_cast<long long>(step.device_ns));
+    std::fprintf(out, " %lld %lld\n", static_cast<long long>(step.device_ns), static_cast<long long>(step.phase_ns[kCopySlot]));
   }
   int64_t written = 0;
   std::set<std::string> helped;

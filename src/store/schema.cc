@@ -97,6 +97,10 @@ constexpr const char* kPostgresMigrationToVersion5 =
     " pid BIGINT NOT NULL, start_ns BIGINT NOT NULL, end_ns BIGINT NOT NULL);"
     "CREATE INDEX run_phases_by_run ON run_phases(run_id, start_ns);";
 
+/// 5 → 6: a step's host-to-device copy phase (zero-code mode's .to()/.cuda()
+/// hook, or gputriage_phase(GPUTRIAGE_PHASE_COPY)). Both kinds: the same SQL.
+constexpr const char* kMigrationToVersion6 = "ALTER TABLE steps ADD COLUMN copy_ns BIGINT NOT NULL DEFAULT 0;";
+
 /// 3 → 4: each complete run's headline figures (step time, data wait, busy, ...),
 /// written with its findings, so an experiment's history is judged without
 /// re-reading every run's samples.
@@ -142,6 +146,7 @@ SchemaMigration NextMigration(const std::string& kind, int64_t from) {
   if (kind == "postgresql") {
     if (from == 0) return {4, PostgresVersion4()};
     if (from == 4) return {5, kPostgresMigrationToVersion5};
+    if (from == 5) return {6, kMigrationToVersion6};
     return {};
   }
   if (from == 0) return {1, kMigrations[0]};
@@ -149,8 +154,9 @@ SchemaMigration NextMigration(const std::string& kind, int64_t from) {
   if (from == 2) return {3, kMigrationToVersion3};
   if (from == 3) return {4, kMigrationToVersion4};
   if (from == 4) return {5, kMigrationToVersion5};
+  if (from == 5) return {6, kMigrationToVersion6};
   return {};
 }
-static_assert(kStoreSchemaVersion == 5, "a new schema version needs its migration, for each kind, in NextMigration()");
+static_assert(kStoreSchemaVersion == 6, "a new schema version needs its migration, for each kind, in NextMigration()");
 
 }  // namespace gputriage

@@ -5,7 +5,7 @@
 
 #include <fmt/format.h>
 
-#include "gputriage/markers.h"
+#include "gputriage/markers.hpp"
 
 namespace gputriage {
 namespace {
@@ -74,6 +74,7 @@ std::vector<ScreenLine> RenderLiveRecordScreen(const StepMarkerAnalysis& m, cons
                             width)});
   const auto phase = [&](int id) { return m.phase_ms_mean[static_cast<size_t>(id)]; };
   std::vector<PhaseShare> parts = {{"data", 'd', phase(GPUTRIAGE_PHASE_DATA)},
+                                   {"copy", 'h', phase(kCopySlot)},
                                    {"forward", 'f', phase(GPUTRIAGE_PHASE_FORWARD)},
                                    {"backward", 'b', phase(GPUTRIAGE_PHASE_BACKWARD)},
                                    {"optimizer", 'o', phase(GPUTRIAGE_PHASE_OPTIMIZER)},

@@ -6,7 +6,7 @@
 #include <fmt/format.h>
 
 #include "gputriage/diagnosis.h"
-#include "gputriage/markers.h"
+#include "gputriage/markers.hpp"
 #include "src/analysis/what_if.h"
 #include "src/verdicts/verdicts_internal.h"
 
@@ -44,6 +44,18 @@ constexpr double kHostStallMinMs = 1.0;
 // (tests/python/test_step_phases.py, 2 vCPUs of an AMD EPYC, 2026-12-02). The best
 // end allows that much.
 constexpr double kWarmHostSpeedup = 0.2;
+
+// Host-to-device copies of the step's inputs (the copy phase, docs/phases.md): at
+// 10 % of the step a synchronous copy holds every step that long (the GPU waits
+// for its inputs); at 25 % a quarter of the run moves batches. Below 0.5 ms per
+// step the copy is small beside any step worth fixing.
+constexpr double kCopyModeratePercent = 10.0;
+constexpr double kCopyHighPercent = 25.0;
+constexpr double kCopyMinMs = 0.5;
+// Copies already leave the host at once when this share of their bytes came from
+// pinned memory with non_blocking=True: the phase then holds queueing and
+// allocation, not the transfer, and these fixes have nothing left to give.
+constexpr double kAsyncCopiesPercent = 90.0;
 
 /// A finding from the step markers of recording `a`.
 Finding MarkerFinding(const RecordingAnalysis& a, std::string verdict, Severity severity) {
@@ -254,6 +266,78 @@ void JudgeHostStall(const RecordingAnalysis& a, std::vector<Finding>& out) {
   out.push_back(std::move(f));
 }
 
+void JudgeCopies(const RecordingAnalysis& a, std::vector<Finding>& out) {
+  const StepMarkerAnalysis& m = a.marked;
+  const double copy = m.phase_ms_mean[kCopySlot];
+  if (copy < kCopyMinMs || !(m.step_ms_mean > 0)) return;
+  const double pct = 100.0 * copy / m.step_ms_mean;
+  if (pct < kCopyModeratePercent) return;
+  const CopySettings& c = a.copies;
+  const bool pinned = c.known && c.pinned_percent >= kAsyncCopiesPercent;
+  const bool non_blocking = c.known && c.non_blocking_percent >= kAsyncCopiesPercent;
+  if (pinned && non_blocking) return;
+  Finding f = MarkerFinding(a, "copy_bound", pct >= kCopyHighPercent ? Severity::kHigh : Severity::kModerate);
+  f.title = fmt::format("Copy-bound: {:.1f} ms of every {:.1f} ms step ({:.0f}%) copies the batch to the device{}", copy,
+                        m.step_ms_mean, pct, c.known ? " while the host waits" : "");
+  const int64_t steps = m.steps + m.warmup_steps;
+  const double mib_per_step = c.known && steps > 0 ? c.bytes / static_cast<double>(steps) / (1024.0 * 1024.0) : NAN;
+  f.detail = fmt::format("The copy phase (host-to-device copies of the step's inputs, host-timed) takes {:.1f} ms per "
+                         "step over {} steps.",
+                         copy, m.steps);
+  if (c.known) {
+    f.detail += fmt::format(
+        " {:.1f} MiB per step in {} copies over the run ({:.1f} GB/s as the host waited for them); {:.0f}% of the bytes "
+        "from pinned memory, {:.0f}% with non_blocking=True{}. A copy from pageable memory is staged through a "
+        "driver buffer and returns only when done; from pinned memory with non_blocking=True it is queued and the "
+        "host goes on.",
+        mib_per_step, c.calls, c.bytes / static_cast<double>(std::max<int64_t>(steps, 1)) / (copy * 1e6),
+        c.pinned_percent, c.non_blocking_percent,
+        c.loader_pin_memory.empty() ? "" : fmt::format(" (DataLoader pin_memory={})", c.loader_pin_memory));
+  } else {
+    f.detail += " The job marked this phase itself: whether its copies are pinned and non-blocking is not recorded.";
+  }
+  f.detail += WarmupNote(m);
+  f.evidence.push_back(E("copy_percent_of_step", pct, "percent", "step markers: copy phase / step time",
+                          f.severity == Severity::kHigh ? kCopyHighPercent : kCopyModeratePercent, ">="));
+  f.evidence.push_back(E("copy_ms_per_step", copy, "ms", "copy phase, host-timed, mean over steps", kCopyMinMs, ">="));
+  if (c.known) {
+    f.evidence.push_back(E("copy_mib_per_step", mib_per_step, "MiB", "copy.bytes / steps (zero-code mode)"));
+    f.evidence.push_back(E("copy_pinned_percent", c.pinned_percent, "percent", "copy.pinned_percent: bytes from pinned memory",
+                            kAsyncCopiesPercent, "<"));
+    f.evidence.push_back(E("copy_non_blocking_percent", c.non_blocking_percent, "percent",
+                            "copy.non_blocking_percent: bytes copied with non_blocking=True", kAsyncCopiesPercent, "<"));
+  }
+  if (!pinned)
+    f.recommendations.push_back({"DataLoader(..., pin_memory=True)",
+                                 "batches arrive in page-locked memory: the copy skips the staging buffer (about twice "
+                                 "the bandwidth of pageable memory) and can run asynchronously"});
+  if (!non_blocking)
+    f.recommendations.push_back({"batch.to(device, non_blocking=True)",
+                                 "from pinned memory the copy is queued on the stream and the host goes on to the "
+                                 "forward at once"});
+  f.recommendations.push_back({"copy the next batch on a side CUDA stream while this step computes (a prefetcher "
+                               "around the DataLoader)",
+                               "the transfer overlaps the previous step's compute instead of preceding this one's"});
+  f.recommendations.push_back({"send compact dtypes (uint8 images, int32 token ids) and convert on the GPU",
+                               "fewer bytes cross the host link"});
+  // With the copies overlapped the step is the rest of its work, never below the
+  // GPU's own time; at worst half the copy stays (pinned but not overlapped: a
+  // pinned copy takes about half a pageable one's time); at best the rest of the
+  // step less the run's step-time CV.
+  const double device = m.device_steps > 0 ? m.device_ms_mean : 0.0;
+  const double floor = std::max(device, m.step_ms_mean - copy);
+  const double noise = std::min(m.step_ms_cv, analysis::kMaxRunToRunNoise);
+  f.gain = StepGain(m.step_ms_mean, floor, std::max(device, floor * (1.0 - noise)), m.step_ms_mean - copy / 2,
+                    device > 0 && device >= m.step_ms_mean - copy ? "gpu_busy_time" : "marked_phases",
+                    fmt::format("step time with the {:.1f} ms copy overlapped: the rest of the step, {:.1f} ms{}; at "
+                                "worst half the copy stays (pinned but not overlapped); the best end less the "
+                                "step-time CV ({:.0f}%)",
+                                copy, m.step_ms_mean - copy,
+                                device > 0 ? fmt::format(", not below the GPU's {:.1f} ms", device) : std::string(),
+                                noise * 100));
+  out.push_back(std::move(f));
+}
+
 }  // namespace
 
 std::vector<Finding> JudgeStepMarkers(const RecordingAnalysis& a) {
@@ -264,6 +348,7 @@ std::vector<Finding> JudgeStepMarkers(const RecordingAnalysis& a) {
   JudgeStragglers(a, out);
   JudgeMfu(a, out);
   JudgeHostStall(a, out);
+  JudgeCopies(a, out);
   if (!m.phases_known) return out;
   const double pct = m.data_wait_percent_of_compute;
   if (pct >= kDataWaitModeratePercent) {

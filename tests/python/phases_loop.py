@@ -30,6 +30,10 @@ def main():
     parser.add_argument("--closure", action="store_true",
                         help="forward and backward inside a closure given to optimizer.step(), as Lightning does")
     parser.add_argument("--depth", type=int, default=1, help="hidden blocks (Linear + ReLU) between input and output")
+    parser.add_argument("--copy-to", default="",
+                        help="also copy each batch to this device (x non-blocking, y not) before the step's work, "
+                             "timed as copy; `meta` stands in for a GPU on a machine without one (nothing is moved, "
+                             "the loop trains on the host batch)")
     args = parser.parse_args()
 
     torch.manual_seed(0)
@@ -44,10 +48,16 @@ def main():
     data = TensorDataset(torch.randn(n, features), torch.randint(0, 10, (n,)))
     loader = DataLoader(data, batch_size=args.batch, num_workers=0, shuffle=False)
 
-    timings = {"forward": [], "backward": [], "optimizer": [], "stall": []}
+    timings = {"forward": [], "backward": [], "optimizer": [], "stall": [], "copy": []}
     clock = time.perf_counter
     loop_start = clock()
     for x, y in loader:
+        if args.copy_to:
+            x = x.to(torch.float32)  # a dtype, no device: not a copy
+            t0 = clock()
+            on_device = (x.to(args.copy_to, non_blocking=True), y.to(args.copy_to))
+            timings["copy"].append((clock() - t0) * 1e3)
+            del on_device
         if args.closure:
             inside = {}
 

@@ -61,10 +61,12 @@ class WithoutRecorder(unittest.TestCase):
     def test_bad_arguments_are_clear_errors(self):
         with self.assertRaisesRegex(ValueError, "unknown phase 'loading'"):
             gputriage.phase("loading")
-        with self.assertRaisesRegex(ValueError, "phase id 11 is not 1..10"):
-            gputriage.phase_begin(11)
-        # The job's own phases are named too (the goodput ledger's checkpoint, eval, compile, restore).
-        self.assertEqual([gputriage.PHASES[n] for n in ("checkpoint", "eval", "compile", "restore")], [6, 8, 9, 10])
+        with self.assertRaisesRegex(ValueError, "phase id 12 is not 1..11"):
+            gputriage.phase_begin(12)
+        # The job's own phases are named too (the goodput ledger's checkpoint, eval, compile, restore),
+        # and the step's copies to the device.
+        self.assertEqual([gputriage.PHASES[n] for n in ("checkpoint", "eval", "compile", "restore", "copy")],
+                         [6, 8, 9, 10, 11])
         with self.assertRaisesRegex(TypeError, "samples must be an int"):
             gputriage.step(samples="32")
         with self.assertRaisesRegex(TypeError, "unexpected or repeated argument 'batch'"):

@@ -8,9 +8,11 @@ optimizer step, recorded unmodified with `gputriage record --python`:
 - the expected gain's range holds the same loop run without the stall;
 - the goodput ledger counts the stall as host_stall;
 
-`record --live` showing the split and the stall while the loop runs; and a loader with twice as many workers as the machine has CPUs, each sample
-costing CPU work: a host_saturated finding, and no advice anywhere to run more
-workers than there are CPUs.
+`record --live` showing the split and the stall while the loop runs; copies of
+each batch to a device (`meta` standing in for a GPU) as their own phase with
+their bytes; and a loader with twice as many workers as the machine has CPUs,
+each sample costing CPU work: a host_saturated finding, and no advice anywhere
+to run more workers than there are CPUs.
 
     GPUTRIAGE=... GPUTRIAGE_PYTHON_PATH=... python3 test_step_phases.py
 """
@@ -37,7 +39,7 @@ except ImportError:
     HAVE_TORCH = False
 
 
-def record(stall_ms, optimizer="adam", closure=False):
+def record(stall_ms, optimizer="adam", closure=False, copy_to=""):
     """The loop recorded zero-code: (report, the loop's own per-step timers, stderr)."""
     with tempfile.TemporaryDirectory() as tmp:
         report_path, timings_path = os.path.join(tmp, "report.json"), os.path.join(tmp, "timings.json")
@@ -45,7 +47,8 @@ def record(stall_ms, optimizer="adam", closure=False):
         env.pop("PYTHONPATH", None)  # the script imports nothing of gputriage
         cmd = [GPUTRIAGE, "record", "--no-store", "--json", report_path, "--python", "--", sys.executable, LOOP,
                "--timings", timings_path, "--stall-ms", str(stall_ms), "--hidden", "256", "--batch", "64",
-               "--steps", "60", "--optimizer", optimizer] + (["--closure"] if closure else [])
+               "--steps", "60", "--optimizer", optimizer] + (["--closure"] if closure else []) + \
+              (["--copy-to", copy_to] if copy_to else [])
         proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
         if proc.returncode != 0:
             raise AssertionError(f"{cmd} exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr}")
@@ -124,6 +127,35 @@ class OptimizerClosure(unittest.TestCase):
 
 
 @unittest.skipUnless(HAVE_TORCH and shutil.which("script"), "needs python3-torch and util-linux's script")
+class CopyPhase(unittest.TestCase):
+    def test_copies_to_a_device_are_their_own_phase_with_their_bytes(self):
+        # No GPU here: the `meta` device stands in (the same Tensor.to call and
+        # hook; nothing is moved, so the phase is short but present).
+        report, timings, stderr = record(0, copy_to="meta")
+        rec = report["recordings"][0]
+        m = rec["step_markers"]
+        self.assertIsNotNone(m, stderr)
+        self.assertTrue(m["phases_traced"])
+        copy = m["phases_ms_mean"]["copy"]
+        self.assertGreater(copy, 0, m["phases_ms_mean"])
+        # Inside the loop's own timer around the two copies (a meta copy takes
+        # microseconds, as long as the hook's own Python around it: no ratio).
+        own = judged_mean(timings, "copy", m["steps"])
+        self.assertLessEqual(copy, own, (copy, own))
+        settings = rec["settings"]
+        # Two copies per batch of 64: x (64 x 256 float32, non-blocking), y (64 int64); the
+        # dtype-only .to(float32) is no copy.
+        x_bytes, y_bytes = 64 * 256 * 4, 64 * 8
+        self.assertEqual(settings.get("copy.calls"), str(2 * 60))
+        self.assertEqual(settings.get("copy.bytes"), str(60 * (x_bytes + y_bytes)))
+        self.assertEqual(float(settings.get("copy.pinned_percent")), 0.0)
+        self.assertAlmostEqual(float(settings.get("copy.non_blocking_percent")), 100.0 * x_bytes / (x_bytes + y_bytes),
+                               places=1)
+        # Microseconds of a meta copy: far below the copy_bound threshold.
+        self.assertNotIn("copy_bound", [f["verdict"] for f in report["findings"]])
+        print(f"  copy phase {copy * 1e3:.0f} us per step against the loop's {own * 1e3:.0f} us", file=sys.stderr)
+
+
 class LiveScreen(unittest.TestCase):
     def test_record_live_shows_the_split_and_the_stall_while_the_job_runs(self):
         # script(1) gives the recorder a terminal; the screen is redrawn every second.

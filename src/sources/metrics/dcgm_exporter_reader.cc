@@ -20,6 +20,7 @@
 
 #include <fmt/format.h>
 
+#include "gputriage/markers.hpp"
 #include "src/sources/metrics/metric_readers.h"
 #include "src/sources/metrics/metric_text.h"
 #include "src/util/strings.h"
@@ -245,14 +246,15 @@ class DcgmExporterReader final : public MetricLineReader {
   }
 
   /// "# gputriage_step number pid start_ns end_ns samples tokens flops data_ns
-  /// forward_ns backward_ns optimizer_ns communication_ns checkpoint_ns other_ns device_ns"
+  /// forward_ns backward_ns optimizer_ns communication_ns checkpoint_ns other_ns device_ns
+  /// [copy_ns]" (copy_ns since the copy phase: older exports have 15 fields)
   void ExportedStep(std::string_view fields, int64_t line_no) {
     if (StartsWith(fields, "fields:")) return;  // the header naming the columns
     std::vector<std::string_view> parts;
     metric_text::SplitWhitespace(fields, parts);
     MarkedStep step;
-    bool ok = parts.size() == 15;
-    std::array<int64_t, 15> v{};
+    bool ok = parts.size() == 15 || parts.size() == 16;
+    std::array<int64_t, 16> v{};
     double flops = 0;
     for (size_t i = 0; ok && i < parts.size(); ++i) {
       if (i == 6) {
@@ -279,6 +281,7 @@ class DcgmExporterReader final : public MetricLineReader {
     step.flops = flops;
     for (size_t phase = 1; phase <= 7; ++phase) step.phase_ns[phase] = v[6 + phase];
     step.device_ns = v[14];
+    step.phase_ns[kCopySlot] = v[15];
     ctx_->recording->marked_steps.push_back(step);
   }
 

@@ -471,5 +471,29 @@ TEST(MarkedSteps, APhaseForAStepAlreadyHandedOutIsCountedNotMisplaced) {
   EXPECT_EQ(rest.unassigned_phases, 1);
 }
 
+TEST(MarkedSteps, TheLoopsLastFetchIsNoUnassignedPhase) {
+  using K = MarkerKind;
+  // Two steps, then the fetch that finds the loader exhausted (a data phase no
+  // step follows): not unassigned. Another phase there, or a data phase of a
+  // process that never stepped, is.
+  auto run = [](uint16_t trailing, bool steps) {
+    StepBuilder builder(100);
+    std::vector<Marker> markers;
+    if (steps)
+      markers = {M(K::kPhaseBegin, 0, 0, GPUTRIAGE_PHASE_DATA), M(K::kPhaseEnd, 5, 0, GPUTRIAGE_PHASE_DATA),
+                 M(K::kStepBegin, 5, 0), M(K::kStepEnd, 20, 0), M(K::kPhaseBegin, 20, 0, GPUTRIAGE_PHASE_DATA),
+                 M(K::kPhaseEnd, 25, 0, GPUTRIAGE_PHASE_DATA), M(K::kStepBegin, 25, 1), M(K::kStepEnd, 40, 1)};
+    markers.push_back(M(K::kPhaseBegin, 41, 0, trailing));
+    markers.push_back(M(K::kPhaseEnd, 43, 0, trailing));
+    builder.Add(markers);
+    return builder.Finish();
+  };
+  const MarkedSteps done = run(GPUTRIAGE_PHASE_DATA, true);
+  EXPECT_EQ(done.steps.size(), 2u);
+  EXPECT_EQ(done.unassigned_phases, 0);
+  EXPECT_EQ(run(GPUTRIAGE_PHASE_OPTIMIZER, true).unassigned_phases, 1);
+  EXPECT_EQ(run(GPUTRIAGE_PHASE_DATA, false).unassigned_phases, 1);
+}
+
 }  // namespace
 }  // namespace gputriage

@@ -136,7 +136,12 @@ void StepBuilder::Release(bool all, std::vector<MarkedStep>& out) {
       it = p.by_begin.erase(it);
     }
     if (all) {
-      counts_.unassigned_phases += static_cast<int64_t>(p.waiting.size());
+      // A data phase still waiting after the process's last step is the loop's
+      // last fetch, the one that found the loader exhausted (watch() and
+      // zero-code mode time it like any other): no step follows it, by design.
+      const bool stepped = p.released_before != INT64_MIN;
+      for (const auto& [slot, span] : p.waiting)
+        if (!(stepped && slot == GPUTRIAGE_PHASE_DATA && span.start >= p.released_before)) ++counts_.unassigned_phases;
       p.waiting.clear();
       p.open_by_number.clear();
     }

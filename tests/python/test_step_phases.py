@@ -153,6 +153,8 @@ class CopyPhase(unittest.TestCase):
                                places=1)
         # Microseconds of a meta copy: far below the copy_bound threshold.
         self.assertNotIn("copy_bound", [f["verdict"] for f in report["findings"]])
+        # The loop's last fetch (the loader exhausted) is no phase without a step.
+        self.assertNotIn("phases_unassigned", [i["kind"] for i in rec["import"]["issues"]])
         print(f"  copy phase {copy * 1e3:.0f} us per step against the loop's {own * 1e3:.0f} us", file=sys.stderr)
 
 

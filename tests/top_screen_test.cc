@@ -141,10 +141,23 @@ TEST(LiveRecordScreen, BeforeTheFirstStepsAndTheRedraw) {
   // the lines a longer screen left below.
   EXPECT_EQ(AnsiRedraw({{"a", LineStyle::kNormal}}, 0), "\ra\033[0m\033[K\n");
   EXPECT_EQ(AnsiRedraw({{"a", LineStyle::kNormal}}, 3), "\r\033[3A\ra\033[0m\033[K\n\033[K\n\033[K\n");
-  LiveStepWindow window(2);
-  window.Add({MarkedStep{}, MarkedStep{}, MarkedStep{}});
-  EXPECT_EQ(window.Steps().size(), 2u);
-  EXPECT_EQ(window.total(), 3);
+  LiveStepWindow window(3);
+  auto step = [](int64_t n) {
+    MarkedStep s;
+    s.number = n;
+    return s;
+  };
+  window.Add({step(0), step(1), step(2), step(3)});
+  EXPECT_EQ(window.Steps().size(), 3u);
+  EXPECT_EQ(window.total(), 4);
+  // Steps still held by the recorder come after the final ones, the window's size kept.
+  auto numbers = [](const std::vector<MarkedStep>& steps) {
+    std::vector<int64_t> out;
+    for (const auto& s : steps) out.push_back(s.number);
+    return out;
+  };
+  EXPECT_EQ(numbers(window.Steps({step(4)})), (std::vector<int64_t>{2, 3, 4}));
+  EXPECT_EQ(numbers(window.Steps({step(4), step(5), step(6), step(7)})), (std::vector<int64_t>{5, 6, 7}));
 }
 
 }  // namespace

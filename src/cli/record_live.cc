@@ -20,6 +20,7 @@ int TerminalWidth() {
 
 struct LiveState {
   LiveStepWindow window;
+  std::vector<MarkedStep> held;  // ended, not yet final: shown at once
   size_t drawn = 0;  // lines on the terminal from the last redraw
 };
 
@@ -31,6 +32,7 @@ void AddLiveScreen(WorkloadClass workload, RecordOptions& options) {
     if (previous) previous(steps);
     state->window.Add(steps);
   };
+  options.on_held_steps = [state](const std::vector<MarkedStep>& held) { state->held = held; };
   options.on_second = [state, workload, previous = options.on_second](const Recording& rec, TimeNs elapsed) {
     if (previous) previous(rec, elapsed);
     // The latest steps judged as a recording of their own: the same analysis and
@@ -40,7 +42,7 @@ void AddLiveScreen(WorkloadClass workload, RecordOptions& options) {
     window.source_path = rec.source_path;
     window.format = "step-markers";
     window.metadata = rec.metadata;
-    window.marked_steps = state->window.Steps();
+    window.marked_steps = state->window.Steps(state->held);
     run.recordings.push_back(std::move(window));
     DiagnoseOptions diagnose;
     diagnose.workload = workload;
@@ -49,7 +51,8 @@ void AddLiveScreen(WorkloadClass workload, RecordOptions& options) {
     for (const auto& f : d.findings)
       if (f.origin == "markers" || f.origin == "host") findings.push_back(f);
     const auto lines = RenderLiveRecordScreen(d.recordings.empty() ? StepMarkerAnalysis{} : d.recordings[0].marked,
-                                              findings, state->window.total(), elapsed, TerminalWidth());
+                                              findings, state->window.total() + static_cast<int64_t>(state->held.size()), elapsed,
+                                              TerminalWidth());
     const std::string text = AnsiRedraw(lines, state->drawn);
     state->drawn = std::max(state->drawn, lines.size());
     std::fwrite(text.data(), 1, text.size(), stderr);

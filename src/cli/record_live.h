@@ -7,7 +7,8 @@
 
 namespace gputriage::cli {
 
-/// Chains onto `options`' on_steps and on_second: keeps the latest steps and,
+/// Chains onto `options`' on_steps and on_second (and takes on_held_steps): keeps
+/// the latest steps, final and still held, and,
 /// each second, judges them and redraws the screen on stderr.
 void AddLiveScreen(WorkloadClass workload, RecordOptions& options);
 

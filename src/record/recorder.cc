@@ -410,6 +410,7 @@ StatusOr<RecordResult> RecordCommand(const RecordOptions& options) {
       stored(options.store->PutDevices(result.run_id, result.recording.metrics));
     }
     if (options.on_second && MonotonicNs() >= next_status) {
+      if (options.on_held_steps && ring) options.on_held_steps(step_builder.PeekEnded());
       options.on_second(result.recording, MonotonicNs() - began);
       next_status += kNsPerS;
     }

@@ -38,6 +38,9 @@ struct RecordOptions {
   std::function<void(size_t device, Metric metric, TimeNs t, double value)> on_sample;
   /// Steps from the job's markers, each once, when they are final.
   std::function<void(const std::vector<MarkedStep>& steps)> on_steps;
+  /// Just before each on_second: the ended steps not yet final (held 5 s for late
+  /// phases and device times), by start; a live view shows them at once.
+  std::function<void(const std::vector<MarkedStep>& held)> on_held_steps;
   /// The requests the job wrote to its configuration channel since the last
   /// tick (the Python package, ending, asks "summary NONCE" for the diagnosis so
   /// far), with the recording so far as a run: its samples, and every step that

@@ -52,6 +52,14 @@ void LiveStepWindow::Add(const std::vector<MarkedStep>& steps) {
   }
 }
 
+std::vector<MarkedStep> LiveStepWindow::Steps(const std::vector<MarkedStep>& held) const {
+  const size_t from_held = std::min(held.size(), capacity_);
+  const size_t from_final = std::min(steps_.size(), capacity_ - from_held);
+  std::vector<MarkedStep> out(steps_.end() - static_cast<std::ptrdiff_t>(from_final), steps_.end());
+  out.insert(out.end(), held.end() - static_cast<std::ptrdiff_t>(from_held), held.end());
+  return out;
+}
+
 std::vector<ScreenLine> RenderLiveRecordScreen(const StepMarkerAnalysis& m, const std::vector<Finding>& findings,
                                                int64_t steps_so_far, TimeNs elapsed_ns, int width) {
   width = std::max(width, 40);

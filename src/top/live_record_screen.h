@@ -20,7 +20,9 @@ class LiveStepWindow {
  public:
   explicit LiveStepWindow(size_t capacity = 200) : capacity_(capacity) {}
   void Add(const std::vector<MarkedStep>& steps);
-  std::vector<MarkedStep> Steps() const { return {steps_.begin(), steps_.end()}; }
+  /// The latest `capacity` steps: the final ones, then `held` (ended, not yet
+  /// final: the recorder holds them 5 s for late device times), by start.
+  std::vector<MarkedStep> Steps(const std::vector<MarkedStep>& held = {}) const;
   int64_t total() const { return total_; }
 
  private:

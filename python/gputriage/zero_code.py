@@ -413,20 +413,21 @@ def _patch_copies(torch):
         loop["in_phase"] = True
         begin(_COPY)
         try:
-            return call(tensor, *args, **kwargs)
+            out = call(tensor, *args, **kwargs)
         finally:
             end(_COPY)
             loop["in_phase"] = False
-            try:
-                n = tensor.numel() * tensor.element_size()
-                _copies["calls"] += 1
-                _copies["bytes"] += n
-                if non_blocking:
-                    _copies["non_blocking"] += n
-                if tensor.is_pinned():
-                    _copies["pinned"] += n
-            except Exception:  # never break the user's copy
-                pass
+        try:  # a copy that raised is not counted
+            n = tensor.numel() * tensor.element_size()
+            _copies["calls"] += 1
+            _copies["bytes"] += n
+            if non_blocking:
+                _copies["non_blocking"] += n
+            if tensor.is_pinned():
+                _copies["pinned"] += n
+        except Exception:  # never break the user's copy
+            pass
+        return out
 
     def marked_to(self, *args, **kwargs):
         if loop["in_phase"] or not loop["step_open"] or loop["fetching"] or get_ident() != _training_thread:

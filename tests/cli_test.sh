@@ -266,7 +266,9 @@ assert rec["format"] == "dcgm-exporter", rec["format"]
 devs = {x["uuid"]: x for x in rec["metric_devices"]}
 assert set(devs) == {"GPU-exp-0", "GPU-exp-1"}, list(devs)
 u0 = devs["GPU-exp-0"]["metrics"]["gpu_util"]
-assert u0["samples"] >= 15 and abs(u0["mean"] - 48.5) < 8, u0
+# 97 and 0 on alternate scrapes, each weighted by the time it covers: 48.5 when the
+# scrapes are evenly spaced; a machine busy with other tests spaces them 0.1-0.3 s.
+assert u0["samples"] >= 15 and abs(u0["mean"] - 48.5) < 15 and u0["max"] == 97 and u0["min"] == 0, u0
 assert devs["GPU-exp-1"]["metrics"]["gpu_util"]["max"] == 0
 print("ok: record --dcgm-exporter JSON")
 PY

@@ -12,6 +12,7 @@
 #include "src/record/job_config.h"
 #include "src/store/run_history.h"
 #include "src/store/run_store.h"
+#include "src/verdicts/compare.h"
 #include "src/verdicts/history.h"
 
 namespace gputriage {
@@ -131,6 +132,18 @@ TEST(History, UnchangedSettingsSayTheCauseIsOutsideWhatIsRecorded) {
 
 // Issue 24: a doubled batch doubles the step time and is no regression when
 // throughput held or rose; throughput still decides.
+TEST(History, MeasurementsOfTheHostAndTheCopiesAreNoSettingChanges) {
+  // The host's CPU use and the job's copies differ from run to run whatever
+  // changed; pin_memory itself is a setting.
+  const auto changes = SettingsChanges(
+      {{"dataloader.pin_memory", "false"}, {"copy.bytes", "1000"}, {"copy.pinned_percent", "0"},
+       {"host.usage.seconds", "30"}},
+      {{"dataloader.pin_memory", "true"}, {"copy.bytes", "1200"}, {"copy.pinned_percent", "100"},
+       {"host.usage.seconds", "31"}});
+  ASSERT_EQ(changes.size(), 1u);
+  EXPECT_EQ(changes[0].key, "dataloader.pin_memory");
+}
+
 TEST(History, ABatchChangeIsJudgedByThroughputNotStepTime) {
   auto run = [](int64_t id, double step_ms, double samples_per_s, double samples_per_step, const std::string& batch) {
     HistoryRun r;

@@ -407,16 +407,11 @@ def _patch_copies(torch):
     to, cuda = getattr(cls, "to", None), getattr(cls, "cuda", None)
     if to is None or getattr(to, "_gputriage", False):
         return
-    begin, end, get_ident, loop, tensor_type = _markers.phase_begin, _markers.phase_end, threading.get_ident, _loop, cls
+    get_ident, loop, tensor_type = threading.get_ident, _loop, cls
+    to_marked, cuda_marked = _in_phase(to, _COPY), (_in_phase(cuda, _COPY) if cuda is not None else None)
 
     def copied(call, tensor, args, kwargs, non_blocking):
-        loop["in_phase"] = True
-        begin(_COPY)
-        try:
-            out = call(tensor, *args, **kwargs)
-        finally:
-            end(_COPY)
-            loop["in_phase"] = False
+        out = call(tensor, *args, **kwargs)  # the phase
         try:  # a copy that raised is not counted
             n = tensor.numel() * tensor.element_size()
             _copies["calls"] += 1
@@ -443,7 +438,7 @@ def _patch_copies(torch):
         kind = _device_type(device)
         if kind is None or kind == "cpu" or self.device.type != "cpu":
             return to(self, *args, **kwargs)
-        return copied(to, self, args, kwargs, bool(non_blocking))
+        return copied(to_marked, self, args, kwargs, bool(non_blocking))
 
     def marked_cuda(self, *args, **kwargs):
         if loop["in_phase"] or not loop["step_open"] or loop["fetching"] or get_ident() != _training_thread:
@@ -451,7 +446,7 @@ def _patch_copies(torch):
         if self.device.type != "cpu":
             return cuda(self, *args, **kwargs)
         non_blocking = kwargs.get("non_blocking", args[1] if len(args) > 1 else False)
-        return copied(cuda, self, args, kwargs, bool(non_blocking))
+        return copied(cuda_marked, self, args, kwargs, bool(non_blocking))
 
     marked_to._gputriage = marked_cuda._gputriage = True
     marked_to.__wrapped__, marked_cuda.__wrapped__ = to, cuda
@@ -462,7 +457,7 @@ def _patch_copies(torch):
         cls.cuda = marked_cuda
 
 
-def copy_settings_at_exit():
+def _copy_settings_at_exit():
     """The copies' figures, once, as the job ends (docs/formats.md: copy.*)."""
     if not _copies["calls"]:
         return
@@ -575,7 +570,7 @@ def install():
     atexit.register(_markers._auto_step_end, None)  # the last batch's step
     atexit.register(_end_eval)  # an evaluation the job ended in
     atexit.register(_config.at_exit)
-    atexit.register(copy_settings_at_exit)
+    atexit.register(_copy_settings_at_exit)
     try:  # what this mode watches for, so the ledger knows these phases are seen, not absent
         _config._send("zero_code.phases", "checkpoint,restore,eval,compile")
     except Exception:

@@ -489,18 +489,22 @@ Status AnalyzeTrace(const Recording& rec, RecordingAnalysis& a, int threads, boo
 }
 
 
+/// A recorded figure (a setting's text): NaN unless the whole text is a finite
+/// number >= 0.
+double MetadataNumber(const std::map<std::string, std::string>& metadata, const std::string& key) {
+  auto it = metadata.find(key);
+  if (it == metadata.end()) return NAN;
+  char* end = nullptr;
+  const double v = std::strtod(it->second.c_str(), &end);
+  return end != it->second.c_str() && *end == '\0' && std::isfinite(v) && v >= 0 ? v : NAN;
+}
+
 /// The host usage `record` kept (`host.usage.*`, src/record/host_usage.h); a
 /// value that is not a finite number is left unknown.
 HostUsageAnalysis ReadHostUsage(const std::map<std::string, std::string>& metadata, int job_cpus) {
   HostUsageAnalysis h;
   h.job_cpus = job_cpus;
-  auto number = [&](const char* key) {
-    auto it = metadata.find(std::string("host.usage.") + key);
-    if (it == metadata.end()) return std::numeric_limits<double>::quiet_NaN();
-    char* end = nullptr;
-    const double v = std::strtod(it->second.c_str(), &end);
-    return end != it->second.c_str() && *end == '\0' && std::isfinite(v) && v >= 0 ? v : std::numeric_limits<double>::quiet_NaN();
-  };
+  auto number = [&](const char* key) { return MetadataNumber(metadata, std::string("host.usage.") + key); };
   auto count = [&](const char* key) {
     const double v = number(key);
     return std::isnan(v) || v > 1e6 ? 0 : static_cast<int>(v);
@@ -525,16 +529,10 @@ HostUsageAnalysis ReadHostUsage(const std::map<std::string, std::string>& metada
 /// every figure reads as a number in its range.
 CopySettings ReadCopySettings(const std::map<std::string, std::string>& metadata) {
   CopySettings c;
-  auto number = [&](const char* key) -> double {
-    auto it = metadata.find(key);
-    if (it == metadata.end()) return NAN;
-    char* end = nullptr;
-    const double v = std::strtod(it->second.c_str(), &end);
-    return end != it->second.c_str() && *end == '\0' && std::isfinite(v) && v >= 0 ? v : NAN;
-  };
   if (auto it = metadata.find("dataloader.pin_memory"); it != metadata.end()) c.loader_pin_memory = it->second;
-  const double calls = number("copy.calls"), bytes = number("copy.bytes");
-  const double pinned = number("copy.pinned_percent"), non_blocking = number("copy.non_blocking_percent");
+  const double calls = MetadataNumber(metadata, "copy.calls"), bytes = MetadataNumber(metadata, "copy.bytes");
+  const double pinned = MetadataNumber(metadata, "copy.pinned_percent");
+  const double non_blocking = MetadataNumber(metadata, "copy.non_blocking_percent");
   if (std::isnan(calls) || std::isnan(bytes) || !(pinned <= 100) || !(non_blocking <= 100) || calls < 1) return c;
   c.known = true;
   c.calls = static_cast<int64_t>(calls);

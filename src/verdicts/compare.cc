@@ -21,7 +21,9 @@ constexpr double kStandardErrors = 3.0;
 // Recorded context that differs between any two runs and explains nothing.
 bool Incidental(const std::string& key) {
   return key == "status" || key == "exit_code" || key == "scrapes" || key == "unchanged_scrapes_skipped" ||
-         key == "git_dirty" || StartsWith(key, "host.usage.");  // measurements of the host, not settings
+         key == "git_dirty" ||
+         // measurements of the host and of the job's copies, not settings
+         StartsWith(key, "host.usage.") || StartsWith(key, "copy.");
 }
 
 std::map<std::string, std::string> Settings(const Run& run, const Diagnosis& d) {

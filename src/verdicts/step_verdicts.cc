@@ -279,8 +279,8 @@ void JudgeCopies(const RecordingAnalysis& a, std::vector<Finding>& out) {
   Finding f = MarkerFinding(a, "copy_bound", pct >= kCopyHighPercent ? Severity::kHigh : Severity::kModerate);
   f.title = fmt::format("Copy-bound: {:.1f} ms of every {:.1f} ms step ({:.0f}%) copies the batch to the device{}", copy,
                         m.step_ms_mean, pct, c.known ? " while the host waits" : "");
-  const int64_t steps = m.steps + m.warmup_steps;
-  const double mib_per_step = c.known && steps > 0 ? c.bytes / static_cast<double>(steps) / (1024.0 * 1024.0) : NAN;
+  const int64_t steps = m.steps + m.warmup_steps;  // copy.bytes counts every step's copies
+  const double bytes_per_step = c.known && steps > 0 ? c.bytes / static_cast<double>(steps) : NAN;
   f.detail = fmt::format("The copy phase (host-to-device copies of the step's inputs, host-timed) takes {:.1f} ms per "
                          "step over {} steps.",
                          copy, m.steps);
@@ -290,7 +290,7 @@ void JudgeCopies(const RecordingAnalysis& a, std::vector<Finding>& out) {
         "from pinned memory, {:.0f}% with non_blocking=True{}. A copy from pageable memory is staged through a "
         "driver buffer and returns only when done; from pinned memory with non_blocking=True it is queued and the "
         "host goes on.",
-        mib_per_step, c.calls, c.bytes / static_cast<double>(std::max<int64_t>(steps, 1)) / (copy * 1e6),
+        bytes_per_step / (1024.0 * 1024.0), c.calls, bytes_per_step / (copy * 1e6),
         c.pinned_percent, c.non_blocking_percent,
         c.loader_pin_memory.empty() ? "" : fmt::format(" (DataLoader pin_memory={})", c.loader_pin_memory));
   } else {
@@ -301,7 +301,8 @@ void JudgeCopies(const RecordingAnalysis& a, std::vector<Finding>& out) {
                           f.severity == Severity::kHigh ? kCopyHighPercent : kCopyModeratePercent, ">="));
   f.evidence.push_back(E("copy_ms_per_step", copy, "ms", "copy phase, host-timed, mean over steps", kCopyMinMs, ">="));
   if (c.known) {
-    f.evidence.push_back(E("copy_mib_per_step", mib_per_step, "MiB", "copy.bytes / steps (zero-code mode)"));
+    f.evidence.push_back(
+        E("copy_mib_per_step", bytes_per_step / (1024.0 * 1024.0), "MiB", "copy.bytes / steps (zero-code mode)"));
     f.evidence.push_back(E("copy_pinned_percent", c.pinned_percent, "percent", "copy.pinned_percent: bytes from pinned memory",
                             kAsyncCopiesPercent, "<"));
     f.evidence.push_back(E("copy_non_blocking_percent", c.non_blocking_percent, "percent",

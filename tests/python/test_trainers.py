@@ -51,43 +51,58 @@ def record(tmp, python, script, *args, store=True, extra_env=None):
         return json.load(f), proc.stderr
 
 
+def record_trainer(test, tmp, script, *args):
+    """`script` recorded unmodified in the trainers' environment: (its recording, its
+    step markers); 30 steps with forward, backward and optimizer marked in them."""
+    report, stderr = record(tmp, TRAINERS_PYTHON, os.path.join(HERE, "trainers", script), *args)
+    test.assertNotIn("cannot hook", stderr)
+    rec = report["recordings"][0]
+    m = rec["step_markers"]
+    test.assertIsNotNone(m, stderr)
+    test.assertEqual(m["steps"] + m["warmup_steps"], 30)
+    test.assertTrue(m["phases_traced"])
+    for phase in ("forward", "backward", "optimizer"):
+        test.assertGreater(m["phases_ms_mean"][phase], 0, phase)
+    return rec, m
+
+
+def print_phases(name, m):
+    p = m["phases_ms_mean"]
+    print(f"  {name}: {m['step_ms_mean']:.1f} ms per step: forward {p['forward']:.1f}, backward {p['backward']:.1f}, "
+          f"optimizer {p['optimizer']:.1f}, outside {m['untraced_ms_mean']:.1f} ms", file=sys.stderr)
+
+
+def check_settings_and_store(test, tmp, rec, m, expected):
+    """The configuration in the report, and the stored run read back with the same
+    steps, phases and configuration."""
+    for key, value in expected.items():
+        test.assertEqual(rec["settings"].get(key), value, key)
+    test.assertIn("trainer.version", rec["settings"])
+    stored = subprocess.run([GPUTRIAGE, "diagnose", "--json", "--store", os.path.join(tmp, "runs.db"), "1"],
+                            capture_output=True, text=True, timeout=120)
+    test.assertEqual(stored.returncode, 0, stored.stderr)
+    again = json.loads(stored.stdout)["recordings"][0]
+    test.assertEqual(again["step_markers"]["steps"], m["steps"])
+    for phase in ("forward", "backward", "optimizer"):
+        test.assertAlmostEqual(again["step_markers"]["phases_ms_mean"][phase], m["phases_ms_mean"][phase], places=3)
+    for key, value in expected.items():
+        test.assertEqual(again["settings"].get(key), value, key)
+
+
 @unittest.skipUnless(have_transformers(), "no .venv-trainers with transformers (scripts/bootstrap.sh makes it)")
 class HuggingFaceTrainer(unittest.TestCase):
     def test_steps_phases_and_configuration_in_the_report_and_the_store(self):
         with tempfile.TemporaryDirectory() as tmp:
-            report, stderr = record(tmp, TRAINERS_PYTHON, os.path.join(HERE, "trainers", "hf_trainer_job.py"),
-                                    os.path.join(tmp, "out"), "--steps", "30")
-            self.assertNotIn("cannot hook", stderr)
-            rec = report["recordings"][0]
-            m = rec["step_markers"]
-            self.assertIsNotNone(m, stderr)
-            self.assertEqual(m["steps"] + m["warmup_steps"], 30)
-            self.assertTrue(m["phases_traced"])
+            rec, m = record_trainer(self, tmp, "hf_trainer_job.py", os.path.join(tmp, "out"), "--steps", "30")
             phases = m["phases_ms_mean"]
-            for phase in ("forward", "backward", "optimizer"):
-                self.assertGreater(phases[phase], 0, phase)
             # Forward and backward are most of a BERT step on the CPU; the rest is the Trainer's own work.
             self.assertGreater(phases["forward"] + phases["backward"], 0.5 * m["step_ms_mean"])
-            print(f"  Trainer: {m['step_ms_mean']:.1f} ms per step: forward {phases['forward']:.1f}, backward "
-                  f"{phases['backward']:.1f}, optimizer {phases['optimizer']:.1f}, outside "
-                  f"{m['untraced_ms_mean']:.1f} ms", file=sys.stderr)
-            settings = rec["settings"]
-            expected = {"trainer.framework": "transformers.Trainer", "trainer.per_device_train_batch_size": "16",
-                        "trainer.gradient_accumulation_steps": "1", "trainer.max_steps": "30",
-                        "trainer.optim": "adamw_torch", "accelerate.framework": "accelerate.Accelerator",
-                        "optimizer.class": "AdamW", "dataloader.batch_size": "16"}
-            for key, value in expected.items():
-                self.assertEqual(settings.get(key), value, key)
-            self.assertIn("trainer.version", settings)
-            # The stored run reads back with the same steps, phases and configuration.
-            stored = subprocess.run([GPUTRIAGE, "diagnose", "--json", "--store", os.path.join(tmp, "runs.db"), "1"],
-                                    capture_output=True, text=True, timeout=120)
-            self.assertEqual(stored.returncode, 0, stored.stderr)
-            again = json.loads(stored.stdout)["recordings"][0]
-            self.assertEqual(again["step_markers"]["steps"], m["steps"])
-            self.assertAlmostEqual(again["step_markers"]["phases_ms_mean"]["backward"], phases["backward"], places=3)
-            for key, value in expected.items():
-                self.assertEqual(again["settings"].get(key), value, key)
+            print_phases("Trainer", m)
+            check_settings_and_store(self, tmp, rec, m, {
+                "trainer.framework": "transformers.Trainer", "trainer.per_device_train_batch_size": "16",
+                "trainer.gradient_accumulation_steps": "1", "trainer.max_steps": "30", "trainer.optim": "adamw_torch",
+                "accelerate.framework": "accelerate.Accelerator", "optimizer.class": "AdamW",
+                "dataloader.batch_size": "16"})
 
 
 def lightning_import_error():
@@ -106,39 +121,18 @@ class LightningFit(unittest.TestCase):
         if why:  # without the environment's backport of torch's Python 3.11 fix (scripts/bootstrap.sh)
             self.skipTest(f"Lightning cannot be imported here: {why}")
         with tempfile.TemporaryDirectory() as tmp:
-            report, stderr = record(tmp, TRAINERS_PYTHON, os.path.join(HERE, "trainers", "lightning_job.py"),
-                                    "--steps", "30")
-            self.assertNotIn("cannot hook", stderr)
-            rec = report["recordings"][0]
-            m = rec["step_markers"]
-            self.assertIsNotNone(m, stderr)
-            self.assertEqual(m["steps"] + m["warmup_steps"], 30)
-            self.assertTrue(m["phases_traced"])
+            rec, m = record_trainer(self, tmp, "lightning_job.py", "--steps", "30")
             phases = m["phases_ms_mean"]
             # Lightning runs forward and backward inside the closure it gives
             # optimizer.step(): counted as forward and backward, not optimizer time.
-            for phase in ("data", "forward", "backward", "optimizer"):
-                self.assertGreater(phases[phase], 0, phase)
+            self.assertGreater(phases["data"], 0)
             self.assertGreater(phases["forward"] + phases["backward"], phases["optimizer"])
-            print(f"  Lightning: {m['step_ms_mean']:.1f} ms per step: forward {phases['forward']:.1f}, backward "
-                  f"{phases['backward']:.1f}, optimizer {phases['optimizer']:.1f}, outside "
-                  f"{m['untraced_ms_mean']:.1f} ms", file=sys.stderr)
-            expected = {"trainer.framework": "lightning.Trainer", "trainer.max_steps": "30",
-                        "trainer.accumulate_grad_batches": "1", "trainer.precision": "32-true",
-                        "trainer.strategy": "SingleDeviceStrategy", "optimizer.class": "Adam",
-                        "dataloader.batch_size": "32", "dataloader.num_workers": "0"}
-            for key, value in expected.items():
-                self.assertEqual(rec["settings"].get(key), value, key)
-            self.assertIn("trainer.version", rec["settings"])
-            stored = subprocess.run([GPUTRIAGE, "diagnose", "--json", "--store", os.path.join(tmp, "runs.db"), "1"],
-                                    capture_output=True, text=True, timeout=120)
-            self.assertEqual(stored.returncode, 0, stored.stderr)
-            again = json.loads(stored.stdout)["recordings"][0]
-            self.assertEqual(again["step_markers"]["steps"], m["steps"])
-            for phase in ("forward", "backward", "optimizer"):
-                self.assertAlmostEqual(again["step_markers"]["phases_ms_mean"][phase], phases[phase], places=3)
-            for key, value in expected.items():
-                self.assertEqual(again["settings"].get(key), value, key)
+            print_phases("Lightning", m)
+            check_settings_and_store(self, tmp, rec, m, {
+                "trainer.framework": "lightning.Trainer", "trainer.max_steps": "30",
+                "trainer.accumulate_grad_batches": "1", "trainer.precision": "32-true",
+                "trainer.strategy": "SingleDeviceStrategy", "optimizer.class": "Adam", "dataloader.batch_size": "32",
+                "dataloader.num_workers": "0"})
 
 
 # Stand-ins with the real packages' module names and the attributes the hooks

@@ -32,7 +32,8 @@
 namespace gputriage::cli {
 namespace {
 
-// How long a finished run waits for its trackers (queued points, the run's end).
+// How long a finished run waits for its trackers (queued points, the run's end),
+// at least: a --tracker-timeout above half of it raises it to two requests' worth.
 constexpr int64_t kTrackerDeadlineMs = 10'000;
 // Requests from the job answered per sampling tick (one per rank of a large job).
 constexpr int kMaxAnswersPerTick = 256;
@@ -59,7 +60,12 @@ struct RecordArgs {
   bool no_mlflow = false;
   std::string tensorboard_dir;
   double tracker_interval_s = 10;
+  double tracker_timeout_s = 5;  // per MLflow request, and for the calls that open the run together
 };
+
+int64_t TrackerFinishDeadlineMs(const RecordArgs& args) {
+  return std::max<int64_t>(kTrackerDeadlineMs, std::llround(2 * args.tracker_timeout_s * 1000));
+}
 
 /// The trackers asked for (--mlflow or MLflow's environment, --tensorboard),
 /// started before the job: an MLflow run's id goes into the job's environment
@@ -78,6 +84,7 @@ Trackers StartTrackers(const RecordArgs& args, RecordOptions& options) {
   const TimeNs now = WallNs();
   MlflowOptions mlflow = MlflowOptionsFromEnvironment();
   if (!args.mlflow_uri.empty()) mlflow.tracking_uri = args.mlflow_uri;
+  mlflow.timeout_ms = static_cast<int>(std::lround(args.tracker_timeout_s * 1000));
   // MLflow's own default is a local ./mlruns directory, which has no REST API to
   // log to: only a server URI is followed.
   const bool server = mlflow.tracking_uri.rfind("http://", 0) == 0 || mlflow.tracking_uri.rfind("https://", 0) == 0;
@@ -299,7 +306,7 @@ int RunRecord(const RecordArgs& args) {
       failed.ended_ns = WallNs();
       failed.report_text = result.status().message();
       failed.report_json = "{}";
-      worker->Finish(failed, kTrackerDeadlineMs);
+      worker->Finish(failed, TrackerFinishDeadlineMs(args));
     }
     return result.status().code() == StatusCode::kInvalidArgument ? kExitUsage : kExitInput;
   }
@@ -357,7 +364,7 @@ int RunRecord(const RecordArgs& args) {
       params.insert(options.info.metadata.begin(), options.info.metadata.end());
       trackers.mlflow->SetParams(std::move(params));
     }
-    worker->Finish(summary, kTrackerDeadlineMs);
+    worker->Finish(summary, TrackerFinishDeadlineMs(args));
     for (const auto& w : worker->Warnings()) trackers.warnings.push_back(w);
     for (const auto& w : worker->Warnings())
       std::fprintf(stderr, "gputriage: warning: %s\n", Printable(w).c_str());
@@ -442,6 +449,10 @@ Subcommand AddRecordCommand(CLI::App& app) {
   record->add_option("--tracker-interval", r->tracker_interval_s,
                      "seconds per point logged to the trackers (default 10, like MLflow's system metrics)")
       ->check(FiniteRange(1.0, 86400.0));
+  record->add_option("--tracker-timeout", r->tracker_timeout_s,
+                     "seconds an MLflow request may take, and the most the job waits for its run to open (default 5: "
+                     "a slow or hung server costs the job this, never more)")
+      ->check(FiniteRange(0.1, 600.0));
   record->add_option("COMMAND", r->command, "the command to run, after --")->required();
   return {record, [r] { return RunRecord(*r); }};
 }

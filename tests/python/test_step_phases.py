@@ -178,8 +178,12 @@ class LiveScreen(unittest.TestCase):
         self.assertIn("gputriage record --live", screen)
         # While it ran (the final report comes after): the bar, and the stall as the verdict so far.
         live = screen[:screen.find("gputriage diagnosis")]
-        self.assertRegex(live, r"\[d*f+b+o*\.+\]")
-        self.assertIn("outside the phases 20.", live)
+        self.assertRegex(live, r"\[d*f+b+o*\.+\]", live)
+        # The 20 ms sleep after each step, host-timed: never shorter; on a loaded
+        # machine the sleep overshoots, so only a loose upper bound.
+        outside = [float(v) for v in re.findall(r"outside the phases (\d+\.\d)", live)]
+        self.assertTrue(outside, live)
+        self.assertTrue(all(19.5 <= v <= 60 for v in outside), live)
         self.assertIn("Host stall", live)
 
 

@@ -123,6 +123,9 @@ class Trackers(unittest.TestCase):
             report_path = os.path.join(self.root, f"run{i + 1}.json")
             proc = record(["--store", store, "--name", "cpu-loop", "--python", "--json", report_path,
                            "--tensorboard", os.path.join(self.root, "tb", f"run{i + 1}"), "--tracker-interval", "1",
+                           # A test machine running other tests beside this one can keep
+                           # the server's first answers past the default 5 s.
+                           "--tracker-timeout", "60",
                            "--", DEBIAN_PYTHON, LOOP, "--workers", str(workers), "--markers", "none", "--steps", "450"],
                           env=env)
             self.assertEqual(proc.returncode, 0, proc.stderr)
@@ -266,6 +269,35 @@ class TrackersWithoutServer(unittest.TestCase):
                 self.assertEqual(proc.returncode, 0, proc.stderr)
                 self.assertIn("gputriage: warning: MLflow", proc.stderr)
                 self.assertNotIn("runtime error", proc.stderr)
+
+    def test_6_tracker_timeout_bounds_the_wait_for_a_server_that_never_answers(self):
+        # A socket that listens and never accepts: the connection completes in the
+        # kernel's backlog, the request goes out, no reply ever comes. The job
+        # waits --tracker-timeout for its run to open, then runs without MLflow.
+        hung = socket.socket()
+        hung.bind(("127.0.0.1", 0))
+        hung.listen(16)
+        closed = socket.socket()
+        closed.bind(("127.0.0.1", 0))  # bound, not listening: refused at once
+        try:
+            started = time.monotonic()
+            refused = record(["--no-store", "--mlflow", f"http://127.0.0.1:{closed.getsockname()[1]}", "--", "true"])
+            baseline = time.monotonic() - started
+            started = time.monotonic()
+            proc = record(["--no-store", "--tracker-timeout", "1.5", "--mlflow",
+                           f"http://127.0.0.1:{hung.getsockname()[1]}", "--", "true"])
+            waited = time.monotonic() - started - baseline
+        finally:
+            hung.close()
+            closed.close()
+        self.assertEqual(refused.returncode, 0, refused.stderr)
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        self.assertIn("timed out", proc.stderr)
+        self.assertIn("not logged to MLflow", proc.stderr)
+        print(f"  hung server, --tracker-timeout 1.5: the record waited {waited:.2f} s more than against a refusing one",
+              file=sys.stderr)
+        self.assertGreaterEqual(waited, 1.2)
+        self.assertLess(waited, 4.5)  # the default (5 s) would not fit
 
     def test_4_a_wandb_run_gets_the_windows_and_the_verdicts(self):
         for finish in (True, False):

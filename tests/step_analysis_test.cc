@@ -372,6 +372,68 @@ TEST(StepAnalysis, NoCopyBoundForAsynchronousOrSmallCopies) {
   EXPECT_NE(f->recommendations[0].action.find("pin_memory=True"), std::string::npos);
 }
 
+std::map<std::string, std::string> Optimizer(const std::string& cls, const std::string& implementation,
+                                             const std::string& device = "cuda", const std::string& torch = "2.1.0") {
+  return {{"optimizer.class", cls},          {"optimizer.implementation", implementation},
+          {"optimizer.device", device},      {"optimizer.param_tensors", "400"},
+          {"optimizer.params", "120000000"}, {"version.torch", torch}};
+}
+
+TEST(StepAnalysis, AForLoopAdamOnAGpuWaitingForTheHostIsOptimizerBound) {
+  // 6 ms of each 17.5 ms step in the optimizer; the GPU busy 10 ms of it.
+  Diagnosis d = DiagnoseSteps(TracedSteps(20, 4, 6, 6, 0.5, 10), "NVIDIA H100 80GB HBM3",
+                              Optimizer("Adam", "for-loop"));
+  const Finding* f = FindVerdict(d.findings, "optimizer_bound");
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(f->severity, Severity::kHigh);  // 34 % of the step
+  EXPECT_NE(f->title.find("for-loop Adam"), std::string::npos) << f->title;
+  EXPECT_NE(f->detail.find("400 parameter tensors"), std::string::npos) << f->detail;
+  ASSERT_GE(f->recommendations.size(), 2u);
+  EXPECT_NE(f->recommendations[0].action.find("Adam(params, ..., fused=True)"), std::string::npos);
+  EXPECT_NE(f->recommendations[1].action.find("foreach=True"), std::string::npos);
+  ASSERT_TRUE(f->gain.has_value());
+  EXPECT_NEAR(f->gain->current, 17.5, 1e-6);
+  EXPECT_NEAR(f->gain->expected, 17.5 - 6.0 * (1 - 1 / 3.0), 1e-6);
+  EXPECT_NEAR(f->gain->best, 17.5 - 6.0 * (1 - 1 / 5.0), 1e-6);
+  EXPECT_NEAR(f->gain->worst, 17.5 - 3.0, 1e-6);
+  EXPECT_TRUE(f->cannot_exclude.empty());
+  // Steps not timed on the GPU: moderate at most, and the GPU's time is named as
+  // what the recording cannot rule out.
+  Diagnosis unmeasured =
+      DiagnoseSteps(TracedSteps(20, 4, 6, 6, 0.5), "NVIDIA H100 80GB HBM3", Optimizer("AdamW", "foreach"));
+  const Finding* u = FindVerdict(unmeasured.findings, "optimizer_bound");
+  ASSERT_NE(u, nullptr);
+  EXPECT_EQ(u->severity, Severity::kModerate);
+  EXPECT_EQ(u->cannot_exclude, std::vector<std::string>{"gpu_busy_time"});
+  EXPECT_NE(u->recommendations[0].action.find("AdamW(params, ..., fused=True)"), std::string::npos);
+  for (const auto& r : u->recommendations) EXPECT_EQ(r.action.find("foreach=True"), std::string::npos);  // already
+}
+
+TEST(StepAnalysis, NoOptimizerBoundWhereNothingCheapIsLeft) {
+  const auto steps = [] { return TracedSteps(20, 4, 6, 6, 0.5, 10); };
+  const char* gpu = "NVIDIA H100 80GB HBM3";
+  // Fused already; an optimizer of another library; parameters on the CPU (foreach
+  // there can be slower); a GPU busy through the launches; a small optimizer share.
+  EXPECT_EQ(FindVerdict(DiagnoseSteps(steps(), gpu, Optimizer("AdamW", "fused")).findings, "optimizer_bound"), nullptr);
+  EXPECT_EQ(FindVerdict(DiagnoseSteps(steps(), gpu, Optimizer("Lion", "")).findings, "optimizer_bound"), nullptr);
+  EXPECT_EQ(FindVerdict(DiagnoseSteps(steps(), "", Optimizer("Adam", "for-loop", "cpu")).findings, "optimizer_bound"),
+            nullptr);
+  EXPECT_EQ(FindVerdict(DiagnoseSteps(TracedSteps(20, 4, 6, 6, 0.5, 16.5), gpu, Optimizer("Adam", "for-loop")).findings,
+                        "optimizer_bound"),
+            nullptr);
+  EXPECT_EQ(FindVerdict(DiagnoseSteps(TracedSteps(20, 10, 20, 2, 0.5, 10), gpu, Optimizer("Adam", "for-loop")).findings,
+                        "optimizer_bound"),
+            nullptr);
+  // No zero-code optimizer figures (a job that marks its own phases): unknown update.
+  EXPECT_EQ(FindVerdict(DiagnoseSteps(steps(), gpu).findings, "optimizer_bound"), nullptr);
+  // PyTorch 1.13 has no fused AdamW: foreach is the advice.
+  const Diagnosis torch1 = DiagnoseSteps(steps(), gpu, Optimizer("AdamW", "for-loop", "cuda", "1.13.1"));
+  const Finding* old = FindVerdict(torch1.findings, "optimizer_bound");
+  ASSERT_NE(old, nullptr);
+  EXPECT_NE(old->recommendations[0].action.find("foreach=True"), std::string::npos);
+  for (const auto& r : old->recommendations) EXPECT_EQ(r.action.find("fused=True)"), std::string::npos);
+}
+
 std::map<std::string, std::string> SaturatedHost(int workers, double saturated_percent) {
   return {{"dataloader.num_workers", std::to_string(workers)},
           {"host.cpus", "2"},

@@ -454,6 +454,19 @@ struct CopySettings {
   std::string loader_pin_memory;      // dataloader.pin_memory as recorded ("true", "false"), "" unknown
 };
 
+/// The job's optimizer as zero-code mode saw it when it was created
+/// (`optimizer.*` settings, docs/formats.md): which update PyTorch runs for its
+/// tensors and how many there are. Unknown for a run without zero-code mode.
+struct OptimizerSettings {
+  bool known = false;          // the class is recorded
+  std::string class_name;      // "AdamW", ...
+  std::string implementation;  // "fused", "foreach", "for-loop"; "" for another library's optimizer
+  std::string device;          // the first parameter's device type: "cuda", "cpu", ...
+  int64_t param_tensors = -1;  // -1 unknown
+  double params = NAN;         // elements over every tensor
+  std::string torch_version;   // version.torch, for the advice (fused AdamW needs 2.0)
+};
+
 /// The host side of a recorded job: its processes' CPU and memory and the
 /// machine's CPUs, read from /proc by `record` (src/record/host_usage.h) and kept
 /// as `host.usage.*` settings. Time-weighted over the job's run.
@@ -536,6 +549,7 @@ struct RecordingAnalysis {
   LoaderSettings loader;
   HostUsageAnalysis host;
   CopySettings copies;
+  OptimizerSettings optimizer;
   int rank = -1;
   Device device;  // the device that did the work (most kernel time)
   bool has_gpu_activity = false;

@@ -10,7 +10,8 @@ Captured by zero-code mode and ``gputriage.watch(loader)``:
 
 - ``dataloader.*``: num_workers, batch_size, pin_memory, prefetch_factor,
   persistent_workers of the loader that has served the most batches;
-- ``optimizer.*``: class, fused, foreach, lr of the first optimizer;
+- ``optimizer.*``: class, fused, foreach, lr of the first optimizer, its tensors (count,
+  elements, device) and the update PyTorch runs for them (``implementation``);
 - ``autocast.enabled``/``autocast.dtype``, ``compile.used``/``compile.mode``,
   ``attention.backend`` (the fused SDPA kernel PyTorch picked on the first call);
 - ``version.torch``/``cuda``/``cudnn``/``nccl``/``python``, ``gpu.model``/``gpu.count``
@@ -182,6 +183,33 @@ def loader_batch(loader):
         first_step_done()
 
 
+def optimizer_implementation(optimizer, params):
+    """How a torch.optim optimizer updates its tensors, as PyTorch picks it:
+    "fused" (one kernel per group), "foreach" (multi-tensor kernels) or
+    "for-loop" (a few kernels per tensor); None for an optimizer of another
+    library, whose defaults say nothing of it."""
+    if not type(optimizer).__module__.startswith("torch.optim"):
+        return None
+    defaults = getattr(optimizer, "defaults", {}) or {}
+    fused, foreach = defaults.get("fused"), defaults.get("foreach")
+    if fused:
+        return "fused"
+    if foreach is not None:
+        return "foreach" if foreach else "for-loop"
+    if fused is None and foreach is None:
+        # Neither asked for: PyTorch 2 picks foreach for tensors all on CUDA (the
+        # rule it applies at each step()); PyTorch 1 always runs the loop.
+        pick = getattr(sys.modules.get("torch.optim.optimizer"), "_default_to_fused_or_foreach", None)
+        if pick is None:
+            return "for-loop"
+        try:
+            _, foreach = pick(params, bool(defaults.get("differentiable", False)), use_fused=False)
+        except TypeError:  # an older signature: (params, differentiable)
+            _, foreach = pick(params, bool(defaults.get("differentiable", False)))
+        return "foreach" if foreach else "for-loop"
+    return "for-loop"
+
+
 def optimizer_created(optimizer):
     global _optimizer_seen
     if _optimizer_seen:
@@ -194,6 +222,16 @@ def optimizer_created(optimizer):
     _send("optimizer.foreach", "default" if foreach is None else bool(foreach))
     if "lr" in defaults:
         _send("optimizer.lr", defaults["lr"])
+    # What the update costs per step: one pass over these tensors, a few kernels
+    # each in the for-loop implementation.
+    params = [p for group in getattr(optimizer, "param_groups", []) for p in group.get("params", [])]
+    if params:
+        _send("optimizer.param_tensors", len(params))
+        _send("optimizer.params", sum(p.numel() for p in params))
+        _send("optimizer.device", params[0].device.type)
+    implementation = optimizer_implementation(optimizer, params)
+    if implementation is not None:
+        _send("optimizer.implementation", implementation)
 
 
 def autocast_entered(enabled, dtype, device_type):

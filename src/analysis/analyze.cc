@@ -542,6 +542,27 @@ CopySettings ReadCopySettings(const std::map<std::string, std::string>& metadata
   return c;
 }
 
+/// The job's optimizer as zero-code mode recorded it (`optimizer.*`).
+OptimizerSettings ReadOptimizerSettings(const std::map<std::string, std::string>& metadata) {
+  OptimizerSettings o;
+  auto text = [&](const char* key) {
+    auto it = metadata.find(key);
+    return it == metadata.end() ? std::string() : it->second;
+  };
+  o.class_name = text("optimizer.class");
+  o.known = !o.class_name.empty();
+  o.implementation = text("optimizer.implementation");
+  if (o.implementation != "fused" && o.implementation != "foreach" && o.implementation != "for-loop")
+    o.implementation.clear();  // another library's optimizer, or a value this version does not know
+  o.device = text("optimizer.device");
+  o.torch_version = text("version.torch");
+  const double tensors = MetadataNumber(metadata, "optimizer.param_tensors");
+  if (tensors >= 1 && tensors < 1e9) o.param_tensors = static_cast<int64_t>(tensors);
+  const double params = MetadataNumber(metadata, "optimizer.params");
+  if (params >= 1) o.params = params;
+  return o;
+}
+
 /// `rank_of_run`: also gather what the cross-rank analysis reads (a trace of one rank of several).
 RecordingAnalysis Analyze(const Recording& rec, int threads, bool rank_of_run) {
   RecordingAnalysis a;
@@ -560,6 +581,7 @@ RecordingAnalysis Analyze(const Recording& rec, int threads, bool rank_of_run) {
   a.loader.gpus = std::max(0, integer("gpu.count"));
   a.host = ReadHostUsage(rec.metadata, a.loader.host_cpus);
   a.copies = ReadCopySettings(rec.metadata);
+  a.optimizer = ReadOptimizerSettings(rec.metadata);
   if (a.host.known) a.loader.host_saturated_percent = a.host.saturated_percent_of_time;
   a.loader.host_saturated = a.host.SaturatedByJob();
   a.rank = rec.rank;

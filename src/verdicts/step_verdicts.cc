@@ -57,6 +57,26 @@ constexpr double kCopyMinMs = 0.5;
 // allocation, not the transfer, and these fixes have nothing left to give.
 constexpr double kAsyncCopiesPercent = 90.0;
 
+// The optimizer phase of a job whose parameters live on a GPU (step, zero_grad,
+// clipping; host-timed): at 10 % of the step and 1 ms the per-tensor kernels of a
+// for-loop or foreach update cost a tenth of the run; at 25 % a quarter.
+constexpr double kOptimizerModeratePercent = 10.0;
+constexpr double kOptimizerHighPercent = 25.0;
+constexpr double kOptimizerMinMs = 1.0;
+// How much faster the optimizer step runs with fewer kernels per update, from
+// published before/after pairs on GPUs: for-loop -> foreach 3.1-5.0x for
+// Adam/AdamW/SGD (pytorch/pytorch#49039), foreach -> fused 2.75x (Adam,
+// deepmodeling/deepmd-kit#4463: 22 -> 8 ms), 3x (Adam, NVIDIA-NeMo/Automodel#3110:
+// 0.06 -> 0.02 s), 3.2x (AdamW host time, microsoft/dion#63: 138 -> 43 ms). The
+// point is their median; the worst end is below every one of them (zero_grad and
+// clipping, also in the phase, do not speed up).
+constexpr double kFusedSpeedupPoint = 3.0;
+constexpr double kFusedSpeedupBest = 5.0;
+constexpr double kFusedSpeedupWorst = 2.0;
+// Where the steps were timed on the GPU and it was busy this share of each step,
+// the host's optimizer launches overlap the GPU's own work: not a cost to fix.
+constexpr double kGpuBoundPercent = 90.0;
+
 /// A finding from the step markers of recording `a`.
 Finding MarkerFinding(const RecordingAnalysis& a, std::string verdict, Severity severity) {
   Finding f;
@@ -339,6 +359,92 @@ void JudgeCopies(const RecordingAnalysis& a, std::vector<Finding>& out) {
   out.push_back(std::move(f));
 }
 
+/// The optimizer's own phase on a GPU job: a for-loop or foreach update runs a
+/// few kernels per parameter tensor, each launched by the host; a fused one a
+/// few per group. Silent for a job on the CPU (foreach there was slower for
+/// large tensors: docs/verdicts.md), for a fused optimizer and for optimizers of
+/// other libraries (their update is unknown).
+void JudgeOptimizer(const RecordingAnalysis& a, std::vector<Finding>& out) {
+  const StepMarkerAnalysis& m = a.marked;
+  const OptimizerSettings& o = a.optimizer;
+  const double optimizer = m.phase_ms_mean[GPUTRIAGE_PHASE_OPTIMIZER];
+  if (!o.known || (o.implementation != "for-loop" && o.implementation != "foreach")) return;
+  const bool adam = o.class_name == "Adam" || o.class_name == "AdamW";
+  if (!adam && o.class_name != "SGD") return;  // the classes the published pairs measured
+  const bool gpu_seen = m.device_steps > 0 || a.has_gpu_activity || !a.metric_devices.empty();
+  if (o.device.empty() ? !gpu_seen : o.device != "cuda") return;
+  if (!(m.step_ms_mean > 0) || optimizer < kOptimizerMinMs) return;
+  const double pct = 100.0 * optimizer / m.step_ms_mean;
+  if (pct < kOptimizerModeratePercent) return;
+  const double device_percent = m.device_steps > 0 ? 100.0 * m.device_ms_mean / m.step_ms_mean : NAN;
+  if (device_percent >= kGpuBoundPercent) return;
+  const bool gpu_unmeasured = m.device_steps == 0;
+  Finding f = MarkerFinding(a, "optimizer_bound",
+                            pct >= kOptimizerHighPercent && !gpu_unmeasured ? Severity::kHigh : Severity::kModerate);
+  const std::string tensors = o.param_tensors > 0 ? fmt::format("{} parameter tensors", o.param_tensors)
+                                                  : std::string("its parameter tensors");
+  f.title = fmt::format("Optimizer-bound: {} {} takes {:.1f} ms of every {:.1f} ms step ({:.0f}%)", o.implementation,
+                        o.class_name, optimizer, m.step_ms_mean, pct);
+  f.detail = fmt::format(
+      "The optimizer phase (step, zero_grad, gradient clipping; host-timed) takes {:.1f} ms per step over {} steps. "
+      "PyTorch runs {} {} as {}: {}.{}{}",
+      optimizer, m.steps, o.class_name, o.device.empty() ? "on the GPU" : "on " + o.device,
+      o.implementation == "for-loop" ? "a loop over " + tensors : "multi-tensor (foreach) kernels over " + tensors,
+      o.implementation == "for-loop"
+          ? "each tensor's update is several small kernels, each launched by the host"
+          : "each of the update's operations is a kernel launch per chunk of tensors, and its host dispatch runs per "
+            "tensor",
+      std::isnan(o.params) ? std::string()
+                           : fmt::format(" The update reads and writes {:.0f}M parameters' values, gradients and state.",
+                                         o.params / 1e6),
+      gpu_unmeasured ? " The steps were not timed on the GPU: if it was busy through the optimizer's launches, they "
+                       "overlapped its work and the gain is smaller."
+                     : fmt::format(" The GPU's own time is {:.0f}% of the step: it waits for the host.", device_percent));
+  f.detail += WarmupNote(m);
+  f.evidence.push_back(E("optimizer_percent_of_step", pct, "percent", "step markers: optimizer phase / step time",
+                          f.severity == Severity::kHigh ? kOptimizerHighPercent : kOptimizerModeratePercent, ">="));
+  f.evidence.push_back(E("optimizer_ms_per_step", optimizer, "ms", "optimizer phase, host-timed, mean over steps",
+                          kOptimizerMinMs, ">="));
+  if (o.param_tensors > 0)
+    f.evidence.push_back(E("optimizer_param_tensors", static_cast<double>(o.param_tensors), "count",
+                            "optimizer.param_tensors (zero-code mode)"));
+  if (!std::isnan(device_percent))
+    f.evidence.push_back(E("device_percent_of_step", device_percent, "percent",
+                            "step device times (CUDA events) / step time", kGpuBoundPercent, "<"));
+  if (gpu_unmeasured) {
+    f.cannot_exclude = {"gpu_busy_time"};
+    f.to_separate = "record with device step times on (zero-code mode times steps with CUDA events unless "
+                    "GPUTRIAGE_DEVICE_TIME=0)";
+  }
+  // Fused AdamW came with PyTorch 2.0, fused Adam with 1.13; SGD's fused kernel is
+  // newer still: foreach is the step every version has.
+  const bool torch1 = o.torch_version.rfind("1.", 0) == 0;
+  const bool fused_available = adam && !(torch1 && o.class_name == "AdamW");
+  if (fused_available)
+    f.recommendations.push_back({fmt::format("torch.optim.{}(params, ..., fused=True)", o.class_name),
+                                 "the whole update in one kernel per group of tensors instead of several per tensor"});
+  if (o.implementation == "for-loop")
+    f.recommendations.push_back({fmt::format("torch.optim.{}(params, ..., foreach=True)", o.class_name),
+                                 "multi-tensor kernels: one launch per operation for many tensors"});
+  if (!fused_available && o.implementation == "foreach")
+    f.recommendations.push_back({"a PyTorch release with a fused kernel for this optimizer (fused=True), or "
+                                 "torch.compile around optimizer.step()",
+                                 "foreach still dispatches per tensor on the host"});
+  f.recommendations.push_back({"fewer, larger parameter tensors (fused QKV projections, no per-channel parameters "
+                               "kept as separate tensors)",
+                               "the launches scale with the number of tensors, not their size"});
+  // The optimizer phase runs kFusedSpeedup* times faster; the rest of the step stays.
+  const auto after = [&](double speedup) { return m.step_ms_mean - optimizer * (1.0 - 1.0 / speedup); };
+  f.gain = StepGain(m.step_ms_mean, after(kFusedSpeedupPoint), after(kFusedSpeedupBest), after(kFusedSpeedupWorst),
+                    "marked_phases",
+                    fmt::format("the step with the {:.1f} ms optimizer phase {:.0f}x faster (published before/after "
+                                "pairs of fewer kernels per update: {:.0f}x at best, {:.0f}x at worst); the step's other "
+                                "{:.1f} ms stay",
+                                optimizer, kFusedSpeedupPoint, kFusedSpeedupBest, kFusedSpeedupWorst,
+                                m.step_ms_mean - optimizer));
+  out.push_back(std::move(f));
+}
+
 }  // namespace
 
 std::vector<Finding> JudgeStepMarkers(const RecordingAnalysis& a) {
@@ -350,6 +456,7 @@ std::vector<Finding> JudgeStepMarkers(const RecordingAnalysis& a) {
   JudgeMfu(a, out);
   JudgeHostStall(a, out);
   JudgeCopies(a, out);
+  JudgeOptimizer(a, out);
   if (!m.phases_known) return out;
   const double pct = m.data_wait_percent_of_compute;
   if (pct >= kDataWaitModeratePercent) {

@@ -6,7 +6,9 @@
 # OUT as files the CPU-side tests can read (the CSV/dmon logs, the store, the
 # JSON reports), then traces before/after pairs with one fix applied for real
 # (tests/gpu/gain_pairs.py: loader workers, bf16 autocast, SDPA flash) into
-# OUT/gain-pairs.tar.gz for the gain corpus. One call, about 4 minutes:
+# OUT/gain-pairs.tar.gz for the gain corpus, and records the step-phase pairs
+# (tests/gpu/phase_pairs.py: for-loop -> fused Adam, pageable -> pinned copies)
+# in zero-code mode. One call, about 5 minutes:
 #
 #   bash tests/gpu/gpu_check.sh [OUT] [SECONDS]
 set -uo pipefail
@@ -88,4 +90,32 @@ PY
 else
   echo "   FAIL: gain pairs"; status=1
 fi
+# Before/after pairs of the step-phase verdicts (issue 27): each loop recorded
+# unmodified in zero-code mode, unfixed and fixed; the finding's predicted step
+# time and range beside the fixed run's own.
+echo "== phase pairs (record --python)"
+for case in optimizer:optimizer_bound copy:copy_bound; do
+  name=${case%%:*} verdict=${case#*:}
+  for v in before after; do
+    "$bin" record --no-store --python --json "$out/phase-$name-$v.json" \
+      -- python3 tests/gpu/phase_pairs.py "$name" "$v" 2>"$out/phase-$name-$v.txt" || status=1
+  done
+  python3 - "$name" "$verdict" "$out/phase-$name-before.json" "$out/phase-$name-after.json" <<'PY' || status=1
+import json, sys
+name, verdict, before, after = sys.argv[1], sys.argv[2], json.load(open(sys.argv[3])), json.load(open(sys.argv[4]))
+def step_ms(report):
+    return report["recordings"][0]["step_markers"]["step_ms_mean"]
+g = next((f["expected_gain"] for f in before["findings"] if f["verdict"] == verdict), None)
+settings = before["recordings"][0]["settings"]
+print(f"   {name}: before {step_ms(before):.2f} ms, after {step_ms(after):.2f} ms;",
+      f"optimizer.implementation {settings.get('optimizer.implementation')} -> "
+      f"{after['recordings'][0]['settings'].get('optimizer.implementation')}")
+if g is None:
+    print(f"   FAIL: no {verdict} finding before the fix: {[f['verdict'] for f in before['findings']]}")
+    sys.exit(1)
+inside = g["range"][0] <= step_ms(after) <= g["range"][1]
+print(f"   {verdict}: predicted {g['expected']:.2f} ms in [{g['range'][0]:.2f}, {g['range'][1]:.2f}], realized "
+      f"{step_ms(after):.2f} ms: {'inside' if inside else 'OUTSIDE'} the range")
+PY
+done
 exit $status

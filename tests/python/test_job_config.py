@@ -119,6 +119,7 @@ class ZeroCodeConfiguration(unittest.TestCase):
                 "optimizer.fused": "true",
                 "optimizer.foreach": "default",
                 "optimizer.lr": "0.0003",
+                "optimizer.implementation": None,  # a class of the script's own: its update is not claimed
                 "compile.used": "true",
                 "compile.mode": "max-autotune",
                 "compile.backend": "inductor",

@@ -129,6 +129,13 @@ class ExperimentHistory(unittest.TestCase):
             self.assertEqual(settings["dataloader.num_workers"], "0")
             self.assertEqual(settings["dataloader.batch_size"], "32")
             self.assertEqual(settings["optimizer.class"], "SGD")
+            # Its tensors and the update PyTorch runs for them: SGD's default on the
+            # CPU is the per-tensor loop in every release.
+            hidden = 512  # the loop's default: Linear(64, h), Linear(h, h), Linear(h, 10)
+            self.assertEqual(settings["optimizer.param_tensors"], "6")
+            self.assertEqual(settings["optimizer.params"], str(64 * hidden + hidden + hidden * hidden + hidden + hidden * 10 + 10))
+            self.assertEqual(settings["optimizer.device"], "cpu")
+            self.assertEqual(settings["optimizer.implementation"], "for-loop")
             self.assertEqual(settings["autocast.enabled"], "false")
             self.assertEqual(settings["version.torch"], torch.__version__)
 

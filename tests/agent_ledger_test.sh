@@ -90,7 +90,8 @@ print(f"ok: the marked loop's ledger: " + ", ".join(f"{b} {v:.2f} s" for b, v in
       f" (its timers: data {data/1e3:.2f}, compute {compute/1e3:.2f}, checkpoint {ckpt/1e3:.2f}, eval {evaluation/1e3:.2f} s)")
 for bucket, truth in [("data_wait", data), ("productive", compute), ("checkpoint_save", ckpt), ("evaluation", evaluation)]:
     share, want = marked[bucket] / total, truth / loop_total
-    assert abs(share - want) < 0.05, (bucket, share, want)
+    # On a failure, all of it: the ledger's buckets, the time it sampled, the loop's cycles.
+    assert abs(share - want) < 0.05, (bucket, share, want, marked, sampled.get("GPU-l0"), cycles)
 assert set(marked) >= {"productive", "data_wait", "checkpoint_save", "evaluation", "idle", "startup", "between_steps"}, marked
 assert "unsplit" not in marked and "hang" not in marked and "host_stall" not in marked, marked
 # Accounted up to a settled horizon (the step hold, 1 s here), never beyond the time sampled.
@@ -165,5 +166,7 @@ print(f"ok: the dashboard: goodput {float(goodput[0]['value'][1]):.1f}% (fleet: 
 PY
 grep -q "Goodput ledger" "$tmp/badput.txt" && grep -q "most badput dollars first" "$tmp/badput.txt" ||
   { echo "FAIL: the text report has no ledger"; cat "$tmp/badput.txt"; fail=1; }
-[ "$fail" = 0 ] && echo "PASS"
+if [ "$fail" = 0 ]; then echo "PASS"; else
+  for f in record.err agent.err fleet.err; do echo "--- $f (last lines)"; tail -n 8 "$tmp/$f"; done
+fi
 exit "$fail"

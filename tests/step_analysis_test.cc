@@ -409,6 +409,68 @@ TEST(StepAnalysis, AForLoopAdamOnAGpuWaitingForTheHostIsOptimizerBound) {
   for (const auto& r : u->recommendations) EXPECT_EQ(r.action.find("foreach=True"), std::string::npos);  // already
 }
 
+std::map<std::string, std::string> Recompute(int64_t calls, double forward_seconds) {
+  return {{"checkpointing.calls", std::to_string(calls)}, {"checkpointing.forward_seconds", std::to_string(forward_seconds)}};
+}
+
+TEST(StepAnalysis, ActivationCheckpointingCostsItsRecomputation) {
+  // 20 steps of 4 ms forward, 14 ms backward; the checkpointed segments' forward
+  // took 0.08 s over the run: 4 ms per step, which backward runs again.
+  Diagnosis d = DiagnoseSteps(TracedSteps(20, 4, 14, 1, 0.5), "", Recompute(120, 0.08));
+  const Finding* f = FindVerdict(d.findings, "recompute_overhead");
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(f->severity, Severity::kLow);  // 4 of 20.5 ms: 19.5 %
+  EXPECT_NE(f->detail.find("Backward takes 14.0 ms, 3.5x the 4.0 ms forward; the recomputation is 29% of it"),
+            std::string::npos)
+      << f->detail;
+  ASSERT_TRUE(f->gain.has_value());
+  EXPECT_NEAR(f->gain->current, 20.5, 1e-6);
+  EXPECT_NEAR(f->gain->expected, 16.5, 1e-6);
+  EXPECT_NEAR(f->gain->worst, 18.5, 1e-6);  // half the segments stay checkpointed
+  EXPECT_EQ(f->gain->bounded_by, "memory_headroom");
+  EXPECT_NE(f->recommendations[0].action.find("gradient_checkpointing=False"), std::string::npos);
+  // 6 ms of 22.5: moderate.
+  Diagnosis more = DiagnoseSteps(TracedSteps(20, 4, 16, 1, 0.5), "", Recompute(120, 0.12));
+  ASSERT_NE(FindVerdict(more.findings, "recompute_overhead"), nullptr);
+  EXPECT_EQ(FindVerdict(more.findings, "recompute_overhead")->severity, Severity::kModerate);
+}
+
+TEST(StepAnalysis, RecomputationOnAFullGpuMayHaveNoCheapFix) {
+  // The GPU's memory 95 % used at its peak: turning checkpointing off is not
+  // advised, and at worst nothing is won.
+  std::vector<MarkedStep> steps = TracedSteps(20, 4, 16, 1, 0.5);
+  gputriage::Run run;
+  Recording rec;
+  rec.metadata = Recompute(120, 0.12);
+  rec.source_path = "record: train.py";
+  rec.format = "step-markers";
+  auto pos = rec.metrics.FindOrAdd(0, "GPU-0", "00000000:01:00.0", -1);
+  ASSERT_TRUE(pos.has_value());
+  rec.metrics.devices[*pos].name = "NVIDIA H100 80GB HBM3";
+  const TimeNs t0 = steps.front().span.start;
+  for (int i = 0; i < 40; ++i) {
+    const TimeNs t = t0 + static_cast<TimeNs>(i * 100 * kMs);
+    rec.metrics.Add(*pos, Metric::kGpuUtil, t, 80);
+    rec.metrics.Add(*pos, Metric::kFbUsedBytes, t, 0.95 * 80e9);
+    rec.metrics.Add(*pos, Metric::kFbTotalBytes, t, 80e9);
+  }
+  rec.marked_steps = std::move(steps);
+  run.recordings.push_back(std::move(rec));
+  const Diagnosis d = Diagnose(run);
+  const Finding* f = FindVerdict(d.findings, "recompute_overhead");
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(f->severity, Severity::kLow);
+  EXPECT_NEAR(f->gain->worst, f->gain->current, 1e-6);
+  for (const auto& r : f->recommendations) EXPECT_EQ(r.action.find("turn activation checkpointing off"), std::string::npos);
+  // Under 10 % of the step, or under 1 ms: nothing to say.
+  EXPECT_EQ(FindVerdict(DiagnoseSteps(TracedSteps(20, 4, 16, 1, 0.5), "", Recompute(40, 0.02)).findings,
+                        "recompute_overhead"),
+            nullptr);
+  EXPECT_EQ(FindVerdict(DiagnoseSteps(TracedSteps(20, 0.5, 1, 0.1, 0.2), "", Recompute(40, 0.016)).findings,
+                        "recompute_overhead"),
+            nullptr);
+}
+
 TEST(StepAnalysis, NoOptimizerBoundWhereNothingCheapIsLeft) {
   const auto steps = [] { return TracedSteps(20, 4, 6, 6, 0.5, 10); };
   const char* gpu = "NVIDIA H100 80GB HBM3";

@@ -467,6 +467,17 @@ struct OptimizerSettings {
   std::string torch_version;   // version.torch, for the advice (fused AdamW needs 2.0)
 };
 
+/// Activation checkpointing as zero-code mode timed it (`checkpointing.*`
+/// settings): the host time of the checkpointed segments' forward in training
+/// and of their second run in backward. Unknown for a job without it or
+/// zero-code mode.
+struct RecomputeSettings {
+  bool known = false;
+  int64_t calls = 0;               // torch.utils.checkpoint calls in training
+  double forward_seconds = 0;      // their forward, over the run
+  double recompute_seconds = NAN;  // the segments run again in backward, over the run
+};
+
 /// The host side of a recorded job: its processes' CPU and memory and the
 /// machine's CPUs, read from /proc by `record` (src/record/host_usage.h) and kept
 /// as `host.usage.*` settings. Time-weighted over the job's run.
@@ -550,6 +561,7 @@ struct RecordingAnalysis {
   HostUsageAnalysis host;
   CopySettings copies;
   OptimizerSettings optimizer;
+  RecomputeSettings recompute;
   int rank = -1;
   Device device;  // the device that did the work (most kernel time)
   bool has_gpu_activity = false;

@@ -16,6 +16,9 @@ imported early: hooks wait for the script to import PyTorch, then
   ``.cuda()`` of a host tensor; their bytes, and how many of them were pinned and
   non-blocking, sent as ``copy.*`` at exit); the rest of the step is the host's
   own work (docs/phases.md);
+- activation checkpointing: the host time of ``torch.utils.checkpoint.checkpoint``
+  calls in training (the segments' forward) and of the segments' second run in
+  backward (the recomputation), sent as ``checkpointing.*`` at exit;
 - where CUDA is available, each step is also timed on the GPU (CUDA events read
   without synchronising; GPUTRIAGE_DEVICE_TIME=0 turns this off);
 - the configuration that moves utilization is told to the recorder
@@ -39,6 +42,7 @@ import importlib.abc
 import importlib.util
 import sys
 import threading
+import time
 
 import gputriage
 from gputriage import _markers
@@ -468,6 +472,63 @@ def _copy_settings_at_exit():
     _config._send("copy.non_blocking_percent", round(100.0 * _copies["non_blocking"] / total, 1) if total else 0)
 
 
+# Activation checkpointing (torch.utils.checkpoint), sent as checkpointing.* at
+# exit: the host time of the checkpointed segments' forward in training, and of
+# their second run in backward (the recomputation that saves their activations'
+# memory: what checkpointing adds to every step).
+_recompute = {"calls": 0, "forward_ns": 0, "segment_ns": 0, "recompute_ns": 0, "depth": 0}
+
+
+def _patch_activation_checkpoint(module):
+    """torch.utils.checkpoint.checkpoint timed when called for training (grad on,
+    on the training thread, outermost only: a nested call is part of its parent),
+    and the segment it was given timed whenever it runs outside that call: the
+    recomputation, from backward (reentrant or not). Hooked when that module is
+    imported, before a library takes the name from it (Hugging Face's
+    gradient_checkpointing_enable does); checkpoint_sequential calls it through
+    the module."""
+    original = getattr(module, "checkpoint", None)
+    if original is None or getattr(original, "_gputriage", False):
+        return
+    clock, get_ident, state = time.perf_counter_ns, threading.get_ident, _recompute
+
+    def timed_segment(function):
+        @functools.wraps(function)
+        def segment(*args, **kwargs):
+            started = clock()
+            try:
+                return function(*args, **kwargs)
+            finally:
+                # The first run is inside checkpoint(); a later one is the recomputation.
+                state["segment_ns" if state["depth"] else "recompute_ns"] += clock() - started
+        return segment
+
+    @functools.wraps(original)
+    def checkpoint(function, *args, **kwargs):
+        if state["depth"] or get_ident() != _training_thread or not _grad_enabled():
+            return original(function, *args, **kwargs)
+        state["depth"] = 1
+        started = clock()
+        try:
+            return original(timed_segment(function), *args, **kwargs)
+        finally:
+            state["forward_ns"] += clock() - started
+            state["calls"] += 1
+            state["depth"] = 0
+
+    checkpoint._gputriage = True
+    module.checkpoint = checkpoint
+
+
+def _recompute_settings_at_exit():
+    """The checkpointed segments' figures, once, as the job ends (docs/formats.md)."""
+    if _recompute["calls"]:
+        _config._send("checkpointing.calls", _recompute["calls"])
+        _config._send("checkpointing.forward_seconds", round(_recompute["forward_ns"] / 1e9, 6))
+        _config._send("checkpointing.segment_seconds", round(_recompute["segment_ns"] / 1e9, 6))
+        _config._send("checkpointing.recompute_seconds", round(_recompute["recompute_ns"] / 1e9, 6))
+
+
 def _patch_clip_grad(torch):
     """Gradient clipping is part of the optimizer's update (Trainer and Lightning
     clip before every step)."""
@@ -502,6 +563,7 @@ def _patch_torch(torch):
 _PATCHES = {
     "torch.utils.data.dataloader": _patch_dataloader,
     "torch.optim.optimizer": _patch_optimizer,
+    "torch.utils.checkpoint": _patch_activation_checkpoint,
     "torch": _patch_torch,
     "wandb": _wandb_bridge.patch_wandb,  # the recorder's figures in the job's W&B run
     **_trainers.PATCHES,  # Hugging Face Trainer, Accelerate, Lightning, DeepSpeed: their configuration
@@ -571,6 +633,7 @@ def install():
     atexit.register(_end_eval)  # an evaluation the job ended in
     atexit.register(_config.at_exit)
     atexit.register(_copy_settings_at_exit)
+    atexit.register(_recompute_settings_at_exit)
     try:  # what this mode watches for, so the ledger knows these phases are seen, not absent
         _config._send("zero_code.phases", "checkpoint,restore,eval,compile")
     except Exception:

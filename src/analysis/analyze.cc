@@ -563,6 +563,19 @@ OptimizerSettings ReadOptimizerSettings(const std::map<std::string, std::string>
   return o;
 }
 
+/// The checkpointed forward as zero-code mode timed it (`checkpointing.*`).
+RecomputeSettings ReadRecomputeSettings(const std::map<std::string, std::string>& metadata) {
+  RecomputeSettings r;
+  const double calls = MetadataNumber(metadata, "checkpointing.calls");
+  const double seconds = MetadataNumber(metadata, "checkpointing.forward_seconds");
+  if (!(calls >= 1 && calls < 1e15) || std::isnan(seconds)) return r;
+  r.known = true;
+  r.calls = static_cast<int64_t>(calls);
+  r.forward_seconds = seconds;
+  r.recompute_seconds = MetadataNumber(metadata, "checkpointing.recompute_seconds");
+  return r;
+}
+
 /// `rank_of_run`: also gather what the cross-rank analysis reads (a trace of one rank of several).
 RecordingAnalysis Analyze(const Recording& rec, int threads, bool rank_of_run) {
   RecordingAnalysis a;
@@ -582,6 +595,7 @@ RecordingAnalysis Analyze(const Recording& rec, int threads, bool rank_of_run) {
   a.host = ReadHostUsage(rec.metadata, a.loader.host_cpus);
   a.copies = ReadCopySettings(rec.metadata);
   a.optimizer = ReadOptimizerSettings(rec.metadata);
+  a.recompute = ReadRecomputeSettings(rec.metadata);
   if (a.host.known) a.loader.host_saturated_percent = a.host.saturated_percent_of_time;
   a.loader.host_saturated = a.host.SaturatedByJob();
   a.rank = rec.rank;

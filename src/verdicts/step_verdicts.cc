@@ -77,6 +77,17 @@ constexpr double kFusedSpeedupWorst = 2.0;
 // the host's optimizer launches overlap the GPU's own work: not a cost to fix.
 constexpr double kGpuBoundPercent = 90.0;
 
+// Activation checkpointing's recomputation (backward runs the checkpointed
+// segments' forward again): at 10 % of the step it is worth knowing what the
+// memory saving costs; at 20 % a fifth of the run recomputes. Below 1 ms per step
+// it is small beside any step worth changing.
+constexpr double kRecomputeLowPercent = 10.0;
+constexpr double kRecomputeModeratePercent = 20.0;
+constexpr double kRecomputeMinMs = 1.0;
+// A GPU whose memory was this full at its peak has no room for the activations
+// checkpointing saves: turning it off may not fit at all.
+constexpr double kMemoryFullPercent = 90.0;
+
 /// A finding from the step markers of recording `a`.
 Finding MarkerFinding(const RecordingAnalysis& a, std::string verdict, Severity severity) {
   Finding f;
@@ -445,6 +456,88 @@ void JudgeOptimizer(const RecordingAnalysis& a, std::vector<Finding>& out) {
   out.push_back(std::move(f));
 }
 
+/// Activation checkpointing: memory traded for a second forward of the
+/// checkpointed segments in every backward. Its cost is measured (zero-code
+/// mode times the checkpointed forward); whether the memory is there to stop
+/// paying it is the user's call, so the finding says what it costs and what
+/// bounds the fix.
+void JudgeRecompute(const RecordingAnalysis& a, std::vector<Finding>& out) {
+  const StepMarkerAnalysis& m = a.marked;
+  const RecomputeSettings& r = a.recompute;
+  const int64_t steps = m.steps + m.warmup_steps;  // checkpointing.* counts every step's segments
+  if (!r.known || steps <= 0 || !(m.step_ms_mean > 0)) return;
+  // The recomputation as it ran in backward (grad on: it records the graph the
+  // first run did not); the forward's run where only that was recorded.
+  const bool timed_in_backward = !std::isnan(r.recompute_seconds) && r.recompute_seconds > 0;
+  const double recompute =
+      (timed_in_backward ? r.recompute_seconds : r.forward_seconds) * 1e3 / static_cast<double>(steps);
+  const double pct = 100.0 * recompute / m.step_ms_mean;
+  if (recompute < kRecomputeMinMs || pct < kRecomputeLowPercent) return;
+  double memory_max = NAN;
+  for (const auto& d : a.metric_devices)
+    if (!std::isnan(d.memory_used_max_percent)) memory_max = std::isnan(memory_max) ? d.memory_used_max_percent
+                                                                                    : std::max(memory_max, d.memory_used_max_percent);
+  const bool memory_full = memory_max >= kMemoryFullPercent;
+  Finding f = MarkerFinding(a, "recompute_overhead",
+                            pct >= kRecomputeModeratePercent && !memory_full ? Severity::kModerate : Severity::kLow);
+  const double forward = m.phase_ms_mean[GPUTRIAGE_PHASE_FORWARD];
+  const double backward = m.phase_ms_mean[GPUTRIAGE_PHASE_BACKWARD];
+  f.title = fmt::format("Activation checkpointing recomputes {:.1f} ms of every {:.1f} ms step ({:.0f}%) in backward",
+                        recompute, m.step_ms_mean, pct);
+  f.detail = fmt::format(
+      "{} torch.utils.checkpoint calls in training ran their segments' forward for {:.1f} ms per step (host-timed); "
+      "backward runs each again to rebuild the activations it did not keep{}.",
+      r.calls, r.forward_seconds * 1e3 / static_cast<double>(steps),
+      timed_in_backward ? fmt::format(", {:.1f} ms per step", recompute) : std::string());
+  if (forward > 0 && backward > 0)
+    f.detail += fmt::format(" Backward takes {:.1f} ms, {:.1f}x the {:.1f} ms forward; the recomputation is {:.0f}% "
+                            "of it.",
+                            backward, backward / forward, forward, 100.0 * std::min(recompute, backward) / backward);
+  if (!std::isnan(memory_max))
+    f.detail += fmt::format(" The GPU's memory peaked at {:.0f}% used{}.", memory_max,
+                            memory_full ? ": the activations may not fit without checkpointing" : "");
+  f.detail += WarmupNote(m);
+  f.evidence.push_back(E("recompute_percent_of_step", pct, "percent",
+                          timed_in_backward ? "checkpointing.recompute_seconds / steps / step time"
+                                            : "checkpointing.forward_seconds / steps / step time",
+                          f.severity == Severity::kModerate ? kRecomputeModeratePercent : kRecomputeLowPercent, ">="));
+  f.evidence.push_back(E("recompute_ms_per_step", recompute, "ms",
+                          timed_in_backward ? "the checkpointed segments run again in backward, per step (zero-code mode)"
+                                            : "the checkpointed segments' forward per step (zero-code mode), run again in "
+                                              "backward",
+                          kRecomputeMinMs, ">="));
+  if (forward > 0 && backward > 0)
+    f.evidence.push_back(E("backward_over_forward", backward / forward, "ratio", "backward phase / forward phase"));
+  if (!std::isnan(memory_max))
+    f.evidence.push_back(E("gpu_memory_used_max_percent", memory_max, "percent", "GPU metrics: peak memory used",
+                            kMemoryFullPercent, "<"));
+  if (!memory_full)
+    f.recommendations.push_back({"turn activation checkpointing off where memory allows (Hugging Face: "
+                                 "gradient_checkpointing=False), or trade it for a smaller micro-batch with gradient "
+                                 "accumulation",
+                                 "backward no longer runs the checkpointed forward a second time"});
+  f.recommendations.push_back({"checkpoint fewer segments (every other block, or only the attention/MLP of the "
+                               "largest layers: selective checkpointing)",
+                               "recomputes the activations that save the most memory per millisecond, not all"});
+  // Without recomputation the step loses the measured segments' forward; at
+  // worst half of them stay checkpointed (selective) -- or, with the GPU's memory
+  // full, none can go; at best less the step-time CV.
+  // The best end allows twice the step-time CV: the run without checkpointing is
+  // another process whose steps vary as these did, and checkpointing's own
+  // bookkeeping in backward (restoring RNG state, a nested backward per segment)
+  // is not in the measured recomputation (on a CPU pair it was 2-5 % of the saving).
+  const double noise = std::min(m.step_ms_cv, analysis::kMaxRunToRunNoise);
+  const double expected = m.step_ms_mean - recompute;
+  f.gain = StepGain(m.step_ms_mean, expected, expected * (1.0 - 2 * noise),
+                    memory_full ? m.step_ms_mean : m.step_ms_mean - recompute / 2, "memory_headroom",
+                    fmt::format("the step without the {:.1f} ms recomputation; at worst half the segments stay "
+                                "checkpointed{}; at best less twice the step-time CV ({:.0f}%: another run's variation, "
+                                "and checkpointing's bookkeeping in backward, which is not timed); whether the "
+                                "activations fit is bounded by the GPU's memory",
+                                recompute, memory_full ? " (with memory this full, possibly all)" : "", 2 * noise * 100));
+  out.push_back(std::move(f));
+}
+
 }  // namespace
 
 std::vector<Finding> JudgeStepMarkers(const RecordingAnalysis& a) {
@@ -457,6 +550,7 @@ std::vector<Finding> JudgeStepMarkers(const RecordingAnalysis& a) {
   JudgeHostStall(a, out);
   JudgeCopies(a, out);
   JudgeOptimizer(a, out);
+  JudgeRecompute(a, out);
   if (!m.phases_known) return out;
   const double pct = m.data_wait_percent_of_compute;
   if (pct >= kDataWaitModeratePercent) {

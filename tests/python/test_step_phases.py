@@ -187,6 +187,55 @@ class LiveScreen(unittest.TestCase):
         self.assertIn("Host stall", live)
 
 
+RECOMPUTE_LOOP = os.path.join(HERE, "recompute_loop.py")
+
+
+def record_recompute(checkpointed, blocks=6, steps=30):
+    """recompute_loop.py recorded zero-code: (report, the loop's own timers)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        report_path, timings_path = os.path.join(tmp, "report.json"), os.path.join(tmp, "timings.json")
+        env = dict(os.environ)
+        env.pop("PYTHONPATH", None)
+        cmd = [GPUTRIAGE, "record", "--no-store", "--json", report_path, "--python", "--", sys.executable,
+               RECOMPUTE_LOOP, "--timings", timings_path, "--blocks", str(blocks), "--steps", str(steps),
+               "--hidden", "256"] + (["--checkpoint"] if checkpointed else [])
+        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+        if proc.returncode != 0:
+            raise AssertionError(f"{cmd} exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr}")
+        with open(report_path) as f, open(timings_path) as g:
+            return json.load(f), json.load(g)
+
+
+@unittest.skipUnless(HAVE_TORCH, "python3-torch is not installed (scripts/bootstrap.sh installs it)")
+class RecomputePair(unittest.TestCase):
+    """Activation checkpointing on and off, the same loop: the recomputation the
+    checkpointed run reports is the loop's own checkpointed forward, and the run
+    without it lands inside the finding's range."""
+
+    def test_recomputation_measured_and_its_gain_holds_the_run_without(self):
+        blocks, steps = 6, 30
+        before, timings = record_recompute(True, blocks, steps)
+        after, _ = record_recompute(False, blocks, steps)
+        settings = before["recordings"][0]["settings"]
+        self.assertEqual(settings.get("checkpointing.calls"), str(blocks * steps), settings)
+        measured = float(settings["checkpointing.forward_seconds"])
+        own = timings["checkpoint_s"]
+        print(f"  checkpointed forward: {measured:.3f} s (zero-code), {own:.3f} s (the loop's timer)", file=sys.stderr)
+        self.assertLessEqual(measured, own)  # timed inside the loop's own timer
+        self.assertGreater(measured, 0.9 * own)
+        self.assertNotIn("checkpointing.calls", after["recordings"][0]["settings"])
+        findings = {f["verdict"]: f for f in before["findings"]}
+        self.assertIn("recompute_overhead", findings, [f["verdict"] for f in before["findings"]])
+        self.assertNotIn("recompute_overhead", {f["verdict"] for f in after["findings"]})
+        gain = findings["recompute_overhead"]["expected_gain"]
+        realized = after["recordings"][0]["step_markers"]["step_ms_mean"]
+        print(f"  recompute_overhead: {gain['current']:.1f} ms -> predicted {gain['expected']:.1f} "
+              f"[{gain['range'][0]:.1f}, {gain['range'][1]:.1f}], realized {realized:.1f} ms", file=sys.stderr)
+        self.assertEqual(gain["bounded_by"], "memory_headroom")
+        self.assertLessEqual(gain["range"][0], realized)
+        self.assertLessEqual(realized, gain["range"][1])
+
+
 @unittest.skipUnless(HAVE_TORCH, "python3-torch is not installed (scripts/bootstrap.sh installs it)")
 class WorkersBeyondTheCores(unittest.TestCase):
     def test_host_saturated_and_never_more_workers_than_cores(self):

@@ -400,6 +400,36 @@ TEST(MarkedSteps, DeviceTimesFindTheirStepWhenEverTheyArrive) {
   EXPECT_EQ(steps.unpaired_steps, 0);
 }
 
+TEST(MarkedSteps, PhaseDeviceTimesAddUpInTheirStepOpenOrEnded) {
+  using K = MarkerKind;
+  auto device = [](TimeNs t, int64_t step, uint16_t phase, int64_t ns) {
+    Marker m = M(K::kPhaseDeviceTime, t, step, phase, 1);
+    m.samples = ns;
+    return m;
+  };
+  const std::vector<Marker> markers = {
+      M(K::kStepBegin, 0, 0, 0, 1),
+      M(K::kPhaseBegin, 1, 0, GPUTRIAGE_PHASE_FORWARD, 1), M(K::kPhaseEnd, 5, 0, GPUTRIAGE_PHASE_FORWARD, 1),
+      device(6, 0, GPUTRIAGE_PHASE_FORWARD, 30),  // read while its step is still open
+      M(K::kStepEnd, 10, 0, 0, 1),
+      device(11, 0, GPUTRIAGE_PHASE_BACKWARD, 50),   // and after it ended
+      device(12, 0, GPUTRIAGE_PHASE_BACKWARD, 20),   // a second backward of the step: added
+      device(13, 0, GPUTRIAGE_PHASE_COPY, 4),        // the copy phase's own slot
+      device(14, 0, GPUTRIAGE_PHASE_EVAL, 9),        // not a step phase
+      device(15, 3, GPUTRIAGE_PHASE_FORWARD, 9),     // no step 3
+      device(16, 0, GPUTRIAGE_PHASE_OPTIMIZER, 0),   // not a time
+  };
+  const MarkedSteps steps = BuildMarkedSteps(markers);
+  ASSERT_EQ(steps.steps.size(), 1u);
+  const MarkedStep& s = steps.steps[0];
+  EXPECT_EQ(s.phase_device_ns[GPUTRIAGE_PHASE_FORWARD], 30);
+  EXPECT_EQ(s.phase_device_ns[GPUTRIAGE_PHASE_BACKWARD], 70);
+  EXPECT_EQ(s.phase_device_ns[kCopySlot], 4);
+  EXPECT_EQ(s.phase_device_ns[GPUTRIAGE_PHASE_OPTIMIZER], 0);
+  EXPECT_EQ(s.phase_ns[GPUTRIAGE_PHASE_FORWARD], 4);  // the host's own timing is untouched
+  EXPECT_EQ(steps.unmatched_device_times, 3);
+}
+
 TEST(MarkedSteps, StreamedInBatchesTheyComeOutAsTheWholeRunWould) {
   using K = MarkerKind;
   // Two processes, 50 steps each of 100 ns: a data phase before each step, a

@@ -103,6 +103,7 @@ int64_t WriteRun(RunStore& store, const std::string& name) {
     step.flops = 1.234567890123e15;
     step.phase_ns[1] = 12'345'678;
     step.device_ns = 900'000'001;
+    step.phase_device_ns[3] = 600'000'003;  // backward, GPU-timed
     steps.push_back(step);
   }
   EXPECT_TRUE(store.PutSteps(*id, steps).ok());
@@ -174,6 +175,8 @@ TEST_F(PostgresStore, TheSameRunReadsBackTheSameAsFromSqlite) {
     EXPECT_EQ(pg_steps->at(i).flops, lite_steps->at(i).flops);
     EXPECT_EQ(pg_steps->at(i).phase_ns, lite_steps->at(i).phase_ns);
     EXPECT_EQ(pg_steps->at(i).device_ns, lite_steps->at(i).device_ns);
+    EXPECT_EQ(pg_steps->at(i).phase_device_ns, lite_steps->at(i).phase_device_ns);
+    EXPECT_EQ(pg_steps->at(i).phase_device_ns[3], 600'000'003);
   }
 
   const auto pg_samples = Samples(**pg, pg_id);

@@ -10,6 +10,9 @@
 
 #include <gtest/gtest.h>
 
+#include "gputriage/import.h"
+#include "gputriage/markers.hpp"
+#include "src/store/run_export.h"
 #include "src/store/run_store.h"
 
 namespace gputriage {
@@ -186,6 +189,8 @@ TEST(RunStore, MigratesAVersionOneStoreKeepingItsRuns) {
     steps[i].samples = 64;
     steps[i].phase_ns[1] = 300 * kNsPerMs;  // data
     steps[i].phase_ns[2] = 200 * kNsPerMs;  // forward
+    steps[i].phase_device_ns[2] = 150 * kNsPerMs + i;  // the forward as the GPU timed it
+    steps[i].phase_device_ns[kCopySlot] = 7 * kNsPerMs;
   }
   ASSERT_TRUE((*store)->PutSteps(*id, steps).ok());
   ASSERT_TRUE((*store)->EndRun(*id, kNsPerS, 0, {}).ok());
@@ -203,6 +208,18 @@ TEST(RunStore, MigratesAVersionOneStoreKeepingItsRuns) {
   EXPECT_EQ(rec->marked_steps[2].samples, 64);
   EXPECT_EQ(rec->marked_steps[2].data_wait_ns(), 300 * kNsPerMs);
   EXPECT_EQ(rec->marked_steps[2].phase_ns[2], 200 * kNsPerMs);
+  EXPECT_EQ(rec->marked_steps[2].phase_device_ns, steps[2].phase_device_ns);
+  // Exported and read back as a file, the steps keep their GPU-timed phases.
+  const std::string exported = TempPath("steps.prom");
+  ASSERT_TRUE(ExportRun(**store, *id, exported).ok());
+  auto reread = ImportRun({exported});
+  ASSERT_TRUE(reread.ok()) << reread.status().ToString();
+  ASSERT_EQ(reread->recordings.size(), 1u);
+  ASSERT_EQ(reread->recordings[0].marked_steps.size(), 3u);
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(reread->recordings[0].marked_steps[i].phase_device_ns, steps[i].phase_device_ns);
+    EXPECT_EQ(reread->recordings[0].marked_steps[i].phase_ns, steps[i].phase_ns);
+  }
   int exported_devices = 0;
   ASSERT_TRUE((*store)->ForEachSample(*id, [&](const MetricDevice& d, Metric, TimeNs, double) {
     EXPECT_EQ(d.uuid, "GPU-job");

@@ -416,6 +416,12 @@ struct StepMarkerAnalysis {
   // (zero-code mode marks them), the rest of the step -- outside every marked
   // phase -- is the host's own work: callbacks, logging, .item() syncs, metrics.
   std::array<double, 9> phase_ms_mean{};
+  // The same phases as the GPU timed them (CUDA events at their begin and end,
+  // python/gputriage/device.py), mean per step over the judged steps that carry
+  // any (phase_device_steps); NaN where no step does. Forward, backward,
+  // optimizer and copy only.
+  int64_t phase_device_steps = 0;
+  std::array<double, 9> phase_device_ms_mean = {NAN, NAN, NAN, NAN, NAN, NAN, NAN, NAN, NAN};
   bool phases_traced = false;            // forward and backward/optimizer marked: the rest is measured
   double untraced_ms_mean = NAN;         // per step, outside every marked phase (phases_traced only)
   double untraced_ms_p50 = NAN;

@@ -52,6 +52,11 @@ void gputriage_step_end(int64_t step, int64_t samples, int64_t tokens, double fl
  * they completed, so no step waits for the GPU). May come steps later. */
 void gputriage_step_device_time(int64_t step, int64_t device_ns);
 
+/* The GPU time of phase `phase` of step `step` of this process, in ns, measured
+ * on the device as gputriage_step_device_time is (events at the phase's begin
+ * and end). Added up over the step's phases of that id. May come steps later. */
+void gputriage_phase_device_time(int64_t step, gputriage_phase phase, int64_t device_ns);
+
 /* A named phase begins / ends on the calling thread. */
 void gputriage_phase_begin(gputriage_phase phase);
 void gputriage_phase_end(gputriage_phase phase);

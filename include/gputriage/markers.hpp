@@ -8,6 +8,7 @@
 //   }
 #pragma once
 
+#include <array>
 #include <cstdint>
 
 #include "gputriage/markers.h"
@@ -64,6 +65,11 @@ inline constexpr int StepPhaseSlot(int id) {
 
 /// The copy phase's slot in MarkedStep::phase_ns.
 inline constexpr int kCopySlot = StepPhaseSlot(GPUTRIAGE_PHASE_COPY);
+
+/// The step phases timed on the device where CUDA runs (python/gputriage/device.py),
+/// by slot, in the order the store and the export keep them.
+inline constexpr std::array<int, 4> kDeviceTimedSlots = {GPUTRIAGE_PHASE_FORWARD, GPUTRIAGE_PHASE_BACKWARD,
+                                                         GPUTRIAGE_PHASE_OPTIMIZER, kCopySlot};
 
 /// The highest phase id a marker may carry.
 inline constexpr int kLastPhase = GPUTRIAGE_PHASE_COPY;

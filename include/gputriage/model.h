@@ -194,6 +194,8 @@ struct MarkedStep {
   int64_t tokens = 0;
   double flops = 0;
   TimeNs device_ns = 0;  // GPU time of the step as the job measured it on the device, 0 unknown
+  // GPU time of the step's phases (CUDA events at their begin and end), by slot; 0 unknown.
+  std::array<TimeNs, 9> phase_device_ns{};
   TimeNs data_wait_ns() const { return phase_ns[1]; }
   /// Forward and backward or the optimizer marked: the rest of the step is
   /// measured (docs/phases.md).

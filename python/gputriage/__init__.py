@@ -16,7 +16,8 @@ a recorder each call returns after one check.
 counted when the batch has a length); a ``step`` inside it takes that step over.
 ``gputriage record --python`` does the same with no change to the script.
 ``gputriage.time_device()`` also times each step on the GPU (CUDA events, no
-synchronisation), so a wait the GPU spent on queued work is not taken for idle.
+synchronisation), so a wait the GPU spent on queued work is not taken for idle,
+and the step's forward, backward, optimizer and copy phases the same way.
 """
 from gputriage._markers import (  # noqa: F401  (the public API)
     ABI_VERSION,
@@ -24,6 +25,7 @@ from gputriage._markers import (  # noqa: F401  (the public API)
     enabled,
     phase,
     phase_begin,
+    phase_device_time,
     phase_end,
     step,
     step_begin,
@@ -36,7 +38,7 @@ from gputriage import job_config as _config
 from gputriage.job_config import config  # noqa: F401
 
 __all__ = ["ABI_VERSION", "PHASES", "enabled", "phase", "phase_begin", "phase_end", "step", "step_begin",
-           "step_end", "step_device_time", "watch", "batch_samples", "time_device", "CudaStepTimer",
+           "step_end", "step_device_time", "phase_device_time", "watch", "batch_samples", "time_device", "CudaStepTimer",
            "transformer_flops_per_token", "config"]
 
 _DATA = PHASES["data"]

@@ -1,6 +1,8 @@
 """Device-side step time: each step timed on the GPU by two CUDA events, read
 once they have completed, so no step waits for the GPU (a host timer around
-asynchronous work measures launches, not compute).
+asynchronous work measures launches, not compute). The step's forward, backward,
+optimizer and copy phases (marked by the job or zero-code mode) are timed the
+same way, each between events recorded at its begin and end.
 
     gputriage.time_device()      # every step from here on, on the current CUDA stream
 
@@ -31,9 +33,11 @@ class CudaStepTimer:
         self._new_event = event_factory
         self._free = []
         self._open = {}
+        self._current = None  # the step open now: its phases are timed
+        self._phases = {}     # phase id -> the event at its begin, in the current step
         self._pending = collections.deque()
         self._max_pending = max_pending
-        self.dropped = 0  # steps whose events were given up on (more than max_pending outstanding)
+        self.dropped = 0  # steps and phases whose events were given up on (more than max_pending outstanding)
 
     def _event(self):
         event = self._free.pop() if self._free else self._new_event()
@@ -42,31 +46,57 @@ class CudaStepTimer:
 
     def begin(self, step):
         self._open[step] = self._event()
+        self._current = step
+        self._phases.clear()
         self._poll()
 
     def end(self, step):
         start = self._open.pop(step, None)
+        if self._current == step:
+            self._current = None
+            self._phases.clear()  # a phase still open at the step's end is not timed
         if start is None:
             return
-        self._pending.append((step, start, self._event()))
+        self._queue(step, None, start, self._event())
+        self._poll()
+
+    def phase_begin(self, phase):
+        """A device-timed phase (forward, backward, optimizer, copy) begins in the open step."""
+        if self._current is not None and phase not in self._phases:
+            self._phases[phase] = self._event()
+
+    def phase_end(self, phase):
+        start = self._phases.pop(phase, None)
+        if start is not None:
+            self._queue(self._current, phase, start, self._event())
+
+    def _queue(self, step, phase, start, end):
+        self._pending.append((step, phase, start, end))
         if len(self._pending) > self._max_pending:  # a GPU far behind: forget the oldest rather than wait
             self._pending.popleft()
             self.dropped += 1
-        self._poll()
+
+    @staticmethod
+    def _report(step, phase, start, end):
+        ns = int(start.elapsed_time(end) * 1e6)
+        if phase is None:
+            _markers.step_device_time(step, ns)
+        else:
+            _markers.phase_device_time(step, phase, ns)
 
     def _poll(self):
-        pending, report = self._pending, _markers.step_device_time
-        while pending and pending[0][2].query():
-            step, start, end = pending.popleft()
-            report(step, int(start.elapsed_time(end) * 1e6))
+        pending, report = self._pending, self._report
+        while pending and pending[0][3].query():
+            step, phase, start, end = pending.popleft()
+            report(step, phase, start, end)
             self._free += (start, end)
 
     def flush(self):
-        """Reports every outstanding step, waiting for the GPU (at exit)."""
+        """Reports every outstanding step and phase, waiting for the GPU (at exit)."""
         while self._pending:
-            step, start, end = self._pending.popleft()
+            step, phase, start, end = self._pending.popleft()
             end.synchronize()
-            _markers.step_device_time(step, int(start.elapsed_time(end) * 1e6))
+            self._report(step, phase, start, end)
 
 
 _timer = None

@@ -32,6 +32,11 @@ bool g_explicit_steps = false;    // a Step context was used: automatic steps st
 PyObject* g_device_timer = nullptr;
 PyObject* g_str_begin = nullptr;
 PyObject* g_str_end = nullptr;
+// A timer with phase_begin(phase) / phase_end(phase) also times the step's
+// device-side phases (forward, backward, optimizer, copy) on the GPU.
+bool g_timer_phases = false;
+PyObject* g_str_phase_begin = nullptr;
+PyObject* g_str_phase_end = nullptr;
 
 /// Tells the device timer a step began or ended; false with a Python error set.
 bool DeviceTimer(PyObject* method, int64_t step) {
@@ -40,6 +45,21 @@ bool DeviceTimer(PyObject* method, int64_t step) {
   if (number == nullptr) return false;
   PyObject* result = PyObject_CallMethodOneArg(g_device_timer, method, number);
   Py_DECREF(number);
+  Py_XDECREF(result);
+  return result != nullptr;
+}
+
+/// Tells a phase-timing device timer that a device-timed phase began or ended;
+/// false with a Python error set.
+bool DevicePhase(PyObject* method, gputriage_phase phase) {
+  if (g_device_timer == nullptr || !g_timer_phases) return true;
+  if (phase != GPUTRIAGE_PHASE_FORWARD && phase != GPUTRIAGE_PHASE_BACKWARD && phase != GPUTRIAGE_PHASE_OPTIMIZER &&
+      phase != GPUTRIAGE_PHASE_COPY)
+    return true;
+  PyObject* id = PyLong_FromLong(static_cast<long>(phase));
+  if (id == nullptr) return false;
+  PyObject* result = PyObject_CallMethodOneArg(g_device_timer, method, id);
+  Py_DECREF(id);
   Py_XDECREF(result);
   return result != nullptr;
 }
@@ -159,12 +179,14 @@ PyObject* PhaseBegin(PyObject*, PyObject* arg) {
   gputriage_phase phase{};
   if (!ToPhase(arg, &phase)) return nullptr;
   gputriage_phase_begin(phase);
+  if (!DevicePhase(g_str_phase_begin, phase)) return nullptr;
   Py_RETURN_NONE;
 }
 
 PyObject* PhaseEnd(PyObject*, PyObject* arg) {
   gputriage_phase phase{};
   if (!ToPhase(arg, &phase)) return nullptr;
+  if (!DevicePhase(g_str_phase_end, phase)) return nullptr;
   gputriage_phase_end(phase);
   Py_RETURN_NONE;
 }
@@ -323,13 +345,17 @@ struct PhaseObject {
 };
 
 PyObject* PhaseEnter(PyObject* self_obj, PyObject*) {
-  gputriage_phase_begin(static_cast<gputriage_phase>(reinterpret_cast<PhaseObject*>(self_obj)->phase));
+  const auto phase = static_cast<gputriage_phase>(reinterpret_cast<PhaseObject*>(self_obj)->phase);
+  gputriage_phase_begin(phase);
+  if (!DevicePhase(g_str_phase_begin, phase)) return nullptr;
   Py_INCREF(self_obj);
   return self_obj;
 }
 
 PyObject* PhaseExit(PyObject* self_obj, PyObject* const*, Py_ssize_t) {
-  gputriage_phase_end(static_cast<gputriage_phase>(reinterpret_cast<PhaseObject*>(self_obj)->phase));
+  const auto phase = static_cast<gputriage_phase>(reinterpret_cast<PhaseObject*>(self_obj)->phase);
+  if (!DevicePhase(g_str_phase_end, phase)) return nullptr;
+  gputriage_phase_end(phase);
   Py_RETURN_FALSE;
 }
 
@@ -374,13 +400,28 @@ PyObject* StepDeviceTime(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   Py_RETURN_NONE;
 }
 
+PyObject* PhaseDeviceTime(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  int64_t step = 0, device_ns = 0;
+  gputriage_phase phase{};
+  if (nargs != 3) {
+    PyErr_SetString(PyExc_TypeError, "gputriage.phase_device_time(step, phase, device_ns) takes 3 arguments");
+    return nullptr;
+  }
+  if (!ToInt64(args[0], &step, "step") || !ToPhase(args[1], &phase) || !ToInt64(args[2], &device_ns, "device_ns"))
+    return nullptr;
+  gputriage_phase_device_time(step, phase, device_ns);
+  Py_RETURN_NONE;
+}
+
 /// _set_device_timer(timer or None): steps call timer.begin(step) / timer.end(step).
 PyObject* SetDeviceTimer(PyObject*, PyObject* timer) {
   Py_XDECREF(g_device_timer);
   g_device_timer = nullptr;
+  g_timer_phases = false;
   if (timer != Py_None) {
     Py_INCREF(timer);
     g_device_timer = timer;
+    g_timer_phases = PyObject_HasAttr(timer, g_str_phase_begin) && PyObject_HasAttr(timer, g_str_phase_end);
   }
   Py_RETURN_NONE;
 }
@@ -394,6 +435,8 @@ PyMethodDef kHotFunctions[] = {
     {"phase", Phase, METH_O, "phase(name): a context manager marking that phase of the step."},
     {"step_device_time", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(StepDeviceTime)), METH_FASTCALL,
      "step_device_time(step, device_ns): the step's GPU time, measured on the device."},
+    {"phase_device_time", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(PhaseDeviceTime)), METH_FASTCALL,
+     "phase_device_time(step, phase, device_ns): a phase's GPU time in that step, measured on the device."},
     {"_set_device_timer", SetDeviceTimer, METH_O, "Installs the per-step device timer (None: off)."},
     {"_auto_step_begin", AutoStepBegin, METH_NOARGS, "Opens an automatic step (watch, zero-code mode)."},
     {"_auto_step_end", AutoStepEnd, METH_O, "Closes the open automatic step with its samples (or None)."},
@@ -406,6 +449,8 @@ PYBIND11_MODULE(_markers, m) {
   m.doc() = "gputriage step markers (include/gputriage/markers.h) for Python; use the gputriage package.";
   g_str_begin = PyUnicode_InternFromString("begin");
   g_str_end = PyUnicode_InternFromString("end");
+  g_str_phase_begin = PyUnicode_InternFromString("phase_begin");
+  g_str_phase_end = PyUnicode_InternFromString("phase_end");
   if (g_str_begin == nullptr || g_str_end == nullptr) throw py::error_already_set();
   for (int k = 0; k < kNumKeywords; ++k)
     if ((g_keywords[k] = PyUnicode_InternFromString(kKeywordNames[k])) == nullptr) throw py::error_already_set();

@@ -135,14 +135,26 @@ StepMarkerAnalysis AnalyzeMarkedSteps(const std::vector<MarkedStep>& steps, std:
   // optimizer are marked, the time outside every marked phase.
   std::vector<double> untraced, in_phases;
   double traced_steps_ms = 0;
+  std::array<double, kPhases> device_phase_sum{};
   for (const auto& t : judged) {
     for (size_t p = 1; p < kPhases; ++p) m.phase_ms_mean[p] += Ms(t.step->phase_ns[p]) / n;
+    bool device_timed = false;
+    for (int slot : kDeviceTimedSlots) {
+      const TimeNs ns = t.step->phase_device_ns[static_cast<size_t>(slot)];
+      device_phase_sum[static_cast<size_t>(slot)] += Ms(ns);
+      device_timed = device_timed || ns > 0;
+    }
+    if (device_timed) ++m.phase_device_steps;
     if (t.step->phases_traced()) {
       untraced.push_back(Ms(t.step->untraced_ns()));
       in_phases.push_back(t.total_ms - untraced.back());
       traced_steps_ms += t.total_ms;
     }
   }
+  if (m.phase_device_steps > 0)
+    for (int slot : kDeviceTimedSlots)
+      m.phase_device_ms_mean[static_cast<size_t>(slot)] =
+          device_phase_sum[static_cast<size_t>(slot)] / static_cast<double>(m.phase_device_steps);
   if (!untraced.empty() && 2 * untraced.size() >= judged.size()) {
     m.phases_traced = true;
     double sum_untraced = 0;

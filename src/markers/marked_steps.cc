@@ -57,6 +57,19 @@ void StepBuilder::Add(std::vector<Marker> markers) {
         p.by_begin.at(it->second).step.device_ns = m.samples;
         break;
       }
+      case MarkerKind::kPhaseDeviceTime: {
+        // The step may still be open (its phase's end event completed first) or held.
+        auto it = p.held_by_number.find(m.step);
+        const bool held = it != p.held_by_number.end();
+        if (!held) it = p.open_by_number.find(m.step);
+        const int slot = m.phase > 0 && m.phase <= kLastPhase ? StepPhaseSlot(m.phase) : -1;
+        if ((!held && it == p.open_by_number.end()) || m.samples <= 0 || slot < 0) {
+          ++counts_.unmatched_device_times;
+          break;
+        }
+        p.by_begin.at(it->second).step.phase_device_ns[static_cast<size_t>(slot)] += m.samples;
+        break;
+      }
       case MarkerKind::kPhaseBegin:
         open_phases_[{m.pid, m.tid, m.phase}].push_back(m.t_ns);
         break;

@@ -172,7 +172,7 @@ void MarkerRing::Drain(std::vector<Marker>& out, bool final) {
       continue;
     }
     const bool kind_ok = copy.kind >= static_cast<uint16_t>(MarkerKind::kStepBegin) &&
-                         copy.kind <= static_cast<uint16_t>(MarkerKind::kStepDeviceTime);
+                         copy.kind <= static_cast<uint16_t>(MarkerKind::kPhaseDeviceTime);
     const bool phase_ok = copy.phase <= kLastPhase;  // 0 for step markers
     if (copy.checksum != MarkerChecksum(copy) || !kind_ok || !phase_ok) {
       ++stats_.corrupt;

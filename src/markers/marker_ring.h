@@ -23,8 +23,16 @@ inline constexpr const char* kMarkersFdEnv = "GPUTRIAGE_MARKERS_FD";
 // /proc/RECORDER_PID/fd/N: the ring for a process that did not inherit the descriptor.
 inline constexpr const char* kMarkersPathEnv = "GPUTRIAGE_MARKERS_PATH";
 
-// kStepDeviceTime carries the step's device time (ns) in `samples`.
-enum class MarkerKind : uint16_t { kStepBegin = 1, kStepEnd = 2, kPhaseBegin = 3, kPhaseEnd = 4, kStepDeviceTime = 5 };
+// kStepDeviceTime carries the step's device time (ns) in `samples`;
+// kPhaseDeviceTime a phase's of that step (`phase`, `step`, ns in `samples`).
+enum class MarkerKind : uint16_t {
+  kStepBegin = 1,
+  kStepEnd = 2,
+  kPhaseBegin = 3,
+  kPhaseEnd = 4,
+  kStepDeviceTime = 5,
+  kPhaseDeviceTime = 6,
+};
 
 /// One marker's content, 56 bytes.
 struct MarkerPayload {

@@ -175,6 +175,10 @@ void gputriage_step_device_time(int64_t step, int64_t device_ns) {
   gputriage::Emit(gputriage::MarkerKind::kStepDeviceTime, 0, step, device_ns, 0, 0);
 }
 
+void gputriage_phase_device_time(int64_t step, gputriage_phase phase, int64_t device_ns) {
+  gputriage::Emit(gputriage::MarkerKind::kPhaseDeviceTime, static_cast<uint16_t>(phase), step, device_ns, 0, 0);
+}
+
 void gputriage_phase_begin(gputriage_phase phase) {
   gputriage::Emit(gputriage::MarkerKind::kPhaseBegin, static_cast<uint16_t>(phase), 0, 0, 0, 0);
 }

@@ -138,7 +138,7 @@ void AddMarkerIssues(const MarkerRing::DrainStats& ring, const MarkedSteps& step
   if (steps.unmatched_device_times > 0)
     stats.AddIssue(IssueSeverity::kInfo, "device_times_unmatched",
                    std::to_string(steps.unmatched_device_times) +
-                       " step device times matched no recorded step of their process (or were not positive)");
+                       " step or phase device times matched no recorded step of their process (or were not positive)");
 }
 
 StatusOr<RecordResult> RecordCommand(const RecordOptions& options) {

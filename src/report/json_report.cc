@@ -23,6 +23,15 @@ json PhaseTimes(const StepMarkerAnalysis& m) {
   return phases;
 }
 
+/// The phases the GPU timed, by name; null when no step carries any.
+json PhaseDeviceTimes(const StepMarkerAnalysis& m) {
+  if (m.phase_device_steps == 0) return nullptr;
+  json phases = json::object();
+  for (int slot : kDeviceTimedSlots)
+    phases[kPhaseNames[slot]] = Num(m.phase_device_ms_mean[static_cast<size_t>(slot)]);
+  return phases;
+}
+
 json EvidenceJson(const Evidence& e) {
   json j = {{"name", e.name}, {"value", Num(e.value)}, {"unit", e.unit}, {"source", e.source}};
   j["threshold"] = e.threshold ? Num(*e.threshold) : json(nullptr);
@@ -351,7 +360,9 @@ json RecordingJson(const Recording& rec, const RecordingAnalysis& a, int max_ker
                          {"phases_known", m.phases_known},
                          {"phases_ms_mean", PhaseTimes(m)},
                          {"phases_traced", m.phases_traced},
-                         {"phase_timing", "host"},
+                         {"phase_timing", m.phase_device_steps > 0 ? "host and device" : "host"},
+                         {"phase_device_steps", m.phase_device_steps},
+                         {"phases_device_ms_mean", PhaseDeviceTimes(m)},
                          {"untraced_ms_mean", Num(m.untraced_ms_mean)},
                          {"untraced_ms_p50", Num(m.untraced_ms_p50)},
                          {"untraced_percent_of_step", Num(m.untraced_percent_of_step)},

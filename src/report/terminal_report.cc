@@ -119,6 +119,14 @@ void RenderStepMarkers(std::string& out, const StepMarkerAnalysis& m) {
                            ? fmt::format(", communication {:.1f}", m.phase_ms_mean[GPUTRIAGE_PHASE_COMMUNICATION])
                            : std::string(),
                        m.untraced_ms_mean, m.untraced_percent_of_step);
+  if (m.phase_device_steps > 0) {
+    const auto device = [&](int slot) { return m.phase_device_ms_mean[static_cast<size_t>(slot)]; };
+    out += fmt::format("     inside the step (GPU-timed, {} steps): {}forward {:.1f}, backward {:.1f}, optimizer {:.1f} ms\n",
+                       m.phase_device_steps,
+                       device(kCopySlot) > 0 ? fmt::format("copy to the device {:.1f}, ", device(kCopySlot)) : std::string(),
+                       device(GPUTRIAGE_PHASE_FORWARD), device(GPUTRIAGE_PHASE_BACKWARD),
+                       device(GPUTRIAGE_PHASE_OPTIMIZER));
+  }
   if (m.device_steps > 0)
     out += fmt::format("     GPU time {:.1f} ms per step (device-side, {} steps): GPU idle {:.1f} ms per step; the host "
                        "waited {:.1f} ms for data, {:.1f} ms of it exposed\n",

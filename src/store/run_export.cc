@@ -103,13 +103,17 @@ StatusOr<ExportCounts> ExportRun(RunStore& store, int64_t run, const std::string
       std::fprintf(out, "# gputriage_setting %s \"%s\"\n", key.c_str(), Escape(value).c_str());
   if (!steps.empty())
     std::fprintf(out, "# gputriage_step fields: number pid start_ns end_ns samples tokens flops data_ns forward_ns "
-                      "backward_ns optimizer_ns communication_ns checkpoint_ns other_ns device_ns copy_ns\n");
+                      "backward_ns optimizer_ns communication_ns checkpoint_ns other_ns device_ns copy_ns "
+                      "forward_device_ns backward_device_ns optimizer_device_ns copy_device_ns\n");
   for (const auto& step : steps) {
     std::fprintf(out, "# gputriage_step %lld %u %lld %lld %lld %lld %.17g", static_cast<long long>(step.number), step.pid,
                  static_cast<long long>(step.span.start), static_cast<long long>(step.span.end),
                  static_cast<long long>(step.samples), static_cast<long long>(step.tokens), step.flops);
     for (size_t phase = 1; phase <= 7; ++phase) std::fprintf(out, " %lld", static_cast<long long>(step.phase_ns[phase]));
-    std::fprintf(out, " %lld %lld\n", static_cast<long long>(step.device_ns), static_cast<long long>(step.phase_ns[kCopySlot]));
+    std::fprintf(out, " %lld %lld", static_cast<long long>(step.device_ns), static_cast<long long>(step.phase_ns[kCopySlot]));
+    for (int slot : kDeviceTimedSlots)
+      std::fprintf(out, " %lld", static_cast<long long>(step.phase_device_ns[static_cast<size_t>(slot)]));
+    std::fputc('\n', out);
   }
   int64_t written = 0;
   std::set<std::string> helped;

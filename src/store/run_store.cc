@@ -417,13 +417,16 @@ Status RunStore::PutSteps(int64_t run, const std::vector<MarkedStep>& steps) {
   RETURN_IF_ERROR(db_->Exec("BEGIN"));
   auto put = db_->Prepare(
       "INSERT INTO steps(run_id, step, start_ns, end_ns, pid, samples, tokens, flops, data_ns,"
-      " forward_ns, backward_ns, optimizer_ns, communication_ns, checkpoint_ns, other_ns, device_ns, copy_ns)"
-      " VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(run_id, step, start_ns) DO UPDATE SET"
+      " forward_ns, backward_ns, optimizer_ns, communication_ns, checkpoint_ns, other_ns, device_ns, copy_ns,"
+      " forward_device_ns, backward_device_ns, optimizer_device_ns, copy_device_ns)"
+      " VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(run_id, step, start_ns) DO UPDATE SET"
       " end_ns = excluded.end_ns, pid = excluded.pid, samples = excluded.samples, tokens = excluded.tokens,"
       " flops = excluded.flops, data_ns = excluded.data_ns, forward_ns = excluded.forward_ns,"
       " backward_ns = excluded.backward_ns, optimizer_ns = excluded.optimizer_ns,"
       " communication_ns = excluded.communication_ns, checkpoint_ns = excluded.checkpoint_ns,"
-      " other_ns = excluded.other_ns, device_ns = excluded.device_ns, copy_ns = excluded.copy_ns");
+      " other_ns = excluded.other_ns, device_ns = excluded.device_ns, copy_ns = excluded.copy_ns,"
+      " forward_device_ns = excluded.forward_device_ns, backward_device_ns = excluded.backward_device_ns,"
+      " optimizer_device_ns = excluded.optimizer_device_ns, copy_device_ns = excluded.copy_device_ns");
   for (const auto& step : steps) {
     put->Bind(1, run);
     put->Bind(2, step.number);
@@ -436,6 +439,8 @@ Status RunStore::PutSteps(int64_t run, const std::vector<MarkedStep>& steps) {
     for (int phase = 1; phase <= 7; ++phase) put->Bind(8 + phase, static_cast<int64_t>(step.phase_ns[static_cast<size_t>(phase)]));
     put->Bind(16, static_cast<int64_t>(step.device_ns));
     put->Bind(17, static_cast<int64_t>(step.phase_ns[kCopySlot]));
+    for (size_t i = 0; i < kDeviceTimedSlots.size(); ++i)
+      put->Bind(18 + static_cast<int>(i), static_cast<int64_t>(step.phase_device_ns[static_cast<size_t>(kDeviceTimedSlots[i])]));
     if (!RunsWell(*put)) return Rollback("cannot store steps");
     put->Reset();
   }
@@ -569,10 +574,14 @@ StatusOr<Recording> RunStore::LoadRun(int64_t run) {
 
 StatusOr<std::vector<MarkedStep>> RunStore::LoadSteps(int64_t run) {
   std::vector<MarkedStep> out;
-  // copy_ns since version 6: an older store opened read-only has none (0).
+  // copy_ns since version 6, the phases' device times since 7: an older store
+  // opened read-only has none (0).
   auto steps = db_->Prepare(std::string("SELECT step, start_ns, end_ns, pid, samples, tokens, flops, data_ns, forward_ns,"
                                         " backward_ns, optimizer_ns, communication_ns, checkpoint_ns, other_ns, device_ns, ") +
-                            (version_ >= 6 ? "copy_ns" : "0") + " FROM steps WHERE run_id=? ORDER BY start_ns, step");
+                            (version_ >= 6 ? "copy_ns" : "0") +
+                            (version_ >= 7 ? ", forward_device_ns, backward_device_ns, optimizer_device_ns, copy_device_ns"
+                                           : ", 0, 0, 0, 0") +
+                            " FROM steps WHERE run_id=? ORDER BY start_ns, step");
   steps->Bind(1, run);
   while (steps->Step()) {
     MarkedStep step;
@@ -585,6 +594,8 @@ StatusOr<std::vector<MarkedStep>> RunStore::LoadSteps(int64_t run) {
     for (int phase = 1; phase <= 7; ++phase) step.phase_ns[static_cast<size_t>(phase)] = steps->Int(6 + phase);
     step.device_ns = steps->Int(14);
     step.phase_ns[kCopySlot] = steps->Int(15);
+    for (size_t i = 0; i < kDeviceTimedSlots.size(); ++i)
+      step.phase_device_ns[static_cast<size_t>(kDeviceTimedSlots[i])] = steps->Int(16 + static_cast<int>(i));
     out.push_back(step);
   }
   RETURN_IF_ERROR(ReadEnd(*steps, "reading a run's steps"));

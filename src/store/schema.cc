@@ -101,6 +101,14 @@ constexpr const char* kPostgresMigrationToVersion5 =
 /// hook, or gputriage_phase(GPUTRIAGE_PHASE_COPY)). Both kinds: the same SQL.
 constexpr const char* kMigrationToVersion6 = "ALTER TABLE steps ADD COLUMN copy_ns BIGINT NOT NULL DEFAULT 0;";
 
+/// 6 → 7: the GPU time of a step's forward, backward, optimizer and copy phases
+/// (CUDA events at each phase's begin and end). Both kinds: the same SQL.
+constexpr const char* kMigrationToVersion7 =
+    "ALTER TABLE steps ADD COLUMN forward_device_ns BIGINT NOT NULL DEFAULT 0;"
+    "ALTER TABLE steps ADD COLUMN backward_device_ns BIGINT NOT NULL DEFAULT 0;"
+    "ALTER TABLE steps ADD COLUMN optimizer_device_ns BIGINT NOT NULL DEFAULT 0;"
+    "ALTER TABLE steps ADD COLUMN copy_device_ns BIGINT NOT NULL DEFAULT 0;";
+
 /// 3 → 4: each complete run's headline figures (step time, data wait, busy, ...),
 /// written with its findings, so an experiment's history is judged without
 /// re-reading every run's samples.
@@ -147,6 +155,7 @@ SchemaMigration NextMigration(const std::string& kind, int64_t from) {
     if (from == 0) return {4, PostgresVersion4()};
     if (from == 4) return {5, kPostgresMigrationToVersion5};
     if (from == 5) return {6, kMigrationToVersion6};
+    if (from == 6) return {7, kMigrationToVersion7};
     return {};
   }
   if (from == 0) return {1, kMigrations[0]};
@@ -155,8 +164,9 @@ SchemaMigration NextMigration(const std::string& kind, int64_t from) {
   if (from == 3) return {4, kMigrationToVersion4};
   if (from == 4) return {5, kMigrationToVersion5};
   if (from == 5) return {6, kMigrationToVersion6};
+  if (from == 6) return {7, kMigrationToVersion7};
   return {};
 }
-static_assert(kStoreSchemaVersion == 6, "a new schema version needs its migration, for each kind, in NextMigration()");
+static_assert(kStoreSchemaVersion == 7, "a new schema version needs its migration, for each kind, in NextMigration()");
 
 }  // namespace gputriage

@@ -331,6 +331,9 @@ void JudgeCopies(const RecordingAnalysis& a, std::vector<Finding>& out) {
   f.evidence.push_back(E("copy_percent_of_step", pct, "percent", "step markers: copy phase / step time",
                           f.severity == Severity::kHigh ? kCopyHighPercent : kCopyModeratePercent, ">="));
   f.evidence.push_back(E("copy_ms_per_step", copy, "ms", "copy phase, host-timed, mean over steps", kCopyMinMs, ">="));
+  if (m.phase_device_steps > 0)
+    f.evidence.push_back(E("copy_device_ms_per_step", m.phase_device_ms_mean[kCopySlot], "ms",
+                            "copy phase, GPU-timed (CUDA events)"));
   if (c.known) {
     f.evidence.push_back(
         E("copy_mib_per_step", bytes_per_step / (1024.0 * 1024.0), "MiB", "copy.bytes / steps (zero-code mode)"));
@@ -416,6 +419,11 @@ void JudgeOptimizer(const RecordingAnalysis& a, std::vector<Finding>& out) {
                           f.severity == Severity::kHigh ? kOptimizerHighPercent : kOptimizerModeratePercent, ">="));
   f.evidence.push_back(E("optimizer_ms_per_step", optimizer, "ms", "optimizer phase, host-timed, mean over steps",
                           kOptimizerMinMs, ">="));
+  if (m.phase_device_steps > 0) {
+    const double on_gpu = m.phase_device_ms_mean[GPUTRIAGE_PHASE_OPTIMIZER];
+    f.evidence.push_back(E("optimizer_device_ms_per_step", on_gpu, "ms", "optimizer phase, GPU-timed (CUDA events)"));
+    f.detail += fmt::format(" On the GPU the phase spans {:.1f} ms per step.", on_gpu);
+  }
   if (o.param_tensors > 0)
     f.evidence.push_back(E("optimizer_param_tensors", static_cast<double>(o.param_tensors), "count",
                             "optimizer.param_tensors (zero-code mode)"));

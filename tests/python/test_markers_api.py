@@ -156,6 +156,43 @@ class UnderRecorder(unittest.TestCase):
         self.assertIn("input_bound", verdicts)
         self.assertIn("device_ms_per_step", [e["name"] for e in verdicts["input_bound"]["evidence"]])
 
+    def test_device_timer_times_the_phases_on_the_gpu(self):
+        # Fake CUDA events read a simulated GPU clock that each phase advances:
+        # forward 3 ms, backward 6 ms, optimizer 1 ms on the device, whatever the
+        # host took. The report carries both timings, the host's and the GPU's.
+        report, stderr = record("""
+            import time, gputriage
+            class Gpu: ms = 0.0; steps = 0
+            class FakeEvent:
+                def record(self): self.ms, self.step = Gpu.ms, Gpu.steps
+                def query(self): return Gpu.steps >= self.step + 1
+                def synchronize(self): pass
+                def elapsed_time(self, end): return end.ms - self.ms
+            gputriage.time_device(timer=gputriage.CudaStepTimer(event_factory=FakeEvent))
+            for batch in gputriage.watch([[0] * 8] * 24):
+                Gpu.steps += 1
+                with gputriage.phase("forward"):
+                    Gpu.ms += 3.0
+                    time.sleep(0.001)
+                with gputriage.phase("backward"):
+                    Gpu.ms += 6.0
+                    time.sleep(0.001)
+                with gputriage.phase("optimizer"):
+                    Gpu.ms += 1.0
+                with gputriage.phase("eval"):  # not a step phase: not device-timed
+                    Gpu.ms += 50.0
+            """)
+        m = report["recordings"][0]["step_markers"]
+        self.assertEqual(m["phase_timing"], "host and device", stderr)
+        self.assertEqual(m["phase_device_steps"], m["steps"])
+        device = m["phases_device_ms_mean"]
+        self.assertAlmostEqual(device["forward"], 3.0, places=3)
+        self.assertAlmostEqual(device["backward"], 6.0, places=3)
+        self.assertAlmostEqual(device["optimizer"], 1.0, places=3)
+        self.assertEqual(device["copy"], 0.0)
+        self.assertGreater(m["phases_ms_mean"]["forward"], 0.5)  # the host's own timing stays
+        self.assertNotIn("device_times_unmatched", issues(report))
+
     def test_watch_marks_each_iteration_and_closes_the_step_a_loop_breaks_out_of(self):
         # A fresh process: automatic steps stop for good once a loop uses step().
         report, stderr = record("""

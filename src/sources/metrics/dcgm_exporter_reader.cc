@@ -247,14 +247,16 @@ class DcgmExporterReader final : public MetricLineReader {
 
   /// "# gputriage_step number pid start_ns end_ns samples tokens flops data_ns
   /// forward_ns backward_ns optimizer_ns communication_ns checkpoint_ns other_ns device_ns
-  /// [copy_ns]" (copy_ns since the copy phase: older exports have 15 fields)
+  /// [copy_ns [forward_device_ns backward_device_ns optimizer_device_ns copy_device_ns]]"
+  /// (copy_ns since the copy phase, the phases' device times since those: older
+  /// exports have 15 or 16 fields)
   void ExportedStep(std::string_view fields, int64_t line_no) {
     if (StartsWith(fields, "fields:")) return;  // the header naming the columns
     std::vector<std::string_view> parts;
     metric_text::SplitWhitespace(fields, parts);
     MarkedStep step;
-    bool ok = parts.size() == 15 || parts.size() == 16;
-    std::array<int64_t, 16> v{};
+    bool ok = parts.size() == 15 || parts.size() == 16 || parts.size() == 20;
+    std::array<int64_t, 20> v{};
     double flops = 0;
     for (size_t i = 0; ok && i < parts.size(); ++i) {
       if (i == 6) {
@@ -282,6 +284,8 @@ class DcgmExporterReader final : public MetricLineReader {
     for (size_t phase = 1; phase <= 7; ++phase) step.phase_ns[phase] = v[6 + phase];
     step.device_ns = v[14];
     step.phase_ns[kCopySlot] = v[15];
+    for (size_t i = 0; i < kDeviceTimedSlots.size(); ++i)
+      step.phase_device_ns[static_cast<size_t>(kDeviceTimedSlots[i])] = v[16 + i];
     ctx_->recording->marked_steps.push_back(step);
   }
 

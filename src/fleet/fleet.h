@@ -90,7 +90,10 @@ struct FleetVerdictShare {
 };
 
 struct FleetGroup {
-  LabelMap labels;          // what identifies the group (by GPU: node and GPU; by job: pod, Slurm job or process)
+  // What identifies the group (by GPU: node and GPU; by job: pod, Slurm job or
+  // process), by name: a list, not a map (a fleet by GPU has 200k groups, and a
+  // map's nodes cost about twice the memory).
+  std::vector<std::pair<std::string, std::string>> labels;
   std::string name;         // the same, in words
   int gpus = 0;             // distinct GPUs
   double gpu_hours = 0;

@@ -159,7 +159,9 @@ void WriteFleetJson(const FleetReport& r, size_t top, const std::function<void(s
     OrderedJson verdicts = OrderedJson::array();
     for (const auto& v : g.verdicts)
       verdicts.push_back({{"verdict", v.verdict}, {"gpu_hours", v.gpu_hours}, {"idle_cost_usd", v.idle_cost_usd}});
-    const OrderedJson one = {{"labels", g.labels},
+    OrderedJson labels = OrderedJson::object();
+    for (const auto& [label, value] : g.labels) labels[label] = value;
+    const OrderedJson one = {{"labels", labels},
                       {"name", g.name},
                       {"gpus", g.gpus},
                       {"gpu_hours", g.gpu_hours},

@@ -85,8 +85,11 @@ struct HttpClient::Impl {
     const time_t seconds = timeout_ms / 1000;
     const time_t micros = (timeout_ms % 1000) * 1000;
     client.set_connection_timeout(seconds, micros);
-    client.set_read_timeout(seconds, micros);
-    client.set_write_timeout(seconds, micros);
+    // A second past the whole request's budget: the watchdog in Send() ends a
+    // stalled read as a timeout, never httplib's own per-read limit first (which
+    // would say the reply could not be read).
+    client.set_read_timeout(seconds + 1, micros);
+    client.set_write_timeout(seconds + 1, micros);
     // A redirect is answered as itself (an error naming where it points): followed,
     // it would carry the credentials to whatever host and port it names.
     client.set_follow_location(false);
@@ -129,7 +132,10 @@ struct HttpClient::Impl {
     });
     httplib::Response response;
     httplib::Error error = httplib::Error::Success;
+    const auto sent_at = std::chrono::steady_clock::now();
     const bool sent = client.send(req, response, error);
+    const auto took_ms =
+        std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - sent_at).count();
     {
       std::lock_guard<std::mutex> lock(mu);
       done = true;
@@ -141,7 +147,9 @@ struct HttpClient::Impl {
                            (max_bytes >= (1u << 20) ? std::to_string(max_bytes >> 20) + " MiB"
                                                     : std::to_string(max_bytes) + " bytes") +
                            "; not read");
-    if (expired)
+    // Ended by the watchdog, or failed only once the budget was spent (the
+    // watchdog's thread can be scheduled late on a busy machine): a timeout.
+    if (expired || (!sent && took_ms >= budget_ms))
       return IoError(fmt::format("{}: timed out: no complete reply within {:.1f} s", what, budget_ms / 1000.0));
     if (!sent) return IoError(what + ": " + ErrorText(error));
     if (response.status >= 300 && response.status < 400) {

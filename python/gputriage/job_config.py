@@ -207,7 +207,7 @@ def optimizer_implementation(optimizer, params):
         except TypeError:  # an older signature: (params, differentiable)
             _, foreach = pick(params, bool(defaults.get("differentiable", False)))
         return "foreach" if foreach else "for-loop"
-    return "for-loop"
+    return "for-loop"  # fused=False asked for, foreach left unset: PyTorch runs the loop
 
 
 def optimizer_created(optimizer):

@@ -476,7 +476,7 @@ def _copy_settings_at_exit():
 # exit: the host time of the checkpointed segments' forward in training, and of
 # their second run in backward (the recomputation that saves their activations'
 # memory: what checkpointing adds to every step).
-_recompute = {"calls": 0, "forward_ns": 0, "segment_ns": 0, "recompute_ns": 0, "depth": 0}
+_recompute = {"calls": 0, "forward_ns": 0, "recompute_ns": 0, "depth": 0}
 
 
 def _patch_activation_checkpoint(module):
@@ -495,12 +495,13 @@ def _patch_activation_checkpoint(module):
     def timed_segment(function):
         @functools.wraps(function)
         def segment(*args, **kwargs):
+            if state["depth"]:  # the first run, inside checkpoint(): timed there
+                return function(*args, **kwargs)
             started = clock()
             try:
                 return function(*args, **kwargs)
             finally:
-                # The first run is inside checkpoint(); a later one is the recomputation.
-                state["segment_ns" if state["depth"] else "recompute_ns"] += clock() - started
+                state["recompute_ns"] += clock() - started
         return segment
 
     @functools.wraps(original)
@@ -525,7 +526,6 @@ def _recompute_settings_at_exit():
     if _recompute["calls"]:
         _config._send("checkpointing.calls", _recompute["calls"])
         _config._send("checkpointing.forward_seconds", round(_recompute["forward_ns"] / 1e9, 6))
-        _config._send("checkpointing.segment_seconds", round(_recompute["segment_ns"] / 1e9, 6))
         _config._send("checkpointing.recompute_seconds", round(_recompute["recompute_ns"] / 1e9, 6))
 
 

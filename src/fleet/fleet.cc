@@ -854,7 +854,7 @@ StatusOr<FleetReport> BuildFleetReport(PrometheusApi& api, const FleetOptions& o
   report.groups_total = order.size();
   if (o.keep_groups > 0 && order.size() > o.keep_groups) order.resize(o.keep_groups);
   // At its final size at once: a growing vector of 200k groups holds its old and
-  // new copies together while it moves (a third more memory at the peak).
+  // new copies together while it moves.
   report.groups.reserve(order.size());
   for (Acc* a : order) {
     FleetGroup g;

@@ -88,6 +88,10 @@ constexpr double kRecomputeMinMs = 1.0;
 // checkpointing saves: turning it off may not fit at all.
 constexpr double kMemoryFullPercent = 90.0;
 
+/// A GPU ran in this recording, timed per step or not: kernels in its trace or
+/// GPU metrics beside its steps.
+bool GpuRan(const RecordingAnalysis& a) { return a.has_gpu_activity || !a.metric_devices.empty(); }
+
 /// A finding from the step markers of recording `a`.
 Finding MarkerFinding(const RecordingAnalysis& a, std::string verdict, Severity severity) {
   Finding f;
@@ -229,7 +233,7 @@ void JudgeHostStall(const RecordingAnalysis& a, std::vector<Finding>& out) {
   const double floor = std::max(device, m.step_ms_mean - m.untraced_ms_mean);
   const double winnable = m.step_ms_mean - floor;
   if (winnable <= 0 || 100.0 * winnable / m.step_ms_mean < kHostStallModeratePercent) return;
-  const bool gpu_unmeasured = m.device_steps == 0 && (a.has_gpu_activity || !a.metric_devices.empty());
+  const bool gpu_unmeasured = m.device_steps == 0 && GpuRan(a);
   Finding f = MarkerFinding(a, "host_stall",
                             m.untraced_percent_of_step >= kHostStallHighPercent && !gpu_unmeasured ? Severity::kHigh
                                                                                                   : Severity::kModerate);
@@ -385,7 +389,7 @@ void JudgeOptimizer(const RecordingAnalysis& a, std::vector<Finding>& out) {
   if (!o.known || (o.implementation != "for-loop" && o.implementation != "foreach")) return;
   const bool adam = o.class_name == "Adam" || o.class_name == "AdamW";
   if (!adam && o.class_name != "SGD") return;  // the classes the published pairs measured
-  const bool gpu_seen = m.device_steps > 0 || a.has_gpu_activity || !a.metric_devices.empty();
+  const bool gpu_seen = m.device_steps > 0 || GpuRan(a);
   if (o.device.empty() ? !gpu_seen : o.device != "cuda") return;
   if (!(m.step_ms_mean > 0) || optimizer < kOptimizerMinMs) return;
   const double pct = 100.0 * optimizer / m.step_ms_mean;
@@ -481,10 +485,8 @@ void JudgeRecompute(const RecordingAnalysis& a, std::vector<Finding>& out) {
       (timed_in_backward ? r.recompute_seconds : r.forward_seconds) * 1e3 / static_cast<double>(steps);
   const double pct = 100.0 * recompute / m.step_ms_mean;
   if (recompute < kRecomputeMinMs || pct < kRecomputeLowPercent) return;
-  double memory_max = NAN;
-  for (const auto& d : a.metric_devices)
-    if (!std::isnan(d.memory_used_max_percent)) memory_max = std::isnan(memory_max) ? d.memory_used_max_percent
-                                                                                    : std::max(memory_max, d.memory_used_max_percent);
+  double memory_max = NAN;  // fmax passes over the devices whose memory is unknown
+  for (const auto& d : a.metric_devices) memory_max = std::fmax(memory_max, d.memory_used_max_percent);
   const bool memory_full = memory_max >= kMemoryFullPercent;
   Finding f = MarkerFinding(a, "recompute_overhead",
                             pct >= kRecomputeModeratePercent && !memory_full ? Severity::kModerate : Severity::kLow);
@@ -527,13 +529,13 @@ void JudgeRecompute(const RecordingAnalysis& a, std::vector<Finding>& out) {
   f.recommendations.push_back({"checkpoint fewer segments (every other block, or only the attention/MLP of the "
                                "largest layers: selective checkpointing)",
                                "recomputes the activations that save the most memory per millisecond, not all"});
-  // Without recomputation the step loses the measured segments' forward; at
-  // worst half of them stay checkpointed (selective) -- or, with the GPU's memory
-  // full, none can go; at best less the step-time CV.
-  // The best end allows twice the step-time CV: the run without checkpointing is
-  // another process whose steps vary as these did, and checkpointing's own
-  // bookkeeping in backward (restoring RNG state, a nested backward per segment)
-  // is not in the measured recomputation (on a CPU pair it was 2-5 % of the saving).
+  // Without recomputation the step loses the measured recomputation; at worst half
+  // the segments stay checkpointed (selective) -- or, with the GPU's memory full,
+  // none can go. The best end allows twice the step-time CV: the run without
+  // checkpointing is another process whose steps vary as these did, and
+  // checkpointing's own bookkeeping in backward (restoring RNG state, a nested
+  // backward per segment) is not in the measured recomputation (on a CPU pair it
+  // was 2-5 % of the saving).
   const double noise = std::min(m.step_ms_cv, analysis::kMaxRunToRunNoise);
   const double expected = m.step_ms_mean - recompute;
   f.gain = StepGain(m.step_ms_mean, expected, expected * (1.0 - 2 * noise),
@@ -605,7 +607,7 @@ std::vector<Finding> JudgeStepMarkers(const RecordingAnalysis& a) {
                       // measured and is the longer; else the loop's host work (launch-bound with
                       // a GPU measured; without any GPU time, simply the host's work).
                       device >= m.compute_ms_mean * analysis::kWorkerHostStretchPoint ? "gpu_busy_time"
-                      : m.device_steps > 0 || a.has_gpu_activity || !a.metric_devices.empty() ? "launch_bound"
+                      : m.device_steps > 0 || GpuRan(a) ? "launch_bound"
                                                                                         : "host_work",
                       fmt::format("step time with the data wait overlapped: the loop's own {:.1f} ms of work per step, "
                                   "{:.0f}% slower beside the loader workers ({:.0f}-{:.0f}%){}; the range widened by "

@@ -187,17 +187,17 @@ class LiveScreen(unittest.TestCase):
         self.assertIn("Host stall", live)
 
 
-RECOMPUTE_LOOP = os.path.join(HERE, "recompute_loop.py")
+FIX_PAIRS_LOOP = os.path.join(HERE, "fix_pairs_loop.py")
 
 
 def record_recompute(checkpointed, blocks=6, steps=30):
-    """recompute_loop.py recorded zero-code: (report, the loop's own timers)."""
+    """fix_pairs_loop.py recorded zero-code: (report, the loop's own timers)."""
     with tempfile.TemporaryDirectory() as tmp:
         report_path, timings_path = os.path.join(tmp, "report.json"), os.path.join(tmp, "timings.json")
         env = dict(os.environ)
         env.pop("PYTHONPATH", None)
         cmd = [GPUTRIAGE, "record", "--no-store", "--json", report_path, "--python", "--", sys.executable,
-               RECOMPUTE_LOOP, "--timings", timings_path, "--blocks", str(blocks), "--steps", str(steps),
+               FIX_PAIRS_LOOP, "--timings", timings_path, "--blocks", str(blocks), "--steps", str(steps),
                "--hidden", "256"] + (["--checkpoint"] if checkpointed else [])
         proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
         if proc.returncode != 0:

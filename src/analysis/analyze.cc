@@ -347,6 +347,7 @@ Status AnalyzeTrace(const Recording& rec, RecordingAnalysis& a, int threads, boo
   // Every measurement over the aligned steps.
   KernelPass kernel_pass;
   analysis::ShapeJoin shapes;
+  std::unique_ptr<analysis::TraceReplay> replay;
   double step_flops = 0;
   std::vector<std::function<void()>> passes = {
       [&] { errors.Into(analysis::BreakDownSteps(prep, steps), a.steps); },
@@ -363,6 +364,10 @@ Status AnalyzeTrace(const Recording& rec, RecordingAnalysis& a, int threads, boo
                                            },
                                            prep.spill),
                     shapes);
+        // The replay's device work (it needs the off-tile kernels): read here,
+        // beside the other passes, rather than after them all.
+        if (!steps.windows.empty() && kernel_count > 0 && shapes.misaligned_kernels)
+          errors.Into(analysis::TraceReplay::Prepare(prep, steps, *shapes.misaligned_kernels), replay);
       },
       [&] { errors.Into(SumStepFlops(events, step_list), step_flops); },
       [&] { errors.Into(analysis::MeasureTimeline(events, a.device.id, extents, steps.windows, steps.from_markers), a.timeline); },
@@ -481,7 +486,7 @@ Status AnalyzeTrace(const Recording& rec, RecordingAnalysis& a, int threads, boo
   ASSIGN_OR_RETURN(a.roofline, analysis::MeasureRoofline(events, *shapes.by_shape, a.device));
   a.memory = analysis::MeasureTraceMemory(rec, a.device);
   if (!a.steps.empty()) {
-    ASSIGN_OR_RETURN(a.what_if, analysis::PredictFixes(prep, steps, *shapes.misaligned_kernels, a));
+    ASSIGN_OR_RETURN(a.what_if, analysis::PredictFixes(prep, replay.get(), a));
   }
   a.throughput = MeasureThroughput(step_flops, a);
   a.limitations = ListLimitations(rec, kernel_count == 0, a, steps.dropped_tail_steps);

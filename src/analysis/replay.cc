@@ -244,9 +244,14 @@ StatusOr<ReplayResult> TraceReplay::Run(const ReplayChange& change) const {
       free = end;
       // In recorded-end order (an op launched late but run early, e.g. one whose
       // launch call was not recorded, goes before the ones it ran ahead of).
-      done.insert(std::upper_bound(done.begin(), done.end(), op.time.end,
-                                   [](TimeNs v, const std::pair<TimeNs, double>& p) { return v < p.first; }),
-                  {op.time.end, end});
+      // Mostly that is launch order: then the op goes at the back, unsearched.
+      if (done.empty() || done.back().first <= op.time.end) {
+        done.emplace_back(op.time.end, end);
+      } else {
+        done.insert(std::upper_bound(done.begin(), done.end(), op.time.end,
+                                     [](TimeNs v, const std::pair<TimeNs, double>& p) { return v < p.first; }),
+                    {op.time.end, end});
+      }
       // Blocking calls still to come start no earlier than the next host item: of
       // the ops that finished before that, only the latest can be their answer.
       while (done.size() >= 2 && done[1].first <= final_until) done.pop_front();

@@ -107,11 +107,9 @@ Scenario FasterKernels(StepPrediction* target, const std::function<bool(uint8_t)
 
 }  // namespace
 
-StatusOr<WhatIfs> PredictFixes(const TracePrep& prep, const StepWindows& steps,
-                               const SortedSpill<ShapeJoin::Misaligned, BySeq>& misaligned, const RecordingAnalysis& a) {
+StatusOr<WhatIfs> PredictFixes(const TracePrep& prep, const TraceReplay* replay, const RecordingAnalysis& a) {
   WhatIfs out;
-  if (steps.windows.empty() || prep.events.kernel_count() == 0) return out;
-  ASSIGN_OR_RETURN(const std::unique_ptr<TraceReplay> replay, TraceReplay::Prepare(prep, steps, misaligned));
+  if (replay == nullptr || prep.events.kernel_count() == 0) return out;
   // Run-to-run variation: the coefficient of variation of this trace's steps.
   double noise = 0;
   if (a.steps.size() >= 2) {

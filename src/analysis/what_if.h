@@ -6,6 +6,7 @@
 #include "gputriage/diagnosis.h"
 #include "src/analysis/analysis_internal.h"
 #include "src/analysis/kernel_taxonomy.h"
+#include "src/analysis/replay.h"
 
 namespace gputriage::analysis {
 
@@ -30,9 +31,9 @@ inline constexpr double kMemoryBoundModeratePercent = 50.0;
 inline constexpr double kMaxRunToRunNoise = 0.2;
 
 
-/// `misaligned`: the kernels whose operator is off-tile (joins.h). `a`: the
+/// `replay`: the trace's device work prepared for replaying (TraceReplay::Prepare,
+/// done beside the other measurements; null: nothing to replay). `a`: the
 /// measurements so far (steps, device, attention backend).
-StatusOr<WhatIfs> PredictFixes(const TracePrep& prep, const StepWindows& steps,
-                               const SortedSpill<ShapeJoin::Misaligned, BySeq>& misaligned, const RecordingAnalysis& a);
+StatusOr<WhatIfs> PredictFixes(const TracePrep& prep, const TraceReplay* replay, const RecordingAnalysis& a);
 
 }  // namespace gputriage::analysis

@@ -791,7 +791,13 @@ StatusOr<FleetReport> BuildFleetReport(PrometheusApi& api, const FleetOptions& o
     }
   };
   double busy_hours = 0;
-  for (auto& [k, s] : slices) {
+  double longest_slice_hours = 0;
+  // Each slice goes as it joins its group: the groups grow into the memory the
+  // slices give back (a fleet by GPU has as many groups as slices).
+  for (auto slice = slices.begin(); slice != slices.end(); slice = slices.erase(slice)) {
+    const LabelIds& k = slice->first;
+    Slice& s = slice->second;
+    longest_slice_hours = std::max(longest_slice_hours, s.hours);
     const LabelMap labels = table.Labels(k);
     auto [group_labels, name] = GroupOf(labels, o.by);
     LabelIds group_key;
@@ -818,7 +824,6 @@ StatusOr<FleetReport> BuildFleetReport(PrometheusApi& api, const FleetOptions& o
     add_ledger(report.ledger, s);
     for (const auto& [bucket, seconds] : s.ledger_seconds)
       a.unsplit = a.unsplit || analysis::LedgerBucketNames()[bucket] == "unsplit";
-    s.ledger_seconds = {};  // in the group now: the slices shrink as the groups grow
     report.gpu_hours += s.hours;
     busy_hours += s.hours * s.util_percent / 100;
     if (std::isfinite(s.price)) report.cost_usd += s.hours * s.price;
@@ -827,13 +832,12 @@ StatusOr<FleetReport> BuildFleetReport(PrometheusApi& api, const FleetOptions& o
   double observed = report.observed_end > report.observed_start
                         ? Hours(report.observed_end - report.observed_start) + Hours(o.step)
                         : 0;
-  for (const auto& [k, s] : slices) observed = std::max(observed, s.hours);
+  observed = std::max(observed, longest_slice_hours);
   report.gpus = static_cast<int>(gpu_count);
-  // What is left is read from the groups: the slices' memory goes back first.
-  slices.clear();
-  std::vector<Acc*> order;
-  order.reserve(groups.size());
-  for (auto& [k, a] : groups) order.push_back(&a);
+  using GroupEntry = std::map<LabelIds, Acc>::iterator;
+  std::vector<GroupEntry> entries;
+  entries.reserve(groups.size());
+  for (auto it = groups.begin(); it != groups.end(); ++it) entries.push_back(it);
   auto badput = [](const std::vector<FleetLedgerBucket>& ledger) {
     double usd = 0;
     for (const auto& b : ledger) usd += IsBadputBucket(b.bucket) ? b.cost_usd : 0;
@@ -844,25 +848,27 @@ StatusOr<FleetReport> BuildFleetReport(PrometheusApi& api, const FleetOptions& o
   for (const auto& b : report.ledger) report.ledger_gpu_hours += b.gpu_hours;
   std::sort(report.ledger.begin(), report.ledger.end(),
             [](const FleetLedgerBucket& x, const FleetLedgerBucket& y) { return x.cost_usd > y.cost_usd; });
-  for (Acc* a : order) a->badput_usd = badput(a->ledger);
-  std::sort(order.begin(), order.end(), [&](const Acc* x, const Acc* y) {
+  for (GroupEntry e : entries) e->second.badput_usd = badput(e->second.ledger);
+  std::sort(entries.begin(), entries.end(), [&](GroupEntry ex, GroupEntry ey) {
+    const Acc* x = &ex->second;
+    const Acc* y = &ey->second;
     const double kx = o.rank == FleetRank::kBadputDollars ? x->badput_usd : x->idle_cost_usd;
     const double ky = o.rank == FleetRank::kBadputDollars ? y->badput_usd : y->idle_cost_usd;
     if (std::abs(kx - ky) > 1e-9) return kx > ky;
     return x->name < y->name;
   });
-  report.groups_total = order.size();
-  if (o.keep_groups > 0 && order.size() > o.keep_groups) order.resize(o.keep_groups);
+  report.groups_total = entries.size();
+  if (o.keep_groups > 0 && entries.size() > o.keep_groups) entries.resize(o.keep_groups);
   // At its final size at once: a growing vector of 200k groups holds its old and
   // new copies together while it moves.
-  report.groups.reserve(order.size());
-  for (Acc* a : order) {
+  report.groups.reserve(entries.size());
+  for (GroupEntry entry : entries) {
+    Acc* a = &entry->second;
     FleetGroup g;
     for (auto& [label, value] : table.Labels(*a->key)) g.labels.emplace_back(label, std::move(value));
     g.name = std::move(a->name);
     std::sort(a->gpus.begin(), a->gpus.end());
     g.gpus = static_cast<int>(std::unique(a->gpus.begin(), a->gpus.end()) - a->gpus.begin());
-    a->gpus = {};  // each group's parts go back as its report entry is made
     g.gpu_hours = a->gpu_hours;
     g.cost_usd = a->cost_usd;
     g.idle_cost_usd = a->idle_cost_usd;
@@ -896,6 +902,7 @@ StatusOr<FleetReport> BuildFleetReport(PrometheusApi& api, const FleetOptions& o
       g.ledger = std::move(l);
     }
     report.groups.push_back(std::move(g));
+    groups.erase(entry);  // what is left of it (its key, its sums) goes back as its report entry is made
   }
   report.utilization_percent = report.gpu_hours > 0 ? 100 * busy_hours / report.gpu_hours : 0;
   if (report.utilization_percent > 0 && report.utilization_percent < o.target_percent) {

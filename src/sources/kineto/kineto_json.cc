@@ -31,56 +31,56 @@ ArgTarget ArgTargetOf(std::string_view key, RawEvent& e) {
   switch (key.empty() ? 0 : key[0]) {
     case 'E':
     case 'e':
-      if (key == "External id" || key == "external id") return integer(e.external_id);
-      if (key == "est. achieved occupancy %") return real(e.occupancy_percent);
+      if (KeyIs(key, "External id") || KeyIs(key, "external id")) return integer(e.external_id);
+      if (KeyIs(key, "est. achieved occupancy %")) return real(e.occupancy_percent);
       break;
     case 'c':
-      if (key == "correlation") return integer(e.correlation);
+      if (KeyIs(key, "correlation")) return integer(e.correlation);
       break;
     case 's':
-      if (key == "stream") return integer(e.stream);
-      if (key == "shared memory") return integer(e.shared_memory);
+      if (KeyIs(key, "stream")) return integer(e.stream);
+      if (KeyIs(key, "shared memory")) return integer(e.shared_memory);
       break;
     case 'd':
-      if (key == "device") return integer(e.device);
+      if (KeyIs(key, "device")) return integer(e.device);
       break;
     case 'r':
-      if (key == "registers per thread") return integer(e.registers_per_thread);
+      if (KeyIs(key, "registers per thread")) return integer(e.registers_per_thread);
       break;
     case 'b':
-      if (key == "blocks per SM") return real(e.blocks_per_sm);
-      if (key == "bytes") return integer(e.bytes);
-      if (key == "block") return dim3(e.has_block, e.block);
+      if (KeyIs(key, "blocks per SM")) return real(e.blocks_per_sm);
+      if (KeyIs(key, "bytes")) return integer(e.bytes);
+      if (KeyIs(key, "block")) return dim3(e.has_block, e.block);
       break;
     case 'w':
-      if (key == "warps per SM") return real(e.warps_per_sm);
+      if (KeyIs(key, "warps per SM")) return real(e.warps_per_sm);
       break;
     case 'g':
-      if (key == "grid") return dim3(e.has_grid, e.grid);
+      if (KeyIs(key, "grid")) return dim3(e.has_grid, e.grid);
       break;
     case 'C':
-      if (key == "Collective name") return text(Kind::kString, e.collective);
+      if (KeyIs(key, "Collective name")) return text(Kind::kString, e.collective);
       break;
     case 'I':
-      if (key == "Input type") return text(Kind::kFirstNonEmptyString, e.first_input_type);
-      if (key == "Input Dims") return text(Kind::kRawArray, e.input_dims);
+      if (KeyIs(key, "Input type")) return text(Kind::kFirstNonEmptyString, e.first_input_type);
+      if (KeyIs(key, "Input Dims")) return text(Kind::kRawArray, e.input_dims);
       break;
     case 'T':
-      if (key == "Total Allocated") return integer(e.total_allocated);
-      if (key == "Total Reserved") return integer(e.total_reserved);
+      if (KeyIs(key, "Total Allocated")) return integer(e.total_allocated);
+      if (KeyIs(key, "Total Reserved")) return integer(e.total_reserved);
       break;
     case 'D':
-      if (key == "Device Type") return integer(e.device_type);
-      if (key == "Device Id") return integer(e.device_id);
+      if (KeyIs(key, "Device Type")) return integer(e.device_type);
+      if (KeyIs(key, "Device Id")) return integer(e.device_id);
       break;
     case 'f':
-      if (key == "flops") return real(e.flops);
+      if (KeyIs(key, "flops")) return real(e.flops);
       break;
     case 'l':
-      if (key == "labels") return text(Kind::kString, e.label);
+      if (KeyIs(key, "labels")) return text(Kind::kString, e.label);
       break;
     case 'n':
-      if (key == "name") return text(Kind::kString, e.label);  // metadata events' args
+      if (KeyIs(key, "name")) return text(Kind::kString, e.label);  // metadata events' args
       break;
     default: break;
   }

@@ -69,6 +69,13 @@ struct ArgTarget {
 };
 ArgTarget ArgTargetOf(std::string_view key, RawEvent& e);
 
+/// `key` == `literal`, with the length known at compile time: an inline compare,
+/// not a library call (each event has a dozen keys, read on every core).
+template <size_t N>
+inline bool KeyIs(std::string_view key, const char (&literal)[N]) {
+  return key.size() == N - 1 && __builtin_memcmp(key.data(), literal, N - 1) == 0;
+}
+
 /// A number field written as a string ("flops": "1.5e9"), read with strtod: the
 /// number at the text's start; nothing when it starts with none.
 std::optional<double> DoubleFromText(std::string_view text);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <optional>
 
 #if defined(__SSE2__)
@@ -21,13 +22,6 @@ constexpr int kMaxDepth = 64;
 inline bool IsSpace(char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; }
 inline bool IsDigit(char c) { return c >= '0' && c <= '9'; }
 inline bool IsHex(char c) { return IsDigit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'); }
-
-/// `key` == `literal`, with the length known at compile time (an inline compare,
-/// not a library call: each event has a dozen keys).
-template <size_t N>
-inline bool Is(std::string_view key, const char (&literal)[N]) {
-  return key.size() == N - 1 && std::memcmp(key.data(), literal, N - 1) == 0;
-}
 
 /// The value of 8 ASCII digits at p, the first most significant (SWAR: three
 /// multiplies instead of eight dependent steps); the caller knows they are digits.
@@ -105,7 +99,8 @@ class PlainRunReader {
     return true;
   }
 
-  std::optional<ValueKind> Kind() const {
+  // Asked of every value: inline, or it is a call per value.
+  [[gnu::always_inline]] std::optional<ValueKind> Kind() const {
     if (p_ >= end_) return std::nullopt;
     switch (*p_) {
       case '{': return ValueKind::kObject;
@@ -327,7 +322,7 @@ class PlainRunReader {
     if (kind == ValueKind::kNumber) {
       NumberToken number;
       if (!ReadNumber(&number)) return false;
-      ns = ParseMicrosecondsToNs(number.text);
+      ns = MicrosecondsToNs(number);
     } else if (kind == ValueKind::kString) {
       std::string_view text;
       if (!ReadString(&text, false)) return false;
@@ -338,6 +333,20 @@ class PlainRunReader {
     if (!ns) *malformed = true;
     *out = ns;
     return true;
+  }
+
+  /// ParseMicrosecondsToNs of the token's text, from its digits as read: what
+  /// Kineto writes (a non-negative number of at most 16 whole digits and 3
+  /// decimals, no exponent) directly, anything else through the general reader.
+  static std::optional<int64_t> MicrosecondsToNs(const NumberToken& number) {
+    constexpr uint64_t kMaxWholeUs = (static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) - 999) / 1000;
+    if (number.negative || number.exponent || number.whole_digits > 16 || number.fraction_digits > 3)
+      return ParseMicrosecondsToNs(number.text);
+    const uint64_t whole = Digits(number.whole, static_cast<size_t>(number.whole_digits));
+    if (whole > kMaxWholeUs) return ParseMicrosecondsToNs(number.text);
+    static constexpr uint64_t kScale[] = {1000, 100, 10, 1};
+    const uint64_t fraction = Digits(number.fraction_begin, static_cast<size_t>(number.fraction_digits));
+    return static_cast<int64_t>(whole * 1000 + fraction * kScale[number.fraction_digits]);
   }
 
   /// A string field kept only when the value is a string.
@@ -413,18 +422,18 @@ class PlainRunReader {
     RawEvent& e = event_;
     constexpr int depth = 1;
     return ReadObject(depth, [&](std::string_view key) -> bool {
-      if (Is(key, "ph")) {
+      if (KeyIs(key, "ph")) {
         std::string_view ph;
         // Not a one-letter string: EventParser fails the event, and the run with it.
         if (Kind() != ValueKind::kString || !ReadString(&ph, false) || ph.size() != 1) return false;
         e.ph = ph[0];
         return true;
       }
-      if (Is(key, "cat")) return Kind() == ValueKind::kString && ReadString(&e.cat, false);
-      if (Is(key, "name")) return ReadStringIfString(&e.name, depth);
-      if (Is(key, "ts")) return ReadTime(&e.ts_ns, &e.ts_malformed, depth);
-      if (Is(key, "dur")) return ReadTime(&e.dur_ns, &e.dur_malformed, depth);
-      if (Is(key, "pid")) {
+      if (KeyIs(key, "cat")) return Kind() == ValueKind::kString && ReadString(&e.cat, false);
+      if (KeyIs(key, "name")) return ReadStringIfString(&e.name, depth);
+      if (KeyIs(key, "ts")) return ReadTime(&e.ts_ns, &e.ts_malformed, depth);
+      if (KeyIs(key, "dur")) return ReadTime(&e.dur_ns, &e.dur_malformed, depth);
+      if (KeyIs(key, "pid")) {
         const bool is_string = Kind() == ValueKind::kString;
         const char* value = p_;
         if (!ReadInt(&e.pid, depth)) return false;
@@ -433,8 +442,8 @@ class PlainRunReader {
           e.pid_cpu_functions = std::string_view(value, static_cast<size_t>(p_ - value)) == "\"CPU functions\"";
         return true;
       }
-      if (Is(key, "tid")) return ReadInt(&e.tid, depth);
-      if (Is(key, "args")) {
+      if (KeyIs(key, "tid")) return ReadInt(&e.tid, depth);
+      if (KeyIs(key, "args")) {
         if (Kind() == ValueKind::kObject) return ReadArgs(depth + 1);
         return SkipValue(depth);
       }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <condition_variable>
 #include <deque>
+#include <cerrno>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -11,6 +12,8 @@
 #include <string>
 
 #include <fmt/format.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 #include "gputriage/import.h"
 #include "src/sources/kineto/kineto_json.h"
@@ -596,6 +599,21 @@ class KinetoImporter {
   TimeNs last_runs_ts_ = std::numeric_limits<TimeNs>::min();
 };
 
+/// The splitter's thread is the pipeline's one serial stage: it inflates, cuts
+/// runs and merges them in file order, and every worker waits on it. Scheduled
+/// fairly beside the workers it feeds, it gets a third of two cores, the queue
+/// runs dry and the workers wait (0.4 GB .gz trace, 2 cores: workers idle 220 ms
+/// of a 400 ms read). The workers therefore run 10 nice levels below it (and,
+/// beside other work on the machine, yield to it): the .gz read took 0.53 s fairly
+/// scheduled, 0.50 s so.
+void LowerThisThreadsPriority() {
+  const auto tid = static_cast<id_t>(gettid());
+  errno = 0;
+  const int nice = getpriority(PRIO_PROCESS, tid);
+  if (nice == -1 && errno != 0) return;
+  setpriority(PRIO_PROCESS, tid, std::min(19, nice + 10));  // a failure leaves the priority as it was
+}
+
 /// Reads runs of events on worker threads (or, with none, on the splitter's
 /// thread as they are cut), each run into its own partial recording, and hands
 /// them to the importer in file order. A run that does not read cleanly is
@@ -656,6 +674,7 @@ class RunPool final : public RunHandler {
   };
 
   void Work() {
+    LowerThisThreadsPriority();
     kineto::EventParser parser;
     while (true) {
       Slot* slot = nullptr;

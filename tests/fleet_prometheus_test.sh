@@ -100,7 +100,11 @@ def check_ranking(groups, price, where):
     for g in idle:
         assert g["utilization_percent"] == 0 and g["idle_cost_usd"] == g["cost_usd"] > 0 and g["what_if"] is None, g
     for g in stop:
-        assert 23 <= g["utilization_percent"] <= 40, (where, g["utilization_percent"])  # 31.7 % ± one sample in 18
+        # 31.7 % ± three samples in 18: on a loaded 2-core machine (the sanitizer
+        # build, tests beside it) Prometheus's scrapes of the wall-clock pattern
+        # were seen to miss two busy seconds of six (20.0 %). The dollars are
+        # checked exactly against the figure, whatever it is (check_dollars).
+        assert 15 <= g["utilization_percent"] <= 48, (where, g["utilization_percent"])
         w = g["what_if"]
         assert w["to_percent"] == 75 and abs(w["saving_usd"] - g["cost_usd"] * (1 - g["utilization_percent"] / 75)) < 1e-9, w
     for g in healthy:

@@ -87,6 +87,14 @@ constexpr double kRecomputeMinMs = 1.0;
 // A GPU whose memory was this full at its peak has no room for the activations
 // checkpointing saves: turning it off may not fit at all.
 constexpr double kMemoryFullPercent = 90.0;
+// Removing checkpointing saves its bookkeeping in backward too (restoring RNG
+// state, a nested backward per segment), which is not in the measured
+// recomputation: the saving may exceed it by this share. Fitted on the
+// RecomputePair runs of tests/python/test_step_phases.py (CPU, PyTorch 1.13):
+// the saving was 1.6 % and 3.9 % above the measured recomputation (the latter in
+// CI, under load); the committed pair cpu_mlp_activation_checkpointing_removed is
+// held out and was not used.
+constexpr double kCheckpointBookkeepingMax = 0.05;
 
 /// A GPU ran in this recording, timed per step or not: kernels in its trace or
 /// GPU metrics beside its steps.
@@ -531,20 +539,21 @@ void JudgeRecompute(const RecordingAnalysis& a, std::vector<Finding>& out) {
                                "recomputes the activations that save the most memory per millisecond, not all"});
   // Without recomputation the step loses the measured recomputation; at worst half
   // the segments stay checkpointed (selective) -- or, with the GPU's memory full,
-  // none can go. The best end allows twice the step-time CV: the run without
-  // checkpointing is another process whose steps vary as these did, and
-  // checkpointing's own bookkeeping in backward (restoring RNG state, a nested
-  // backward per segment) is not in the measured recomputation (on a CPU pair it
-  // was 2-5 % of the saving).
+  // none can go. The best end also saves the untimed bookkeeping (at most
+  // kCheckpointBookkeepingMax of the recomputation) and allows twice the
+  // step-time CV: the run without checkpointing is another process whose steps
+  // vary as these did.
   const double noise = std::min(m.step_ms_cv, analysis::kMaxRunToRunNoise);
   const double expected = m.step_ms_mean - recompute;
-  f.gain = StepGain(m.step_ms_mean, expected, expected * (1.0 - 2 * noise),
+  const double best = (m.step_ms_mean - recompute * (1 + kCheckpointBookkeepingMax)) * (1.0 - 2 * noise);
+  f.gain = StepGain(m.step_ms_mean, expected, best,
                     memory_full ? m.step_ms_mean : m.step_ms_mean - recompute / 2, "memory_headroom",
                     fmt::format("the step without the {:.1f} ms recomputation; at worst half the segments stay "
-                                "checkpointed{}; at best less twice the step-time CV ({:.0f}%: another run's variation, "
-                                "and checkpointing's bookkeeping in backward, which is not timed); whether the "
+                                "checkpointed{}; at best {:.0f}% more than it (checkpointing's bookkeeping in backward, which is not "
+                                "timed) and less twice the step-time CV ({:.0f}%: another run's variation); whether the "
                                 "activations fit is bounded by the GPU's memory",
-                                recompute, memory_full ? " (with memory this full, possibly all)" : "", 2 * noise * 100));
+                                recompute, memory_full ? " (with memory this full, possibly all)" : "",
+                                kCheckpointBookkeepingMax * 100, 2 * noise * 100));
   out.push_back(std::move(f));
 }
 

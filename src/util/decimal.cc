@@ -17,24 +17,22 @@ std::optional<int64_t> ParseMicrosecondsToNs(std::string_view text) {
   text = TrimAsciiSpace(text);  // raw JSON tokens may carry trailing blanks
   {
     // What Kineto writes, twice per event: up to 16 digits of µs (epoch time in µs
-    // has 16) and up to 3 decimals (ns). Exact as integers while whole * 1000 + 999
-    // fits in int64; anything else takes the general path, which gives the same.
-    constexpr int64_t kMaxWholeUs = (std::numeric_limits<int64_t>::max() - 999) / 1000;
+    // has 16) and up to 3 decimals (ns); anything else takes the general path,
+    // which gives the same.
     size_t i = 0;
     const size_t n = text.size();
-    int64_t whole = 0;
-    while (i < n && i < 17 && IsDigit(text[i])) whole = whole * 10 + (text[i++] - '0');
-    if (i > 0 && i <= 16 && whole <= kMaxWholeUs) {
-      if (i == n) return whole * 1000;
-      if (text[i] == '.') {
+    uint64_t whole = 0;
+    while (i < n && i < 17 && IsDigit(text[i])) whole = whole * 10 + static_cast<uint64_t>(text[i++] - '0');
+    if (i > 0 && i <= 16) {
+      if (i == n) {
+        if (auto ns = KinetoMicrosecondsToNs(whole, 0, 0)) return ns;
+      } else if (text[i] == '.') {
         const size_t point = i++;
-        int64_t frac = 0;
-        while (i < n && i - point <= 3 && IsDigit(text[i])) frac = frac * 10 + (text[i++] - '0');
-        const size_t decimals = i - point - 1;
-        if (i == n && decimals > 0) {
-          for (size_t k = decimals; k < 3; ++k) frac *= 10;
-          return whole * 1000 + frac;
-        }
+        uint64_t frac = 0;
+        while (i < n && i - point <= 3 && IsDigit(text[i])) frac = frac * 10 + static_cast<uint64_t>(text[i++] - '0');
+        const auto decimals = static_cast<int>(i - point - 1);
+        if (i == n && decimals > 0)
+          if (auto ns = KinetoMicrosecondsToNs(whole, frac, decimals)) return ns;
       }
     }
   }

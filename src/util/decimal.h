@@ -17,6 +17,18 @@ namespace gputriage {
 /// and an exponent. Returns nullopt for text that is not a number or overflows int64.
 std::optional<int64_t> ParseMicrosecondsToNs(std::string_view text);
 
+/// What Kineto writes, already split into digits: `whole` µs (at most 16 digits)
+/// and `fraction` of `fraction_digits` decimals (0-3), in ns, exact as integers;
+/// nullopt where whole × 1000 + 999 would not fit int64 or there are more
+/// decimals (ParseMicrosecondsToNs's general reading then decides). The fast path
+/// of ParseMicrosecondsToNs and of the plain-form trace reader.
+inline std::optional<int64_t> KinetoMicrosecondsToNs(uint64_t whole, uint64_t fraction, int fraction_digits) {
+  constexpr uint64_t kMaxWholeUs = (static_cast<uint64_t>(INT64_MAX) - 999) / 1000;
+  constexpr uint64_t kNsPerDecimalUnit[] = {1000, 100, 10, 1};
+  if (whole > kMaxWholeUs || fraction_digits < 0 || fraction_digits > 3) return std::nullopt;
+  return static_cast<int64_t>(whole * 1000 + fraction * kNsPerDecimalUnit[fraction_digits]);
+}
+
 /// Parses a plain decimal integer (optional sign) with no other characters.
 std::optional<int64_t> ParseInt64(std::string_view text);
 

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
-#include <limits>
 #include <optional>
 
 #if defined(__SSE2__)
@@ -339,14 +338,12 @@ class PlainRunReader {
   /// Kineto writes (a non-negative number of at most 16 whole digits and 3
   /// decimals, no exponent) directly, anything else through the general reader.
   static std::optional<int64_t> MicrosecondsToNs(const NumberToken& number) {
-    constexpr uint64_t kMaxWholeUs = (static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) - 999) / 1000;
-    if (number.negative || number.exponent || number.whole_digits > 16 || number.fraction_digits > 3)
-      return ParseMicrosecondsToNs(number.text);
-    const uint64_t whole = Digits(number.whole, static_cast<size_t>(number.whole_digits));
-    if (whole > kMaxWholeUs) return ParseMicrosecondsToNs(number.text);
-    static constexpr uint64_t kScale[] = {1000, 100, 10, 1};
-    const uint64_t fraction = Digits(number.fraction_begin, static_cast<size_t>(number.fraction_digits));
-    return static_cast<int64_t>(whole * 1000 + fraction * kScale[number.fraction_digits]);
+    if (!number.negative && !number.exponent && number.whole_digits <= 16 && number.fraction_digits <= 3)
+      if (auto ns = KinetoMicrosecondsToNs(Digits(number.whole, static_cast<size_t>(number.whole_digits)),
+                                           Digits(number.fraction_begin, static_cast<size_t>(number.fraction_digits)),
+                                           number.fraction_digits))
+        return ns;
+    return ParseMicrosecondsToNs(number.text);
   }
 
   /// A string field kept only when the value is a string.

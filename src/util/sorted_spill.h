@@ -111,23 +111,36 @@ class SortedSpill {
    public:
     /// The next record, false at the end or on a read error (then status() says).
     bool Next(T* out) {
-      if (heap_.empty()) return false;
-      std::pop_heap(heap_.begin(), heap_.end(), heap_order_);
-      const size_t source = heap_.back();
-      *out = sources_[source].Take();
-      if (Refill(source)) std::push_heap(heap_.begin(), heap_.end(), heap_order_);
-      else heap_.pop_back();
+      if (current_ == kNoSource) {
+        if (heap_.empty()) return false;
+        std::pop_heap(heap_.begin(), heap_.end(), heap_order_);
+        current_ = heap_.back();
+        heap_.pop_back();
+      }
+      *out = sources_[current_].Take();
+      // The source that gave the last record usually gives the next one too (runs
+      // of a trace cover consecutive times): it stays out of the heap while its
+      // head comes before every other head, one comparison a record.
+      if (!Refill(current_)) {
+        current_ = kNoSource;
+      } else if (!heap_.empty() && heap_order_(current_, heap_.front())) {
+        heap_.push_back(current_);
+        std::push_heap(heap_.begin(), heap_.end(), heap_order_);
+        current_ = kNoSource;
+      }
       return true;
     }
     const Status& status() const { return status_; }
 
     Cursor(Cursor&& other) noexcept
         : owner_(other.owner_), sources_(std::move(other.sources_)), heap_(std::move(other.heap_)),
-          heap_order_{&sources_, other.heap_order_.less}, per_read_(other.per_read_), status_(std::move(other.status_)) {}
+          current_(other.current_), heap_order_{&sources_, other.heap_order_.less}, per_read_(other.per_read_),
+          status_(std::move(other.status_)) {}
     Cursor& operator=(Cursor&& other) noexcept {
       owner_ = other.owner_;
       sources_ = std::move(other.sources_);
       heap_ = std::move(other.heap_);
+      current_ = other.current_;
       heap_order_ = {&sources_, other.heap_order_.less};
       per_read_ = other.per_read_;
       status_ = std::move(other.status_);
@@ -198,9 +211,11 @@ class SortedSpill {
       return true;
     }
 
+    static constexpr size_t kNoSource = ~size_t{0};
     const SortedSpill* owner_;
     std::vector<Source> sources_;
-    std::vector<size_t> heap_;
+    std::vector<size_t> heap_;  // sources with a head, but current_
+    size_t current_ = kNoSource;  // the source the last record came from, out of the heap
     HeapOrder heap_order_;
     size_t per_read_ = 1;
     Status status_;

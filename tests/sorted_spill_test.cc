@@ -34,9 +34,13 @@ void ExpectStableSortOf(size_t n, int64_t key_range, size_t budget_records, size
                         Adding adding = Adding::kOneByOne, bool presorted = false, int64_t jitter = 0) {
   std::mt19937_64 rng(seed);
   std::vector<Record> input(n);
-  for (size_t i = 0; i < n; ++i) input[i] = {static_cast<int64_t>(rng() % static_cast<uint64_t>(key_range)), static_cast<int64_t>(i)};
-  if (jitter > 0)  // nearly in order, as a trace's lanes are: runs overlap only at their edges, with ties
-    for (size_t i = 0; i < n; ++i) input[i].key = static_cast<int64_t>(i / 3) + static_cast<int64_t>(rng() % static_cast<uint64_t>(jitter));
+  // With `jitter`: nearly in order, as a trace's lanes are (runs overlap only at
+  // their edges, with ties); else keys at random in [0, key_range).
+  for (size_t i = 0; i < n; ++i) {
+    const int64_t key = jitter > 0 ? static_cast<int64_t>(i / 3) + static_cast<int64_t>(rng() % static_cast<uint64_t>(jitter))
+                                   : static_cast<int64_t>(rng() % static_cast<uint64_t>(key_range));
+    input[i] = {key, static_cast<int64_t>(i)};
+  }
   if (presorted) {  // in order already, ties in insertion order: the sort is skipped
     std::stable_sort(input.begin(), input.end(), ByKey());
     for (size_t i = 0; i < n; ++i) input[i].seq = static_cast<int64_t>(i);

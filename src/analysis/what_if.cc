@@ -109,7 +109,7 @@ Scenario FasterKernels(StepPrediction* target, const std::function<bool(uint8_t)
 
 StatusOr<WhatIfs> PredictFixes(const TracePrep& prep, const TraceReplay* replay, const RecordingAnalysis& a) {
   WhatIfs out;
-  if (replay == nullptr) return out;  // prepared only where kernels ran inside steps
+  if (replay == nullptr) return out;  // prepared only for a trace with steps and kernels
   // Run-to-run variation: the coefficient of variation of this trace's steps.
   double noise = 0;
   if (a.steps.size() >= 2) {

@@ -2,8 +2,9 @@
 // added in any order; past the budget the buffer is sorted and written to a scratch
 // file as a run; readers then get every record in order through a k-way merge that
 // holds one small read buffer per run (and takes from the same run, without the
-// heap, while that run's head comes first: a trace's runs cover consecutive times). Equal records come out in the order they
-// were added (runs are sorted stably and merged oldest first), so the result is
+// heap, while that run's head comes first: a trace's runs cover consecutive
+// times). Equal records come out in the order they were added (runs are sorted
+// stably and merged oldest first), so the result is
 // exactly std::stable_sort's whatever the budget: a trace read in 10 MB of memory
 // gives the same order, and so the same diagnosis, as one read in 10 GB.
 //

@@ -1,9 +1,9 @@
 // Kineto trace → canonical model. The splitter finds events, the simdjson adapter
 // reads each one, and this file decides what each event means.
 #include <algorithm>
+#include <cerrno>
 #include <condition_variable>
 #include <deque>
-#include <cerrno>
 #include <mutex>
 #include <optional>
 #include <thread>

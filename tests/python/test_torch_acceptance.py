@@ -147,7 +147,12 @@ class ExperimentHistory(unittest.TestCase):
             self.assertEqual(len(found), 1, json.dumps(reports[1]["findings"], indent=1))
             f = found[0]
             moved = {e["name"] for e in f["evidence"]}
-            self.assertIn("step_time_ms", moved, f["title"])
+            # Each run's steps, for a failure to explain itself (CI has failed here
+            # under load: data wait moved, step time not past its noise floor).
+            steps = [{k: r["recordings"][0]["step_markers"].get(k)
+                      for k in ("step_ms_mean", "step_ms_p50", "step_ms_cv", "data_wait_ms_mean", "compute_ms_mean")}
+                     for r in reports]
+            self.assertIn("step_time_ms", moved, f"{f['title']}; {f['detail']}; steps of the three runs: {steps}")
             self.assertIn("data_wait_percent", moved, f["title"])
             changes = {c["key"]: (c["before"], c["after"]) for c in f["config_changes"]}
             self.assertEqual(changes.get("dataloader.num_workers"), ("4", "0"), f["detail"])

@@ -7,15 +7,21 @@ licence) into a local cache, at the commits tests/corpus/cases.toml pins.
 With --mirror-root, each repository is read from a git mirror at
 DIR/OWNER+NAME/repo (as the project's search tool leaves them); otherwise from
 GitHub's raw file host, where the network allows (30 s per file, 64 MiB at most).
-run_corpus.py reads the cache with --fetched CACHE_DIR (or $GPUTRIAGE_CORPUS_CACHE).
+A fetch may name an archive `member` (a .zip's file, unpacked beside it, as the user
+would) or `extract = "exposition"` (the dcgm-exporter scrape shown on a Markdown page,
+tests/corpus/extract_exposition.py). run_corpus.py reads the cache with --fetched
+CACHE_DIR (or $GPUTRIAGE_CORPUS_CACHE).
 """
 import argparse
+import io
 import os
 import subprocess
 import sys
 import tomllib
 import urllib.request
+import zipfile
 
+HERE = os.path.dirname(os.path.abspath(__file__))
 MAX_BYTES = 64 << 20
 
 
@@ -39,34 +45,65 @@ def from_network(fetch):
     return data
 
 
+def write_atomically(dest, data):
+    os.makedirs(os.path.dirname(dest), exist_ok=True)
+    with open(dest + ".part", "wb") as f:
+        f.write(data)
+    os.replace(dest + ".part", dest)
+
+
+def derive(fetch, data):
+    """(path suffix, bytes) of what the case reads from the fetched file, or None for the file itself."""
+    if "member" in fetch:
+        with zipfile.ZipFile(io.BytesIO(data)) as archive:
+            info = archive.getinfo(fetch["member"])
+            if info.file_size > MAX_BYTES:
+                raise RuntimeError(f"{fetch['member']} is larger than {MAX_BYTES} bytes unpacked")
+            return ".d/" + fetch["member"], archive.read(info)
+    if fetch.get("extract") == "exposition":
+        proc = subprocess.run([sys.executable, os.path.join(HERE, "extract_exposition.py"), "/dev/stdin"],
+                              input=data, capture_output=True, timeout=60)
+        if proc.returncode != 0:
+            raise RuntimeError(proc.stderr.decode(errors="replace").strip())
+        return ".exposition", proc.stdout
+    if "extract" in fetch:
+        raise RuntimeError(f"unknown extract {fetch['extract']!r}")
+    return None
+
+
+def fetch_one(cache, mirror_root, fetch):
+    """'present' or 'fetched (N bytes)'; raises with why on failure."""
+    dest = os.path.join(cache, fetch["repo"].replace("/", "+"), fetch["commit"], fetch["path"])
+    suffix = ".d/" + fetch["member"] if "member" in fetch else ("." + fetch["extract"] if "extract" in fetch else "")
+    if os.path.exists(dest + suffix):
+        return "present"
+    data = from_mirror(mirror_root, fetch) if mirror_root else from_network(fetch)
+    write_atomically(dest, data)
+    derived = derive(fetch, data)
+    if derived:
+        write_atomically(dest + derived[0], derived[1])
+    return f"fetched ({len(data)} bytes)"
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("cache")
     ap.add_argument("--mirror-root")
-    ap.add_argument("--cases", default=os.path.join(os.path.dirname(__file__), "cases.toml"))
+    ap.add_argument("--cases", default=os.path.join(HERE, "cases.toml"))
     args = ap.parse_args()
     with open(args.cases, "rb") as f:
         cases = tomllib.load(f)["case"]
     failed = 0
     for case in cases:
-        fetch = case.get("fetch")
-        if not fetch:
+        fetches = case.get("fetch")
+        if not fetches:
             continue
-        dest = os.path.join(args.cache, fetch["repo"].replace("/", "+"), fetch["commit"], fetch["path"])
-        if os.path.exists(dest):
-            print(f"present  {case['id']}")
-            continue
-        try:
-            data = from_mirror(args.mirror_root, fetch) if args.mirror_root else from_network(fetch)
-        except Exception as e:  # one unreachable case must not stop the others
-            print(f"failed   {case['id']}: {e}")
-            failed += 1
-            continue
-        os.makedirs(os.path.dirname(dest), exist_ok=True)
-        with open(dest + ".part", "wb") as f:
-            f.write(data)
-        os.replace(dest + ".part", dest)
-        print(f"fetched  {case['id']} ({len(data)} bytes)")
+        for fetch in fetches if isinstance(fetches, list) else [fetches]:
+            try:
+                print(f"{fetch_one(args.cache, args.mirror_root, fetch):8} {case['id']}: {fetch['path']}")
+            except Exception as e:  # one unreachable case must not stop the others
+                print(f"failed   {case['id']}: {e}")
+                failed += 1
     return 1 if failed else 0
 
 

@@ -2,29 +2,68 @@
 """Runs gputriage on the corpus of real public cases (tests/corpus/cases.toml).
 
 For each case: diagnose its files, then check its expectations (verdicts that must
-and must not appear, the GPU count, expected gains). Prints the accuracy per failure
-class and per half (calibration / held out), optionally writes docs/accuracy.md, and
-exits 1 when the held-out half's accuracy is below --floor.
+and must not appear, the GPU count, expected gains, severities, text a finding must
+carry, a before/after pair's realized step time) and that every file yielded data.
+
+Halves: a case is held out when it has a first-sight record
+(tests/corpus/first_sight.jsonl: gputriage's verdicts on it at the commit that added
+it, a commit that changed no rule; tests/corpus/first_sight.py). Every other case is
+calibration. Accuracy is printed per failure class and half, today's and, for the
+held-out half, at first sight (the only figure no rule was fitted to).
+
+With --known-wrong FILE, exits 1 when a case fails that the file does not list (a
+regression), or when a listed case now passes (the list must be kept current).
 
 Usage: run_corpus.py GPUTRIAGE [--root DIR] [--fetched DIR] [--write-docs FILE]
-                     [--floor 0.9] [--committed-only]
+                     [--committed-only] [--known-wrong FILE] [--only ID...]
 """
 import argparse
-import hashlib
 import json
 import os
 import subprocess
 import sys
 import tomllib
 
+HERE = os.path.dirname(os.path.abspath(__file__))
+SEVERITY_ORDER = ["info", "low", "moderate", "high"]
+METRIC_FORMATS = {"nvidia-smi-csv", "nvidia-smi-q", "nvidia-smi-dmon", "dcgmi-dmon", "dcgm-exporter",
+                  "capture-bundle"}
 
-def held_out(case_id):
-    """The fixed rule: held out when the first 8 hex digits of sha256(id) are odd."""
-    return int(hashlib.sha256(case_id.encode()).hexdigest()[:8], 16) % 2 == 1
+
+def load_cases(path):
+    with open(path, "rb") as f:
+        cases = tomllib.load(f)["case"]
+    ids = [c["id"] for c in cases]
+    if len(ids) != len(set(ids)):
+        sys.exit("run_corpus: duplicate case ids")
+    return cases
+
+
+def load_first_sight(path):
+    """id -> the case's first-sight record (tests/corpus/first_sight.jsonl)."""
+    records = {}
+    if not os.path.exists(path):
+        return records
+    with open(path, encoding="utf-8") as f:
+        for number, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as e:
+                sys.exit(f"run_corpus: {path}:{number}: not JSON: {e}")
+            records[record["id"]] = record
+    return records
 
 
 def fetched_path(fetched_dir, fetch):
-    return os.path.join(fetched_dir, fetch["repo"].replace("/", "+"), fetch["commit"], fetch["path"])
+    """Where fetch_cases.py leaves a fetched file (the archive member or extract, when named)."""
+    path = os.path.join(fetched_dir, fetch["repo"].replace("/", "+"), fetch["commit"], fetch["path"])
+    if "member" in fetch:
+        return path + ".d/" + fetch["member"]
+    if "extract" in fetch:
+        return path + "." + fetch["extract"]
+    return path
 
 
 def case_files(case, root, fetched_dir):
@@ -33,49 +72,93 @@ def case_files(case, root, fetched_dir):
         paths = [os.path.join(root, f) for f in case["files"]]
         missing = [p for p in paths if not os.path.exists(p)]
         return (None, f"missing {missing[0]}") if missing else (paths, "")
-    fetch = case["fetch"]
-    path = fetched_path(fetched_dir, fetch) if fetched_dir else ""
-    if not path or not os.path.exists(path):
+    fetches = case["fetch"] if isinstance(case["fetch"], list) else [case["fetch"]]
+    paths = [fetched_path(fetched_dir, f) if fetched_dir else "" for f in fetches]
+    if not all(p and os.path.exists(p) for p in paths):
         return None, "not redistributable; not fetched here (tests/corpus/fetch_cases.py)"
-    return [path], ""
+    return paths, ""
+
+
+def no_data(report):
+    """A failure for each file read as empty: no events in a trace, no samples in a metric log."""
+    failures = []
+    for r in report.get("recordings", []):
+        source = os.path.basename(r.get("source") or "?")
+        if r.get("format") == "kineto" and not (r.get("import") or {}).get("events"):
+            failures.append(f"no events read from {source}")
+        elif r.get("format") in METRIC_FORMATS and not r.get("metric_samples"):
+            failures.append(f"no samples read from {source}")
+    return failures
+
+
+def finding_checks(case, findings):
+    """expect_text, max_severity, expect_rank, gain_all and gain_for."""
+    failures = []
+    for v, text in case.get("expect_text", {}).items():
+        matching = [f for f in findings if f["verdict"] == v]
+        if matching and not any(text in json.dumps(f) for f in matching):
+            failures.append(f"{v} does not say {text!r}")
+    for v, level in case.get("max_severity", {}).items():
+        for f in findings:
+            if f["verdict"] == v and SEVERITY_ORDER.index(f["severity"]) > SEVERITY_ORDER.index(level):
+                failures.append(f"{v} at {f['severity']}, above {level}")
+    for v, rank in case.get("expect_rank", {}).items():
+        ranks = [f.get("rank") for f in findings if f["verdict"] == v]
+        if ranks and rank not in ranks:
+            failures.append(f"{v} names rank {ranks[0]} where the source's is rank {rank}")
+    for f in findings:
+        gain = f.get("expected_gain") or {}
+        has_gain = gain.get("range") and gain.get("bounded_by")
+        if has_gain:
+            continue
+        if case.get("gain_all") and f.get("severity") in ("moderate", "high"):
+            failures.append(f"{f['verdict']} ({f['severity']}) has no expected gain with a range and what bounds it")
+        elif f["verdict"] in case.get("gain_for", []):
+            failures.append(f"{f['verdict']} has no expected gain with a range and what bounds it")
+    return failures
 
 
 def judge(case, report):
-    """The list of failed checks (empty when the case is right)."""
-    verdicts = {f["verdict"] for f in report.get("findings", [])}
-    failures = []
-    for v in case.get("expect", []):
-        if v not in verdicts:
-            failures.append(f"expected {v}")
-    for v in case.get("expect_not", []):
-        if v in verdicts:
-            failures.append(f"unexpected {v}")
+    """(the verdicts found, the list of failed checks: empty when the case is right)."""
+    findings = report.get("findings", [])
+    verdicts = {f["verdict"] for f in findings}
+    failures = no_data(report)
+    failures += [f"expected {v}" for v in case.get("expect", []) if v not in verdicts]
+    failures += [f"unexpected {v}" for v in case.get("expect_not", []) if v in verdicts]
     if "gpus" in case:
         gpus = sum(len(r.get("metric_devices", [])) for r in report.get("recordings", []))
         if gpus != case["gpus"]:
             failures.append(f"{gpus} GPUs where the source has {case['gpus']}")
-    for v, rank in case.get("expect_rank", {}).items():
-        ranks = [f.get("rank") for f in report.get("findings", []) if f["verdict"] == v]
-        if ranks and rank not in ranks:
-            failures.append(f"{v} names rank {ranks[0]} where the source's is rank {rank}")
-    if case.get("gain_all"):
-        for f in report.get("findings", []):
-            gain = f.get("expected_gain") or {}
-            if f.get("severity") in ("moderate", "high") and (not gain.get("range") or not gain.get("bounded_by")):
-                failures.append(f"{f['verdict']} ({f['severity']}) has no expected gain with a range and what bounds it")
-    for v in case.get("gain_for", []):
-        for f in report.get("findings", []):
-            if f["verdict"] != v:
-                continue
-            gain = f.get("expected_gain") or {}
-            if not gain.get("range") or not gain.get("bounded_by"):
-                failures.append(f"{v} has no expected gain with a range and what bounds it")
+    failures += finding_checks(case, findings)
     return sorted(verdicts), failures
+
+
+def mean_step_ms(report):
+    steps = [r["avg_step_ms"] for r in report.get("recordings", []) if r.get("avg_step_ms")]
+    return sum(steps) / len(steps) if steps else None
+
+
+def judge_pair(case, report, fixed_report):
+    """gain_pair: the fixed run's mean step time inside the range the verdict promised."""
+    pair = case["gain_pair"]
+    gain = next((f.get("expected_gain") for f in report.get("findings", []) if f["verdict"] == pair["verdict"]), None)
+    realized = mean_step_ms(fixed_report) if fixed_report else None
+    if realized is None:
+        return [f"gain_pair: the fixed run {pair['fixed_case']} has no step time here"]
+    if not gain or gain.get("metric") != "avg_step_ms" or not gain.get("range"):
+        return [f"gain_pair: {pair['verdict']} promised no step time (the fixed run measured {realized:.2f} ms)"]
+    low, high = sorted(gain["range"])
+    if not low <= realized <= high:
+        return [f"gain_pair: {pair['verdict']} promised {low:.2f}-{high:.2f} ms, the fixed run measured {realized:.2f} ms"]
+    return []
 
 
 def run_case(binary, case, paths):
     cmd = [binary, "diagnose", *paths, "--json", *case.get("args", [])]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    except subprocess.TimeoutExpired:
+        return None, "gputriage took over 300 s"
     if proc.returncode not in (0, 1):
         return None, f"exit {proc.returncode}: {proc.stderr.strip()[:300]}"
     try:
@@ -84,17 +167,53 @@ def run_case(binary, case, paths):
         return None, f"unreadable JSON: {e}"
 
 
-def accuracy_rows(results):
-    """(class, half) -> [right, total] over the cases that ran."""
-    table = {}
+def run_cases(binary, cases, root, fetched, committed_only=False):
+    """One result per case: verdicts, failures, or why it was skipped."""
+    results, reports = [], {}
+    for case in cases:
+        r = {"id": case["id"], "classes": case.get("classes", []), "verdicts": [], "failures": [], "skipped": ""}
+        if committed_only and "files" not in case:
+            r["skipped"] = "not redistributable (left out with --committed-only)"
+        else:
+            paths, why = case_files(case, root, fetched)
+            if paths is None:
+                r["skipped"] = why
+            else:
+                report, error = run_case(binary, case, paths)
+                if report is None:
+                    r["failures"] = [error]
+                else:
+                    reports[case["id"]] = report
+                    r["verdicts"], r["failures"] = judge(case, report)
+        results.append(r)
+    by_id = {c["id"]: c for c in cases}
     for r in results:
-        if r["skipped"]:
-            continue
-        half = "held out" if r["held_out"] else "calibration"
+        case = by_id[r["id"]]
+        if "gain_pair" in case and r["id"] in reports:
+            fixed = case["gain_pair"]["fixed_case"]
+            if fixed not in by_id:
+                sys.exit(f"run_corpus: {r['id']}: gain_pair names no case {fixed}")
+            if fixed in reports or "files" in by_id[fixed] or not committed_only:
+                r["failures"] += judge_pair(case, reports[r["id"]], reports.get(fixed))
+    return results
+
+
+def accuracy_rows(results, first_sight):
+    """(class, column) -> [right, total]; columns: calibration, held out, first sight."""
+    table = {}
+
+    def count(cls, column, right):
+        cell = table.setdefault((cls, column), [0, 0])
+        cell[0] += 1 if right else 0
+        cell[1] += 1
+
+    for r in results:
+        record = first_sight.get(r["id"])
         for cls in r["classes"] + ["all"]:
-            cell = table.setdefault((cls, half), [0, 0])
-            cell[0] += 1 if not r["failures"] else 0
-            cell[1] += 1
+            if record:
+                count(cls, "first sight", record["right"])
+            if not r["skipped"]:
+                count(cls, "held out" if record else "calibration", not r["failures"])
     return table
 
 
@@ -104,7 +223,10 @@ def fmt_cell(cell):
     return f"{cell[0]}/{cell[1]} ({100.0 * cell[0] / cell[1]:.0f} %)"
 
 
-def markdown(cases, results, table):
+COLUMNS = ["calibration", "held out", "first sight"]
+
+
+def markdown(cases, results, table, first_sight):
     classes = sorted({c for (c, _) in table if c != "all"}) + ["all"]
     # A repository (owner/name before "@"), or "recorded here" for this project's own recordings.
     sources = {c["source"].split("@")[0] if "@" in c["source"] else c["source"].split(":")[0] for c in cases}
@@ -115,82 +237,105 @@ def markdown(cases, results, table):
         "Written by `tests/corpus/run_corpus.py --write-docs docs/accuracy.md` from "
         "`tests/corpus/cases.toml`: each case is a real public recording whose expected verdicts were "
         "written from its source's own evidence before gputriage was run on it. A case is right when "
-        "every expected verdict is found, no ruled-out verdict is, and its GPU count and expected gains "
-        "(where the case names them) hold. Held out: the first 8 hex digits of sha256(case id) are odd; "
-        "thresholds are set on the calibration half only.",
+        "every expected verdict is found, no ruled-out verdict is, every file yielded data, and its GPU "
+        "count, expected gains, severities, finding text and before/after pair (where the case names them) hold.",
+        "",
+        "**Held out** means the case has a first-sight record (`tests/corpus/first_sight.jsonl`): "
+        "gputriage's verdicts on it at the commit that added it, a commit that changed nothing under "
+        "`src/` or `include/`, written by `tests/corpus/first_sight.py record` and never edited "
+        "afterwards (`first_sight.py check`, a ctest, verifies both against `git log`). "
+        "**First sight** is the accuracy of those records: the only figure no rule was fitted to. "
+        "**Held out** (today) is the same cases judged by today's rules: rules changed after a case was "
+        "seen may have been fitted to it. Every other case is **calibration**: the cases added before "
+        "2026-12-04 (an audit found the earlier hash split was not held out: several cases had golden "
+        "tests or thresholds fitted to them before the split existed) and any case added together with "
+        "the rule that passes it.",
         "",
         f"{len(cases)} cases from {len(sources)} sources; {len(ran)} ran here "
-        f"({len(results) - len(ran)} not redistributable and not fetched).",
+        f"({len(results) - len(ran)} not redistributable and not fetched); {len(first_sight)} with a first-sight record.",
         "",
-        "| class | calibration | held out |",
-        "|---|---|---|",
+        "| class | calibration (today) | held out (today) | held out at first sight |",
+        "|---|---|---|---|",
     ]
     for cls in classes:
-        lines.append(f"| {cls} | {fmt_cell(table.get((cls, 'calibration')))} | {fmt_cell(table.get((cls, 'held out')))} |")
-    lines += ["", "## Cases", "", "| case | half | classes | verdicts found | result |", "|---|---|---|---|---|"]
+        lines.append(f"| {cls} | " + " | ".join(fmt_cell(table.get((cls, col))) for col in COLUMNS) + " |")
+    lines += ["", "## Cases", "", "| case | half | classes | verdicts found today | today | at first sight |",
+              "|---|---|---|---|---|---|"]
     for r in results:
-        half = "held out" if r["held_out"] else "calibration"
+        record = first_sight.get(r["id"])
         if r["skipped"]:
-            result = f"not run: {r['skipped']}"
+            today = f"not run: {r['skipped']}"
         elif r["failures"]:
-            result = "wrong: " + "; ".join(r["failures"])
+            today = "wrong: " + "; ".join(r["failures"])
         else:
-            result = "right"
-        lines.append(f"| `{r['id']}` | {half} | {', '.join(r['classes'])} | {', '.join(r['verdicts']) or '—'} | {result} |")
+            today = "right"
+        seen = "—" if not record else ("right" if record["right"] else "wrong: " + "; ".join(record["failures"]))
+        half = "held out" if record else "calibration"
+        lines.append(f"| `{r['id']}` | {half} | {', '.join(r['classes'])} | {', '.join(r['verdicts']) or '—'} "
+                     f"| {today} | {seen} |")
     return "\n".join(lines) + "\n"
+
+
+def check_known_wrong(results, path):
+    """Failures not listed (regressions) and listed cases that now pass: both fail the run."""
+    listed = set()
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            text = line.split("#", 1)[0].strip()
+            if text:
+                listed.add(text.split()[0])
+    problems = []
+    for r in results:
+        if r["skipped"]:
+            continue
+        if r["failures"] and r["id"] not in listed:
+            problems.append(f"{r['id']} is wrong and not in {os.path.basename(path)}: {'; '.join(r['failures'])}")
+        if not r["failures"] and r["id"] in listed:
+            problems.append(f"{r['id']} is right now: take it out of {os.path.basename(path)}")
+    return problems
+
+
+def print_results(results, table, first_sight):
+    for r in results:
+        mark = "skip" if r["skipped"] else ("ok  " if not r["failures"] else "FAIL")
+        half = "held-out" if r["id"] in first_sight else "calib   "
+        print(f"{mark} {half} {r['id']}: {', '.join(r['verdicts']) or '-'}"
+              + (f"  <- {'; '.join(r['failures'])}" if r["failures"] else "")
+              + (f"  ({r['skipped']})" if r["skipped"] else ""))
+    print()
+    print(f"{'class':28} {'calibration':>16} {'held out':>16} {'first sight':>16}")
+    for cls in sorted({c for (c, _) in table if c != "all"}) + ["all"]:
+        print(f"{cls:28} " + " ".join(f"{fmt_cell(table.get((cls, col))):>16}" for col in COLUMNS))
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("gputriage")
-    ap.add_argument("--root", default=os.path.join(os.path.dirname(__file__), "..", ".."))
-    ap.add_argument("--cases", default=os.path.join(os.path.dirname(__file__), "cases.toml"))
+    ap.add_argument("--root", default=os.path.join(HERE, "..", ".."))
+    ap.add_argument("--cases", default=os.path.join(HERE, "cases.toml"))
+    ap.add_argument("--first-sight", default=os.path.join(HERE, "first_sight.jsonl"))
     ap.add_argument("--fetched", default=os.environ.get("GPUTRIAGE_CORPUS_CACHE", ""))
     ap.add_argument("--write-docs")
-    ap.add_argument("--floor", type=float, default=0.0)
     ap.add_argument("--committed-only", action="store_true")
+    ap.add_argument("--known-wrong")
+    ap.add_argument("--only", nargs="*")
     args = ap.parse_args()
 
-    with open(args.cases, "rb") as f:
-        cases = tomllib.load(f)["case"]
-    ids = [c["id"] for c in cases]
-    if len(ids) != len(set(ids)):
-        sys.exit("run_corpus: duplicate case ids")
-    results = []
-    for case in cases:
-        r = {"id": case["id"], "held_out": held_out(case["id"]), "classes": case.get("classes", []),
-             "verdicts": [], "failures": [], "skipped": ""}
-        if args.committed_only and "files" not in case:
-            r["skipped"] = "not redistributable (left out with --committed-only)"
-        else:
-            paths, why = case_files(case, args.root, args.fetched)
-            if paths is None:
-                r["skipped"] = why
-            else:
-                report, error = run_case(args.gputriage, case, paths)
-                if report is None:
-                    r["failures"] = [error]
-                else:
-                    r["verdicts"], r["failures"] = judge(case, report)
-        results.append(r)
-        mark = "skip" if r["skipped"] else ("ok  " if not r["failures"] else "FAIL")
-        half = "held-out" if r["held_out"] else "calib   "
-        print(f"{mark} {half} {r['id']}: {', '.join(r['verdicts']) or '-'}"
-              + (f"  <- {'; '.join(r['failures'])}" if r["failures"] else "")
-              + (f"  ({r['skipped']})" if r["skipped"] else ""))
-
-    table = accuracy_rows(results)
-    print()
-    print(f"{'class':28} {'calibration':>16} {'held out':>16}")
-    for cls in sorted({c for (c, _) in table if c != "all"}) + ["all"]:
-        print(f"{cls:28} {fmt_cell(table.get((cls, 'calibration'))):>16} {fmt_cell(table.get((cls, 'held out'))):>16}")
+    cases = load_cases(args.cases)
+    if args.only:
+        cases = [c for c in cases if c["id"] in args.only]
+    first_sight = load_first_sight(args.first_sight)
+    results = run_cases(args.gputriage, cases, args.root, args.fetched, args.committed_only)
+    table = accuracy_rows(results, first_sight)
+    print_results(results, table, first_sight)
     if args.write_docs:
         with open(args.write_docs, "w") as f:
-            f.write(markdown(cases, results, table))
-    held = table.get(("all", "held out"), [0, 0])
-    if held[1] and held[0] / held[1] < args.floor:
-        print(f"run_corpus: held-out accuracy {held[0]}/{held[1]} is below the floor {args.floor:.0%}")
-        return 1
+            f.write(markdown(cases, results, table, first_sight))
+    if args.known_wrong:
+        problems = check_known_wrong(results, args.known_wrong)
+        for p in problems:
+            print(f"run_corpus: {p}")
+        return 1 if problems else 0
     return 0
 
 

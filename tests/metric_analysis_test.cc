@@ -365,6 +365,37 @@ TEST(MetricVerdicts, ClocksAtMaximumOrLockedLowAreNotThrottling) {
                     "throttled"));
 }
 
+TEST(MetricVerdicts, AClockFlatWhilePowerMovesIsNoPowerCap) {
+  // An H100 PCIe HGEMM on random operands, no limit or name logged: the clock sits
+  // at 1470-1480 MHz (84 % of the 1755 the first loaded sample reaches) while power
+  // follows the data over 297-306 W. A cap would hold power and move the clock.
+  const Diagnosis flat = DiagnoseText(PowerClockLog(
+      1200, 50, [](int t) { return 297.0 + (t * 7 % 10); }, [](int t) { return t == 0 ? 1755.0 : 1470.0 + (t % 3) * 5; }));
+  EXPECT_FALSE(Find(flat, "throttled")) << Verdicts(flat);
+  const auto& dev = flat.recordings.at(0).metric_devices.at(0);
+  EXPECT_LT(dev.loaded_sm_clock_cv / dev.loaded_power_cv, 0.6);
+  // The same power with the clock moving to hold it: capped.
+  const Diagnosis capped = DiagnoseText(PowerClockLog(
+      1200, 50, [](int t) { return 348.0 + (t % 2); }, [](int t) { return t == 0 ? 1755.0 : 820.0 + (t * 7 % 10) * 5; }));
+  EXPECT_TRUE(Find(capped, "throttled")) << Verdicts(capped);
+}
+
+TEST(MetricVerdicts, OneScrapeAtThePowerLimitWithTheClockFarBelowItsBoostIsThrottled) {
+  // A Tesla T4 scraped once (Kubernetes AI conformance page): 91 % busy at 68.2 of
+  // its 70 W with the SM clock at 660 MHz. The one reading is no maximum: the T4's
+  // 1590 MHz boost clock from the spec table is.
+  const std::string labels =
+      R"({gpu="0",UUID="GPU-6d5c0ac5",device="nvidia0",modelName="Tesla T4",Hostname="n1"})";
+  const Diagnosis d = DiagnoseText("DCGM_FI_DEV_SM_CLOCK" + labels + " 660\nDCGM_FI_DEV_POWER_USAGE" + labels +
+                                   " 68.244000\nDCGM_FI_DEV_GPU_UTIL" + labels + " 91\n");
+  const Finding* f = Find(d, "throttled");
+  ASSERT_TRUE(f) << Verdicts(d);
+  EXPECT_EQ(f->severity, Severity::kLow);  // a snapshot
+  const auto& dev = d.recordings.at(0).metric_devices.at(0);
+  EXPECT_NEAR(dev.max_sm_clock_mhz, 1590.0, 1e-9);
+  EXPECT_NE(dev.max_sm_clock_source.find("T4"), std::string::npos) << dev.max_sm_clock_source;
+}
+
 TEST(MetricVerdicts, UtilizationOnlyLowSaysWhichMetricWouldTell) {
   std::mt19937 rng(3);
   std::uniform_real_distribution<double> u(25, 45);  // steady ~35 %, no rhythm, no zeros

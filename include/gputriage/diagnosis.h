@@ -288,12 +288,14 @@ struct DeviceMetricAnalysis {
   double loaded_power_mean_w = NAN;
   double loaded_power_max_w = NAN;
   double loaded_power_percent_of_limit = NAN;  // against power_limit_w when known
+  double loaded_power_cv = NAN;                // time-weighted standard deviation / mean
+  double loaded_sm_clock_cv = NAN;             // the same for the SM clock
   double loaded_sm_clock_mean_mhz = NAN;
   double loaded_sm_clock_min_mhz = NAN;
   double loaded_sm_clock_max_mhz = NAN;
   double loaded_sm_clock_percent_of_max = NAN;
   double loaded_temp_mean_c = NAN;
-  std::string max_sm_clock_source;       // "logged clocks.max.sm" / "highest SM clock in the log"
+  std::string max_sm_clock_source;       // "logged maximum SM clock" / the spec table's boost clock / "highest SM clock in the log"
   int64_t reason_samples = 0;
   double limiting_reason_share = NAN;  // share of samples with a performance-limiting clock event
   std::vector<std::string> active_reasons;  // names of reasons seen

@@ -236,11 +236,14 @@ struct LoadedReadings {
 
   struct Sums {
     double weight_ns = 0;  // loaded time with each reading
-    double value_sum = 0;  // time-weighted
+    double value_sum = 0;     // time-weighted
+    double value_sq_sum = 0;  // time-weighted squares (the spread)
     double min = 0, max = 0;
     int64_t samples = 0;
     void Add(double value, double weight);
     double Mean() const { return weight_ns > 0 ? value_sum / weight_ns : NAN; }
+    /// Time-weighted coefficient of variation (standard deviation / mean).
+    double Cv() const;
   };
   Sums power_w, sm_clock_mhz, temp_c;
   double loaded_ns = 0;       // loaded time (samples with a busy reading >= the threshold)

@@ -7,51 +7,52 @@
 namespace gputriage {
 namespace {
 
-// Dense peaks (TFLOP/s), bandwidth (GB/s), memory (GB), board power (W).
+// Dense peaks (TFLOP/s), bandwidth (GB/s), memory (GB), board power (W), boost clock
+// (MHz: the maximum SM clock the datasheet states; NVML's max clock on the board).
 // Datasheets state tensor throughput "with sparsity"; the dense figure is half.
 constexpr GpuSpec kSpecs[] = {
-    // model, match, fp32, tf32, fp16, bf16, fp8, GB/s, GB, W, tensor cores, source
-    {"H200 SXM", "H200", 67.0, 494.7, 989.4, 989.4, 1978.9, 4800, 141, 700, "4th gen (Hopper)",
+    // model, match, fp32, tf32, fp16, bf16, fp8, GB/s, GB, W, MHz, tensor cores, source
+    {"H200 SXM", "H200", 67.0, 494.7, 989.4, 989.4, 1978.9, 4800, 141, 700, 1980, "4th gen (Hopper)",
      "NVIDIA H200 Tensor Core GPU datasheet (SXM)"},
-    {"H100 PCIe", "H100 PCIe", 51.2, 378.0, 756.0, 756.0, 1513.0, 2000, 80, 350, "4th gen (Hopper)",
+    {"H100 PCIe", "H100 PCIe", 51.2, 378.0, 756.0, 756.0, 1513.0, 2000, 80, 350, 1755, "4th gen (Hopper)",
      "NVIDIA H100 Tensor Core GPU datasheet (PCIe)"},
-    {"H100 NVL", "H100 NVL", 60.0, 417.5, 835.5, 835.5, 1670.5, 3900, 94, 400, "4th gen (Hopper)",
+    {"H100 NVL", "H100 NVL", 60.0, 417.5, 835.5, 835.5, 1670.5, 3900, 94, 400, 1785, "4th gen (Hopper)",
      "NVIDIA H100 Tensor Core GPU datasheet (NVL)"},
-    {"GH200", "GH200", 67.0, 494.7, 989.4, 989.4, 1978.9, 4000, 96, 1000, "4th gen (Hopper)",
+    {"GH200", "GH200", 67.0, 494.7, 989.4, 989.4, 1978.9, 4000, 96, 1000, 1980, "4th gen (Hopper)",
      "NVIDIA GH200 Grace Hopper Superchip datasheet (GPU figures; power is the module range's top)"},
-    {"H100 SXM", "H100", 67.0, 494.7, 989.4, 989.4, 1978.9, 3350, 80, 700, "4th gen (Hopper)",
+    {"H100 SXM", "H100", 67.0, 494.7, 989.4, 989.4, 1978.9, 3350, 80, 700, 1980, "4th gen (Hopper)",
      "NVIDIA H100 Tensor Core GPU datasheet (SXM)"},
-    {"B200", "B200", 0.0, 1125.0, 2250.0, 2250.0, 4500.0, 8000, 180, 1000, "5th gen (Blackwell)",
+    {"B200", "B200", 0.0, 1125.0, 2250.0, 2250.0, 4500.0, 8000, 180, 1000, 0, "5th gen (Blackwell)",
      "NVIDIA HGX B200 datasheet, per GPU (platform figures / 8); fp32 not published per GPU"},
-    {"A100 SXM4 80GB", "A100-SXM4-80GB", 19.5, 156.0, 312.0, 312.0, 0.0, 2039, 80, 400, "3rd gen (Ampere)",
+    {"A100 SXM4 80GB", "A100-SXM4-80GB", 19.5, 156.0, 312.0, 312.0, 0.0, 2039, 80, 400, 1410, "3rd gen (Ampere)",
      "NVIDIA A100 Tensor Core GPU datasheet (SXM 80GB)"},
-    {"A100 PCIe 80GB", "A100 80GB PCIe", 19.5, 156.0, 312.0, 312.0, 0.0, 1935, 80, 300, "3rd gen (Ampere)",
+    {"A100 PCIe 80GB", "A100 80GB PCIe", 19.5, 156.0, 312.0, 312.0, 0.0, 1935, 80, 300, 1410, "3rd gen (Ampere)",
      "NVIDIA A100 Tensor Core GPU datasheet (PCIe 80GB)"},
-    {"A100 PCIe 40GB", "A100-PCIE-40GB", 19.5, 156.0, 312.0, 312.0, 0.0, 1555, 40, 250, "3rd gen (Ampere)",
+    {"A100 PCIe 40GB", "A100-PCIE-40GB", 19.5, 156.0, 312.0, 312.0, 0.0, 1555, 40, 250, 1410, "3rd gen (Ampere)",
      "NVIDIA A100 Tensor Core GPU datasheet (PCIe 40GB)"},
-    {"A100 SXM4 40GB", "A100", 19.5, 156.0, 312.0, 312.0, 0.0, 1555, 40, 400, "3rd gen (Ampere)",
+    {"A100 SXM4 40GB", "A100", 19.5, 156.0, 312.0, 312.0, 0.0, 1555, 40, 400, 1410, "3rd gen (Ampere)",
      "NVIDIA A100 Tensor Core GPU datasheet (SXM 40GB); other A100 names default here"},
-    {"A10G", "A10G", 0.0, 0.0, 0.0, 0.0, 0.0, 0, 24, 0, "3rd gen (Ampere)",
+    {"A10G", "A10G", 0.0, 0.0, 0.0, 0.0, 0.0, 0, 24, 0, 0, "3rd gen (Ampere)",
      "AWS EC2 G5 documentation (24 GB); NVIDIA publishes no A10G datasheet, so peaks are unknown"},
-    {"A10", "A10", 31.2, 62.5, 125.0, 125.0, 0.0, 600, 24, 150, "3rd gen (Ampere)", "NVIDIA A10 Tensor Core GPU datasheet"},
-    {"L40S", "L40S", 91.6, 183.0, 362.05, 362.05, 733.0, 864, 48, 350, "4th gen (Ada Lovelace)", "NVIDIA L40S datasheet"},
-    {"L4", "L4", 30.3, 60.0, 121.0, 121.0, 242.5, 300, 24, 72, "4th gen (Ada Lovelace)", "NVIDIA L4 Tensor Core GPU datasheet"},
-    {"V100 PCIe", "V100-PCIE", 14.0, 0.0, 112.0, 0.0, 0.0, 900, 32, 250, "1st gen (Volta)",
+    {"A10", "A10", 31.2, 62.5, 125.0, 125.0, 0.0, 600, 24, 150, 1695, "3rd gen (Ampere)", "NVIDIA A10 Tensor Core GPU datasheet"},
+    {"L40S", "L40S", 91.6, 183.0, 362.05, 362.05, 733.0, 864, 48, 350, 2520, "4th gen (Ada Lovelace)", "NVIDIA L40S datasheet"},
+    {"L4", "L4", 30.3, 60.0, 121.0, 121.0, 242.5, 300, 24, 72, 2040, "4th gen (Ada Lovelace)", "NVIDIA L4 Tensor Core GPU datasheet"},
+    {"V100 PCIe", "V100-PCIE", 14.0, 0.0, 112.0, 0.0, 0.0, 900, 32, 250, 1380, "1st gen (Volta)",
      "NVIDIA Tesla V100 datasheet (PCIe)"},
-    {"V100 SXM2", "V100", 15.7, 0.0, 125.0, 0.0, 0.0, 900, 32, 300, "1st gen (Volta)",
+    {"V100 SXM2", "V100", 15.7, 0.0, 125.0, 0.0, 0.0, 900, 32, 300, 1530, "1st gen (Volta)",
      "NVIDIA Tesla V100 datasheet (SXM2; DGX Station parts default here)"},
-    {"T4", "T4", 8.1, 0.0, 65.0, 0.0, 0.0, 320, 16, 70, "2nd gen (Turing)", "NVIDIA T4 Tensor Core GPU datasheet"},
-    {"GeForce RTX 4090", "RTX 4090", 82.6, 82.6, 165.2, 165.2, 0.0, 1008, 24, 450, "4th gen (Ada Lovelace)",
+    {"T4", "T4", 8.1, 0.0, 65.0, 0.0, 0.0, 320, 16, 70, 1590, "2nd gen (Turing)", "NVIDIA T4 Tensor Core GPU datasheet"},
+    {"GeForce RTX 4090", "RTX 4090", 82.6, 82.6, 165.2, 165.2, 0.0, 1008, 24, 450, 2520, "4th gen (Ada Lovelace)",
      "NVIDIA Ada GPU architecture whitepaper, RTX 4090 (fp16/bf16 with fp32 accumulate, dense)"},
-    {"GeForce RTX 3090", "RTX 3090", 35.6, 35.6, 71.0, 71.0, 0.0, 936, 24, 350, "3rd gen (Ampere)",
+    {"GeForce RTX 3090", "RTX 3090", 35.6, 35.6, 71.0, 71.0, 0.0, 936, 24, 350, 1695, "3rd gen (Ampere)",
      "NVIDIA Ampere GA102 GPU architecture whitepaper, RTX 3090 (fp16 with fp32 accumulate, dense)"},
-    {"GeForce RTX 2080 SUPER", "RTX 2080 SUPER", 11.2, 0.0, 44.6, 0.0, 0.0, 496, 8, 250, "2nd gen (Turing)",
+    {"GeForce RTX 2080 SUPER", "RTX 2080 SUPER", 11.2, 0.0, 44.6, 0.0, 0.0, 496, 8, 250, 1815, "2nd gen (Turing)",
      "NVIDIA GeForce RTX 2080 SUPER specifications (memory, power); peaks derived from 3072 CUDA cores x 1815 MHz "
      "boost (fp16 tensor with fp32 accumulate at the GeForce half rate)"},
-    {"MI300X", "MI300X", 81.7, 653.7, 1307.4, 1307.4, 2614.9, 5300, 192, 750, "CDNA 3 matrix cores",
+    {"MI300X", "MI300X", 81.7, 653.7, 1307.4, 1307.4, 2614.9, 5300, 192, 750, 2100, "CDNA 3 matrix cores",
      "AMD Instinct MI300X datasheet"},
-    {"MI250X", "MI250X", 47.9, 0.0, 383.0, 383.0, 0.0, 3277, 128, 560, "CDNA 2 matrix cores", "AMD Instinct MI250X datasheet"},
-    {"MI250", "MI250", 45.3, 0.0, 362.1, 362.1, 0.0, 3277, 128, 560, "CDNA 2 matrix cores", "AMD Instinct MI250 datasheet"},
+    {"MI250X", "MI250X", 47.9, 0.0, 383.0, 383.0, 0.0, 3277, 128, 560, 1700, "CDNA 2 matrix cores", "AMD Instinct MI250X datasheet"},
+    {"MI250", "MI250", 45.3, 0.0, 362.1, 362.1, 0.0, 3277, 128, 560, 1700, "CDNA 2 matrix cores", "AMD Instinct MI250 datasheet"},
 };
 
 }  // namespace

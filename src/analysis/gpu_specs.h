@@ -23,6 +23,7 @@ struct GpuSpec {
   double memory_bandwidth_gbs; // GB/s
   double memory_gb;
   double board_power_w;        // TDP / max board power
+  double boost_clock_mhz;      // maximum SM (boost) clock, 0 if not published
   const char* tensor_cores;    // generation, e.g. "4th gen (Hopper)"; "none"
   const char* source;          // where the figures come from
 };

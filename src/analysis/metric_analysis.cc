@@ -123,10 +123,18 @@ std::vector<DeviceMetricAnalysis> AnalyzeMetrics(const MetricSet& metrics) {
     if (a.power_limit_w > 0 && d.Has(Metric::kPowerW))
       a.power_mean_percent_of_limit = 100.0 * d.Get(Metric::kPowerW).mean() / a.power_limit_w;
 
+    // The maximum SM clock: logged, else the board's boost clock from the spec table
+    // (a single scrape's one reading says nothing of the maximum), else the log's
+    // highest reading; a reading above the table's (an overclocked board) wins.
     a.max_sm_clock_mhz = d.max_sm_clock_mhz;
     if (a.max_sm_clock_mhz > 0) a.max_sm_clock_source = "logged maximum SM clock";
-    if (a.max_sm_clock_mhz <= 0 && d.Has(Metric::kSmClockMHz)) {
-      a.max_sm_clock_mhz = d.Get(Metric::kSmClockMHz).max();
+    const double highest = d.Has(Metric::kSmClockMHz) ? d.Get(Metric::kSmClockMHz).max() : 0.0;
+    if (a.max_sm_clock_mhz <= 0 && spec && spec->boost_clock_mhz > 0 && spec->boost_clock_mhz >= highest) {
+      a.max_sm_clock_mhz = spec->boost_clock_mhz;
+      a.max_sm_clock_source = std::string("boost clock of the ") + spec->model + " (" + spec->source + ")";
+    }
+    if (a.max_sm_clock_mhz <= 0 && highest > 0) {
+      a.max_sm_clock_mhz = highest;
       a.max_sm_clock_source = "highest SM clock in the log";
     }
     if (a.max_sm_clock_mhz > 0 && d.Has(Metric::kSmClockMHz))
@@ -136,12 +144,14 @@ std::vector<DeviceMetricAnalysis> AnalyzeMetrics(const MetricSet& metrics) {
     if (loaded.observed_ns > 0) a.loaded_share = loaded.loaded_ns / loaded.observed_ns;
     if (loaded.power_w.samples > 0) {
       a.loaded_power_mean_w = loaded.power_w.Mean();
+      a.loaded_power_cv = loaded.power_w.Cv();
       a.loaded_power_max_w = loaded.power_w.max;
       if (a.power_limit_w > 0) a.loaded_power_percent_of_limit = 100.0 * a.loaded_power_mean_w / a.power_limit_w;
     }
     a.loaded_clock_samples = loaded.sm_clock_mhz.samples;
     if (loaded.sm_clock_mhz.samples > 0) {
       a.loaded_sm_clock_mean_mhz = loaded.sm_clock_mhz.Mean();
+      a.loaded_sm_clock_cv = loaded.sm_clock_mhz.Cv();
       a.loaded_sm_clock_min_mhz = loaded.sm_clock_mhz.min;
       a.loaded_sm_clock_max_mhz = loaded.sm_clock_mhz.max;
       if (a.max_sm_clock_mhz > 0) a.loaded_sm_clock_percent_of_max = 100.0 * a.loaded_sm_clock_mean_mhz / a.max_sm_clock_mhz;

@@ -647,6 +647,14 @@ void LoadedReadings::Sums::Add(double value, double weight) {
   ++samples;
   weight_ns += weight;
   value_sum += value * weight;
+  value_sq_sum += value * value * weight;
+}
+
+double LoadedReadings::Sums::Cv() const {
+  const double mean = Mean();
+  if (std::isnan(mean) || mean <= 0) return NAN;
+  const double variance = std::max(0.0, value_sq_sum / weight_ns - mean * mean);
+  return std::sqrt(variance) / mean;
 }
 
 void LoadedReadings::Take(Metric m, TimeNs t, double value) {

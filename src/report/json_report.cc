@@ -137,6 +137,7 @@ json MetricDeviceJson(const DeviceMetricAnalysis& d) {
                  {"power_mean_percent_of_limit", Num(d.loaded_power_percent_of_limit)},
                  {"sm_clock_mean_mhz", Num(d.loaded_sm_clock_mean_mhz)}, {"sm_clock_min_mhz", Num(d.loaded_sm_clock_min_mhz)},
                  {"sm_clock_max_mhz", Num(d.loaded_sm_clock_max_mhz)},
+                 {"power_cv", Num(d.loaded_power_cv)}, {"sm_clock_cv", Num(d.loaded_sm_clock_cv)},
                  {"sm_clock_mean_percent_of_max", Num(d.loaded_sm_clock_percent_of_max)},
                  {"temp_mean_c", Num(d.loaded_temp_mean_c)}};
   j["memory_used_max_percent"] = Num(d.memory_used_max_percent);

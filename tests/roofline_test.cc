@@ -161,6 +161,26 @@ TEST(Roofline, UnknownGpuHasNoRidgePoint) {
   EXPECT_NE(d.recordings[0].roofline.unavailable_reason.find("no published peaks"), std::string::npos);
 }
 
+TEST(Roofline, Fp32GemmsOnAGpuMissingFromTheSpecTableStillGetAGain) {
+  // An RTX 3080 (cc 8.6, not in the spec table) running fp32 SIMT GEMMs: tensor cores
+  // exist from cc 7.0, so low_precision holds; its gain comes from the replay with the
+  // published speedup range, uncapped (the peak ratio is unknown), not from nothing.
+  Recording rec = GemmSteps(512, "ampere_sgemm_128x64_nn");
+  rec.devices[0].name = "NVIDIA GeForce RTX 3080";
+  rec.devices[0].compute_major = 8;
+  rec.devices[0].compute_minor = 6;
+  gputriage::Run run;
+  run.recordings.push_back(std::move(rec));
+  const Diagnosis d = Diagnose(run);
+  const Finding* f = FindVerdict(d, "low_precision");
+  ASSERT_NE(f, nullptr);
+  ASSERT_TRUE(f->gain.has_value());  // the host paces these steps (no sync): the replay shows how little it gains
+  EXPECT_LE(f->gain->best, f->gain->expected);
+  EXPECT_LE(f->gain->expected, f->gain->current);
+  EXPECT_FALSE(f->gain->bounded_by.empty());
+  EXPECT_NE(f->gain->basis.find("not in the spec table"), std::string::npos) << f->gain->basis;
+}
+
 // ---- Cross-rank collective skew --------------------------------------------
 
 /// One rank of a 4-rank run: ten 20 ms steps, each compute then an all-reduce

@@ -17,13 +17,6 @@
 namespace gputriage::analysis {
 namespace {
 
-// Matrix kernels in bf16/fp16 instead of fp32/tf32: never more than the peak ratio;
-// in practice 2-3x for training (NVIDIA's mixed-precision training guide; AMP
-// ResNet-50 and BERT results), 1.5x when shapes or casts stand in the way.
-constexpr double kMatrixSpeedupBest = 4.0;
-constexpr double kMatrixSpeedupPoint = 3.0;
-constexpr double kMatrixSpeedupWorst = 1.5;
-
 // Unfused attention (softmax + batched GEMMs) on a fused kernel: FlashAttention
 // reports 2-4x over the standard implementation (Dao et al. 2022, FlashAttention-2 2023).
 constexpr double kAttentionSpeedupBest = 4.0;
@@ -142,14 +135,19 @@ StatusOr<WhatIfs> PredictFixes(const TracePrep& prep, const TraceReplay* replay,
     return false;
   };
   // Matrix kernels in 16-bit: fp32 SIMT and (where bf16 exists) tf32 kernels speed up,
-  // never beyond the device's peak ratio.
-  if (auto spec = FindGpuSpec(a.device.name); spec && a.device.vendor == Vendor::kNvidia && a.device.compute_major >= 7) {
+  // never beyond the device's peak ratio. A GPU missing from the spec table (an RTX
+  // 3080, a GB10) has tensor cores all the same from compute capability 7.0: its
+  // ratio is unknown, so the speedups stay the published range, uncapped.
+  if (a.device.vendor == Vendor::kNvidia && a.device.compute_major >= 7) {
+    const auto spec = FindGpuSpec(a.device.name);
     const bool has_bf16 = a.device.compute_major >= 8;
-    const double target = has_bf16 ? spec->bf16_tflops : spec->fp16_tflops;
+    const double target = !spec ? 0.0 : has_bf16 ? spec->bf16_tflops : spec->fp16_tflops;
     auto factor = [&](uint8_t bits, double cap) {
-      double from = 0;
-      if ((bits & kReplayMatrixFp32Simt) != 0) from = spec->fp32_tflops;
-      else if ((bits & kReplayMatrixTf32) != 0 && has_bf16) from = spec->tf32_tflops;
+      const bool fp32 = (bits & kReplayMatrixFp32Simt) != 0;
+      const bool tf32 = !fp32 && (bits & kReplayMatrixTf32) != 0 && has_bf16;
+      if (!fp32 && !tf32) return 1.0;
+      if (!spec) return 1.0 / cap;
+      const double from = fp32 ? spec->fp32_tflops : spec->tf32_tflops;
       if (from <= 0 || target <= 0) return 1.0;
       return 1.0 / std::max(1.0, std::min(target / from, cap));
     };
@@ -158,10 +156,11 @@ StatusOr<WhatIfs> PredictFixes(const TracePrep& prep, const TraceReplay* replay,
       scenarios.push_back(
           {&out.faster_matrix, change(kMatrixSpeedupBest), change(kMatrixSpeedupPoint), change(kMatrixSpeedupWorst),
            data_wait_ms,
-                  fmt::format("trace replayed with fp32/tf32 matrix kernels {:.1f}x faster in {} ({:.1f}-{:.1f}x, never "
-                              "above the {} peak ratio); other kernels and the host unchanged",
+                  fmt::format("trace replayed with fp32/tf32 matrix kernels {:.1f}x faster in {} ({:.1f}-{:.1f}x, {}); "
+                              "other kernels and the host unchanged",
                               kMatrixSpeedupPoint, has_bf16 ? "bf16" : "fp16", kMatrixSpeedupWorst, kMatrixSpeedupBest,
-                              spec->model)});
+                              spec ? fmt::format("never above the {} peak ratio", spec->model)
+                                   : std::string("this GPU is not in the spec table, so its peak ratio is unknown"))});
     }
   }
 

@@ -22,6 +22,14 @@ inline constexpr double kWorkerHostStretchBest = 1.0;    // spare cores at full 
 inline constexpr double kWorkerHostStretchPoint = 1.15;
 inline constexpr double kWorkerHostStretchWorst = 1.35;  // the all-core turbo drop of the Xeons above
 
+// Matrix kernels in bf16/fp16 instead of fp32/tf32: never more than the peak ratio;
+// in practice 2-3x for training (NVIDIA's mixed-precision training guide; AMP
+// ResNet-50 and BERT results), 1.5x when shapes or casts stand in the way. The
+// replay uses them, and low_precision's Amdahl bound where no replay is possible.
+inline constexpr double kMatrixSpeedupBest = 4.0;
+inline constexpr double kMatrixSpeedupPoint = 3.0;
+inline constexpr double kMatrixSpeedupWorst = 1.5;
+
 // memory_bound's lowest line (bytes-bound kernels' share of kernel time): its
 // fusion replay runs only where the verdict can fire.
 inline constexpr double kMemoryBoundModeratePercent = 50.0;

@@ -150,6 +150,24 @@ Recommendation WorkersAdvice(const LoaderSettings& loader, const std::string& wh
 
 namespace {
 
+/// Without a replay: Amdahl over the time the fix touches. The convertible matrix
+/// time runs 3x faster (1.5-4x, the replay's range); at best all of it is on the
+/// step's critical path, at worst none is (the host holds the step and the kernels
+/// hide behind it); the point counts the share the GPU is busy, the chance a
+/// kernel's time is the step's.
+ExpectedGain MatrixAmdahlGain(const Context& c, double convertible_ms) {
+  const double busy = std::clamp(c.a.gpu.busy_percent / 100.0, 0.0, 1.0);
+  const double saved_point = convertible_ms * (1.0 - 1.0 / analysis::kMatrixSpeedupPoint) * busy;
+  const double saved_best = convertible_ms * (1.0 - 1.0 / analysis::kMatrixSpeedupBest);
+  return StepGain(c.step_ms, c.step_ms - saved_point, c.step_ms - saved_best, c.step_ms,
+                  busy < 0.5 ? "host_work" : "other_kernels",
+                  fmt::format("Amdahl over the fp32/tf32 matrix time ({:.2f} ms a step) {:.1f}x faster ({:.1f}-{:.1f}x): "
+                              "all of it on the step's path at best, none at worst (the host holds the step), the point "
+                              "weighted by the GPU's busy share ({:.0f}%); no replay of this trace was possible",
+                              convertible_ms, analysis::kMatrixSpeedupPoint, analysis::kMatrixSpeedupWorst,
+                              analysis::kMatrixSpeedupBest, 100.0 * busy));
+}
+
 void LowPrecision(const Context& c, std::vector<Finding>& out) {
   const auto& p = c.a.precision;
   if (!HasTensorCores(c.a.device) || p.matrix_total_ns == 0) return;
@@ -209,6 +227,7 @@ void LowPrecision(const Context& c, std::vector<Finding>& out) {
   const double convertible_ms = c.kernel_ms * (fp32 + (has_bf16 ? tf32 : 0.0)) / 100.0 * p.matrix_percent_of_kernels / 100.0;
   f.evidence.push_back(E("convertible_matrix_ms_per_step", convertible_ms, "ms", "fp32+tf32 matrix kernel time per step"));
   f.gain = ReplayGain(c.step_ms, c.a.what_if.faster_matrix);
+  if (!f.gain) f.gain = MatrixAmdahlGain(c, convertible_ms);
   WeighByGain(f);
   out.push_back(std::move(f));
 }

@@ -396,6 +396,17 @@ TEST(MetricVerdicts, OneScrapeAtThePowerLimitWithTheClockFarBelowItsBoostIsThrot
   EXPECT_NE(dev.max_sm_clock_source.find("T4"), std::string::npos) << dev.max_sm_clock_source;
 }
 
+TEST(MetricVerdicts, AFindingNamesThePodThatHoldsTheGpu) {
+  // One scrape of an idle RTX 4000 Ada that dcgm-exporter attributes to a pod.
+  const std::string labels =
+      R"({gpu="0",UUID="GPU-a8394b51",device="nvidia0",modelName="NVIDIA RTX 4000 Ada Generation",Hostname="lke1",)"
+      R"(container="cuda",namespace="default",pod="cuda-75454ffb9f-8ljq7",pod_uid=""})";
+  const Diagnosis d = DiagnoseText("DCGM_FI_DEV_GPU_UTIL" + labels + " 0\nDCGM_FI_DEV_POWER_USAGE" + labels + " 40.9\n");
+  const Finding* f = Find(d, "idle");
+  ASSERT_TRUE(f) << Verdicts(d);
+  EXPECT_NE(f->scope.find("pod default/cuda-75454ffb9f-8ljq7 (container cuda)"), std::string::npos) << f->scope;
+}
+
 TEST(MetricVerdicts, UtilizationOnlyLowSaysWhichMetricWouldTell) {
   std::mt19937 rng(3);
   std::uniform_real_distribution<double> u(25, 45);  // steady ~35 %, no rhythm, no zeros

@@ -693,6 +693,18 @@ void ComputeLimit(const Ctx& c, std::vector<Finding>& out) {
   out.push_back(std::move(f));
 }
 
+/// ", pod NS/NAME (container C)" where the source attributes the GPU to a Kubernetes
+/// pod (dcgm-exporter's labels): the finding names who holds the GPU, so someone can act.
+std::string PodOf(const DeviceMetricAnalysis& d) {
+  const auto pod = d.labels.find("pod");
+  if (pod == d.labels.end() || pod->second.empty()) return {};
+  const auto ns = d.labels.find("namespace");
+  const auto container = d.labels.find("container");
+  return fmt::format(", pod {}{}{}", ns != d.labels.end() && !ns->second.empty() ? ns->second + "/" : "", pod->second,
+                     container != d.labels.end() && !container->second.empty() ? " (container " + container->second + ")"
+                                                                               : "");
+}
+
 /// The job a GPU served: one host's GPUs, split by Kubernetes pod where the source says.
 std::string JobKey(const DeviceMetricAnalysis& d) {
   std::string key = d.hostname;
@@ -769,7 +781,8 @@ std::vector<Finding> JudgeMetrics(const RecordingAnalysis& a, const WorkloadTarg
   std::vector<std::vector<std::string>> job_scopes;
   for (const auto& d : a.metric_devices) {
     Ctx c{a, d, targets, FindGpuSpec(d.name), {}, {}, 0};
-    c.scope = d.label + (d.name.empty() ? "" : " (" + d.name + ")") + (a.phase.empty() ? "" : ", " + a.phase + " phase");
+    c.scope = d.label + (d.name.empty() ? "" : " (" + d.name + ")") + PodOf(d) +
+              (a.phase.empty() ? "" : ", " + a.phase + " phase");
     c.source = d.busy_series == Metric::kGpuUtil ? "utilization.gpu (share of time a kernel runs)"
                                            : "GR engine activity (DCGM_FI_PROF_GR_ENGINE_ACTIVE)";
     c.busy_samples = d.Busy().samples;

@@ -159,6 +159,13 @@ TEST(Roofline, UnknownGpuHasNoRidgePoint) {
   const Diagnosis d = Diagnose(run);
   EXPECT_FALSE(d.recordings[0].roofline.available);
   EXPECT_NE(d.recordings[0].roofline.unavailable_reason.find("no published peaks"), std::string::npos);
+  // Busy 95 % with no peak to compare against: not "at the compute limit" (these
+  // decode GEMMs are memory-bound on any GPU), but efficiency unknown, saying what would tell.
+  EXPECT_EQ(FindVerdict(d, "at_compute_limit"), nullptr);
+  const Finding* f = FindVerdict(d, "efficiency_unknown");
+  ASSERT_NE(f, nullptr);
+  EXPECT_NE(f->title.find("not in the spec table"), std::string::npos) << f->title;
+  EXPECT_NE(f->to_separate.find("record_shapes=True"), std::string::npos);
 }
 
 TEST(Roofline, Fp32GemmsOnAGpuMissingFromTheSpecTableStillGetAGain) {

@@ -616,6 +616,41 @@ void Idle(const Context& c, std::vector<Finding>& out) {
   out.push_back(std::move(f));
 }
 
+/// Why this GPU's peak for the work it ran is unknown ("" when it is known): a GPU
+/// missing from the spec table, or no published peak for the precision that holds
+/// most of the matrix time (fp4 anywhere, fp8 before Hopper's tables).
+std::string UnknownPeak(const RecordingAnalysis& a) {
+  const auto spec = FindGpuSpec(a.device.name);
+  const std::string gpu = a.device.name.empty() ? "this GPU" : a.device.name;
+  if (!spec) return gpu + " is not in the spec table (src/analysis/gpu_specs.cc): its peaks are unknown";
+  const auto& p = a.precision;
+  if (p.matrix_total_ns == 0) return "";
+  int dominant = 0;
+  for (int i = 1; i < kNumPrecisions; ++i)
+    if (p.matrix_ns[i] > p.matrix_ns[dominant]) dominant = i;
+  const auto precision = static_cast<Precision>(dominant);
+  if (PeakTflops(*spec, precision) > 0) return "";
+  return fmt::format("no {} peak of the {} is published in the spec table", PrecisionName(precision), spec->model);
+}
+
+/// Busy, nothing above fired, but no known peak to say the work is at it.
+void EfficiencyUnknown(const Context& c, const std::string& why, std::vector<Finding>& out) {
+  Finding f;
+  f.verdict = "efficiency_unknown";
+  f.severity = Severity::kInfo;
+  f.title = fmt::format("Busy {:.1f}% of the step, but whether that is the compute limit is unknown: {}",
+                        c.a.gpu.busy_percent, why);
+  f.detail = "A GPU busy most of the step may be at its compute limit or streaming memory far below it (decode "
+             "GEMMs at a small batch are); telling them apart needs the GPU's peak for this precision and its "
+             "memory bandwidth (the ridge point), and the operators' shapes.";
+  f.evidence.push_back(E("gpu_busy_percent", c.a.gpu.busy_percent, "percent", "union of kernel time / step time",
+                         kComputeLimitBusyPercent, ">="));
+  f.cannot_exclude = {"memory_bound", "undersized_work"};
+  f.to_separate = "record the trace with record_shapes=True (the per-operator roofline) on a GPU whose peaks the spec "
+                  "table has, or collect DCGM_FI_PROF_PIPE_TENSOR_ACTIVE and DCGM_FI_PROF_DRAM_ACTIVE beside it";
+  out.push_back(std::move(f));
+}
+
 /// Reads the findings so far; appends only when none of them is moderate or worse.
 void ComputeLimit(const Context& c, std::vector<Finding>& out) {
   if (!c.a.has_gpu_activity || c.a.gpu.busy_percent < kComputeLimitBusyPercent) return;
@@ -623,6 +658,7 @@ void ComputeLimit(const Context& c, std::vector<Finding>& out) {
   if (MemoryBoundShare(c.a) >= analysis::kMemoryBoundModeratePercent) return;
   for (const auto& f : out)
     if (f.severity >= Severity::kModerate) return;
+  if (const std::string why = UnknownPeak(c.a); !why.empty()) return EfficiencyUnknown(c, why, out);
   Finding f;
   f.verdict = "at_compute_limit";
   f.severity = Severity::kInfo;

@@ -250,6 +250,28 @@ TEST(CollectiveSkew, PersistentStragglerIsNamedWithItsCause) {
   EXPECT_EQ(FindVerdict(d, "load_imbalance"), nullptr);
 }
 
+TEST(CollectiveSkew, OneProfiledStepNamesTheLateRankWithoutCallingItPersistent) {
+  // The same late rank 2, but each rank's trace holds one step (a single profiled
+  // iteration, as DLRM's et_replay inputs do): the rank is named, at most moderate,
+  // and the finding says one step cannot tell a slow rank from a one-off delay.
+  const auto arrive = [](int rank) { return [rank](int) { return rank == 2 ? 15.0 : 10.0; }; };
+  const auto last = [](int) { return 15.0; };
+  gputriage::Run run;
+  for (int r = 0; r < 4; ++r) {
+    Recording rec = RankTraceOf(r, arrive(r), last);
+    rec.steps.resize(1);
+    rec.kernels.resize(2);  // the first step's compute and all-reduce
+    run.recordings.push_back(std::move(rec));
+  }
+  const Diagnosis d = Diagnose(run);
+  const Finding* f = FindVerdict(d, "straggler_rank");
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(f->rank, 2);
+  EXPECT_EQ(f->severity, Severity::kModerate);
+  EXPECT_NE(f->detail.find("1 profiled step"), std::string::npos) << f->detail;
+  EXPECT_NE(f->to_separate.find("at least 3 steps"), std::string::npos);
+}
+
 TEST(CollectiveSkew, RanksAnalysedAsTheyAreReadJudgeTheSameWithoutTheirEvents) {
   // The ranks of a large run are analysed as they are read and their events
   // dropped (AnalyzeAndDropEvents): the cross-rank analysis, the report and the

@@ -110,6 +110,19 @@ bool InSteps(const intervals::List& steps, TimeNs t) {
 
 double MedianOf(std::vector<double> v) { return Median(v); }
 
+/// The k-th unnamed SendRecv kernel is the k-th host all-to-all call's, where the
+/// counts agree (one grouped kernel per call); where they do not (pipeline
+/// send/receive beside them, a call cut by the trace's window) none is taken, as
+/// a point-to-point transfer holds no rank but its peer.
+void AddSendRecvAllToAlls(const std::vector<CollectiveCall>& host, std::vector<Interval> sendrecv,
+                          std::vector<CollectiveCall>& device) {
+  size_t calls = 0;
+  for (const auto& h : host) calls += h.kind == "all_to_all" ? 1 : 0;
+  if (calls == 0 || calls != sendrecv.size()) return;
+  std::sort(sendrecv.begin(), sendrecv.end(), [](const Interval& a, const Interval& b) { return a.start < b.start; });
+  for (const Interval& k : sendrecv) device.push_back({k, "all_to_all"});
+}
+
 }  // namespace
 
 std::string_view SynchronisingCollective(std::string_view name) {
@@ -130,12 +143,19 @@ StatusOr<RankCollectives> GatherRankCollectives(const TraceEvents& events, int p
   const Recording& rec = events.recording();
   const auto is_communication = [&kinds](NameId name) { return kinds.at(name).cls == KernelClass::kCommunication; };
   const auto on_device = [primary_device](const KernelActivity& k) { return primary_device < 0 || k.device == primary_device; };
+  // NCCL runs all-to-all as grouped send/receive: its kernel is named SendRecv, and
+  // a trace without "Collective name" on kernels (Kineto before 2024) only says
+  // which it was on the host. Those kernels are matched to the rank's host
+  // all-to-all calls below, in order.
+  std::vector<Interval> unnamed_sendrecv;
   {
     auto kernels = events.kernels();
     for (const KernelActivity* k = kernels.Next(); k != nullptr; k = kernels.Next()) {
       if (!on_device(*k) || !is_communication(k->name)) continue;
       const std::string_view kind = SynchronisingCollective(rec.names.View(k->collective != kNoName ? k->collective : k->name));
       if (!kind.empty()) out.device.push_back({k->time, kind});
+      else if (k->collective == kNoName && Contains(AsciiLower(rec.names.View(k->name)), "sendrecv"))
+        unnamed_sendrecv.push_back(k->time);
     }
     RETURN_IF_ERROR(kernels.status());
   }
@@ -155,8 +175,9 @@ StatusOr<RankCollectives> GatherRankCollectives(const TraceEvents& events, int p
     RETURN_IF_ERROR(spans.status());
   }
   const auto by_start = [](const CollectiveCall& a, const CollectiveCall& b) { return a.time.start < b.time.start; };
-  std::stable_sort(out.device.begin(), out.device.end(), by_start);
   std::stable_sort(out.host.begin(), out.host.end(), by_start);
+  AddSendRecvAllToAlls(out.host, std::move(unnamed_sendrecv), out.device);
+  std::stable_sort(out.device.begin(), out.device.end(), by_start);
   // What each rank did between its calls, for the late rank's "before arriving".
   std::vector<TimeNs> at = Boundaries(out.device);
   const size_t device_points = at.size();

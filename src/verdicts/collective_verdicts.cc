@@ -19,6 +19,9 @@ constexpr double kStragglerHighPercent = 15.0;
 // Waiting that moves between ranks: the mean rank's wait as a share of the step.
 constexpr double kImbalanceModeratePercent = 10.0;
 constexpr double kImbalanceHighPercent = 25.0;
+// Steps needed to call lateness persistent: with fewer, the late rank is named
+// (the others waited for it) but a one-off delay cannot be told from a slow rank.
+constexpr double kPersistentMinSteps = 3;
 
 
 const char* CauseText(const std::string& cause) {
@@ -98,6 +101,18 @@ std::vector<Finding> JudgeCollectiveSkew(const CollectiveSkew& s, const std::vec
         top->rank, s.wait_ms_per_step, s.transfer_ms_per_step, top->rank, top->excess_compute_ms,
         top->excess_data_wait_ms, top->excess_host_ms, CauseText(s.cause));
     f.scope = fmt::format("ranks of the run ({})", s.ranks);
+    if (s.steps < kPersistentMinSteps) {
+      // One or two profiled steps: who was late is measured, that it lasts is not.
+      f.severity = std::min(f.severity, Severity::kModerate);
+      f.detail += fmt::format(" The trace holds {:.0f} profiled step{}: whether rank {} is late every step or was "
+                              "delayed once cannot be told from it.",
+                              s.steps, s.steps == 1 ? "" : "s", top->rank);
+      f.cannot_exclude.push_back("a one-off delay (a single step's lateness)");
+      f.to_separate = fmt::format("profile at least {:.0f} steps on every rank (schedule(active=...))",
+                                  kPersistentMinSteps);
+    }
+    f.evidence.push_back(E("profiled_steps", s.steps, "count", "steps per rank the skew was measured over",
+                           kPersistentMinSteps, ">="));
     f.evidence.push_back(E("straggler_late_share", 100.0 * top->late_share, "percent",
                            "collectives this rank entered last, of those with a late rank", 60.0, ">="));
     f.evidence.push_back(E("straggler_step_share", 100.0 * s.straggler_step_share, "percent",

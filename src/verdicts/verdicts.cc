@@ -110,6 +110,7 @@ void InputBound(const Context& c, std::vector<Finding>& out) {
        "removes I/O latency when workers are already saturated"},
   };
   f.gain = ReplayGain(c.step_ms, c.a.what_if.no_data_wait);
+  WeighByGain(f);
   out.push_back(std::move(f));
 }
 

@@ -296,11 +296,28 @@ TEST(MetricVerdicts, StopAndGoOnEveryGpuOfAJobIsOneJobVerdict) {
 }
 
 TEST(MetricVerdicts, PowerCapThrottling) {
+  // The driver reports sw_power_cap in every sample, but no clock is logged: the
+  // verdict stands, and since what it costs cannot be measured it promises nothing (low).
   const Diagnosis d = DiagnoseText(SmiLog(600, [](int) { return 99.0; }, 399, "0x0000000000000004"));
   const Finding* f = Find(d, "throttled");
   ASSERT_TRUE(f) << Verdicts(d);
-  EXPECT_EQ(f->severity, Severity::kHigh);
+  EXPECT_EQ(f->severity, Severity::kLow);
   EXPECT_NE(f->title.find("sw_power_cap"), std::string::npos);
+  EXPECT_NE(f->detail.find("clocks.sm"), std::string::npos) << f->detail;
+  // With the clock logged (1100 of 1410 MHz under the cap): high, and the gain is the headroom.
+  std::string log = "timestamp, index, name, utilization.gpu [%], power.draw [W], clocks.sm [MHz], clocks.max.sm [MHz], "
+                    "clocks_event_reasons.active\n";
+  for (int t = 0; t < 600; ++t)
+    log += fmt::format("2026/03/01 10:{:02d}:{:02d}.000, 0, NVIDIA A100-SXM4-80GB, 99, 399.00, 1100, 1410, "
+                       "0x0000000000000004\n", t / 60, t % 60);
+  const Diagnosis clocked = DiagnoseText(log);
+  const Finding* g = Find(clocked, "throttled");
+  ASSERT_TRUE(g) << Verdicts(clocked);
+  EXPECT_EQ(g->severity, Severity::kHigh);
+  ASSERT_TRUE(g->gain);
+  EXPECT_NEAR(g->gain->current, 1100.0, 1e-9);
+  EXPECT_NEAR(g->gain->expected, 1410.0, 1e-9);
+  EXPECT_EQ(g->gain->bounded_by, "power_limit");
 }
 
 /// Power and clocks without reason columns: `loaded_s` seconds of GEMM bursts
@@ -405,6 +422,17 @@ TEST(MetricVerdicts, AFindingNamesThePodThatHoldsTheGpu) {
   const Finding* f = Find(d, "idle");
   ASSERT_TRUE(f) << Verdicts(d);
   EXPECT_NE(f->scope.find("pod default/cuda-75454ffb9f-8ljq7 (container cuda)"), std::string::npos) << f->scope;
+}
+
+TEST(MetricVerdicts, ALogWithNoUtilizationSaysSoInsteadOfNothing) {
+  // Temperature and memory only: no verdict can be drawn, and the report says why
+  // (not "no rule crossed its threshold").
+  std::string log = "timestamp, index, temperature.gpu, memory.used [MiB]\n";
+  for (int t = 0; t < 120; ++t) log += fmt::format("2026/03/01 10:{:02d}:{:02d}.000, 0, 60, 1000\n", t / 60, t % 60);
+  const Diagnosis d = DiagnoseText(log);
+  const Finding* f = Find(d, "utilization_unavailable");
+  ASSERT_TRUE(f) << Verdicts(d);
+  EXPECT_NE(f->to_separate.find("--smi-columns"), std::string::npos) << f->to_separate;
 }
 
 TEST(MetricVerdicts, UtilizationOnlyLowSaysWhichMetricWouldTell) {

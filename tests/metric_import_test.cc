@@ -121,6 +121,21 @@ TEST(SmiCsv, UnitsInValuesAndAnyColumnOrder) {
   EXPECT_DOUBLE_EQ(rec.metrics.devices[1].Get(Metric::kSmClockMHz).mean(), 1005);
 }
 
+TEST(SmiCsv, ColumnsAScriptNamedInNvidiaSmisShape) {
+  // A pynvml logging script's CSV (anjana5anand/Distracted-Driving-Detection): the
+  // unit glued to the name and NVML-ish names; read, not skipped as unknown columns.
+  const std::string log =
+      "timestamp,index,name,gpu_utilization[%],memory.total[MiB],memory.used[MiB],memory.free[MiB],temperature[°C]\n"
+      "2025/05/25 00:13:19.084, 0, NVIDIA RTX A5000, 10, 24564, 11325, 12909, 72\n"
+      "2025/05/25 00:13:20.102, 0, NVIDIA RTX A5000, 56, 24564, 11326, 12908, 70\n";
+  Recording rec = ImportOne(log);
+  ASSERT_EQ(rec.metrics.devices.size(), 1u);
+  const auto& g = rec.metrics.devices[0];
+  EXPECT_EQ(g.Get(Metric::kGpuUtil).count(), 2);
+  EXPECT_EQ(g.Get(Metric::kGpuTempC).count(), 2);
+  EXPECT_DOUBLE_EQ(g.Get(Metric::kFbUsedBytes).max(), 11326.0 * kMiB);
+}
+
 TEST(SmiCsv, PositionalGpusWithoutKeyColumns) {
   // No index/uuid/bus id: rows of one interval are milliseconds apart, intervals a second.
   const std::string log =

@@ -6,6 +6,7 @@
 #include "gputriage/markers.hpp"
 #include "gputriage/report.h"
 #include "gputriage/version.h"
+#include "src/analysis/gpu_specs.h"
 #include "src/analysis/kernel_taxonomy.h"
 
 namespace gputriage {
@@ -15,6 +16,13 @@ using nlohmann::json;
 
 /// NaN ("not measured") becomes null rather than an invalid JSON number.
 json Num(double v) { return std::isnan(v) || std::isinf(v) ? json(nullptr) : json(v); }
+
+/// The spec-table row a device name matched ("H100 SXM"), null when none did: the
+/// peaks behind MFU, the ridge point and the compute-limit verdict come from it.
+json SpecModel(const std::string& device_name) {
+  const auto spec = FindGpuSpec(device_name);
+  return spec ? json(spec->model) : json(nullptr);
+}
 
 /// Each marked step phase's mean per step, by name (data .. other, copy).
 json PhaseTimes(const StepMarkerAnalysis& m) {
@@ -201,7 +209,8 @@ json RecordingJson(const Recording& rec, const RecordingAnalysis& a, int max_ker
                  {"compute_capability", a.device.compute_major >= 0
                                             ? json(std::to_string(a.device.compute_major) + "." + std::to_string(a.device.compute_minor))
                                             : json(nullptr)},
-                 {"num_sms", a.device.num_sms}, {"total_memory_bytes", a.device.total_memory_bytes}};
+                 {"num_sms", a.device.num_sms}, {"total_memory_bytes", a.device.total_memory_bytes},
+                 {"spec", SpecModel(a.device.name)}};
   j["import"] = {{"bytes", rec.stats.bytes_read}, {"events", rec.stats.events_seen}, {"events_used", rec.stats.events_used},
                  {"python_function_events", rec.stats.python_function_events}, {"truncated", rec.stats.truncated},
                  {"truncation_note", rec.stats.truncated ? json(rec.stats.truncation_note) : json(nullptr)}};

@@ -186,12 +186,11 @@ std::optional<ExpectedGain> FedLevelGain(const Ctx& c, const char* bounded_by) {
                                (analysis::kWorkerHostStretchBest - 1) * 100, (analysis::kWorkerHostStretchWorst - 1) * 100));
 }
 
-/// MIG hides utilization.gpu (NVML and DCGM report none per instance).
+/// No utilization to judge by: MIG hides utilization.gpu (NVML and DCGM report none
+/// per instance), or the source has no such column gputriage reads. Said, never
+/// silent: a report that draws no verdict must say it had nothing to draw one from.
 bool UtilizationUnavailable(const Ctx& c, std::vector<Finding>& out) {
   if (!c.d.busy_metric.empty()) return false;
-  // Say so only where it matters: the GPU shows other signs of life (power) or
-  // runs MIG. A device with a few static gauges gets no verdict at all.
-  if (!Has(c.d, Metric::kPowerW) && !c.d.mig_mode) return true;
   // A MIG board whose instances report their own activity (GPM per instance) is
   // diagnosed through them: nothing is missing.
   if (c.d.mig_mode && !c.d.mig_instance)
@@ -199,7 +198,8 @@ bool UtilizationUnavailable(const Ctx& c, std::vector<Finding>& out) {
       if (other.mig_instance && !other.busy_metric.empty() && other.label.rfind(c.d.label + " / MIG", 0) == 0) return true;
   Finding f = Make(c, "utilization_unavailable", Severity::kInfo);
   const bool working = !std::isnan(c.d.power_mean_percent_of_limit) && c.d.power_mean_percent_of_limit >= kPowerWorkingPercent;
-  f.title = c.d.mig_mode ? "No utilization reported: MIG mode hides utilization.gpu" : "No utilization metric was logged";
+  f.title = c.d.mig_mode ? "No utilization reported: MIG mode hides utilization.gpu"
+                         : "No utilization metric was read: nothing about this GPU's use can be judged";
   f.detail = fmt::format(
       "Neither utilization.gpu nor GR engine activity is in this source{}. {}No utilization verdict is drawn.",
       c.d.mig_mode ? " (with MIG enabled NVML and DCGM report no device utilization; dmon prints '-')" : "",
@@ -207,8 +207,12 @@ bool UtilizationUnavailable(const Ctx& c, std::vector<Finding>& out) {
                             c.d.power_mean_percent_of_limit)
               : std::string(""));
   AddPowerEvidence(c, f);
-  f.to_separate = "collect DCGM_FI_PROF_GR_ENGINE_ACTIVE (per GPU instance under MIG) via dcgm-exporter, or GPM "
-                  "metrics (nvidia-smi dmon --gpm-metrics 1,2,5,10)";
+  f.to_separate = c.d.mig_mode
+                      ? "collect DCGM_FI_PROF_GR_ENGINE_ACTIVE (per GPU instance under MIG) via dcgm-exporter, or GPM "
+                        "metrics (nvidia-smi dmon --gpm-metrics 1,2,5,10)"
+                      : "log utilization.gpu (nvidia-smi --query-gpu=timestamp,index,utilization.gpu,power.draw,"
+                        "clocks.sm --format=csv -l 1); a log whose columns are named otherwise is read with "
+                        "--smi-columns (the import notes list the columns not used)";
   out.push_back(std::move(f));
   return true;
 }
@@ -268,6 +272,18 @@ bool Idle(const Ctx& c, std::vector<Finding>& out) {
   f.gain = gain;
   out.push_back(std::move(f));
   return true;
+}
+
+/// The clock headroom a limit takes: SM-bound work speeds up by the clock ratio once
+/// the limit no longer holds it; memory-bound work gains nothing (the range's other end).
+ExpectedGain ClockGain(double current_mhz, double max_mhz, const char* bounded_by) {
+  ExpectedGain g = LevelGain("sm_clock_mhz", current_mhz, max_mhz, max_mhz, current_mhz, bounded_by,
+                             fmt::format("the clock headroom lost: SM-bound work speeds up by the clock ratio ({:.0f} -> "
+                                         "{:.0f} MHz, +{:.0f}%) once the limit no longer holds it; memory-bound work "
+                                         "gains nothing (the range's other end)",
+                                         current_mhz, max_mhz, 100.0 * (max_mhz / current_mhz - 1.0)));
+  g.unit = "MHz";
+  return g;
 }
 
 /// Throttling without clock-event reasons: what holds the clocks under load, read
@@ -336,13 +352,7 @@ void InferredThrottle(const Ctx& c, std::vector<Finding>& out) {
   f.evidence.push_back(E("loaded_share_percent", 100.0 * d.loaded_share, "percent",
                          fmt::format("time with busy >= {:.0f}%", LoadedReadings::kLoadedBusyPercent)));
   f.cannot_exclude = {"a workload bound by memory bandwidth gains less from the clock than the ratio"};
-  f.gain = LevelGain("sm_clock_mhz", d.loaded_sm_clock_mean_mhz, d.max_sm_clock_mhz, d.max_sm_clock_mhz,
-                     d.loaded_sm_clock_mean_mhz, bounded_by,
-                     fmt::format("the clock headroom lost: SM-bound work speeds up by the clock ratio ({:.0f} -> {:.0f} "
-                                 "MHz, +{:.0f}%) once the limit no longer holds it; memory-bound work gains nothing "
-                                 "(the range's other end)",
-                                 d.loaded_sm_clock_mean_mhz, d.max_sm_clock_mhz, headroom));
-  f.gain->unit = "MHz";
+  f.gain = ClockGain(d.loaded_sm_clock_mean_mhz, d.max_sm_clock_mhz, bounded_by);
   f.recommendations = {
       {bounded_by == std::string("thermal_limit")
            ? "check cooling, fan curves and inlet temperature"
@@ -377,6 +387,20 @@ void Throttled(const Ctx& c, std::vector<Finding>& out) {
                            fmt::format("mean SM clock / max {:.0f} MHz", c.d.max_sm_clock_mhz)));
   AddPowerEvidence(c, f);
   if (Has(c.d, Metric::kGpuTempC)) f.evidence.push_back(E("gpu_temp_max_c", c.d.metrics[static_cast<int>(Metric::kGpuTempC)].max, "C", "GPU temperature"));
+  // The clock the limit leaves under load (else over the log) against its maximum.
+  const double clock = !std::isnan(c.d.loaded_sm_clock_mean_mhz) ? c.d.loaded_sm_clock_mean_mhz
+                                                                  : Has(c.d, Metric::kSmClockMHz) ? Mean(c.d, Metric::kSmClockMHz)
+                                                                                                  : NAN;
+  if (clock > 0 && c.d.max_sm_clock_mhz > clock) {
+    const bool thermal = reasons.find("thermal") != std::string::npos;
+    f.gain = ClockGain(clock, c.d.max_sm_clock_mhz, thermal ? "thermal_limit" : "power_limit");
+  } else {
+    // The clock is not logged, or sits at its maximum despite the events: nothing to promise.
+    f.severity = Severity::kLow;
+    f.detail += clock > 0 ? " The SM clock under load is not below its maximum in this log, so no gain can be stated."
+                          : " The SM clock is not logged, so what the limit costs cannot be stated: log clocks.sm "
+                            "beside the reasons.";
+  }
   f.recommendations = {
       {"check cooling and inlet temperature (thermal slowdowns) and the power limit (nvidia-smi -q -d POWER)",
        "a thermally or power-limited GPU cannot reach its rated clocks"},
@@ -590,7 +614,9 @@ void LowTensorActivity(const Ctx& c, std::vector<Finding>& out) {
   if (HasAny(out, {"low_precision", "memory_bound"}, Severity::kModerate)) return;
   const double tensor = Mean(c.d, Metric::kTensorActive);
   if (tensor >= c.t.tensor_active_percent) return;
-  Finding f = Make(c, "low_tensor_activity", Severity::kModerate);
+  // Low: counters say little of the work is tensor math, not what a fix would gain
+  // (that depends on which kernels take the rest): a trace of a few steps would.
+  Finding f = Make(c, "low_tensor_activity", Severity::kLow);
   f.title = fmt::format("Busy but inefficient: tensor pipe active {:.0f}% (target > {:.0f}% for {})", tensor,
                         c.t.tensor_active_percent, c.t.basis);
   f.detail = "The GPU is kept busy, but little of that time is tensor-core math: non-matrix kernels (elementwise, "

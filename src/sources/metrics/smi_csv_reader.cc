@@ -74,6 +74,17 @@ constexpr FieldEntry kFields[] = {
     {"clocks.max.sm", Column::kMetric, Metric::kCount, 0},  // a device fact, handled below
     {"clocks.max.sm_clock", Column::kMetric, Metric::kCount, 0},
     {"temperature.gpu", Column::kMetric, Metric::kGpuTempC, 0},
+    // Names that logging scripts built on NVML (pynvml) write in nvidia-smi's CSV shape.
+    {"gpu_utilization", Column::kMetric, Metric::kGpuUtil, 0},
+    {"utilization_gpu", Column::kMetric, Metric::kGpuUtil, 0},
+    {"gpu_util", Column::kMetric, Metric::kGpuUtil, 0},
+    {"memory_utilization", Column::kMetric, Metric::kMemCopyUtil, 0},
+    {"temperature", Column::kMetric, Metric::kGpuTempC, 0},
+    {"gpu_temperature", Column::kMetric, Metric::kGpuTempC, 0},
+    {"power_draw", Column::kMetric, Metric::kPowerW, 0},
+    {"memory_used", Column::kMetric, Metric::kFbUsedBytes, 0},
+    {"memory_free", Column::kMetric, Metric::kFbFreeBytes, 0},
+    {"memory_total", Column::kMetric, Metric::kFbTotalBytes, 0},
     {"temperature.memory", Column::kMetric, Metric::kMemTempC, 0},
     {"memory.used", Column::kMetric, Metric::kFbUsedBytes, 0},
     {"memory.free", Column::kMetric, Metric::kFbFreeBytes, 0},
@@ -107,9 +118,10 @@ constexpr FieldEntry kFields[] = {
 ColumnSpec SpecFor(std::string_view header_field) {
   ColumnSpec spec;
   std::string_view name = header_field;
-  const size_t bracket = name.find(" [");
-  if (bracket != std::string_view::npos && name.back() == ']') {
-    spec.unit = std::string(name.substr(bracket + 2, name.size() - bracket - 3));
+  // "power.draw [W]" as nvidia-smi writes it, "memory.used[MiB]" as some scripts do.
+  const size_t bracket = name.rfind('[');
+  if (bracket != std::string_view::npos && bracket > 0 && name.back() == ']') {
+    spec.unit = std::string(name.substr(bracket + 1, name.size() - bracket - 2));
     name = name.substr(0, bracket);
   }
   name = TrimAsciiSpace(name);

@@ -1,0 +1,175 @@
+#!/usr/bin/env python3
+"""Runs gputriage over many recordings and checks rules that need no expected answer.
+
+  sweep.py GPUTRIAGE LIST [--root DIR] [--json OUT] [--show N]
+
+LIST: one run a line, its files separated by spaces (the ranks of one job), paths
+relative to --root (default: the repository) or absolute; text after `#` is a
+comment (where the file came from). Missing files are counted, not judged.
+
+The invariants (issue 40), each violation a defect to fix as a class:
+  data           every file yields events or samples; a file read as empty is named
+  gain           every finding at moderate or above carries expected_gain with a
+                 range and what bounds it
+  severity_gain  a moderate or high finding's step-time gain is at least 5 %
+                 (below it the fix is not what holds the step: low)
+  idle_explained a GPU busy under half the observed time gets a finding that says why
+  compute_limit  at_compute_limit (trace) only on a GPU whose peaks the spec table has
+  percent        every percentage in the evidence within 0-100; MFU at most 100
+  exit           gputriage exits 0 or 1 with a JSON report (never a crash)
+
+Exits 1 when any invariant is violated.
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from run_corpus import no_data  # noqa: E402 (the same rule the corpus applies)
+
+# Verdicts that say why a GPU is idle much of the time.
+EXPLAINS_IDLE = {"input_bound", "launch_bound", "idle", "communication_bound", "straggler_rank", "load_imbalance",
+                 "host_stall", "copy_bound", "optimizer_bound", "idle_phases", "underutilized", "no_gpu_activity",
+                 "utilization_unavailable", "video_engine_busy", "undersized_work", "unstable_step_time",
+                 "host_saturated", "checkpoint_overhead", "evaluation_overhead"}
+SEVERE = ("moderate", "high")
+MIN_GAIN_PERCENT = 5.0
+INVARIANTS = ["exit", "data", "gain", "severity_gain", "idle_explained", "compute_limit", "percent"]
+
+
+def read_list(path, root):
+    runs = []
+    with open(path, encoding="utf-8") as f:
+        for number, line in enumerate(f, 1):
+            text = line.split("#", 1)[0].strip()
+            if text:
+                runs.append((f"{os.path.basename(path)}:{number}",
+                             [p if os.path.isabs(p) else os.path.join(root, p) for p in text.split()]))
+    return runs
+
+
+def check_gains(findings):
+    gain, severity = [], []
+    for f in findings:
+        if f.get("severity") not in SEVERE:
+            continue
+        g = f.get("expected_gain") or {}
+        if not g.get("range") or not g.get("bounded_by"):
+            gain.append(f"{f['verdict']} ({f['severity']}) has no expected gain with a range and what bounds it")
+        elif g.get("unit") == "ms" and (g.get("speedup_percent") or 0) < MIN_GAIN_PERCENT:
+            severity.append(f"{f['verdict']} is {f['severity']} but promises {g.get('speedup_percent', 0):.1f} %")
+    return gain, severity
+
+
+def busy_percents(report):
+    """(label, busy %) of each GPU seen: a trace's union of kernel time, a metric log's mean."""
+    out = []
+    for r in report.get("recordings", []):
+        if r.get("format") == "kineto":
+            for g in r.get("gpus") or []:
+                if g.get("busy_percent") is not None:
+                    out.append((f"{os.path.basename(r.get('source') or '?')} GPU {g.get('device')}", g["busy_percent"]))
+        for d in r.get("metric_devices") or []:
+            busy = d.get("busy_mean_percent")
+            if busy is None:
+                busy = ((d.get("metrics") or {}).get("gpu_util") or {}).get("mean")
+            if busy is not None:
+                out.append((d.get("label") or "GPU", busy))
+    return out
+
+
+def check_idle(report, verdicts):
+    if verdicts & EXPLAINS_IDLE:
+        return []
+    return [f"{label} busy {busy:.0f} % with no finding that says why"
+            for label, busy in busy_percents(report) if busy < 50.0]
+
+
+def check_compute_limit(report, findings):
+    out = []
+    if not any(f["verdict"] == "at_compute_limit" and f.get("origin", "trace") == "trace" for f in findings):
+        return out
+    for r in report.get("recordings", []):
+        device = r.get("device") or {}
+        if r.get("format") == "kineto" and device.get("name") and device.get("spec") is None:
+            out.append(f"at_compute_limit on {device['name']}, which the spec table does not have")
+    return out
+
+
+def check_percents(findings):
+    out = []
+    for f in findings:
+        for e in f.get("evidence") or []:
+            value = e.get("value")
+            if e.get("unit") == "percent" and value is not None and not -0.5 <= value <= 100.5:
+                out.append(f"{f['verdict']}: {e.get('name')} = {value:.1f} %")
+            if "mfu" in (e.get("name") or "").lower() and value is not None and value > 100.5:
+                out.append(f"{f['verdict']}: {e.get('name')} = {value:.1f} (MFU above 100 %)")
+    return out
+
+
+def judge(report):
+    findings = report.get("findings", [])
+    verdicts = {f["verdict"] for f in findings}
+    gain, severity = check_gains(findings)
+    return {"data": no_data(report), "gain": gain, "severity_gain": severity,
+            "idle_explained": check_idle(report, verdicts), "compute_limit": check_compute_limit(report, findings),
+            "percent": check_percents(findings)}
+
+
+def run(binary, paths):
+    try:
+        proc = subprocess.run([binary, "diagnose", *paths, "--json"], capture_output=True, text=True, timeout=600)
+    except subprocess.TimeoutExpired:
+        return None, "took over 600 s"
+    if proc.returncode not in (0, 1):
+        first = (proc.stderr.strip().splitlines() or [""])[0]
+        return None, f"exit {proc.returncode}: {first[:200]}"
+    try:
+        return json.loads(proc.stdout), ""
+    except json.JSONDecodeError as e:
+        return None, f"no JSON report: {e}"
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("gputriage")
+    ap.add_argument("list")
+    ap.add_argument("--root", default=os.path.join(HERE, "..", ".."))
+    ap.add_argument("--json")
+    ap.add_argument("--show", type=int, default=20, help="violations printed per invariant")
+    args = ap.parse_args()
+    runs = read_list(args.list, args.root)
+    violations = {name: [] for name in INVARIANTS}
+    missing, judged = 0, 0
+    for where, paths in runs:
+        if not all(os.path.exists(p) for p in paths):
+            missing += 1
+            continue
+        judged += 1
+        report, error = run(args.gputriage, paths)
+        label = f"{where} {os.path.relpath(paths[0], args.root) if len(paths) == 1 else f'{len(paths)} files from {os.path.dirname(paths[0])}'}"
+        if report is None:
+            violations["exit"].append(f"{label}: {error}")
+            continue
+        for name, found in judge(report).items():
+            violations[name] += [f"{label}: {v}" for v in found]
+    print(f"sweep: {judged} runs judged ({missing} listed but not here)")
+    for name in INVARIANTS:
+        found = violations[name]
+        print(f"{name:15} {len(found):5} violation{'s' if len(found) != 1 else ''}")
+        for v in found[:args.show]:
+            print(f"    {v}")
+        if len(found) > args.show:
+            print(f"    ... and {len(found) - args.show} more")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"runs": judged, "missing": missing, "violations": violations}, f, indent=1)
+    return 1 if any(violations.values()) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

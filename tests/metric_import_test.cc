@@ -134,6 +134,18 @@ TEST(SmiCsv, ColumnsAScriptNamedInNvidiaSmisShape) {
   EXPECT_EQ(g.Get(Metric::kGpuUtil).count(), 2);
   EXPECT_EQ(g.Get(Metric::kGpuTempC).count(), 2);
   EXPECT_DOUBLE_EQ(g.Get(Metric::kFbUsedBytes).max(), 11326.0 * kMiB);
+  // Units as suffixes and percent signs (ilapetrovic/best-llm-finder-pipeline's logger).
+  const std::string other =
+      "timestamp,gpu_name,gpu_util%,mem_util%,mem_used_MB,mem_total_MB,temp_C\n"
+      "2025/10/28 11:25:36.562,NVIDIA A40,0,0,3,46068,27\n"
+      "2025/10/28 11:25:37.562,NVIDIA A40,80,10,3000,46068,40\n";
+  Recording rec2 = ImportOne(other);
+  ASSERT_EQ(rec2.metrics.devices.size(), 1u);
+  const auto& a40 = rec2.metrics.devices[0];
+  EXPECT_EQ(a40.name, "NVIDIA A40");
+  EXPECT_DOUBLE_EQ(a40.Get(Metric::kGpuUtil).max(), 80.0);
+  EXPECT_DOUBLE_EQ(a40.Get(Metric::kGpuTempC).max(), 40.0);
+  EXPECT_DOUBLE_EQ(a40.Get(Metric::kFbUsedBytes).max(), 3000.0 * kMiB);
 }
 
 TEST(SmiCsv, PositionalGpusWithoutKeyColumns) {

@@ -188,6 +188,23 @@ TEST(Roofline, Fp32GemmsOnAGpuMissingFromTheSpecTableStillGetAGain) {
   EXPECT_NE(f->gain->basis.find("not in the spec table"), std::string::npos) << f->gain->basis;
 }
 
+TEST(Roofline, AGpuIdleMostOfTheStepIsNeverLeftSilent) {
+  // One 300 µs GEMM a 1 ms step: busy 30 %, above idle's line, below launch_bound's
+  // kernel count, no loader: no rule's pattern, yet the GPU waits 70 % of the step.
+  Recording rec = GemmSteps(4096, "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64");
+  for (auto& k : rec.kernels) k.time.end = k.time.start + 300 * us;
+  gputriage::Run run;
+  run.recordings.push_back(std::move(rec));
+  const Diagnosis d = Diagnose(run);
+  const Finding* f = FindVerdict(d, "underutilized");
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(f->severity, Severity::kModerate);
+  ASSERT_TRUE(f->gain.has_value());
+  EXPECT_NEAR(f->gain->best, 0.3, 1e-6);  // the step down to the GPU's own work
+  EXPECT_NEAR(f->gain->worst, 1.0, 1e-6);
+  EXPECT_EQ(FindVerdict(d, "at_compute_limit"), nullptr);
+}
+
 // ---- Cross-rank collective skew --------------------------------------------
 
 /// One rank of a 4-rank run: ten 20 ms steps, each compute then an all-reduce

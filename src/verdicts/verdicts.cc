@@ -47,6 +47,7 @@ constexpr double kSmFillModerate = 0.5;         // SMs with a block, share of bu
 constexpr double kSmFillHigh = 0.25;
 constexpr double kUndersizedMinBusyPercent = 5.0;  // below this the GPU's work is too little to judge its shape
 constexpr double kIdleBusyPercent = 10.0;
+constexpr double kUnderutilizedBusyPercent = 50.0;  // idle most of the step: always said
 constexpr double kCommHiddenPoint = 0.6;        // share of exposed communication overlap hides
 constexpr double kCommHiddenWorst = 0.25;
 constexpr double kGraphKernelGapUs = 2.0;       // kernel-to-kernel gap inside a CUDA graph replay (~1-3 µs)
@@ -572,37 +573,18 @@ void UndersizedWork(const Context& c, std::vector<Finding>& out) {
 }
 
 /// Reads the findings so far; appends only when none of them explains the idle time.
-void Idle(const Context& c, std::vector<Finding>& out) {
-  if (!c.a.has_gpu_activity || c.a.gpu.busy_percent >= kIdleBusyPercent) return;
-  for (const auto& f : out)  // idleness already explained by a cause of idle time
-    if (f.severity >= Severity::kModerate &&
-        (f.verdict == "input_bound" || f.verdict == "launch_bound" || f.verdict == "communication_bound" ||
-         f.verdict == "undersized_work"))
-      return;
-  Finding f;
-  f.verdict = "idle";
-  f.severity = Severity::kHigh;
-  f.title = fmt::format("GPU idle: kernels run only {:.1f}% of the step time", c.a.gpu.busy_percent);
-  const auto& idle = c.a.device_idle;
-  IdleCause top = IdleCause::kOther;
-  for (int i = 0; i < kNumIdleCauses; ++i)
-    if (idle.ns[i] > idle.ns[static_cast<int>(top)]) top = static_cast<IdleCause>(i);
-  f.detail = fmt::format(
-      "The device had no work for {:.1f}% of the {:.1f} ms window; the largest share of that idle time is "
-      "'{}'. No data-loading, launch or communication pattern explains it: the job spends its time elsewhere "
-      "(CPU work, waiting on I/O or other processes, or a mostly idle allocation).",
-      100.0 - c.a.gpu.busy_percent, c.step_ms, IdleCauseName(top));
+/// The evidence and Amdahl gain of a GPU idle much of the step: where its idle time
+/// sits (the idle-cause breakdown) and the step with that time gone at best,
+/// unchanged at worst, the point in the middle (no fix's effect is measured).
+void AddIdleEvidenceAndGain(const Context& c, Finding& f, double threshold) {
   f.evidence.push_back(E("gpu_busy_percent", c.a.gpu.busy_percent, "percent", "union of kernel time / step window",
-                         kIdleBusyPercent, "<"));
+                         threshold, "<"));
   f.evidence.push_back(E("kernels_per_step", c.a.launch.kernels_per_step, "count", "kernels inside steps"));
   for (int i = 0; i < kNumIdleCauses; ++i) {
     f.evidence.push_back(E(std::string("idle_") + IdleCauseName(static_cast<IdleCause>(i)) + "_percent",
-                           Percent(ToMs(idle.ns[i]), c.step_ms * StepCount(c.a)),
+                           Percent(ToMs(c.a.device_idle.ns[i]), c.step_ms * StepCount(c.a)),
                            "percent", "share of step time"));
   }
-  // Amdahl bound over the idle time: at best the step shrinks to the GPU's own
-  // work (nothing left waiting), at worst nothing changes; no fix is named, so the
-  // point is the middle of the bound.
   const double idle_ms = c.step_ms * (100.0 - c.a.gpu.busy_percent) / 100.0;
   f.gain = StepGain(c.step_ms, c.step_ms - idle_ms / 2, c.step_ms - idle_ms, c.step_ms, "host_work",
                     fmt::format("Amdahl bound over {:.2f} ms of idle device time per step: all of it removed at best, "
@@ -614,6 +596,60 @@ void Idle(const Context& c, std::vector<Finding>& out) {
       {"if the job is interactive or mostly CPU, release the GPU or share it (MIG, MPS, smaller instance)",
        "an idle GPU costs the same as a busy one"},
   };
+}
+
+IdleCause LargestIdleCause(const IdleBreakdown& idle) {
+  IdleCause top = IdleCause::kOther;
+  for (int i = 0; i < kNumIdleCauses; ++i)
+    if (idle.ns[i] > idle.ns[static_cast<int>(top)]) top = static_cast<IdleCause>(i);
+  return top;
+}
+
+bool Explained(const std::vector<Finding>& out, Severity at_least) {
+  for (const auto& f : out)  // idleness already explained by a cause of idle time
+    if (f.severity >= at_least && (f.verdict == "input_bound" || f.verdict == "launch_bound" ||
+                                   f.verdict == "communication_bound" || f.verdict == "undersized_work"))
+      return true;
+  return false;
+}
+
+void Idle(const Context& c, std::vector<Finding>& out) {
+  if (!c.a.has_gpu_activity || c.a.gpu.busy_percent >= kIdleBusyPercent) return;
+  if (Explained(out, Severity::kModerate)) return;
+  Finding f;
+  f.verdict = "idle";
+  f.severity = Severity::kHigh;
+  f.title = fmt::format("GPU idle: kernels run only {:.1f}% of the step time", c.a.gpu.busy_percent);
+  f.detail = fmt::format(
+      "The device had no work for {:.1f}% of the {:.1f} ms window; the largest share of that idle time is "
+      "'{}'. No data-loading, launch or communication pattern explains it: the job spends its time elsewhere "
+      "(CPU work, waiting on I/O or other processes, or a mostly idle allocation).",
+      100.0 - c.a.gpu.busy_percent, c.step_ms, IdleCauseName(LargestIdleCause(c.a.device_idle)));
+  AddIdleEvidenceAndGain(c, f, kIdleBusyPercent);
+  out.push_back(std::move(f));
+}
+
+/// A GPU idle most of the step (busy under half of it, above idle's line) that no
+/// rule explains: said, with where the idle time sits, never left silent between
+/// two rules' thresholds.
+void Underutilized(const Context& c, std::vector<Finding>& out) {
+  if (!c.a.has_gpu_activity || c.a.gpu.busy_percent < kIdleBusyPercent ||
+      c.a.gpu.busy_percent >= kUnderutilizedBusyPercent)
+    return;
+  if (Explained(out, Severity::kLow)) return;
+  Finding f;
+  f.verdict = "underutilized";
+  f.severity = Severity::kModerate;
+  f.title = fmt::format("GPU idle {:.1f}% of the step with no pattern that explains it", 100.0 - c.a.gpu.busy_percent);
+  f.detail = fmt::format(
+      "Kernels run {:.1f}% of the {:.1f} ms step; the largest share of the idle time is '{}'. No data-loading, "
+      "launch, communication or batch-size pattern crosses its threshold, so the trace names where the time sits "
+      "but not one cause.",
+      c.a.gpu.busy_percent, c.step_ms, IdleCauseName(LargestIdleCause(c.a.device_idle)));
+  f.cannot_exclude = {"launch_bound", "input_bound", "host-side synchronisation"};
+  f.to_separate = "profile more steps with with_stack=True (which host code runs while the GPU waits), or mark the "
+                  "loop's phases with gputriage's step markers";
+  AddIdleEvidenceAndGain(c, f, kUnderutilizedBusyPercent);
   out.push_back(std::move(f));
 }
 
@@ -716,6 +752,7 @@ std::vector<Finding> JudgeRecording(const RecordingAnalysis& a) {
   MisalignedShapes(c, out);
   UndersizedWork(c, out);
   Idle(c, out);
+  Underutilized(c, out);
   ComputeLimit(c, out);
   for (auto& f : out) f.rank = a.rank;
   return out;

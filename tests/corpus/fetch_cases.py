@@ -2,7 +2,7 @@
 """Fetches the corpus cases that cannot be committed (their sources state no
 licence) into a local cache, at the commits tests/corpus/cases.toml pins.
 
-  fetch_cases.py CACHE_DIR [--mirror-root DIR]
+  fetch_cases.py CACHE_DIR [--mirror-root DIR] [--sweep-list LIST...]
 
 With --mirror-root, each repository is read from a git mirror at
 DIR/OWNER+NAME/repo (as the project's search tool leaves them); otherwise from
@@ -10,7 +10,8 @@ GitHub's raw file host, where the network allows (30 s per file, 64 MiB at most)
 A fetch may name an archive `member` (a .zip's file, unpacked beside it, as the user
 would) or `extract = "exposition"` (the dcgm-exporter scrape shown on a Markdown page,
 tests/corpus/extract_exposition.py). run_corpus.py reads the cache with --fetched
-CACHE_DIR (or $GPUTRIAGE_CORPUS_CACHE).
+CACHE_DIR (or $GPUTRIAGE_CORPUS_CACHE). --sweep-list also brings every
+OWNER/NAME@COMMIT:PATH entry of the invariant sweep's lists (tests/corpus/sweep.py).
 """
 import argparse
 import io
@@ -85,15 +86,34 @@ def fetch_one(cache, mirror_root, fetch):
     return f"fetched ({len(data)} bytes)"
 
 
+def sweep_entries(lists):
+    """The OWNER/NAME@COMMIT:PATH entries of invariant-sweep lists, as fetches."""
+    for path in lists:
+        with open(path, encoding="utf-8") as f:
+            for line in f:
+                for entry in line.split("#", 1)[0].split():
+                    if "@" in entry and ":" in entry.split("@", 1)[1]:
+                        repo, rest = entry.split("@", 1)
+                        commit, file_path = rest.split(":", 1)
+                        yield {"repo": repo, "commit": commit, "path": file_path}
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("cache")
     ap.add_argument("--mirror-root")
     ap.add_argument("--cases", default=os.path.join(HERE, "cases.toml"))
+    ap.add_argument("--sweep-list", nargs="*", default=[])
     args = ap.parse_args()
     with open(args.cases, "rb") as f:
         cases = tomllib.load(f)["case"]
     failed = 0
+    for entry in sweep_entries(args.sweep_list):
+        try:
+            fetch_one(args.cache, args.mirror_root, entry)
+        except Exception as e:  # one unreachable file must not stop the others
+            print(f"failed   sweep {entry['repo']}@{entry['commit']}:{entry['path']}: {e}")
+            failed += 1
     for case in cases:
         fetches = case.get("fetch")
         if not fetches:

@@ -3,9 +3,10 @@
 
   sweep.py GPUTRIAGE LIST [--root DIR] [--json OUT] [--show N]
 
-LIST: one run a line, its files separated by spaces (the ranks of one job), paths
-relative to --root (default: the repository) or absolute; text after `#` is a
-comment (where the file came from). Missing files are counted, not judged.
+LIST: one run a line, its files separated by spaces (the ranks of one job): paths
+relative to --root (default: the repository) or absolute, or OWNER/NAME@COMMIT:PATH
+for a public file fetch_cases.py --sweep-list brought into the --fetched cache; text
+after `#` is a comment. Files not here are counted, not judged.
 
 The invariants (issue 40), each violation a defect to fix as a class:
   data           every file yields events or samples; a file read as empty is named
@@ -16,8 +17,10 @@ The invariants (issue 40), each violation a defect to fix as a class:
   idle_explained a GPU busy under half the observed time gets a finding that says why
   compute_limit  at_compute_limit (trace) only on a GPU whose peaks the spec table has
   percent        every percentage in the evidence within 0-100; MFU at most 100
-  exit           gputriage exits 0 or 1 with a JSON report (never a crash)
+  exit           gputriage exits 0 or 1 with a JSON report, or 3 with an error that
+                 names the file (a format it does not read): never a crash or silence
 
+Files it refuses with a clear error are counted and listed as rejected, apart.
 Exits 1 when any invariant is violated.
 """
 import argparse
@@ -40,14 +43,22 @@ MIN_GAIN_PERCENT = 5.0
 INVARIANTS = ["exit", "data", "gain", "severity_gain", "idle_explained", "compute_limit", "percent"]
 
 
-def read_list(path, root):
+def resolve(entry, root, fetched):
+    """A list entry's local path: OWNER/NAME@COMMIT:PATH in the fetch cache, else a path."""
+    if "@" in entry and ":" in entry.split("@", 1)[1]:
+        repo, rest = entry.split("@", 1)
+        commit, path = rest.split(":", 1)
+        return os.path.join(fetched or "/nonexistent", repo.replace("/", "+"), commit, path)
+    return entry if os.path.isabs(entry) else os.path.join(root, entry)
+
+
+def read_list(path, root, fetched=""):
     runs = []
     with open(path, encoding="utf-8") as f:
         for number, line in enumerate(f, 1):
             text = line.split("#", 1)[0].strip()
             if text:
-                runs.append((f"{os.path.basename(path)}:{number}",
-                             [p if os.path.isabs(p) else os.path.join(root, p) for p in text.split()]))
+                runs.append((f"{os.path.basename(path)}:{number}", [resolve(e, root, fetched) for e in text.split()]))
     return runs
 
 
@@ -125,6 +136,9 @@ def run(binary, paths):
         proc = subprocess.run([binary, "diagnose", *paths, "--json"], capture_output=True, text=True, timeout=600)
     except subprocess.TimeoutExpired:
         return None, "took over 600 s"
+    # 3: an input gputriage does not read, with the file named (2: a usage error).
+    if proc.returncode == 3 and proc.stderr.strip() and any(os.path.basename(p) in proc.stderr for p in paths):
+        return None, "rejected: " + proc.stderr.strip().splitlines()[0][:200]
     if proc.returncode not in (0, 1):
         first = (proc.stderr.strip().splitlines() or [""])[0]
         return None, f"exit {proc.returncode}: {first[:200]}"
@@ -139,11 +153,13 @@ def main():
     ap.add_argument("gputriage")
     ap.add_argument("list")
     ap.add_argument("--root", default=os.path.join(HERE, "..", ".."))
+    ap.add_argument("--fetched", default=os.environ.get("GPUTRIAGE_CORPUS_CACHE", ""))
     ap.add_argument("--json")
     ap.add_argument("--show", type=int, default=20, help="violations printed per invariant")
     args = ap.parse_args()
-    runs = read_list(args.list, args.root)
+    runs = read_list(args.list, args.root, args.fetched)
     violations = {name: [] for name in INVARIANTS}
+    rejected = []
     missing, judged = 0, 0
     for where, paths in runs:
         if not all(os.path.exists(p) for p in paths):
@@ -151,13 +167,16 @@ def main():
             continue
         judged += 1
         report, error = run(args.gputriage, paths)
-        label = f"{where} {os.path.relpath(paths[0], args.root) if len(paths) == 1 else f'{len(paths)} files from {os.path.dirname(paths[0])}'}"
+        first = os.path.relpath(paths[0], args.fetched if args.fetched and paths[0].startswith(args.fetched) else args.root)
+        label = f"{where} {first}" + (f" and {len(paths) - 1} more" if len(paths) > 1 else "")
         if report is None:
-            violations["exit"].append(f"{label}: {error}")
+            (rejected if error.startswith("rejected: ") else violations["exit"]).append(f"{label}: {error}")
             continue
         for name, found in judge(report).items():
             violations[name] += [f"{label}: {v}" for v in found]
-    print(f"sweep: {judged} runs judged ({missing} listed but not here)")
+    print(f"sweep: {judged} runs judged ({missing} listed but not here); {len(rejected)} refused with a clear error")
+    for r in rejected[:args.show]:
+        print(f"    {r}")
     for name in INVARIANTS:
         found = violations[name]
         print(f"{name:15} {len(found):5} violation{'s' if len(found) != 1 else ''}")
@@ -167,7 +186,7 @@ def main():
             print(f"    ... and {len(found) - args.show} more")
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"runs": judged, "missing": missing, "violations": violations}, f, indent=1)
+            json.dump({"runs": judged, "missing": missing, "rejected": rejected, "violations": violations}, f, indent=1)
     return 1 if any(violations.values()) else 0
 
 

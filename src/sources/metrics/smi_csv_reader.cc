@@ -74,17 +74,6 @@ constexpr FieldEntry kFields[] = {
     {"clocks.max.sm", Column::kMetric, Metric::kCount, 0},  // a device fact, handled below
     {"clocks.max.sm_clock", Column::kMetric, Metric::kCount, 0},
     {"temperature.gpu", Column::kMetric, Metric::kGpuTempC, 0},
-    // Names that logging scripts built on NVML (pynvml) write in nvidia-smi's CSV shape.
-    {"gpu_utilization", Column::kMetric, Metric::kGpuUtil, 0},
-    {"utilization_gpu", Column::kMetric, Metric::kGpuUtil, 0},
-    {"gpu_util", Column::kMetric, Metric::kGpuUtil, 0},
-    {"memory_utilization", Column::kMetric, Metric::kMemCopyUtil, 0},
-    {"temperature", Column::kMetric, Metric::kGpuTempC, 0},
-    {"gpu_temperature", Column::kMetric, Metric::kGpuTempC, 0},
-    {"power_draw", Column::kMetric, Metric::kPowerW, 0},
-    {"memory_used", Column::kMetric, Metric::kFbUsedBytes, 0},
-    {"memory_free", Column::kMetric, Metric::kFbFreeBytes, 0},
-    {"memory_total", Column::kMetric, Metric::kFbTotalBytes, 0},
     {"temperature.memory", Column::kMetric, Metric::kMemTempC, 0},
     {"memory.used", Column::kMetric, Metric::kFbUsedBytes, 0},
     {"memory.free", Column::kMetric, Metric::kFbFreeBytes, 0},
@@ -114,25 +103,78 @@ constexpr FieldEntry kFields[] = {
      clock_event::kSwThermalSlowdown},
 };
 
-/// Splits "power.draw [W]" into the field name and the unit.
-ColumnSpec SpecFor(std::string_view header_field) {
-  ColumnSpec spec;
-  std::string_view name = header_field;
-  // "power.draw [W]" as nvidia-smi writes it, "memory.used[MiB]" as some scripts do.
-  const size_t bracket = name.rfind('[');
-  if (bracket != std::string_view::npos && bracket > 0 && name.back() == ']') {
-    spec.unit = std::string(name.substr(bracket + 1, name.size() - bracket - 2));
-    name = name.substr(0, bracket);
-  }
+// Names that logging scripts built on NVML (pynvml) write in nvidia-smi's CSV shape,
+// once their units are taken off (NormalisedName): the nvidia-smi field each means.
+constexpr std::pair<std::string_view, std::string_view> kScriptNames[] = {
+    {"gpu_util", "utilization.gpu"},       {"gpu_utilization", "utilization.gpu"},
+    {"utilization_gpu", "utilization.gpu"}, {"gpu_utilisation", "utilization.gpu"},
+    {"util", "utilization.gpu"},           {"mem_util", "utilization.memory"},
+    {"memory_util", "utilization.memory"}, {"memory_utilization", "utilization.memory"},
+    {"mem_used", "memory.used"},           {"memory_used", "memory.used"},
+    {"vram_used", "memory.used"},          {"gpu_memory_used", "memory.used"},
+    {"mem_total", "memory.total"},         {"memory_total", "memory.total"},
+    {"vram_total", "memory.total"},        {"mem_free", "memory.free"},
+    {"memory_free", "memory.free"},        {"temp", "temperature.gpu"},
+    {"temperature", "temperature.gpu"},    {"gpu_temp", "temperature.gpu"},
+    {"gpu_temperature", "temperature.gpu"}, {"power", "power.draw"},
+    {"power_draw", "power.draw"},          {"gpu_power", "power.draw"},
+    {"sm_clock", "clocks.sm"},             {"clock_sm", "clocks.sm"},
+    {"gpu_index", "index"},
+    {"gpu_id", "index"},                   {"time", "timestamp"},
+    {"datetime", "timestamp"},
+};
+// A unit written as the name's suffix ("mem_used_mb", "temp_c"). NVML gives bytes,
+// and scripts that divide by 2^20 call the result MB: nvidia-smi's own header for
+// the same number says MiB.
+constexpr std::pair<std::string_view, std::string_view> kUnitSuffixes[] = {
+    {"_percent", "%"}, {"_pct", "%"}, {"_mib", "MiB"}, {"_mb", "MiB"}, {"_mhz", "MHz"}, {"_w", "W"}, {"_c", "C"},
+};
+
+/// The name without its unit ("power.draw [W]", "memory.used[MiB]", "gpu_util(%)",
+/// "gpu_util%", "mem_used_mb"), lower case; the unit, where one was written, in `unit`.
+std::string NormalisedName(std::string_view name, std::string& unit) {
+  if (name.substr(0, 3) == "\xEF\xBB\xBF") name.remove_prefix(3);  // a UTF-8 byte-order mark
   name = TrimAsciiSpace(name);
-  spec.name = AsciiLower(name);
-  for (const auto& f : kFields) {
-    if (spec.name == f.name) {
-      spec.kind = f.kind;
-      spec.metric = f.metric;
-      spec.reason_bit = f.bit;
+  for (auto [open, close] : {std::pair{'[', ']'}, std::pair{'(', ')'}}) {
+    const size_t at = name.rfind(open);
+    if (at != std::string_view::npos && at > 0 && !name.empty() && name.back() == close) {
+      unit = std::string(name.substr(at + 1, name.size() - at - 2));
+      name = TrimAsciiSpace(name.substr(0, at));
+    }
+  }
+  if (!name.empty() && name.back() == '%') {
+    unit = "%";
+    name = TrimAsciiSpace(name.substr(0, name.size() - 1));
+  }
+  std::string lower = AsciiLower(name);
+  while (!lower.empty() && lower.back() == '_') lower.pop_back();
+  for (auto [suffix, suffix_unit] : kUnitSuffixes)
+    if (lower.size() > suffix.size() && lower.ends_with(suffix) && unit.empty()) {
+      unit = std::string(suffix_unit);
+      lower.resize(lower.size() - suffix.size());
       break;
     }
+  return lower;
+}
+
+const FieldEntry* FindField(std::string_view name) {
+  for (const auto& f : kFields)
+    if (name == f.name) return &f;
+  return nullptr;
+}
+
+/// Splits "power.draw [W]" into the field name and the unit; a script's name for
+/// a field ("gpu_util%") is read as the nvidia-smi field it means.
+ColumnSpec SpecFor(std::string_view header_field) {
+  ColumnSpec spec;
+  spec.name = NormalisedName(header_field, spec.unit);
+  const FieldEntry* field = FindField(spec.name);
+  for (size_t i = 0; field == nullptr && i < std::size(kScriptNames); ++i)
+    if (spec.name == kScriptNames[i].first) field = FindField(kScriptNames[i].second);
+  if (field != nullptr) {
+    spec.kind = field->kind;
+    spec.metric = field->metric;
+    spec.reason_bit = field->bit;
   }
   return spec;
 }

@@ -259,6 +259,15 @@ def markdown(cases, results, table, first_sight):
     ]
     for cls in classes:
         lines.append(f"| {cls} | " + " | ".join(fmt_cell(table.get((cls, col))) for col in COLUMNS) + " |")
+    lines += ["", "## First sight by batch", "",
+              "Each batch is the cases whose first sight was recorded against one state of the rules (the "
+              "git trees of `src/` and `include/`), in the order they were added.", "",
+              "| batch (rules' trees, first 12 hex digits each) | recorded | cases | right at first sight |",
+              "|---|---|---|---|"]
+    for tree, records in batches(first_sight):
+        right = sum(1 for r in records if r["right"])
+        short = "+".join(t[:12] for t in tree.split("+"))
+        lines.append(f"| `{short}` | {records[0].get('recorded', '?')} | {len(records)} | {fmt_cell([right, len(records)])} |")
     lines += ["", "## Cases", "", "| case | half | classes | verdicts found today | today | at first sight |",
               "|---|---|---|---|---|---|"]
     for r in results:
@@ -274,6 +283,17 @@ def markdown(cases, results, table, first_sight):
         lines.append(f"| `{r['id']}` | {half} | {', '.join(r['classes'])} | {', '.join(r['verdicts']) or '—'} "
                      f"| {today} | {seen} |")
     return "\n".join(lines) + "\n"
+
+
+def batches(first_sight):
+    """[(rules tree, [records])] in the order the records were added."""
+    out = []
+    for record in first_sight.values():
+        if out and out[-1][0] == record.get("rules_tree"):
+            out[-1][1].append(record)
+        else:
+            out.append((record.get("rules_tree"), [record]))
+    return out
 
 
 def check_known_wrong(results, path):

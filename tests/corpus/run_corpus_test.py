@@ -1,0 +1,56 @@
+#!/usr/bin/env python3
+"""The corpus's checks fail when they should: a before/after pair outside the
+promised range, a file read as empty, a finding above its allowed severity or
+without the text it must carry, a moderate finding without a bounded gain."""
+import os
+import sys
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import run_corpus as rc  # noqa: E402
+
+
+def report(findings=(), recordings=None):
+    return {"findings": list(findings),
+            "recordings": recordings if recordings is not None else [{"format": "kineto", "import": {"events": 10}}]}
+
+
+class Judge(unittest.TestCase):
+    def test_a_fixed_run_outside_the_promised_range_fails_the_pair(self):
+        case = {"gain_pair": {"verdict": "input_bound", "fixed_case": "fixed"}}
+        before = report([{"verdict": "input_bound", "expected_gain": {"metric": "avg_step_ms", "range": [114.2, 147.9]}}])
+        self.assertEqual(rc.judge_pair(case, before, {"recordings": [{"avg_step_ms": 141.1}]}), [])
+        self.assertTrue(rc.judge_pair(case, before, {"recordings": [{"avg_step_ms": 177.6}]}))
+        self.assertTrue(rc.judge_pair(case, report(), {"recordings": [{"avg_step_ms": 141.1}]}))  # nothing promised
+        self.assertTrue(rc.judge_pair(case, before, None))  # no fixed run
+
+    def test_a_file_read_as_empty_fails_whatever_else_holds(self):
+        empty_log = report(recordings=[{"format": "nvidia-smi-csv", "metric_samples": 0, "source": "/x/gpu.csv"}])
+        self.assertEqual(rc.judge({"expect": []}, empty_log)[1], ["no samples read from gpu.csv"])
+        empty_trace = report(recordings=[{"format": "kineto", "import": {"events": 0}, "source": "t.json"}])
+        self.assertEqual(rc.judge({}, empty_trace)[1], ["no events read from t.json"])
+
+    def test_severity_text_and_gain_checks(self):
+        f = {"verdict": "low_precision", "severity": "high", "scope": "GPU 0", "expected_gain": None}
+        _, failures = rc.judge({"max_severity": {"low_precision": "low"}, "gain_all": True,
+                                "expect_text": {"low_precision": "pod default/x"}}, report([f]))
+        self.assertEqual(len(failures), 3, failures)
+        ok = dict(f, severity="low", scope="GPU 0, pod default/x",
+                  expected_gain={"range": [1, 2], "bounded_by": "host_work"})
+        self.assertEqual(rc.judge({"max_severity": {"low_precision": "low"}, "gain_all": True,
+                                   "expect_text": {"low_precision": "pod default/x"}}, report([ok]))[1], [])
+
+    def test_known_wrong_lists_both_ways(self):
+        results = [{"id": "a", "failures": ["x"], "skipped": ""}, {"id": "b", "failures": [], "skipped": ""}]
+        path = os.path.join(os.environ.get("TMPDIR", "/tmp"), f"known_wrong_test_{os.getpid()}.txt")
+        with open(path, "w") as f:
+            f.write("b  # listed but right now\n")
+        try:
+            problems = rc.check_known_wrong(results, path)
+        finally:
+            os.remove(path)
+        self.assertEqual(len(problems), 2, problems)
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -214,8 +214,15 @@ class RecomputePair(unittest.TestCase):
 
     def test_recomputation_measured_and_its_gain_holds_the_run_without(self):
         blocks, steps = 6, 30
-        before, timings = record_recompute(True, blocks, steps)
-        after, _ = record_recompute(False, blocks, steps)
+        # Interleaved (A B A B), so load from other work hits both sides; each side's
+        # least disturbed run (the fastest) is the one compared.
+        runs = {True: [], False: []}
+        for _ in range(2):
+            for checkpointed in (True, False):
+                runs[checkpointed].append(record_recompute(checkpointed, blocks, steps))
+        fastest = lambda side: min(side, key=lambda r: r[0]["recordings"][0]["step_markers"]["step_ms_mean"])
+        before, timings = fastest(runs[True])
+        after, _ = fastest(runs[False])
         settings = before["recordings"][0]["settings"]
         self.assertEqual(settings.get("checkpointing.calls"), str(blocks * steps), settings)
         measured = float(settings["checkpointing.forward_seconds"])
@@ -256,8 +263,16 @@ class WorkersBeyondTheCores(unittest.TestCase):
                 report = json.load(f)
         host = report["recordings"][0]["host"]
         self.assertIsNotNone(host, proc.stderr)
+        outside = host["machine_busy_percent_mean"] / 100.0 * host["machine_cpus"] - host["job_cpu_cores_mean"]
         print(f"  {workers} workers on {cpus} CPUs: the job used {host['job_cpu_cores_mean']:.2f} cores, "
-              f"saturated {host['saturated_percent_of_time']:.0f}% of the time", file=sys.stderr)
+              f"other work {outside:.2f}, saturated {host['saturated_percent_of_time']:.0f}% of the time",
+              file=sys.stderr)
+        if outside > 0.5:
+            # Other work held the cores: the job could not fill its CPUs, and the rule
+            # (rightly) does not call a job that others crowd out saturated. What this
+            # test measures needs the machine to itself: said, not counted as passed.
+            self.skipTest(f"work outside the job used {outside:.2f} cores on average: the job's own saturation "
+                          f"cannot be measured under that load")
         self.assertEqual(host["job_cpus"], cpus)
         self.assertGreaterEqual(host["job_processes_max"], workers + 1)
         findings = {f["verdict"]: f for f in report["findings"]}

@@ -266,12 +266,28 @@ assert rec["format"] == "dcgm-exporter", rec["format"]
 devs = {x["uuid"]: x for x in rec["metric_devices"]}
 assert set(devs) == {"GPU-exp-0", "GPU-exp-1"}, list(devs)
 u0 = devs["GPU-exp-0"]["metrics"]["gpu_util"]
-# 97 and 0 on alternate scrapes, each weighted by the time it covers: 48.5 when the
-# scrapes are evenly spaced; a machine busy with other tests spaces them 0.1-0.3 s.
+# 97 and 0 on alternate scrapes: both were taken, the mean between them. Scrapes
+# here are evenly spaced on average, so this cannot tell a time-weighted mean from a
+# plain one; the check after this one does, with samples spaced unevenly on purpose.
 assert u0["samples"] >= 15 and abs(u0["mean"] - 48.5) < 15 and u0["max"] == 97 and u0["min"] == 0, u0
 assert devs["GPU-exp-1"]["metrics"]["gpu_util"]["max"] == 0
 print("ok: record --dcgm-exporter JSON")
 PY
+# Time-weighted statistics: 97 % samples that each stand for 0.9 s and 0 % samples
+# that stand for 0.1 s. Weighted by the time each covers the mean is 87.3; a plain
+# mean of the samples would be 48.5.
+{
+  echo "timestamp, index, utilization.gpu [%]"
+  for s in $(seq 0 59); do
+    printf '2026/03/01 10:%02d:%02d.000, 0, 97\n2026/03/01 10:%02d:%02d.100, 0, 0\n' $((s / 60)) $((s % 60)) $((s / 60)) $((s % 60))
+  done
+} >"$tmp/uneven.csv"
+check "diagnose a log with unevenly spaced samples" 0 "$bin" diagnose "$tmp/uneven.csv" --json
+python3 -c '
+import json, sys
+u = json.load(open(sys.argv[1]))["recordings"][0]["metric_devices"][0]["metrics"]["gpu_util"]
+assert abs(u["mean"] - 87.3) < 0.5, u  # 48.5 if each sample counted once
+print("ok: time-weighted mean of unevenly spaced samples")' "$tmp/out" || fail=1
 check "record from an exporter between refreshes" 0 \
   "$bin" record --no-store --dcgm-exporter "http://127.0.0.1:$port/static" --interval 0.1 --json "$tmp/static.json" -- sleep 1
 python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); n=d["recordings"][0]["metric_devices"][0]["metrics"]["gpu_util"]["samples"]; assert n == 1, n; print("ok: unchanged scrapes are not samples")' "$tmp/static.json" || fail=1

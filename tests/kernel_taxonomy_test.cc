@@ -29,6 +29,13 @@ TEST(KernelTaxonomy, MatrixFamiliesVoltaToBlackwell) {
       {"bmm_E4m3_E4m3E4m3_Fp32_t128x8x128u2", KernelClass::kGemm, Precision::kFp8},
       {"Cijk_Ailk_Bljk_BBS_BH_MT128x128x32_MI32x32x8x1_SN", KernelClass::kGemm, Precision::kBf16},
       {"Cijk_Ailk_Bljk_SB_MT64x64x8_SN", KernelClass::kGemm, Precision::kFp32Simt},
+      // hipBLASLt (TraceLens's MI300X traces): the data type is the token after the
+      // layout; "HA_S" is the epilogue's fp32 accumulate, not the data.
+      {"Cijk_Alik_Bljk_B_BS_BH_Bias_HA_S_SAV_UserArgs_MT256x128x64_MI16x16x1_SN_LDSB1_AFC1", KernelClass::kGemm,
+       Precision::kBf16},
+      {"Cijk_Ailk_Bljk_BBS_BH_Bias_HAS_SAV_UserArgs_MT16x16x256_MI16x16x1_SN_LDSB1", KernelClass::kGemm, Precision::kBf16},
+      {"Cijk_Ailk_Bljk_HHS_BH_MT128x128x32_MI32x32x8x1_SN", KernelClass::kGemm, Precision::kFp16},
+      {"Cijk_Alik_Bljk_F8B8S_BH_MT128x128x64_MI32x32x16x1_SN", KernelClass::kGemm, Precision::kFp8},
   };
   for (const auto& c : cases) {
     const KernelKind k = ClassifyKernelName(c.name);

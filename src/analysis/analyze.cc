@@ -335,9 +335,19 @@ Status AnalyzeTrace(const Recording& rec, RecordingAnalysis& a, int threads, boo
     if (const MemoryActivity* m = memory.Next()) primary = m->device;
     RETURN_IF_ERROR(memory.status());
   }
-  if (const Device* d = rec.FindDevice(primary)) a.device = *d;
-  else if (!rec.devices.empty() && primary < 0) a.device = rec.devices.front();
-  else a.device.id = primary;
+  if (const Device* d = rec.FindDevice(primary)) {
+    a.device = *d;
+  } else if (!rec.devices.empty() && primary < 0) {
+    a.device = rec.devices.front();
+  } else if (rec.devices.size() == 1 && time_by_device.size() == 1) {
+    // One device described, one device ran, under another index: a process that
+    // sees one GPU (CUDA/HIP_VISIBLE_DEVICES, a virtual function) describes it as
+    // device 0 while the activities carry the physical index. It is that GPU.
+    a.device = rec.devices.front();
+    a.device.id = primary;
+  } else {
+    a.device.id = primary;
+  }
 
   if (auto it = extent_by_device.find(a.device.id); it != extent_by_device.end()) extents.primary = it->second;
   ASSIGN_OR_RETURN(const analysis::StepWindows steps, analysis::AlignSteps(prep, host));

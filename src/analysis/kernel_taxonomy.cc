@@ -37,16 +37,31 @@ Precision PrecisionToken(const std::string& l) {
   return Precision::kUnknown;
 }
 
-/// rocBLAS/hipBLASLt "Cijk_Ailk_Bljk_BBS_BH_..." kernels: the type letters follow the layout.
+/// rocBLAS/hipBLASLt (Tensile) kernels name their types in the token after the two
+/// layout tokens: "Cijk_Ailk_Bljk_BBS_BH_..." (bf16 in, bf16 out, fp32 compute),
+/// hipBLASLt's "Cijk_Alik_Bljk_B_BS_BH_Bias_HA_S_SAV_..." (bf16 in; "HA_S" is the
+/// fp32 accumulate of the epilogue, not the data), "..._HHS_..." fp16, "..._SB_..."
+/// or "..._S_B_..." fp32 in, "F8"/"B8" fp8, "I8" int8, "D" fp64, "X" xf32. Only the
+/// data type's token decides: other tokens hold letters of the epilogue's types.
 Precision RocblasPrecision(std::string_view name) {
-  const std::string l(name);
-  if (Contains(l, "_BBS_") || Contains(l, "_BSS_") || Contains(l, "_BB_") || Contains(l, "_BBH_")) return Precision::kBf16;
-  if (Contains(l, "_HHS_") || Contains(l, "_HSS_") || Contains(l, "_HH_")) return Precision::kFp16;
-  if (Contains(l, "_F8") || Contains(l, "_B8")) return Precision::kFp8;
-  if (Contains(l, "_I8") || Contains(l, "_4xi8")) return Precision::kInt8;
-  if (Contains(l, "_DD_") || Contains(l, "_D_")) return Precision::kFp64;
-  if (Contains(l, "_SS_") || Contains(l, "_S_") || Contains(l, "_SB_")) return Contains(l, "_MI") ? Precision::kTf32 : Precision::kFp32Simt;
-  return Precision::kUnknown;
+  size_t at = 0;
+  for (int token = 0; token < 3 && at != std::string_view::npos; ++token) {
+    at = name.find('_', at);
+    if (at != std::string_view::npos) ++at;
+  }
+  if (at == std::string_view::npos || at >= name.size()) return Precision::kUnknown;
+  const std::string_view types = name.substr(at, name.find('_', at) - at);
+  const bool matrix_cores = name.find("_MI") != std::string_view::npos;
+  if (types.size() >= 2 && (types.substr(0, 2) == "F8" || types.substr(0, 2) == "B8")) return Precision::kFp8;
+  if (types.size() >= 2 && (types.substr(0, 2) == "I8" || types.substr(0, 3) == "4xi")) return Precision::kInt8;
+  switch (types.empty() ? '\0' : types[0]) {
+    case 'B': return Precision::kBf16;
+    case 'H': return Precision::kFp16;
+    case 'X': return Precision::kTf32;
+    case 'D': return Precision::kFp64;
+    case 'S': return matrix_cores ? Precision::kTf32 : Precision::kFp32Simt;
+    default: return Precision::kUnknown;
+  }
 }
 
 }  // namespace

@@ -372,6 +372,9 @@ struct CollectiveSkew {
   double straggler_late_share = 0;
   bool persistent = false;         // the same rank is last in most collectives and most steps
   double straggler_step_share = 0; // steps in which that rank was the latest on aggregate
+  /// The chance that some rank is last this often when lateness falls on any rank
+  /// alike (binomial tail at 1/ranks, times the ranks: any of them could have been top).
+  double straggler_chance = 1;
   std::string cause;               // compute / data_wait / host: what the late rank did before
   double saving_ms_per_step = 0;   // the others' wait its lateness alone caused
   std::vector<RankArrivals> by_rank;  // by rank

@@ -442,6 +442,7 @@ std::string RenderJson(const Run& run, const Diagnosis& d, const JsonOptions& op
          {"transfer_ms_per_step", Num(k.transfer_ms_per_step)},
          {"straggler_rank", k.straggler_rank < 0 ? json(nullptr) : json(k.straggler_rank)},
          {"straggler_late_share", Num(k.straggler_late_share)}, {"straggler_step_share", Num(k.straggler_step_share)},
+         {"straggler_chance", Num(k.straggler_chance)},
          {"persistent", k.persistent}, {"cause", k.cause}, {"gap_ms_per_step", Num(k.saving_ms_per_step)},
          {"by_rank", ranks}});
   }

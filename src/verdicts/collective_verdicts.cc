@@ -117,6 +117,9 @@ std::vector<Finding> JudgeCollectiveSkew(const CollectiveSkew& s, const std::vec
                            "collectives this rank entered last, of those with a late rank", 60.0, ">="));
     f.evidence.push_back(E("straggler_step_share", 100.0 * s.straggler_step_share, "percent",
                            "steps in which its summed lateness was the largest", 60.0, ">="));
+    f.evidence.push_back(E("straggler_chance", s.straggler_chance, "probability",
+                           "that some rank is last this often when lateness falls on any rank alike (binomial "
+                           "tail at 1/ranks, times the ranks)", 0.05, "<"));
     f.evidence.push_back(E("straggler_lateness_ms", top->lateness_ms_mean, "ms",
                            "its arrival after the median rank's, mean over the collectives it entered last"));
     f.evidence.push_back(E("straggler_gap_percent_of_step", saving_pct, "percent",

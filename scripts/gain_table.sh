@@ -2,9 +2,10 @@
 # Prints predicted against realized for every before/after pair in
 # tests/data/gain_pairs.tsv: the gain the "before" run's finding promises (point and
 # range) and the mean step time the "after" run measured. The pairs are split as the
-# corpus is (tests/corpus/run_corpus.py): held out when the first 8 hex digits of
-# sha256(name) are odd; the constants of the gain model were set on the
-# calibration half only. A pair whose verdict is "none" checks a silence: no finding
+# corpus is (tests/corpus/run_corpus.py): "first sight" when the before run is a
+# corpus case with a first-sight record (its verdict and gain recorded at the commit
+# that added it, which changed no rule), "calibration" otherwise (every pair added
+# with or before the gain constants it checks). A pair whose verdict is "none" checks a silence: no finding
 # promised its fix a gain, and "off" is how much faster (-) or slower (+) it ran.
 # Usage: scripts/gain_table.sh [path/to/gputriage]   (default: the release build)
 set -euo pipefail
@@ -31,7 +32,7 @@ grep -v '^#' tests/data/gain_pairs.tsv | while IFS=$'\t' read -r name before aft
   [ -n "$name" ] || continue
   b=$(diagnose "$before")
   a=$(diagnose "$after")
-  /usr/bin/python3 - "$name" "$verdict" "$b" "$a" <<'PY'
+  /usr/bin/python3 - "$name" "$verdict" "$b" "$a" "$before" <<'PY'
 import hashlib, json, sys
 name, verdict, before, after = sys.argv[1], sys.argv[2], json.loads(sys.argv[3]), json.loads(sys.argv[4])
 g = next((f["expected_gain"] for f in before["findings"] if f["verdict"] == verdict), None)
@@ -41,7 +42,16 @@ def mean_step(report):
         steps = [r["step_markers"]["step_ms_mean"] for r in report["recordings"] if r.get("step_markers")]
     return sum(steps) / len(steps)
 real = mean_step(after)
-half = "held-out" if int(hashlib.sha256(name.encode()).hexdigest()[:8], 16) % 2 else "calibration"
+import tomllib
+with open("tests/corpus/cases.toml", "rb") as f:
+    cases = tomllib.load(f)["case"]
+with open("tests/corpus/first_sight.jsonl") as f:
+    recorded = {json.loads(line)["id"] for line in f if line.strip()}
+before_files = {"tests/data/" + p for p in sys.argv[5].split(",")}
+half = "calibration"
+for c in cases:
+    if c["id"] in recorded and before_files & set(c.get("files", [])):
+        half = "first sight"
 if verdict == "none":  # no finding promised the fix a gain: it must not have paid (5 %, compare's noise floor)
     was = mean_step(before)
     promised = [f["verdict"] for f in before["findings"] if f.get("expected_gain")]

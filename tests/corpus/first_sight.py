@@ -75,10 +75,17 @@ def records_at(repo, commit):
     return lines
 
 
+class ShallowClone(Exception):
+    pass
+
+
 def history(repo):
     """Commits that touched the records file, oldest first (first-parent history)."""
     if git(repo, "rev-parse", "--is-shallow-repository").strip() == "true":
-        raise RuntimeError("a shallow clone: the check needs the history (git fetch --unshallow)")
+        git(repo, "fetch", "--quiet", "--unshallow", check=False)  # where the origin is reachable
+        if git(repo, "rev-parse", "--is-shallow-repository").strip() == "true":
+            raise ShallowClone("a shallow clone whose history cannot be fetched: the records cannot be checked "
+                               "against it (clone without --depth)")
     out = git(repo, "log", "--first-parent", "--reverse", "--format=%H", "--", RECORDS)
     return out.split()
 
@@ -219,6 +226,9 @@ def main():
         if args.command == "record":
             return record(repo, os.path.abspath(args.gputriage), args.ids, args.fetched)
         return check(repo)
+    except ShallowClone as e:
+        print(f"first_sight: not checked: {e}", file=sys.stderr)
+        return 77  # ctest reports it skipped (SKIP_RETURN_CODE), never passed
     except RuntimeError as e:
         print(f"first_sight: {e}", file=sys.stderr)
         return 1

@@ -53,20 +53,44 @@ def write_atomically(dest, data):
     os.replace(dest + ".part", dest)
 
 
-def derive(fetch, data):
-    """(path suffix, bytes) of what the case reads from the fetched file, or None for the file itself."""
+def fetched_file(cache, fetch):
+    """Where the fetched file itself lies in the cache."""
+    return os.path.join(cache, fetch["repo"].replace("/", "+"), fetch["commit"], fetch["path"])
+
+
+def cached_path(cache, fetch):
+    """What a case or the sweep reads: the fetched file, its archive member, or its extract."""
+    path = fetched_file(cache, fetch)
+    if "member" in fetch:
+        return path + ".d/" + fetch["member"]
+    if "extract" in fetch:
+        return path + "." + fetch["extract"]
+    return path
+
+
+def parse_public_entry(entry):
+    """OWNER/NAME@COMMIT:PATH as a fetch, None for anything else (a local path)."""
+    if "@" not in entry or ":" not in entry.split("@", 1)[1]:
+        return None
+    repo, rest = entry.split("@", 1)
+    commit, path = rest.split(":", 1)
+    return {"repo": repo, "commit": commit, "path": path}
+
+
+def derived(fetch, data):
+    """The bytes a case reads when it names an archive member or an extract, else None."""
     if "member" in fetch:
         with zipfile.ZipFile(io.BytesIO(data)) as archive:
             info = archive.getinfo(fetch["member"])
             if info.file_size > MAX_BYTES:
                 raise RuntimeError(f"{fetch['member']} is larger than {MAX_BYTES} bytes unpacked")
-            return ".d/" + fetch["member"], archive.read(info)
+            return archive.read(info)
     if fetch.get("extract") == "exposition":
         proc = subprocess.run([sys.executable, os.path.join(HERE, "extract_exposition.py"), "/dev/stdin"],
                               input=data, capture_output=True, timeout=60)
         if proc.returncode != 0:
             raise RuntimeError(proc.stderr.decode(errors="replace").strip())
-        return ".exposition", proc.stdout
+        return proc.stdout
     if "extract" in fetch:
         raise RuntimeError(f"unknown extract {fetch['extract']!r}")
     return None
@@ -74,15 +98,13 @@ def derive(fetch, data):
 
 def fetch_one(cache, mirror_root, fetch):
     """'present' or 'fetched (N bytes)'; raises with why on failure."""
-    dest = os.path.join(cache, fetch["repo"].replace("/", "+"), fetch["commit"], fetch["path"])
-    suffix = ".d/" + fetch["member"] if "member" in fetch else ("." + fetch["extract"] if "extract" in fetch else "")
-    if os.path.exists(dest + suffix):
+    if os.path.exists(cached_path(cache, fetch)):
         return "present"
     data = from_mirror(mirror_root, fetch) if mirror_root else from_network(fetch)
-    write_atomically(dest, data)
-    derived = derive(fetch, data)
-    if derived:
-        write_atomically(dest + derived[0], derived[1])
+    write_atomically(fetched_file(cache, fetch), data)
+    extra = derived(fetch, data)
+    if extra is not None:
+        write_atomically(cached_path(cache, fetch), extra)
     return f"fetched ({len(data)} bytes)"
 
 
@@ -92,10 +114,9 @@ def sweep_entries(lists):
         with open(path, encoding="utf-8") as f:
             for line in f:
                 for entry in line.split("#", 1)[0].split():
-                    if "@" in entry and ":" in entry.split("@", 1)[1]:
-                        repo, rest = entry.split("@", 1)
-                        commit, file_path = rest.split(":", 1)
-                        yield {"repo": repo, "commit": commit, "path": file_path}
+                    fetch = parse_public_entry(entry)
+                    if fetch:
+                        yield fetch
 
 
 def main():

@@ -45,7 +45,7 @@ def head_of(git_dir, blob, gzipped):
     return data
 
 
-def kind_of(path, head):
+def kind_of(head):
     if head.startswith((b"\xff\xfe", b"\xfe\xff")):  # UTF-16 (PowerShell's redirection of nvidia-smi)
         head = head.decode("utf-16", errors="replace").encode()
     if b'"traceEvents"' in head and (b'"cat": "kernel"' in head or b'"cat":"kernel"' in head or b'"cpu_op"' in head
@@ -65,7 +65,7 @@ def mine(mirror_root, repo):
         _, kind, blob, size = meta.split()
         if kind != "blob" or not size.isdigit() or not path.endswith(SUFFIXES) or not 0 < int(size) <= MAX_BYTES:
             continue
-        found = kind_of(path, head_of(git_dir, blob, path.endswith(".gz")))
+        found = kind_of(head_of(git_dir, blob, path.endswith(".gz")))
         if not found:
             continue
         # The rank files of one trace directory are one run.

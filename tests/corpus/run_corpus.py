@@ -25,6 +25,8 @@ import sys
 import tomllib
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from fetch_cases import cached_path  # noqa: E402 (where fetch_cases.py leaves a fetched file)
 SEVERITY_ORDER = ["info", "low", "moderate", "high"]
 METRIC_FORMATS = {"nvidia-smi-csv", "nvidia-smi-q", "nvidia-smi-dmon", "dcgmi-dmon", "dcgm-exporter",
                   "capture-bundle"}
@@ -56,16 +58,6 @@ def load_first_sight(path):
     return records
 
 
-def fetched_path(fetched_dir, fetch):
-    """Where fetch_cases.py leaves a fetched file (the archive member or extract, when named)."""
-    path = os.path.join(fetched_dir, fetch["repo"].replace("/", "+"), fetch["commit"], fetch["path"])
-    if "member" in fetch:
-        return path + ".d/" + fetch["member"]
-    if "extract" in fetch:
-        return path + "." + fetch["extract"]
-    return path
-
-
 def case_files(case, root, fetched_dir):
     """The case's input paths, or None (with why) when they are not here."""
     if "files" in case:
@@ -73,7 +65,7 @@ def case_files(case, root, fetched_dir):
         missing = [p for p in paths if not os.path.exists(p)]
         return (None, f"missing {missing[0]}") if missing else (paths, "")
     fetches = case["fetch"] if isinstance(case["fetch"], list) else [case["fetch"]]
-    paths = [fetched_path(fetched_dir, f) if fetched_dir else "" for f in fetches]
+    paths = [cached_path(fetched_dir, f) if fetched_dir else "" for f in fetches]
     if not all(p and os.path.exists(p) for p in paths):
         return None, "not redistributable; not fetched here (tests/corpus/fetch_cases.py)"
     return paths, ""

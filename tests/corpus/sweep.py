@@ -31,6 +31,7 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+from fetch_cases import cached_path, parse_public_entry  # noqa: E402 (the cache's layout)
 from run_corpus import no_data  # noqa: E402 (the same rule the corpus applies)
 
 # Verdicts that say why a GPU is idle much of the time.
@@ -45,10 +46,9 @@ INVARIANTS = ["exit", "data", "gain", "severity_gain", "idle_explained", "comput
 
 def resolve(entry, root, fetched):
     """A list entry's local path: OWNER/NAME@COMMIT:PATH in the fetch cache, else a path."""
-    if "@" in entry and ":" in entry.split("@", 1)[1]:
-        repo, rest = entry.split("@", 1)
-        commit, path = rest.split(":", 1)
-        return os.path.join(fetched or "/nonexistent", repo.replace("/", "+"), commit, path)
+    fetch = parse_public_entry(entry)
+    if fetch:
+        return cached_path(fetched or "/nonexistent", fetch)
     return entry if os.path.isabs(entry) else os.path.join(root, entry)
 
 

@@ -6,7 +6,7 @@ licence) into a local cache, at the commits tests/corpus/cases.toml pins.
 
 With --mirror-root, each repository is read from a git mirror at
 DIR/OWNER+NAME/repo (as the project's search tool leaves them); otherwise from
-GitHub's raw file host, where the network allows (30 s per file, 64 MiB at most).
+GitHub's raw file host, where the network allows (30 s a read, 120 s a file, 64 MiB at most).
 A fetch may name an archive `member` (a .zip's file, unpacked beside it, as the user
 would) or `extract = "exposition"` (the dcgm-exporter scrape shown on a Markdown page,
 tests/corpus/extract_exposition.py). run_corpus.py reads the cache with --fetched
@@ -18,12 +18,14 @@ import io
 import os
 import subprocess
 import sys
+import time
 import tomllib
 import urllib.request
 import zipfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 MAX_BYTES = 64 << 20
+TOTAL_SECONDS = 120
 
 
 def from_mirror(mirror_root, fetch):
@@ -38,12 +40,19 @@ def from_mirror(mirror_root, fetch):
 
 
 def from_network(fetch):
+    """The file from GitHub's raw host: 30 s for each read, 120 s in all, 64 MiB at most."""
     url = f"https://raw.githubusercontent.com/{fetch['repo']}/{fetch['commit']}/{fetch['path']}"
+    deadline = time.monotonic() + TOTAL_SECONDS
+    chunks, size = [], 0
     with urllib.request.urlopen(url, timeout=30) as reply:
-        data = reply.read(MAX_BYTES + 1)
-    if len(data) > MAX_BYTES:
-        raise RuntimeError(f"larger than {MAX_BYTES} bytes")
-    return data
+        while chunk := reply.read(1 << 20):
+            chunks.append(chunk)
+            size += len(chunk)
+            if size > MAX_BYTES:
+                raise RuntimeError(f"larger than {MAX_BYTES} bytes")
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"not read within {TOTAL_SECONDS} s")
+    return b"".join(chunks)
 
 
 def write_atomically(dest, data):

@@ -32,8 +32,11 @@ RECORDS = "tests/corpus/first_sight.jsonl"
 RULE_DIRS = ["src", "include"]
 
 
-def git(repo, *args, check=True):
-    proc = subprocess.run(["git", "-C", repo, *args], capture_output=True, text=True)
+def git(repo, *args, check=True, timeout=300):
+    try:
+        proc = subprocess.run(["git", "-C", repo, *args], capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise RuntimeError(f"git {' '.join(args)}: no answer within {timeout} s")
     if check and proc.returncode != 0:
         raise RuntimeError(f"git {' '.join(args)}: {proc.stderr.strip()}")
     return proc.stdout
@@ -82,7 +85,10 @@ class ShallowClone(Exception):
 def history(repo):
     """Commits that touched the records file, oldest first (first-parent history)."""
     if git(repo, "rev-parse", "--is-shallow-repository").strip() == "true":
-        git(repo, "fetch", "--quiet", "--unshallow", check=False)  # where the origin is reachable
+        try:  # where the origin is reachable, within two minutes
+            git(repo, "fetch", "--quiet", "--unshallow", check=False, timeout=120)
+        except RuntimeError:
+            pass
         if git(repo, "rev-parse", "--is-shallow-repository").strip() == "true":
             raise ShallowClone("a shallow clone whose history cannot be fetched: the records cannot be checked "
                                "against it (clone without --depth)")

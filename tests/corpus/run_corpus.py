@@ -179,14 +179,13 @@ def run_cases(binary, cases, root, fetched, committed_only=False):
                     r["verdicts"], r["failures"] = judge(case, report)
         results.append(r)
     by_id = {c["id"]: c for c in cases}
+    skipped = {r["id"] for r in results if r["skipped"]}
     for r in results:
         case = by_id[r["id"]]
-        if "gain_pair" in case and r["id"] in reports:
-            fixed = case["gain_pair"]["fixed_case"]
-            if fixed not in by_id:
-                sys.exit(f"run_corpus: {r['id']}: gain_pair names no case {fixed}")
-            if fixed in reports or "files" in by_id[fixed] or not committed_only:
-                r["failures"] += judge_pair(case, reports[r["id"]], reports.get(fixed))
+        # A pair is judged wherever its before run ran and its fixed run was not left
+        # out here (a fixed run that failed, or is missing, fails the pair).
+        if "gain_pair" in case and r["id"] in reports and case["gain_pair"]["fixed_case"] not in skipped:
+            r["failures"] += judge_pair(case, reports[r["id"]], reports.get(case["gain_pair"]["fixed_case"]))
     return results
 
 

@@ -662,11 +662,116 @@ TEST(SmiQuery, OlderDriverLayoutAndTwoGpus) {
   EXPECT_DOUBLE_EQ(rec.metrics.devices[1].Get(Metric::kGpuUtil).mean(), 0);
 }
 
+// nvidia-smi's default table, R535 layout: the date line nvidia-smi prints above
+// each table, two snapshots, a GPU whose power reads N/A, the Processes block.
+TEST(SmiTable, SnapshotsWithDatesPowerCapMemoryAndProcessesSkipped) {
+  const std::string table =
+      "+---------------------------------------------------------------------------------------+\n"
+      "| NVIDIA-SMI 535.183.01             Driver Version: 535.183.01   CUDA Version: 12.2     |\n"
+      "|-----------------------------------------+----------------------+----------------------+\n"
+      "| GPU  Name                 Persistence-M | Bus-Id        Disp.A | Volatile Uncorr. ECC |\n"
+      "| Fan  Temp   Perf          Pwr:Usage/Cap |         Memory-Usage | GPU-Util  Compute M. |\n"
+      "|=========================================+======================+======================|\n"
+      "|   0  NVIDIA GeForce RTX 3090        Off | 00000000:04:00.0 Off |                  N/A |\n"
+      "| 30%   58C    P2             {}W / 350W |  24050MiB / 24576MiB |     {}%      Default |\n"
+      "|                                         |                      |                  N/A |\n"
+      "+-----------------------------------------+----------------------+----------------------+\n"
+      "|   1  NVIDIA A100-SXM4-80GB          On  | 00000000:05:00.0 Off |                    0 |\n"
+      "| N/A   30C    P0              N/A /  N/A |      3MiB / 81920MiB |      0%      Default |\n"
+      "+-----------------------------------------+----------------------+----------------------+\n"
+      "\n"
+      "+---------------------------------------------------------------------------------------+\n"
+      "| Processes:                                                                            |\n"
+      "|  GPU   GI   CI        PID   Type   Process name                            GPU Memory |\n"
+      "|=======================================================================================|\n"
+      "|    0   N/A  N/A   2442391      C   python                                    24040MiB |\n"
+      "+---------------------------------------------------------------------------------------+\n";
+  const std::string text = "Wed Apr  9 10:26:15 2025       \n" + fmt::format(fmt::runtime(table), 246, 48) +
+                           "Wed Apr  9 10:26:25 2025\n" + fmt::format(fmt::runtime(table), 266, 84);
+  Recording rec = ImportOne(text);
+  EXPECT_EQ(rec.format, "nvidia-smi-table");
+  ASSERT_EQ(rec.metrics.devices.size(), 2u);
+  EXPECT_FALSE(rec.metrics.timestamps_synthetic);
+  const MetricDevice* a = FindIndex(rec, 0);
+  ASSERT_NE(a, nullptr);
+  EXPECT_EQ(a->name, "NVIDIA GeForce RTX 3090");
+  EXPECT_EQ(a->pci_bus_id, "00000000:04:00.0");
+  EXPECT_EQ(a->driver_version, "535.183.01");
+  EXPECT_DOUBLE_EQ(a->power_limit_w, 350);
+  EXPECT_EQ(a->memory_total_bytes, static_cast<int64_t>(24576 * kMiB));
+  const auto& util = a->Get(Metric::kGpuUtil);
+  EXPECT_EQ(util.count(), 2);
+  EXPECT_EQ(util.last_time() - util.first_time(), 10 * kNsPerS);
+  EXPECT_EQ(util.first_time(), metric_text::DaysFromCivil(2025, 4, 9) * 86400 * kNsPerS + (10 * 3600 + 26 * 60 + 15) * kNsPerS);
+  EXPECT_DOUBLE_EQ(util.max(), 84);
+  EXPECT_DOUBLE_EQ(a->Get(Metric::kPowerW).min(), 246);
+  EXPECT_DOUBLE_EQ(a->Get(Metric::kGpuTempC).mean(), 58);
+  EXPECT_DOUBLE_EQ(a->Get(Metric::kFbUsedBytes).max(), 24050 * kMiB);
+  const MetricDevice* b = FindIndex(rec, 1);
+  ASSERT_NE(b, nullptr);
+  EXPECT_EQ(b->name, "NVIDIA A100-SXM4-80GB");
+  EXPECT_FALSE(b->Has(Metric::kPowerW));  // "N/A /  N/A" is no reading
+  EXPECT_EQ(b->Get(Metric::kGpuUtil).count(), 2);
+  EXPECT_EQ(rec.metrics.rows, 4);
+}
+
+// R418-era layout (no third row, no date line): times are synthetic, one interval apart;
+// a name cut by nvidia-smi keeps its "..."; Windows' driver-model column is read.
+TEST(SmiTable, OlderLayoutWithoutDatesIsSpacedByTheInterval) {
+  const std::string table =
+      "+-----------------------------------------------------------------------------+\n"
+      "| NVIDIA-SMI 418.67       Driver Version: 418.67       CUDA Version: 10.1     |\n"
+      "|-------------------------------+----------------------+----------------------+\n"
+      "| GPU  Name        Persistence-M| Bus-Id        Disp.A | Volatile Uncorr. ECC |\n"
+      "| Fan  Temp  Perf  Pwr:Usage/Cap|         Memory-Usage | GPU-Util  Compute M. |\n"
+      "|===============================+======================+======================|\n"
+      "|   0  Tesla V100-SXM2...  On   | 00000000:00:1E.0 Off |                    0 |\n"
+      "| N/A   41C    P0    52W / 300W |   1024MiB / 16130MiB |     {:>2}%      Default |\n"
+      "+-------------------------------+----------------------+----------------------+\n"
+      "|   1  GeForce RTX 2080   WDDM  | 00000000:01:00.0  On |                  N/A |\n"
+      "| 27%   35C    P8    11W / 225W |    512MiB /  8192MiB |      3%      Default |\n"
+      "+-------------------------------+----------------------+----------------------+\n";
+  ImportOptions options;
+  options.sample_interval_ns = 2 * kNsPerS;
+  Recording rec = ImportOne(fmt::format(fmt::runtime(table), 90) + fmt::format(fmt::runtime(table), 70) +
+                                fmt::format(fmt::runtime(table), 80),
+                            options);
+  EXPECT_TRUE(rec.metrics.timestamps_synthetic);
+  const MetricDevice* a = FindIndex(rec, 0);
+  ASSERT_NE(a, nullptr);
+  EXPECT_EQ(a->name, "Tesla V100-SXM2...");
+  EXPECT_EQ(a->Get(Metric::kGpuUtil).count(), 3);
+  EXPECT_EQ(a->Get(Metric::kGpuUtil).last_time() - a->Get(Metric::kGpuUtil).first_time(), 4 * kNsPerS);
+  EXPECT_DOUBLE_EQ(a->Get(Metric::kGpuUtil).min(), 70);
+  const MetricDevice* b = FindIndex(rec, 1);
+  ASSERT_NE(b, nullptr);
+  EXPECT_EQ(b->name, "GeForce RTX 2080");
+  EXPECT_EQ(b->labels.at("driver_model"), "WDDM");
+  EXPECT_DOUBLE_EQ(b->power_limit_w, 225);
+}
+
+TEST(SmiTable, WatchHeaderGivesTheTimeAndANoTableFileIsAnError) {
+  const std::string text =
+      "Every 1.0s: nvidia-smi                      host1: Thu Oct  9 23:47:45 2025\n\n"
+      "| NVIDIA-SMI 581.29                 Driver Version: 581.29         CUDA Version: 13.0     |\n"
+      "|   0  NVIDIA H100 80GB HBM3          On  |   00000000:18:00.0 Off |                    0 |\n"
+      "| N/A   35C    P0             72W /  700W |       0MiB /  81559MiB |      0%      Default |\n";
+  Recording rec = ImportOne(text);
+  ASSERT_EQ(rec.metrics.devices.size(), 1u);
+  EXPECT_FALSE(rec.metrics.timestamps_synthetic);
+  EXPECT_EQ(rec.metrics.devices[0].Get(Metric::kPowerW).mean(), 72);
+  auto none = ImportMetricLogFromMemory("t.txt", "| a | b | c |\n", ImportOptions{"nvidia-smi-table", {}, 0});
+  ASSERT_FALSE(none.ok());
+  EXPECT_NE(none.status().message().find("t.txt"), std::string::npos);
+}
+
 // ---- detection -------------------------------------------------------------------
 
 TEST(MetricSniff, EachFormatIsRecognised) {
   EXPECT_EQ(SniffMetricFormat("timestamp, index, utilization.gpu [%]\n"), "nvidia-smi-csv");
   EXPECT_EQ(SniffMetricFormat("\n==============NVSMI LOG==============\n"), "nvidia-smi-q");
+  EXPECT_EQ(SniffMetricFormat("Wed Apr  9 10:26:15 2025\n+---+\n| NVIDIA-SMI 535.1  Driver Version: 535.1 |\n"),
+            "nvidia-smi-table");
   EXPECT_EQ(SniffMetricFormat("# gpu   pwr  gtemp  sm\n# Idx W C %\n"), "nvidia-smi-dmon");
   EXPECT_EQ(SniffMetricFormat("#Entity   GPUTL\nID\n"), "dcgmi-dmon");
   EXPECT_EQ(SniffMetricFormat("# HELP DCGM_FI_DEV_SM_CLOCK x\n# TYPE DCGM_FI_DEV_SM_CLOCK gauge\n"), "dcgm-exporter");

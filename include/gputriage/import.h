@@ -64,8 +64,8 @@ struct ImportOptions {
 };
 
 /// Formats `--format` accepts.
-inline constexpr const char* kInputFormats[] = {"kineto", "nvidia-smi-csv", "nvidia-smi-q", "nvidia-smi-dmon",
-                                                "dcgmi-dmon", "dcgm-exporter", "capture-bundle"};
+inline constexpr const char* kInputFormats[] = {"kineto", "nvidia-smi-csv", "nvidia-smi-q", "nvidia-smi-table",
+                                                "nvidia-smi-dmon", "dcgmi-dmon", "dcgm-exporter", "capture-bundle"};
 
 /// Imports one input: a Kineto trace, a GPU metric log (nvidia-smi CSV, -q text,
 /// dmon, dcgmi dmon, dcgm-exporter scrapes, an nvidia-smi capture bundle), "-"

@@ -162,6 +162,8 @@ class SeriesSketch {
   /// longer than a step's wait for data. Not bridged across holes in the log.
   static constexpr int64_t kIdleStretchMinNs = int64_t{10} * 1000 * 1000 * 1000;
   static constexpr double kIdleStretchLevel = 5.0;
+  /// The sparsest sampling whose stretches an analysis may name (see metric_analysis.cc).
+  static constexpr int64_t kIdleStretchMaxSpacingNs = int64_t{60} * 1000 * 1000 * 1000;
   static constexpr size_t kIdleStretchesListed = 16;
   struct IdleStretches {
     int64_t count = 0;

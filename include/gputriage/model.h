@@ -246,7 +246,7 @@ struct RecordingAnalysis;  // gputriage/diagnosis.h
 /// Everything one source file (one rank / process) recorded.
 struct Recording {
   std::string source_path;
-  std::string format;  // "kineto", "nvidia-smi-csv", "nvidia-smi-q", "nvidia-smi-dmon", "dcgmi-dmon", "dcgm-exporter"
+  std::string format;  // "kineto", "nvidia-smi-csv", "nvidia-smi-q", "nvidia-smi-table", "nvidia-smi-dmon", "dcgmi-dmon", "dcgm-exporter"
   int rank = -1;
   int world_size = -1;
   std::string comm_backend;  // "nccl", "gloo", ...

@@ -102,7 +102,11 @@ std::vector<DeviceMetricAnalysis> AnalyzeMetrics(const MetricSet& metrics) {
       a.fed_mean_percent = busy->MeanAbove(kNearZeroPercent);
       a.near_full_share = busy->ShareAtLeast(kNearFullPercent);
       a.rhythm = busy->rhythm();
-      a.idle_phases = busy->idle_stretches();
+      // Samples further apart than kIdleStretchMaxSpacingNs cannot place a stretch's
+      // edges: two snapshots an hour apart at 0 % say nothing of the hour between
+      // them (a hand-saved series of nvidia-smi tables). Such a log keeps its
+      // mean-level findings; no stretch is claimed, in the verdicts or the ledger.
+      if (a.median_interval_ns <= SeriesSketch::kIdleStretchMaxSpacingNs) a.idle_phases = busy->idle_stretches();
       if (const TimeNs observed = busy->CoveredTime(); observed > 0)
         a.idle_phase_share = std::min(1.0, static_cast<double>(a.idle_phases.total_ns) / static_cast<double>(observed));
       a.busy_timeline = busy->Timeline(SeriesSketch::kTimelineBuckets);

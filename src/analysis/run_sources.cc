@@ -52,7 +52,7 @@ SourceFacts FactsOf(const Recording& rec, const RecordingAnalysis& analysis) {
         }
   if (rec.clock_is_absolute && lo <= hi && lo >= kPlausibleEpochNs) f.span = Interval{lo, hi};
   f.zone_unknown = rec.format == "nvidia-smi-csv" || rec.format == "nvidia-smi-q" || rec.format == "nvidia-smi-dmon" ||
-                   rec.format == "capture-bundle";
+                   rec.format == "nvidia-smi-table" || rec.format == "capture-bundle";
   for (const auto& d : rec.devices)
     if (!d.name.empty()) f.models.insert(AsciiLower(d.name));
   for (const auto& d : rec.metrics.devices)

@@ -28,7 +28,7 @@ constexpr int kMaxDirectoryDepth = 8;
 
 constexpr const char* kNotRecognised =
     ": not a recognised input: expected a PyTorch profiler trace (.json/.json.gz), an nvidia-smi --query-gpu CSV, "
-    "nvidia-smi -q text, nvidia-smi dmon or dcgmi dmon output, or dcgm-exporter /metrics text (use --format to "
+    "nvidia-smi -q text, nvidia-smi's default table, nvidia-smi dmon or dcgmi dmon output, or dcgm-exporter /metrics text (use --format to "
     "name it)";
 
 /// The format a file's head shows: "kineto", a metric format, or "" for none.

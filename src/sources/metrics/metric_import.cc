@@ -51,6 +51,7 @@ std::vector<std::string> QueryColumns(std::string_view command) {
 std::unique_ptr<MetricLineReader> MakeReader(const std::string& format, MetricReaderContext* ctx) {
   if (format == "nvidia-smi-csv") return MakeSmiCsvReader(ctx);
   if (format == "nvidia-smi-q") return MakeSmiQueryReader(ctx);
+  if (format == "nvidia-smi-table") return MakeSmiTableReader(ctx);
   if (format == "nvidia-smi-dmon") return MakeSmiDmonReader(ctx);
   if (format == "dcgmi-dmon") return MakeDcgmiDmonReader(ctx);
   if (format == "dcgm-exporter") return MakeDcgmExporterReader(ctx);
@@ -192,7 +193,8 @@ StatusOr<std::vector<Recording>> ReadMetricLines(std::unique_ptr<ByteSource> sou
   rec.stats.bytes_read = lines.bytes_consumed();
   if (rec.metrics.timestamps_synthetic)
     rec.metrics.clock_note = "no timestamps in the source: samples spaced by the sampling interval from 0";
-  else if (format == "nvidia-smi-csv" || format == "nvidia-smi-q" || format == "nvidia-smi-dmon")
+  else if (format == "nvidia-smi-csv" || format == "nvidia-smi-q" || format == "nvidia-smi-dmon" ||
+           format == "nvidia-smi-table")
     rec.metrics.clock_note = "local time of the logging host (nvidia-smi writes no time zone)";
   rec.clock_is_absolute = !rec.metrics.timestamps_synthetic;
   std::vector<Recording> out;
@@ -225,6 +227,7 @@ std::string SniffMetricFormat(std::string_view head) {
     if (StartsWith(line, "# $ nvidia-smi") || StartsWith(line, "# $ dcgmi")) return "capture-bundle";
     if (StartsWith(line, "# gputriage export of run")) return "dcgm-exporter";  // may hold steps alone
     if (Contains(line, "NVSMI LOG")) return "nvidia-smi-q";
+    if (Contains(line, "NVIDIA-SMI") && Contains(line, "Driver Version")) return "nvidia-smi-table";
     if (StartsWith(line, "#Entity") || StartsWith(line, "# Entity")) return "dcgmi-dmon";
     const bool comment = line[0] == '#';
     std::string_view rest = comment ? TrimAsciiSpace(line.substr(1)) : line;

@@ -87,6 +87,8 @@ struct MetricReaderContext {
 std::unique_ptr<MetricLineReader> MakeSmiCsvReader(MetricReaderContext* ctx);
 /// nvidia-smi -q (full text of one or more devices)
 std::unique_ptr<MetricLineReader> MakeSmiQueryReader(MetricReaderContext* ctx);
+/// nvidia-smi's default table (one snapshot of every GPU a table, `watch nvidia-smi` logs)
+std::unique_ptr<MetricLineReader> MakeSmiTableReader(MetricReaderContext* ctx);
 /// nvidia-smi dmon (text or csv, any -s selection, -o DT/T, --gpm-metrics)
 std::unique_ptr<MetricLineReader> MakeSmiDmonReader(MetricReaderContext* ctx);
 /// dcgmi dmon -e ...

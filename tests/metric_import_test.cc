@@ -410,6 +410,18 @@ TEST(SmiDmon, CsvHeaderWithoutHash) {
   EXPECT_DOUBLE_EQ(rec.metrics.devices.at(0).Get(Metric::kSmActive).mean(), 6.0);
 }
 
+TEST(SmiDmon, PmonIsRefusedWithWhatToLogInstead) {
+  const std::string text =
+      "# gpu         pid   type     sm    mem    enc    dec    jpg    ofa     fb   ccpm    command \n"
+      "# Idx           #    C/G      %      %      %      %      %      %     MB     MB    name \n"
+      "    0     439323     C     40      3      0      0      0      0     10      0    demo           \n"
+      "    0     439324     C     30      3      0      0      0      0     10      0    demo2          \n";
+  auto recs = ImportMetricLogFromMemory("pmon.log", text);
+  ASSERT_FALSE(recs.ok());
+  EXPECT_NE(recs.status().message().find("pmon.log:1"), std::string::npos) << recs.status().message();
+  EXPECT_NE(recs.status().message().find("nvidia-smi dmon"), std::string::npos);
+}
+
 TEST(SmiDmon, MalformedRows) {
   const std::string log =
       "0 1 2 3\n"  // before the header
@@ -760,6 +772,11 @@ TEST(SmiTable, WatchHeaderGivesTheTimeAndANoTableFileIsAnError) {
   ASSERT_EQ(rec.metrics.devices.size(), 1u);
   EXPECT_FALSE(rec.metrics.timestamps_synthetic);
   EXPECT_EQ(rec.metrics.devices[0].Get(Metric::kPowerW).mean(), 72);
+  auto screen = ImportMetricLogFromMemory(
+      "w.log", "\x1b[H\x1b[2JEvery 2.0s: nvidia-smi\x1b[6d| NVIDIA-SMI 570.148.08\x1b[6;37HDriver Version: 570.148.08 |\n");
+  ASSERT_FALSE(screen.ok());
+  EXPECT_NE(screen.status().message().find("w.log:1: a terminal screen recording"), std::string::npos)
+      << screen.status().message();
   auto none = ImportMetricLogFromMemory("t.txt", "| a | b | c |\n", ImportOptions{"nvidia-smi-table", {}, 0});
   ASSERT_FALSE(none.ok());
   EXPECT_NE(none.status().message().find("t.txt"), std::string::npos);

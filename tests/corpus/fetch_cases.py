@@ -28,8 +28,15 @@ MAX_BYTES = 64 << 20
 TOTAL_SECONDS = 120
 
 
+def mirror_git_dir(mirror_root, repo):
+    """The git directory of OWNER/NAME's mirror: MIRROR_ROOT/OWNER+NAME/repo, bare or
+    with a work tree (then its .git), as the project's search tool leaves them."""
+    top = os.path.join(mirror_root, repo.replace("/", "+"), "repo")
+    return os.path.join(top, ".git") if os.path.isdir(os.path.join(top, ".git")) else top
+
+
 def from_mirror(mirror_root, fetch):
-    git_dir = os.path.join(mirror_root, fetch["repo"].replace("/", "+"), "repo")
+    git_dir = mirror_git_dir(mirror_root, fetch["repo"])
     if not os.path.isdir(git_dir):
         raise RuntimeError(f"no mirror at {git_dir}")
     proc = subprocess.run(["git", "--git-dir", git_dir, "show", f"{fetch['commit']}:{fetch['path']}"],

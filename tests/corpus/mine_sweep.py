@@ -2,12 +2,13 @@
 """Lists the GPU recordings in local git mirrors of public repositories, for the
 invariant sweep (tests/corpus/sweep.py).
 
-  mine_sweep.py MIRROR_ROOT OWNER/NAME... > more.txt
+  mine_sweep.py MIRROR_ROOT OWNER/NAME[@COMMIT]... > more.txt
 
-Each repository is read at its mirror's HEAD (MIRROR_ROOT/OWNER+NAME/repo, as the
+Each repository is read at its mirror's HEAD, or at COMMIT where given (a file
+since deleted) (MIRROR_ROOT/OWNER+NAME/repo, as the
 project's search tool leaves them). A file is listed when its first bytes show a
 format gputriage reads: a Kineto trace ("traceEvents" with a kernel or cpu_op
-category), an nvidia-smi query CSV, -q report or dmon log, dcgmi dmon output or a
+category), an nvidia-smi query CSV, -q report, default table or dmon log, dcgmi dmon output or a
 dcgm-exporter scrape. One entry a line, OWNER/NAME@COMMIT:PATH; a trace directory's
 rank files (rank*, worker*) are one run on one line.
 """
@@ -18,12 +19,15 @@ import subprocess
 import sys
 import zlib
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import fetch_cases  # noqa: E402
+
 MAX_BYTES = 64 << 20
 HEAD_BYTES = 256 << 10
 SUFFIXES = (".json", ".json.gz", ".csv", ".txt", ".log", ".prom", ".out")
 METRIC_MARKERS = (b"utilization.gpu", b"DCGM_FI_", b"dcgm_gpu_utilization", b"==============NVSMI LOG",
                   b"# gpu ", b"#Entity", b"GPUTL", b"gpu_utilization", b"gpu_util", b"power.draw [W]",
-                  b"memory.used [MiB]", b"temperature.gpu")
+                  b"memory.used [MiB]", b"temperature.gpu", b"| NVIDIA-SMI ")
 RANK = re.compile(r"(rank|worker)[-_]?(\d+)", re.IGNORECASE)
 
 
@@ -57,10 +61,12 @@ def kind_of(head):
 
 
 def mine(mirror_root, repo):
-    git_dir = os.path.join(mirror_root, repo.replace("/", "+"), "repo")
-    commit = git(git_dir, "rev-parse", "HEAD").decode().strip()
+    """OWNER/NAME (read at HEAD) or OWNER/NAME@COMMIT (a file since deleted)."""
+    repo, _, at = repo.partition("@")
+    git_dir = fetch_cases.mirror_git_dir(mirror_root, repo)
+    commit = git(git_dir, "rev-parse", at or "HEAD").decode().strip()
     runs = {}
-    for line in git(git_dir, "ls-tree", "-r", "-l", "HEAD").decode(errors="replace").splitlines():
+    for line in git(git_dir, "ls-tree", "-r", "-l", commit).decode(errors="replace").splitlines():
         meta, path = line.split("\t", 1)
         _, kind, blob, size = meta.split()
         if kind != "blob" or not size.isdigit() or not path.endswith(SUFFIXES) or not 0 < int(size) <= MAX_BYTES:

@@ -232,12 +232,15 @@ class SmiDmonReader final : public TableReader {
     for (auto f : fields_)
       if (EqualsLowered(f, "gpu")) names = true;
     if (names) {
+      for (auto f : fields_)
+        if (EqualsLowered(f, "pid")) pmon_line_ = line_no;
       columns_.clear();
       for (auto f : fields_) columns_.push_back(Lookup(kSmiDmonColumns, f));
       ReportUnknownColumns(line_no);
       return;
     }
     if (comment || (!fields_.empty() && EqualsLowered(fields_[0], "idx"))) return;
+    if (pmon_line_ > 0) return;
     if (columns_.empty()) return RowBeforeHeader(line_no, "# gpu ...");
     if (fields_.size() != columns_.size()) {
       if (metric_text::IsGpuLost(line))
@@ -289,12 +292,25 @@ class SmiDmonReader final : public TableReader {
       if (columns_[c].role == Role::kMetric) AddValue(*dev, columns_[c], fields_[c], t, line_no);
   }
 
+  Status Finish() override {
+    // pmon looks like dmon but has a row per process: its sm % is one process's
+    // share of the time, not the GPU's utilization, and its rows are not intervals.
+    if (pmon_line_ > 0)
+      return InvalidArgumentError(fmt::format(
+          "{}: nvidia-smi pmon output (a row per process, header with 'pid'): its sm % is each process's share, "
+          "not the GPU's utilization; log per-GPU readings with `nvidia-smi dmon -o DT` or "
+          "`nvidia-smi --query-gpu=timestamp,index,utilization.gpu,power.draw,clocks.sm --format=csv -l 1`",
+          ctx_->Where(pmon_line_)));
+    return TableReader::Finish();
+  }
+
  private:
   void Split(std::string_view body) {
     if (body.find(',') != std::string_view::npos) metric_text::SplitTrimmed(body, ',', fields_);
     else metric_text::SplitWhitespace(body, fields_);
   }
 
+  int64_t pmon_line_ = 0;  // the line of a pmon header, if one was seen
   TimeNs last_tod_ = 0;
   bool have_last_tod_ = false;
   TimeNs day_offset_ = 0;

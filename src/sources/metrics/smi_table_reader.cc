@@ -67,6 +67,7 @@ class SmiTableReader final : public MetricLineReader {
   void Line(std::string_view line, int64_t line_no) override {
     const std::string_view body = TrimAsciiSpace(line);
     if (body.empty()) return;
+    if (escapes_line_ == 0 && body.find('\x1b') != std::string_view::npos) escapes_line_ = line_no;
     if (Contains(body, "NVIDIA-SMI") && Contains(body, "Driver Version")) return StartSnapshot(body, line_no);
     if (body.front() != '|') {
       if (body.front() != '+')
@@ -86,6 +87,11 @@ class SmiTableReader final : public MetricLineReader {
 
   Status Finish() override {
     if (snapshots_ == 0) return DataLossError(ctx_->file + ": no nvidia-smi table (no '| NVIDIA-SMI ... Driver Version' line)");
+    if (metrics_.devices.empty() && escapes_line_ > 0)
+      return InvalidArgumentError(fmt::format(
+          "{}: a terminal screen recording (escape sequences that redraw a `watch nvidia-smi` screen in place), not "
+          "nvidia-smi's printed tables; log with `nvidia-smi -l 5 > FILE` or `nvidia-smi --query-gpu=... --format=csv -l 1`",
+          ctx_->Where(escapes_line_)));
     if (metrics_.devices.empty()) return DataLossError(ctx_->file + ": nvidia-smi tables list no GPU rows");
     return Status::Ok();
   }
@@ -207,6 +213,7 @@ class SmiTableReader final : public MetricLineReader {
   std::optional<size_t> device_;
   std::string driver_;
   int64_t snapshots_ = 0;
+  int64_t escapes_line_ = 0;  // the first line with a terminal escape sequence
   bool in_gpus_ = false;
 };
 

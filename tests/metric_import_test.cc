@@ -209,6 +209,27 @@ TEST(SmiCsv, OneGpuSampledFastAndIrregularlyIsOneGpu) {
   EXPECT_NE(why->message.find("--gpus N"), std::string::npos);
 }
 
+TEST(SmiCsv, AScriptLoggingEveryFewMinutesIsOneGpuAndItsSpacedNamesAreRead) {
+  // A monitoring script's CSV (its own header, one row each 5 minutes, two pauses):
+  // the gaps 300 300 300 7063 300 2827 s once read as cycles of two GPUs. Gaps
+  // inside a cycle are one sweep's queries (milliseconds), never minutes.
+  const std::string text =
+      "Time,GPU,Temp (C),Util (%),Memory Used (MB),Total Memory (MB)\n"
+      "2025-05-19 16:19:26,NVIDIA GeForce RTX 3070 Laptop GPU,40,55,909.8,8192.0\n"
+      "2025-05-19 16:24:26,NVIDIA GeForce RTX 3070 Laptop GPU,42,0,910.4,8192.0\n"
+      "2025-05-19 16:29:26,NVIDIA GeForce RTX 3070 Laptop GPU,45,0,871.8,8192.0\n"
+      "2025-05-19 16:34:26,NVIDIA GeForce RTX 3070 Laptop GPU,47,0,859.0,8192.0\n"
+      "2025-05-19 18:32:09,NVIDIA GeForce RTX 3070 Laptop GPU,27,0,849.4,8192.0\n"
+      "2025-05-19 18:37:09,NVIDIA GeForce RTX 3070 Laptop GPU,37,0,838.9,8192.0\n"
+      "2025-05-19 19:24:16,NVIDIA GeForce RTX 3070 Laptop GPU,47,0,872.6,8192.0\n";
+  Recording rec = ImportOne(text);
+  ASSERT_EQ(rec.metrics.devices.size(), 1u);
+  const MetricDevice& d = rec.metrics.devices[0];
+  EXPECT_EQ(d.Get(Metric::kGpuUtil).count(), 7);
+  EXPECT_DOUBLE_EQ(d.Get(Metric::kFbUsedBytes).max(), 910.4 * kMiB);
+  EXPECT_EQ(d.memory_total_bytes, static_cast<int64_t>(8192 * kMiB));
+}
+
 TEST(SmiCsv, InterleavedGpusAreInferredFromTheCycleOfGaps) {
   for (int gpus : {2, 3, 8}) {
     SCOPED_TRACE(gpus);

@@ -90,7 +90,7 @@ def parse_public_entry(entry):
         return None
     repo, rest = entry.split("@", 1)
     commit, path = rest.split(":", 1)
-    return {"repo": repo, "commit": commit, "path": path}
+    return {"repo": repo, "commit": commit, "path": path.replace("%20", " ")}  # lists are space-separated
 
 
 def derived(fetch, data):

@@ -76,7 +76,8 @@ def mine(mirror_root, repo):
             continue
         # The rank files of one trace directory are one run.
         key = os.path.dirname(path) if found == "trace" and RANK.search(os.path.basename(path)) else path
-        runs.setdefault(key, []).append(f"{repo}@{commit}:{path}")
+        # Runs are space-separated: a space inside a path is written %20 (parse_public_entry reads it back).
+        runs.setdefault(key, []).append(f"{repo}@{commit}:{path.replace(' ', '%20')}")
     return [" ".join(sorted(files)) for _, files in sorted(runs.items())]
 
 

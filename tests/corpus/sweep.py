@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Runs gputriage over many recordings and checks rules that need no expected answer.
 
-  sweep.py GPUTRIAGE LIST [--root DIR] [--json OUT] [--show N]
+  sweep.py GPUTRIAGE LIST... [--root DIR] [--fetched CACHE] [--json OUT] [--show N]
 
 LIST: one run a line, its files separated by spaces (the ranks of one job): paths
 relative to --root (default: the repository) or absolute, or OWNER/NAME@COMMIT:PATH
@@ -28,6 +28,7 @@ import json
 import os
 import subprocess
 import sys
+import tomllib
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -58,8 +59,42 @@ def read_list(path, root, fetched=""):
         for number, line in enumerate(f, 1):
             text = line.split("#", 1)[0].strip()
             if text:
-                runs.append((f"{os.path.basename(path)}:{number}", [resolve(e, root, fetched) for e in text.split()]))
+                runs.append((f"{os.path.basename(path)}:{number}", [resolve(e, root, fetched) for e in text.split()],
+                             [repo_of(e) for e in text.split()]))
     return runs
+
+
+def committed_sources():
+    """Each committed corpus file's source repository (from cases.toml)."""
+    with open(os.path.join(HERE, "cases.toml"), "rb") as f:
+        cases = tomllib.load(f)["case"]
+    out = {}
+    for c in cases:
+        source = c.get("source", "")
+        repo = source.split("@", 1)[0] if "@" in source else RECORDED_HERE
+        for path in c.get("files", []):
+            out[path] = repo
+    return out
+
+
+_SOURCES = None
+RECORDED_HERE = "this repository (recorded here)"
+
+
+def repo_of(entry):
+    """The public repository a list entry comes from: its own OWNER/NAME, or a committed
+    file's case source."""
+    global _SOURCES
+    fetch = parse_public_entry(entry)
+    if fetch:
+        return fetch["repo"]
+    if _SOURCES is None:
+        _SOURCES = committed_sources()
+    if entry in _SOURCES:
+        return _SOURCES[entry]
+    directory = os.path.dirname(entry)  # a trace directory's other ranks
+    found = next((r for p, r in _SOURCES.items() if os.path.dirname(p) == directory), None)
+    return found or (RECORDED_HERE if entry.startswith("tests/data/traces/recorded/") else "unknown")
 
 
 def check_gains(findings):
@@ -151,21 +186,23 @@ def run(binary, paths):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("gputriage")
-    ap.add_argument("list")
+    ap.add_argument("list", nargs="+", help="one or more run lists (committed, public)")
     ap.add_argument("--root", default=os.path.join(HERE, "..", ".."))
     ap.add_argument("--fetched", default=os.environ.get("GPUTRIAGE_CORPUS_CACHE", ""))
     ap.add_argument("--json")
     ap.add_argument("--show", type=int, default=20, help="violations printed per invariant")
     args = ap.parse_args()
-    runs = read_list(args.list, args.root, args.fetched)
+    runs = [run for path in args.list for run in read_list(path, args.root, args.fetched)]
     violations = {name: [] for name in INVARIANTS}
     rejected = []
-    missing, judged = 0, 0
-    for where, paths in runs:
+    missing, judged, files, repos = 0, 0, 0, set()
+    for where, paths, sources in runs:
         if not all(os.path.exists(p) for p in paths):
             missing += 1
             continue
         judged += 1
+        files += len(paths)
+        repos.update(sources)
         report, error = run(args.gputriage, paths)
         first = os.path.relpath(paths[0], args.fetched if args.fetched and paths[0].startswith(args.fetched) else args.root)
         label = f"{where} {first}" + (f" and {len(paths) - 1} more" if len(paths) > 1 else "")
@@ -174,7 +211,10 @@ def main():
             continue
         for name, found in judge(report).items():
             violations[name] += [f"{label}: {v}" for v in found]
-    print(f"sweep: {judged} runs judged ({missing} listed but not here); {len(rejected)} refused with a clear error")
+    public = repos - {RECORDED_HERE}
+    print(f"sweep: {judged} runs judged ({files} files from {len(public)} public repositories"
+          f"{' and recordings made here' if RECORDED_HERE in repos else ''}; {missing} runs listed but not here); "
+          f"{len(rejected)} refused with a clear error")
     for r in rejected[:args.show]:
         print(f"    {r}")
     for name in INVARIANTS:
@@ -186,7 +226,7 @@ def main():
             print(f"    ... and {len(found) - args.show} more")
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"runs": judged, "missing": missing, "rejected": rejected, "violations": violations}, f, indent=1)
+            json.dump({"runs": judged, "files": files, "repositories": sorted(repos), "missing": missing, "rejected": rejected, "violations": violations}, f, indent=1)
     return 1 if any(violations.values()) else 0
 
 

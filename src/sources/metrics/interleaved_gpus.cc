@@ -23,6 +23,10 @@ constexpr double kShortGapFloorNs = 0.2e6;
 // rows K apart belong together and neighbours do not.
 constexpr double kContinuityRatio = 0.25;
 constexpr size_t kMinRows = 5;  // two cycles of two GPUs and a row: two long gaps
+// Gaps inside a cycle are the queries of one sweep over the GPUs: milliseconds,
+// never a second. A script that logs every few minutes at irregular times can show
+// any pattern of "short" and "long" gaps, none of them a sweep.
+constexpr double kMaxShortGapNs = 1e9;
 
 double Quantile(std::vector<double> v, double q) {
   if (v.empty()) return NAN;
@@ -56,7 +60,7 @@ std::optional<CycleFit> FitCycle(const std::vector<double>& gaps, int k) {
     fit.long_q10 = Quantile(long_gaps, 0.1);
     fit.short_median = Quantile(short_gaps, 0.5);
     fit.long_median = Quantile(long_gaps, 0.5);
-    if (!(fit.long_q10 > fit.short_q90)) continue;
+    if (!(fit.long_q10 > fit.short_q90) || fit.short_q90 > kMaxShortGapNs) continue;
     if (fit.long_median < kLongOverShort * std::max(fit.short_median, kShortGapFloorNs)) continue;
     const double margin = fit.long_q10 / std::max(fit.short_q90, kShortGapFloorNs);
     if (!best || margin > best_margin) best = fit, best_margin = margin;

@@ -119,6 +119,8 @@ constexpr std::pair<std::string_view, std::string_view> kScriptNames[] = {
     {"gpu_temperature", "temperature.gpu"}, {"power", "power.draw"},
     {"power_draw", "power.draw"},          {"gpu_power", "power.draw"},
     {"sm_clock", "clocks.sm"},             {"clock_sm", "clocks.sm"},
+    {"total_memory", "memory.total"},     {"used_memory", "memory.used"},
+    {"free_memory", "memory.free"},       {"gpu_name", "name"},
     {"gpu_index", "index"},
     {"gpu_id", "index"},                   {"time", "timestamp"},
     {"datetime", "timestamp"},
@@ -142,11 +144,17 @@ std::string NormalisedName(std::string_view name, std::string& unit) {
       name = TrimAsciiSpace(name.substr(0, at));
     }
   }
+  // nvidia-smi writes [MiB]; a script that writes "(MB)" divided NVML's bytes by
+  // 2^20 as well (an 8 GiB board's total reads 8192 "MB").
+  if (unit == "MB") unit = "MiB";
   if (!name.empty() && name.back() == '%') {
     unit = "%";
     name = TrimAsciiSpace(name.substr(0, name.size() - 1));
   }
   std::string lower = AsciiLower(name);
+  // "Memory Used (MB)" is a script's memory_used: spaces read as underscores
+  // (nvidia-smi's own names have none).
+  std::replace(lower.begin(), lower.end(), ' ', '_');
   while (!lower.empty() && lower.back() == '_') lower.pop_back();
   for (auto [suffix, suffix_unit] : kUnitSuffixes)
     if (lower.size() > suffix.size() && lower.ends_with(suffix) && unit.empty()) {

@@ -169,7 +169,10 @@ TEST(Golden, HtaControlA100) {
   EXPECT_EQ(a.steps.size(), 6u);
   EXPECT_NEAR(a.gpu.busy_percent, 79.0, 2.0);
   EXPECT_NEAR(a.comm.share_of_kernel_time_percent, 37.0, 2.0);
-  EXPECT_NEAR(a.precision.tensor_core_percent_of_matrix, 76.0, 3.0);
+  // The README's 76 % TF32 / 18 % fp32 is of every kernel whose name holds "gemm",
+  // FBGEMM's embedding lookups among them (6 %); of the matrix kernels alone the same
+  // ratio is 76 / (76 + 18) = 80.9 %.
+  EXPECT_NEAR(a.precision.tensor_core_percent_of_matrix, 80.9, 1.0);
   EXPECT_GT(Us(a.avg_step_ns), 75000.0);
   EXPECT_LT(Us(a.avg_step_ns), 81000.0);
   // 18 % of matrix time still fp32 on an A100 (≥ 10 %): moderate.
@@ -206,13 +209,16 @@ TEST(Golden, HtaNsResolutionIsBusyButFp32) {
 }
 
 TEST(Golden, HtaNegativeQueueIsCommunicationHeavyNotInputBound) {
-  // busy ≈ 32 %, comm share ≈ 47 %, no DataLoader events, GEMMs ≈ 94 % TF32.
+  // busy ≈ 32 %, comm share ≈ 47 %, no DataLoader events, GEMMs ≈ 94 % TF32 (see below).
   const Diagnosed d = Load("hta/negative_queue_a100_rank0.json.gz");
   const auto& a = d.a();
   EXPECT_EQ(a.steps.size(), 5u);
   EXPECT_NEAR(a.gpu.busy_percent, 32.0, 2.0);
   EXPECT_NEAR(a.comm.share_of_kernel_time_percent, 47.0, 2.0);
-  EXPECT_NEAR(a.precision.tensor_core_percent_of_matrix, 94.0, 2.0);
+  // The README's 94 % is of every kernel whose name holds "gemm": 7.2 of its 126.8 ms
+  // are FBGEMM's embedding and index kernels. Of the matrix kernels alone: 119.0 ms
+  // TF32 of 119.7 ms, 99.4 %.
+  EXPECT_NEAR(a.precision.tensor_core_percent_of_matrix, 99.4, 0.5);
   EXPECT_EQ(d.Find("input_bound"), nullptr);
   ASSERT_NE(d.Find("communication_bound"), nullptr);
   // tf32 on an A100 where bf16 doubles the peak.

@@ -1,3 +1,6 @@
+#include <fstream>
+#include <string>
+
 #include <gtest/gtest.h>
 
 #include "src/analysis/kernel_taxonomy.h"
@@ -77,6 +80,38 @@ TEST(KernelTaxonomy, InputTypeFallback) {
   EXPECT_EQ(PrecisionFromInputType("float", true), Precision::kTf32);
   EXPECT_EQ(PrecisionFromInputType("float", false), Precision::kFp32Simt);
   EXPECT_EQ(PrecisionFromInputType("long int", true), Precision::kUnknown);
+}
+
+}  // namespace
+}  // namespace gputriage
+
+namespace gputriage {
+namespace {
+
+// Every distinct matrix-looking kernel name of the public traces the invariant sweep
+// reads, with the class and precision its name says (written down and reviewed in
+// tests/data/kernels/matrix_kernel_precisions.tsv; its header gives the conventions).
+TEST(KernelTaxonomy, EveryMatrixKernelNameOfTheSweepHasThePrecisionItsNameSays) {
+  std::ifstream in(std::string(GPUTRIAGE_TEST_DATA_DIR) + "/kernels/matrix_kernel_precisions.tsv");
+  ASSERT_TRUE(in.good());
+  std::string line;
+  int rows = 0, wrong = 0;
+  while (std::getline(in, line)) {
+    if (line.empty() || line[0] == '#') continue;
+    const size_t tab1 = line.find('\t'), tab2 = line.find('\t', tab1 + 1);
+    ASSERT_NE(tab2, std::string::npos) << line;
+    const std::string cls = line.substr(0, tab1), precision = line.substr(tab1 + 1, tab2 - tab1 - 1);
+    const std::string name = line.substr(tab2 + 1);
+    const KernelKind kind = ClassifyKernelName(name);
+    ++rows;
+    if (cls != KernelClassName(kind.cls) || precision != PrecisionName(kind.precision)) {
+      ++wrong;
+      ADD_FAILURE() << "expected " << cls << " " << precision << ", got " << KernelClassName(kind.cls) << " "
+                    << PrecisionName(kind.precision) << ": " << name.substr(0, 160);
+    }
+  }
+  EXPECT_GE(rows, 500);
+  EXPECT_EQ(wrong, 0);
 }
 
 }  // namespace

@@ -24,16 +24,22 @@ std::string BaseName(std::string_view full) {
 Precision PrecisionToken(const std::string& l) {
   if (Contains(l, "e2m1") || Contains(l, "fp4") || Contains(l, "nvf4") || Contains(l, "mxf4")) return Precision::kFp4;
   if (Contains(l, "e4m3") || Contains(l, "e5m2") || Contains(l, "fp8") || Contains(l, "float8")) return Precision::kFp8;
-  if (Contains(l, "bf16") || Contains(l, "bfloat16")) return Precision::kBf16;
-  if (Contains(l, "tf32")) return Precision::kTf32;
+  // "DF16b"/"DF16_": std::bfloat16_t / _Float16 in a mangled name (Composable Kernel's templates).
+  if (Contains(l, "bf16") || Contains(l, "bfloat16") || Contains(l, "df16b")) return Precision::kBf16;
+  if (Contains(l, "tf32") || Contains(l, "tfloat32")) return Precision::kTf32;
+  if (Contains(l, "df16_")) return Precision::kFp16;
   if (Contains(l, "fp16") || Contains(l, "f16f16") || Contains(l, "half") || Contains(l, "__half") || Contains(l, "hmma") ||
       Contains(l, "h884") || Contains(l, "hcudnn") || Contains(l, "h1688") || Contains(l, "h16816") || Contains(l, "s884") || Contains(l, "s16816gemm_fp16"))
     return Precision::kFp16;
   // CUTLASS/cuBLAS "s1688"/"s16816" without a 16-bit token: fp32 data on TF32 tensor cores (Ampere+).
   if (Contains(l, "s1688") || Contains(l, "s16816") || Contains(l, "s16832")) return Precision::kTf32;
   if (Contains(l, "i8816") || Contains(l, "i16832") || Contains(l, "imma") || Contains(l, "int8") || Contains(l, "s8s8")) return Precision::kInt8;
-  if (Contains(l, "dgemm") || Contains(l, "dcudnn") || Contains(l, "<double") || Contains(l, "fp64") || Contains(l, "f64")) return Precision::kFp64;
-  if (Contains(l, "sgemm") || Contains(l, "scudnn") || Contains(l, "_simt_") || Contains(l, "<float")) return Precision::kFp32Simt;
+  if (Contains(l, "dgemm") || Contains(l, "zgemm") || Contains(l, "dcudnn") || Contains(l, "<double") || Contains(l, "fp64") ||
+      Contains(l, "f64"))
+    return Precision::kFp64;
+  // cgemm/gcgemm: complex single precision (cuDNN's FFT convolutions), SIMT.
+  if (Contains(l, "sgemm") || Contains(l, "cgemm") || Contains(l, "scudnn") || Contains(l, "_simt_") || Contains(l, "<float"))
+    return Precision::kFp32Simt;
   return Precision::kUnknown;
 }
 
@@ -119,9 +125,31 @@ const char* AttentionBackendName(AttentionBackend b) {
   return "none";
 }
 
+namespace {
+
+/// The lower-cased name without words that hold "gemm" or "conv" but name no matrix
+/// work: FBGEMM's namespace (embedding lookups, quantize kernels), "convert" (casts).
+std::string WithoutMisleadingWords(std::string l) {
+  for (std::string_view word : {"fbgemm", "convert"})
+    for (size_t at; (at = l.find(word)) != std::string::npos;) l.erase(at, word.size());
+  return l;
+}
+
+/// Kernels that serve a matrix library without doing its math: TMA descriptor fills,
+/// offset tables, index checks. Inductor's pointwise/reduction kernels list the aten
+/// ops they were fused from ("triton_red_fused_add_addmm_..._fmha_...") but do none
+/// of their matrix work (its matmul templates are triton_tem_* / triton_mm).
+bool IsMatrixHelper(const std::string& l, const std::string& base) {
+  return base.starts_with("triton_poi_") || base.starts_with("triton_red_") || base.starts_with("triton_per_") ||
+         Contains(base, "tensormap") || Contains(base, "::utils::") || Contains(l, "offsetskernel") ||
+         Contains(base, "bounds_check_indices") || Contains(base, "split_embedding");
+}
+
+}  // namespace
+
 KernelKind ClassifyKernelName(std::string_view name) {
   KernelKind kind;
-  const std::string l = AsciiLower(name);
+  const std::string l = WithoutMisleadingWords(AsciiLower(name));
   const std::string base = BaseName(name);
 
   // Communication first: NCCL/RCCL kernels and custom all-reduce (vLLM, symmetric memory).
@@ -129,6 +157,11 @@ KernelKind ClassifyKernelName(std::string_view name) {
       Contains(l, "all_reduce_kernel") || Contains(l, "allreduce") || Contains(l, "cross_device_reduce") ||
       Contains(l, "multimem_all_reduce") || Contains(l, "all_gather_kernel") || Contains(l, "reduce_scatter_kernel")) {
     kind.cls = KernelClass::kCommunication;
+    return kind;
+  }
+
+  if (IsMatrixHelper(l, base)) {
+    if (Contains(l, "offsetskernel") || Contains(base, "tensormap")) kind.cls = KernelClass::kMemory;
     return kind;
   }
 
@@ -175,7 +208,7 @@ KernelKind ClassifyKernelName(std::string_view name) {
                     Contains(l, "xmma") || Contains(base, "bmm_") || name.substr(0, 5) == "Cijk_" ||
                     Contains(l, "splitkreduce") || Contains(l, "matmul") || Contains(l, "cublaslt");
   const bool layout_only = Contains(l, "nchwtonhwc") || Contains(l, "nhwctonchw") || Contains(l, "transpose") ||
-                           Contains(l, "computeoffsets") || Contains(l, "im2col");
+                           Contains(l, "im2col");
   if (layout_only) {
     kind.cls = KernelClass::kMemory;
     return kind;

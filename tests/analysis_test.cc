@@ -284,6 +284,39 @@ Diagnosis BusyStep(TimeNs elementwise_us) {
   return Diagnose(run);
 }
 
+// Warm-up: the first of six steps is ten times the others (the host autotunes cuDNN and
+// grows the allocator while the GPU waits 9 ms), the rest keep a bf16 GEMM busy the whole
+// step. The steady state is a busy GPU; warm-up decides no verdict about it.
+TEST(Diagnosis, AWarmUpStepDecidesNoVerdictAboutTheSteadyState) {
+  Recording rec = A100Recording();
+  int64_t corr = 1;
+  TimeNs t = 0;
+  for (int s = 0; s < 6; ++s) {
+    const TimeNs length = (s == 0 ? 10000 : 1000) * us;
+    rec.steps.push_back({s, {t, t + length}});
+    const TimeNs gemm_start = t + length - 995 * us;
+    rec.runtime_calls.push_back(Launch(rec, gemm_start - 4 * us, gemm_start - 2 * us, corr));
+    rec.kernels.push_back(Kernel(rec, "ampere_bf16_s16816gemm_bf16_128x128_ldg8_f2f_tn", gemm_start, t + length, corr));
+    ++corr;
+    t += length;
+  }
+  gputriage::Run run;
+  run.recordings.push_back(std::move(rec));
+  const Diagnosis d = Diagnose(run);
+  ASSERT_EQ(d.recordings.size(), 1u);
+  const RecordingAnalysis& a = d.recordings[0];
+  EXPECT_EQ(a.warmup_steps, 1);
+  EXPECT_EQ(a.steps.size(), 6u);
+  EXPECT_EQ(a.avg_step_ns, 1000 * us);
+  EXPECT_GT(a.gpu.busy_percent, 99.0);
+  for (const auto& f : d.findings)
+    for (const char* v : {"idle", "underutilized", "launch_bound", "input_bound", "host_stall", "undersized_work"})
+      EXPECT_NE(f.verdict, v) << f.title;
+  bool said = false;
+  for (const auto& l : a.limitations) said = said || l.find("warm-up") != std::string::npos;
+  EXPECT_TRUE(said);
+}
+
 TEST(Diagnosis, BusyTensorCoreGpuIsAtTheComputeLimit) {
   const Diagnosis d = BusyStep(200);  // 20 % bytes-bound
   ASSERT_EQ(d.findings.size(), 1u);

@@ -578,7 +578,10 @@ struct RecordingAnalysis {
   bool has_gpu_activity = false;
   bool steps_from_markers = false;  // ProfilerStep#N markers, else the whole trace
   std::vector<StepBreakdown> steps;
-  StepBreakdown average;  // mean over steps (ns)
+  // Leading steps over kWarmupStepFactor x the median (cuDNN/cuBLAS autotuning,
+  // allocator growth, compilation): listed in `steps`, left out of `average`.
+  int64_t warmup_steps = 0;
+  StepBreakdown average;  // mean over the steady steps (ns)
   TimeNs avg_step_ns = 0;
   std::vector<GpuMetrics> gpus;
   GpuMetrics gpu;  // the primary device's metrics

@@ -6,6 +6,7 @@
 #include <functional>
 #include <limits>
 #include <mutex>
+#include <span>
 
 #include <fmt/format.h>
 
@@ -161,6 +162,22 @@ ThroughputStats MeasureThroughput(double flops, const RecordingAnalysis& a) {
 }
 
 /// What this recording cannot tell, in words for the report.
+/// Leading steps of a trace far longer than the rest (kWarmupStepFactor x the median,
+/// the rule the goodput ledger applies to marked steps): warm-up. Five steps at least,
+/// so one slow step of a short trace is not taken for it.
+int64_t CountWarmupSteps(const std::vector<Interval>& windows) {
+  if (windows.size() < 5) return 0;
+  std::vector<TimeNs> durations;
+  for (const auto& w : windows) durations.push_back(w.duration());
+  std::nth_element(durations.begin(), durations.begin() + static_cast<long>(durations.size() / 2), durations.end());
+  const double median = static_cast<double>(durations[durations.size() / 2]);
+  int64_t warmup = 0;
+  while (warmup < static_cast<int64_t>(windows.size()) - 1 &&
+         static_cast<double>(windows[static_cast<size_t>(warmup)].duration()) > analysis::kWarmupStepFactor * median)
+    ++warmup;
+  return warmup;
+}
+
 std::vector<std::string> ListLimitations(const Recording& rec, bool no_kernels, const RecordingAnalysis& a,
                                          int dropped_tail_steps) {
   std::vector<std::string> out;
@@ -171,6 +188,10 @@ std::vector<std::string> ListLimitations(const Recording& rec, bool no_kernels, 
         "only the host-side timeline is available");
   }
   if (!a.steps_from_markers) out.push_back("no ProfilerStep#N markers: the whole trace is treated as one step window");
+  if (a.warmup_steps > 0)
+    out.push_back(fmt::format("the first {} step(s) ran over {:.0f}x the median step (warm-up: cuDNN/cuBLAS autotuning, "
+                              "allocator growth, compilation): left out of the step averages the verdicts use",
+                              a.warmup_steps, analysis::kWarmupStepFactor));
   if (dropped_tail_steps > 0)
     out.push_back(fmt::format("{} trailing step(s) dropped: their device work was not fully recorded", dropped_tail_steps));
   if (no_kernels) return out;
@@ -352,7 +373,11 @@ Status AnalyzeTrace(const Recording& rec, RecordingAnalysis& a, int threads, boo
   if (auto it = extent_by_device.find(a.device.id); it != extent_by_device.end()) extents.primary = it->second;
   ASSIGN_OR_RETURN(const analysis::StepWindows steps, analysis::AlignSteps(prep, host));
   a.steps_from_markers = steps.from_markers;
-  const intervals::List step_list = intervals::Merge(steps.windows);
+  // Measurements of the steady state leave the warm-up steps out: their autotuning
+  // kernels and host pauses say nothing of the steps that follow.
+  a.warmup_steps = CountWarmupSteps(steps.windows);
+  const std::vector<Interval> steady_windows(steps.windows.begin() + a.warmup_steps, steps.windows.end());
+  const intervals::List step_list = intervals::Merge(steady_windows);
 
   // Every measurement over the aligned steps.
   KernelPass kernel_pass;
@@ -387,7 +412,7 @@ Status AnalyzeTrace(const Recording& rec, RecordingAnalysis& a, int threads, boo
     passes.push_back([&] { errors.Into(analysis::GatherRankCollectives(events, a.device.id, kinds), a.collectives); });
   if (!steps.windows.empty()) {
     passes.push_back([&] {
-      const Interval all{steps.windows.front().start, steps.windows.back().end};
+      const Interval all{steady_windows.front().start, steady_windows.back().end};
       std::vector<int> devices;
       for (const auto& [device, t] : time_by_device) devices.push_back(device);
       std::sort(devices.begin(), devices.end());
@@ -405,15 +430,16 @@ Status AnalyzeTrace(const Recording& rec, RecordingAnalysis& a, int threads, boo
   RETURN_IF_ERROR(errors.Take());
 
   if (!a.steps.empty()) {
-    for (const auto& s : a.steps)
+    const auto steady = std::span(a.steps).subspan(std::min(a.steps.size(), static_cast<size_t>(a.warmup_steps)));
+    for (const auto& s : steady)
       for (int c = 0; c < kNumStepCategories; ++c) a.average.ns[c] += s.ns[c];
     TimeNs total = 0;
-    for (const auto& s : a.steps) total += s.total();
-    const auto n = static_cast<TimeNs>(a.steps.size());
+    for (const auto& s : steady) total += s.total();
+    const auto n = static_cast<TimeNs>(steady.size());
     for (auto& v : a.average.ns) v /= n;
     a.avg_step_ns = total / n;
     // The average's window is as long as the mean step, so total() and shares work on it too.
-    a.average.window = {a.steps.front().window.start, a.steps.front().window.start + a.avg_step_ns};
+    a.average.window = {steady.front().window.start, steady.front().window.start + a.avg_step_ns};
     for (const auto& g : a.gpus)
       if (g.device == primary) a.gpu = g;
   } else {

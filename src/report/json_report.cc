@@ -220,7 +220,7 @@ json RecordingJson(const Recording& rec, const RecordingAnalysis& a, int max_ker
                                      {"severity", i.severity == IssueSeverity::kInfo ? "info" : i.severity == IssueSeverity::kWarning ? "warning" : "error"}});
   j["steps_from_markers"] = a.steps_from_markers;
   j["avg_step_ms"] = ToMs(a.avg_step_ns);
-  j["step_breakdown"] = {{"average", BreakdownJson(a.average)}, {"steps", json::array()}};
+  j["step_breakdown"] = {{"average", BreakdownJson(a.average)}, {"warmup_steps", a.warmup_steps}, {"steps", json::array()}};
   for (const auto& s : a.steps) {
     json sj = BreakdownJson(s);
     sj["step"] = s.number >= 0 ? json(s.number) : json(nullptr);

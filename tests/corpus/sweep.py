@@ -17,6 +17,8 @@ The invariants (issue 40), each violation a defect to fix as a class:
   idle_explained a GPU busy under half the observed time gets a finding that says why
   compute_limit  at_compute_limit (trace) only on a GPU whose peaks the spec table has
   percent        every percentage in the evidence within 0-100; MFU at most 100
+  warmup         leading steps over 3x the median (of five or more) are left out of
+                 the step averages the verdicts use as warm-up, and no others
   exit           gputriage exits 0 or 1 with a JSON report, or 3 with an error that
                  names the file (a format it does not read): never a crash or silence
 
@@ -42,7 +44,7 @@ EXPLAINS_IDLE = {"input_bound", "launch_bound", "idle", "communication_bound", "
                  "host_saturated", "checkpoint_overhead", "evaluation_overhead"}
 SEVERE = ("moderate", "high")
 MIN_GAIN_PERCENT = 5.0
-INVARIANTS = ["exit", "data", "gain", "severity_gain", "idle_explained", "compute_limit", "percent"]
+INVARIANTS = ["exit", "data", "gain", "severity_gain", "idle_explained", "compute_limit", "percent", "warmup"]
 
 
 def resolve(entry, root, fetched):
@@ -145,6 +147,31 @@ def check_compute_limit(report, findings):
     return out
 
 
+def check_warmup(report):
+    """Leading steps over 3x the median of five or more (autotuning, allocator growth,
+    compilation) are left out of the averages the verdicts use, and only those."""
+    out = []
+    for r in report.get("recordings", []):
+        sb = r.get("step_breakdown") or {}
+        totals = [s.get("total_ms") or 0 for s in sb.get("steps", [])]
+        expected = 0
+        if len(totals) >= 5:
+            median = sorted(totals)[len(totals) // 2]
+            while expected < len(totals) - 1 and totals[expected] > 3 * median:
+                expected += 1
+        said = sb.get("warmup_steps", 0)
+        if said != expected:
+            out.append(f"{os.path.basename(r.get('source', ''))}: {expected} leading step(s) over 3x the median, "
+                       f"{said} left out as warm-up")
+        elif expected:
+            steady = totals[expected:]
+            mean = sum(steady) / len(steady)
+            if abs((r.get("avg_step_ms") or 0) - mean) > 0.01 * mean + 1e-3:
+                out.append(f"{os.path.basename(r.get('source', ''))}: average step {r.get('avg_step_ms')} ms, "
+                           f"the steady steps' mean {mean:.3f} ms")
+    return out
+
+
 def check_percents(findings):
     out = []
     for f in findings:
@@ -163,7 +190,7 @@ def judge(report):
     gain, severity = check_gains(findings)
     return {"data": no_data(report), "gain": gain, "severity_gain": severity,
             "idle_explained": check_idle(report, verdicts), "compute_limit": check_compute_limit(report, findings),
-            "percent": check_percents(findings)}
+            "percent": check_percents(findings), "warmup": check_warmup(report)}
 
 
 def run(binary, paths):

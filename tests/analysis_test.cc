@@ -317,6 +317,61 @@ TEST(Diagnosis, AWarmUpStepDecidesNoVerdictAboutTheSteadyState) {
   EXPECT_TRUE(said);
 }
 
+/// An LLM server's trace without shapes: ten model steps, each annotated by vLLM with
+/// the tokens it processed, each a 9 ms fp8 GEMM and 1 ms of elementwise work.
+Diagnosis ServingSteps(const char* annotation) {
+  Recording rec = A100Recording();
+  rec.devices[0].name = "NVIDIA H100 80GB HBM3";
+  rec.devices[0].compute_major = 9;
+  int64_t corr = 1;
+  for (int s = 0; s < 10; ++s) {
+    const TimeNs t = s * 10000 * us;
+    CpuSpan step;
+    step.time = {t, t + 10000 * us};
+    step.kind = CpuSpanKind::kUserAnnotation;
+    step.name = rec.names.Intern(annotation);
+    rec.cpu_spans.push_back(step);
+    rec.runtime_calls.push_back(Launch(rec, t, t + 2 * us, corr));
+    rec.kernels.push_back(Kernel(rec, "sm90_xmma_gemm_e4m3bf16_bf16f32_f32_tn_n_tilesize64x64x128", t + 5 * us,
+                                 t + 9000 * us, corr++));
+    rec.runtime_calls.push_back(Launch(rec, t + 3 * us, t + 4 * us, corr));
+    rec.kernels.push_back(Kernel(rec, "void at::native::vectorized_elementwise_kernel<4>(int)", t + 9000 * us,
+                                 t + 9990 * us, corr++));
+  }
+  gputriage::Run run;
+  run.recordings.push_back(std::move(rec));
+  return Diagnose(run);
+}
+
+TEST(Diagnosis, DecodeStepsOfFewTokensStreamWeightsWithoutShapes) {
+  // Four decode tokens a step: at most 2 x 4 FLOPs per half byte of weight, far below
+  // an H100's ridge: the GEMMs wait on memory.
+  const Diagnosis d = ServingSteps("execute_context_0(0)_generation_4(4)");
+  ASSERT_EQ(d.recordings.size(), 1u);
+  // The window ends with the last step's GEMM launch (the trace has no ProfilerStep):
+  // nine steps' midpoints fall in it, and their 36 tokens are what its time is divided by.
+  EXPECT_EQ(d.recordings[0].serving.steps, 9);
+  EXPECT_EQ(d.recordings[0].serving.tokens, 36);
+  const Finding* f = nullptr;
+  for (const auto& x : d.findings)
+    if (x.verdict == "memory_bound") f = &x;
+  ASSERT_NE(f, nullptr);
+  bool intensity = false;
+  for (const auto& e : f->evidence)
+    if (e.name == "gemm_flops_per_byte_max") intensity = std::abs(e.value - 16.0) < 1e-9;
+  EXPECT_TRUE(intensity);
+  ASSERT_TRUE(f->gain.has_value());
+  EXPECT_EQ(f->gain->unit, "ms/token");
+  // Now 90 ms over 36 tokens; twice the tokens: the GEMMs' 81 ms stay, the other 9 ms double.
+  EXPECT_NEAR(f->gain->current, 90.0 / 36, 0.01);
+  EXPECT_NEAR(f->gain->expected, (81.0 + 2 * 9.0) / 72, 0.01);
+  for (const auto& x : d.findings) EXPECT_NE(x.verdict, "at_compute_limit");
+
+  // Prefill of 2048 tokens a step: up to 8192 FLOP/byte, above any ridge: nothing to claim without shapes.
+  const Diagnosis prefill = ServingSteps("execute_context_1(2048)_generation_0(0)");
+  for (const auto& x : prefill.findings) EXPECT_NE(x.verdict, "memory_bound") << x.title;
+}
+
 TEST(Diagnosis, BusyTensorCoreGpuIsAtTheComputeLimit) {
   const Diagnosis d = BusyStep(200);  // 20 % bytes-bound
   ASSERT_EQ(d.findings.size(), 1u);

@@ -83,6 +83,8 @@ struct PrecisionStats {
   TimeNs matrix_total_ns = 0;
   TimeNs kernel_total_ns = 0;
   TimeNs tensor_core_ns = 0;  // matrix time on tensor cores
+  TimeNs gemm_ns = 0;         // of the matrix time, GEMM kernels (not convolution or attention)
+  TimeNs gemm_in_steps_ns = 0;  // of that, kernels that start inside the analysed steps
   double tensor_core_percent_of_matrix = NAN;
   double matrix_percent_of_kernels = 0;
   /// Kernels whose time goes to moving bytes, not math: elementwise, reductions,
@@ -167,6 +169,17 @@ struct RooflineOp {
   double achieved_tflops = 0;
   double achieved_bandwidth_gbs = 0;
   bool memory_bound = false;     // intensity below the ridge
+};
+
+/// The tokens each model step of an LLM server processed, from vLLM's per-step
+/// annotation "execute_context_{requests}({tokens})_generation_{requests}({tokens})"
+/// (prefill, then decode). A decode step's GEMMs read every weight once for these
+/// few tokens: their FLOPs per byte follow from the count even without shapes.
+struct ServingSteps {
+  int64_t steps = 0;              // annotated model steps
+  int64_t tokens = 0;             // prefill + decode tokens over them
+  double tokens_per_step_median = NAN;
+  int64_t decode_only_steps = 0;  // steps without prefill tokens
 };
 
 /// The roofline of a trace's matrix and attention operators (roofline.cc).
@@ -604,6 +617,7 @@ struct RecordingAnalysis {
   WhatIfs what_if;            // trace recordings with steps
   ShapeAlignment shapes;      // record_shapes traces
   Roofline roofline;          // record_shapes traces on a GPU with known peaks
+  ServingSteps serving;       // vLLM's per-step token counts, where annotated
   TraceMemory memory;         // profile_memory traces
   TraceTimeline timeline;     // traces: what the charts draw
   RankCollectives collectives;  // traces of a rank: what the cross-rank analysis reads

@@ -267,6 +267,10 @@ Status MeasureKernels(const analysis::TracePrep& prep, const intervals::List& st
       }
       out.precision.matrix_ns[static_cast<int>(p)] += d;
       out.precision.matrix_total_ns += d;
+      if (kind.cls == KernelClass::kGemm) {
+        out.precision.gemm_ns += d;
+        if (InSteps(step_list, k.time.start)) out.precision.gemm_in_steps_ns += d;
+      }
       if (UsesTensorCores(p)) out.precision.tensor_core_ns += d;
     }
     if (IsMemoryBoundClass(kind.cls)) out.precision.memory_bound_ns += d;
@@ -290,6 +294,48 @@ Status MeasureKernels(const analysis::TracePrep& prep, const intervals::List& st
   for (const RuntimeCall* r = calls.Next(); r != nullptr; r = calls.Next())
     if (r->kind == RuntimeCallKind::kGraphLaunch && InSteps(step_list, r->time.start)) ++out.graph_launches;
   return calls.status();
+}
+
+/// "execute_context_1(512)_generation_3(3)" -> {prefill tokens, decode tokens}.
+std::optional<std::pair<int64_t, int64_t>> ServingStepTokens(std::string_view name) {
+  constexpr std::string_view kPrefix = "execute_context_";
+  if (!name.starts_with(kPrefix)) return std::nullopt;
+  name.remove_prefix(kPrefix.size());
+  int64_t counts[4] = {};
+  for (int i = 0; i < 4; ++i) {  // requests ( tokens ) _generation_ requests ( tokens )
+    size_t digits = 0;
+    while (digits < name.size() && digits < 12 && name[digits] >= '0' && name[digits] <= '9')
+      counts[i] = counts[i] * 10 + (name[digits++] - '0');
+    if (digits == 0) return std::nullopt;
+    name.remove_prefix(digits);
+    const std::string_view next = i == 0 || i == 2 ? "(" : i == 1 ? ")_generation_" : ")";
+    if (!name.starts_with(next)) return std::nullopt;
+    name.remove_prefix(next.size());
+  }
+  return std::make_pair(counts[1], counts[3]);
+}
+
+/// The annotated model steps whose midpoint falls in the analysed step windows (the
+/// tokens then match the time the verdicts divide).
+StatusOr<ServingSteps> ReadServingSteps(const analysis::TraceEvents& events, const intervals::List& step_list) {
+  ServingSteps out;
+  std::vector<double> per_step;
+  auto spans = events.cpu_spans();
+  for (const CpuSpan* c = spans.Next(); c != nullptr; c = spans.Next()) {
+    if (c->kind != CpuSpanKind::kUserAnnotation) continue;
+    const auto tokens = ServingStepTokens(events.recording().names.View(c->name));
+    if (!tokens || !InSteps(step_list, c->time.start + c->time.duration() / 2)) continue;
+    ++out.steps;
+    out.tokens += tokens->first + tokens->second;
+    if (tokens->first == 0) ++out.decode_only_steps;
+    per_step.push_back(static_cast<double>(tokens->first + tokens->second));
+  }
+  RETURN_IF_ERROR(spans.status());
+  if (!per_step.empty()) {
+    std::nth_element(per_step.begin(), per_step.begin() + static_cast<long>(per_step.size() / 2), per_step.end());
+    out.tokens_per_step_median = per_step[per_step.size() / 2];
+  }
+  return out;
 }
 
 /// The trace part of AnalyzeRecording: passes over the events (see trace_events.h),
@@ -406,6 +452,7 @@ Status AnalyzeTrace(const Recording& rec, RecordingAnalysis& a, int threads, boo
       },
       [&] { errors.Into(SumStepFlops(events, step_list), step_flops); },
       [&] { errors.Into(analysis::MeasureTimeline(events, a.device.id, extents, steps.windows, steps.from_markers), a.timeline); },
+      [&] { errors.Into(ReadServingSteps(events, step_list), a.serving); },
   };
   // A rank of a run: what the cross-rank analysis needs, so it never reads these events again.
   if (rank_of_run && rec.clock_is_absolute)

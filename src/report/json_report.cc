@@ -308,6 +308,9 @@ json RecordingJson(const Recording& rec, const RecordingAnalysis& a, int max_ker
                                    {"bound", o.memory_bound ? "memory" : "compute"}});
     }
     j["roofline"] = roofline;
+    j["serving"] = {{"steps", a.serving.steps}, {"tokens", a.serving.tokens},
+                    {"tokens_per_step_median", Num(a.serving.tokens_per_step_median)},
+                    {"decode_only_steps", a.serving.decode_only_steps}};
     j["memory"] = a.memory.available
                       ? json{{"peak_allocated_gib", Num(a.memory.peak_allocated_gib)},
                              {"peak_reserved_gib", Num(a.memory.peak_reserved_gib)},

@@ -379,10 +379,81 @@ void LaunchBound(const Context& c, std::vector<Finding>& out) {
 /// bytes (elementwise, reductions, norms, softmax, copies) plus the matrix and
 /// attention operators whose arithmetic intensity sits below the GPU's ridge point
 /// (roofline.cc; decode GEMMs and attention over one query token).
+/// The lowest tensor-core ridge point (16-bit peak / DRAM bandwidth, FLOP per byte)
+/// of this GPU, or of every GPU in the spec table when this one is not in it: the
+/// ridge no GPU the trace could come from sits below. `of` names it.
+double TensorRidgeFloor(const RecordingAnalysis& a, std::string& of) {
+  auto ridge = [](const GpuSpec& g) {
+    const double peak = g.fp16_tflops > 0 ? g.fp16_tflops : g.bf16_tflops;
+    return peak > 0 && g.memory_bandwidth_gbs > 0 ? peak * 1e3 / g.memory_bandwidth_gbs : NAN;
+  };
+  if (const auto spec = FindGpuSpec(a.device.name); spec && !std::isnan(ridge(*spec))) {
+    of = fmt::format("the {}'s 16-bit tensor peak / {:.0f} GB/s", spec->model, spec->memory_bandwidth_gbs);
+    return ridge(*spec);
+  }
+  double floor = NAN;
+  for (const auto& g : AllGpuSpecs())
+    if (const double r = ridge(g); !std::isnan(r) && (std::isnan(floor) || r < floor)) floor = r, of = g.model;
+  of = fmt::format("the lowest of every GPU in the spec table ({}), {} not in it", of,
+                   a.device.name.empty() ? "this GPU" : a.device.name);
+  return floor;
+}
+
+/// The most FLOPs per byte a GEMM of a serving step can reach without shapes: each
+/// weight element (half a byte at the narrowest, fp4) does 2 FLOPs per token.
+constexpr double kWeightStreamingFlopsPerByteAndToken = 4.0;
+
+/// GEMM time of an LLM server's steps that stream weights: where vLLM's annotations
+/// give the tokens per step and even fp4 weights leave the GEMMs below every ridge
+/// point, the GEMMs wait on memory. 0 when a roofline judged the operators (shapes
+/// tell better) or the steps process too many tokens to tell.
+TimeNs WeightStreamingGemmNs(const RecordingAnalysis& a, double* intensity = nullptr, double* ridge = nullptr,
+                             std::string* ridge_of = nullptr) {
+  const ServingSteps& s = a.serving;
+  if (a.roofline.available || s.steps == 0 || std::isnan(s.tokens_per_step_median)) return 0;
+  std::string of;
+  const double floor = TensorRidgeFloor(a, of);
+  const double most = kWeightStreamingFlopsPerByteAndToken * s.tokens_per_step_median;
+  if (intensity) *intensity = most;
+  if (ridge) *ridge = floor;
+  if (ridge_of) *ridge_of = of;
+  return std::isnan(floor) || most >= floor ? 0 : a.precision.gemm_ns;
+}
+
 double MemoryBoundShare(const RecordingAnalysis& a) {
   const auto& p = a.precision;
-  const double matrix = a.roofline.available ? static_cast<double>(a.roofline.memory_bound_matrix_ns) : 0.0;
+  const double matrix = a.roofline.available ? static_cast<double>(a.roofline.memory_bound_matrix_ns)
+                                             : static_cast<double>(WeightStreamingGemmNs(a));
   return Percent(static_cast<double>(p.memory_bound_ns) + matrix, static_cast<double>(p.kernel_total_ns));
+}
+
+/// Most matrix time already in 8 bits or fewer (fp8, fp4, int8): weight quantization is done.
+bool MatrixMostlyNarrow(const PrecisionStats& p) {
+  const TimeNs narrow = p.matrix_ns[static_cast<int>(Precision::kFp8)] + p.matrix_ns[static_cast<int>(Precision::kFp4)] +
+                        p.matrix_ns[static_cast<int>(Precision::kInt8)];
+  return p.matrix_total_ns > 0 && 2 * narrow > p.matrix_total_ns;
+}
+
+/// Twice the tokens per step, by Amdahl's law over the step's kernel time: weight-
+/// streaming GEMMs read the same weights whatever the batch (their time stays), the
+/// rest of the work grows with the tokens. Point: GEMMs stay, the rest doubles;
+/// best: nothing grows; worst: everything doubles (no gain). In time per token.
+ExpectedGain LargerDecodeBatchGain(const Context& c) {
+  const double tokens = static_cast<double>(c.a.serving.tokens) / StepCount(c.a);
+  const double gemm_ms = std::min(c.step_ms, ToMs(c.a.precision.gemm_in_steps_ns) / StepCount(c.a));
+  const double other_ms = c.step_ms - gemm_ms;  // attention over the KV cache, per-token work, host gaps
+  const double now = c.step_ms / tokens;
+  ExpectedGain g = StepGain(now, (gemm_ms + 2 * other_ms) / (2 * tokens), c.step_ms / (2 * tokens), now,
+                            "kv_cache_memory",
+                            fmt::format("Amdahl over {:.1f} ms of weight-streaming GEMMs in a {:.1f} ms window of {:.0f} "
+                                        "tokens: twice the tokens per step leave the GEMM time as it is (the same "
+                                        "weights are read) and double the rest (point); best nothing else grows; "
+                                        "worst everything doubles. The batch grows while the KV cache fits and "
+                                        "latency allows",
+                                        gemm_ms, c.step_ms, tokens));
+  g.metric = "ms_per_token";
+  g.unit = "ms/token";
+  return g;
 }
 
 /// Most kernel time waits on device memory, on a GPU the step waits for.
@@ -391,8 +462,12 @@ void MemoryBound(const Context& c, std::vector<Finding>& out) {
   const Roofline& r = c.a.roofline;
   const double share = MemoryBoundShare(c.a);
   if (share < analysis::kMemoryBoundModeratePercent || c.a.gpu.busy_percent < kMemoryBoundMinBusyPercent) return;
-  const double matrix_share = Percent(r.available ? static_cast<double>(r.memory_bound_matrix_ns) : 0.0,
-                                      static_cast<double>(p.kernel_total_ns));
+  double streaming_intensity = NAN, ridge_floor = NAN;
+  std::string ridge_of;
+  const TimeNs streaming_ns = WeightStreamingGemmNs(c.a, &streaming_intensity, &ridge_floor, &ridge_of);
+  const double matrix_share =
+      Percent(r.available ? static_cast<double>(r.memory_bound_matrix_ns) : static_cast<double>(streaming_ns),
+              static_cast<double>(p.kernel_total_ns));
   Finding f;
   f.verdict = "memory_bound";
   f.severity = share >= kMemoryBoundHighPercent ? Severity::kHigh : Severity::kModerate;
@@ -440,6 +515,22 @@ void MemoryBound(const Context& c, std::vector<Finding>& out) {
                            o.name, o.dtype, o.shapes, o.calls, o.intensity, o.ridge, o.achieved_bandwidth_gbs);
     if (!ops.empty()) f.detail += " Matrix/attention ops below the ridge point: " + ops + ".";
   }
+  if (streaming_ns > 0) {
+    const ServingSteps& sv = c.a.serving;
+    f.detail += fmt::format(
+        " vLLM's step annotations give {:.0f} token(s) per model step ({} of {} steps decode only): a GEMM reads each "
+        "weight once per step and does 2 FLOPs per weight per token, at most {:.0f} FLOP/byte even with 4-bit "
+        "weights, below the ridge point of {:.0f} FLOP/byte ({}): the GEMMs stream weights.",
+        sv.tokens_per_step_median, sv.decode_only_steps, sv.steps, streaming_intensity, ridge_floor, ridge_of);
+    f.evidence.push_back(E("tokens_per_step_median", sv.tokens_per_step_median, "count",
+                           "prefill + decode tokens of a model step (vLLM's execute_context_/generation_ annotations)"));
+    f.evidence.push_back(E("gemm_flops_per_byte_max", streaming_intensity, "flop/byte",
+                           "2 FLOPs per weight per token over half a byte per weight (fp4, the narrowest)", ridge_floor,
+                           "<"));
+    f.evidence.push_back(E("weight_streaming_gemm_percent_of_kernel_time", matrix_share, "percent",
+                           "GEMM kernel time of those steps"));
+    f.to_separate = "record_shapes=True gives each operator's FLOPs per byte (the per-operator roofline)";
+  }
   f.evidence.push_back(E("matrix_percent_of_kernel_time", p.matrix_percent_of_kernels, "percent", "GEMM + convolution + attention kernels"));
   f.evidence.push_back(E("gpu_busy_percent", c.a.gpu.busy_percent, "percent", "union of kernel time / step time",
                          kMemoryBoundMinBusyPercent, ">="));
@@ -449,12 +540,15 @@ void MemoryBound(const Context& c, std::vector<Finding>& out) {
     f.recommendations.push_back({"serve more sequences per step (a larger decode batch) or batch requests together",
                                  "a decode GEMM reads its weights once per step whatever M is: more rows per read "
                                  "raise its FLOPs per byte toward the ridge point"});
-    f.recommendations.push_back({"8-bit (or 4-bit) weight-only quantization of the linear layers (fp8 / int8 / int4 "
-                                 "weights, fused dequantization)",
-                                 "the weights are most of the bytes a memory-bound GEMM moves"});
+    if (!MatrixMostlyNarrow(p))
+      f.recommendations.push_back({"8-bit (or 4-bit) weight-only quantization of the linear layers (fp8 / int8 / int4 "
+                                   "weights, fused dequantization)",
+                                   "the weights are most of the bytes a memory-bound GEMM moves"});
   }
-  f.recommendations.push_back({"fused optimizers: torch.optim.AdamW(..., fused=True) (or foreach=True)", "one kernel per parameter group, not per tensor"});
+  if (c.a.serving.steps == 0)  // an LLM server's steps run no optimizer
+    f.recommendations.push_back({"fused optimizers: torch.optim.AdamW(..., fused=True) (or foreach=True)", "one kernel per parameter group, not per tensor"});
   f.gain = ReplayGain(c.step_ms, c.a.what_if.fused_memory);
+  if (!f.gain && streaming_ns > 0 && c.a.serving.tokens > 0) f.gain = LargerDecodeBatchGain(c);
   if (!f.gain && r.available && r.memory_bound_weight_bytes_16bit > 0 && r.memory_bound_bytes > 0) {
     // Weight-only 8-bit quantization, by Amdahl's law over the memory-bound matrix
     // time: a memory-bound op's time scales with the bytes it moves. Point: at the

@@ -135,9 +135,9 @@ class SeriesSketch {
   /// Largest spacing of consecutive samples.
   TimeNs MaxInterval() const { return max_interval_; }
   /// Time the series observed: the sum of sample spacings up to 4x the regular
-  /// (p90) spacing, plus one regular spacing for the first sample and for each
-  /// hole (logging stopped, the job paused) that is longer. The same time the
-  /// samples' weights add up to.
+  /// (p90) spacing of their part of the log, plus one regular spacing for the first
+  /// sample and for each hole (logging stopped, the job paused) that is longer. The
+  /// same time the samples' weights add up to.
   TimeNs CoveredTime() const;
   /// Spacings longer than 4x the regular (p90) spacing: where the log has holes.
   int64_t Gaps() const;
@@ -197,6 +197,7 @@ class SeriesSketch {
 
   int64_t count_ = 0;
   double weight_ = 0;        // committed samples' time, ns
+  int64_t holes_ = 0;        // committed spacings over 4x the reference at their time
   double weighted_sum_ = 0;
   TimeNs reference_interval_ = 0;  // median spacing, for telling holes; 0 while warming up
   std::vector<std::pair<double, TimeNs>> pending_;  // the first samples, until the spacing is known

@@ -215,6 +215,7 @@ double SeriesSketch::Weight(TimeNs dt, TimeNs reference) {
 
 void SeriesSketch::Commit(double value, TimeNs dt) {
   const double w = Weight(dt, reference_interval_);
+  if (dt > 0 && reference_interval_ > 0 && dt / 4 > reference_interval_) ++holes_;
   values_->Add(value, w);
   weight_ += w;
   weighted_sum_ += w * value;
@@ -265,7 +266,10 @@ void SeriesSketch::Add(TimeNs t, double value) {
   ++count_;
   if (dt >= 0 && count_ > 1) {
     if (!intervals_) intervals_ = std::make_unique<IntervalCounts>();
-    intervals_->Add(dt);
+    // Readings at one instant (a logger that writes several tables within the second
+    // its clock shows) are no spacing: counted as spacings of 0, they made every real
+    // interval look like a hole in the log.
+    if (dt > 0) intervals_->Add(dt);
     max_interval_ = std::max(max_interval_, dt);
     last_t_ = t;
     // The reference for holes follows the series as it grows, and is checked again
@@ -477,6 +481,10 @@ TimeNs SeriesSketch::MedianInterval() const { return intervals_ ? intervals_->Me
 
 TimeNs SeriesSketch::CoveredTime() const {
   if (!intervals_ || intervals_->total == 0) return 0;
+  // The committed samples' weights, less the nanosecond each carries: spacings judged
+  // against the regular spacing of their own part of the log, so a log that changes
+  // its rate (a minute apart, then ten a second) keeps the slow part's time.
+  if (pending_.empty()) return static_cast<TimeNs>(std::max(0.0, weight_ - static_cast<double>(count_)));
   const int64_t regular = intervals_->Regular();
   // In double: sums of corrupt spacings must not overflow.
   double covered = static_cast<double>(regular);  // the first sample's own interval
@@ -487,6 +495,7 @@ TimeNs SeriesSketch::CoveredTime() const {
 
 int64_t SeriesSketch::Gaps() const {
   if (!intervals_) return 0;
+  if (pending_.empty()) return holes_;
   const int64_t regular = intervals_->Regular();
   int64_t gaps = 0;
   for (const auto& [dt, n] : intervals_->counts)

@@ -677,10 +677,11 @@ void ComputeLimit(const Ctx& c, std::vector<Finding>& out) {
   if (has_tensor && Mean(c.d, Metric::kTensorActive) < c.t.tensor_active_percent) return;
   const bool stops = !std::isnan(c.d.near_zero_share) && c.d.near_zero_share >= kMaterialZeroShare;
   // Evidence 1: the pipes themselves are busy. Evidence 2: the board runs near its
-  // power limit at full clock, which only dense work does.
+  // power limit at a logged full clock, which only dense work does (power alone is no
+  // proof: a capped or memory-bound board draws it too).
   const bool activity = has_sm || has_tensor;
   const bool power = !std::isnan(c.d.power_mean_percent_of_limit) && c.d.power_mean_percent_of_limit >= kPowerNearLimitPercent &&
-                     (std::isnan(c.d.sm_clock_mean_percent_of_max) || c.d.sm_clock_mean_percent_of_max >= kClockNearMaxPercent);
+                     !std::isnan(c.d.sm_clock_mean_percent_of_max) && c.d.sm_clock_mean_percent_of_max >= kClockNearMaxPercent;
   const bool proven = !stops && (activity || power);
   Finding f = Make(c, proven ? "at_compute_limit" : "efficiency_unknown", Severity::kInfo);
   if (proven) {

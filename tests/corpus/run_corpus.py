@@ -38,6 +38,10 @@ def load_cases(path):
     ids = [c["id"] for c in cases]
     if len(ids) != len(set(ids)):
         sys.exit("run_corpus: duplicate case ids")
+    # Every case names the false positives gputriage must not give on it (issue 40).
+    bare = [c["id"] for c in cases if not c.get("expect_not")]
+    if bare:
+        sys.exit(f"run_corpus: cases without expect_not (the false positives to rule out): {', '.join(bare)}")
     return cases
 
 

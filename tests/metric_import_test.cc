@@ -783,6 +783,26 @@ TEST(SmiTable, OlderLayoutWithoutDatesIsSpacedByTheInterval) {
   EXPECT_DOUBLE_EQ(b->power_limit_w, 225);
 }
 
+TEST(SmiTable, AppendedJobsKeepTheirOwnTimesWhenTheyRunBackwards) {
+  // Two jobs' logs appended to one file: the second ran earlier, on another GPU.
+  const std::string table =
+      "{}\n| NVIDIA-SMI 550.144.03             Driver Version: 550.144.03     CUDA Version: 12.4     |\n"
+      "|   0  Tesla V100-PCIE-32GB           Off |   00000000:{}:00.0 Off |                    0 |\n"
+      "| N/A   59C    P0            106W /  250W |    8758MiB /  32768MiB |     {}%      Default |\n";
+  const std::string text = fmt::format(fmt::runtime(table), "Sat May 17 19:50:19 2025", "3D", 80) +
+                           fmt::format(fmt::runtime(table), "Sat May 17 20:06:59 2025", "3D", 82) +
+                           fmt::format(fmt::runtime(table), "Sat May 17 04:46:25 2025", "3F", 83) +
+                           fmt::format(fmt::runtime(table), "Sat May 17 05:03:05 2025", "3F", 85);
+  Recording rec = ImportOne(text);
+  EXPECT_FALSE(rec.metrics.timestamps_synthetic);
+  ASSERT_EQ(rec.metrics.devices.size(), 2u);
+  for (const auto& d : rec.metrics.devices) {
+    const auto& util = d.Get(Metric::kGpuUtil);
+    EXPECT_EQ(util.last_time() - util.first_time(), 1000 * kNsPerS) << d.pci_bus_id;
+    EXPECT_EQ(util.out_of_order(), 0);
+  }
+}
+
 TEST(SmiTable, WatchHeaderGivesTheTimeAndANoTableFileIsAnError) {
   const std::string text =
       "Every 1.0s: nvidia-smi                      host1: Thu Oct  9 23:47:45 2025\n\n"

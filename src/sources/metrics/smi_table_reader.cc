@@ -3,8 +3,8 @@
 // beside a job). Each table is one snapshot of every GPU: name, bus id, fan,
 // temperature, performance state, power draw and cap, memory used and total, and
 // GPU-Util. nvidia-smi prints the wall time on the line above each table
-// ("Wed Apr  9 10:26:15 2025"); tables without one are spaced by the sampling
-// interval and the recording says its times are synthetic.
+// ("Wed Apr  9 10:26:15 2025"); a table without one comes one sampling interval
+// after the table before, and a log with no time at all says its times are synthetic.
 //
 // Layout (drivers R418..R580 keep it; only column widths change):
 //   |   0  NVIDIA GeForce RTX 3090        Off | 00000000:04:00.0 Off |                  N/A |
@@ -105,13 +105,16 @@ class SmiTableReader final : public MetricLineReader {
   void StartSnapshot(std::string_view header, int64_t line_no) {
     in_gpus_ = true;
     device_.reset();
-    if (pending_time_ && (!time_ || *pending_time_ >= *time_)) {
+    if (pending_time_) {
+      // The table's own time, even when it runs backwards: logs of several jobs are
+      // appended to one file, and each GPU's series takes its readings in its own order.
       time_ = pending_time_;
+      ++dated_;
     } else {
-      // No time above this table (or one that runs backwards): one interval after the last.
-      metrics_.timestamps_synthetic = true;
+      // No time above this table: one interval after the last.
       time_ = time_ ? ctx_->Advance(*time_, 1, ctx_->options.sample_interval_ns, line_no) : ctx_->anchor_ns;
     }
+    metrics_.timestamps_synthetic = dated_ == 0;
     pending_time_.reset();
     ++snapshots_;
     const size_t at = header.find("Driver Version:");
@@ -213,6 +216,7 @@ class SmiTableReader final : public MetricLineReader {
   std::optional<size_t> device_;
   std::string driver_;
   int64_t snapshots_ = 0;
+  int64_t dated_ = 0;         // tables with a time above them
   int64_t escapes_line_ = 0;  // the first line with a terminal escape sequence
   bool in_gpus_ = false;
 };

@@ -28,7 +28,9 @@ Precision PrecisionToken(const std::string& l) {
   if (Contains(l, "bf16") || Contains(l, "bfloat16") || Contains(l, "df16b")) return Precision::kBf16;
   if (Contains(l, "tf32") || Contains(l, "tfloat32")) return Precision::kTf32;
   if (Contains(l, "df16_")) return Precision::kFp16;
-  if (Contains(l, "fp16") || Contains(l, "f16f16") || Contains(l, "half") || Contains(l, "__half") || Contains(l, "hmma") ||
+  // CUTLASS names its element types: "cutlass_80_tensorop_f16_s16816gemm_relu_f16_..." is fp16 data (bf16 and
+  // fp8 were matched above).
+  if (Contains(l, "fp16") || Contains(l, "f16f16") || Contains(l, "_f16") || Contains(l, "half") || Contains(l, "__half") || Contains(l, "hmma") ||
       Contains(l, "h884") || Contains(l, "hcudnn") || Contains(l, "h1688") || Contains(l, "h16816") || Contains(l, "s884") || Contains(l, "s16816gemm_fp16"))
     return Precision::kFp16;
   // CUTLASS/cuBLAS "s1688"/"s16816" without a 16-bit token: fp32 data on TF32 tensor cores (Ampere+).

@@ -52,6 +52,10 @@ TEST(MetricText, TimestampFormats) {
   EXPECT_EQ(ParseTimestamp("Tue Jul 14 08:12:38 2026"), day + tod);
   EXPECT_EQ(ParseTimestamp("Sat Feb  1 00:00:00 2025"), metric_text::DaysFromCivil(2025, 2, 1) * 86400 * kNsPerS);
   EXPECT_EQ(ParseTimestamp("1752480758.5"), 1752480758500000000LL);
+  EXPECT_EQ(ParseTimestamp("07-14-2026 08:12:38"), day + tod);  // date +%m-%d-%Y (a Jetson's log)
+  EXPECT_EQ(ParseTimestamp("07/14/2026 08:12:38"), day + tod);
+  EXPECT_EQ(ParseTimestamp("14-07-2026 08:12:38"), day + tod);  // a first field over 12 is the day
+  EXPECT_FALSE(ParseTimestamp("14-13-2026 08:12:38"));
   EXPECT_FALSE(ParseTimestamp("2026/13/14 08:12:38"));
   EXPECT_FALSE(ParseTimestamp("yesterday"));
   EXPECT_FALSE(ParseTimestamp("2026/07/14 25:00:00"));

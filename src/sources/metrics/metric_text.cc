@@ -3,6 +3,7 @@
 #include <cctype>
 #include <charconv>
 #include <cmath>
+#include <utility>
 
 #include "src/util/strings.h"
 
@@ -197,6 +198,12 @@ std::optional<TimeNs> ParseTimestamp(std::string_view text) {
   if (Digits(text, 0, 4, y) && text.size() >= 10 && (text[4] == '/' || text[4] == '-') && text[7] == text[4] &&
       Digits(text, 5, 2, mo) && Digits(text, 8, 2, d)) {
     rest = 10;  // 2026/07/14 or 2026-07-14
+  } else if (text.size() >= 10 && (text[2] == '-' || text[2] == '/') && text[5] == text[2] && Digits(text, 0, 2, mo) &&
+             Digits(text, 3, 2, d) && Digits(text, 6, 4, y)) {
+    // 07-14-2026 or 07/14/2026 (`date +%m-%d-%Y`, US locales); a first field over 12
+    // can only be a day (14-07-2026). Where both fit, month first.
+    if (mo > 12) std::swap(mo, d);
+    rest = 10;
   } else if (Digits(text, 0, 8, y) && (text.size() == 8 || text[8] == ' ' || text[8] == 'T')) {
     mo = (y / 100) % 100;  // 20260714
     d = y % 100;

@@ -254,6 +254,14 @@ def markdown(cases, results, table, first_sight):
     ]
     for cls in classes:
         lines.append(f"| {cls} | " + " | ".join(fmt_cell(table.get((cls, col))) for col in COLUMNS) + " |")
+    # Cases whose expected answer an issue stated before they were added (`answer_given`)
+    # were held out from the rules but not from the people writing them: counted apart.
+    given = {c["id"] for c in cases if c.get("answer_given")}
+    blind = [r for i, r in first_sight.items() if i not in given]
+    told = [r for i, r in first_sight.items() if i in given]
+    lines += ["", f"First sight of the cases whose answer no issue stated before they were added: "
+              f"{fmt_cell([sum(1 for r in blind if r['right']), len(blind)])}; of the {len(told)} whose "
+              f"answer an issue stated (`answer_given`): {fmt_cell([sum(1 for r in told if r['right']), len(told)])}."]
     lines += ["", "## First sight by batch", "",
               "Each batch is the cases whose first sight was recorded against one state of the rules (the "
               "git trees of `src/` and `include/`), in the order they were added.", "",

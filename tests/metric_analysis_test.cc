@@ -235,6 +235,56 @@ TEST(MetricVerdicts, HolesInTheLogAreNotObservedTime) {
   EXPECT_NEAR(g.span_hours, (4 * 3600 + 3599) / 3600.0, 1e-9);
 }
 
+TEST(MetricVerdicts, ALogThatChangesItsRateKeepsItsSlowPartAndSameInstantReadingsAreNoSpacing) {
+  // Eleven readings a minute apart (busy 3 minutes, then idle), then 200 seconds
+  // logged ten times a second within whole-second timestamps (a logger's clock
+  // shows seconds): 10 + 200 seconds of log, nothing of it a hole.
+  std::string log = "timestamp, index, utilization.gpu [%]\n";
+  for (int m = 0; m <= 10; ++m)
+    log += fmt::format("2026/03/01 10:{:02d}:00.000, 0, {}\n", m, m >= 1 && m <= 3 ? 95 : 0);
+  for (int t = 0; t < 200; ++t)
+    for (int k = 0; k < 10; ++k)
+      log += fmt::format("2026/03/01 10:{:02d}:{:02d}.000, 0, {}\n", 11 + t / 60, t % 60, t < 18 ? 0 : 96);
+  const Diagnosis d = DiagnoseText(log);
+  ASSERT_EQ(d.recordings.at(0).metric_devices.size(), 1u);
+  const auto& g = d.recordings[0].metric_devices[0];
+  EXPECT_EQ(g.median_interval_ns, kNsPerS);  // the zero spacings of one instant are not the rhythm
+  EXPECT_EQ(g.sampling_gaps, 0);
+  EXPECT_NEAR(g.hours * 3600.0, 600 + 60 + 199 + 1, 61.0);  // the minutes kept: once about 200 s
+  // The stretch from the fourth minute into the fast part: an idle phase between the two runs.
+  ASSERT_TRUE(Find(d, "idle_phases")) << Verdicts(d);
+  EXPECT_GT(g.idle_phases.longest_ns, 7 * 60 * kNsPerS);
+}
+
+TEST(MetricVerdicts, SamplesMinutesApartNameNoIdleStretch) {
+  // An nvidia-smi reading every 5 minutes for 10 hours, busy one reading in three:
+  // two readings at 0 say nothing of the minutes between them.
+  std::string log = "timestamp, index, utilization.gpu [%]\n";
+  for (int i = 0; i < 120; ++i)
+    log += fmt::format("2026/03/01 {:02d}:{:02d}:00.000, 0, {}\n", 8 + i * 5 / 60, (i * 5) % 60, i % 3 == 0 ? 90 : 0);
+  const Diagnosis d = DiagnoseText(log);
+  const auto& g = d.recordings.at(0).metric_devices.at(0);
+  EXPECT_EQ(g.idle_phases.count, 0);
+  EXPECT_FALSE(Find(d, "idle_phases")) << Verdicts(d);
+  EXPECT_TRUE(Find(d, "underutilized")) << Verdicts(d);
+}
+
+TEST(MetricVerdicts, PowerNearTheLimitWithoutALoggedClockIsNoComputeLimit) {
+  // Utilization 100 % and power at 95 % of its limit, no clock logged: a capped or
+  // memory-bound board draws that too. Efficiency unknown, not the compute limit.
+  std::string log = "timestamp, index, utilization.gpu [%], power.draw [W], power.limit [W]\n";
+  for (int t = 0; t < 600; ++t) log += fmt::format("2026/03/01 10:{:02d}:{:02d}.000, 0, 100, 380.0, 400.0\n", t / 60, t % 60);
+  const Diagnosis d = DiagnoseText(log);
+  EXPECT_FALSE(Find(d, "at_compute_limit")) << Verdicts(d);
+  EXPECT_TRUE(Find(d, "efficiency_unknown")) << Verdicts(d);
+  // With the SM clock logged at its maximum, the same power is evidence.
+  std::string clocked = "timestamp, index, utilization.gpu [%], power.draw [W], power.limit [W], clocks.sm [MHz], clocks.max.sm [MHz]\n";
+  for (int t = 0; t < 600; ++t)
+    clocked += fmt::format("2026/03/01 10:{:02d}:{:02d}.000, 0, 100, 380.0, 400.0, 1400, 1410\n", t / 60, t % 60);
+  const Diagnosis c = DiagnoseText(clocked);
+  EXPECT_TRUE(Find(c, "at_compute_limit")) << Verdicts(c);
+}
+
 TEST(MetricVerdicts, BusyButLowTensorActivity) {
   const Diagnosis d = DiagnoseText(DcgmiLog(600, 99, 0.85, 0.15, 0.30, 0.10));
   ASSERT_TRUE(Find(d, "low_tensor_activity")) << Verdicts(d);

@@ -513,7 +513,11 @@ bool StopAndGo(const Ctx& c, bool& periodic) {
   periodic = r.period_samples > 0 && r.strength >= kRhythmStrength && r.swing_p50 >= kRhythmSwingPercent &&
              ZeroShareInSteps(c) >= kStopAndGoZeroShare && r.period_ns < SeriesSketch::kIdleStretchMinNs;
   const auto& busy = c.d.Busy();
-  const bool bimodal = ZeroShareInSteps(c) >= kBimodalZeroShare && busy.p95 >= kBimodalHighPercent;
+  // Zeros are a step's waits only where a log could have told them from idle phases:
+  // readings minutes apart sample both alike (idle stretches are not named there).
+  const bool phases_visible = c.d.median_interval_ns <= SeriesSketch::kIdleStretchMaxSpacingNs;
+  const bool bimodal =
+      phases_visible && ZeroShareInSteps(c) >= kBimodalZeroShare && busy.p95 >= kBimodalHighPercent;
   return periodic || bimodal;
 }
 

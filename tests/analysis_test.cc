@@ -309,6 +309,8 @@ TEST(Diagnosis, AWarmUpStepDecidesNoVerdictAboutTheSteadyState) {
   EXPECT_EQ(a.steps.size(), 6u);
   EXPECT_EQ(a.avg_step_ns, 1000 * us);
   EXPECT_GT(a.gpu.busy_percent, 99.0);
+  // Totals over the steady steps are divided by the steady steps: one GEMM each.
+  EXPECT_DOUBLE_EQ(a.launch.kernels_per_step, 1.0);
   for (const auto& f : d.findings)
     for (const char* v : {"idle", "underutilized", "launch_bound", "input_bound", "host_stall", "undersized_work"})
       EXPECT_NE(f.verdict, v) << f.title;

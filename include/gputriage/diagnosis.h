@@ -9,6 +9,8 @@
 #include <cmath>
 #include <optional>
 #include <string>
+#include <algorithm>
+#include <span>
 #include <vector>
 
 #include "gputriage/model.h"
@@ -592,8 +594,14 @@ struct RecordingAnalysis {
   bool steps_from_markers = false;  // ProfilerStep#N markers, else the whole trace
   std::vector<StepBreakdown> steps;
   // Leading steps over kWarmupStepFactor x the median (cuDNN/cuBLAS autotuning,
-  // allocator growth, compilation): listed in `steps`, left out of `average`.
+  // allocator growth, compilation): listed in `steps`, left out of `average` and of
+  // every total the analysis takes over the steps.
   int64_t warmup_steps = 0;
+  /// The steps every total over the steps covers (all but the warm-up): what a
+  /// per-step figure divides by.
+  std::span<const StepBreakdown> SteadySteps() const {
+    return std::span(steps).subspan(std::min(steps.size(), static_cast<size_t>(std::max<int64_t>(warmup_steps, 0))));
+  }
   StepBreakdown average;  // mean over the steady steps (ns)
   TimeNs avg_step_ns = 0;
   std::vector<GpuMetrics> gpus;

@@ -124,7 +124,7 @@ ThroughputStats MeasureThroughput(double flops, const RecordingAnalysis& a) {
   ThroughputStats out;
   if (flops <= 0 || a.steps.empty() || a.avg_step_ns <= 0) return out;
   out.available = true;
-  out.flops_per_step = flops / static_cast<double>(a.steps.size());
+  out.flops_per_step = flops / static_cast<double>(a.SteadySteps().size());  // summed over the steady steps
   out.achieved_tflops = out.flops_per_step / (static_cast<double>(a.avg_step_ns) * 1e-9) / 1e12;
   const auto spec = FindGpuSpec(a.device.name);
   if (!spec) return out;  // an unknown GPU's peak is unknown
@@ -422,7 +422,10 @@ Status AnalyzeTrace(const Recording& rec, RecordingAnalysis& a, int threads, boo
   // Measurements of the steady state leave the warm-up steps out: their autotuning
   // kernels and host pauses say nothing of the steps that follow.
   a.warmup_steps = CountWarmupSteps(steps.windows);
-  const std::vector<Interval> steady_windows(steps.windows.begin() + a.warmup_steps, steps.windows.end());
+  analysis::StepWindows steady = steps;
+  steady.windows.erase(steady.windows.begin(), steady.windows.begin() + a.warmup_steps);
+  steady.numbers.erase(steady.numbers.begin(), steady.numbers.begin() + std::min<int64_t>(a.warmup_steps, static_cast<int64_t>(steady.numbers.size())));
+  const std::vector<Interval>& steady_windows = steady.windows;
   const intervals::List step_list = intervals::Merge(steady_windows);
 
   // Every measurement over the aligned steps.
@@ -448,7 +451,7 @@ Status AnalyzeTrace(const Recording& rec, RecordingAnalysis& a, int threads, boo
         // The replay's device work (it needs the off-tile kernels): read here,
         // beside the other passes, rather than after them all.
         if (!steps.windows.empty() && kernel_count > 0 && shapes.misaligned_kernels)
-          errors.Into(analysis::TraceReplay::Prepare(prep, steps, *shapes.misaligned_kernels), replay);
+          errors.Into(analysis::TraceReplay::Prepare(prep, steady, *shapes.misaligned_kernels), replay);
       },
       [&] { errors.Into(SumStepFlops(events, step_list), step_flops); },
       [&] { errors.Into(analysis::MeasureTimeline(events, a.device.id, extents, steps.windows, steps.from_markers), a.timeline); },
@@ -477,7 +480,7 @@ Status AnalyzeTrace(const Recording& rec, RecordingAnalysis& a, int threads, boo
   RETURN_IF_ERROR(errors.Take());
 
   if (!a.steps.empty()) {
-    const auto steady = std::span(a.steps).subspan(std::min(a.steps.size(), static_cast<size_t>(a.warmup_steps)));
+    const auto steady = a.SteadySteps();
     for (const auto& s : steady)
       for (int c = 0; c < kNumStepCategories; ++c) a.average.ns[c] += s.ns[c];
     TimeNs total = 0;
@@ -553,8 +556,9 @@ Status AnalyzeTrace(const Recording& rec, RecordingAnalysis& a, int threads, boo
   a.launch.kernels = kernels_in_steps;
   a.launch.graph_kernels = graph_kernels_in_steps;
   if (!a.steps.empty()) {
-    a.launch.kernels_per_step = static_cast<double>(kernels_in_steps) / static_cast<double>(a.steps.size());
-    a.launch.host_launches_per_step = static_cast<double>(host_launches) / static_cast<double>(a.steps.size());
+    const auto steady = static_cast<double>(a.SteadySteps().size());  // kernels were counted in those steps
+    a.launch.kernels_per_step = static_cast<double>(kernels_in_steps) / steady;
+    a.launch.host_launches_per_step = static_cast<double>(host_launches) / steady;
   }
   a.launch.median_kernel_us = kernel_pass.durations.Median() / 1000.0;
   if (kernels_in_steps > 0)

@@ -105,10 +105,11 @@ StatusOr<WhatIfs> PredictFixes(const TracePrep& prep, const TraceReplay* replay,
   if (replay == nullptr) return out;  // prepared only for a trace with steps and kernels
   // Run-to-run variation: the coefficient of variation of this trace's steps.
   double noise = 0;
-  if (a.steps.size() >= 2) {
+  const auto steady = a.SteadySteps();  // warm-up's long steps are no run-to-run noise
+  if (steady.size() >= 2) {
     double sum = 0, sq = 0;
-    for (const auto& s : a.steps) sum += ToMs(s.total()), sq += ToMs(s.total()) * ToMs(s.total());
-    const double n = static_cast<double>(a.steps.size()), mean = sum / n;
+    for (const auto& s : steady) sum += ToMs(s.total()), sq += ToMs(s.total()) * ToMs(s.total());
+    const double n = static_cast<double>(steady.size()), mean = sum / n;
     noise = std::min(std::sqrt(std::max(0.0, sq / n - mean * mean)) / mean, kMaxRunToRunNoise);
   }
   const double data_wait_ms = ToMs(a.average.ns[static_cast<int>(StepCategory::kDataLoader)]);

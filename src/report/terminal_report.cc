@@ -403,7 +403,7 @@ void RenderRecording(std::string& out, const Recording& rec, const RecordingAnal
     out += fmt::format("   GPU: busy {}, est. SM efficiency {}, est. achieved occupancy {}, tensor cores {} of matrix time\n",
                        Pct(a.gpu.busy_percent), Pct(a.gpu.sm_efficiency_percent), Pct(a.gpu.achieved_occupancy_percent),
                        Pct(a.precision.tensor_core_percent_of_matrix));
-    const double steps = static_cast<double>(a.steps.size());
+    const double steps = static_cast<double>(std::max<size_t>(a.SteadySteps().size(), 1));  // idle was attributed in them
     out += "   GPU idle per step by cause:";
     for (int c = 0; c < kNumIdleCauses; ++c)
       out += fmt::format(" {} {:.2f} ms{}", IdleCauseName(static_cast<IdleCause>(c)), ToMs(a.device_idle.ns[c]) / steps,

@@ -59,7 +59,8 @@ constexpr double kComputeLimitBusyPercent = 85.0;
 constexpr double kComputeLimitMaxMemoryBoundPercent = 25.0;
 constexpr double kTensorActiveTarget = 50.0;    // dense transformers: >50 % tensor activity
 
-double StepCount(const RecordingAnalysis& a) { return a.steps.empty() ? 1.0 : static_cast<double>(a.steps.size()); }
+/// The steps the analysis's totals cover (warm-up left out): what per-step figures divide by.
+double StepCount(const RecordingAnalysis& a) { return a.steps.empty() ? 1.0 : static_cast<double>(a.SteadySteps().size()); }
 
 bool HasTensorCores(const Device& d) {
   if (d.vendor == Vendor::kNvidia) return d.compute_major >= 7;
@@ -268,7 +269,7 @@ void UnfusedAttention(const Context& c, std::vector<Finding>& out) {
 
 void CommunicationBound(const Context& c, std::vector<Finding>& out) {
   const auto& cm = c.a.comm;
-  const double total_ms = c.step_ms * static_cast<double>(c.a.steps.size());
+  const double total_ms = c.step_ms * StepCount(c.a);
   const double exposed = Percent(ToMs(cm.exposed_ns), total_ms);
   if (exposed < kCommModeratePercent) return;
   Finding f;
@@ -1072,9 +1073,8 @@ Diagnosis Diagnose(const Run& run, const DiagnoseOptions& options) {
     s.data_wait_percent += Percent(static_cast<double>(a.average.ns[static_cast<int>(StepCategory::kDataLoader)]),
                                    static_cast<double>(a.avg_step_ns));
     s.avg_step_ms += ToMs(a.avg_step_ns);
-    s.steps += static_cast<int64_t>(a.steps.size());
-    s.exposed_communication_percent +=
-        Percent(ToMs(a.comm.exposed_ns), ToMs(a.avg_step_ns) * static_cast<double>(a.steps.size()));
+    s.steps += static_cast<int64_t>(a.SteadySteps().size());
+    s.exposed_communication_percent += Percent(ToMs(a.comm.exposed_ns), ToMs(a.avg_step_ns) * StepCount(a));
     if (!std::isnan(a.gpu.sm_efficiency_percent)) sm += a.gpu.sm_efficiency_percent, ++n_sm;
     if (!std::isnan(a.gpu.achieved_occupancy_percent)) occ += a.gpu.achieved_occupancy_percent, ++n_occ;
     if (!std::isnan(a.precision.tensor_core_percent_of_matrix)) tc += a.precision.tensor_core_percent_of_matrix, ++n_tc;

@@ -161,7 +161,6 @@ ThroughputStats MeasureThroughput(double flops, const RecordingAnalysis& a) {
   return out;
 }
 
-/// What this recording cannot tell, in words for the report.
 /// Leading steps of a trace far longer than the rest (kWarmupStepFactor x the median,
 /// the rule the goodput ledger applies to marked steps): warm-up. Five steps at least,
 /// so one slow step of a short trace is not taken for it.
@@ -178,6 +177,7 @@ int64_t CountWarmupSteps(const std::vector<Interval>& windows) {
   return warmup;
 }
 
+/// What this recording cannot tell, in words for the report.
 std::vector<std::string> ListLimitations(const Recording& rec, bool no_kernels, const RecordingAnalysis& a,
                                          int dropped_tail_steps) {
   std::vector<std::string> out;
@@ -258,6 +258,7 @@ Status MeasureKernels(const analysis::TracePrep& prep, const intervals::List& st
     if (!std::isnan(k.est_occupancy_percent)) acc.occ_weighted += k.est_occupancy_percent * static_cast<double>(d), acc.occ_time += static_cast<double>(d);
     out.precision.kernel_total_ns += d;
     const KernelKind& kind = acc.kind;
+    const bool in_steps = InSteps(step_list, k.time.start);
     if (IsMatrixClass(kind.cls)) {
       Precision p = kind.precision;
       if ((p == Precision::kUnknown || p == Precision::kTensorUnknown) && op->launched_by.input_type != kNoName) {
@@ -269,7 +270,7 @@ Status MeasureKernels(const analysis::TracePrep& prep, const intervals::List& st
       out.precision.matrix_total_ns += d;
       if (kind.cls == KernelClass::kGemm) {
         out.precision.gemm_ns += d;
-        if (InSteps(step_list, k.time.start)) out.precision.gemm_in_steps_ns += d;
+        if (in_steps) out.precision.gemm_in_steps_ns += d;
       }
       if (UsesTensorCores(p)) out.precision.tensor_core_ns += d;
     }
@@ -277,7 +278,7 @@ Status MeasureKernels(const analysis::TracePrep& prep, const intervals::List& st
     if (kind.cls == KernelClass::kAttentionFused) out.attention.fused_ns += d;
     if (kind.cls == KernelClass::kSoftmax) out.attention.softmax_ns += d, ++out.attention.softmax_kernels;
     if (kind.batched) out.attention.batched_gemm_ns += d, ++out.attention.batched_gemm_kernels;
-    if (kind.cls != KernelClass::kCommunication && InSteps(step_list, k.time.start)) {
+    if (kind.cls != KernelClass::kCommunication && in_steps) {
       ++out.kernels_in_steps;
       out.durations.Add(d);
       if (d < kShortKernel) ++out.short_kernels;

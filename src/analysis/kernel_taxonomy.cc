@@ -72,6 +72,24 @@ Precision RocblasPrecision(std::string_view name) {
   }
 }
 
+/// The lower-cased name without words that hold "gemm" or "conv" but name no matrix
+/// work: FBGEMM's namespace (embedding lookups, quantize kernels), "convert" (casts).
+std::string WithoutMisleadingWords(std::string l) {
+  for (std::string_view word : {"fbgemm", "convert"})
+    for (size_t at; (at = l.find(word)) != std::string::npos;) l.erase(at, word.size());
+  return l;
+}
+
+/// Kernels that serve a matrix library without doing its math: TMA descriptor fills,
+/// offset tables, index checks. Inductor's pointwise/reduction kernels list the aten
+/// ops they were fused from ("triton_red_fused_add_addmm_..._fmha_...") but do none
+/// of their matrix work (its matmul templates are triton_tem_* / triton_mm).
+bool IsMatrixHelper(const std::string& l, const std::string& base) {
+  return base.starts_with("triton_poi_") || base.starts_with("triton_red_") || base.starts_with("triton_per_") ||
+         Contains(base, "tensormap") || Contains(base, "::utils::") || Contains(l, "offsetskernel") ||
+         Contains(base, "bounds_check_indices") || Contains(base, "split_embedding");
+}
+
 }  // namespace
 
 const char* KernelClassName(KernelClass c) {
@@ -126,28 +144,6 @@ const char* AttentionBackendName(AttentionBackend b) {
   }
   return "none";
 }
-
-namespace {
-
-/// The lower-cased name without words that hold "gemm" or "conv" but name no matrix
-/// work: FBGEMM's namespace (embedding lookups, quantize kernels), "convert" (casts).
-std::string WithoutMisleadingWords(std::string l) {
-  for (std::string_view word : {"fbgemm", "convert"})
-    for (size_t at; (at = l.find(word)) != std::string::npos;) l.erase(at, word.size());
-  return l;
-}
-
-/// Kernels that serve a matrix library without doing its math: TMA descriptor fills,
-/// offset tables, index checks. Inductor's pointwise/reduction kernels list the aten
-/// ops they were fused from ("triton_red_fused_add_addmm_..._fmha_...") but do none
-/// of their matrix work (its matmul templates are triton_tem_* / triton_mm).
-bool IsMatrixHelper(const std::string& l, const std::string& base) {
-  return base.starts_with("triton_poi_") || base.starts_with("triton_red_") || base.starts_with("triton_per_") ||
-         Contains(base, "tensormap") || Contains(base, "::utils::") || Contains(l, "offsetskernel") ||
-         Contains(base, "bounds_check_indices") || Contains(base, "split_embedding");
-}
-
-}  // namespace
 
 KernelKind ClassifyKernelName(std::string_view name) {
   KernelKind kind;

@@ -376,10 +376,6 @@ void LaunchBound(const Context& c, std::vector<Finding>& out) {
   out.push_back(std::move(f));
 }
 
-/// The share of kernel time that waits on DRAM: the kernel families that only move
-/// bytes (elementwise, reductions, norms, softmax, copies) plus the matrix and
-/// attention operators whose arithmetic intensity sits below the GPU's ridge point
-/// (roofline.cc; decode GEMMs and attention over one query token).
 /// The lowest tensor-core ridge point (16-bit peak / DRAM bandwidth, FLOP per byte)
 /// of this GPU, or of every GPU in the spec table when this one is not in it: the
 /// ridge no GPU the trace could come from sits below. `of` names it.
@@ -404,27 +400,35 @@ double TensorRidgeFloor(const RecordingAnalysis& a, std::string& of) {
 /// weight element (half a byte at the narrowest, fp4) does 2 FLOPs per token.
 constexpr double kWeightStreamingFlopsPerByteAndToken = 4.0;
 
-/// GEMM time of an LLM server's steps that stream weights: where vLLM's annotations
-/// give the tokens per step and even fp4 weights leave the GEMMs below every ridge
-/// point, the GEMMs wait on memory. 0 when a roofline judged the operators (shapes
-/// tell better) or the steps process too many tokens to tell.
-TimeNs WeightStreamingGemmNs(const RecordingAnalysis& a, double* intensity = nullptr, double* ridge = nullptr,
-                             std::string* ridge_of = nullptr) {
+/// An LLM server's GEMMs that stream weights, judged without shapes.
+struct WeightStreaming {
+  TimeNs gemm_ns = 0;      // GEMM kernel time that waits on memory (0: no claim)
+  double intensity = NAN;  // the most FLOPs per byte those GEMMs can reach
+  double ridge = NAN;      // the ridge point they sit below
+  std::string ridge_of;    // whose ridge that is
+};
+
+/// Where vLLM's annotations give the tokens per step and even fp4 weights leave the
+/// GEMMs below every ridge point, the GEMMs wait on memory. No claim when a roofline
+/// judged the operators (shapes tell better) or the steps process too many tokens.
+WeightStreaming WeightStreamingGemms(const RecordingAnalysis& a) {
+  WeightStreaming w;
   const ServingSteps& s = a.serving;
-  if (a.roofline.available || s.steps == 0 || std::isnan(s.tokens_per_step_median)) return 0;
-  std::string of;
-  const double floor = TensorRidgeFloor(a, of);
-  const double most = kWeightStreamingFlopsPerByteAndToken * s.tokens_per_step_median;
-  if (intensity) *intensity = most;
-  if (ridge) *ridge = floor;
-  if (ridge_of) *ridge_of = of;
-  return std::isnan(floor) || most >= floor ? 0 : a.precision.gemm_ns;
+  if (a.roofline.available || s.steps == 0 || std::isnan(s.tokens_per_step_median)) return w;
+  w.ridge = TensorRidgeFloor(a, w.ridge_of);
+  w.intensity = kWeightStreamingFlopsPerByteAndToken * s.tokens_per_step_median;
+  if (!std::isnan(w.ridge) && w.intensity < w.ridge) w.gemm_ns = a.precision.gemm_ns;
+  return w;
 }
 
+/// The share of kernel time that waits on DRAM: the kernel families that only move
+/// bytes (elementwise, reductions, norms, softmax, copies) plus the matrix and
+/// attention operators whose arithmetic intensity sits below the GPU's ridge point
+/// (roofline.cc; decode GEMMs and attention over one query token).
 double MemoryBoundShare(const RecordingAnalysis& a) {
   const auto& p = a.precision;
   const double matrix = a.roofline.available ? static_cast<double>(a.roofline.memory_bound_matrix_ns)
-                                             : static_cast<double>(WeightStreamingGemmNs(a));
+                                             : static_cast<double>(WeightStreamingGemms(a).gemm_ns);
   return Percent(static_cast<double>(p.memory_bound_ns) + matrix, static_cast<double>(p.kernel_total_ns));
 }
 
@@ -463,9 +467,8 @@ void MemoryBound(const Context& c, std::vector<Finding>& out) {
   const Roofline& r = c.a.roofline;
   const double share = MemoryBoundShare(c.a);
   if (share < analysis::kMemoryBoundModeratePercent || c.a.gpu.busy_percent < kMemoryBoundMinBusyPercent) return;
-  double streaming_intensity = NAN, ridge_floor = NAN;
-  std::string ridge_of;
-  const TimeNs streaming_ns = WeightStreamingGemmNs(c.a, &streaming_intensity, &ridge_floor, &ridge_of);
+  const WeightStreaming streaming = WeightStreamingGemms(c.a);
+  const TimeNs streaming_ns = streaming.gemm_ns;
   const double matrix_share =
       Percent(r.available ? static_cast<double>(r.memory_bound_matrix_ns) : static_cast<double>(streaming_ns),
               static_cast<double>(p.kernel_total_ns));
@@ -522,11 +525,11 @@ void MemoryBound(const Context& c, std::vector<Finding>& out) {
         " vLLM's step annotations give {:.0f} token(s) per model step ({} of {} steps decode only): a GEMM reads each "
         "weight once per step and does 2 FLOPs per weight per token, at most {:.0f} FLOP/byte even with 4-bit "
         "weights, below the ridge point of {:.0f} FLOP/byte ({}): the GEMMs stream weights.",
-        sv.tokens_per_step_median, sv.decode_only_steps, sv.steps, streaming_intensity, ridge_floor, ridge_of);
+        sv.tokens_per_step_median, sv.decode_only_steps, sv.steps, streaming.intensity, streaming.ridge, streaming.ridge_of);
     f.evidence.push_back(E("tokens_per_step_median", sv.tokens_per_step_median, "count",
                            "prefill + decode tokens of a model step (vLLM's execute_context_/generation_ annotations)"));
-    f.evidence.push_back(E("gemm_flops_per_byte_max", streaming_intensity, "flop/byte",
-                           "2 FLOPs per weight per token over half a byte per weight (fp4, the narrowest)", ridge_floor,
+    f.evidence.push_back(E("gemm_flops_per_byte_max", streaming.intensity, "flop/byte",
+                           "2 FLOPs per weight per token over half a byte per weight (fp4, the narrowest)", streaming.ridge,
                            "<"));
     f.evidence.push_back(E("weight_streaming_gemm_percent_of_kernel_time", matrix_share, "percent",
                            "GEMM kernel time of those steps"));

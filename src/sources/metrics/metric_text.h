@@ -31,6 +31,17 @@ std::optional<ValueWithUnit> ParseValueWithUnit(std::string_view token);
 /// Multiplier from a memory/bandwidth unit to bytes (or bytes/s): "MiB" → 2^20,
 /// "MB" → 10^6, "KB/s" → 10^3. 0 when not a memory unit.
 double BytesPerUnit(std::string_view unit);
+/// A memory reading in bytes: its unit's multiplier, MiB where it has none
+/// (nvidia-smi's own unit for memory).
+inline double MemoryBytes(const ValueWithUnit& v) {
+  const double per = BytesPerUnit(v.unit);
+  return v.value * (per > 0 ? per : 1048576.0);
+}
+/// The number of a token in exactly `unit` ("13W", "58C", "48%"); nothing otherwise.
+inline std::optional<double> ValueIn(std::string_view token, std::string_view unit) {
+  const auto v = ParseValueWithUnit(token);
+  return v && v->unit == unit ? std::optional<double>(v->value) : std::nullopt;
+}
 
 /// Days since 1970-01-01 of a proleptic Gregorian date.
 int64_t DaysFromCivil(int64_t y, unsigned m, unsigned d);

@@ -141,7 +141,7 @@ class SmiQueryReader final : public MetricLineReader {
     } else if (section == "FB Memory Usage") {
       auto v = metric_text::ParseValueWithUnit(value);
       if (!v) return;
-      const double bytes = v->value * (metric_text::BytesPerUnit(v->unit) > 0 ? metric_text::BytesPerUnit(v->unit) : 1048576.0);
+      const double bytes = metric_text::MemoryBytes(*v);
       if (key == "Total") {
         d.memory_total_bytes = static_cast<int64_t>(bytes);
         metrics_.Add(*device_, Metric::kFbTotalBytes, timestamp_, bytes);

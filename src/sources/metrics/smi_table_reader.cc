@@ -157,34 +157,24 @@ class SmiTableReader final : public MetricLineReader {
     std::vector<std::string_view> tokens;
     metric_text::SplitWhitespace(cells[0], tokens);
     for (size_t i = 0; i < tokens.size(); ++i) {
-      const std::string_view tok = tokens[i];
-      if (tok.size() >= 2 && tok.back() == 'C' && std::isdigit(static_cast<unsigned char>(tok.front()))) {
-        if (auto v = metric_text::ParseNumber(tok.substr(0, tok.size() - 1))) metrics_.Add(gpu, Metric::kGpuTempC, t, *v);
-      } else if (tok == "/" && i > 0 && i + 1 < tokens.size()) {
-        Power(gpu, t, tokens[i - 1], tokens[i + 1]);
-      }
+      if (auto c = metric_text::ValueIn(tokens[i], "C")) metrics_.Add(gpu, Metric::kGpuTempC, t, *c);
+      else if (tokens[i] == "/" && i > 0 && i + 1 < tokens.size()) Power(gpu, t, tokens[i - 1], tokens[i + 1]);
     }
     Memory(gpu, t, cells[1], line_no);
     std::vector<std::string_view> util;
     metric_text::SplitWhitespace(cells[2], util);
-    if (!util.empty() && util[0].size() >= 2 && util[0].back() == '%') {
-      if (auto v = metric_text::ParseNumber(util[0].substr(0, util[0].size() - 1))) {
-        if (*v >= 0 && *v <= 100) metrics_.Add(gpu, Metric::kGpuUtil, t, *v);
-        else
-          ctx_->Issue(IssueSeverity::kWarning, "out_of_range", [&] {
-            return fmt::format("{}: GPU-Util {} % outside 0-100; value skipped", ctx_->Where(line_no), *v);
-          });
-      }
+    if (auto v = util.empty() ? std::nullopt : metric_text::ValueIn(util[0], "%")) {
+      if (*v >= 0 && *v <= 100) metrics_.Add(gpu, Metric::kGpuUtil, t, *v);
+      else
+        ctx_->Issue(IssueSeverity::kWarning, "out_of_range", [&] {
+          return fmt::format("{}: GPU-Util {} % outside 0-100; value skipped", ctx_->Where(line_no), *v);
+        });
     }
   }
 
   void Power(size_t gpu, TimeNs t, std::string_view draw, std::string_view cap) {
-    auto watts = [](std::string_view tok) -> std::optional<double> {
-      if (tok.size() < 2 || tok.back() != 'W') return std::nullopt;
-      return metric_text::ParseNumber(tok.substr(0, tok.size() - 1));
-    };
-    if (auto w = watts(draw)) metrics_.Add(gpu, Metric::kPowerW, t, *w);
-    if (auto w = watts(cap)) {
+    if (auto w = metric_text::ValueIn(draw, "W")) metrics_.Add(gpu, Metric::kPowerW, t, *w);
+    if (auto w = metric_text::ValueIn(cap, "W")) {
       metrics_.devices[gpu].power_limit_w = *w;
       metrics_.Add(gpu, Metric::kPowerLimitW, t, *w);
     }
@@ -193,10 +183,8 @@ class SmiTableReader final : public MetricLineReader {
   void Memory(size_t gpu, TimeNs t, std::string_view cell, int64_t line_no) {
     const size_t slash = cell.find(" / ");
     auto bytes = [](std::string_view tok) -> std::optional<double> {
-      auto v = metric_text::ParseValueWithUnit(TrimAsciiSpace(tok));
-      if (!v) return std::nullopt;
-      const double per = metric_text::BytesPerUnit(v->unit);
-      return v->value * (per > 0 ? per : 1048576.0);  // nvidia-smi prints MiB
+      const auto v = metric_text::ParseValueWithUnit(tok);
+      return v ? std::optional<double>(metric_text::MemoryBytes(*v)) : std::nullopt;
     };
     auto used = bytes(cell.substr(0, slash)), total = bytes(cell.substr(slash + 3));
     if (!used || !total) {

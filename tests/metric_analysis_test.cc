@@ -256,6 +256,26 @@ TEST(MetricVerdicts, ALogThatChangesItsRateKeepsItsSlowPartAndSameInstantReading
   EXPECT_GT(g.idle_phases.longest_ns, 7 * 60 * kNsPerS);
 }
 
+TEST(MetricVerdicts, ZerosWithTheJobsMemoryReleasedAreNoWaitForData) {
+  // The same 8 s sawtooth twice: a job waiting for data keeps its 10 GB; readings at
+  // 0 with only the desktop's 600 MiB in use were taken while no job held the GPU.
+  auto log = [](bool released) {
+    std::string out = "timestamp, index, utilization.gpu [%], memory.used [MiB], memory.total [MiB]\n";
+    for (int t = 0; t < 780; ++t) {
+      const bool busy = (t % 8) < 5;
+      out += fmt::format("2026/03/01 10:{:02d}:{:02d}.000, 0, {}, {}, 11264\n", t / 60, t % 60, busy ? 97 : 0,
+                         busy || !released ? 10240 : 600);
+    }
+    return out;
+  };
+  const Diagnosis held = DiagnoseText(log(false));
+  EXPECT_TRUE(Find(held, "input_bound")) << Verdicts(held);
+  EXPECT_NEAR(held.recordings[0].metric_devices[0].near_zero_without_job_share, 0.0, 1e-9);
+  const Diagnosis gone = DiagnoseText(log(true));
+  EXPECT_FALSE(Find(gone, "input_bound")) << Verdicts(gone);
+  EXPECT_NEAR(gone.recordings[0].metric_devices[0].near_zero_without_job_share, 3.0 / 8, 0.01);
+}
+
 TEST(MetricVerdicts, SamplesMinutesApartNameNoIdleStretch) {
   // An nvidia-smi reading every 5 minutes for 10 hours, busy one reading in three:
   // two readings at 0 say nothing of the minutes between them.

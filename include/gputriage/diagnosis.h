@@ -290,6 +290,9 @@ struct DeviceMetricAnalysis {
   /// bursts of work, not the wait inside a step (the rhythm leaves them out).
   SeriesSketch::IdleStretches idle_phases;
   double idle_phase_share = 0;   // of the observed time
+  /// Share of the observed time near zero while under half the log's peak memory
+  /// was in use: no job held the GPU then (a job waiting for data keeps its memory).
+  double near_zero_without_job_share = 0;
   // power and clocks
   double power_limit_w = 0;      // logged limit, else the spec's board power
   std::string power_limit_source;

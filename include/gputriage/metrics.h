@@ -251,12 +251,25 @@ struct LoadedReadings {
   Sums power_w, sm_clock_mhz, temp_c;
   double loaded_ns = 0;       // loaded time (samples with a busy reading >= the threshold)
   double observed_ns = 0;     // time of every sample with a busy reading
+
+  /// Time near zero (busy <= kNearZeroBusyPercent) by the memory in use at that
+  /// sample, in log2 bins of kFbBinsPerOctave per octave from 1 MiB: a job holds its
+  /// memory while it waits for data, so readings near zero with far less memory in
+  /// use than the log's peak were taken while no job held the GPU (between jobs).
+  static constexpr double kNearZeroBusyPercent = 5.0;
+  static constexpr int kFbBinsPerOctave = 8;
+  static constexpr int kFbBins = 24 * kFbBinsPerOctave;
+  std::array<double, kFbBins> near_zero_ns_by_fb{};
+  double fb_used_max = 0;     // bytes, the highest reading joined to a busy reading
+  /// Share (0..1) of the observed time near zero with less than `fraction` of the
+  /// peak memory in use; 0 when memory was not logged beside utilization.
+  double NearZeroShareBelowMemory(double fraction) const;
   /// Readings of the device's latest sample time, until a later one arrives.
   TimeNs pending_t = 0;
   TimeNs previous_t = 0;
   bool has_previous = false;
   bool has_pending = false;
-  double busy = NAN, power = NAN, sm_clock = NAN, temp = NAN;
+  double busy = NAN, power = NAN, sm_clock = NAN, temp = NAN, fb_used = NAN;
 
   /// Takes one reading (any metric: the ones above are kept).
   void Take(Metric m, TimeNs t, double value);

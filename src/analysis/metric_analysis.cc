@@ -146,6 +146,7 @@ std::vector<DeviceMetricAnalysis> AnalyzeMetrics(const MetricSet& metrics) {
 
     const LoadedReadings loaded = d.loaded.Settled();
     if (loaded.observed_ns > 0) a.loaded_share = loaded.loaded_ns / loaded.observed_ns;
+    a.near_zero_without_job_share = loaded.NearZeroShareBelowMemory(kJobMemoryFraction);
     if (loaded.power_w.samples > 0) {
       a.loaded_power_mean_w = loaded.power_w.Mean();
       a.loaded_power_cv = loaded.power_w.Cv();

@@ -14,6 +14,10 @@ namespace gputriage {
 /// Utilization at or below this is "near zero"; at or above kNearFull "near full".
 constexpr double kNearZeroPercent = 5.0;
 constexpr double kNearFullPercent = 95.0;
+static_assert(kNearZeroPercent == LoadedReadings::kNearZeroBusyPercent, "one line for near zero");
+/// Readings near zero with under this fraction of the log's peak memory in use were
+/// taken while no job held the GPU: a job keeps its memory while it waits.
+constexpr double kJobMemoryFraction = 0.5;
 
 std::vector<DeviceMetricAnalysis> AnalyzeMetrics(const MetricSet& metrics);
 

@@ -66,6 +66,14 @@ double QuantileOfSorted(const std::vector<std::pair<double, double>>& sorted, do
   return sorted.back().first;
 }
 
+constexpr double kMiB = 1024.0 * 1024.0;
+
+/// The log2 bin of a memory reading (bytes): bin b holds [2^(b/k), 2^((b+1)/k)) MiB.
+int FbBin(double bytes) {
+  const double octaves = std::log2(std::max(bytes / kMiB, 1.0));
+  return std::clamp(static_cast<int>(octaves * LoadedReadings::kFbBinsPerOctave), 0, LoadedReadings::kFbBins - 1);
+}
+
 }  // namespace
 
 const char* MetricName(Metric m) { return kMetricInfo[static_cast<int>(m)].name; }
@@ -668,7 +676,7 @@ double LoadedReadings::Sums::Cv() const {
 
 void LoadedReadings::Take(Metric m, TimeNs t, double value) {
   if (m != Metric::kGpuUtil && m != Metric::kGrEngineActive && m != Metric::kPowerW && m != Metric::kSmClockMHz &&
-      m != Metric::kGpuTempC)
+      m != Metric::kGpuTempC && m != Metric::kFbUsedBytes)
     return;
   if (has_pending && t != pending_t) {
     if (t < pending_t) return;  // out of order: the sketches count it; the join needs one time at a time
@@ -677,13 +685,14 @@ void LoadedReadings::Take(Metric m, TimeNs t, double value) {
   if (!has_pending) {
     has_pending = true;
     pending_t = t;
-    busy = power = sm_clock = temp = NAN;
+    busy = power = sm_clock = temp = fb_used = NAN;
   }
   switch (m) {
     case Metric::kGpuUtil: busy = value; break;
     case Metric::kGrEngineActive: if (std::isnan(busy)) busy = value; break;  // utilization.gpu first
     case Metric::kPowerW: power = value; break;
     case Metric::kSmClockMHz: sm_clock = value; break;
+    case Metric::kFbUsedBytes: fb_used = value; break;
     default: temp = value; break;
   }
 }
@@ -700,11 +709,28 @@ void LoadedReadings::Commit() {
   has_pending = false;
   if (std::isnan(busy)) return;
   observed_ns += weight;
+  if (!std::isnan(fb_used)) {
+    fb_used_max = std::max(fb_used_max, fb_used);
+    if (busy <= kNearZeroBusyPercent) near_zero_ns_by_fb[FbBin(fb_used)] += weight;
+  }
   if (busy < kLoadedBusyPercent || weight <= 0) return;
   loaded_ns += weight;
   if (!std::isnan(power)) power_w.Add(power, weight);
   if (!std::isnan(sm_clock)) sm_clock_mhz.Add(sm_clock, weight);
   if (!std::isnan(temp)) temp_c.Add(temp, weight);
+}
+
+double LoadedReadings::NearZeroShareBelowMemory(double fraction) const {
+  if (observed_ns <= 0 || fb_used_max <= 0) return 0;
+  // Whole bins only, those entirely under the line: a reading near it counts as held.
+  const double line_mib = fraction * fb_used_max / kMiB;
+  double below = 0;
+  for (int b = 0; b < kFbBins; ++b) {
+    const double upper_mib = std::exp2(static_cast<double>(b + 1) / kFbBinsPerOctave);
+    if (upper_mib > line_mib) break;
+    below += near_zero_ns_by_fb[b];
+  }
+  return below / observed_ns;
 }
 
 LoadedReadings LoadedReadings::Settled() const {

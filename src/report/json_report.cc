@@ -113,7 +113,8 @@ json MetricDeviceJson(const DeviceMetricAnalysis& d) {
             {"busy_metric", d.busy_metric.empty() ? json(nullptr) : json(d.busy_metric)},
             {"busy_mean_percent", Num(d.busy_mean_percent)}, {"near_zero_share", Num(d.near_zero_share)},
             {"fed_mean_percent", Num(d.fed_mean_percent)},
-            {"near_full_share", Num(d.near_full_share)}};
+            {"near_full_share", Num(d.near_full_share)},
+            {"near_zero_without_job_share", d.near_zero_without_job_share}};
   j["rhythm"] = {{"blocks", d.rhythm.blocks}, {"period_s", d.rhythm.period_samples > 0 ? json(static_cast<double>(d.rhythm.period_ns) / 1e9) : json(nullptr)},
                  {"strength", Num(d.rhythm.strength)}, {"sawtooth_depth_percent", Num(d.rhythm.swing_p50)}};
   {

@@ -497,9 +497,14 @@ void UndersizedWork(const Ctx& c, std::vector<Finding>& out) {
   out.push_back(std::move(f));
 }
 
-/// Near-zero time outside the idle phases (stretches of >= 10 s): what a step's
-/// wait for data can account for.
-double ZeroShareInSteps(const Ctx& c) { return std::max(0.0, c.d.near_zero_share - c.d.idle_phase_share); }
+/// Near-zero time outside the idle phases (stretches of >= 10 s) and while a job
+/// held the GPU's memory: what a step's wait for data can account for. (The two
+/// may overlap; the smaller remainder is the tighter bound.)
+double ZeroShareInSteps(const Ctx& c) {
+  const double outside_phases = c.d.near_zero_share - c.d.idle_phase_share;
+  const double with_job = c.d.near_zero_share - c.d.near_zero_without_job_share;
+  return std::max(0.0, std::min(outside_phases, with_job));
+}
 
 /// The busy mean over the time outside the idle phases (they sit near 0); NaN when
 /// the whole log is one.
@@ -584,7 +589,9 @@ void InputBound(const Ctx& c, std::vector<Finding>& out) {
              "Utilization alone cannot prove the wait is for data rather than other host-side work.";
   AddBusyEvidence(c, f, c.t.util_good_percent, "<");
   f.evidence.push_back(E("near_zero_share_percent", 100.0 * c.d.near_zero_share, "percent",
-                         fmt::format("samples with utilization <= {:.0f}%", kNearZeroPercent),
+                         fmt::format("time with utilization <= {:.0f}%", kNearZeroPercent)));
+  f.evidence.push_back(E("near_zero_in_steps_percent", 100.0 * ZeroShareInSteps(c), "percent",
+                         "of it, outside idle phases and while a job held the GPU's memory",
                          100.0 * (periodic ? kStopAndGoZeroShare : kBimodalZeroShare), ">="));
   if (r.blocks > 0) {
     f.evidence.push_back(E("rhythm_period_s", static_cast<double>(r.period_ns) / 1e9, "s",

@@ -132,4 +132,25 @@ slow_feed | "$bin" diagnose - >/dev/null 2>"$tmp/piped_err.txt"
 grep -q "reading" "$tmp/piped_err.txt" && { echo "FAIL: progress written to a pipe"; fail=1; }
 echo "ok: no progress when stderr is not a terminal"
 
+# --- nothing read, nothing judged (issue 41) ------------------------------------
+# A header and no rows, a row of N/A, an empty trace: each an error that says what
+# was missing (a --fail-on gate once passed on them with "no rule crossed").
+printf 'timestamp, index, utilization.gpu [%%], power.draw [W]\n' >"$tmp/header_only.csv"
+check "a metric log with a header and no rows is an input error" 3 "$bin" diagnose --fail-on low "$tmp/header_only.csv"
+grep -q "header_only.csv: nvidia-smi-csv with no readings (a header and no rows)" "$tmp/err" ||
+  { echo "FAIL: the error does not say the log has no rows"; cat "$tmp/err"; fail=1; }
+printf 'timestamp, index, utilization.gpu [%%]\n2026/01/01 00:00:00.000, 0, [N/A]\n' >"$tmp/na_only.csv"
+check "a metric log whose every value is N/A is an input error" 3 "$bin" diagnose "$tmp/na_only.csv"
+grep -q "every value empty, N/A or unsupported" "$tmp/err" || { echo "FAIL: no reason for the N/A log"; cat "$tmp/err"; fail=1; }
+echo '{"traceEvents": []}' >"$tmp/empty_trace.json"
+check "a trace with no events is an input error" 3 "$bin" diagnose "$tmp/empty_trace.json"
+grep -q "a trace with no events" "$tmp/err" || { echo "FAIL: no reason for the empty trace"; cat "$tmp/err"; fail=1; }
+# Errors are plain messages, without a status code in front of them.
+check "a missing file is an input error" 3 "$bin" diagnose "$tmp/does_not_exist.json"
+if grep -qE "error: (not_found|invalid_argument|data_loss|unimplemented|internal):" "$tmp/err"; then
+  echo "FAIL: the error carries a status code prefix"; cat "$tmp/err"; fail=1
+else
+  echo "ok: the error is a plain message"
+fi
+
 exit $fail

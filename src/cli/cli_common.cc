@@ -149,7 +149,9 @@ void ReloadWebConfig(const std::string& path, const char* who,
 
 void PrintError(const Status& status) {
   // Messages quote file names and input text: printed so they cannot steer the terminal.
-  std::fprintf(stderr, "gputriage: error: %s\n", Printable(status.ToString()).c_str());
+  // The message alone: a status code ("not_found:") means nothing to a user; the exit
+  // code carries the class.
+  std::fprintf(stderr, "gputriage: error: %s\n", Printable(status.message()).c_str());
 }
 
 std::unique_ptr<RunStore> OpenStoreForRecording(const std::string& path, Status* why) {

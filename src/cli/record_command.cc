@@ -330,7 +330,7 @@ int RunRecord(const RecordArgs& args) {
     if (auto s = store->EndRun(result->run_id, result->ended_ns, result->exit_code, diagnosis.findings,
                                FiguresOf(diagnosis));
         !s.ok()) {
-      std::fprintf(stderr, "gputriage: error: %s\n", s.ToString().c_str());
+      std::fprintf(stderr, "gputriage: error: %s\n", Printable(s.message()).c_str());
       partly_kept = "run " + std::to_string(result->run_id) + "'s end could not be written to " + store->path() + " (" +
                     s.message() + "): `gputriage runs` lists it as incomplete, without its verdicts";
     } else {

@@ -17,7 +17,7 @@ namespace {
 
 ApiResponse Error(int status, const std::string& message) { return {status, "application/json", RenderErrorJson(message)}; }
 /// A store's failure: 404 for what is not there (a run, the store itself), else 500.
-ApiResponse Error(const Status& s) { return Error(s.code() == StatusCode::kNotFound ? 404 : 500, s.ToString()); }
+ApiResponse Error(const Status& s) { return Error(s.code() == StatusCode::kNotFound ? 404 : 500, s.message()); }
 
 std::string Param(const std::multimap<std::string, std::string>& q, const std::string& key) {
   auto it = q.find(key);

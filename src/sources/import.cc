@@ -241,6 +241,25 @@ Status CheckMostlyReadable(const Recording& rec) {
       rec.source_path, unreadable, rec.format, rec.metrics.samples, first->message));
 }
 
+/// A file that yields nothing to judge is an error, never a report whose "no rule
+/// crossed its threshold" reads as a clean bill (a CI gate on --fail-on would pass).
+Status CheckHoldsData(const Recording& rec) {
+  if (rec.format == "kineto") {
+    if (rec.stats.events_seen > 0) return Status::Ok();
+    return DataLossError(fmt::format("{}: a trace with no events (its traceEvents list is empty): nothing was "
+                                     "recorded to judge; profile at least one step",
+                                     rec.source_path));
+  }
+  if (rec.metrics.samples > 0) return Status::Ok();
+  const bool headed = rec.metrics.rows == 0;
+  return DataLossError(fmt::format(
+      "{}: {} with no readings ({}): nothing to judge; log at least a few samples (utilization.gpu among them)",
+      rec.source_path, rec.format,
+      headed ? "a header and no rows"
+             : fmt::format("{} row{}, every value empty, N/A or unsupported", rec.metrics.rows,
+                           rec.metrics.rows == 1 ? "" : "s")));
+}
+
 }  // namespace
 
 StatusOr<std::vector<Recording>> ImportFile(const std::string& path, const ImportOptions& options) {
@@ -248,6 +267,7 @@ StatusOr<std::vector<Recording>> ImportFile(const std::string& path, const Impor
   const bool directory = path != kStdinPath && std::filesystem::is_directory(path, ec);
   ASSIGN_OR_RETURN(auto recordings, directory ? ImportDirectory(path, options) : ImportOneFile(path, options));
   for (auto& rec : recordings) {
+    RETURN_IF_ERROR(CheckHoldsData(rec));
     RETURN_IF_ERROR(CheckMostlyReadable(rec));
     ReportRejectedValues(rec);
   }

@@ -129,6 +129,8 @@ Trackers StartTrackers(const RecordArgs& args, RecordOptions& options) {
 /// A W&B run directory (wandb/run-* or wandb/offline-run-*, under $WANDB_DIR
 /// or the working directory, as the SDK writes them) changed since `since`,
 /// or "".
+constexpr TimeNs kFileClockSlackNs = 100 * kNsPerMs;
+
 std::string WandbRunWrittenSince(TimeNs since) {
   std::vector<std::string> roots;
   if (const char* dir = std::getenv("WANDB_DIR"); dir != nullptr && *dir != '\0') roots.push_back(std::string(dir) + "/wandb");
@@ -141,7 +143,10 @@ std::string WandbRunWrittenSince(TimeNs since) {
       struct stat st {};
       if (stat(entry.path().c_str(), &st) != 0) continue;
       const TimeNs changed = static_cast<TimeNs>(st.st_mtim.tv_sec) * kNsPerS + st.st_mtim.tv_nsec;
-      if (changed >= since) return entry.path().string();
+      // File times come from the kernel's coarse clock, up to a tick (1-10 ms)
+      // behind the clock `since` was read from: a directory the job made at once
+      // can carry a time just before it started.
+      if (changed + kFileClockSlackNs >= since) return entry.path().string();
     }
   }
   return "";

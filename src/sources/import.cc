@@ -250,7 +250,8 @@ Status CheckHoldsData(const Recording& rec) {
                                      "recorded to judge; profile at least one step",
                                      rec.source_path));
   }
-  if (rec.metrics.samples > 0) return Status::Ok();
+  // An exported run recorded without GPUs is its steps: data all the same.
+  if (rec.metrics.samples > 0 || !rec.marked_steps.empty() || !rec.run_phases.empty()) return Status::Ok();
   const bool headed = rec.metrics.rows == 0;
   return DataLossError(fmt::format(
       "{}: {} with no readings ({}): nothing to judge; log at least a few samples (utilization.gpu among them)",
@@ -267,8 +268,8 @@ StatusOr<std::vector<Recording>> ImportFile(const std::string& path, const Impor
   const bool directory = path != kStdinPath && std::filesystem::is_directory(path, ec);
   ASSIGN_OR_RETURN(auto recordings, directory ? ImportDirectory(path, options) : ImportOneFile(path, options));
   for (auto& rec : recordings) {
+    RETURN_IF_ERROR(CheckMostlyReadable(rec));  // a file read in the wrong format says so first
     RETURN_IF_ERROR(CheckHoldsData(rec));
-    RETURN_IF_ERROR(CheckMostlyReadable(rec));
     ReportRejectedValues(rec);
   }
   return recordings;

@@ -5,11 +5,14 @@
 
 #include <cmath>
 #include <filesystem>
+#include <fstream>
+#include <map>
 #include <string>
 
 #include <gtest/gtest.h>
 
 #include "src/record/job_config.h"
+#include "src/record/process_rank.h"
 #include "src/store/run_history.h"
 #include "src/store/run_store.h"
 #include "src/verdicts/compare.h"
@@ -201,6 +204,67 @@ TEST(JobConfig, RequestsAreNotSettings) {
   EXPECT_EQ(c.requests, (std::vector<std::string>{"summary 9-1"}));
   EXPECT_EQ(c.settings.size(), 1u);
   EXPECT_EQ(c.rejected_lines, 1);
+}
+
+TEST(JobConfig, EachProcessKeepsItsOwnRank) {
+  // Two ranks write the same keys: neither overwrites the other's, and no
+  // job-wide setting takes the last writer's rank.
+  const JobConfig c = ParseJobConfig(
+      "100\tdist.rank\t0\n100\tdist.world_size\t2\n100\thost.name\tnode-a\n"
+      "101\tdist.rank\t1\n101\tdist.world_size\t2\n101\tdist.source\ttorch.distributed\n"
+      "101\tconfig.lr\t0.1\n");
+  EXPECT_EQ(c.settings.count("dist.rank"), 0u);
+  EXPECT_EQ(c.settings.at("config.lr"), "0.1");
+  ASSERT_EQ(c.by_process.size(), 2u);
+  const auto r0 = RankFromSettings(100, c.by_process.at(100));
+  const auto r1 = RankFromSettings(101, c.by_process.at(101));
+  ASSERT_TRUE(r0 && r1);
+  EXPECT_EQ(r0->rank, 0);
+  EXPECT_EQ(r0->host, "node-a");
+  EXPECT_EQ(r0->source, "reported");
+  EXPECT_EQ(r1->rank, 1);
+  EXPECT_EQ(r1->world_size, 2);
+  EXPECT_EQ(r1->source, "torch.distributed");
+  // A rank that is not a number, or not below the world size, is not trusted as given.
+  EXPECT_FALSE(RankFromSettings(5, {{"dist.rank", "one"}}));
+  EXPECT_EQ(RankFromSettings(5, {{"dist.rank", "4"}, {"dist.world_size", "2"}})->world_size, -1);
+}
+
+TEST(ProcessRank, TheLaunchersEnvironmentNamesTheRank) {
+  using namespace std::string_literals;
+  const auto torchrun = RankFromEnvironment(7, "PATH=/usr/bin\0RANK=3\0LOCAL_RANK=1\0WORLD_SIZE=8\0"s);
+  ASSERT_TRUE(torchrun);
+  EXPECT_EQ(torchrun->rank, 3);
+  EXPECT_EQ(torchrun->local_rank, 1);
+  EXPECT_EQ(torchrun->world_size, 8);
+  EXPECT_EQ(torchrun->source, "RANK");
+  const auto slurm = RankFromEnvironment(7, "SLURM_PROCID=5\0SLURM_LOCALID=1\0SLURM_NTASKS=16\0"s);
+  ASSERT_TRUE(slurm);
+  EXPECT_EQ(slurm->rank, 5);
+  EXPECT_EQ(slurm->source, "SLURM_PROCID");
+  EXPECT_FALSE(RankFromEnvironment(7, "HOME=/root\0RANK=\0RANK_X=2\0"s));
+  EXPECT_FALSE(RankFromEnvironment(7, "RANK=-1\0"s));
+  // Read from a process's environ file, as /proc holds it (a stand-in root here).
+  const auto root = std::filesystem::temp_directory_path() / ("gputriage_proc_" + std::to_string(getpid()));
+  std::filesystem::create_directories(root / "4242");
+  {
+    std::ofstream environ(root / "4242" / "environ", std::ios::binary);
+    environ << "OMPI_COMM_WORLD_RANK=6"s << '\0' << "OMPI_COMM_WORLD_SIZE=12"s << '\0';
+  }
+  const auto mpi = ReadProcessRank(4242, root.string());
+  ASSERT_TRUE(mpi);
+  EXPECT_EQ(mpi->rank, 6);
+  EXPECT_EQ(mpi->world_size, 12);
+  EXPECT_FALSE(ReadProcessRank(4243, root.string()));  // gone: nothing read, nothing claimed
+  std::filesystem::remove_all(root);
+  // The process's own report wins over its environment; the host fills in.
+  std::map<uint32_t, ProcessRank> reported{{7, {7, 2, 0, 4, "", "torch.distributed"}}};
+  std::map<uint32_t, ProcessRank> env{{7, *torchrun}, {8, {8, 0, 0, 8, "", "RANK"}}};
+  const auto merged = MergeProcessRanks(reported, env, "node-z");
+  ASSERT_EQ(merged.size(), 2u);
+  EXPECT_EQ(merged[0].rank, 2);
+  EXPECT_EQ(merged[0].host, "node-z");
+  EXPECT_EQ(merged[1].rank, 0);
 }
 
 TEST(JobConfig, SizesAreBounded) {

@@ -400,6 +400,37 @@ TEST(MarkedSteps, DeviceTimesFindTheirStepWhenEverTheyArrive) {
   EXPECT_EQ(steps.unpaired_steps, 0);
 }
 
+TEST(MarkedSteps, AStepKeepsWhereItMetItsPeers) {
+  // Arrival: the first forward or communication begin; release: the last backward
+  // or communication end. A data phase and the optimizer move neither.
+  using K = MarkerKind;
+  const std::vector<Marker> markers = {
+      M(K::kPhaseBegin, 1, 0, GPUTRIAGE_PHASE_DATA, 1), M(K::kPhaseEnd, 9, 0, GPUTRIAGE_PHASE_DATA, 1),
+      M(K::kStepBegin, 10, 0, 0, 1),
+      M(K::kPhaseBegin, 12, 0, GPUTRIAGE_PHASE_FORWARD, 1), M(K::kPhaseEnd, 20, 0, GPUTRIAGE_PHASE_FORWARD, 1),
+      M(K::kPhaseBegin, 21, 0, GPUTRIAGE_PHASE_BACKWARD, 1), M(K::kPhaseEnd, 40, 0, GPUTRIAGE_PHASE_BACKWARD, 1),
+      M(K::kPhaseBegin, 41, 0, GPUTRIAGE_PHASE_COMMUNICATION, 1),
+      M(K::kPhaseEnd, 45, 0, GPUTRIAGE_PHASE_COMMUNICATION, 1),
+      M(K::kPhaseBegin, 46, 0, GPUTRIAGE_PHASE_OPTIMIZER, 1), M(K::kPhaseEnd, 50, 0, GPUTRIAGE_PHASE_OPTIMIZER, 1),
+      M(K::kStepEnd, 51, 0, 0, 1),
+      // A step with only an explicit collective: it arrives and is released there.
+      M(K::kStepBegin, 60, 1, 0, 1),
+      M(K::kPhaseBegin, 61, 1, GPUTRIAGE_PHASE_COMMUNICATION, 1),
+      M(K::kPhaseEnd, 65, 1, GPUTRIAGE_PHASE_COMMUNICATION, 1),
+      M(K::kStepEnd, 70, 1, 0, 1),
+      // No phase that meets peers: neither is known.
+      M(K::kStepBegin, 80, 2, 0, 1), M(K::kStepEnd, 90, 2, 0, 1),
+  };
+  const MarkedSteps steps = BuildMarkedSteps(markers);
+  ASSERT_EQ(steps.steps.size(), 3u);
+  EXPECT_EQ(steps.steps[0].sync_arrival, 12);
+  EXPECT_EQ(steps.steps[0].sync_release, 45);
+  EXPECT_EQ(steps.steps[1].sync_arrival, 61);
+  EXPECT_EQ(steps.steps[1].sync_release, 65);
+  EXPECT_EQ(steps.steps[2].sync_arrival, 0);
+  EXPECT_EQ(steps.steps[2].sync_release, 0);
+}
+
 TEST(MarkedSteps, PhaseDeviceTimesAddUpInTheirStepOpenOrEnded) {
   using K = MarkerKind;
   auto device = [](TimeNs t, int64_t step, uint16_t phase, int64_t ns) {

@@ -104,9 +104,12 @@ int64_t WriteRun(RunStore& store, const std::string& name) {
     step.phase_ns[1] = 12'345'678;
     step.device_ns = 900'000'001;
     step.phase_device_ns[3] = 600'000'003;  // backward, GPU-timed
+    step.sync_arrival = step.span.start + 20'000'001;
+    step.sync_release = step.span.start + 700'000'002;
     steps.push_back(step);
   }
   EXPECT_TRUE(store.PutSteps(*id, steps).ok());
+  EXPECT_TRUE(store.PutProcessRanks(*id, {{4242, 3, 1, 8, "node-b", "torch.distributed"}}).ok());
   EXPECT_TRUE(store.PutSettings(*id, {{"dataloader.num_workers", "4"}, {"torch.version", "2.5.1"}}).ok());
   EXPECT_TRUE(store.PutSettings(*id, {{"dataloader.num_workers", "0"}}).ok());  // replaced, not doubled
   Finding f;
@@ -177,6 +180,19 @@ TEST_F(PostgresStore, TheSameRunReadsBackTheSameAsFromSqlite) {
     EXPECT_EQ(pg_steps->at(i).device_ns, lite_steps->at(i).device_ns);
     EXPECT_EQ(pg_steps->at(i).phase_device_ns, lite_steps->at(i).phase_device_ns);
     EXPECT_EQ(pg_steps->at(i).phase_device_ns[3], 600'000'003);
+    EXPECT_EQ(pg_steps->at(i).sync_arrival, lite_steps->at(i).sync_arrival);
+    EXPECT_EQ(pg_steps->at(i).sync_release - pg_steps->at(i).span.start, 700'000'002);
+  }
+  for (auto* store : {pg->get(), lite->get()}) {
+    auto ranks = store->LoadProcessRanks(store == pg->get() ? pg_id : lite_id);
+    ASSERT_TRUE(ranks.ok());
+    ASSERT_EQ(ranks->size(), 1u);
+    EXPECT_EQ(ranks->at(0).pid, 4242u);
+    EXPECT_EQ(ranks->at(0).rank, 3);
+    EXPECT_EQ(ranks->at(0).local_rank, 1);
+    EXPECT_EQ(ranks->at(0).world_size, 8);
+    EXPECT_EQ(ranks->at(0).host, "node-b");
+    EXPECT_EQ(ranks->at(0).source, "torch.distributed");
   }
 
   const auto pg_samples = Samples(**pg, pg_id);

@@ -203,40 +203,131 @@ TEST(StepAnalysis, OutliersAndThePhaseThatGrowsInThem) {
   EXPECT_EQ(FindVerdict(DiagnoseSteps(Steps(1, 40, 1, 10)).findings, "unstable_step_time"), nullptr);
 }
 
-TEST(StepAnalysis, AStragglerRankIsNamed) {
-  // Processes 100-102 at 10 ms of work per step, 103 at 14.
-  const auto add = [](std::vector<MarkedStep>& to, const std::vector<MarkedStep>& more) {
-    to.insert(to.end(), more.begin(), more.end());
-  };
-  std::vector<MarkedStep> peers;
-  for (uint32_t pid : {100u, 101u, 102u}) add(peers, Steps(pid, 20, 0.5, 10));
-  const auto slow = Steps(103, 20, 0.5, 14);
-  auto steps = peers;
-  add(steps, slow);
-  const auto m = AnalyzeMarkedSteps(steps);
-  ASSERT_EQ(m.by_process.size(), 4u);
-  EXPECT_EQ(m.by_process.front().pid, 103u);
-  EXPECT_NEAR(m.samples_per_s, 4 * 20 * 32 / ((3 * 20 * 10.5 + 20 * 14.5) / 4 / 1e3), 1e-6);
-  const Diagnosis d = DiagnoseSteps(steps);
+/// A synchronous data-parallel job as its ranks live it: each step every rank
+/// waits `data[r]` for its batch, does `host[r]` of host work, runs forward
+/// (5 ms) and backward (10 ms of its own), and leaves backward's all-reduce when
+/// the last rank has finished its gradients; then the optimizer (2 ms) and
+/// `tail[r]` of host work after it. `synchronous` false: processes that never
+/// wait for each other (no collective), each leaving backward on its own.
+struct RankJob {
+  std::vector<double> data, host, tail;
+  bool synchronous = true;
+};
+
+std::vector<MarkedStep> SimulateRanks(const RankJob& job, int steps) {
+  const size_t ranks = job.data.size();
+  const auto ns = [](double ms) { return static_cast<TimeNs>(ms * kMs); };
+  std::vector<TimeNs> start(ranks, 0);
+  std::vector<MarkedStep> out;
+  for (int k = 0; k < steps; ++k) {
+    std::vector<TimeNs> arrival(ranks), grads_done(ranks);
+    TimeNs last_done = 0;
+    for (size_t r = 0; r < ranks; ++r) {
+      arrival[r] = start[r] + ns(job.data[r] + job.host[r]);
+      grads_done[r] = arrival[r] + ns(5 + 10);
+      last_done = std::max(last_done, grads_done[r]);
+    }
+    for (size_t r = 0; r < ranks; ++r) {
+      MarkedStep s;
+      s.number = k;
+      s.pid = static_cast<uint32_t>(100 + r);
+      const TimeNs release = job.synchronous ? last_done + ns(0.2) : grads_done[r] + ns(0.2);
+      const TimeNs end = release + ns(2 + job.tail[r]);
+      s.span = Interval{start[r], end};
+      s.phase_ns[GPUTRIAGE_PHASE_DATA] = ns(job.data[r]);
+      s.phase_ns[GPUTRIAGE_PHASE_FORWARD] = ns(5);
+      s.phase_ns[GPUTRIAGE_PHASE_BACKWARD] = release - (arrival[r] + ns(5));
+      s.phase_ns[GPUTRIAGE_PHASE_OPTIMIZER] = ns(2);
+      s.sync_arrival = arrival[r];
+      s.sync_release = release;
+      s.samples = 32;
+      out.push_back(s);
+      start[r] = end;
+    }
+  }
+  return out;
+}
+
+Diagnosis DiagnoseRanks(std::vector<MarkedStep> steps, size_t ranks) {
+  Run run;
+  Recording rec;
+  rec.source_path = "record: ddp.py";
+  rec.format = "step-markers";
+  rec.marked_steps = std::move(steps);
+  for (size_t r = 0; r < ranks; ++r)
+    rec.process_ranks.push_back({static_cast<uint32_t>(100 + r), static_cast<int>(r), static_cast<int>(r),
+                                 static_cast<int>(ranks), "", "RANK"});
+  run.recordings.push_back(std::move(rec));
+  return Diagnose(run);
+}
+
+TEST(StepAnalysis, TheStragglerIsTheRankThatArrivesLateNotTheOneThatWaits) {
+  // Two ranks, rank 1's loader 30 ms slower: rank 0 waits inside backward's
+  // all-reduce for it, so rank 0's backward is the long one.
+  const auto steps = SimulateRanks({{0.5, 30.5}, {0, 0}, {0, 0}}, 20);
+  const Diagnosis d = DiagnoseRanks(steps, 2);
+  const StepMarkerAnalysis& m = d.recordings[0].marked;
+  EXPECT_TRUE(m.sync.synchronous);
+  EXPECT_EQ(m.sync.matched_steps, 20);
+  EXPECT_NEAR(m.sync.arrival_spread_ms_p50, 30.0, 1e-6);
+  EXPECT_NEAR(m.sync.release_spread_ms_p50, 0.0, 1e-6);
   const Finding* f = FindVerdict(d.findings, "straggler_rank");
   ASSERT_NE(f, nullptr);
-  EXPECT_NE(f->title.find("process 103"), std::string::npos) << f->title;
-  EXPECT_NEAR(f->evidence[0].value, 1.4, 1e-9);
-  EXPECT_EQ(f->severity, Severity::kModerate);
-  // A process with too few steps to judge is not named, however slow they were.
-  auto with_short = peers;
-  add(with_short, Steps(104, 2, 0.5, 30));
-  add(with_short, slow);
-  const Diagnosis d2 = DiagnoseSteps(with_short);
-  const Finding* f2 = FindVerdict(d2.findings, "straggler_rank");
-  ASSERT_NE(f2, nullptr);
-  EXPECT_NE(f2->title.find("process 103"), std::string::npos) << f2->title;
-  // Marked communication is not the rank's own work: a rank waiting in all-reduce is not slow.
-  auto waiting = Steps(100, 20, 0.5, 10);
-  auto waiter = Steps(101, 20, 0.5, 14);
-  for (auto& s : waiter) s.phase_ns[GPUTRIAGE_PHASE_COMMUNICATION] = 4 * kMs;
-  waiting.insert(waiting.end(), waiter.begin(), waiter.end());
-  EXPECT_EQ(FindVerdict(DiagnoseSteps(waiting).findings, "straggler_rank"), nullptr);
+  EXPECT_NE(f->title.find("rank 1 (pid 101)"), std::string::npos) << f->title;
+  EXPECT_EQ(f->title.find("rank 0"), std::string::npos) << f->title;
+  EXPECT_NE(f->detail.find("waiting for its next batch (30.0 ms more data wait"), std::string::npos) << f->detail;
+  EXPECT_NE(f->detail.find("stays with it"), std::string::npos) << f->detail;
+  ASSERT_TRUE(f->gain.has_value());
+  EXPECT_NEAR(f->gain->current, 47.7, 1e-6);  // every step: rank 1's 30.5 ms wait, then 15 + 0.2 + 2 ms
+  EXPECT_NEAR(f->gain->best, 47.7 - 30, 1e-6);
+  // Its per-rank figures: rank 0 waited 30 ms of its backward for rank 1; that is not its work.
+  for (const auto& p : m.by_process) {
+    if (p.rank == 0) {
+      EXPECT_NEAR(p.waited_ms_p50, 30.0, 1e-6);
+      EXPECT_NEAR(p.phase_ms_mean[GPUTRIAGE_PHASE_BACKWARD], 40.2, 1e-6);
+      EXPECT_NEAR(p.work_ms_p50, 47.7 - 0.5 - 30, 1e-6);
+    } else {
+      EXPECT_NEAR(p.late_ms_p50, 30.0, 1e-6);
+      EXPECT_NEAR(p.late_data_ms, 30.0, 1e-6);
+      EXPECT_NEAR(p.last_share, 1.0, 1e-9);
+    }
+  }
+  // The input finding says whose wait it is instead of averaging 15.5 ms over both.
+  const Finding* input = FindVerdict(d.findings, "input_bound");
+  ASSERT_NE(input, nullptr);
+  EXPECT_NE(input->title.find("on rank 1 (pid 101)"), std::string::npos) << input->title;
+  // Balanced: nobody is named.
+  EXPECT_EQ(FindVerdict(DiagnoseRanks(SimulateRanks({{0.5, 0.5}, {0, 0}, {0, 0}}, 20), 2).findings, "straggler_rank"),
+            nullptr);
+}
+
+TEST(StepAnalysis, AHostStallAfterTheCollectivesMakesItsRankTheStraggler) {
+  // Rank 1 stalls 30 ms on the host after its optimizer step (a per-step log, a
+  // sync): it starts every next step late, and the others wait for it.
+  const Diagnosis d = DiagnoseRanks(SimulateRanks({{0.5, 0.5, 0.5}, {0, 0, 0}, {0, 30, 0}}, 20), 3);
+  const Finding* f = FindVerdict(d.findings, "straggler_rank");
+  ASSERT_NE(f, nullptr);
+  EXPECT_NE(f->title.find("rank 1 (pid 101)"), std::string::npos) << f->title;
+  EXPECT_NE(f->detail.find("finishing its previous step late (30.0 ms"), std::string::npos) << f->detail;
+  const Finding* stall = FindVerdict(d.findings, "host_stall");
+  if (stall) EXPECT_NE(stall->title.find("on rank 1"), std::string::npos) << stall->title;
+}
+
+TEST(StepAnalysis, ProcessesThatNeverWaitForEachOtherHaveNoStraggler) {
+  // The same slow loader, but no collective: each process leaves backward on its
+  // own. A slower process is not one the others wait for.
+  const Diagnosis d = DiagnoseRanks(SimulateRanks({{0.5, 30.5}, {0, 0}, {0, 0}, false}, 20), 2);
+  EXPECT_FALSE(d.recordings[0].marked.sync.synchronous);
+  EXPECT_EQ(FindVerdict(d.findings, "straggler_rank"), nullptr);
+  // Steps without sync times (phases not marked): no arrival, no straggler.
+  EXPECT_EQ(FindVerdict(DiagnoseSteps(Steps(100, 20, 0.5, 10)).findings, "straggler_rank"), nullptr);
+  std::vector<MarkedStep> unmarked = Steps(100, 20, 0.5, 10);
+  const auto slow = Steps(101, 20, 0.5, 14);
+  unmarked.insert(unmarked.end(), slow.begin(), slow.end());
+  EXPECT_EQ(FindVerdict(DiagnoseSteps(unmarked).findings, "straggler_rank"), nullptr);
+  // A process with too few steps to judge is no straggler either.
+  const auto few = SimulateRanks({{0.5, 30.5}, {0, 0}, {0, 0}}, 2);
+  EXPECT_EQ(FindVerdict(DiagnoseRanks(few, 2).findings, "straggler_rank"), nullptr);
 }
 
 /// Steps with forward, backward and optimizer marked, and `rest_ms` of each in none of them.

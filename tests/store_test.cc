@@ -191,8 +191,11 @@ TEST(RunStore, MigratesAVersionOneStoreKeepingItsRuns) {
     steps[i].phase_ns[2] = 200 * kNsPerMs;  // forward
     steps[i].phase_device_ns[2] = 150 * kNsPerMs + i;  // the forward as the GPU timed it
     steps[i].phase_device_ns[kCopySlot] = 7 * kNsPerMs;
+    steps[i].sync_arrival = steps[i].span.start + 301 * kNsPerMs + i;
+    steps[i].sync_release = steps[i].span.start + 900 * kNsPerMs + i;
   }
   ASSERT_TRUE((*store)->PutSteps(*id, steps).ok());
+  ASSERT_TRUE((*store)->PutProcessRanks(*id, {{4242, 1, 1, 2, "node-a", "RANK"}}).ok());
   ASSERT_TRUE((*store)->EndRun(*id, kNsPerS, 0, {}).ok());
   auto rec = (*store)->LoadRun(*id);
   ASSERT_TRUE(rec.ok());
@@ -209,7 +212,11 @@ TEST(RunStore, MigratesAVersionOneStoreKeepingItsRuns) {
   EXPECT_EQ(rec->marked_steps[2].data_wait_ns(), 300 * kNsPerMs);
   EXPECT_EQ(rec->marked_steps[2].phase_ns[2], 200 * kNsPerMs);
   EXPECT_EQ(rec->marked_steps[2].phase_device_ns, steps[2].phase_device_ns);
-  // Exported and read back as a file, the steps keep their GPU-timed phases.
+  EXPECT_EQ(rec->marked_steps[2].sync_arrival, steps[2].sync_arrival);
+  EXPECT_EQ(rec->marked_steps[2].sync_release, steps[2].sync_release);
+  ASSERT_EQ(rec->process_ranks.size(), 1u);
+  EXPECT_EQ(rec->process_ranks[0].rank, 1);
+  // Exported and read back as a file, the steps keep their GPU-timed phases, their sync times and ranks.
   const std::string exported = TempPath("steps.prom");
   ASSERT_TRUE(ExportRun(**store, *id, exported).ok());
   auto reread = ImportRun({exported});
@@ -219,7 +226,14 @@ TEST(RunStore, MigratesAVersionOneStoreKeepingItsRuns) {
   for (size_t i = 0; i < 3; ++i) {
     EXPECT_EQ(reread->recordings[0].marked_steps[i].phase_device_ns, steps[i].phase_device_ns);
     EXPECT_EQ(reread->recordings[0].marked_steps[i].phase_ns, steps[i].phase_ns);
+    EXPECT_EQ(reread->recordings[0].marked_steps[i].sync_arrival, steps[i].sync_arrival);
+    EXPECT_EQ(reread->recordings[0].marked_steps[i].sync_release, steps[i].sync_release);
   }
+  ASSERT_EQ(reread->recordings[0].process_ranks.size(), 1u);
+  EXPECT_EQ(reread->recordings[0].process_ranks[0].pid, 4242u);
+  EXPECT_EQ(reread->recordings[0].process_ranks[0].world_size, 2);
+  EXPECT_EQ(reread->recordings[0].process_ranks[0].host, "node-a");
+  EXPECT_EQ(reread->recordings[0].process_ranks[0].source, "RANK");
   int exported_devices = 0;
   ASSERT_TRUE((*store)->ForEachSample(*id, [&](const MetricDevice& d, Metric, TimeNs, double) {
     EXPECT_EQ(d.uuid, "GPU-job");

@@ -403,10 +403,42 @@ struct CollectiveSkew {
 /// One process's steps (a rank, in a multi-process job).
 struct ProcessStepStats {
   uint32_t pid = 0;
+  int rank = -1;             // in the distributed run, where known (ProcessRank)
+  int local_rank = -1;
+  std::string host;
   int64_t steps = 0;         // judged steps (warm-up left out)
   double step_ms_p50 = 0;
-  double work_ms_p50 = 0;    // step time without data wait and marked communication: the rank's own work
+  /// Step time without data wait, marked communication and (in a synchronous
+  /// job) the wait for the last rank to arrive: the rank's own work.
+  double work_ms_p50 = 0;
   double data_wait_ms_mean = 0;
+  std::array<double, 9> phase_ms_mean{};  // its phases per judged step (index = StepPhaseSlot)
+  double untraced_ms_mean = NAN;          // outside every marked phase, where phases are traced
+  // Arrival at the step's collectives against the other ranks (RankSync), over
+  // the steps every rank marked; NaN where not measured.
+  double late_ms_p50 = NAN;    // after the earliest rank
+  double waited_ms_p50 = NAN;  // before the last rank arrived: time spent waiting for it
+  double last_share = NAN;     // share of those steps in which it arrived last
+  // Where its lateness came from, mean per step it was late, against the rank
+  // that arrived first (they add up to the lateness): a later start (work after
+  // its previous step's collectives), a longer data wait, more host work before
+  // its forward.
+  double late_start_ms = NAN;
+  double late_data_ms = NAN;
+  double late_host_ms = NAN;
+  bool several_hosts = false;  // the run's ranks live on several hosts: the label names this one's
+  /// "rank 1 (pid 4242)", "rank 1 on node-a (pid 4242)" (several hosts), "process 4242".
+  std::string Label() const;
+};
+
+/// Whether the marked processes wait for each other at every step, from where
+/// each step met its peers (MarkedStep::sync_arrival / sync_release): in a
+/// synchronous job ranks arrive apart and leave together.
+struct RankSync {
+  int64_t matched_steps = 0;         // step numbers every judged process marked with both times
+  double arrival_spread_ms_p50 = NAN;  // last arrival - first, per step
+  double release_spread_ms_p50 = NAN;  // last release - first, per step
+  bool synchronous = false;          // arrivals >= 1 ms apart and releases within a quarter of that
 };
 
 struct StepMarkerAnalysis {
@@ -451,6 +483,7 @@ struct StepMarkerAnalysis {
   double untraced_percent_of_step = NAN; // of the mean step time
   double in_phases_ms_p10 = NAN;         // 10th percentile over steps of the time inside marked phases
   std::vector<ProcessStepStats> by_process;  // slowest work first
+  RankSync sync;
   // MFU: FLOPs per step reported by the job, against the GPU's dense bf16 peak.
   double flops_per_step = NAN;           // mean per step of one process
   double achieved_tflops = NAN;          // per process (one GPU each), from judged steps
@@ -808,7 +841,8 @@ RecordingAnalysis AnalyzeRecording(const Recording& recording, int threads);
 void AnalyzeAndDropEvents(Recording& recording, int threads);
 /// Step-marker timing: step time, data wait against compute, throughput, outliers.
 /// `gpu_name`: the device the job ran on as reported ("" if unknown), for MFU.
-StepMarkerAnalysis AnalyzeMarkedSteps(const std::vector<MarkedStep>& steps, std::string_view gpu_name = "");
+StepMarkerAnalysis AnalyzeMarkedSteps(const std::vector<MarkedStep>& steps, std::string_view gpu_name = "",
+                                      const std::vector<ProcessRank>& ranks = {});
 
 /// Measures every recording of a run and draws the verdicts.
 Diagnosis Diagnose(const Run& run, const DiagnoseOptions& options = {});

@@ -196,6 +196,13 @@ struct MarkedStep {
   TimeNs device_ns = 0;  // GPU time of the step as the job measured it on the device, 0 unknown
   // GPU time of the step's phases (CUDA events at their begin and end), by slot; 0 unknown.
   std::array<TimeNs, 9> phase_device_ns{};
+  // Where a rank of a synchronous job meets its peers (wall ns; 0 when not marked).
+  // Arrival: the step's first forward or communication begin, the first phase
+  // that can hold a collective. Release: its last backward or communication end,
+  // when DDP's all-reduce (inside backward) or an explicit collective has
+  // returned on every rank: ranks that waited for a late one leave with it.
+  TimeNs sync_arrival = 0;
+  TimeNs sync_release = 0;
   TimeNs data_wait_ns() const { return phase_ns[1]; }
   /// Forward and backward or the optimizer marked: the rest of the step is
   /// measured (docs/phases.md).
@@ -205,6 +212,18 @@ struct MarkedStep {
   /// The span outside every marked phase; none when phases marked on other
   /// threads overlap the loop's (their sum can pass the span), never negative.
   TimeNs untraced_ns() const { return std::max<TimeNs>(0, span.duration() - marked_phases_ns()); }
+};
+
+/// Who a process of a recorded job was in a distributed run: what it told the
+/// recorder (torch.distributed, once initialised) or its environment said
+/// (RANK/LOCAL_RANK/WORLD_SIZE as torchrun sets them, Slurm's, Open MPI's).
+struct ProcessRank {
+  uint32_t pid = 0;
+  int rank = -1;        // -1 unknown
+  int local_rank = -1;
+  int world_size = -1;
+  std::string host;     // "" unknown
+  std::string source;   // "torch.distributed", "RANK", "SLURM_PROCID", ...
 };
 
 /// A named phase of the job outside its training steps, from step markers:
@@ -264,6 +283,7 @@ struct Recording {
   std::vector<Step> steps;
   std::vector<MarkedStep> marked_steps;  // from step markers (gputriage record)
   std::vector<RunPhase> run_phases;      // step markers' phases outside steps (checkpoint, eval, ...)
+  std::vector<ProcessRank> process_ranks;  // the marked processes' ranks, where known
   /// A live recording's job: when it started and ended (wall ns; empty when the
   /// source does not say) and how it ended (the shell convention: 128 + signal).
   Interval job_span;

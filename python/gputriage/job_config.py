@@ -284,12 +284,68 @@ def versions():
         pass
 
 
+# The launchers' names for rank, local rank and world size, most common first
+# (the recorder reads the same from /proc/PID/environ: src/record/process_rank.cc).
+_RANK_NAMES = (
+    ("RANK", "LOCAL_RANK", "WORLD_SIZE"),  # torchrun, accelerate, DeepSpeed
+    ("SLURM_PROCID", "SLURM_LOCALID", "SLURM_NTASKS"),
+    ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_SIZE"),
+    ("PMI_RANK", "MPI_LOCALRANKID", "PMI_SIZE"),
+)
+
+
+def _env_int(name):
+    value = os.environ.get(name, "")
+    return int(value) if value.isdigit() else None
+
+
+def report_rank():
+    """Tells the recorder who this process is in a distributed run, as
+    ``dist.rank``/``dist.local_rank``/``dist.world_size`` (kept per process):
+    torch.distributed's own answer once it is initialised (mp.spawn passes the
+    rank as an argument, not in the environment), else the launcher's variables.
+    Returns whether a rank was known."""
+    rank = world = local = backend = None
+    source = None
+    dist = sys.modules.get("torch.distributed")
+    try:
+        if dist is not None and dist.is_available() and dist.is_initialized():
+            rank, world, source = dist.get_rank(), dist.get_world_size(), "torch.distributed"
+            backend = dist.get_backend()
+    except Exception:
+        rank = None  # a half-initialised group: the environment may still say
+    for rank_name, local_name, world_name in _RANK_NAMES:
+        if _env_int(rank_name) is None:
+            continue
+        if rank is None:
+            rank, world, source = _env_int(rank_name), _env_int(world_name), rank_name
+        local = _env_int(local_name)
+        break
+    if rank is None:
+        return False
+    _send("dist.rank", rank)
+    _send("dist.source", source)
+    if world is not None:
+        _send("dist.world_size", world)
+    if local is not None:
+        _send("dist.local_rank", local)
+    if backend is not None:
+        _send("dist.backend", backend)
+    try:
+        import socket
+        _send("host.name", socket.gethostname())
+    except Exception:
+        pass
+    return True
+
+
 def first_step_done():
     """After the first training step, what the job did not use is known too:
     no autocast, no torch.compile, no SDPA call (each replaced if used later)."""
     global _first_step_done
     _first_step_done = True
     versions()
+    report_rank()
     if not _autocast_seen:
         _send("autocast.enabled", False)
     if not _compile_seen:
@@ -302,3 +358,4 @@ def at_exit():
     """A job that served a single batch never finished a step: say what is known."""
     if _loader_batches and not _first_step_done:
         first_step_done()
+    report_rank()

@@ -58,6 +58,7 @@ _RESTORE = _markers.PHASES["restore"]
 _EVAL = _markers.PHASES["eval"]
 _COMPILE = _markers.PHASES["compile"]
 _COPY = _markers.PHASES["copy"]
+_COMMUNICATION = _markers.PHASES["communication"]
 _installed = False
 # What the ledger's hooks need to know of the loop (the main training thread's view):
 # a batch being fetched, an automatic step open (and its batch's samples), an
@@ -386,6 +387,20 @@ def _in_phase(call, phase):
     return marked
 
 
+def _in_step_phase(call, phase):
+    """`call` marked as `phase` inside a step only (a barrier at start-up or between
+    epochs is no step's), as _in_phase does otherwise."""
+    marked = _in_phase(call, phase)
+    loop = _loop
+
+    @functools.wraps(call)
+    def in_step(*args, **kwargs):
+        return marked(*args, **kwargs) if loop["step_open"] else call(*args, **kwargs)
+
+    in_step._gputriage = True
+    return in_step
+
+
 # The job's host-to-device copies inside steps, sent as copy.* settings at exit:
 # how many, their bytes, and the bytes that left pinned memory and with
 # non_blocking=True (what decides whether a copy holds the host).
@@ -560,8 +575,44 @@ def _patch_torch(torch):
             sys.stderr.write(f"gputriage: zero-code mode: cannot hook {patch.__name__[7:]}: {e!r}\n")
 
 
+# Collectives a training loop calls itself: each call is the communication phase
+# (DDP's own all-reduce runs inside backward, from C++: its ranks meet there).
+_COLLECTIVES = ("all_reduce", "broadcast", "barrier", "all_gather", "all_gather_into_tensor", "all_gather_object",
+                "reduce", "reduce_scatter", "reduce_scatter_tensor", "all_to_all", "all_to_all_single", "gather",
+                "scatter", "broadcast_object_list")
+
+
+def _patch_distributed(dist):
+    """torch.distributed: its collectives are the communication phase, and once
+    init_process_group returns the recorder learns this process's rank."""
+    modules = [dist] + [m for m in (getattr(dist, "distributed_c10d", None),) if m is not None]
+    for module in modules:
+        for name in _COLLECTIVES:
+            call = getattr(module, name, None)
+            if callable(call) and not getattr(call, "_gputriage", False):
+                setattr(module, name, _in_step_phase(call, _COMMUNICATION))
+        init = getattr(module, "init_process_group", None)
+        if callable(init) and not getattr(init, "_gputriage", False):
+            setattr(module, "init_process_group", _then_report_rank(init))
+
+
+def _then_report_rank(init):
+    @functools.wraps(init)
+    def init_process_group(*args, **kwargs):
+        result = init(*args, **kwargs)
+        try:
+            _config.report_rank()
+        except Exception:  # never break the job's start
+            pass
+        return result
+
+    init_process_group._gputriage = True
+    return init_process_group
+
+
 _PATCHES = {
     "torch.utils.data.dataloader": _patch_dataloader,
+    "torch.distributed": _patch_distributed,
     "torch.optim.optimizer": _patch_optimizer,
     "torch.utils.checkpoint": _patch_activation_checkpoint,
     "torch": _patch_torch,

@@ -701,7 +701,7 @@ RecordingAnalysis Analyze(const Recording& rec, int threads, bool rank_of_run) {
   std::string gpu_name;  // the GPU the job ran on, for MFU from its step FLOPs
   for (const auto& d : rec.metrics.devices)
     if (!d.name.empty() && gpu_name.empty()) gpu_name = d.name;
-  a.marked = AnalyzeMarkedSteps(rec.marked_steps, gpu_name);
+  a.marked = AnalyzeMarkedSteps(rec.marked_steps, gpu_name, rec.process_ranks);
   a.ledger = analysis::BuildLedger(rec, analysis::JobGpus(a.metric_devices));
   if (!a.ledger.valid) a.ledger = analysis::BuildMetricLedger(a.metric_devices, analysis::JobGpus(a.metric_devices));
   if (!a.has_trace) return a;

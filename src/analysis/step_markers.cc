@@ -5,11 +5,15 @@
 #include <array>
 #include <cmath>
 #include <map>
+#include <set>
+
+#include <fmt/format.h>
 
 #include "gputriage/diagnosis.h"
 #include "gputriage/markers.hpp"
 #include "src/analysis/analysis_internal.h"
 #include "src/analysis/gpu_specs.h"
+#include "src/analysis/rank_sync.h"
 
 namespace gputriage {
 namespace {
@@ -39,9 +43,59 @@ StepTime Time(const MarkedStep& s) {
   return {&s, total, wait, std::max(0.0, total - wait - comm), device};
 }
 
+
+/// One process's figures over its judged steps.
+ProcessStepStats ProcessStats(uint32_t pid, const std::vector<StepTime>& list) {
+  constexpr size_t kPhases = std::tuple_size_v<decltype(MarkedStep::phase_ns)>;
+  ProcessStepStats p;
+  p.pid = pid;
+  p.steps = static_cast<int64_t>(list.size());
+  std::vector<double> step_ms, work_ms;
+  double wait = 0, untraced = 0;
+  int64_t traced = 0;
+  for (const auto& t : list) {
+    step_ms.push_back(t.total_ms);
+    work_ms.push_back(t.work_ms);
+    wait += t.wait_ms;
+    for (size_t phase = 1; phase < kPhases; ++phase) p.phase_ms_mean[phase] += Ms(t.step->phase_ns[phase]);
+    if (t.step->phases_traced()) {
+      untraced += Ms(t.step->untraced_ns());
+      ++traced;
+    }
+  }
+  p.step_ms_p50 = analysis::Median(step_ms);
+  p.work_ms_p50 = analysis::Median(work_ms);
+  const double n = std::max<double>(1.0, static_cast<double>(list.size()));
+  p.data_wait_ms_mean = wait / n;
+  for (auto& v : p.phase_ms_mean) v /= n;
+  if (traced > 0 && 2 * static_cast<size_t>(traced) >= list.size()) p.untraced_ms_mean = untraced / static_cast<double>(traced);
+  return p;
+}
+
+/// Names each process by its rank, where the recording knows it.
+void NameRanks(const std::vector<ProcessRank>& ranks, std::vector<ProcessStepStats>& processes) {
+  std::set<std::string> hosts;
+  for (auto& p : processes)
+    for (const auto& r : ranks)
+      if (r.pid == p.pid) {
+        p.rank = r.rank;
+        p.local_rank = r.local_rank;
+        p.host = r.host;
+        hosts.insert(r.host);
+      }
+  for (auto& p : processes) p.several_hosts = hosts.size() > 1;
+}
+
 }  // namespace
 
-StepMarkerAnalysis AnalyzeMarkedSteps(const std::vector<MarkedStep>& steps, std::string_view gpu_name) {
+std::string ProcessStepStats::Label() const {
+  if (rank < 0) return fmt::format("process {}", pid);
+  return host.empty() || !several_hosts ? fmt::format("rank {} (pid {})", rank, pid)
+                                        : fmt::format("rank {} on {} (pid {})", rank, host, pid);
+}
+
+StepMarkerAnalysis AnalyzeMarkedSteps(const std::vector<MarkedStep>& steps, std::string_view gpu_name,
+                                      const std::vector<ProcessRank>& ranks) {
   StepMarkerAnalysis m;
   if (steps.empty()) return m;
 
@@ -49,6 +103,7 @@ StepMarkerAnalysis AnalyzeMarkedSteps(const std::vector<MarkedStep>& steps, std:
   std::map<uint32_t, std::vector<StepTime>> by_pid;
   for (const auto& s : steps) by_pid[s.pid].push_back(Time(s));
   std::vector<StepTime> judged;
+  std::vector<std::vector<const MarkedStep*>> judged_by_process;
   for (auto& [pid, list] : by_pid) {
     std::sort(list.begin(), list.end(),
               [](const StepTime& a, const StepTime& b) { return a.step->span.start < b.step->span.start; });
@@ -60,22 +115,13 @@ StepMarkerAnalysis AnalyzeMarkedSteps(const std::vector<MarkedStep>& steps, std:
     while (list.size() - first > 2 && list[first].total_ms >= kWarmupFactor * median) ++first;
     m.warmup_steps += static_cast<int64_t>(first);
     list.erase(list.begin(), list.begin() + static_cast<std::ptrdiff_t>(first));
-    ProcessStepStats p;
-    p.pid = pid;
-    p.steps = static_cast<int64_t>(list.size());
-    std::vector<double> step_ms, work_ms;
-    double wait = 0;
-    for (const auto& t : list) {
-      step_ms.push_back(t.total_ms);
-      work_ms.push_back(t.work_ms);
-      wait += t.wait_ms;
-    }
-    p.step_ms_p50 = analysis::Median(step_ms);
-    p.work_ms_p50 = analysis::Median(work_ms);
-    p.data_wait_ms_mean = list.empty() ? 0 : wait / static_cast<double>(list.size());
-    m.by_process.push_back(p);
+    m.by_process.push_back(ProcessStats(pid, list));
+    judged_by_process.emplace_back();
+    for (const auto& t : list) judged_by_process.back().push_back(t.step);
     judged.insert(judged.end(), list.begin(), list.end());
   }
+  m.sync = MeasureRankSync(judged_by_process, m.by_process);
+  NameRanks(ranks, m.by_process);
   std::sort(m.by_process.begin(), m.by_process.end(),
             [](const ProcessStepStats& a, const ProcessStepStats& b) { return a.work_ms_p50 > b.work_ms_p50; });
   m.processes = static_cast<int>(by_pid.size());

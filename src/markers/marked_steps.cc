@@ -25,6 +25,7 @@ void StepBuilder::Add(std::vector<Marker> markers) {
         // Phases that ran before it (the batch it was fed) are its own; the span starts with them.
         for (const auto& [phase_slot, span] : p.waiting) {
           slot.step.phase_ns[phase_slot] += span.duration();
+          NoteSync(slot.step, phase_slot, span);
           slot.step.span.start = std::min(slot.step.span.start, span.start);
         }
         p.waiting.clear();
@@ -99,6 +100,13 @@ void StepBuilder::Add(std::vector<Marker> markers) {
   }
 }
 
+void StepBuilder::NoteSync(MarkedStep& step, uint16_t slot, Interval span) {
+  const bool arrives = slot == GPUTRIAGE_PHASE_FORWARD || slot == GPUTRIAGE_PHASE_COMMUNICATION;
+  const bool releases = slot == GPUTRIAGE_PHASE_BACKWARD || slot == GPUTRIAGE_PHASE_COMMUNICATION;
+  if (arrives && (step.sync_arrival == 0 || span.start < step.sync_arrival)) step.sync_arrival = span.start;
+  if (releases && span.end > step.sync_release) step.sync_release = span.end;
+}
+
 bool StepBuilder::InsideStep(const Process& p, TimeNs start) {
   auto after = p.by_begin.upper_bound(start);
   if (after == p.by_begin.begin()) return false;
@@ -117,6 +125,7 @@ void StepBuilder::Charge(Process& p, uint16_t slot, Interval span) {
     Slot& s = std::prev(after)->second;
     if (s.open || span.start <= s.step.span.end) {
       s.step.phase_ns[slot] += span.duration();
+      NoteSync(s.step, slot, span);
       return;
     }
   }
@@ -126,6 +135,7 @@ void StepBuilder::Charge(Process& p, uint16_t slot, Interval span) {
   if (after != p.by_begin.end()) {
     MarkedStep& next = after->second.step;
     next.phase_ns[slot] += span.duration();
+    NoteSync(next, slot, span);
     next.span.start = std::min(next.span.start, span.start);
     return;
   }

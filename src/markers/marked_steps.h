@@ -82,6 +82,9 @@ class StepBuilder {
   void Charge(Process& p, uint16_t slot, Interval span);  // slot: StepPhaseSlot
   /// Whether `start` lies inside a step of the process (one still open, or ended after it).
   static bool InsideStep(const Process& p, TimeNs start);
+  /// Keeps where a step meets its peers: its first forward or communication
+  /// begin (arrival) and its last backward or communication end (release).
+  static void NoteSync(MarkedStep& step, uint16_t slot, Interval span);
   void Release(bool all, std::vector<MarkedStep>& out);
 
   std::map<uint32_t, Process> processes_;

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <charconv>
 #include <cstring>
 #include <string>
 
@@ -100,6 +101,19 @@ JobConfig ParseJobConfig(std::string_view text) {
     if (raw.size() > JobConfigChannel::kMaxValueBytes || !Unescape(raw, &value)) {
       reject(line_number, raw.size() > JobConfigChannel::kMaxValueBytes ? "a value longer than 4096 bytes"
                                                                          : "a value with a bad escape");
+      continue;
+    }
+    // Who a process is in a distributed run differs by process: kept per process
+    // (bounded), not as one job-wide setting that the last rank to write would win.
+    if (IsProcessKey(key)) {
+      uint64_t number = 0;
+      std::from_chars(pid.data(), pid.data() + pid.size(), number);  // digits only, at most 10: checked above
+      const auto process = static_cast<uint32_t>(std::min<uint64_t>(number, UINT32_MAX));
+      if (out.by_process.size() >= JobConfig::kMaxProcesses && !out.by_process.count(process)) {
+        reject(line_number, "more than 65536 processes");
+        continue;
+      }
+      out.by_process[process][std::string(key)] = value;
       continue;
     }
     auto it = out.settings.find(std::string(key));

@@ -29,7 +29,14 @@ struct JobConfig {
   std::string first_problem;                    // the first rejected line's problem, for the report
   bool truncated = false;                       // the job wrote more than kMaxBytes
   std::vector<std::string> requests;            // "gputriage.request" lines: what the job asks of the recorder
+  /// Keys that belong to one process (IsProcessKey: "dist.rank", "host.name", ...), by process id.
+  static constexpr size_t kMaxProcesses = 65536;
+  std::map<uint32_t, std::map<std::string, std::string>> by_process;
 };
+
+/// Keys each process reports for itself: its rank, local rank, world size and
+/// backend in a distributed run ("dist.*"), and its host ("host.name").
+inline bool IsProcessKey(std::string_view key) { return key.substr(0, 5) == "dist." || key == "host.name"; }
 
 /// The key of a request line ("summary NONCE": the job, ending, asks for the
 /// diagnosis so far; the answer goes to its feed, src/trackers/job_feed.h). Keys

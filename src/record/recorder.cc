@@ -17,10 +17,12 @@
 #include <cstring>
 #include <map>
 #include <memory>
+#include <set>
 
 #include "src/markers/marked_steps.h"
 #include "src/record/dcgm_exporter_source.h"
 #include "src/record/host_usage.h"
+#include "src/record/process_rank.h"
 #include "src/record/process_tree.h"
 #include "src/sources/nvml/nvml_library.h"
 #include "src/sources/nvml/nvml_sampler.h"
@@ -279,9 +281,16 @@ StatusOr<RecordResult> RecordCommand(const RecordOptions& options) {
   std::vector<Marker> drained;
   std::vector<MarkedStep> finished_steps;
   TimeNs next_steps_write = MonotonicNs() + kNsPerS;
+  // Each marking process's rank, from its environment while it runs (a process
+  // gone by the end cannot be read then); what it reports itself wins later.
+  std::map<uint32_t, ProcessRank> environment_ranks;
+  std::set<uint32_t> marking_pids;
   auto take_markers = [&](bool final) {
     drained.clear();
     ring->Drain(drained, final);
+    for (const auto& m : drained)
+      if (marking_pids.size() < JobConfig::kMaxProcesses && marking_pids.insert(m.pid).second)
+        if (auto rank = ReadProcessRank(m.pid)) environment_ranks[m.pid] = *rank;
     step_builder.Add(drained);
   };
   auto store_steps = [&](const std::vector<MarkedStep>& steps) {
@@ -471,6 +480,7 @@ StatusOr<RecordResult> RecordCommand(const RecordOptions& options) {
     result.recording.metadata["unchanged_scrapes_skipped"] = std::to_string(scraper->unchanged());
   }
   if (sampler) sampler->FinishAttribution(result.recording);
+  std::map<uint32_t, ProcessRank> reported_ranks;
   if (config) {
     JobConfig reported = config->Read();
     if (reported.rejected_lines > 0)
@@ -483,7 +493,11 @@ StatusOr<RecordResult> RecordCommand(const RecordOptions& options) {
                                       "the job wrote more than 4 MiB of configuration: the rest was not read");
     if (options.store && result.run_id > 0) stored(options.store->PutSettings(result.run_id, reported.settings));
     for (auto& [key, value] : reported.settings) result.recording.metadata[key] = std::move(value);
+    for (const auto& [pid, settings] : reported.by_process)
+      if (auto rank = RankFromSettings(pid, settings)) reported_ranks[pid] = *rank;
   }
+  result.recording.process_ranks = MergeProcessRanks(reported_ranks, environment_ranks, options.info.host);
+  if (options.store && result.run_id > 0) stored(options.store->PutProcessRanks(result.run_id, result.recording.process_ranks));
   // Stored with every GPU (sample rows refer to positions; facts may have grown), attributed on load.
   if (options.store && result.run_id > 0) {
     stored(options.store->PutDevices(result.run_id, result.recording.metrics));

@@ -25,10 +25,30 @@ json SpecModel(const std::string& device_name) {
 }
 
 /// Each marked step phase's mean per step, by name (data .. other, copy).
-json PhaseTimes(const StepMarkerAnalysis& m) {
+json PhaseTimes(const std::array<double, 9>& ms) {
   json phases = json::object();
-  for (size_t slot = 1; slot < std::size(kPhaseNames); ++slot) phases[kPhaseNames[slot]] = m.phase_ms_mean[slot];
+  for (size_t slot = 1; slot < std::size(kPhaseNames); ++slot) phases[kPhaseNames[slot]] = ms[slot];
   return phases;
+}
+
+/// One marked process: who it is in the run, its phases, and its arrival at the collectives against the others.
+json ProcessJson(const ProcessStepStats& p) {
+  auto known = [](int v) { return v >= 0 ? json(v) : json(nullptr); };
+  return {{"pid", p.pid},
+          {"rank", known(p.rank)},
+          {"local_rank", known(p.local_rank)},
+          {"host", p.host.empty() ? json(nullptr) : json(p.host)},
+          {"label", p.Label()},
+          {"steps", p.steps},
+          {"step_ms_p50", p.step_ms_p50},
+          {"work_ms_p50", p.work_ms_p50},
+          {"data_wait_ms_mean", p.data_wait_ms_mean},
+          {"phases_ms_mean", PhaseTimes(p.phase_ms_mean)},
+          {"untraced_ms_mean", Num(p.untraced_ms_mean)},
+          {"late_ms_p50", Num(p.late_ms_p50)},
+          {"waited_ms_p50", Num(p.waited_ms_p50)},
+          {"last_share", Num(p.last_share)},
+          {"late_from_ms", {{"start", Num(p.late_start_ms)}, {"data", Num(p.late_data_ms)}, {"host", Num(p.late_host_ms)}}}};
 }
 
 /// The phases the GPU timed, by name; null when no step carries any.
@@ -357,9 +377,7 @@ json RecordingJson(const Recording& rec, const RecordingAnalysis& a, int max_ker
     j["step_markers"] = nullptr;
   } else {
     json processes = json::array();
-    for (const auto& p : m.by_process)
-      processes.push_back({{"pid", p.pid}, {"steps", p.steps}, {"step_ms_p50", p.step_ms_p50},
-                           {"work_ms_p50", p.work_ms_p50}, {"data_wait_ms_mean", p.data_wait_ms_mean}});
+    for (const auto& p : m.by_process) processes.push_back(ProcessJson(p));
     j["step_markers"] = {{"steps", m.steps},
                          {"warmup_steps", m.warmup_steps},
                          {"processes", m.processes},
@@ -372,7 +390,7 @@ json RecordingJson(const Recording& rec, const RecordingAnalysis& a, int max_ker
                          {"outlier_phase", m.outlier_phase.empty() ? json(nullptr) : json(m.outlier_phase)},
                          {"outlier_phase_excess_ms", m.outlier_phase.empty() ? json(nullptr) : json(m.outlier_phase_ms)},
                          {"phases_known", m.phases_known},
-                         {"phases_ms_mean", PhaseTimes(m)},
+                         {"phases_ms_mean", PhaseTimes(m.phase_ms_mean)},
                          {"phases_traced", m.phases_traced},
                          {"phase_timing", m.phase_device_steps > 0 ? "host and device" : "host"},
                          {"phase_device_steps", m.phase_device_steps},
@@ -394,7 +412,11 @@ json RecordingJson(const Recording& rec, const RecordingAnalysis& a, int max_ker
                          {"gpu_model", m.gpu_model.empty() ? json(nullptr) : json(m.gpu_model)},
                          {"peak_tflops", Num(m.peak_tflops)},
                          {"mfu_percent", Num(m.mfu_percent)},
-                         {"by_process", processes}};
+                         {"by_process", processes},
+                         {"rank_sync", {{"matched_steps", m.sync.matched_steps},
+                                        {"arrival_spread_ms_p50", Num(m.sync.arrival_spread_ms_p50)},
+                                        {"release_spread_ms_p50", Num(m.sync.release_spread_ms_p50)},
+                                        {"synchronous", m.sync.synchronous}}}};
   }
   return j;
 }

@@ -95,6 +95,37 @@ std::string Dist(const MetricDistribution& m, const char* unit) {
                      fmt::arg("u", unit));
 }
 
+/// One line per marked process (at most 16): its phases and, where the ranks
+/// met at collectives, how late it arrived and how long it waited for the others.
+void RenderRanks(std::string& out, const StepMarkerAnalysis& m) {
+  const bool sync = m.sync.matched_steps > 0;
+  out += fmt::format("     per rank, ms per step (p50 step; means of data, forward, backward, optimizer, rest){}:\n",
+                     sync ? "; arrival at the collectives after the first rank, and waiting for the last" : "");
+  std::vector<const ProcessStepStats*> order;
+  for (const auto& p : m.by_process) order.push_back(&p);
+  std::stable_sort(order.begin(), order.end(), [](const ProcessStepStats* a, const ProcessStepStats* b) {
+    return a->rank != b->rank ? (a->rank < 0 ? false : b->rank < 0 || a->rank < b->rank) : a->pid < b->pid;
+  });
+  size_t shown = 0;
+  for (const ProcessStepStats* p : order) {
+    if (++shown > 16) {
+      out += fmt::format("       … {} more\n", order.size() - 16);
+      break;
+    }
+    out += fmt::format("       {:<28} step {:6.1f}  data {:5.1f}  fwd {:5.1f}  bwd {:5.1f}  opt {:5.1f}  rest {}", p->Label(),
+                       p->step_ms_p50, p->data_wait_ms_mean, p->phase_ms_mean[GPUTRIAGE_PHASE_FORWARD],
+                       p->phase_ms_mean[GPUTRIAGE_PHASE_BACKWARD], p->phase_ms_mean[GPUTRIAGE_PHASE_OPTIMIZER],
+                       std::isnan(p->untraced_ms_mean) ? std::string("  -") : fmt::format("{:5.1f}", p->untraced_ms_mean));
+    if (sync && !std::isnan(p->late_ms_p50))
+      out += fmt::format("  late {:5.1f}  waited {:5.1f}", p->late_ms_p50, p->waited_ms_p50);
+    out += "\n";
+  }
+  if (sync)
+    out += fmt::format("       {} matched steps: arrivals {:.1f} ms apart, releases {:.1f} ms apart ({})\n",
+                       m.sync.matched_steps, m.sync.arrival_spread_ms_p50, m.sync.release_spread_ms_p50,
+                       m.sync.synchronous ? "the ranks wait for each other" : "no sign the ranks wait for each other");
+}
+
 void RenderStepMarkers(std::string& out, const StepMarkerAnalysis& m) {
   if (m.steps == 0) return;
   out += fmt::format("   {} steps from step markers ({} process{}{}): {:.1f} ms per step (p50 {:.1f}, p95 {:.1f}, CV {:.2f}){}\n",
@@ -143,18 +174,7 @@ void RenderStepMarkers(std::string& out, const StepMarkerAnalysis& m) {
                            ? std::string(" (MFU needs the GPU model: record with NVML or a dcgm-exporter)")
                            : fmt::format(", MFU {:.1f}% of the {}'s {:.0f} TFLOPS", m.mfu_percent, m.gpu_model,
                                          m.peak_tflops));
-  if (m.by_process.size() > 1) {
-    out += "     per process (p50 step / own work / data wait ms):";
-    size_t shown = 0;
-    for (const auto& p : m.by_process) {
-      if (++shown > 8) {
-        out += fmt::format(" … {} more", m.by_process.size() - 8);
-        break;
-      }
-      out += fmt::format(" pid {} {:.1f}/{:.1f}/{:.1f}", p.pid, p.step_ms_p50, p.work_ms_p50, p.data_wait_ms_mean);
-    }
-    out += "\n";
-  }
+  if (m.by_process.size() > 1) RenderRanks(out, m);
 }
 
 void RenderLedger(std::string& out, const RunLedger& l) {

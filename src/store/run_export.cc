@@ -87,6 +87,7 @@ StatusOr<ExportCounts> ExportRun(RunStore& store, int64_t run, const std::string
     return NotFoundError(store.path() + ": no run " + std::to_string(run) + " (gputriage runs lists the stored runs)");
   ASSIGN_OR_RETURN(const auto settings, store.LoadSettings(run));
   ASSIGN_OR_RETURN(const auto steps, store.LoadSteps(run));
+  ASSIGN_OR_RETURN(const auto ranks, store.LoadProcessRanks(run));
   // Written beside the file and renamed over it at the end: a failure leaves
   // no half-written export (and no file where there was none).
   const std::string path = final_path + ".tmp-" + std::to_string(getpid());
@@ -104,7 +105,8 @@ StatusOr<ExportCounts> ExportRun(RunStore& store, int64_t run, const std::string
   if (!steps.empty())
     std::fprintf(out, "# gputriage_step fields: number pid start_ns end_ns samples tokens flops data_ns forward_ns "
                       "backward_ns optimizer_ns communication_ns checkpoint_ns other_ns device_ns copy_ns "
-                      "forward_device_ns backward_device_ns optimizer_device_ns copy_device_ns\n");
+                      "forward_device_ns backward_device_ns optimizer_device_ns copy_device_ns sync_arrival_ns "
+                      "sync_release_ns\n");
   for (const auto& step : steps) {
     std::fprintf(out, "# gputriage_step %lld %u %lld %lld %lld %lld %.17g", static_cast<long long>(step.number), step.pid,
                  static_cast<long long>(step.span.start), static_cast<long long>(step.span.end),
@@ -113,8 +115,14 @@ StatusOr<ExportCounts> ExportRun(RunStore& store, int64_t run, const std::string
     std::fprintf(out, " %lld %lld", static_cast<long long>(step.device_ns), static_cast<long long>(step.phase_ns[kCopySlot]));
     for (int slot : kDeviceTimedSlots)
       std::fprintf(out, " %lld", static_cast<long long>(step.phase_device_ns[static_cast<size_t>(slot)]));
-    std::fputc('\n', out);
+    std::fprintf(out, " %lld %lld\n", static_cast<long long>(step.sync_arrival),
+                 static_cast<long long>(step.sync_release));
   }
+  // Hosts and sources are one word each (a host name has no space; "-" when unknown).
+  for (const auto& r : ranks)
+    std::fprintf(out, "# gputriage_process %u %d %d %d %s %s\n", r.pid, r.rank, r.local_rank, r.world_size,
+                 r.host.empty() || r.host.find_first_of(" \t\r\n") != std::string::npos ? "-" : r.host.c_str(),
+                 r.source.empty() || r.source.find_first_of(" \t\r\n") != std::string::npos ? "-" : r.source.c_str());
   int64_t written = 0;
   std::set<std::string> helped;
   // Device facts (limit, max clock, memory), each family written after the samples

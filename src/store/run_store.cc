@@ -418,15 +418,17 @@ Status RunStore::PutSteps(int64_t run, const std::vector<MarkedStep>& steps) {
   auto put = db_->Prepare(
       "INSERT INTO steps(run_id, step, start_ns, end_ns, pid, samples, tokens, flops, data_ns,"
       " forward_ns, backward_ns, optimizer_ns, communication_ns, checkpoint_ns, other_ns, device_ns, copy_ns,"
-      " forward_device_ns, backward_device_ns, optimizer_device_ns, copy_device_ns)"
-      " VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(run_id, step, start_ns) DO UPDATE SET"
+      " forward_device_ns, backward_device_ns, optimizer_device_ns, copy_device_ns, sync_arrival_ns,"
+      " sync_release_ns)"
+      " VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(run_id, step, start_ns) DO UPDATE SET"
       " end_ns = excluded.end_ns, pid = excluded.pid, samples = excluded.samples, tokens = excluded.tokens,"
       " flops = excluded.flops, data_ns = excluded.data_ns, forward_ns = excluded.forward_ns,"
       " backward_ns = excluded.backward_ns, optimizer_ns = excluded.optimizer_ns,"
       " communication_ns = excluded.communication_ns, checkpoint_ns = excluded.checkpoint_ns,"
       " other_ns = excluded.other_ns, device_ns = excluded.device_ns, copy_ns = excluded.copy_ns,"
       " forward_device_ns = excluded.forward_device_ns, backward_device_ns = excluded.backward_device_ns,"
-      " optimizer_device_ns = excluded.optimizer_device_ns, copy_device_ns = excluded.copy_device_ns");
+      " optimizer_device_ns = excluded.optimizer_device_ns, copy_device_ns = excluded.copy_device_ns,"
+      " sync_arrival_ns = excluded.sync_arrival_ns, sync_release_ns = excluded.sync_release_ns");
   for (const auto& step : steps) {
     put->Bind(1, run);
     put->Bind(2, step.number);
@@ -441,7 +443,30 @@ Status RunStore::PutSteps(int64_t run, const std::vector<MarkedStep>& steps) {
     put->Bind(17, static_cast<int64_t>(step.phase_ns[kCopySlot]));
     for (size_t i = 0; i < kDeviceTimedSlots.size(); ++i)
       put->Bind(18 + static_cast<int>(i), static_cast<int64_t>(step.phase_device_ns[static_cast<size_t>(kDeviceTimedSlots[i])]));
+    put->Bind(22, static_cast<int64_t>(step.sync_arrival));
+    put->Bind(23, static_cast<int64_t>(step.sync_release));
     if (!RunsWell(*put)) return Rollback("cannot store steps");
+    put->Reset();
+  }
+  return db_->Exec("COMMIT");
+}
+
+Status RunStore::PutProcessRanks(int64_t run, const std::vector<ProcessRank>& ranks) {
+  if (ranks.empty()) return Status::Ok();
+  RETURN_IF_ERROR(db_->Exec("BEGIN"));
+  auto put = db_->Prepare(
+      "INSERT INTO run_processes(run_id, pid, rank, local_rank, world_size, host, source) VALUES(?, ?, ?, ?, ?, ?, ?)"
+      " ON CONFLICT(run_id, pid) DO UPDATE SET rank = excluded.rank, local_rank = excluded.local_rank,"
+      " world_size = excluded.world_size, host = excluded.host, source = excluded.source");
+  for (const auto& r : ranks) {
+    put->Bind(1, run);
+    put->Bind(2, static_cast<int64_t>(r.pid));
+    put->Bind(3, static_cast<int64_t>(r.rank));
+    put->Bind(4, static_cast<int64_t>(r.local_rank));
+    put->Bind(5, static_cast<int64_t>(r.world_size));
+    put->Bind(6, r.host);
+    put->Bind(7, r.source);
+    if (!RunsWell(*put)) return Rollback("cannot store the run's process ranks");
     put->Reset();
   }
   return db_->Exec("COMMIT");
@@ -558,6 +583,7 @@ StatusOr<Recording> RunStore::LoadRun(int64_t run) {
   RETURN_IF_ERROR(ReadEnd(*samples, "reading a run's samples"));
   ASSIGN_OR_RETURN(rec.marked_steps, LoadSteps(run));
   ASSIGN_OR_RETURN(rec.run_phases, LoadRunPhases(run));
+  ASSIGN_OR_RETURN(rec.process_ranks, LoadProcessRanks(run));
   rec.clock_is_absolute = true;
   rec.metrics.clock_note = "host wall clock at each NVML sample";
   if (rec.metrics.devices.empty()) {  // recorded without a GPU: as the live report said
@@ -581,6 +607,7 @@ StatusOr<std::vector<MarkedStep>> RunStore::LoadSteps(int64_t run) {
                             (version_ >= 6 ? "copy_ns" : "0") +
                             (version_ >= 7 ? ", forward_device_ns, backward_device_ns, optimizer_device_ns, copy_device_ns"
                                            : ", 0, 0, 0, 0") +
+                            (version_ >= 8 ? ", sync_arrival_ns, sync_release_ns" : ", 0, 0") +
                             " FROM steps WHERE run_id=? ORDER BY start_ns, step");
   steps->Bind(1, run);
   while (steps->Step()) {
@@ -596,9 +623,30 @@ StatusOr<std::vector<MarkedStep>> RunStore::LoadSteps(int64_t run) {
     step.phase_ns[kCopySlot] = steps->Int(15);
     for (size_t i = 0; i < kDeviceTimedSlots.size(); ++i)
       step.phase_device_ns[static_cast<size_t>(kDeviceTimedSlots[i])] = steps->Int(16 + static_cast<int>(i));
+    step.sync_arrival = steps->Int(20);
+    step.sync_release = steps->Int(21);
     out.push_back(step);
   }
   RETURN_IF_ERROR(ReadEnd(*steps, "reading a run's steps"));
+  return out;
+}
+
+StatusOr<std::vector<ProcessRank>> RunStore::LoadProcessRanks(int64_t run) {
+  std::vector<ProcessRank> out;
+  if (version_ < 8) return out;
+  auto q = db_->Prepare("SELECT pid, rank, local_rank, world_size, host, source FROM run_processes WHERE run_id=? ORDER BY pid");
+  q->Bind(1, run);
+  while (q->Step()) {
+    ProcessRank r;
+    r.pid = static_cast<uint32_t>(q->Int(0));
+    r.rank = static_cast<int>(q->Int(1));
+    r.local_rank = static_cast<int>(q->Int(2));
+    r.world_size = static_cast<int>(q->Int(3));
+    r.host = q->Text(4);
+    r.source = q->Text(5);
+    out.push_back(std::move(r));
+  }
+  RETURN_IF_ERROR(ReadEnd(*q, "reading a run's process ranks"));
   return out;
 }
 

@@ -46,7 +46,7 @@ class RunStore {
  public:
   /// The schema version this build writes; older stores are migrated on open
   /// (src/store/schema.h: kStoreSchemaVersion).
-  static constexpr int kSchemaVersion = 7;
+  static constexpr int kSchemaVersion = 8;
   /// Reading commands also read stores this old, as they are (version 3 has no
   /// stored figures: they are worked out from the samples when asked for).
   static constexpr int kOldestReadableVersion = 3;
@@ -90,6 +90,8 @@ class RunStore {
   Status PutSteps(int64_t run, const std::vector<MarkedStep>& steps);
   /// The job's phases outside its steps (step markers), at the run's end.
   Status PutRunPhases(int64_t run, const std::vector<RunPhase>& phases);
+  /// Who each marked process was (rank, local rank, world size, host).
+  Status PutProcessRanks(int64_t run, const std::vector<ProcessRank>& ranks);
   /// Marks the run complete with its end, exit code, findings and headline
   /// figures (src/verdicts/compare.h: step_time_ms, data_wait_percent, ...), in one transaction.
   Status EndRun(int64_t run, TimeNs ended_ns, std::optional<int> exit_code, const std::vector<Finding>& findings,
@@ -105,6 +107,7 @@ class RunStore {
   StatusOr<std::vector<MarkedStep>> LoadSteps(int64_t run);
   /// Empty for stores written before run phases were kept (version < 5).
   StatusOr<std::vector<RunPhase>> LoadRunPhases(int64_t run);
+  StatusOr<std::vector<ProcessRank>> LoadProcessRanks(int64_t run);
   /// A run's settings and context: workload, price_per_gpu_hour, interval_s,
   /// tag.KEY, git_commit, cwd, ...
   StatusOr<std::map<std::string, std::string>> LoadSettings(int64_t run);

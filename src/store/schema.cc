@@ -109,6 +109,17 @@ constexpr const char* kMigrationToVersion7 =
     "ALTER TABLE steps ADD COLUMN optimizer_device_ns BIGINT NOT NULL DEFAULT 0;"
     "ALTER TABLE steps ADD COLUMN copy_device_ns BIGINT NOT NULL DEFAULT 0;";
 
+/// 7 → 8: ranks. Where a step met its peers (its arrival at the first phase that
+/// can hold a collective, and its release from the last), and who each marked
+/// process was in the distributed run.
+/// Both kinds: the same SQL.
+constexpr const char* kMigrationToVersion8 =
+    "ALTER TABLE steps ADD COLUMN sync_arrival_ns BIGINT NOT NULL DEFAULT 0;"
+    "ALTER TABLE steps ADD COLUMN sync_release_ns BIGINT NOT NULL DEFAULT 0;"
+    "CREATE TABLE run_processes(run_id BIGINT NOT NULL REFERENCES runs(id), pid BIGINT NOT NULL,"
+    " rank BIGINT NOT NULL DEFAULT -1, local_rank BIGINT NOT NULL DEFAULT -1, world_size BIGINT NOT NULL DEFAULT -1,"
+    " host TEXT, source TEXT, PRIMARY KEY(run_id, pid));";
+
 /// 3 → 4: each complete run's headline figures (step time, data wait, busy, ...),
 /// written with its findings, so an experiment's history is judged without
 /// re-reading every run's samples.
@@ -156,6 +167,7 @@ SchemaMigration NextMigration(const std::string& kind, int64_t from) {
     if (from == 4) return {5, kPostgresMigrationToVersion5};
     if (from == 5) return {6, kMigrationToVersion6};
     if (from == 6) return {7, kMigrationToVersion7};
+    if (from == 7) return {8, kMigrationToVersion8};
     return {};
   }
   if (from == 0) return {1, kMigrations[0]};
@@ -165,8 +177,9 @@ SchemaMigration NextMigration(const std::string& kind, int64_t from) {
   if (from == 4) return {5, kMigrationToVersion5};
   if (from == 5) return {6, kMigrationToVersion6};
   if (from == 6) return {7, kMigrationToVersion7};
+  if (from == 7) return {8, kMigrationToVersion8};
   return {};
 }
-static_assert(kStoreSchemaVersion == 7, "a new schema version needs its migration, for each kind, in NextMigration()");
+static_assert(kStoreSchemaVersion == 8, "a new schema version needs its migration, for each kind, in NextMigration()");
 
 }  // namespace gputriage

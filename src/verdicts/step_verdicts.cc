@@ -21,11 +21,14 @@ constexpr double kDataWaitHighPercent = 50.0;
 constexpr double kOutlierTimeModeratePercent = 10.0;
 constexpr double kOutlierTimeHighPercent = 25.0;
 constexpr int64_t kOutlierMinSteps = 2;
-// A rank whose own work (step time without data wait and communication) is this
-// much over the median rank's: the others wait for it at every collective.
+// A rank whose late arrival at the step's collectives makes every step this much
+// longer than it would be if it arrived with the others (the others wait for it).
 constexpr double kStragglerRatio = 1.15;
 constexpr double kStragglerHighRatio = 1.5;
 constexpr int64_t kStragglerMinSteps = 3;
+constexpr double kStragglerMinLateMs = 1.0;
+// Arriving last in this share of the steps: the lateness stays with the rank.
+constexpr double kStragglerPersistentShare = 0.8;
 // MFU below 30 % is low (gpuprof's rule, shared/reference/trace-analysis.md §5.6);
 // large dense models reach 38-56 % (Llama 3 405B 38-43 %, Megatron-LM 41-56 %).
 constexpr double kLowMfuPercent = 30.0;
@@ -162,44 +165,136 @@ void JudgeOutliers(const RecordingAnalysis& a, std::vector<Finding>& out) {
   out.push_back(std::move(f));
 }
 
+/// The rank whose `field` (ms per step) stands out: at least twice the median of
+/// the others and 1 ms above it. Null for one process or an even spread: an
+/// average over ranks hides a wait that only one of them has.
+const ProcessStepStats* UnevenRank(const StepMarkerAnalysis& m, double ProcessStepStats::*field, double* others) {
+  if (m.by_process.size() < 2) return nullptr;
+  const ProcessStepStats* top = nullptr;
+  for (const auto& p : m.by_process)
+    if (!std::isnan(p.*field) && (!top || p.*field > top->*field)) top = &p;
+  if (!top) return nullptr;
+  std::vector<double> rest;
+  for (const auto& p : m.by_process)
+    if (&p != top && !std::isnan(p.*field)) rest.push_back(p.*field);
+  if (rest.empty()) return nullptr;
+  std::nth_element(rest.begin(), rest.begin() + static_cast<std::ptrdiff_t>(rest.size() / 2), rest.end());
+  *others = rest[rest.size() / 2];
+  return top->*field >= 2 * *others && top->*field >= *others + 1.0 ? top : nullptr;
+}
+
+/// A sentence naming the rank a per-step figure belongs to, and the evidence for it.
+void NameUnevenRank(const StepMarkerAnalysis& m, double ProcessStepStats::*field, const char* what, Finding& f) {
+  double others = 0;
+  const ProcessStepStats* top = UnevenRank(m, field, &others);
+  if (!top) return;
+  f.title += fmt::format(" -- on {}", top->Label());
+  f.detail += fmt::format(" It is {}'s: {:.1f} ms of {} per step there against {:.1f} ms (median) on the other {} "
+                          "process{}; the mean over processes understates it.",
+                          top->Label(), top->*field, what, others, m.by_process.size() - 1,
+                          m.by_process.size() == 2 ? "" : "es");
+  f.evidence.push_back(E(fmt::format("{}_ms_on_{}", what[0] == 'd' ? "data_wait" : "untraced",
+                                     top->rank >= 0 ? fmt::format("rank_{}", top->rank) : fmt::format("pid_{}", top->pid)),
+                         top->*field, "ms", fmt::format("step markers: {}", top->Label())));
+  f.evidence.push_back(E("other_processes_median_ms", others, "ms", "step markers: median of the other processes"));
+}
+
+/// What a late rank was doing, from the part of its lateness it spent there.
+std::string LateCause(const ProcessStepStats& p) {
+  const double start = p.late_start_ms, data = p.late_data_ms, host = p.late_host_ms;
+  if (data >= start && data >= host)
+    return fmt::format("waiting for its next batch ({:.1f} ms more data wait per step than the first rank to arrive)",
+                       data);
+  if (host >= start)
+    return fmt::format("host work before its forward ({:.1f} ms more per step than the first rank to arrive: "
+                       "preprocessing, a callback, a sync outside any marked phase)",
+                       host);
+  return fmt::format("finishing its previous step late ({:.1f} ms per step: host work after the step's collectives "
+                     "-- logging, a .item() sync, a callback, a checkpoint -- before its next step begins)",
+                     start);
+}
+
+/// The last rank to arrive in a synchronous job (with enough steps to judge); null otherwise.
+const ProcessStepStats* LateRank(const StepMarkerAnalysis& m) {
+  if (!m.sync.synchronous) return nullptr;
+  const ProcessStepStats* late = nullptr;
+  for (const auto& p : m.by_process)
+    if (p.steps >= kStragglerMinSteps && !std::isnan(p.late_ms_p50) && (!late || p.late_ms_p50 > late->late_ms_p50))
+      late = &p;
+  return late;
+}
+
+/// One cause explained once: where the data wait is the straggler's own (its
+/// lateness came from its loader), the other ranks wait for it at every
+/// collective, so overlapping that wait gives the straggler's gain, not the
+/// averaged one this finding would compute over ranks that mostly waited.
+void ReconcileWithStraggler(const StepMarkerAnalysis& m, const std::vector<Finding>& out, Finding& input) {
+  const Finding* straggler = nullptr;
+  for (const auto& f : out)
+    if (f.verdict == "straggler_rank") straggler = &f;
+  const ProcessStepStats* late = LateRank(m);
+  if (!straggler || !late || !straggler->gain || late->late_data_ms < std::max(late->late_host_ms, late->late_start_ms))
+    return;
+  input.gain = straggler->gain;
+  input.gain->basis = "the straggler's gain (straggler_rank): the other ranks wait for this rank's data at every "
+                      "collective, so overlapping its wait removes their waiting too";
+  input.detail += fmt::format(" This wait is what the other ranks wait for at every collective (straggler_rank, {}):"
+                              " its expected gain is the straggler's.",
+                              late->Label());
+}
+
+/// The rank the others wait for: in a synchronous job (ranks arrive apart and
+/// leave the step's collectives together), the one that arrives last, by how
+/// late it arrives -- never by the time inside the collective, where the others
+/// wait for it.
 void JudgeStragglers(const RecordingAnalysis& a, std::vector<Finding>& out) {
   const StepMarkerAnalysis& m = a.marked;
-  // Processes with enough steps to judge; by_process is slowest first.
-  std::vector<const ProcessStepStats*> judged;
-  for (const auto& p : m.by_process)
-    if (p.steps >= kStragglerMinSteps) judged.push_back(&p);
-  if (judged.size() < 2) return;
-  // The lower middle: a pair compares its slower process against the faster.
-  const double median = judged[judged.size() / 2]->work_ms_p50;
-  const ProcessStepStats& slowest = *judged.front();
-  if (median <= 0 || slowest.work_ms_p50 < kStragglerRatio * median) return;
-  const double ratio = slowest.work_ms_p50 / median;
+  const ProcessStepStats* late = LateRank(m);
+  if (!late) return;
+  const double step = m.step_ms_p50;
+  const double without = step - late->late_ms_p50;  // the step if it arrived with the others
+  if (late->late_ms_p50 < kStragglerMinLateMs || without <= 0 || step < kStragglerRatio * without) return;
+  const double ratio = step / without;
   Finding f = MarkerFinding(a, "straggler_rank", ratio >= kStragglerHighRatio ? Severity::kHigh : Severity::kModerate);
-  const bool data_cause = slowest.data_wait_ms_mean > 0.5 * (slowest.work_ms_p50 - median);
-  f.title = fmt::format("Straggler: process {} takes {:.1f} ms of work per step against {:.1f} ms for the median rank "
-                        "({:.2f}x)",
-                        slowest.pid, slowest.work_ms_p50, median, ratio);
+  const bool persistent = late->last_share >= kStragglerPersistentShare;
+  f.title = fmt::format("Straggler: {} reaches the step's collectives {:.1f} ms after the first rank; the others wait "
+                        "for it every step",
+                        late->Label(), late->late_ms_p50);
   f.detail = fmt::format(
-      "{} processes wrote enough step markers to compare. Work per step is step time without data wait and marked communication; "
-      "in synchronous data-parallel training every rank waits for the slowest at each collective, so the whole "
-      "job runs at process {}'s pace.{}",
-      judged.size(), slowest.pid,
-      data_cause ? fmt::format(" It also waits {:.1f} ms per step for data: its input pipeline is the likely cause.",
-                               slowest.data_wait_ms_mean)
-                 : std::string(""));
-  f.evidence.push_back(E("straggler_work_ratio", ratio, "ratio", "step markers: slowest process / median process",
-                          f.severity == Severity::kHigh ? kStragglerHighRatio : kStragglerRatio, ">="));
-  f.evidence.push_back(E("straggler_work_ms", slowest.work_ms_p50, "ms", fmt::format("process {}, p50", slowest.pid)));
-  f.evidence.push_back(E("median_rank_work_ms", median, "ms", "median over processes of their p50"));
-  f.evidence.push_back(E("processes", static_cast<double>(judged.size()), "count", "processes with >= 3 steps"));
+      "{} ranks marked the same {} steps. In synchronous data-parallel training every rank waits at each collective "
+      "(DDP's all-reduce inside backward, or an explicit one) for the last to arrive: the ranks arrived {:.1f} ms apart "
+      "(median step) and left within {:.1f} ms of each other, so the whole job runs at {}'s pace. It was late from {}. "
+      "{}",
+      m.by_process.size(), m.sync.matched_steps, m.sync.arrival_spread_ms_p50, m.sync.release_spread_ms_p50,
+      late->Label(), LateCause(*late),
+      persistent ? fmt::format("The lateness stays with it: it arrived last in {:.0f}% of the steps.", 100 * late->last_share)
+                 : fmt::format("The lateness moves between ranks: it arrived last in only {:.0f}% of the steps.",
+                               100 * late->last_share));
+  f.evidence.push_back(E("straggler_late_ms", late->late_ms_p50, "ms",
+                         fmt::format("step markers: {} arrives after the first rank, p50 over matched steps", late->Label()),
+                         kStragglerMinLateMs, ">="));
+  f.evidence.push_back(E("straggler_step_ratio", ratio, "ratio", "step time / step time without the lateness",
+                         f.severity == Severity::kHigh ? kStragglerHighRatio : kStragglerRatio, ">="));
+  f.evidence.push_back(E("release_spread_ms", m.sync.release_spread_ms_p50, "ms",
+                         "ranks leave the collectives this close together (p50): they waited for each other"));
+  f.evidence.push_back(E("straggler_last_share_percent", 100 * late->last_share, "percent",
+                         "matched steps in which it arrived last", 100 * kStragglerPersistentShare, ">="));
+  if (late->rank >= 0) f.evidence.push_back(E("straggler_rank", late->rank, "rank", "RANK of the late process"));
+  f.evidence.push_back(E("matched_steps", static_cast<double>(m.sync.matched_steps), "count",
+                         "steps every rank marked with both sync times"));
   f.recommendations = {
+      {fmt::format("fix what {} does before it arrives: {}", late->Label(),
+                   late->late_data_ms >= std::max(late->late_host_ms, late->late_start_ms)
+                       ? "more DataLoader workers or faster storage on its host (its loader is the slow one)"
+                       : "move its extra host work off the step (log and sync every N steps, on rank 0 only where "
+                         "that is the slow one)"),
+       "the other ranks stop waiting for it at every collective"},
       {"check the slow rank's host: CPU contention, its GPU's clocks and temperature (throttling), its NIC",
        "one slow node paces the whole job"},
-      {"give every rank the same work per step (balanced sequence lengths, bucketed batches)",
-       "uneven batches make some ranks compute longer"},
   };
-  f.gain = StepGain(slowest.work_ms_p50, median, median, (slowest.work_ms_p50 + median) / 2, "straggler_rank",
-                    "the slow rank at the median rank's work per step; at worst half its excess removed");
+  f.gain = StepGain(step, without + late->late_ms_p50 / 4, without, without + late->late_ms_p50 / 2, "straggler_rank",
+                    "step time with the late rank arriving with the others: at best its whole lateness gone, at "
+                    "worst half of it (the others' own work may then be the last to arrive)");
   out.push_back(std::move(f));
 }
 
@@ -263,6 +358,7 @@ void JudgeHostStall(const RecordingAnalysis& a, std::vector<Finding>& out) {
       gpu_unmeasured ? " A GPU ran but the steps were not timed on it: part of the rest may be a sync waiting for "
                        "queued GPU work, which is GPU time, not a stall."
                      : "");
+  NameUnevenRank(m, &ProcessStepStats::untraced_ms_mean, "host work outside the marked phases", f);
   f.evidence.push_back(E("untraced_percent_of_step", m.untraced_percent_of_step, "percent",
                           "step markers: step time outside every marked phase / step time",
                           f.severity == Severity::kHigh ? kHostStallHighPercent : kHostStallModeratePercent, ">="));
@@ -580,6 +676,7 @@ std::vector<Finding> JudgeStepMarkers(const RecordingAnalysis& a) {
         "Step markers from the training loop: over {} steps the loop spent {:.1f} ms per step waiting for the next "
         "batch and {:.1f} ms computing. Loading and preprocessing run on the critical path instead of beside compute.{}",
         m.steps, m.data_wait_ms_mean, m.compute_ms_mean, WarmupNote(m));
+    NameUnevenRank(m, &ProcessStepStats::data_wait_ms_mean, "data wait", f);
     f.evidence.push_back(E("data_wait_percent_of_compute", pct, "percent", "step markers: data phase / compute time",
                             f.severity == Severity::kHigh ? kDataWaitHighPercent : kDataWaitModeratePercent, ">="));
     f.evidence.push_back(E("data_wait_ms_per_step", m.data_wait_ms_mean, "ms", "step markers, mean over steps"));
@@ -626,6 +723,7 @@ std::vector<Finding> JudgeStepMarkers(const RecordingAnalysis& a) {
                                   (analysis::kWorkerHostStretchWorst - 1) * 100,
                                   device > 0 ? fmt::format(", not below the GPU's {:.1f} ms", device) : std::string(),
                                   noise * 100));
+    ReconcileWithStraggler(m, out, f);
     out.push_back(std::move(f));
   }
   return out;

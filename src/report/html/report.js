@@ -491,6 +491,28 @@
     return sec;
   }
 
+  // Each marked process (rank) of a job: its phases per step and, where the ranks
+  // met at collectives, how late it arrived and how long it waited for the last.
+  function rankTable(rec, i) {
+    const m = rec.step_markers;
+    if (!m || !m.by_process || m.by_process.length < 2) return null;
+    const sync = m.rank_sync && m.rank_sync.matched_steps > 0;
+    const ms = (v) => (v == null ? "–" : num(v, 1));
+    const order = m.by_process.slice().sort((a, b) => (a.rank == null) - (b.rank == null) || (a.rank || 0) - (b.rank || 0) || a.pid - b.pid);
+    const heads = ["rank", "step p50", "data", "forward", "backward", "optimizer", "rest"].concat(sync ? ["late", "waited", "arrived last"] : []);
+    const rows = order.map((p) => el("tr", {}, [el("td", { text: p.label })].concat(
+      [p.step_ms_p50, p.data_wait_ms_mean, p.phases_ms_mean.forward, p.phases_ms_mean.backward, p.phases_ms_mean.optimizer, p.untraced_ms_mean]
+        .map((v) => el("td", { class: "num", text: ms(v) })),
+      sync ? [el("td", { class: "num", text: ms(p.late_ms_p50) }), el("td", { class: "num", text: ms(p.waited_ms_p50) }),
+        el("td", { class: "num", text: p.last_share == null ? "–" : num(100 * p.last_share, 0) + "%" })] : [])));
+    const sec = el("div", { class: "ranks", id: "ranks-" + i }, el("h3", { text: "Per rank (ms per step)" }),
+      el("p", { class: "muted", text: sync ? m.rank_sync.matched_steps + " steps every rank marked: arrivals at the collectives " + num(m.rank_sync.arrival_spread_ms_p50, 1) +
+        " ms apart, releases " + num(m.rank_sync.release_spread_ms_p50, 1) + " ms apart (" + (m.rank_sync.synchronous ? "the ranks wait for each other" : "no sign the ranks wait for each other") + ")." :
+        "The processes marked no step they share with both sync times: no arrival to compare." }),
+      el("table", { "data-table": "ranks" }, el("thead", {}, el("tr", {}, heads.map((h, k) => el("th", { class: k ? "num" : "", text: h })))), el("tbody", {}, rows)));
+    return sec;
+  }
+
   function recordingSection(report, chartDoc, i, app) {
     const rec = report.recordings[i];
     const ch = chartDoc && chartDoc.recordings ? chartDoc.recordings.find((r) => r.recording === i) : null;
@@ -540,6 +562,8 @@
       stackedBars(sec, "steps-" + i, "Step time by phase", (p.group > 1 ? "Each bar the mean of " + p.group + " consecutive steps. " : "") + "From the job's step markers (process " + (ch.steps ? ch.steps.pid : "") + ").",
         p.step, "step", names.map((n) => ({ label: n, values: p.phases[n], color: phaseColors[n] })));
     }
+    const ranks = rankTable(rec, i);
+    if (ranks) sec.append(ranks);
     if (rec.idle && rec.idle.total_ms > 0) {
       const causes = ["data_loader", "host_wait", "launch_overhead", "synchronization", "other"];
       categoryBars(sec, "idle-" + i, "GPU idle time by cause", num(rec.idle.total_ms) + " ms idle within the steps, in " + rec.idle.gaps + " gaps.",

@@ -247,16 +247,17 @@ class DcgmExporterReader final : public MetricLineReader {
 
   /// "# gputriage_step number pid start_ns end_ns samples tokens flops data_ns
   /// forward_ns backward_ns optimizer_ns communication_ns checkpoint_ns other_ns device_ns
-  /// [copy_ns [forward_device_ns backward_device_ns optimizer_device_ns copy_device_ns]]"
-  /// (copy_ns since the copy phase, the phases' device times since those: older
-  /// exports have 15 or 16 fields)
+  /// [copy_ns [forward_device_ns backward_device_ns optimizer_device_ns copy_device_ns
+  /// [sync_arrival_ns sync_release_ns]]]"
+  /// (copy_ns since the copy phase, the phases' device times since those, the
+  /// arrival times since ranks: older exports have 15, 16 or 20 fields)
   void ExportedStep(std::string_view fields, int64_t line_no) {
     if (StartsWith(fields, "fields:")) return;  // the header naming the columns
     std::vector<std::string_view> parts;
     metric_text::SplitWhitespace(fields, parts);
     MarkedStep step;
-    bool ok = parts.size() == 15 || parts.size() == 16 || parts.size() == 20;
-    std::array<int64_t, 20> v{};
+    bool ok = parts.size() == 15 || parts.size() == 16 || parts.size() == 20 || parts.size() == 22;
+    std::array<int64_t, 22> v{};
     double flops = 0;
     for (size_t i = 0; ok && i < parts.size(); ++i) {
       if (i == 6) {
@@ -286,7 +287,38 @@ class DcgmExporterReader final : public MetricLineReader {
     step.phase_ns[kCopySlot] = v[15];
     for (size_t i = 0; i < kDeviceTimedSlots.size(); ++i)
       step.phase_device_ns[static_cast<size_t>(kDeviceTimedSlots[i])] = v[16 + i];
+    step.sync_arrival = v[20];
+    step.sync_release = v[21];
     ctx_->recording->marked_steps.push_back(step);
+  }
+
+  /// "# gputriage_process pid rank local_rank world_size HOST SOURCE" (HOST and
+  /// SOURCE "-" when unknown): who a marked process was in a distributed run.
+  void ExportedProcess(std::string_view fields, int64_t line_no) {
+    std::vector<std::string_view> parts;
+    metric_text::SplitWhitespace(fields, parts);
+    std::array<int64_t, 4> v{};
+    bool ok = parts.size() == 6 && ctx_->recording->process_ranks.size() < kMaxExportedProcesses;
+    for (size_t i = 0; ok && i < 4; ++i) {
+      const auto [end, err] = std::from_chars(parts[i].data(), parts[i].data() + parts[i].size(), v[i]);
+      ok = err == std::errc() && end == parts[i].data() + parts[i].size() && v[i] >= (i == 0 ? 1 : -1) &&
+           v[i] <= (i == 0 ? int64_t{UINT32_MAX} : int64_t{1} << 24);
+    }
+    if (!ok) {
+      ctx_->Issue(IssueSeverity::kWarning, "bad_process", [&] {
+        return fmt::format("{}: an exported process rank that cannot be read: '{}'", ctx_->Where(line_no),
+                           fields.substr(0, 200));
+      });
+      return;
+    }
+    ProcessRank r;
+    r.pid = static_cast<uint32_t>(v[0]);
+    r.rank = static_cast<int>(v[1]);
+    r.local_rank = static_cast<int>(v[2]);
+    r.world_size = static_cast<int>(v[3]);
+    if (parts[4] != "-") r.host = std::string(parts[4]);
+    if (parts[5] != "-") r.source = std::string(parts[5]);
+    ctx_->recording->process_ranks.push_back(std::move(r));
   }
 
   /// "# gputriage_setting KEY \"VALUE\"" (the value escaped as a label value).
@@ -316,12 +348,14 @@ class DcgmExporterReader final : public MetricLineReader {
 
   static constexpr size_t kMaxExportedSteps = 10'000'000;
   static constexpr size_t kMaxExportedSettings = 256;
+  static constexpr size_t kMaxExportedProcesses = 65536;
 
   void Comment(std::string_view body, int64_t line_no) {
     std::string_view rest = TrimAsciiSpace(body.substr(1));
     // A `gputriage export` carries the run's steps and settings as comments.
     if (StartsWith(rest, "gputriage_step ")) return ExportedStep(rest.substr(15), line_no);
     if (StartsWith(rest, "gputriage_setting ")) return ExportedSetting(rest.substr(18), line_no);
+    if (StartsWith(rest, "gputriage_process ")) return ExportedProcess(rest.substr(18), line_no);
     if (StartsWith(rest, "HELP ")) {
       rest = TrimAsciiSpace(rest.substr(5));
       const size_t sp = rest.find(' ');

@@ -56,6 +56,30 @@ if [ $rc -ne 0 ] || [ ! -s "$artifacts/record_marked_loop.html" ]; then
   echo "FAIL: record --html exited $rc"; cat "$tmp/record.err"; fail=1
 fi
 
+# Two DDP ranks as `gputriage export` writes a stored run: rank 1 arrives 30 ms late
+# at every step's all-reduce, rank 0 waits for it inside backward. The page shows
+# a row per rank (checked in the browser) and the straggler.
+/usr/bin/python3 - "$tmp/ddp_ranks.prom" <<'PY'
+import sys
+ms = 1_000_000
+lines = ["# gputriage export of run 1 from test.db: dcgm-exporter text with sample timestamps (ms)"]
+start = 1_764_000_000_000 * ms
+for k in range(20):
+    for rank, pid, data in ((0, 100, 0.5), (1, 101, 30.5)):
+        arrival = start + int(data * ms)
+        release = start + int(45.7 * ms)
+        end = release + 2 * ms
+        backward = release - (arrival + 5 * ms)
+        phases = [int(data * ms), 5 * ms, backward, 2 * ms, 0, 0, 0]
+        lines.append(f"# gputriage_step {k} {pid} {start} {end} 32 0 0 " + " ".join(map(str, phases)) +
+                     f" 0 0 0 0 0 0 {arrival} {release}")
+    start = end
+lines += ["# gputriage_process 100 0 0 2 node-a torch.distributed", "# gputriage_process 101 1 1 2 node-a torch.distributed"]
+open(sys.argv[1], "w").write("\n".join(lines) + "\n")
+PY
+diagnose ddp_ranks "$tmp/ddp_ranks.prom"
+grep -q "Straggler: rank 1 (pid 101)" "$tmp/ddp_ranks.out" || { echo "FAIL: the exported ranks name no straggler"; cat "$tmp/ddp_ranks.out"; fail=1; }
+
 # A report that cannot be written says where and why, and leaves no temporary file.
 "$bin" diagnose "$data/traces/hta/nccl_a100_rank0.json.gz" --html /nonexistent-dir/r.html >/dev/null 2>"$tmp/bad.err"
 rc=$?
@@ -102,4 +126,5 @@ node "$here/browser/report_test.cjs" "$artifacts" \
   "$artifacts/a100_mig_dcgm_exporter.html" \
   "$artifacts/record_marked_loop.html=input_bound" \
   "$artifacts/odd_file_name.html" \
+  "$artifacts/ddp_ranks.html=straggler_rank,input_bound" \
   "$artifacts/hostile_kernel_names.html" || exit 1

@@ -66,6 +66,14 @@ async function checkReport(browser, file, expectedVerdicts, artifacts) {
     }
     ledgers += 1;
   }
+  // A job of several ranks: a row per rank in its table, each named by its label.
+  for (const [i, rec] of report.recordings.entries()) {
+    const procs = rec.step_markers && rec.step_markers.by_process;
+    if (!procs || procs.length < 2) continue;
+    const rows = await page.$$eval(`#ranks-${i} [data-table=ranks] tbody tr td:first-child`, (tds) => tds.map((td) => td.textContent));
+    check(rows.length === procs.length, `${name}: rank table ${i} has ${rows.length} rows for ${procs.length} processes`);
+    for (const p of procs) check(rows.includes(p.label), `${name}: rank table ${i} names ${p.label}`);
+  }
   const pixels = await chartPixels(page);
   check(pixels.length > 0, `${name}: ${pixels.length} charts`);
   for (const p of pixels) check(p.data > 200, `${name}: chart ${p.id} drew its data (${p.data} coloured of ${p.drawn} pixels)`);

@@ -206,6 +206,28 @@ TEST(JobConfig, RequestsAreNotSettings) {
   EXPECT_EQ(c.rejected_lines, 1);
 }
 
+TEST(Compare, CommandFlagsAreMatchedByNameNotPosition) {
+  // A flag added in front moves every other one: still only what changed is named.
+  const auto changes = SettingsChanges({{"command", "python train.py --steps 200 --eval-every 25 --workers 4 --amp"}},
+                                       {{"command", "python train.py --lr -1e-3 --steps=200 --workers 0 --eval-every 25"}});
+  std::map<std::string, std::pair<std::string, std::string>> by_key;
+  for (const auto& c : changes)
+    if (c.key != "command") by_key[c.key] = {c.before, c.after};  // the whole line is listed too
+  EXPECT_EQ(by_key.size(), 3u);
+  EXPECT_EQ(by_key.at("command --workers"), (std::pair<std::string, std::string>{"4", "0"}));
+  EXPECT_EQ(by_key.at("command --lr"), (std::pair<std::string, std::string>{"", "-1e-3"}));  // a negative value, not a flag
+  EXPECT_EQ(by_key.at("command --amp"), (std::pair<std::string, std::string>{"(set)", ""}));  // a switch dropped
+  EXPECT_FALSE(by_key.count("command --steps"));
+  // Another script is named first, as the script.
+  const auto other = SettingsChanges({{"command", "python train.py --workers 4"}}, {{"command", "python eval.py --workers 4"}});
+  ASSERT_EQ(other.size(), 2u);
+  EXPECT_EQ(other[1].key, "command script");
+  EXPECT_EQ(other[1].before, "python train.py");
+  EXPECT_EQ(other[1].after, "python eval.py");
+  EXPECT_EQ(CommandProgram("torchrun --nproc_per_node=2 train.py --lr 3"), "torchrun --nproc_per_node=2 train.py");
+  EXPECT_EQ(CommandProgram("python -u -m pkg.train --x 1"), "python -u -m pkg.train");
+}
+
 TEST(JobConfig, EachProcessKeepsItsOwnRank) {
   // Two ranks write the same keys: neither overwrites the other's, and no
   // job-wide setting takes the last writer's rank.
@@ -353,6 +375,44 @@ TEST(ExperimentStore, FiguresAndSettingsRoundTripAndOnlyThatNamesRunsCount) {
   auto figures = (*reader)->LoadFigures(third);
   ASSERT_TRUE(figures.ok());
   EXPECT_EQ(figures->at("step_time_ms"), 12);
+}
+
+TEST(ExperimentStore, AHistoryThatMixesScriptsSaysSo) {
+  const std::string path = TempStore("mixed.db");
+  auto store = RunStore::Open(path);
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  const auto add = [&](const std::string& command) {
+    RunInfo info;
+    info.name = "exp";
+    info.command = command;
+    auto id = (*store)->BeginRun(info);
+    EXPECT_TRUE(id.ok());
+    EXPECT_TRUE((*store)->EndRun(*id, kNsPerS, 0, {}, {{"step_time_ms", 10}, {"step_time_cv", 0.1}}).ok());
+    return *id;
+  };
+  add("python train.py --workers 4");
+  add("python other.py --workers 4");
+  const int64_t now = add("python train.py --workers 8");
+  Diagnosis d;
+  ASSERT_TRUE(JudgeAgainstExperiment(**store, now, "exp", d).ok());
+  ASSERT_EQ(d.notes.size(), 1u);
+  EXPECT_NE(d.notes[0].find("mixes scripts: this run ran python train.py, 1 of the 2 runs before it ran python other.py"),
+            std::string::npos)
+      << d.notes[0];
+  // One script throughout: nothing to say.
+  Diagnosis same;
+  auto only = RunStore::Open(TempStore("single.db"));
+  ASSERT_TRUE(only.ok());
+  for (int i = 0; i < 2; ++i) {
+    RunInfo info;
+    info.name = "exp";
+    info.command = "python train.py";
+    auto id = (*only)->BeginRun(info);
+    ASSERT_TRUE(id.ok());
+    ASSERT_TRUE((*only)->EndRun(*id, kNsPerS, 0, {}, {{"step_time_ms", 10}, {"step_time_cv", 0.1}}).ok());
+    if (i == 1) ASSERT_TRUE(JudgeAgainstExperiment(**only, *id, "exp", same).ok());
+  }
+  EXPECT_TRUE(same.notes.empty());
 }
 
 TEST(ExperimentStore, AVersionThreeStoreIsReadAndItsFiguresWorkedOut) {

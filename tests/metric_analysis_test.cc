@@ -3,6 +3,7 @@
 // importers, shaped like the physics of each problem (a starved input pipeline
 // makes a sawtooth, a tiny batch keeps SM activity low while a kernel is always
 // running, ...).
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <functional>
@@ -13,6 +14,7 @@
 #include <gtest/gtest.h>
 
 #include "gputriage/diagnosis.h"
+#include "gputriage/markers.hpp"
 #include "gputriage/import.h"
 #include "gputriage/metrics.h"
 #include "gputriage/report.h"
@@ -274,6 +276,65 @@ TEST(MetricVerdicts, ZerosWithTheJobsMemoryReleasedAreNoWaitForData) {
   const Diagnosis gone = DiagnoseText(log(true));
   EXPECT_FALSE(Find(gone, "input_bound")) << Verdicts(gone);
   EXPECT_NEAR(gone.recordings[0].metric_devices[0].near_zero_without_job_share, 3.0 / 8, 0.01);
+}
+
+/// A loop's steps as its markers time them: `n` steps of `step_ms`, `wait_ms` of each waiting for data.
+std::vector<MarkedStep> MarkedLoop(int n, double step_ms, double wait_ms) {
+  std::vector<MarkedStep> out;
+  for (int i = 0; i < n; ++i) {
+    MarkedStep s;
+    s.number = i;
+    s.pid = 77;
+    s.span = Interval{i * static_cast<TimeNs>(step_ms * 1e6), (i + 1) * static_cast<TimeNs>(step_ms * 1e6)};
+    s.phase_ns[GPUTRIAGE_PHASE_DATA] = static_cast<TimeNs>(wait_ms * 1e6);
+    out.push_back(s);
+  }
+  return out;
+}
+
+int Count(const Diagnosis& d, const std::string& verdict) {
+  return static_cast<int>(std::count_if(d.findings.begin(), d.findings.end(),
+                                        [&](const Finding& f) { return f.verdict == verdict; }));
+}
+
+TEST(MetricVerdicts, StepMarkersDecideOverUtilizationsGuess) {
+  // Utilization in an 8 s sawtooth looks input-bound; the job's markers timed its
+  // data wait at 0.5 % of each step: the markers decide, and a note says so.
+  auto recs = ImportMetricLogFromMemory("loop.log", SmiLog(1800, [](int t) { return (t % 8) < 5 ? 97.0 : 0.0; }, 180));
+  ASSERT_TRUE(recs.ok());
+  gputriage::Run run;
+  run.recordings = std::move(*recs);
+  EXPECT_EQ(Count(Diagnose(run), "input_bound"), 1);  // the guess stands where nothing measured better
+  run.recordings[0].marked_steps = MarkedLoop(40, 100, 0.5);
+  const Diagnosis ruled_out = Diagnose(run);
+  EXPECT_EQ(Count(ruled_out, "input_bound"), 0) << Verdicts(ruled_out);
+  bool noted = false;
+  for (const auto& n : ruled_out.notes) noted = noted || n.find("Step markers decided") != std::string::npos;
+  EXPECT_TRUE(noted);
+  // Markers that measure a real wait: one finding, the markers', with the metrics' evidence beside.
+  run.recordings[0].marked_steps = MarkedLoop(40, 100, 40);
+  const Diagnosis measured = Diagnose(run);
+  ASSERT_EQ(Count(measured, "input_bound"), 1) << Verdicts(measured);
+  const Finding* f = Find(measured, "input_bound");
+  EXPECT_EQ(f->origin, "markers");
+  EXPECT_TRUE(std::any_of(f->evidence.begin(), f->evidence.end(),
+                          [](const Evidence& e) { return e.source.rfind("metrics, ", 0) == 0; }));
+}
+
+TEST(MetricVerdicts, IdleTimeAMeasuredCauseExplainsIsCountedOnce) {
+  // The GPU sits near 0 because each step waits 90 ms of 100 for data: one
+  // input_bound finding, not an idle GPU beside it.
+  auto recs = ImportMetricLogFromMemory("starved.log", SmiLog(600, [](int t) { return t % 10 == 0 ? 90.0 : 0.0; }, 60));
+  ASSERT_TRUE(recs.ok());
+  gputriage::Run run;
+  run.recordings = std::move(*recs);
+  EXPECT_EQ(Count(Diagnose(run), "idle"), 1);
+  run.recordings[0].marked_steps = MarkedLoop(40, 100, 90);
+  const Diagnosis d = Diagnose(run);
+  EXPECT_EQ(Count(d, "idle"), 0) << Verdicts(d);
+  const Finding* f = Find(d, "input_bound");
+  ASSERT_TRUE(f) << Verdicts(d);
+  EXPECT_NE(f->detail.find("is this cause's, counted once here"), std::string::npos) << f->detail;
 }
 
 TEST(MetricVerdicts, SamplesMinutesApartNameNoIdleStretch) {

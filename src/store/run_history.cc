@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <map>
+
+#include <fmt/format.h>
 
 #include "src/verdicts/compare.h"
 
@@ -91,6 +94,26 @@ Status JudgeAgainstExperiment(RunStore& store, int64_t run_id, const std::string
   current.id = run_id;
   current.figures = FiguresOf(diagnosis);
   current.settings = std::move(loaded.settings);
+  // One name, several scripts: judged together as the name says, but never silently.
+  if (auto cmd = current.settings.find("command"); cmd != current.settings.end()) {
+    const std::string program = CommandProgram(cmd->second);
+    std::map<std::string, int> others;
+    for (const auto& p : loaded.predecessors)
+      if (auto c = p.settings.find("command"); c != p.settings.end() && CommandProgram(c->second) != program)
+        ++others[CommandProgram(c->second)];
+    if (!others.empty()) {
+      std::string listed;
+      int count = 0;
+      for (const auto& [other, n] : others) {
+        listed += (listed.empty() ? "" : ", ") + fmt::format("{} ({} run{})", other, n, n == 1 ? "" : "s");
+        count += n;
+      }
+      diagnosis.notes.push_back(fmt::format(
+          "The history of '{}' mixes scripts: this run ran {}, {} of the {} runs before it ran {}. They are compared "
+          "as the name says; give each script's runs their own --name to compare like with like.",
+          name, program, count, loaded.predecessors.size(), listed));
+    }
+  }
   if (auto finding = JudgeAgainstHistory(name, current, loaded.predecessors)) {
     // After the findings of its own severity: what the run itself shows comes first.
     auto at = std::find_if(diagnosis.findings.begin(), diagnosis.findings.end(),

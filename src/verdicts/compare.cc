@@ -1,8 +1,10 @@
 #include "src/verdicts/compare.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <map>
+#include <set>
 
 #include <fmt/format.h>
 
@@ -58,19 +60,82 @@ double Mfu(const Diagnosis& d) {
   return NAN;
 }
 
-/// The flags whose values differ between two commands of the same shape:
-/// "train.py --workers 4" vs "train.py --workers 0" gives {"--workers", "4", "0"}.
+/// A command line as argparse reads one: the program (the interpreter and its
+/// script, "python train.py"), its flags by name ("--k v", "--k=v", "-k v"; a
+/// flag followed by another flag, or last, is a switch), and the positional
+/// arguments in order.
+struct ParsedCommand {
+  std::string program;
+  std::map<std::string, std::string> flags;
+  std::vector<std::string> positional;
+};
+
+bool IsFlag(const std::string& token) {
+  if (token.size() < 2 || token[0] != '-') return false;
+  // A negative number is a value ("--lr -1e-3"), not a flag.
+  return !(std::isdigit(static_cast<unsigned char>(token[1])) || token[1] == '.');
+}
+
+bool IsInterpreter(const std::string& token) {
+  const std::string base = token.substr(token.find_last_of('/') + 1);
+  return StartsWith(base, "python") || base == "torchrun" || base == "accelerate" || base == "deepspeed" ||
+         base == "uv" || base == "run" || base == "launch" || base == "-m";
+}
+
+ParsedCommand ParseCommand(const std::string& command) {
+  ParsedCommand out;
+  const auto tokens = Split(command, " ");
+  size_t i = 0;
+  // The program: interpreters and launchers (with their own flags) up to the script or module.
+  for (; i < tokens.size(); ++i) {
+    const std::string& t = tokens[i];
+    if (t.empty()) continue;
+    out.program += (out.program.empty() ? "" : " ") + t;
+    if (!IsInterpreter(t) && !IsFlag(t)) {
+      ++i;
+      break;
+    }
+  }
+  for (; i < tokens.size(); ++i) {
+    const std::string& t = tokens[i];
+    if (t.empty()) continue;
+    if (!IsFlag(t)) {
+      out.positional.push_back(t);
+      continue;
+    }
+    if (const size_t eq = t.find('='); eq != std::string::npos) {
+      out.flags[t.substr(0, eq)] = t.substr(eq + 1);
+    } else if (i + 1 < tokens.size() && !IsFlag(tokens[i + 1])) {
+      out.flags[t] = tokens[++i];
+    } else {
+      out.flags[t] = "";  // a switch
+    }
+  }
+  return out;
+}
+
+/// What differs between two commands, flag by flag by name: "train.py --workers 4"
+/// vs "train.py --steps 10 --workers 0" gives --workers 4 → 0 and --steps (unset) → 10,
+/// never a flag matched to another by its position. A different program (another
+/// script) comes first, as "command script".
 std::vector<ConfigChange> CommandChanges(const std::string& a, const std::string& b) {
   std::vector<ConfigChange> out;
-  const auto ta = Split(a, " "), tb = Split(b, " ");
-  if (ta.size() != tb.size()) return out;
-  for (size_t i = 0; i < ta.size(); ++i) {
-    if (ta[i] == tb[i]) continue;
-    const size_t eq_a = ta[i].find('='), eq_b = tb[i].find('=');
-    if (eq_a != std::string::npos && eq_b != std::string::npos && ta[i].substr(0, eq_a) == tb[i].substr(0, eq_b))
-      out.push_back({"command " + ta[i].substr(0, eq_a), ta[i].substr(eq_a + 1), tb[i].substr(eq_b + 1)});
-    else if (i > 0 && StartsWith(ta[i - 1], "-"))
-      out.push_back({"command " + ta[i - 1], ta[i], tb[i]});
+  const ParsedCommand pa = ParseCommand(a), pb = ParseCommand(b);
+  if (pa.program != pb.program) out.push_back({"command script", pa.program, pb.program});
+  const auto value = [](const std::map<std::string, std::string>& flags, const std::string& key) {
+    auto it = flags.find(key);
+    return it == flags.end() ? std::string() : it->second.empty() ? std::string("(set)") : it->second;
+  };
+  std::set<std::string> keys;
+  for (const auto& [k, v] : pa.flags) keys.insert(k);
+  for (const auto& [k, v] : pb.flags) keys.insert(k);
+  for (const auto& k : keys)
+    if (pa.flags.count(k) != pb.flags.count(k) || value(pa.flags, k) != value(pb.flags, k))
+      out.push_back({"command " + k, value(pa.flags, k), value(pb.flags, k)});
+  for (size_t i = 0; i < std::max(pa.positional.size(), pb.positional.size()); ++i) {
+    const std::string before = i < pa.positional.size() ? pa.positional[i] : "";
+    const std::string after = i < pb.positional.size() ? pb.positional[i] : "";
+    if (before != after) out.push_back({fmt::format("command argument {}", i + 1), before, after});
   }
   return out;
 }
@@ -91,6 +156,8 @@ const std::vector<std::string>& Movers(const std::string& metric) {
 }
 
 }  // namespace
+
+std::string CommandProgram(const std::string& command) { return ParseCommand(command).program; }
 
 const std::vector<FigureDefinition>& Figures() {
   static const std::vector<FigureDefinition> figures = {

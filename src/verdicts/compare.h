@@ -45,6 +45,11 @@ std::string BatchChange(const std::map<std::string, double>& a_figures, const st
 /// figures[id], or `fallback` when absent.
 double FigureOr(const std::map<std::string, double>& figures, const char* id, double fallback);
 
+/// The program of a command line: its interpreter or launcher, their flags, and
+/// the script or module ("python -u train.py"): runs of another script are
+/// another experiment's.
+std::string CommandProgram(const std::string& command);
+
 /// The settings that differ from `a` to `b` (incidental context such as the exit
 /// code left out), and each flag of the command whose value differs
 /// ("command --workers": 4 → 0).

@@ -1046,6 +1046,7 @@ Diagnosis Diagnose(const Run& run, const DiagnoseOptions& options) {
     add(JudgeHost(d.recordings[i]), i);
   }
   MergeSameVerdicts(d.findings, sources);
+  ReconcileWithBestEvidence(d.findings, d.recordings, d.notes);
   if (sources.groups > 1) {
     // Sources of different runs: every finding names the file it came from.
     for (auto& f : d.findings) {

@@ -71,6 +71,13 @@ std::vector<Finding> JudgeMetrics(const RecordingAnalysis& a, const WorkloadTarg
 /// Verdicts from step markers (src/verdicts/step_verdicts.cc).
 std::vector<Finding> JudgeStepMarkers(const RecordingAnalysis& a);
 
+/// One cause, one finding (reconcile.cc): a metric-only guess that the same
+/// recording's step markers measured and ruled out is dropped, with a note in
+/// `notes` saying which source decided; idle time a measured cause explains
+/// joins that cause's finding instead of standing as an idle GPU.
+void ReconcileWithBestEvidence(std::vector<Finding>& findings, const std::vector<RecordingAnalysis>& recordings,
+                               std::vector<std::string>& notes);
+
 /// Findings from the recording's goodput ledger: checkpoints and evaluation
 /// that take a large share of the job (ledger_verdicts.cc).
 std::vector<Finding> JudgeLedger(const RecordingAnalysis& a);

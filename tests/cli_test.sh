@@ -113,6 +113,12 @@ check "record without a driver still runs the job and returns its exit code" 7 \
 grep -q "GPU metrics unavailable" "$tmp/err" || { echo "FAIL: no-driver note"; cat "$tmp/err"; fail=1; }
 check "record: a command that cannot start" 3 "$bin" record --nvml-library /nonexistent/x.so -- /nonexistent/command
 grep -q "/nonexistent/command" "$tmp/err" || { echo "FAIL: exec error names the command"; cat "$tmp/err"; fail=1; }
+# Nothing of a command that never started is kept: no complete run with exit 127 in the store (issue 41).
+if "$bin" runs 2>/dev/null | grep -q "/nonexistent/command"; then
+  echo "FAIL: a command that never started is listed as a run"; fail=1
+else
+  echo "ok: a command that never started leaves no run"
+fi
 check "record: a job killed by a signal" 137 "$bin" record --nvml-library /nonexistent/x.so -- sh -c 'kill -9 $$'
 # Issue 24: a job that writes a W&B run (the SDK's wandb/run-* directory) without
 # the bridge (no --python, no import gputriage) is told its W&B run has no figures.

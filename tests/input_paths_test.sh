@@ -145,6 +145,31 @@ grep -q "every value empty, N/A or unsupported" "$tmp/err" || { echo "FAIL: no r
 echo '{"traceEvents": []}' >"$tmp/empty_trace.json"
 check "a trace with no events is an input error" 3 "$bin" diagnose "$tmp/empty_trace.json"
 grep -q "a trace with no events" "$tmp/err" || { echo "FAIL: no reason for the empty trace"; cat "$tmp/err"; fail=1; }
+# A trace cut short (issue 41): judged only on the steps whose device work it holds
+# whole, every verdict saying so, and a note at the top; cut before one whole step,
+# no verdict about the GPU at all (the half file once gave launch_bound high, +84 %).
+size=$(stat -c %s "$nw0")
+head -c $((size / 2)) "$nw0" >"$tmp/half.json.gz"
+check "a trace cut in half is read" 0 "$bin" diagnose --json "$tmp/half.json.gz"
+/usr/bin/python3 - "$tmp/out" <<'PY' || fail=1
+import json, sys
+r = json.load(open(sys.argv[1]))
+notes = " ".join(r.get("notes", []))
+assert "is cut off" in notes, notes
+assert not [f for f in r["findings"] if f["origin"] == "trace"], [f["verdict"] for f in r["findings"]]
+print("ok: the half trace draws no device verdict and says why")
+PY
+head -c $((size * 9 / 10)) "$nw0" >"$tmp/most.json.gz"
+check "a trace cut near its end is read" 0 "$bin" diagnose --json "$tmp/most.json.gz"
+/usr/bin/python3 - "$tmp/out" <<'PY' || fail=1
+import json, sys
+r = json.load(open(sys.argv[1]))
+trace = [f for f in r["findings"] if f["origin"] == "trace"]
+assert trace, "no verdict from the steps held whole"
+assert all("The trace file is cut off: judged on the" in f["detail"] for f in trace), [f["detail"][-200:] for f in trace]
+print(f"ok: the cut trace's {len(trace)} verdicts each say they come from the steps held whole")
+PY
+
 # Errors are plain messages, without a status code in front of them.
 check "a missing file is an input error" 3 "$bin" diagnose "$tmp/does_not_exist.json"
 if grep -qE "error: (not_found|invalid_argument|data_loss|unimplemented|internal):" "$tmp/err"; then

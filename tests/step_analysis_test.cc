@@ -11,6 +11,7 @@
 
 #include "gputriage/diagnosis.h"
 #include "gputriage/markers.hpp"
+#include "gputriage/report.h"
 #include "src/verdicts/compare.h"
 
 namespace gputriage {
@@ -311,6 +312,25 @@ TEST(StepAnalysis, AHostStallAfterTheCollectivesMakesItsRankTheStraggler) {
   EXPECT_NE(f->detail.find("finishing its previous step late (30.0 ms"), std::string::npos) << f->detail;
   const Finding* stall = FindVerdict(d.findings, "host_stall");
   if (stall) EXPECT_NE(stall->title.find("on rank 1"), std::string::npos) << stall->title;
+}
+
+TEST(StepAnalysis, GradientAccumulationIsToldAsMicroBatchesAndOptimizerSteps) {
+  // A Trainer with gradient_accumulation_steps=2: one marked step per batch, the
+  // optimizer every second one.
+  auto steps = Steps(1, 48, 1, 10);
+  for (size_t i = 1; i < steps.size(); i += 2) steps[i].phase_ns[GPUTRIAGE_PHASE_OPTIMIZER] = 2 * kMs;
+  const Diagnosis d = DiagnoseSteps(steps);
+  EXPECT_EQ(d.recordings[0].marked.optimizer_steps, 24);
+  gputriage::Run run;
+  run.recordings.emplace_back();
+  run.recordings[0].marked_steps = steps;
+  run.recordings[0].format = "step-markers";
+  const std::string text = RenderTerminal(run, d, {});
+  EXPECT_NE(text.find("the steps are micro-batches: 48 of them, 24 optimizer steps (gradient accumulation about 2)"),
+            std::string::npos)
+      << text;
+  // Every step updating the model: nothing to say.
+  EXPECT_EQ(DiagnoseSteps(Steps(1, 48, 1, 10)).recordings[0].marked.optimizer_steps, 0);
 }
 
 TEST(StepAnalysis, ProcessesThatNeverWaitForEachOtherHaveNoStraggler) {
@@ -623,13 +643,21 @@ TEST(StepAnalysis, WorkersBeyondTheCoresSaturateTheHostAndTheAdviceNeverAddsWork
     EXPECT_NE(f->recommendations.at(0).action.find("cheaper"), std::string::npos) << f->recommendations.at(0).action;
     EXPECT_EQ(f->recommendations.at(0).action.find("num_workers=2"), std::string::npos);
   }
-  // The machine full but the job on 0.3 of its 2 CPUs (others keep it busy): no finding of this job's.
+  // The machine full but the job on 0.3 of its 2 CPUs (others keep it busy): not
+  // saturated by the job; contention instead, and the advice counts the one CPU
+  // left to it, not the machine's two (issue 41).
   auto others = SaturatedHost(0, 95);
   others["host.usage.job_cpu_cores_mean"] = "0.3";
   Diagnosis crowded = DiagnoseSteps(Steps(1, 20, 30.0, 50.0), "", others);
   EXPECT_EQ(FindVerdict(crowded.findings, "host_saturated"), nullptr);
-  EXPECT_NE(FindVerdict(crowded.findings, "input_bound")->recommendations.at(0).action.find("num_workers=2"),
-            std::string::npos);
+  const Finding* contention = FindVerdict(crowded.findings, "host_contention");
+  ASSERT_NE(contention, nullptr);
+  EXPECT_EQ(contention->severity, Severity::kHigh);  // 1.58 of 2 CPUs
+  ASSERT_TRUE(contention->gain.has_value());
+  EXPECT_NEAR(contention->gain->current, 2 - 1.58, 1e-9);
+  const std::string advice = FindVerdict(crowded.findings, "input_bound")->recommendations.at(0).action;
+  EXPECT_NE(advice.find("num_workers=1"), std::string::npos) << advice;
+  EXPECT_NE(advice.find("1.6 of them busy with other processes"), std::string::npos) << advice;
   // Not saturated: no finding, and the advice may add workers up to the cores.
   Diagnosis calm = DiagnoseSteps(Steps(1, 20, 30.0, 50.0), "", SaturatedHost(0, 20));
   EXPECT_EQ(FindVerdict(calm.findings, "host_saturated"), nullptr);

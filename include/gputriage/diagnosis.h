@@ -484,6 +484,10 @@ struct StepMarkerAnalysis {
   double in_phases_ms_p10 = NAN;         // 10th percentile over steps of the time inside marked phases
   std::vector<ProcessStepStats> by_process;  // slowest work first
   RankSync sync;
+  // Gradient accumulation: the judged steps that ran the optimizer. Fewer than
+  // `steps` means the marked steps are micro-batches (zero-code mode marks one per
+  // batch the loader serves) and the model was updated once every few of them.
+  int64_t optimizer_steps = 0;
   // MFU: FLOPs per step reported by the job, against the GPU's dense bf16 peak.
   double flops_per_step = NAN;           // mean per step of one process
   double achieved_tflops = NAN;          // per process (one GPU each), from judged steps
@@ -501,6 +505,7 @@ struct LoaderSettings {
   int gpus = 0;          // GPUs on the host; 0: unknown
   double host_saturated_percent = NAN;  // share of the job's time its CPUs were saturated (record), NaN unknown
   bool host_saturated = false;          // saturated by the job itself (the host_saturated finding's rule)
+  double cpus_taken_by_others = 0;      // mean CPUs other processes used while the job ran (record), 0 unknown
 };
 
 /// How a job's host-to-device copies left the host, as zero-code mode counted
@@ -564,6 +569,12 @@ struct HostUsageAnalysis {
   static constexpr double kJobShareOfCpus = 0.7;
   static constexpr double kMinSeconds = 2.0;
   int cpus() const { return job_cpus > 0 ? job_cpus : machine_cpus; }
+  /// CPUs processes outside the job used on average (the machine's busy share of
+  /// its CPUs less the job's own use); 0 when not measured.
+  double OthersCpus() const {
+    if (!known || std::isnan(machine_busy_percent_mean) || std::isnan(job_cores_mean) || machine_cpus <= 0) return 0;
+    return std::max(0.0, machine_busy_percent_mean / 100.0 * machine_cpus - job_cores_mean);
+  }
   bool SaturatedByJob() const {
     return known && seconds >= kMinSeconds && saturated_percent_of_time >= kSaturatedPercent && cpus() > 0 &&
            job_cores_mean >= kJobShareOfCpus * cpus();
@@ -655,6 +666,10 @@ struct RecordingAnalysis {
   std::string error;  // the analysis stopped (a scratch file could not be written or read); empty when it did not
   // Sampled GPU metrics (metric logs); empty for a trace-only recording.
   bool has_trace = false;
+  // The trace file ended before its JSON closed: its last steps' device work is
+  // partly lost, and the steps judged are those before it (truncated_steps_dropped left out).
+  bool truncated = false;
+  int truncated_steps_dropped = 0;
   std::string phase;  // capture-bundle phase ("idle", "load"), else empty
   std::vector<DeviceMetricAnalysis> metric_devices;
   StepMarkerAnalysis marked;  // steps == 0 without step markers

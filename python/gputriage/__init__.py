@@ -119,8 +119,8 @@ def _hook_wandb_under_a_recorder():
     import os
     if not os.environ.get("GPUTRIAGE_FEED_FD") and not os.environ.get("GPUTRIAGE_FEED_PATH"):
         return
-    from gputriage import wandb_bridge, zero_code
-    zero_code.hook_modules({"wandb": wandb_bridge.patch_wandb})
+    from gputriage import mlflow_bridge, wandb_bridge, zero_code
+    zero_code.hook_modules({"wandb": wandb_bridge.patch_wandb, "mlflow": mlflow_bridge.patch_mlflow})
 
 
 _hook_wandb_under_a_recorder()

@@ -48,6 +48,7 @@ import gputriage
 from gputriage import _markers
 from gputriage import job_config as _config
 from gputriage import trainers as _trainers
+from gputriage import mlflow_bridge as _mlflow_bridge
 from gputriage import wandb_bridge as _wandb_bridge
 
 _FORWARD = _markers.PHASES["forward"]
@@ -617,6 +618,7 @@ _PATCHES = {
     "torch.utils.checkpoint": _patch_activation_checkpoint,
     "torch": _patch_torch,
     "wandb": _wandb_bridge.patch_wandb,  # the recorder's figures in the job's W&B run
+    "mlflow": _mlflow_bridge.patch_mlflow,  # the job's own MLflow run, told to the recorder
     **_trainers.PATCHES,  # Hugging Face Trainer, Accelerate, Lightning, DeepSpeed: their configuration
 }
 

@@ -418,7 +418,19 @@ Status AnalyzeTrace(const Recording& rec, RecordingAnalysis& a, int threads, boo
   }
 
   if (auto it = extent_by_device.find(a.device.id); it != extent_by_device.end()) extents.primary = it->second;
-  ASSIGN_OR_RETURN(const analysis::StepWindows steps, analysis::AlignSteps(prep, host));
+  ASSIGN_OR_RETURN(analysis::StepWindows steps, analysis::AlignSteps(prep, host));
+  // A file cut short lost the events after the cut: the last step that still has
+  // device work is the one the cut went through (its kernels partly lost), so it
+  // is left out with the steps after it; only steps held whole are judged.
+  if (rec.stats.truncated) {
+    a.truncated = true;
+    if (steps.from_markers && !steps.windows.empty()) {
+      steps.windows.pop_back();
+      steps.numbers.resize(std::min(steps.numbers.size(), steps.windows.size()));
+      ++steps.dropped_tail_steps;
+    }
+    a.truncated_steps_dropped = steps.dropped_tail_steps;
+  }
   a.steps_from_markers = steps.from_markers;
   // Measurements of the steady state leave the warm-up steps out: their autotuning
   // kernels and host pauses say nothing of the steps that follow.
@@ -691,6 +703,7 @@ RecordingAnalysis Analyze(const Recording& rec, int threads, bool rank_of_run) {
   a.recompute = ReadRecomputeSettings(rec.metadata);
   if (a.host.known) a.loader.host_saturated_percent = a.host.saturated_percent_of_time;
   a.loader.host_saturated = a.host.SaturatedByJob();
+  a.loader.cpus_taken_by_others = a.host.OthersCpus();
   a.rank = rec.rank;
   // A trace recording: any timeline content (tests build recordings without a format).
   const analysis::TraceEvents events(rec);

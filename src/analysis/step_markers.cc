@@ -151,6 +151,7 @@ StepMarkerAnalysis AnalyzeMarkedSteps(const std::vector<MarkedStep>& steps, std:
     flops += t.step->flops;
     totals.push_back(t.total_ms);
     m.phases_known = m.phases_known || t.step->data_wait_ns() > 0;
+    if (t.step->phase_ns[GPUTRIAGE_PHASE_OPTIMIZER] > 0) ++m.optimizer_steps;
   }
   m.step_ms_mean = sum / n;
   std::vector<double> sorted = totals;

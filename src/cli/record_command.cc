@@ -4,9 +4,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -19,6 +21,7 @@
 #include "gputriage/report.h"
 #include "src/cli/cli_common.h"
 #include "src/cli/record_live.h"
+#include "src/cli/terminal_footer.h"
 #include "src/record/recorder.h"
 #include "src/trackers/job_feed.h"
 #include "src/trackers/mlflow_tracker.h"
@@ -67,13 +70,23 @@ int64_t TrackerFinishDeadlineMs(const RecordArgs& args) {
   return std::max<int64_t>(kTrackerDeadlineMs, std::llround(2 * args.tracker_timeout_s * 1000));
 }
 
+/// "http://host:5000/" and "http://host:5000" are one server.
+std::string ServerOf(std::string uri) {
+  while (!uri.empty() && uri.back() == '/') uri.pop_back();
+  return uri;
+}
+
 /// The trackers asked for (--mlflow or MLflow's environment, --tensorboard),
-/// started before the job: an MLflow run's id goes into the job's environment
-/// so its own mlflow.start_run() logs into the same run. A tracker that cannot
-/// start is a warning: the job runs and the run is stored all the same.
+/// started before the job. The job's environment gets nothing that changes what
+/// MLflow does for it (no MLFLOW_RUN_ID: a job that sets its own experiment and
+/// starts a run would be refused one); the Python package tells the recorder the
+/// run the job opens (python/gputriage/mlflow_bridge.py), and the figures go
+/// there too at the end. A tracker that cannot start is a warning: the job runs
+/// and the run is stored all the same.
 struct Trackers {
   std::vector<std::unique_ptr<Tracker>> started;
   MlflowTracker* mlflow = nullptr;
+  MlflowOptions mlflow_options;  // how the recorder's own run was reached
   JobFeed* feed = nullptr;  // the job's own view (W&B logging in the Python package)
   bool user_trackers = false;  // MLflow or TensorBoard asked for
   std::vector<std::string> warnings;
@@ -101,10 +114,9 @@ Trackers StartTrackers(const RecordArgs& args, RecordOptions& options) {
                            "; not logged to MLflow (the run is stored locally)");
     } else {
       t.mlflow = started->get();
-      options.environment.emplace_back("MLFLOW_RUN_ID", (*started)->run_id());
-      options.environment.emplace_back("MLFLOW_TRACKING_URI", mlflow.tracking_uri);
-      if (!(*started)->experiment_id().empty())
-        options.environment.emplace_back("MLFLOW_EXPERIMENT_ID", (*started)->experiment_id());
+      t.mlflow_options = mlflow;
+      // For the job's bridge to link its own run to this one (a tag), nothing MLflow reads.
+      options.environment.emplace_back("GPUTRIAGE_MLFLOW_RUN_ID", (*started)->run_id());
       t.started.push_back(std::move(*started));
     }
   }
@@ -124,6 +136,41 @@ Trackers StartTrackers(const RecordArgs& args, RecordOptions& options) {
     t.started.push_back(std::move(*feed));
   }
   return t;
+}
+
+/// The run the job opened itself (its bridge told the recorder): the figures and
+/// verdicts go there too, where the recorder reaches its server; the two runs
+/// are linked either way (the recorder's run has the job's id as a param, the
+/// job's run the recorder's as a tag). Says where they went.
+void LogIntoTheJobsRun(Trackers& trackers, const std::map<std::string, std::string>& metadata,
+                       const TrackerSummary& summary, const RecordArgs& args) {
+  const std::string& ours = trackers.mlflow->run_id();
+  std::fprintf(stderr, "gputriage: MLflow: figures and verdicts in run %s (%s/#/experiments/%s/runs/%s)\n", ours.c_str(),
+               ServerOf(trackers.mlflow_options.tracking_uri).c_str(), trackers.mlflow->experiment_id().c_str(),
+               ours.c_str());
+  const auto job_run = metadata.find("mlflow.job_run_id");
+  if (job_run == metadata.end() || job_run->second == ours) return;
+  const auto job_uri = metadata.find("mlflow.job_tracking_uri");
+  if (job_uri == metadata.end() || ServerOf(job_uri->second) != ServerOf(trackers.mlflow_options.tracking_uri)) {
+    std::fprintf(stderr, "gputriage: MLflow: the job logged to its own run %s at %s, which this recorder does not "
+                         "log to; the runs are linked by the param gputriage.mlflow.job_run_id\n",
+                 Printable(job_run->second).c_str(),
+                 Printable(job_uri == metadata.end() ? std::string("(unknown)") : job_uri->second).c_str());
+    return;
+  }
+  MlflowOptions options = trackers.mlflow_options;
+  options.run_id = job_run->second;  // attached: its status stays the job's
+  auto attached = MlflowTracker::Start(options, WallNs());
+  if (!attached.ok()) {
+    trackers.warnings.push_back("MLflow: the job's own run " + job_run->second + ": " + attached.status().message());
+    return;
+  }
+  (*attached)->SetParams({});  // the job's params are its own; ours are in our run
+  (*attached)->LimitTo(std::chrono::steady_clock::now() + std::chrono::milliseconds(TrackerFinishDeadlineMs(args)));
+  if (Status s = (*attached)->Finish(summary); !s.ok())
+    trackers.warnings.push_back("MLflow: the job's own run " + job_run->second + ": " + s.message());
+  else
+    std::fprintf(stderr, "gputriage: MLflow: and in the job's own run %s\n", Printable(job_run->second).c_str());
 }
 
 /// A W&B run directory (wandb/run-* or wandb/offline-run-*, under $WANDB_DIR
@@ -227,10 +274,13 @@ int RunRecord(const RecordArgs& args) {
   if (args.live && !tty)
     std::fprintf(stderr, "gputriage: warning: --live draws on a terminal and stderr is not one: recording without it\n");
   const bool live = args.live && tty;
-  if (tty && !live) {
-    // One status line, rewritten in place: elapsed time and each GPU's latest utilization and power.
-    options.on_second = [](const Recording& rec, TimeNs elapsed) {
-      std::string line = fmt::format("\r[gputriage] {:02d}:{:02d}", elapsed / 60'000'000'000, elapsed / 1'000'000'000 % 60);
+  // One status line at the bottom of the terminal, below the job's own output
+  // (never on the line the job is writing): elapsed time and each GPU's latest
+  // utilization and power.
+  std::unique_ptr<TerminalFooter> status_line = tty && !live ? TerminalFooter::Open(STDERR_FILENO, 1) : nullptr;
+  if (status_line) {
+    options.on_second = [footer = status_line.get()](const Recording& rec, TimeNs elapsed) {
+      std::string line = fmt::format("[gputriage] {:02d}:{:02d}", elapsed / 60'000'000'000, elapsed / 1'000'000'000 % 60);
       for (const auto& d : rec.metrics.devices) {
         // A MIG instance has no utilization in NVML: its SM activity (GPM) stands in.
         const bool util = d.Has(Metric::kGpuUtil);
@@ -241,8 +291,8 @@ int RunRecord(const RecordArgs& args) {
                             pw.empty() ? std::string() : fmt::format(" {:.0f}W", pw.back().mean));
         if (line.size() > 150) break;
       }
-      std::fprintf(stderr, "%s\033[K", line.c_str());
-      std::fflush(stderr);
+      if (line.size() > static_cast<size_t>(footer->width())) line.resize(static_cast<size_t>(footer->width()));
+      footer->Draw({line});
     };
   }
   // Trackers: windows of the sampled figures, handed to a worker thread.
@@ -298,9 +348,12 @@ int RunRecord(const RecordArgs& args) {
       }
     };
   }
-  if (live) AddLiveScreen(*ParseWorkloadClass(args.workload), options);
+  std::function<void()> close_live_screen;
+  if (live) close_live_screen = AddLiveScreen(*ParseWorkloadClass(args.workload), options);
   auto result = RecordCommand(options);
-  if (tty && !live) std::fprintf(stderr, "\r\033[K");
+  // The terminal whole again before anything else is printed.
+  if (close_live_screen) close_live_screen();
+  status_line.reset();
   if (!result.ok()) {
     PrintError(result.status());
     if (worker && trackers.user_trackers) {
@@ -315,8 +368,6 @@ int RunRecord(const RecordArgs& args) {
     }
     return result.status().code() == StatusCode::kInvalidArgument ? kExitUsage : kExitInput;
   }
-  if (!result->gpu_metrics)
-    std::fprintf(stderr, "gputriage: GPU metrics unavailable: %s\n", result->gpu_note.c_str());
   Run run;
   run.recordings.push_back(std::move(result->recording));
   DiagnoseOptions diagnose;
@@ -350,6 +401,15 @@ int RunRecord(const RecordArgs& args) {
                            "this run was NOT kept in the run store: " + not_kept +
                                " (see the store error above); its report below is all there is of it");
   if (!partly_kept.empty()) diagnosis.notes.insert(diagnosis.notes.begin(), "this run is only partly kept: " + partly_kept);
+  // How the job ended, when it failed: first, before anything measured about it.
+  if (result->exit_code != 0)
+    diagnosis.notes.insert(diagnosis.notes.begin(),
+                           result->exit_code > 128
+                               ? fmt::format("the job was killed by signal {} ({}; exit code {}): what follows covers it "
+                                             "up to then",
+                                             result->exit_code - 128, strsignal(result->exit_code - 128), result->exit_code)
+                               : fmt::format("the job FAILED: it exited with code {}; what follows covers it up to then",
+                                             result->exit_code));
   if (worker) {
     // The last window, then the run's end; a tracker that is down costs at most
     // the deadline, never the run (it is stored above).
@@ -366,10 +426,13 @@ int RunRecord(const RecordArgs& args) {
     if (trackers.mlflow) {
       std::map<std::string, std::string> params = run.recordings[0].metadata;
       for (const char* incidental : {"exit_code", "command", "scrapes", "unchanged_scrapes_skipped"}) params.erase(incidental);
+      // Measurements of the host are figures, not parameters of the run.
+      std::erase_if(params, [](const auto& p) { return p.first.rfind("host.usage.", 0) == 0; });
       params.insert(options.info.metadata.begin(), options.info.metadata.end());
       trackers.mlflow->SetParams(std::move(params));
     }
     worker->Finish(summary, TrackerFinishDeadlineMs(args));
+    if (trackers.mlflow) LogIntoTheJobsRun(trackers, run.recordings[0].metadata, summary, args);
     for (const auto& w : worker->Warnings()) trackers.warnings.push_back(w);
     for (const auto& w : worker->Warnings())
       std::fprintf(stderr, "gputriage: warning: %s\n", Printable(w).c_str());
@@ -390,10 +453,13 @@ int RunRecord(const RecordArgs& args) {
       run.recordings[0].stats.AddIssue(IssueSeverity::kWarning, "wandb_not_bridged", note);
       std::fprintf(stderr, "gputriage: warning: %s\n", Printable(note).c_str());
     }
-  // A report when there is something to judge: GPU metrics, or the job's own step markers.
+  // A report when there is something to judge: GPU metrics, or the job's own step
+  // markers (the report then says itself why GPU metrics are missing, once).
   if (result->gpu_metrics || !run.recordings[0].marked_steps.empty()) {
     const std::string text = RenderTerminal(run, diagnosis, {});
     std::fwrite(text.data(), 1, text.size(), stderr);
+  } else if (!result->gpu_metrics) {
+    std::fprintf(stderr, "gputriage: GPU metrics unavailable: %s\n", Printable(result->gpu_note).c_str());
   }
   // The run is stored already: a report that cannot be written costs only itself.
   if (!args.json_path.empty())

@@ -1,33 +1,32 @@
 #include "src/cli/record_live.h"
 
-#include <sys/ioctl.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cstdio>
 #include <memory>
+#include <mutex>
 
+#include "src/cli/terminal_footer.h"
 #include "src/top/live_record_screen.h"
 
 namespace gputriage::cli {
 namespace {
 
-int TerminalWidth() {
-  winsize size{};
-  if (ioctl(STDERR_FILENO, TIOCGWINSZ, &size) == 0 && size.ws_col > 0) return std::min<int>(size.ws_col, 200);
-  return 100;
-}
+// The footer's rows at most: the screen's title, steps, phases and three verdicts.
+constexpr int kFooterLines = 14;
 
 struct LiveState {
   LiveStepWindow window;
   std::vector<MarkedStep> held;  // ended, not yet final: shown at once
-  size_t drawn = 0;  // lines on the terminal from the last redraw
+  std::mutex footer_mutex;       // drawn from the recorder's loop, closed after it
+  std::unique_ptr<TerminalFooter> footer;
 };
 
 }  // namespace
 
-void AddLiveScreen(WorkloadClass workload, RecordOptions& options) {
+std::function<void()> AddLiveScreen(WorkloadClass workload, RecordOptions& options) {
   auto state = std::make_shared<LiveState>();
+  state->footer = TerminalFooter::Open(STDERR_FILENO, kFooterLines);
   options.on_steps = [state, previous = options.on_steps](const std::vector<MarkedStep>& steps) {
     if (previous) previous(steps);
     state->window.Add(steps);
@@ -50,13 +49,18 @@ void AddLiveScreen(WorkloadClass workload, RecordOptions& options) {
     std::vector<Finding> findings;
     for (const auto& f : d.findings)
       if (f.origin == "markers" || f.origin == "host") findings.push_back(f);
+    std::lock_guard<std::mutex> lock(state->footer_mutex);
+    if (!state->footer) return;
     const auto lines = RenderLiveRecordScreen(d.recordings.empty() ? StepMarkerAnalysis{} : d.recordings[0].marked,
                                               findings, state->window.total() + static_cast<int64_t>(state->held.size()), elapsed,
-                                              TerminalWidth());
-    const std::string text = AnsiRedraw(lines, state->drawn);
-    state->drawn = std::max(state->drawn, lines.size());
-    std::fwrite(text.data(), 1, text.size(), stderr);
-    std::fflush(stderr);
+                                              std::min(state->footer->width(), 200));
+    std::vector<std::string> text;
+    for (const auto& line : lines) text.push_back(AnsiLine(line));
+    state->footer->Draw(text);
+  };
+  return [state] {
+    std::lock_guard<std::mutex> lock(state->footer_mutex);
+    state->footer.reset();
   };
 }
 

@@ -269,8 +269,9 @@ StatusOr<RecordResult> RecordCommand(const RecordOptions& options) {
   close(exec_errno_pipe[0]);
   if (got == static_cast<ssize_t>(sizeof exec_errno)) {
     waitpid(child, nullptr, 0);
-    // The command never ran: its run ends as a shell says so (127).
-    if (options.store && result.run_id > 0) (void)options.store->EndRun(result.run_id, WallNs(), 127, {});
+    // The command never ran: nothing of it was recorded, so no run of it is kept
+    // (a complete run with exit 127 would sit in its experiment's history).
+    if (options.store && result.run_id > 0) (void)options.store->DiscardRun(result.run_id);
     return NotFoundError("record: cannot run '" + options.command.front() + "': " + std::strerror(exec_errno));
   }
 

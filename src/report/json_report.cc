@@ -413,6 +413,7 @@ json RecordingJson(const Recording& rec, const RecordingAnalysis& a, int max_ker
                          {"peak_tflops", Num(m.peak_tflops)},
                          {"mfu_percent", Num(m.mfu_percent)},
                          {"by_process", processes},
+                         {"optimizer_steps", m.optimizer_steps},  // fewer than steps: the steps are micro-batches
                          {"rank_sync", {{"matched_steps", m.sync.matched_steps},
                                         {"arrival_spread_ms_p50", Num(m.sync.arrival_spread_ms_p50)},
                                         {"release_spread_ms_p50", Num(m.sync.release_spread_ms_p50)},

@@ -135,6 +135,9 @@ void RenderStepMarkers(std::string& out, const StepMarkerAnalysis& m) {
                                         : "",
                      m.step_ms_mean, m.step_ms_p50, m.step_ms_p95, m.step_ms_cv,
                      m.outlier_steps > 0 ? fmt::format(", {} over twice the median", m.outlier_steps) : "");
+  if (m.optimizer_steps > 0 && m.optimizer_steps < m.steps)
+    out += fmt::format("     the steps are micro-batches: {} of them, {} optimizer steps (gradient accumulation about {:.0f})\n",
+                       m.steps, m.optimizer_steps, static_cast<double>(m.steps) / static_cast<double>(m.optimizer_steps));
   if (m.phases_known)
     out += fmt::format("     data wait {:.1f} ms against {:.1f} ms of compute per step ({:.0f}% of compute)\n",
                        m.data_wait_ms_mean, m.compute_ms_mean, m.data_wait_percent_of_compute);

@@ -231,6 +231,16 @@ StatusOr<int64_t> RunStore::BeginRun(const RunInfo& info) {
   return id;
 }
 
+Status RunStore::DiscardRun(int64_t run) {
+  RETURN_IF_ERROR(db_->Exec("BEGIN"));
+  for (const char* sql : {"DELETE FROM run_metadata WHERE run_id=?", "DELETE FROM runs WHERE id=? AND status='incomplete'"}) {
+    auto del = db_->Prepare(sql);
+    del->Bind(1, run);
+    if (!RunsWell(*del)) return Rollback("cannot discard the run");
+  }
+  return db_->Exec("COMMIT");
+}
+
 Status RunStore::PutDevices(int64_t run, const MetricSet& metrics) {
   auto put = db_->Prepare(
       "INSERT INTO devices(run_id, device, gpu_index, uuid, pci_bus_id, name, driver_version,"

@@ -94,6 +94,8 @@ class RunStore {
   Status PutProcessRanks(int64_t run, const std::vector<ProcessRank>& ranks);
   /// Marks the run complete with its end, exit code, findings and headline
   /// figures (src/verdicts/compare.h: step_time_ms, data_wait_percent, ...), in one transaction.
+  /// Removes a run that recorded nothing (its command never started): its row and metadata.
+  Status DiscardRun(int64_t run);
   Status EndRun(int64_t run, TimeNs ended_ns, std::optional<int> exit_code, const std::vector<Finding>& findings,
                 const std::map<std::string, double>& figures = {});
   /// Adds or replaces settings of a run (what the job reported about itself:

@@ -111,23 +111,25 @@ std::vector<ScreenLine> RenderLiveRecordScreen(const StepMarkerAnalysis& m, cons
   return out;
 }
 
+std::string AnsiLine(const ScreenLine& line) {
+  const char* sgr = "";
+  switch (line.style) {
+    case LineStyle::kTitle: sgr = "\033[7m"; break;
+    case LineStyle::kHeader: sgr = "\033[1m"; break;
+    case LineStyle::kSelected: sgr = "\033[7m"; break;
+    case LineStyle::kHigh: sgr = "\033[1;31m"; break;
+    case LineStyle::kModerate: sgr = "\033[33m"; break;
+    case LineStyle::kLow: sgr = "\033[32m"; break;
+    case LineStyle::kDim: sgr = "\033[2m"; break;
+    case LineStyle::kNormal: break;
+  }
+  return fmt::format("{}{}\033[0m", sgr, line.text);
+}
+
 std::string AnsiRedraw(const std::vector<ScreenLine>& lines, size_t previous) {
   std::string out;
   if (previous > 0) out += fmt::format("\r\033[{}A", previous);  // back up to the first line drawn last time
-  for (const auto& line : lines) {
-    const char* sgr = "";
-    switch (line.style) {
-      case LineStyle::kTitle: sgr = "\033[7m"; break;
-      case LineStyle::kHeader: sgr = "\033[1m"; break;
-      case LineStyle::kSelected: sgr = "\033[7m"; break;
-      case LineStyle::kHigh: sgr = "\033[1;31m"; break;
-      case LineStyle::kModerate: sgr = "\033[33m"; break;
-      case LineStyle::kLow: sgr = "\033[32m"; break;
-      case LineStyle::kDim: sgr = "\033[2m"; break;
-      case LineStyle::kNormal: break;
-    }
-    out += fmt::format("\r{}{}\033[0m\033[K\n", sgr, line.text);
-  }
+  for (const auto& line : lines) out += "\r" + AnsiLine(line) + "\033[K\n";
   for (size_t i = lines.size(); i < previous; ++i) out += "\033[K\n";  // a shorter screen clears what was below
   return out;
 }

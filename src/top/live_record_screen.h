@@ -36,6 +36,9 @@ class LiveStepWindow {
 std::vector<ScreenLine> RenderLiveRecordScreen(const StepMarkerAnalysis& marked, const std::vector<Finding>& findings,
                                                int64_t steps_so_far, TimeNs elapsed_ns, int width);
 
+/// A line as ANSI text: its style's colour or weight around its text.
+std::string AnsiLine(const ScreenLine& line);
+
 /// The lines as ANSI text for a terminal, each cleared to its end; `previous`
 /// lines drawn last time are gone over first (the cursor goes back up to them).
 std::string AnsiRedraw(const std::vector<ScreenLine>& lines, size_t previous);

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <map>
 #include <set>
 
 #include <fmt/format.h>
@@ -98,6 +100,42 @@ std::vector<HistoryCheck> CheckAgainstHistory(const HistoryRun& current, const s
   return out;
 }
 
+namespace {
+
+/// CPUs the machine spent on processes outside the job, from a recorded run's
+/// host measurements (host.usage.*); NaN when they were not recorded.
+double OthersCpus(const std::map<std::string, std::string>& settings) {
+  const auto number = [&](const char* key) {
+    auto it = settings.find(key);
+    if (it == settings.end()) return static_cast<double>(NAN);
+    char* end = nullptr;
+    const double v = std::strtod(it->second.c_str(), &end);
+    return end != it->second.c_str() && *end == '\0' && std::isfinite(v) ? v : static_cast<double>(NAN);
+  };
+  const double busy = number("host.usage.machine_busy_percent_mean"), cpus = number("host.usage.machine_cpus"),
+               job = number("host.usage.job_cpu_cores_mean");
+  return std::max(0.0, busy / 100.0 * cpus - job);
+}
+
+// Other processes taking this many more CPUs than in the baseline run (and this
+// share of the machine) name the load as the first suspect.
+constexpr double kMoreLoadCpus = 0.25;
+constexpr double kMoreLoadShare = 0.1;
+
+/// "the machine was busier..." when the run had markedly more outside load than the reference; "" otherwise.
+std::string MoreLoad(const HistoryRun& reference, const HistoryRun& current) {
+  const double now = OthersCpus(current.settings), before = OthersCpus(reference.settings);
+  const auto cpus = current.settings.find("host.usage.machine_cpus");
+  if (std::isnan(now) || std::isnan(before) || cpus == current.settings.end()) return "";
+  const double total = std::strtod(cpus->second.c_str(), nullptr);
+  if (total <= 0 || now - before < std::max(kMoreLoadCpus, kMoreLoadShare * total)) return "";
+  return fmt::format("the machine was busier with other processes: they used {:.2f} of its {:.0f} CPUs in this run "
+                     "against {:.2f} in run #{}",
+                     now, total, before, reference.id);
+}
+
+}  // namespace
+
 std::optional<Finding> JudgeAgainstHistory(const std::string& experiment, const HistoryRun& current,
                                            const std::vector<HistoryRun>& predecessors) {
   if (predecessors.empty()) return std::nullopt;
@@ -170,6 +208,19 @@ std::optional<Finding> JudgeAgainstHistory(const std::string& experiment, const 
       changed.push_back(fmt::format("{} {} → {}", ch.key, ch.before.empty() ? "(unset)" : ch.before,
                                     ch.after.empty() ? "(unset)" : ch.after));
   f.detail = fmt::format("Baseline: the median of runs {} of this experiment. {}. ", RunList(baseline_ids), Join(bars, "; "));
+  // Load from outside the job comes before any setting: a slower run on a busier
+  // machine says nothing of the settings until it is run again alone.
+  const std::string load = MoreLoad(*reference, current);
+  if (!load.empty()) {
+    f.detail += "First suspect: " + load + ". ";
+    f.evidence.push_back({"other_processes_cpus", OthersCpus(current.settings), "cpus", std::nullopt, "",
+                          "record: machine busy share × CPUs − the job's own CPU use, this run"});
+    f.evidence.push_back({"other_processes_cpus_before", OthersCpus(reference->settings), "cpus", std::nullopt, "",
+                          fmt::format("the same, run #{}", reference->id)});
+    f.recommendations.push_back({"run it again on a quiet machine (or with the same outside load) before reading the "
+                                 "changes below as the cause",
+                                 load});
+  }
   f.detail += changed.empty()
                   ? fmt::format("Nothing recorded changed since run #{}, the latest typical run (code, command, "
                                 "settings and job configuration are the same): look at the data, the machine's load or "

@@ -15,11 +15,66 @@ namespace {
 // At 80 % of the time saturated, nearly always (the finding's own rule is
 // HostUsageAnalysis::SaturatedByJob: half the time, by the job itself).
 constexpr double kSaturatedHighPercent = 80.0;
+// Other processes holding a quarter of the job's CPUs (and at least half a CPU)
+// while it ran: every host-side figure of the run was measured on a shared
+// machine. Half of them or more: the run's host side is mostly someone else's.
+constexpr double kContentionShare = 0.25;
+constexpr double kContentionHighShare = 0.5;
+constexpr double kContentionMinCpus = 0.5;
+
+/// Other processes took CPUs the job could have used: said first, since every
+/// host-side measurement (data wait, host work, step time) was taken under it.
+void HostContention(const RecordingAnalysis& a, std::vector<Finding>& out) {
+  const HostUsageAnalysis& h = a.host;
+  const double others = h.OthersCpus();
+  const int cpus = h.cpus();
+  if (!h.known || h.seconds < HostUsageAnalysis::kMinSeconds || cpus <= 0 ||
+      others < std::max(kContentionMinCpus, kContentionShare * cpus))
+    return;
+  const double left = std::max(0.0, std::min<double>(cpus, h.machine_cpus - others));
+  Finding f;
+  f.verdict = "host_contention";
+  f.origin = "host";
+  f.scope = fmt::format("host ({} CPU{})", cpus, cpus == 1 ? "" : "s");
+  f.severity = others >= kContentionHighShare * cpus ? Severity::kHigh : Severity::kModerate;
+  f.title = fmt::format("Host contention: other processes used {:.2f} of the machine's {} CPUs while the job ran; the "
+                        "job could have at most {:.2f}",
+                        others, h.machine_cpus, left);
+  f.detail = fmt::format(
+      "Over {:.0f} s read from /proc the machine's {} CPUs were {:.0f}% busy, and the job's own processes used {:.2f} "
+      "of them: the rest, {:.2f} CPUs, went to processes outside the job. Its host-side work (data loading, "
+      "preprocessing, the loop itself) ran on what was left, so its data wait, host stalls and step time are those of a "
+      "shared machine, and advice on workers counts the CPUs left to it.",
+      h.seconds, h.machine_cpus, h.machine_busy_percent_mean, h.job_cores_mean, others);
+  f.evidence.push_back(E("other_processes_cpus", others, "cpus", "record: machine busy share × CPUs − the job's use",
+                         std::max(kContentionMinCpus, kContentionShare * cpus), ">="));
+  f.evidence.push_back(E("machine_busy_percent_mean", h.machine_busy_percent_mean, "percent", "record: /proc/stat"));
+  f.evidence.push_back(E("job_cpu_cores_mean", h.job_cores_mean, "cores", "record: every job process, time-weighted"));
+  f.evidence.push_back(E("job_cpus", static_cast<double>(cpus), "count", "record: the job's CPU affinity"));
+  f.recommendations = {
+      {"run the job where nothing else competes for its CPUs (or pin it: taskset / cgroup cpusets), and compare "
+       "runs only between machines equally loaded",
+       "its host-side work gets the CPUs it needs"},
+      {fmt::format("size DataLoader workers to the CPUs left to the job (about {:.0f}), not the machine's {}", left,
+                   h.machine_cpus),
+       "workers beyond the free CPUs compete with the training process"},
+  };
+  // The CPUs given back, at best all that others took; at worst none (the load is
+  // the machine's and stays). Host-bound work speeds up with them; GPU-bound not.
+  f.gain = LevelGain("cpus_available_to_job", left, std::min<double>(cpus, left + others / 2),
+                     std::min<double>(cpus, left + others), left, "outside_load",
+                     fmt::format("the CPUs other processes held ({:.2f}) given back to the job: at best all, at worst "
+                                 "none; host-side work speeds up with them, GPU-bound work does not",
+                                 others));
+  f.gain->unit = "cpus";
+  out.push_back(std::move(f));
+}
 
 }  // namespace
 
 std::vector<Finding> JudgeHost(const RecordingAnalysis& a) {
   std::vector<Finding> out;
+  HostContention(a, out);
   const HostUsageAnalysis& h = a.host;
   if (!h.SaturatedByJob()) return out;
   const int cpus = h.cpus();

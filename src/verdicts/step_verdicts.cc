@@ -21,6 +21,11 @@ constexpr double kDataWaitHighPercent = 50.0;
 constexpr double kOutlierTimeModeratePercent = 10.0;
 constexpr double kOutlierTimeHighPercent = 25.0;
 constexpr int64_t kOutlierMinSteps = 2;
+// Other processes holding this many CPUs on average make them the first suspect for slow steps.
+constexpr double kOutlierLoadCpus = 0.5;
+// The most the loop can slow beside its loader workers on the CPUs left to it: a
+// process more than CPUs shares them (three processes on one CPU, 3x).
+constexpr double kMaxSharedStretch = 3.0;
 // A rank whose late arrival at the step's collectives makes every step this much
 // longer than it would be if it arrived with the others (the others wait for it).
 constexpr double kStragglerRatio = 1.15;
@@ -156,6 +161,16 @@ void JudgeOutliers(const RecordingAnalysis& a, std::vector<Finding>& out) {
         {"gc.freeze() after setup, or gc.disable() with periodic gc.collect() between steps",
          "Python's cyclic GC pauses land on random steps in large programs"},
     };
+  }
+  // On a machine shared with other processes, their bursts are the first suspect.
+  if (const double others = a.host.OthersCpus(); others >= kOutlierLoadCpus) {
+    f.detail += fmt::format(" Other processes used {:.2f} of the machine's {} CPUs while the job ran "
+                            "(host_contention): a step that waits for a CPU they hold is slow for a reason outside the "
+                            "job.",
+                            others, a.host.machine_cpus);
+    f.recommendations.insert(f.recommendations.begin(),
+                             {"run it where nothing else competes for its CPUs before changing the job",
+                              "other processes' bursts of CPU use land on random steps"});
   }
   const double expected = m.step_ms_mean * (1.0 - m.outlier_time_percent / 100.0);
   f.gain = StepGain(m.step_ms_mean, expected, std::min(expected, m.step_ms_p50), (m.step_ms_mean + expected) / 2,
@@ -706,9 +721,17 @@ std::vector<Finding> JudgeStepMarkers(const RecordingAnalysis& a) {
     const double device = m.device_steps > 0 ? m.device_ms_mean : 0.0;
     const double noise = std::min(m.step_ms_cv, analysis::kMaxRunToRunNoise);
     auto after = [&](double stretch) { return std::min(m.step_ms_mean, std::max(m.compute_ms_mean * stretch, device)); };
+    // At worst the loop shares the CPUs left to the job with the workers advised
+    // for them (other processes hold the rest): one process more than CPUs.
+    double worst_stretch = analysis::kWorkerHostStretchWorst;
+    if (a.loader.host_cpus > 0) {
+      const int free_cpus = std::max(1, a.loader.host_cpus - static_cast<int>(std::lround(a.loader.cpus_taken_by_others)));
+      const int workers = std::max(1, free_cpus / std::max(1, a.loader.gpus));
+      worst_stretch = std::max(worst_stretch, std::min(kMaxSharedStretch, (workers + 1.0) / free_cpus));
+    }
     f.gain = StepGain(m.step_ms_mean, after(analysis::kWorkerHostStretchPoint),
                       after(analysis::kWorkerHostStretchBest) * (1.0 - noise),
-                      std::min(m.step_ms_mean, after(analysis::kWorkerHostStretchWorst) * (1.0 + noise)),
+                      std::min(m.step_ms_mean, after(worst_stretch) * (1.0 + noise)),
                       // What holds the step once the wait is gone: the GPU's own time where it was
                       // measured and is the longer; else the loop's host work (launch-bound with
                       // a GPU measured; without any GPU time, simply the host's work).
@@ -720,7 +743,7 @@ std::vector<Finding> JudgeStepMarkers(const RecordingAnalysis& a) {
                                   "the step-time CV ({:.0f}%) for run-to-run variation",
                                   m.compute_ms_mean, (analysis::kWorkerHostStretchPoint - 1) * 100,
                                   (analysis::kWorkerHostStretchBest - 1) * 100,
-                                  (analysis::kWorkerHostStretchWorst - 1) * 100,
+                                  (worst_stretch - 1) * 100,
                                   device > 0 ? fmt::format(", not below the GPU's {:.1f} ms", device) : std::string(),
                                   noise * 100));
     ReconcileWithStraggler(m, out, f);

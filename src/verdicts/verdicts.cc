@@ -124,11 +124,18 @@ void InputBound(const Context& c, std::vector<Finding>& out) {
 }  // namespace
 
 Recommendation WorkersAdvice(const LoaderSettings& loader, const std::string& why) {
-  const int per_gpu = loader.host_cpus > 0 ? std::max(1, loader.host_cpus / std::max(1, loader.gpus)) : 0;
+  // The CPUs the job can actually have: those other processes left it (a whole
+  // CPU taken from it counts once it is half taken).
+  const int taken = static_cast<int>(std::lround(loader.cpus_taken_by_others));
+  const int free_cpus = loader.host_cpus > 0 ? std::max(1, loader.host_cpus - taken) : 0;
+  const int per_gpu = free_cpus > 0 ? std::max(1, free_cpus / std::max(1, loader.gpus)) : 0;
   const std::string cores =
-      loader.host_cpus > 0 ? fmt::format("{} CPU{}{}", loader.host_cpus, loader.host_cpus == 1 ? "" : "s",
-                                         loader.gpus > 1 ? fmt::format(" for {} GPUs", loader.gpus) : "")
-                           : "";
+      loader.host_cpus > 0
+          ? fmt::format("{} CPU{}{}{}", loader.host_cpus, loader.host_cpus == 1 ? "" : "s",
+                        taken > 0 ? fmt::format(", {:.1f} of them busy with other processes", loader.cpus_taken_by_others)
+                                  : std::string(),
+                        loader.gpus > 1 ? fmt::format(" for {} GPUs", loader.gpus) : "")
+          : "";
   if (loader.host_saturated && per_gpu > 0) {
     // The recorder saw the CPUs full: more workers would only share them.
     return {fmt::format("make each batch cheaper to produce: the job's CPUs were saturated {:.0f}% of the time ({}{}), "
@@ -846,7 +853,7 @@ std::vector<Finding> JudgeRecording(const RecordingAnalysis& a) {
     for (auto& f : out) f.rank = a.rank;
     return out;
   }
-  if (a.steps.empty() || a.avg_step_ns <= 0) return out;
+  if (a.steps.empty() || a.avg_step_ns <= 0) return out;  // a cut-off file says why (ListLimitations, Diagnose's notes)
   const Context c{a, ToMs(a.avg_step_ns), ToMs(a.average.ns[static_cast<int>(StepCategory::kKernel)])};
   InputBound(c, out);
   LowPrecision(c, out);
@@ -859,7 +866,15 @@ std::vector<Finding> JudgeRecording(const RecordingAnalysis& a) {
   Idle(c, out);
   Underutilized(c, out);
   ComputeLimit(c, out);
-  for (auto& f : out) f.rank = a.rank;
+  for (auto& f : out) {
+    f.rank = a.rank;
+    // A cut-off file: every figure is of the steps it holds whole, and the reader is told.
+    if (a.truncated)
+      f.detail += fmt::format(" The trace file is cut off: judged on the {} step{} whose device work it holds whole "
+                              "({} later step{} left out, their kernels partly or wholly lost).",
+                              a.steps.size(), a.steps.size() == 1 ? "" : "s", a.truncated_steps_dropped,
+                              a.truncated_steps_dropped == 1 ? "" : "s");
+  }
   return out;
 }
 
@@ -992,8 +1007,21 @@ Diagnosis Diagnose(const Run& run, const DiagnoseOptions& options) {
       d.findings.push_back(std::move(f));
     }
   };
-  for (size_t i = 0; i < d.recordings.size(); ++i)
-    if (d.recordings[i].has_trace) add(JudgeRecording(d.recordings[i]), i);
+  for (size_t i = 0; i < d.recordings.size(); ++i) {
+    if (!d.recordings[i].has_trace) continue;
+    add(JudgeRecording(d.recordings[i]), i);
+    if (d.recordings[i].truncated)
+      d.notes.push_back(fmt::format(
+          "{} is cut off (the file ended before its JSON closed): {}", FileName(run.recordings[i].source_path),
+          d.recordings[i].steps.empty()
+              ? "not one step's device work is held whole, so no verdict about the GPU is drawn from it; "
+                "profile again, or fetch the whole file"
+              : fmt::format("its verdicts are drawn from the {} step{} held whole before the cut, {} later step{} left "
+                            "out",
+                            d.recordings[i].steps.size(), d.recordings[i].steps.size() == 1 ? "" : "s",
+                            d.recordings[i].truncated_steps_dropped,
+                            d.recordings[i].truncated_steps_dropped == 1 ? "" : "s")));
+  }
   {
     // The ranks of each run's traces: grouped only when every trace names a distinct rank.
     std::vector<Finding> grouped;

@@ -33,7 +33,8 @@ runTest(async () => {
     await Promise.all([page.waitForNavigation(), page.click("#filters button[type=submit]")]);
     await rendered();
     ids = await page.$$eval("#runs tbody tr", (rows) => rows.map((r) => Number(r.dataset.run)));
-    check(JSON.stringify(ids) === "[3]", `the verdict filter keeps run 3 (${ids})`);
+    // Runs 1 and 2 are one job recorded twice (serve_test.sh): on a busy machine run 2 may regress too.
+    check(ids.includes(3) && !ids.includes(1), `the verdict filter keeps run 3 (${ids})`);
     check(page.url().includes("verdict=regression"), "the filter is in the address (shareable)");
     // Open a run.
     await Promise.all([page.waitForNavigation(), page.click("#runs a[href='/runs/3']")]);
@@ -59,6 +60,9 @@ runTest(async () => {
     check(new URL(page.url()).search === "?a=1&b=3", `compare opens ?a=1&b=3 (${page.url()})`);
     const worse = await page.$$eval("[data-table=comparison] tr.worse", (r) => r.map((x) => x.dataset.metric));
     check(worse.includes("step_time_ms") || worse.includes("data_wait_percent"), `the comparison marks what got worse (${worse})`);
+    // Shares change in points, as the terminal's compare says them (issue 41: "+60.5 points" there, "+334.8 %" here).
+    const shareChange = await page.$$eval("[data-table=comparison] tr[data-metric=data_wait_percent] td", (tds) => tds.map((t) => t.textContent));
+    check(shareChange.length >= 4 && / pts$/.test(shareChange[3]), `a share's change is in points (${shareChange})`);
     const changed = await page.textContent("main");
     check(changed.includes("tag.batch") && changed.includes("64") && changed.includes("128"), "the comparison lists the changed tag");
     await page.screenshot({ path: path.join(artifacts, "serve-compare.png"), fullPage: true });
@@ -68,7 +72,7 @@ runTest(async () => {
     const trend = await chartPixels(page);
     check(trend.length >= 2 && trend.every((p) => p.data > 100), `the trend charts are drawn (${trend.map((p) => p.id + ":" + p.data)})`);
     const regressionRows = await page.$$eval("[data-table=experiment] tr.regression", (r) => r.map((x) => Number(x.dataset.run)));
-    check(JSON.stringify(regressionRows) === "[3]", `the trend marks run 3 as the regression (${regressionRows})`);
+    check(regressionRows.includes(3) && !regressionRows.includes(1), `the trend marks run 3 as the regression (${regressionRows})`);
     // The marked point: red pixels in the step-time chart.
     const red = await page.$eval("[data-chart=trend-step_time_ms] canvas", (c) => {
       const d = c.getContext("2d").getImageData(0, 0, c.width, c.height).data;

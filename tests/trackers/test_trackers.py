@@ -192,6 +192,51 @@ class Trackers(unittest.TestCase):
         total = self.server.get("mlflow/metrics/get-history", run_id=run_id, metric_key="gpu/memory_total_mib")["metrics"]
         self.assertGreater(total[0]["value"], 0)
 
+    def test_3_a_job_that_opens_its_own_mlflow_run_keeps_it(self):
+        # Issue 41: the job sets its experiment and starts its run; under --mlflow it
+        # once died ("active experiment ID does not match environment run ID") and
+        # left FAILED runs behind. Now it ends with its own code, its run keeps its
+        # params and metrics, and gputriage's verdicts are in that run too.
+        env = dict(os.environ)
+        for key in ("MLFLOW_RUN_ID", "MLFLOW_EXPERIMENT_ID", "MLFLOW_EXPERIMENT_NAME", "PYTHONPATH"):
+            env.pop(key, None)
+        env["MLFLOW_TRACKING_URI"] = self.server.url  # where the job logs, as it would set it itself
+        job = [sys.executable, os.path.join(HERE, "mlflow_job.py"), "job-own-experiment", "2"]
+        before_default = self.server.post("mlflow/runs/search", {"experiment_ids": ["0"], "max_results": 1000})
+        before = len(before_default.get("runs", []))
+        proc = record(["--no-store", "--python", "--mlflow", self.server.url, "--name", "gputriage-side",
+                       "--nvml-library", FAKE_NVML, "--interval", "0.05", "--tracker-interval", "1",
+                       "--tracker-timeout", "60", "--", *job], env=env)
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        self.assertIn("job done", proc.stdout + proc.stderr)
+        experiment = self.server.get("mlflow/experiments/get-by-name", experiment_name="job-own-experiment")
+        runs = self.server.post("mlflow/runs/search", {"experiment_ids": [experiment["experiment"]["experiment_id"]]})["runs"]
+        self.assertEqual(len(runs), 1, runs)
+        job_run = runs[0]
+        self.assertEqual(job_run["info"]["status"], "FINISHED")  # its status is the job's
+        params = {p["key"]: p["value"] for p in job_run["data"].get("params", [])}
+        self.assertEqual(params.get("lr"), "0.1")
+        losses = self.server.get("mlflow/metrics/get-history", run_id=job_run["info"]["run_id"], metric_key="loss")["metrics"]
+        self.assertEqual(len(losses), 5)
+        tags = {t["key"]: t["value"] for t in job_run["data"].get("tags", [])}
+        self.assertTrue(any(k.startswith("gputriage.verdict.") for k in tags), tags)
+        ours = tags.get("gputriage.run_id")
+        self.assertTrue(ours, tags)
+        self.assertIn(f"run {ours}", proc.stderr)  # the report says where the figures went
+        ours_run = self.server.get("mlflow/runs/get", run_id=ours)["run"]
+        ours_params = {p["key"]: p["value"] for p in ours_run["data"].get("params", [])}
+        self.assertEqual(ours_params.get("gputriage.mlflow.job_run_id"), job_run["info"]["run_id"])
+        # No orphan runs: the Default experiment gained only gputriage's own run.
+        after = self.server.post("mlflow/runs/search", {"experiment_ids": ["0"], "max_results": 1000}).get("runs", [])
+        self.assertEqual(len(after), before + 1)
+        self.assertFalse([r for r in after if r["info"]["status"] == "FAILED" and r["info"]["run_id"] != ours])
+        # A job that fails: its own exit code, and the report says so.
+        failing = record(["--no-store", "--python", "--mlflow", self.server.url, "--nvml-library", FAKE_NVML,
+                          "--interval", "0.05", "--tracker-timeout", "60", "--",
+                          sys.executable, os.path.join(HERE, "mlflow_job.py"), "job-fails", "1", "3"], env=env)
+        self.assertEqual(failing.returncode, 3, failing.stderr)
+        self.assertIn("the job FAILED: it exited with code 3", failing.stderr)
+
     def test_9_a_server_killed_mid_run_costs_the_job_nothing(self):
         # Last: it kills the class's server (one MLflow start fewer; tearDownClass
         # finds it gone).

@@ -140,7 +140,10 @@
     const rows = c.metrics.map((m) => el("tr", { class: m.worse ? "worse" : m.better ? "better" : "", "data-metric": m.metric },
       el("td", { text: m.metric }), el("td", { class: "num", text: withUnit(m.before, m.unit) }),
       el("td", { class: "num", text: withUnit(m.after, m.unit) }),
-      el("td", { class: "num", text: m.change_percent == null ? "" : (m.change_percent > 0 ? "+" : "") + num(m.change_percent, 1) + "%" }),
+      // Shares move in points, as the terminal's compare says them: 8.6% → 42.0% is +33.4 pts, not +387%.
+      el("td", { class: "num", text: m.unit === "percent" && m.before != null && m.after != null
+        ? (m.after - m.before > 0 ? "+" : "") + num(m.after - m.before, 1) + " pts"
+        : m.change_percent == null ? "" : (m.change_percent > 0 ? "+" : "") + num(m.change_percent, 1) + "%" }),
       el("td", {}, m.worse ? el("span", { class: "badge sev-high", text: "worse" }) : m.better ? el("span", { class: "badge sev-info", text: "better" }) : "")));
     app.append(el("h2", { text: "Figures" }), el("table", { "data-table": "comparison" },
       el("thead", {}, el("tr", {}, ["figure", "A", "B", "change", ""].map((h, i) => el("th", { class: i && i < 4 ? "num" : "", text: h })))),

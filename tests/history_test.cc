@@ -64,6 +64,36 @@ TEST(History, AWorseRunNamesTheFiguresAndTheChangeSinceItsBaseline) {
   EXPECT_NE(f->recommendations[0].action.find("dataloader.num_workers back to 4"), std::string::npos);
 }
 
+TEST(History, ABusierMachineOrAnotherScriptComesBeforeAnySetting) {
+  // Issue 41: a run twice as slow on a machine other jobs kept busy, with a batch
+  // size that differs because it is another script: the load and the script are
+  // named, not the batch size.
+  HistoryRun quiet = PastRun(1, 16.0, 9.0, "2");
+  quiet.settings["host.usage.machine_busy_percent_mean"] = "30.0";
+  quiet.settings["host.usage.machine_cpus"] = "2";
+  quiet.settings["host.usage.job_cpu_cores_mean"] = "0.55";
+  HistoryRun busy = PastRun(2, 32.0, 9.0, "2");
+  busy.settings["command"] = "python other.py";
+  busy.settings["host.usage.machine_busy_percent_mean"] = "100.0";
+  busy.settings["host.usage.machine_cpus"] = "2";
+  busy.settings["host.usage.job_cpu_cores_mean"] = "0.50";
+  auto f = JudgeAgainstHistory("loop", busy, {quiet});
+  ASSERT_TRUE(f.has_value());
+  EXPECT_NE(f->detail.find("another script than run #1 (python train.py → python other.py)"), std::string::npos) << f->detail;
+  EXPECT_NE(f->detail.find("First suspect: the machine was busier with other processes: they used 1.50 of its 2 CPUs "
+                           "in this run against 0.05 in run #1"),
+            std::string::npos)
+      << f->detail;
+  ASSERT_NE(FindEvidence(*f, "other_processes_cpus"), nullptr);
+  EXPECT_NEAR(FindEvidence(*f, "other_processes_cpus")->value, 1.5, 1e-9);
+  // The same run on an equally quiet machine: no load named.
+  busy.settings["host.usage.machine_busy_percent_mean"] = "30.0";
+  busy.settings["host.usage.job_cpu_cores_mean"] = "0.55";
+  auto calm = JudgeAgainstHistory("loop", busy, {quiet});
+  ASSERT_TRUE(calm.has_value());
+  EXPECT_EQ(calm->detail.find("busier"), std::string::npos) << calm->detail;
+}
+
 TEST(History, TheSameOrABetterRunIsNoRegression) {
   const std::vector<HistoryRun> before = {PastRun(1, 16.0, 9.0, "4"), PastRun(2, 26.0, 42.0, "0")};
   EXPECT_FALSE(JudgeAgainstHistory("loop", PastRun(3, 16.2, 8.5, "4"), before).has_value());

@@ -509,6 +509,31 @@ TEST(HostUsage, TimeWeightedCpuOfTheJobItsWorkersAndTheMachine) {
   std::filesystem::remove_all(proc.root);
 }
 
+TEST(HostUsage, TheJobsWaitForACpuIsReadFromSchedstat) {
+  // The training process (11) waits 0.3 s for a CPU over 2 s; without schedstat
+  // files (a kernel without CONFIG_SCHEDSTATS) the wait is not claimed at all.
+  FakeProc proc{std::filesystem::temp_directory_path() / ("gputriage_fake_proc_wait_" + std::to_string(getpid()))};
+  std::filesystem::remove_all(proc.root);
+  proc.Machine(1000, 1000);
+  proc.Process(10, "gputriage", 1, 5, 5, 100, {11});
+  proc.Process(11, "python", 10, 100, 0, 1000, {});
+  HostUsageSampler without(10, 11, 2, proc.root.string());
+  without.Sample(0);
+  proc.Machine(1100, 1100);
+  without.Sample(kNsPerS);
+  EXPECT_LT(without.summary().job_wait_cores_mean, 0);
+  EXPECT_EQ(without.summary().AsMetadata().count("host.usage.job_cpu_wait_mean"), 0u);
+  std::ofstream(proc.root / "11" / "schedstat") << "5000000 100000000 40\n";
+  HostUsageSampler sampler(10, 11, 2, proc.root.string());
+  sampler.Sample(0);
+  std::ofstream(proc.root / "11" / "schedstat") << "900000000 400000000 90\n";
+  proc.Machine(1200, 1200);
+  sampler.Sample(2 * kNsPerS);
+  EXPECT_NEAR(sampler.summary().job_wait_cores_mean, 0.15, 1e-9);
+  EXPECT_EQ(sampler.summary().AsMetadata().at("host.usage.job_cpu_wait_mean"), "0.150");
+  std::filesystem::remove_all(proc.root);
+}
+
 TEST(HostUsage, UnreadableProcGivesNoIntervalsNotNumbers) {
   HostUsageSampler sampler(10, 11, 2, "/nonexistent/proc");
   sampler.Sample(0);

@@ -658,6 +658,17 @@ TEST(StepAnalysis, WorkersBeyondTheCoresSaturateTheHostAndTheAdviceNeverAddsWork
   const std::string advice = FindVerdict(crowded.findings, "input_bound")->recommendations.at(0).action;
   EXPECT_NE(advice.find("num_workers=1"), std::string::npos) << advice;
   EXPECT_NE(advice.find("1.6 of them busy with other processes"), std::string::npos) << advice;
+  // The same load, niced: the job's processes never waited for a CPU (schedstat),
+  // so it cost the job nothing: no contention, and the advice counts both CPUs.
+  others["host.usage.job_cpu_wait_mean"] = "0.010";
+  Diagnosis niced = DiagnoseSteps(Steps(1, 20, 30.0, 50.0), "", others);
+  EXPECT_EQ(FindVerdict(niced.findings, "host_contention"), nullptr);
+  EXPECT_NE(FindVerdict(niced.findings, "input_bound")->recommendations.at(0).action.find("num_workers=2"),
+            std::string::npos);
+  // Waiting behind it: contention, with the wait as evidence.
+  others["host.usage.job_cpu_wait_mean"] = "0.400";
+  const Finding* waited = FindVerdict(DiagnoseSteps(Steps(1, 20, 30.0, 50.0), "", others).findings, "host_contention");
+  ASSERT_NE(waited, nullptr);
   // Not saturated: no finding, and the advice may add workers up to the cores.
   Diagnosis calm = DiagnoseSteps(Steps(1, 20, 30.0, 50.0), "", SaturatedHost(0, 20));
   EXPECT_EQ(FindVerdict(calm.findings, "host_saturated"), nullptr);

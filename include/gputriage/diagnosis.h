@@ -561,6 +561,7 @@ struct HostUsageAnalysis {
   double saturated_percent_of_time = NAN;  // machine >= 90 % busy, or the job using >= 90 % of its CPUs
   double job_rss_peak_mib = NAN;           // resident memory summed over the job's processes
   double job_cpu_seconds = NAN;            // the job's whole CPU time
+  double job_cpu_wait_mean = NAN;          // its processes' time waiting for a CPU, per second (schedstat); NaN unknown
 
   // The host_saturated rule (src/verdicts/host_verdicts.cc): the CPUs full for half
   // the job's time, and the job itself using 70 % of them on average (a machine kept
@@ -574,6 +575,14 @@ struct HostUsageAnalysis {
   double OthersCpus() const {
     if (!known || std::isnan(machine_busy_percent_mean) || std::isnan(job_cores_mean) || machine_cpus <= 0) return 0;
     return std::max(0.0, machine_busy_percent_mean / 100.0 * machine_cpus - job_cores_mean);
+  }
+  /// Outside load that cost the job: others busy, and (where the kernel says) the
+  /// job's processes waiting for a CPU at least kContendedWaitCores per second. A
+  /// niced background load, which yields, takes the CPUs without costing the job.
+  static constexpr double kContendedWaitCores = 0.05;
+  double ContendingCpus() const {
+    if (!std::isnan(job_cpu_wait_mean) && job_cpu_wait_mean < kContendedWaitCores) return 0;
+    return OthersCpus();
   }
   bool SaturatedByJob() const {
     return known && seconds >= kMinSeconds && saturated_percent_of_time >= kSaturatedPercent && cpus() > 0 &&

@@ -625,6 +625,7 @@ HostUsageAnalysis ReadHostUsage(const std::map<std::string, std::string>& metada
   h.saturated_percent_of_time = number("saturated_percent_of_time");
   h.machine_cpus = count("machine_cpus");
   h.job_cpu_seconds = number("job_cpu_seconds");
+  h.job_cpu_wait_mean = number("job_cpu_wait_mean");
   const double rss = number("job_rss_peak_bytes");
   h.job_rss_peak_mib = std::isnan(rss) ? NAN : rss / (1024.0 * 1024.0);
   return h;
@@ -703,7 +704,7 @@ RecordingAnalysis Analyze(const Recording& rec, int threads, bool rank_of_run) {
   a.recompute = ReadRecomputeSettings(rec.metadata);
   if (a.host.known) a.loader.host_saturated_percent = a.host.saturated_percent_of_time;
   a.loader.host_saturated = a.host.SaturatedByJob();
-  a.loader.cpus_taken_by_others = a.host.OthersCpus();
+  a.loader.cpus_taken_by_others = a.host.ContendingCpus();
   a.rank = rec.rank;
   // A trace recording: any timeline content (tests build recordings without a format).
   const analysis::TraceEvents events(rec);

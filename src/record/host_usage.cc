@@ -57,6 +57,21 @@ bool ReadProcessStat(const std::string& proc_root, unsigned int pid, uint64_t* t
   return true;
 }
 
+/// The time a process spent runnable but waiting for a CPU (ns), from
+/// <proc>/<pid>/schedstat ("cpu_ns wait_ns slices"; CONFIG_SCHEDSTATS): what other
+/// processes on the machine cost it, where a busy-share alone cannot tell a
+/// niced background load, which yields, from one the job queues behind.
+bool ReadProcessWait(const std::string& proc_root, unsigned int pid, uint64_t* wait_ns) {
+  const std::string text = ReadSmallFile(proc_root + "/" + std::to_string(pid) + "/schedstat", 256);
+  const char* p = text.c_str();
+  char* end = nullptr;
+  std::strtoull(p, &end, 10);  // on-CPU time
+  if (end == p) return false;
+  p = end;
+  *wait_ns = std::strtoull(p, &end, 10);
+  return end != p;
+}
+
 /// The machine's CPU counters from <proc>/stat's first line: every tick, and the
 /// idle ones (idle + iowait); the number of cpuN lines.
 bool ReadMachineStat(const std::string& proc_root, uint64_t* total, uint64_t* idle, int* cpus) {
@@ -95,6 +110,7 @@ std::map<std::string, std::string> HostUsageSummary::AsMetadata() const {
   m["host.usage.saturated_percent_of_time"] = fmt::format("{:.2f}", saturated_percent_of_time);
   m["host.usage.job_rss_peak_bytes"] = std::to_string(job_rss_peak_bytes);
   if (machine_cpus > 0) m["host.usage.machine_cpus"] = std::to_string(machine_cpus);
+  if (job_wait_cores_mean >= 0) m["host.usage.job_cpu_wait_mean"] = fmt::format("{:.3f}", job_wait_cores_mean);
   if (job_cpu_seconds >= 0) m["host.usage.job_cpu_seconds"] = fmt::format("{:.3f}", job_cpu_seconds);
   return m;
 }
@@ -145,8 +161,8 @@ void HostUsageSampler::Sample(TimeNs now_ns) {
   int cpus = 0;
   const bool machine_ok = ReadMachineStat(proc_root_, &total, &idle, &cpus);
   if (cpus > 0) summary_.machine_cpus = cpus;
-  std::unordered_map<unsigned int, uint64_t> ticks;
-  uint64_t job_delta = 0, main_delta = 0;
+  std::unordered_map<unsigned int, uint64_t> ticks, waits;
+  uint64_t job_delta = 0, main_delta = 0, wait_delta = 0;
   int64_t rss_pages = 0;
   for (unsigned int pid : JobPids()) {
     uint64_t t = 0;
@@ -159,6 +175,13 @@ void HostUsageSampler::Sample(TimeNs now_ns) {
     const uint64_t delta = before == ticks_.end() ? (started_ ? t : 0) : (t >= before->second ? t - before->second : 0);
     job_delta += delta;
     if (pid == static_cast<unsigned int>(main_)) main_delta = delta;
+    uint64_t wait = 0;
+    if (ReadProcessWait(proc_root_, pid, &wait)) {
+      waits[pid] = wait;
+      wait_known_ = true;
+      const auto was = waits_.find(pid);
+      wait_delta += was == waits_.end() ? (started_ ? wait : 0) : (wait >= was->second ? wait - was->second : 0);
+    }
   }
   // Only between two reads of the machine's counters: a /proc that cannot be read
   // gives no interval rather than zeros that would read as an idle job.
@@ -169,6 +192,7 @@ void HostUsageSampler::Sample(TimeNs now_ns) {
     i.job_cores = static_cast<double>(job_delta) / ticks_per_s_ / seconds;
     i.main_cores = static_cast<double>(main_delta) / ticks_per_s_ / seconds;
     i.job_processes = static_cast<int>(ticks.size());
+    i.job_wait_cores = static_cast<double>(wait_delta) / 1e9 / seconds;
     if (total > machine_total_) {
       const uint64_t all = total - machine_total_;
       const uint64_t idle_ticks = std::min(all, idle >= machine_idle_ ? idle - machine_idle_ : 0);
@@ -183,6 +207,7 @@ void HostUsageSampler::Sample(TimeNs now_ns) {
     weighted_job_ += i.job_cores * w;
     weighted_main_ += i.main_cores * w;
     weighted_busy_ += i.machine_busy_percent * w;
+    weighted_wait_ += i.job_wait_cores * w;
     const bool saturated = i.machine_busy_percent >= kHostSaturatedPercent ||
                            (summary_.job_cpus > 0 && i.job_cores >= kHostSaturatedPercent / 100.0 * summary_.job_cpus);
     if (saturated) saturated_ns_ += w;
@@ -194,6 +219,7 @@ void HostUsageSampler::Sample(TimeNs now_ns) {
     s.main_cores_mean = weighted_main_ / covered;
     s.other_cores_mean = std::max(0.0, s.job_cores_mean - s.main_cores_mean);
     s.machine_busy_percent_mean = weighted_busy_ / covered;
+    if (wait_known_) s.job_wait_cores_mean = weighted_wait_ / covered;
     s.saturated_percent_of_time = 100.0 * saturated_ns_ / covered;
     s.job_processes_max = std::max(s.job_processes_max, i.job_processes);
     s.job_rss_peak_bytes = std::max(s.job_rss_peak_bytes, i.job_rss_bytes);
@@ -201,6 +227,7 @@ void HostUsageSampler::Sample(TimeNs now_ns) {
   if (machine_ok) machine_total_ = total, machine_idle_ = idle;
   previous_machine_ok_ = machine_ok;
   ticks_ = std::move(ticks);
+  waits_ = std::move(waits);
   previous_ns_ = now_ns;
   started_ = true;
 }

@@ -27,6 +27,7 @@ struct HostUsageInterval {
   int job_processes = 0;
   double machine_busy_percent = 0;  // every online CPU's busy time, % of all of them
   int64_t job_rss_bytes = 0;        // resident memory summed over the job's processes
+  double job_wait_cores = 0;        // the job's processes' time runnable but not running (schedstat run delay) per second
 };
 
 /// Time-weighted over every interval read.
@@ -41,6 +42,7 @@ struct HostUsageSummary {
   int machine_cpus = 0;          // online CPUs (/proc/stat)
   int job_cpus = 0;              // CPUs the job may run on (its affinity)
   double saturated_percent_of_time = 0;  // machine >= 90 % busy, or the job using >= 90 % of its CPUs
+  double job_wait_cores_mean = -1;  // time the job's processes waited for a CPU, per second (-1: not measured)
   int64_t job_rss_peak_bytes = 0;
   double job_cpu_seconds = -1;   // the job's whole CPU time (its reaped processes' account), -1 unknown
   /// As `host.usage.*` metadata keys (docs/formats.md).
@@ -77,10 +79,12 @@ class HostUsageSampler {
   bool previous_machine_ok_ = false;
   uint64_t machine_total_ = 0, machine_idle_ = 0;
   std::unordered_map<unsigned int, uint64_t> ticks_;  // per job process, at the last read
+  std::unordered_map<unsigned int, uint64_t> waits_;  // per job process: schedstat run delay (ns) at the last read
+  bool wait_known_ = false;                           // some process's schedstat was read
   HostUsageInterval last_;
   bool have_last_ = false;
   HostUsageSummary summary_;
-  double weighted_job_ = 0, weighted_main_ = 0, weighted_busy_ = 0, saturated_ns_ = 0;
+  double weighted_job_ = 0, weighted_main_ = 0, weighted_busy_ = 0, saturated_ns_ = 0, weighted_wait_ = 0;
 };
 
 }  // namespace gputriage

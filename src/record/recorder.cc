@@ -409,6 +409,9 @@ StatusOr<RecordResult> RecordCommand(const RecordOptions& options) {
         // The recording is lent to the requests as a run (moved, not copied: its
         // sketches are large), with the steps so far, and taken back.
         Run lent;
+        // The host as measured so far: a diagnosis asked for now judges contention as the final one will.
+        for (auto& [key, value] : host_usage.summary().AsMetadata()) result.recording.metadata[key] = std::move(value);
+        if (job_cpus > 0) result.recording.metadata["host.cpus"] = std::to_string(job_cpus);
         lent.recordings.push_back(std::move(result.recording));
         std::swap(lent.recordings[0].marked_steps, steps);
         options.on_job_request(requests, lent);

@@ -113,7 +113,9 @@ double OthersCpus(const std::map<std::string, std::string>& settings) {
     return end != it->second.c_str() && *end == '\0' && std::isfinite(v) ? v : static_cast<double>(NAN);
   };
   const double busy = number("host.usage.machine_busy_percent_mean"), cpus = number("host.usage.machine_cpus"),
-               job = number("host.usage.job_cpu_cores_mean");
+               job = number("host.usage.job_cpu_cores_mean"), wait = number("host.usage.job_cpu_wait_mean");
+  // A load the job never waited behind (a niced background job) cost it nothing.
+  if (!std::isnan(wait) && wait < HostUsageAnalysis::kContendedWaitCores) return 0.0;
   return std::max(0.0, busy / 100.0 * cpus - job);
 }
 
@@ -210,6 +212,16 @@ std::optional<Finding> JudgeAgainstHistory(const std::string& experiment, const 
   f.detail = fmt::format("Baseline: the median of runs {} of this experiment. {}. ", RunList(baseline_ids), Join(bars, "; "));
   // Load from outside the job comes before any setting: a slower run on a busier
   // machine says nothing of the settings until it is run again alone.
+  // Another script is another experiment's run: the first thing to know about a
+  // comparison, before any flag or setting of it.
+  for (const auto& ch : f.config_changes)
+    if (ch.key == "command script") {
+      f.detail += fmt::format("This run is of another script than run #{} ({} → {}): its figures compare two "
+                              "different programs. ",
+                              reference->id, ch.before, ch.after);
+      f.recommendations.push_back({"give each script's runs their own --name",
+                                   "a history compares like with like only when its runs are of one program"});
+    }
   const std::string load = MoreLoad(*reference, current);
   if (!load.empty()) {
     f.detail += "First suspect: " + load + ". ";

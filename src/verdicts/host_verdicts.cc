@@ -26,7 +26,7 @@ constexpr double kContentionMinCpus = 0.5;
 /// host-side measurement (data wait, host work, step time) was taken under it.
 void HostContention(const RecordingAnalysis& a, std::vector<Finding>& out) {
   const HostUsageAnalysis& h = a.host;
-  const double others = h.OthersCpus();
+  const double others = h.ContendingCpus();
   const int cpus = h.cpus();
   if (!h.known || h.seconds < HostUsageAnalysis::kMinSeconds || cpus <= 0 ||
       others < std::max(kContentionMinCpus, kContentionShare * cpus))
@@ -51,6 +51,10 @@ void HostContention(const RecordingAnalysis& a, std::vector<Finding>& out) {
   f.evidence.push_back(E("machine_busy_percent_mean", h.machine_busy_percent_mean, "percent", "record: /proc/stat"));
   f.evidence.push_back(E("job_cpu_cores_mean", h.job_cores_mean, "cores", "record: every job process, time-weighted"));
   f.evidence.push_back(E("job_cpus", static_cast<double>(cpus), "count", "record: the job's CPU affinity"));
+  if (!std::isnan(h.job_cpu_wait_mean))
+    f.evidence.push_back(E("job_cpu_wait_mean", h.job_cpu_wait_mean, "cpus",
+                           "record: the job's processes runnable but waiting for a CPU, per second (/proc/<pid>/schedstat)",
+                           HostUsageAnalysis::kContendedWaitCores, ">="));
   f.recommendations = {
       {"run the job where nothing else competes for its CPUs (or pin it: taskset / cgroup cpusets), and compare "
        "runs only between machines equally loaded",

@@ -163,7 +163,7 @@ void JudgeOutliers(const RecordingAnalysis& a, std::vector<Finding>& out) {
     };
   }
   // On a machine shared with other processes, their bursts are the first suspect.
-  if (const double others = a.host.OthersCpus(); others >= kOutlierLoadCpus) {
+  if (const double others = a.host.ContendingCpus(); others >= kOutlierLoadCpus) {
     f.detail += fmt::format(" Other processes used {:.2f} of the machine's {} CPUs while the job ran "
                             "(host_contention): a step that waits for a CPU they hold is slow for a reason outside the "
                             "job.",

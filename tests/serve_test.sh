@@ -40,17 +40,22 @@ record 5 64
 record 60 128
 [ $fail -eq 0 ] || exit 1
 
-start_serve() {  # ARGS...: sets url (http or https) and serve_pid, or fails
-  "$bin" serve --store "$store" "$@" 2>"$tmp/serve.err" &
+serves=0
+start_serve() {  # ARGS...: sets url (http or https), serve_pid and serve_err, or fails
+  # Each server its own stderr file: an earlier one still running writes to its
+  # own, never into the file the next one's address is read from.
+  serves=$((serves + 1))
+  serve_err=$tmp/serve_$serves.err
+  "$bin" serve --store "$store" "$@" 2>"$serve_err" &
   serve_pid=$!
   pids+=($serve_pid)
   url=""
   for _ in $(seq 1 100); do
-    url=$(grep -oE 'https?://[^ ]*' "$tmp/serve.err" | head -1)
+    url=$(grep -oE 'https?://[^ ]*' "$serve_err" | head -1)
     [ -n "$url" ] && break
     sleep 0.1
   done
-  [ -n "$url" ] || { echo "FAIL: serve did not start: $(cat "$tmp/serve.err")"; exit 1; }
+  [ -n "$url" ] || { echo "FAIL: serve did not start: $(cat "$serve_err")"; exit 1; }
 }
 start_serve --listen 127.0.0.1:0
 base=${url%/}
@@ -137,7 +142,7 @@ expect "web config: a wrong password is 401" "$(code --cacert "$tmp/serve.crt" -
 expect "web config: the right password" "$(code --cacert "$tmp/serve.crt" -u team:s3cret "$sbase/api/runs")" 200
 expect "web config: plain HTTP on the TLS port gets no page" "$(code "http://127.0.0.1:$tls_port/api/runs" | grep -c '^200$')" 0
 kill -HUP "$serve_pid"
-for _ in $(seq 1 50); do grep -q "read again and in use" "$tmp/serve.err" && break; sleep 0.1; done
+for _ in $(seq 1 50); do grep -q "read again and in use" "$serve_err" && break; sleep 0.1; done
 expect "web config: SIGHUP reads it again, serve stays up" "$(code --cacert "$tmp/serve.crt" -u team:s3cret "$sbase/api/runs")" 200
 
 [ $fail -eq 0 ] || exit 1

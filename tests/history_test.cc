@@ -69,11 +69,13 @@ TEST(History, ABusierMachineOrAnotherScriptComesBeforeAnySetting) {
   // size that differs because it is another script: the load and the script are
   // named, not the batch size.
   HistoryRun quiet = PastRun(1, 16.0, 9.0, "2");
+  quiet.settings["host.usage.seconds"] = "60.0";
   quiet.settings["host.usage.machine_busy_percent_mean"] = "30.0";
   quiet.settings["host.usage.machine_cpus"] = "2";
   quiet.settings["host.usage.job_cpu_cores_mean"] = "0.55";
   HistoryRun busy = PastRun(2, 32.0, 9.0, "2");
   busy.settings["command"] = "python other.py";
+  busy.settings["host.usage.seconds"] = "60.0";
   busy.settings["host.usage.machine_busy_percent_mean"] = "100.0";
   busy.settings["host.usage.machine_cpus"] = "2";
   busy.settings["host.usage.job_cpu_cores_mean"] = "0.50";
@@ -86,6 +88,11 @@ TEST(History, ABusierMachineOrAnotherScriptComesBeforeAnySetting) {
       << f->detail;
   ASSERT_NE(FindEvidence(*f, "other_processes_cpus"), nullptr);
   EXPECT_NEAR(FindEvidence(*f, "other_processes_cpus")->value, 1.5, 1e-9);
+  // A reference run that did not measure its host is no baseline of load: nothing claimed.
+  HistoryRun unmeasured = PastRun(1, 16.0, 9.0, "2");
+  auto unknown = JudgeAgainstHistory("loop", busy, {unmeasured});
+  ASSERT_TRUE(unknown.has_value());
+  EXPECT_EQ(unknown->detail.find("busier"), std::string::npos) << unknown->detail;
   // The same run on an equally quiet machine: no load named.
   busy.settings["host.usage.machine_busy_percent_mean"] = "30.0";
   busy.settings["host.usage.job_cpu_cores_mean"] = "0.55";

@@ -506,6 +506,13 @@ struct LoaderSettings {
   double host_saturated_percent = NAN;  // share of the job's time its CPUs were saturated (record), NaN unknown
   bool host_saturated = false;          // saturated by the job itself (the host_saturated finding's rule)
   double cpus_taken_by_others = 0;      // mean CPUs other processes used while the job ran (record), 0 unknown
+  /// The CPUs the job can actually have: those other processes left it (a CPU
+  /// counts as taken once it is half taken); 0 when the host's CPUs are unknown.
+  int FreeCpus() const {
+    return host_cpus > 0 ? std::max(1, host_cpus - static_cast<int>(std::lround(cpus_taken_by_others))) : 0;
+  }
+  /// The DataLoader workers per GPU those CPUs allow; 0 when unknown.
+  int WorkersPerGpu() const { return FreeCpus() > 0 ? std::max(1, FreeCpus() / std::max(1, gpus)) : 0; }
 };
 
 /// How a job's host-to-device copies left the host, as zero-code mode counted
@@ -589,6 +596,10 @@ struct HostUsageAnalysis {
            job_cores_mean >= kJobShareOfCpus * cpus();
   }
 };
+
+/// The host usage `record` kept (`host.usage.*` settings of a run, src/record/host_usage.h),
+/// read back; a value that is not a finite number is left unknown (analyze.cc).
+HostUsageAnalysis ReadHostUsage(const std::map<std::string, std::string>& metadata, int job_cpus);
 
 /// One bucket of the goodput ledger: where part of the job's paid GPU time went.
 struct LedgerBucket {

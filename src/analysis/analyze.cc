@@ -604,8 +604,8 @@ double MetadataNumber(const std::map<std::string, std::string>& metadata, const 
   return end != it->second.c_str() && *end == '\0' && std::isfinite(v) && v >= 0 ? v : NAN;
 }
 
-/// The host usage `record` kept (`host.usage.*`, src/record/host_usage.h); a
-/// value that is not a finite number is left unknown.
+}  // namespace
+
 HostUsageAnalysis ReadHostUsage(const std::map<std::string, std::string>& metadata, int job_cpus) {
   HostUsageAnalysis h;
   h.job_cpus = job_cpus;
@@ -630,6 +630,8 @@ HostUsageAnalysis ReadHostUsage(const std::map<std::string, std::string>& metada
   h.job_rss_peak_mib = std::isnan(rss) ? NAN : rss / (1024.0 * 1024.0);
   return h;
 }
+
+namespace {
 
 /// The job's copies as zero-code mode counted them (`copy.*`); unknown unless
 /// every figure reads as a number in its range.

@@ -43,7 +43,7 @@ struct Accumulated {
 };
 
 void AddStep(const std::vector<const MarkedStep*>& at, std::vector<Accumulated>& acc, std::vector<double>& arrival_spread,
-             std::vector<double>& release_spread) {
+             std::vector<double>& release_spread, std::vector<std::map<int64_t, double>>& waited) {
   size_t first = 0;
   TimeNs last_arrival = at[0]->sync_arrival, first_release = at[0]->sync_release, last_release = at[0]->sync_release;
   for (size_t p = 1; p < at.size(); ++p) {
@@ -61,6 +61,7 @@ void AddStep(const std::vector<const MarkedStep*>& at, std::vector<Accumulated>&
     Accumulated& a = acc[p];
     a.late.push_back(SyncMs(s.sync_arrival - e.sync_arrival));
     a.waited.push_back(SyncMs(last_arrival - s.sync_arrival));
+    waited[p][s.number] = a.waited.back();
     if (s.sync_arrival == last_arrival && p != first) ++a.last;
     if (s.sync_arrival == e.sync_arrival) continue;  // not late in this step
     // The three parts add up to its lateness against the first to arrive.
@@ -74,8 +75,9 @@ void AddStep(const std::vector<const MarkedStep*>& at, std::vector<Accumulated>&
 }  // namespace
 
 RankSync MeasureRankSync(const std::vector<std::vector<const MarkedStep*>>& judged,
-                         std::vector<ProcessStepStats>& processes) {
+                         std::vector<ProcessStepStats>& processes, std::vector<std::map<int64_t, double>>& waited) {
   RankSync sync;
+  waited.assign(judged.size(), {});
   if (judged.size() < 2 || judged.size() != processes.size()) return sync;
   std::vector<std::map<int64_t, const MarkedStep*>> by_number;
   for (const auto& steps : judged) by_number.push_back(SyncedSteps(steps));
@@ -89,7 +91,7 @@ RankSync MeasureRankSync(const std::vector<std::vector<const MarkedStep*>>& judg
       everywhere = it != by_number[p].end();
       if (everywhere) at[p] = it->second;
     }
-    if (everywhere) AddStep(at, acc, arrival_spread, release_spread);
+    if (everywhere) AddStep(at, acc, arrival_spread, release_spread, waited);
   }
   sync.matched_steps = static_cast<int64_t>(arrival_spread.size());
   if (sync.matched_steps < kMinMatchedSteps) return sync;
@@ -110,8 +112,6 @@ RankSync MeasureRankSync(const std::vector<std::vector<const MarkedStep*>>& judg
       s.late_data_ms = a.data / n;
       s.late_host_ms = a.host / n;
     }
-    // Waiting for the last rank is not this rank's work.
-    if (sync.synchronous) s.work_ms_p50 = std::max(0.0, s.work_ms_p50 - s.waited_ms_p50);
   }
   return sync;
 }

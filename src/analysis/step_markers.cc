@@ -120,7 +120,20 @@ StepMarkerAnalysis AnalyzeMarkedSteps(const std::vector<MarkedStep>& steps, std:
     for (const auto& t : list) judged_by_process.back().push_back(t.step);
     judged.insert(judged.end(), list.begin(), list.end());
   }
-  m.sync = MeasureRankSync(judged_by_process, m.by_process);
+  std::vector<std::map<int64_t, double>> waited;
+  m.sync = MeasureRankSync(judged_by_process, m.by_process, waited);
+  if (m.sync.synchronous) {
+    // Waiting for the last rank is not a rank's own work: taken out step by step.
+    size_t p = 0;
+    for (const auto& [pid, list] : by_pid) {
+      std::vector<double> work;
+      for (const auto& t : list) {
+        auto it = waited[p].find(t.step->number);
+        work.push_back(std::max(0.0, t.work_ms - (it == waited[p].end() ? 0.0 : it->second)));
+      }
+      m.by_process[p++].work_ms_p50 = analysis::Median(work);
+    }
+  }
   NameRanks(ranks, m.by_process);
   std::sort(m.by_process.begin(), m.by_process.end(),
             [](const ProcessStepStats& a, const ProcessStepStats& b) { return a.work_ms_p50 > b.work_ms_p50; });

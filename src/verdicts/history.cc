@@ -102,21 +102,11 @@ std::vector<HistoryCheck> CheckAgainstHistory(const HistoryRun& current, const s
 
 namespace {
 
-/// CPUs the machine spent on processes outside the job, from a recorded run's
-/// host measurements (host.usage.*); NaN when they were not recorded.
-double OthersCpus(const std::map<std::string, std::string>& settings) {
-  const auto number = [&](const char* key) {
-    auto it = settings.find(key);
-    if (it == settings.end()) return static_cast<double>(NAN);
-    char* end = nullptr;
-    const double v = std::strtod(it->second.c_str(), &end);
-    return end != it->second.c_str() && *end == '\0' && std::isfinite(v) ? v : static_cast<double>(NAN);
-  };
-  const double busy = number("host.usage.machine_busy_percent_mean"), cpus = number("host.usage.machine_cpus"),
-               job = number("host.usage.job_cpu_cores_mean"), wait = number("host.usage.job_cpu_wait_mean");
-  // A load the job never waited behind (a niced background job) cost it nothing.
-  if (!std::isnan(wait) && wait < HostUsageAnalysis::kContendedWaitCores) return 0.0;
-  return std::max(0.0, busy / 100.0 * cpus - job);
+/// CPUs outside load cost the job in a recorded run (its host.usage.* settings,
+/// read as diagnose reads them); NaN where the run did not measure its host.
+double ContendingCpus(const std::map<std::string, std::string>& settings) {
+  const HostUsageAnalysis h = ReadHostUsage(settings, 0);
+  return h.known && h.machine_cpus > 0 && !std::isnan(h.machine_busy_percent_mean) ? h.ContendingCpus() : NAN;
 }
 
 // Other processes taking this many more CPUs than in the baseline run (and this
@@ -126,11 +116,10 @@ constexpr double kMoreLoadShare = 0.1;
 
 /// "the machine was busier..." when the run had markedly more outside load than the reference; "" otherwise.
 std::string MoreLoad(const HistoryRun& reference, const HistoryRun& current) {
-  const double now = OthersCpus(current.settings), before = OthersCpus(reference.settings);
-  const auto cpus = current.settings.find("host.usage.machine_cpus");
-  if (std::isnan(now) || std::isnan(before) || cpus == current.settings.end()) return "";
-  const double total = std::strtod(cpus->second.c_str(), nullptr);
-  if (total <= 0 || now - before < std::max(kMoreLoadCpus, kMoreLoadShare * total)) return "";
+  // Both runs must have measured their host: a run from before that is no baseline of load.
+  const double now = ContendingCpus(current.settings), before = ContendingCpus(reference.settings);
+  const double total = ReadHostUsage(current.settings, 0).machine_cpus;
+  if (std::isnan(now) || std::isnan(before) || now - before < std::max(kMoreLoadCpus, kMoreLoadShare * total)) return "";
   return fmt::format("the machine was busier with other processes: they used {:.2f} of its {:.0f} CPUs in this run "
                      "against {:.2f} in run #{}",
                      now, total, before, reference.id);
@@ -225,9 +214,9 @@ std::optional<Finding> JudgeAgainstHistory(const std::string& experiment, const 
   const std::string load = MoreLoad(*reference, current);
   if (!load.empty()) {
     f.detail += "First suspect: " + load + ". ";
-    f.evidence.push_back({"other_processes_cpus", OthersCpus(current.settings), "cpus", std::nullopt, "",
+    f.evidence.push_back({"other_processes_cpus", ContendingCpus(current.settings), "cpus", std::nullopt, "",
                           "record: machine busy share × CPUs − the job's own CPU use, this run"});
-    f.evidence.push_back({"other_processes_cpus_before", OthersCpus(reference->settings), "cpus", std::nullopt, "",
+    f.evidence.push_back({"other_processes_cpus_before", ContendingCpus(reference->settings), "cpus", std::nullopt, "",
                           fmt::format("the same, run #{}", reference->id)});
     f.recommendations.push_back({"run it again on a quiet machine (or with the same outside load) before reading the "
                                  "changes below as the cause",

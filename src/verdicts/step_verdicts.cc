@@ -214,19 +214,30 @@ void NameUnevenRank(const StepMarkerAnalysis& m, double ProcessStepStats::*field
   f.evidence.push_back(E("other_processes_median_ms", others, "ms", "step markers: median of the other processes"));
 }
 
+/// Where a late rank's lateness came from: the largest of its parts.
+enum class Lateness { kData, kHostBeforeForward, kPreviousStep };
+
+Lateness LatenessFrom(const ProcessStepStats& p) {
+  if (p.late_data_ms >= p.late_start_ms && p.late_data_ms >= p.late_host_ms) return Lateness::kData;
+  return p.late_host_ms >= p.late_start_ms ? Lateness::kHostBeforeForward : Lateness::kPreviousStep;
+}
+
 /// What a late rank was doing, from the part of its lateness it spent there.
 std::string LateCause(const ProcessStepStats& p) {
-  const double start = p.late_start_ms, data = p.late_data_ms, host = p.late_host_ms;
-  if (data >= start && data >= host)
-    return fmt::format("waiting for its next batch ({:.1f} ms more data wait per step than the first rank to arrive)",
-                       data);
-  if (host >= start)
-    return fmt::format("host work before its forward ({:.1f} ms more per step than the first rank to arrive: "
-                       "preprocessing, a callback, a sync outside any marked phase)",
-                       host);
+  switch (LatenessFrom(p)) {
+    case Lateness::kData:
+      return fmt::format("waiting for its next batch ({:.1f} ms more data wait per step than the first rank to arrive)",
+                         p.late_data_ms);
+    case Lateness::kHostBeforeForward:
+      return fmt::format("host work before its forward ({:.1f} ms more per step than the first rank to arrive: "
+                         "preprocessing, a callback, a sync outside any marked phase)",
+                         p.late_host_ms);
+    case Lateness::kPreviousStep:
+      break;
+  }
   return fmt::format("finishing its previous step late ({:.1f} ms per step: host work after the step's collectives "
                      "-- logging, a .item() sync, a callback, a checkpoint -- before its next step begins)",
-                     start);
+                     p.late_start_ms);
 }
 
 /// The last rank to arrive in a synchronous job (with enough steps to judge); null otherwise.
@@ -248,8 +259,7 @@ void ReconcileWithStraggler(const StepMarkerAnalysis& m, const std::vector<Findi
   for (const auto& f : out)
     if (f.verdict == "straggler_rank") straggler = &f;
   const ProcessStepStats* late = LateRank(m);
-  if (!straggler || !late || !straggler->gain || late->late_data_ms < std::max(late->late_host_ms, late->late_start_ms))
-    return;
+  if (!straggler || !late || !straggler->gain || LatenessFrom(*late) != Lateness::kData) return;
   input.gain = straggler->gain;
   input.gain->basis = "the straggler's gain (straggler_rank): the other ranks wait for this rank's data at every "
                       "collective, so overlapping its wait removes their waiting too";
@@ -299,7 +309,7 @@ void JudgeStragglers(const RecordingAnalysis& a, std::vector<Finding>& out) {
                          "steps every rank marked with both sync times"));
   f.recommendations = {
       {fmt::format("fix what {} does before it arrives: {}", late->Label(),
-                   late->late_data_ms >= std::max(late->late_host_ms, late->late_start_ms)
+                   LatenessFrom(*late) == Lateness::kData
                        ? "more DataLoader workers or faster storage on its host (its loader is the slow one)"
                        : "move its extra host work off the step (log and sync every N steps, on rank 0 only where "
                          "that is the slow one)"),
@@ -724,11 +734,8 @@ std::vector<Finding> JudgeStepMarkers(const RecordingAnalysis& a) {
     // At worst the loop shares the CPUs left to the job with the workers advised
     // for them (other processes hold the rest): one process more than CPUs.
     double worst_stretch = analysis::kWorkerHostStretchWorst;
-    if (a.loader.host_cpus > 0) {
-      const int free_cpus = std::max(1, a.loader.host_cpus - static_cast<int>(std::lround(a.loader.cpus_taken_by_others)));
-      const int workers = std::max(1, free_cpus / std::max(1, a.loader.gpus));
-      worst_stretch = std::max(worst_stretch, std::min(kMaxSharedStretch, (workers + 1.0) / free_cpus));
-    }
+    if (const int free_cpus = a.loader.FreeCpus(); free_cpus > 0)
+      worst_stretch = std::max(worst_stretch, std::min(kMaxSharedStretch, (a.loader.WorkersPerGpu() + 1.0) / free_cpus));
     f.gain = StepGain(m.step_ms_mean, after(analysis::kWorkerHostStretchPoint),
                       after(analysis::kWorkerHostStretchBest) * (1.0 - noise),
                       std::min(m.step_ms_mean, after(worst_stretch) * (1.0 + noise)),

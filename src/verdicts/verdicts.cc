@@ -124,11 +124,8 @@ void InputBound(const Context& c, std::vector<Finding>& out) {
 }  // namespace
 
 Recommendation WorkersAdvice(const LoaderSettings& loader, const std::string& why) {
-  // The CPUs the job can actually have: those other processes left it (a whole
-  // CPU taken from it counts once it is half taken).
   const int taken = static_cast<int>(std::lround(loader.cpus_taken_by_others));
-  const int free_cpus = loader.host_cpus > 0 ? std::max(1, loader.host_cpus - taken) : 0;
-  const int per_gpu = free_cpus > 0 ? std::max(1, free_cpus / std::max(1, loader.gpus)) : 0;
+  const int per_gpu = loader.WorkersPerGpu();
   const std::string cores =
       loader.host_cpus > 0
           ? fmt::format("{} CPU{}{}{}", loader.host_cpus, loader.host_cpus == 1 ? "" : "s",

@@ -9,7 +9,6 @@
 // With AGENT_LOAD_CA=FILE the clients speak TLS and verify the server against
 // FILE; with AGENT_LOAD_USER and AGENT_LOAD_PASSWORD they send basic auth.
 #include <arpa/inet.h>
-#include <httplib.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -22,6 +21,8 @@
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "src/sources/http/http_get.h"
 
 int main(int argc, char** argv) {
   if (argc < 7) {
@@ -68,25 +69,21 @@ int main(int argc, char** argv) {
       const char* ca = std::getenv("AGENT_LOAD_CA");
       const char* user = std::getenv("AGENT_LOAD_USER");
       const char* password = std::getenv("AGENT_LOAD_PASSWORD");
-      httplib::Client client((ca ? "https://" : "http://") + host + ":" + std::to_string(port));
-      if (ca) {
-        client.set_ca_cert_path(ca);
-        client.enable_server_certificate_verification(true);
-      }
-      if (user && password) client.set_basic_auth(user, password);
-      client.set_keep_alive(true);
-      client.set_tcp_nodelay(true);
-      client.set_connection_timeout(5, 0);
-      client.set_read_timeout(10, 0);
+      gputriage::HttpAuth auth;
+      if (ca) auth.ca_file = ca;
+      if (user && password) auth.username = user, auth.password = password;
+      // gputriage's own client (kept alive between requests, TCP_NODELAY).
+      gputriage::HttpClient client(gputriage::HttpTarget{ca ? "https" : "http", host + ":" + std::to_string(port), path},
+                                   10'000, auth);
       auto& mine = latencies[static_cast<size_t>(c)];
       // Clients are staggered over one interval so the rate is smooth.
       auto next = start + std::chrono::duration<double>(per_client_interval * c / clients);
       while (next < end) {
         std::this_thread::sleep_until(next);
         const auto t0 = Clock::now();
-        auto res = client.Get(path.c_str());
+        auto res = client.Get(64u << 20);
         const auto t1 = Clock::now();
-        if (!res || res->status != 200 || res->body.empty()) errors.fetch_add(1);
+        if (!res.ok() || res->empty()) errors.fetch_add(1);
         else mine.push_back(std::chrono::duration<double>(t1 - t0).count());
         next += std::chrono::duration<double>(per_client_interval);
         if (next < t1 - std::chrono::duration<double>(per_client_interval)) next = t1;  // behind: do not burst

@@ -10,7 +10,7 @@ packages=(
   # Compressed traces: gzip through ISA-L, zstd; the igzip and zstd tools are the
   # trace benchmark's baselines.
   libisal-dev isal libzstd-dev zstd
-  libgtest-dev libbenchmark-dev libsqlite3-dev libcpp-httplib-dev python3 procps time curl
+  libgtest-dev libbenchmark-dev libsqlite3-dev python3 procps time curl
   # TensorBoard event files (protobuf messages); PostgreSQL for the team store;
   # Prometheus (server and promtool) for the agent's tests.
   libprotobuf-dev protobuf-compiler libpq-dev postgresql prometheus

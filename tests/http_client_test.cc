@@ -130,5 +130,45 @@ TEST(HttpClient, AnOrdinaryReplyIsRead) {
   EXPECT_EQ(*body, "hello");
 }
 
+TEST(HttpClient, AnEndlessHeadIsRefusedAtItsCap) {
+  // A server that answers with header lines and never the blank line: read to
+  // its end, 4 GiB went into memory in 30 s; the head is capped as our servers cap one.
+  std::string reply = "HTTP/1.1 200 OK\r\n";
+  for (int i = 0; i < 100000; ++i) reply += "X-Pad: aaaaaaaaaaaaaaaaaaaaaaaa\r\n";
+  TrickleServer server(reply, 65536, std::chrono::milliseconds(0));
+  HttpClient client(Local(server.port()), 5000);
+  StatusOr<std::string> body = std::string();
+  const double s = SecondsOf([&] { body = client.Get(1 << 20); });
+  ASSERT_FALSE(body.ok());
+  EXPECT_NE(body.status().message().find("head is over 64 KiB"), std::string::npos) << body.status().ToString();
+  EXPECT_LT(s, 2.0);
+}
+
+TEST(HttpClient, AChunkedReplyIsJoined) {
+  TrickleServer server("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n6;x=1\r\n world\r\n0\r\n\r\n", 7,
+                       std::chrono::milliseconds(1));
+  HttpClient client(Local(server.port()), 3000);
+  auto body = client.Get(1 << 20);
+  ASSERT_TRUE(body.ok()) << body.status().ToString();
+  EXPECT_EQ(*body, "hello world");
+}
+
+TEST(HttpClient, ABodyRunningToTheCloseIsRead) {
+  TrickleServer server("HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\n\r\nup to the end", 3, std::chrono::milliseconds(1));
+  HttpClient client(Local(server.port()), 3000);
+  auto body = client.Get(1 << 20);
+  ASSERT_TRUE(body.ok()) << body.status().ToString();
+  EXPECT_EQ(*body, "up to the end");
+}
+
+TEST(HttpClient, BinaryGarbageIsAnErrorInPlainText) {
+  TrickleServer server(std::string(1, '\0') + "\xff" "not http\r\n\r\n", 4096, std::chrono::milliseconds(0));
+  HttpClient client(Local(server.port()), 3000);
+  auto body = client.Get(1 << 20);
+  ASSERT_FALSE(body.ok());
+  EXPECT_NE(body.status().message().find("not an HTTP/1.x reply"), std::string::npos) << body.status().ToString();
+  EXPECT_NE(body.status().message().find("\\xff"), std::string::npos) << body.status().ToString();
+}
+
 }  // namespace
 }  // namespace gputriage

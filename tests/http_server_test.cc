@@ -169,6 +169,7 @@ std::unique_ptr<HttpServer> StartServer(HttpServerLimits limits = {}, std::atomi
           if (slow_calls) slow_calls->fetch_add(1);
           std::this_thread::sleep_for(std::chrono::milliseconds(200));
         }
+        if (req.path == "/big") return HttpResponse::Text(200, std::string(4 << 20, 'b'));
         return HttpResponse::Text(200, "path=" + req.path + "\n");
       },
       [](const HttpRequest& req) { return req.path == "/slow"; });
@@ -279,6 +280,33 @@ TEST(HttpServer, AtTheConnectionCapTheLongestIdleMakesRoom) {
   EXPECT_GE(server->Stats().evicted, 1u);
   idle.front()->Read(2000);
   EXPECT_TRUE(idle.front()->closed());  // the first to go idle was the one closed
+}
+
+TEST(HttpServer, AtTheConnectionCapAReaderThatNeverReadsGivesWayBeforeAnIdleScraper) {
+  // Issue 41: readers that pipeline requests and never read their replies sat
+  // in the writing state, which was never evicted: at the cap every new
+  // connection was refused until their 30 s send deadline.
+  HttpServerLimits limits;
+  limits.max_connections = 8;
+  auto server = StartServer(limits);
+  Client scraper(server->port());  // keep-alive, idle between scrapes
+  ASSERT_TRUE(scraper.Send(kGet));
+  ASSERT_NE(scraper.Read(5000, "path=/a\n").find("200 OK"), std::string::npos);
+  std::vector<std::unique_ptr<Client>> stalled;
+  for (int i = 0; i < 7; ++i) {
+    stalled.push_back(std::make_unique<Client>(server->port()));
+    std::string pipelined;
+    for (int k = 0; k < 20; ++k) pipelined += "GET /big HTTP/1.1\r\nHost: x\r\n\r\n";
+    ASSERT_TRUE(stalled.back()->Send(pipelined));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // their replies stop moving
+  Client late(server->port());
+  ASSERT_TRUE(late.Send(kGet));
+  EXPECT_NE(late.Read(5000, "path=/a\n").find("200 OK"), std::string::npos);
+  EXPECT_GE(server->Stats().evicted, 1u);
+  ASSERT_TRUE(scraper.Send(kGet));  // the idle scraper kept its connection
+  EXPECT_NE(scraper.Read(5000, "path=/a\n").find("200 OK"), std::string::npos);
+  EXPECT_FALSE(scraper.closed());
 }
 
 TEST(HttpServer, SlowLaneRequestsNeverHoldUpTheOthers) {

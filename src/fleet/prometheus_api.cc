@@ -19,6 +19,16 @@ using json = nlohmann::json;
 // (fleet.cc queries nodes in batches), so a reply this large means the range
 // or the step should change.
 constexpr size_t kMaxReplyBytes = 256u << 20;
+// What one reply may hold besides its size (the API's own replies nest 6 deep,
+// a label is a few hundred bytes, a series has tens of labels): past these it
+// is not a Prometheus answering, and reading on would cost memory (250 MiB of
+// '[' cost 3 GiB as a stack of open arrays).
+constexpr size_t kMaxDepth = 32;
+constexpr size_t kMaxStringBytes = 64 * 1024;
+constexpr size_t kMaxLabels = 512;
+// Distinct warnings kept (each cut to kMaxWarningChars); more are counted.
+constexpr size_t kMaxWarnings = 20;
+constexpr size_t kMaxWarningChars = 500;
 
 /// Seconds since the epoch, as the API takes them.
 std::string ApiTime(TimeNs t) { return fmt::format("{}.{:03d}", t / kNsPerS, static_cast<int>((t % kNsPerS) / 1'000'000)); }
@@ -47,8 +57,12 @@ class ReplyReader final : public nlohmann::json_sax<json> {
   bool number_unsigned(number_unsigned_t v) override { return Value(nullptr, static_cast<double>(v)); }
   bool number_float(number_float_t v, const string_t&) override { return Value(nullptr, v); }
   bool binary(binary_t&) override { return Value(nullptr, NAN); }
-  bool string(string_t& v) override { return Value(&v, NAN); }
+  bool string(string_t& v) override {
+    if (v.size() > kMaxStringBytes) return Fail(fmt::format("a string of {} bytes (over 64 KiB)", v.size()));
+    return Value(&v, NAN);
+  }
   bool key(string_t& k) override {
+    if (k.size() > kMaxStringBytes) return Fail(fmt::format("a key of {} bytes (over 64 KiB)", k.size()));
     key_ = std::move(k);
     return true;
   }
@@ -72,6 +86,7 @@ class ReplyReader final : public nlohmann::json_sax<json> {
   Role Inner() const { return path_.empty() ? Role::kOther : path_.back().role; }
 
   bool Open(bool object) {
+    if (path_.size() >= kMaxDepth) return Fail(fmt::format("nesting deeper than {} levels", kMaxDepth));
     Role role = Role::kOther;
     if (path_.empty()) role = object ? Role::kRoot : Role::kOther;
     else switch (Inner()) {
@@ -144,11 +159,11 @@ class ReplyReader final : public nlohmann::json_sax<json> {
         }
         return true;
       case Role::kWarnings:
-        if (text != nullptr && std::find(warnings.begin(), warnings.end(), *text) == warnings.end())
-          warnings.push_back(*text);
+        if (text != nullptr) AddWarning(std::move(*text));
         return true;
       case Role::kMetric:
         if (text == nullptr) return Fail("a label value that is not a string");
+        if (labels_.size() >= kMaxLabels) return Fail(fmt::format("a series with more than {} labels", kMaxLabels));
         labels_[key_] = std::move(*text);
         return true;
       case Role::kResult:  // a scalar result: [t, "v"]
@@ -177,6 +192,19 @@ class ReplyReader final : public nlohmann::json_sax<json> {
     if (problem.empty()) problem = std::move(what);
     return false;
   }
+
+  /// Kept when new and there is room (a linear search of at most kMaxWarnings).
+  void AddWarning(std::string text) {
+    if (text.size() > kMaxWarningChars) text = text.substr(0, kMaxWarningChars) + "...";
+    if (std::find(warnings.begin(), warnings.end(), text) != warnings.end()) return;
+    if (warnings.size() < kMaxWarnings) warnings.push_back(std::move(text));
+    else ++more_warnings;
+  }
+
+ public:
+  size_t more_warnings = 0;  // distinct warnings past kMaxWarnings
+
+ private:
 
   struct Point {
     int values = 0;
@@ -238,17 +266,26 @@ Status ParsePrometheusReply(std::string_view body, int http_status, const std::s
                             const char* want, const PrometheusApi::SeriesFn& on_series, std::vector<std::string>* warnings) {
   ReplyReader reader(on_series);
   const bool parsed = json::sax_parse(body, &reader, json::input_format_t::json, /*strict=*/true);
-  for (auto& w : reader.warnings)
-    if (std::find(warnings->begin(), warnings->end(), w) == warnings->end()) warnings->push_back(std::move(w));
+  // The caller's list is bounded as one reply's is: a server that sends a
+  // million distinct warnings costs a count, not a quadratic search.
+  size_t dropped = reader.more_warnings;
+  for (auto& w : reader.warnings) {
+    if (std::find(warnings->begin(), warnings->end(), w) != warnings->end()) continue;
+    if (warnings->size() < kMaxWarnings) warnings->push_back(std::move(w));
+    else ++dropped;
+  }
+  static const std::string kMore = "Prometheus sent more distinct warnings than these; the rest are not shown";
+  if (dropped > 0 && std::find(warnings->begin(), warnings->end(), kMore) == warnings->end()) warnings->push_back(kMore);
   if (reader.status.empty()) {
     if (http_status == 503)
       // A Prometheus starting up (replaying its WAL) answers 503 "Service Unavailable" in plain text.
       return IoError(fmt::format("{}: HTTP 503, the server is not ready ({}): a Prometheus answers once it has "
                                  "started (replaying its write-ahead log can take minutes); try again",
                                  where, Printable(TrimAsciiSpace(body.substr(0, 200)))));
-    return DataLossError(fmt::format("{}: HTTP {} with a reply that is not the Prometheus API's JSON (is this a "
+    return DataLossError(fmt::format("{}: HTTP {} with a reply that is not the Prometheus API's JSON ({}is this a "
                                      "Prometheus server?): {}",
-                                     where, http_status, Printable(body.substr(0, 200))));
+                                     where, http_status, reader.problem.empty() ? "" : reader.problem + "; ",
+                                     Printable(body.substr(0, 120))));
   }
   if (reader.status != "success") {
     return InvalidArgumentError(fmt::format("{}: HTTP {}, {}: {} (query: {})", where, http_status,

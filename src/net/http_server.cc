@@ -44,6 +44,15 @@ constexpr uint64_t kWakeId = 1;
 // How long and how much a closing connection is drained (see kDraining).
 constexpr int64_t kDrainMs = 2000;
 constexpr size_t kDrainBytes = 16 << 20;
+// A connection whose head, handshake or reply has not moved for this long
+// gives way first at the connection cap.
+constexpr int64_t kStuckMs = 1000;
+constexpr int64_t kDrainGraceMs = 200;
+// The kernel's send buffer per connection (it doubles this): a client that
+// never reads holds at most this much of the host's memory, where autotuning
+// would let each grow to megabytes (600 such readers: gigabytes of the
+// host's TCP memory). 1 MiB in flight still moves 10 MB/s at 100 ms RTT.
+constexpr int kSendBufferBytes = 512 << 10;
 
 std::string PeerName(const sockaddr_storage& addr) {
   char host[INET6_ADDRSTRLEN] = "?";
@@ -89,14 +98,56 @@ struct Completion {
   HttpResponse response;
 };
 
-/// Handler threads and their queue.
+/// Handler threads and their queue. The queue takes turns between client
+/// addresses: each address has its own line, served round-robin, and holds at
+/// most `max_per_peer` places, so one host's flood of wrong passwords cannot
+/// fill the bcrypt lane and starve a scraper on another host (issue 41: 150
+/// of them gave the right password 429 for 35 s).
 struct Lane {
   std::mutex mutex;
   std::condition_variable ready;
-  std::deque<Job> jobs;
+  std::unordered_map<std::string, std::deque<Job>> by_peer;
+  std::deque<std::string> turns;  // addresses with a line, in the order they are served
+  size_t queued = 0;
   size_t max_queued = 0;
+  size_t max_per_peer = 0;
   std::vector<std::thread> threads;
+
+  /// False when the lane (or this address's share of it) is full.
+  bool Push(const std::string& peer_host, Job job) {
+    auto& line = by_peer[peer_host];
+    if (queued >= max_queued || line.size() >= max_per_peer) {
+      if (line.empty()) by_peer.erase(peer_host);
+      return false;
+    }
+    if (line.empty()) turns.push_back(peer_host);
+    line.push_back(std::move(job));
+    ++queued;
+    return true;
+  }
+  Job Pop() {
+    const std::string peer = std::move(turns.front());
+    turns.pop_front();
+    auto it = by_peer.find(peer);
+    Job job = std::move(it->second.front());
+    it->second.pop_front();
+    --queued;
+    if (it->second.empty()) by_peer.erase(it);
+    else turns.push_back(peer);
+    return job;
+  }
+  void Clear() {
+    by_peer.clear();
+    turns.clear();
+    queued = 0;
+  }
 };
+
+/// The host part of "HOST:PORT" or "[V6]:PORT".
+std::string PeerHost(const std::string& peer) {
+  const size_t colon = peer.rfind(':');
+  return colon == std::string::npos ? peer : peer.substr(0, colon);
+}
 
 // kDraining: an error reply has gone and the write side is shut; what the
 // client still sends (the rest of a 12 MB head) is read and dropped for a
@@ -121,6 +172,7 @@ struct Connection {
   std::string out_head;
   std::shared_ptr<const std::string> out_body;
   size_t out_sent = 0;        // of out_head + out_body
+  int64_t progress_ns = 0;    // when the reply last moved (its start, or bytes the client took)
   bool send_body = true;      // false for HEAD
   uint32_t interest = 0;      // the epoll events now registered
   size_t drained = 0;         // bytes dropped while draining
@@ -167,8 +219,9 @@ struct HttpServer::Impl {
   }
 
   // ---- handler threads ----
-  void StartLane(Lane& lane, int threads, size_t max_queued) {
+  void StartLane(Lane& lane, int threads, size_t max_queued, size_t max_per_peer) {
     lane.max_queued = max_queued;
+    lane.max_per_peer = std::max<size_t>(max_per_peer, 1);
     for (int i = 0; i < std::max(threads, 1); ++i) lane.threads.emplace_back([this, &lane] { RunLane(lane); });
   }
 
@@ -177,10 +230,9 @@ struct HttpServer::Impl {
       Job job;
       {
         std::unique_lock<std::mutex> lock(lane.mutex);
-        lane.ready.wait(lock, [&] { return stopping.load() || !lane.jobs.empty(); });
+        lane.ready.wait(lock, [&] { return stopping.load() || lane.queued > 0; });
         if (stopping.load()) return;
-        job = std::move(lane.jobs.front());
-        lane.jobs.pop_front();
+        job = lane.Pop();
       }
       Completion c;
       c.connection = job.connection;
@@ -204,7 +256,7 @@ struct HttpServer::Impl {
   void StopLane(Lane& lane) {
     {
       std::lock_guard<std::mutex> lock(lane.mutex);
-      lane.jobs.clear();
+      lane.Clear();
     }
     lane.ready.notify_all();
     for (auto& t : lane.threads)
@@ -256,11 +308,19 @@ struct HttpServer::Impl {
     c.interest = interest;
   }
 
-  void Close(uint64_t id) {
+  /// `abort`: a reset instead of a FIN, for a connection dropped with a reply
+  /// its client never took. A plain close queues the FIN behind the unsent
+  /// bytes, and a client that never reads keeps the orphaned socket and its
+  /// send buffer in the kernel for minutes (and never learns it was dropped).
+  void Close(uint64_t id, bool abort = false) {
     auto it = connections.find(id);
     if (it == connections.end()) return;
     Connection& c = *it->second;
     epoll_ctl(epoll_fd, EPOLL_CTL_DEL, c.fd, nullptr);
+    if (abort) {
+      const linger reset{1, 0};
+      setsockopt(c.fd, SOL_SOCKET, SO_LINGER, &reset, sizeof reset);
+    }
     if (c.ssl != nullptr) {
       if (c.state != State::kHandshake && !c.eof) SSL_shutdown(c.ssl);  // one close_notify, no wait for the reply
       SSL_free(c.ssl);
@@ -289,6 +349,7 @@ struct HttpServer::Impl {
       // Replies go out in one or two writes: without TCP_NODELAY, Nagle's
       // algorithm holds the second until the client's delayed ACK (40 ms).
       setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &yes, sizeof yes);
+      setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &kSendBufferBytes, sizeof kSendBufferBytes);
       auto conn = std::make_unique<Connection>();
       Connection& c = *conn;
       c.id = next_id++;
@@ -333,27 +394,75 @@ struct HttpServer::Impl {
     }
   }
 
-  /// At the connection cap: the longest-idle keep-alive connection goes first,
-  /// then the head that has been arriving longest (a slow client), so that
-  /// neither kind can lock a scraper out. False when every connection is
-  /// busy with a request (the new one is refused).
+  /// At the connection cap, who gives way. First a client holding its
+  /// connection without progress, whichever has waited longest: a head still
+  /// arriving after kStuckMs (a slow client), a handshake as long, or a reply it
+  /// has not taken for kStuckMs (a reader that never reads: 512 of them,
+  /// never evicted, had locked every scrape out for the write deadline). Then
+  /// a reply waiting for its client to read, stalled longest first (readers
+  /// churning through reconnections are never older than kStuckMs), then the
+  /// one with the most pipelined requests waiting behind its current one (it
+  /// asked for more than one reply at a time: Prometheus never does), then a
+  /// closing connection drained for kDrainGraceMs (earlier, its client may
+  /// not have read the reply: the reset would destroy it), then the oldest
+  /// head just begun (a flood of connections), and only then the longest-idle
+  /// keep-alive connection: a Prometheus between scrapes has shown itself a
+  /// well-behaved client. False when every connection waits for a handler.
   bool MakeRoom() {
-    Connection* longest_idle = nullptr;
-    Connection* slowest = nullptr;
-    for (auto& [id, c] : connections) {
-      if (c->state == State::kDraining ||
-          (c->state == State::kReadHead && c->in.empty() && c->served > 0 && !c->head_started)) {
-        if (longest_idle == nullptr || c->idle_since_ns < longest_idle->idle_since_ns) longest_idle = c.get();
-      } else if (c->state == State::kReadHead || c->state == State::kHandshake) {
-        if (slowest == nullptr || c->idle_since_ns < slowest->idle_since_ns) slowest = c.get();
+    const int64_t now = NowNs();
+    Connection* stuck = nullptr;
+    Connection* stalled = nullptr;
+    Connection* greedy = nullptr;
+    Connection* idle = nullptr;
+    Connection* draining = nullptr;
+    Connection* young = nullptr;
+    const auto older = [](const Connection* best, int64_t since, int64_t best_since) {
+      return best == nullptr || since < best_since;
+    };
+    for (auto& [id, conn] : connections) {
+      Connection* c = conn.get();
+      if ((c->state == State::kHandling || c->state == State::kWriting) && !c->in.empty() &&
+          (greedy == nullptr || c->in.size() > greedy->in.size()))
+        greedy = c;
+      switch (c->state) {
+        case State::kHandling: break;
+        case State::kDraining:
+          if (older(draining, c->idle_since_ns, draining ? draining->idle_since_ns : 0)) draining = c;
+          break;  // idle_since_ns: when its reply was sent
+        case State::kWriting:
+          if (now - c->progress_ns >= kStuckMs * kMs) {
+            if (older(stuck, c->progress_ns, stuck ? StuckSince(*stuck) : 0)) stuck = c;
+          } else if (c->interest == EPOLLOUT) {  // the client's window is full: it is not reading now
+            if (older(stalled, c->progress_ns, stalled ? stalled->progress_ns : 0)) stalled = c;
+          }
+          break;
+        case State::kReadHead:
+          if (c->in.empty() && c->served > 0 && !c->head_started) {
+            if (older(idle, c->idle_since_ns, idle ? idle->idle_since_ns : 0)) idle = c;
+            break;
+          }
+          [[fallthrough]];
+        case State::kHandshake:
+          if (now - c->idle_since_ns >= kStuckMs * kMs) {
+            if (older(stuck, c->idle_since_ns, stuck ? StuckSince(*stuck) : 0)) stuck = c;
+          } else if (older(young, c->idle_since_ns, young ? young->idle_since_ns : 0)) {
+            young = c;
+          }
+          break;
       }
     }
-    Connection* victim = longest_idle != nullptr ? longest_idle : slowest;
+    Connection* drained = draining != nullptr && now - draining->idle_since_ns >= kDrainGraceMs * kMs ? draining : nullptr;
+    Connection* victim = stuck;
+    for (Connection* next : {stalled, greedy, drained, young, idle, draining})
+      if (victim == nullptr) victim = next;
     if (victim == nullptr) return false;
     evicted.fetch_add(1);
-    Close(victim->id);
+    Close(victim->id, /*abort=*/victim->state == State::kWriting || victim->state == State::kHandling);
     return true;
   }
+
+  /// Since when a connection has held its place without progress.
+  static int64_t StuckSince(const Connection& c) { return c.state == State::kWriting ? c.progress_ns : c.idle_since_ns; }
 
   void OnEvents(Connection& c, uint32_t events) {
     const uint64_t id = c.id;
@@ -503,14 +612,13 @@ struct HttpServer::Impl {
     Lane& lane = slow_path ? slow : fast;
     {
       std::lock_guard<std::mutex> lock(lane.mutex);
-      if (lane.jobs.size() >= lane.max_queued) {
+      if (!lane.Push(PeerHost(c.peer), Job{c.id, std::move(request)})) {
         busy.fetch_add(1);
         HttpResponse r = HttpResponse::Text(slow_path ? 429 : 503, "busy: try again shortly\n");
         r.SetHeader("Retry-After", "1");
         Reply(c, std::move(r), true, !head_only);
         return;
       }
-      lane.jobs.push_back(Job{c.id, std::move(request)});
     }
     lane.ready.notify_one();
     c.state = State::kHandling;
@@ -545,7 +653,8 @@ struct HttpServer::Impl {
     c.out_sent = 0;
     c.close_after = close_after;
     c.state = State::kWriting;
-    c.deadline_ns = NowNs() + limits.write_timeout_ms * kMs;
+    c.progress_ns = NowNs();
+    c.deadline_ns = c.progress_ns + limits.write_timeout_ms * kMs;
     Write(c);
   }
 
@@ -589,6 +698,7 @@ struct HttpServer::Impl {
         }
       }
       c.out_sent += static_cast<size_t>(n);
+      c.progress_ns = NowNs();
     }
     // Sent.
     c.out_head.clear();
@@ -601,6 +711,7 @@ struct HttpServer::Impl {
       }
       shutdown(c.fd, SHUT_WR);
       c.state = State::kDraining;
+      c.idle_since_ns = NowNs();  // when the reply went: a drained connection gives way only after kDrainGraceMs
       c.in.clear();
       c.deadline_ns = NowNs() + kDrainMs * kMs;
       c.drained = 0;
@@ -662,7 +773,7 @@ struct HttpServer::Impl {
         Close(id);
       } else if (c.state == State::kWriting) {
         write_timeouts.fetch_add(1);
-        Close(id);
+        Close(id, /*abort=*/true);
       } else if (c.state == State::kDraining) {
         Close(id);
       } else {
@@ -735,8 +846,8 @@ StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const std::string& host,
   ev.data.u64 = kWakeId;
   epoll_ctl(s.epoll_fd, EPOLL_CTL_ADD, s.wake_fd, &ev);
 
-  s.StartLane(s.fast, limits.workers, limits.max_queued);
-  s.StartLane(s.slow, limits.slow_lane_workers, limits.max_slow_queued);
+  s.StartLane(s.fast, limits.workers, limits.max_queued, limits.max_queued);
+  s.StartLane(s.slow, limits.slow_lane_workers, limits.max_slow_queued, limits.max_slow_queued_per_host);
   s.loop = std::thread([&s] { s.Run(); });
   return out;
 }

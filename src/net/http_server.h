@@ -38,6 +38,7 @@ struct HttpServerLimits {
   size_t max_queued = 256;         // requests waiting for a handler thread; beyond: 503
   int slow_lane_workers = 1;       // handler threads for requests the handler marks slow (bcrypt)
   size_t max_slow_queued = 64;     // beyond: 429 (a burst of scrapers with the same new credentials waits for one bcrypt)
+  size_t max_slow_queued_per_host = 8;  // one client address's share of those; addresses take turns
 };
 
 /// What the server counted, for the agent's own series and the tests.

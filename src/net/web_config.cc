@@ -250,9 +250,7 @@ bool BasicAuthVerifier::Verify(const std::string& authorization) {
     if (verified_.count(digest) != 0) return true;
     if (refused_.count(digest) != 0) return false;
   }
-  const std::string* hash = nullptr;
-  for (const auto& [name, h] : users_)
-    if (name == user) hash = &h;
+  const std::string* hash = HashOf(user);
   bool ok;
   {
     // One bcrypt at a time (as exporter-toolkit): a flood of guesses costs one
@@ -265,13 +263,38 @@ bool BasicAuthVerifier::Verify(const std::string& authorization) {
   // bcrypt again), so a repeated wrong guess is refused without one.
   auto& remembered = ok ? verified_ : refused_;
   if (remembered.size() >= 1024) remembered.clear();
-  remembered.insert(digest);
+  remembered.emplace(digest, user);
   return ok;
+}
+
+const std::string* BasicAuthVerifier::HashOf(const std::string& user) const {
+  for (const auto& [name, h] : users_)
+    if (name == user) return &h;
+  return nullptr;
+}
+
+void BasicAuthVerifier::InheritFrom(BasicAuthVerifier& earlier) {
+  if (&earlier == this) return;
+  std::scoped_lock lock(mutex_, earlier.mutex_);
+  // A user's answers carry over only while the user's hash is unchanged (an
+  // unknown user stays unknown: its answer was "no" and still is).
+  const auto same = [&](const std::string& user) {
+    const std::string* now = HashOf(user);
+    const std::string* before = earlier.HashOf(user);
+    return (now == nullptr && before == nullptr) || (now != nullptr && before != nullptr && *now == *before);
+  };
+  for (const auto& [digest, user] : earlier.verified_)
+    if (same(user)) verified_.emplace(digest, user);
+  for (const auto& [digest, user] : earlier.refused_)
+    if (same(user)) refused_.emplace(digest, user);
 }
 
 void WebAccess::Reload(std::shared_ptr<const WebConfig> web) {
   auto state = std::make_shared<State>();
-  if (web && !web->basic_auth_users.empty()) state->verifier = std::make_shared<BasicAuthVerifier>(web->basic_auth_users);
+  if (web && !web->basic_auth_users.empty()) {
+    state->verifier = std::make_shared<BasicAuthVerifier>(web->basic_auth_users);
+    if (const auto before = Current(); before && before->verifier) state->verifier->InheritFrom(*before->verifier);
+  }
   state->web = std::move(web);
   std::lock_guard<std::mutex> lock(mutex_);
   state_ = std::move(state);
@@ -281,6 +304,8 @@ std::shared_ptr<const WebAccess::State> WebAccess::Current() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return state_;
 }
+
+std::shared_ptr<const WebConfig> WebAccess::config() const { return Current()->web; }
 
 bool WebAccess::auth_required() const { return Current()->verifier != nullptr; }
 

@@ -22,7 +22,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
-#include <unordered_set>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -70,13 +70,20 @@ class BasicAuthVerifier {
   enum class Answer { kAllowed, kDenied, kUnknown };
   Answer Known(const std::string& authorization);
 
+  /// Takes what `earlier` (the verifier before a reload) learned about users
+  /// whose hash is the same here: a SIGHUP costs known scrapers no bcrypt, so
+  /// a flood of guesses right after one cannot lock them out.
+  void InheritFrom(BasicAuthVerifier& earlier);
+
  private:
+  const std::string* HashOf(const std::string& user) const;
   std::vector<std::pair<std::string, std::string>> users_;
   std::string dummy_hash_;
   std::mutex mutex_;
   std::mutex bcrypt_mutex_;
-  std::unordered_set<std::string> verified_;  // digests of "user\0password" that matched
-  std::unordered_set<std::string> refused_;   // and that did not
+  // digests of "user\0password" that matched, and that did not, each with its user
+  std::unordered_map<std::string, std::string> verified_;
+  std::unordered_map<std::string, std::string> refused_;
 };
 
 /// What a web config asks of every request, swappable while serving (SIGHUP
@@ -88,6 +95,8 @@ class WebAccess {
   /// Later requests use `web` (null: open, no extra headers).
   void Reload(std::shared_ptr<const WebConfig> web);
   bool auth_required() const;
+  /// The web config now in force (null: none).
+  std::shared_ptr<const WebConfig> config() const;
   /// Whether the request's credentials would cost a bcrypt (the slow lane).
   bool NeedsSlowCheck(const HttpRequest& request) const;
   /// Whether the request may proceed (true when no users are configured).

@@ -1,7 +1,8 @@
 // An HTTP server under a web config: what the agent and `serve` share. TLS
 // from the config, its basic auth's uncached bcrypts on the slow lane, and a
 // reload (SIGHUP) that swaps TLS for new connections and auth and headers for
-// new requests, or changes nothing when the new config's TLS cannot be set up.
+// new requests, or changes nothing when the new config's TLS cannot be set up
+// or it would drop TLS or basic auth that the running config has.
 #pragma once
 
 #include <memory>

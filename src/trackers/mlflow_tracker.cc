@@ -67,6 +67,29 @@ MlflowOptions MlflowOptionsFromEnvironment() {
   return o;
 }
 
+/// Whether a JSON text nests at most `max_depth` arrays and objects (strings
+/// skipped). Checked before a reply becomes a tree: MLflow's replies nest a few
+/// levels, and 16 MiB of '[' as a tree costs gigabytes.
+bool NestsAtMost(std::string_view text, size_t max_depth) {
+  size_t depth = 0;
+  bool in_string = false, escaped = false;
+  for (const char c : text) {
+    if (in_string) {
+      if (escaped) escaped = false;
+      else if (c == '\\') escaped = true;
+      else if (c == '"') in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > max_depth) return false;
+    } else if ((c == ']' || c == '}') && depth > 0) {
+      --depth;
+    }
+  }
+  return true;
+}
+constexpr size_t kMaxReplyDepth = 32;
+
 struct MlflowTracker::Impl {
   std::unique_ptr<HttpClient> http;
   std::string prefix;  // the tracking URI's path ("" or "/mlflow")
@@ -78,11 +101,15 @@ struct MlflowTracker::Impl {
     ASSIGN_OR_RETURN(HttpReply reply,
                      http->Request(method, path, method == "GET" ? "" : body.dump(-1, ' ', false, json::error_handler_t::replace),
                                    "application/json", kMaxReplyBytes));
+    if (!NestsAtMost(reply.body, kMaxReplyDepth))
+      return DataLossError(fmt::format("{} {}: HTTP {}: a reply nested deeper than {} levels (not MLflow's JSON); not read",
+                                       method, api, reply.status, kMaxReplyDepth));
     json parsed = json::parse(reply.body, nullptr, /*allow_exceptions=*/false);
     if (reply.status / 100 != 2) {
       const std::string message = Text(Member(parsed, "message"));
       std::string code = Text(Member(parsed, "error_code"));
-      std::string why = !message.empty() ? (code.empty() ? "error" : code) + ": " + message : reply.body.substr(0, 200);
+      std::string why = Printable(!message.empty() ? (code.empty() ? "error" : code) + ": " + message.substr(0, 500)
+                                                    : reply.body.substr(0, 200));
       return IoError(fmt::format("{} {}: HTTP {}: {}", method, api, reply.status, why));
     }
     if (parsed.is_discarded()) return DataLossError(method + " " + api + ": the reply is not JSON");

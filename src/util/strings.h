@@ -89,6 +89,18 @@ inline std::string Printable(std::string_view s, bool keep_newlines = false) {
       const unsigned code = BidiCode(s, i, bidi);
       out += {'\\', 'u', kHex[(code >> 12) & 15], kHex[(code >> 8) & 15], kHex[(code >> 4) & 15], kHex[code & 15]};
       i += static_cast<size_t>(bidi) - 1;
+    } else if (c >= 0x80) {
+      // A whole UTF-8 sequence is kept; a byte that does not start one (a
+      // server's binary garbage) is escaped, so every message stays valid text.
+      const size_t length = c >= 0xc2 && c <= 0xdf ? 2 : c >= 0xe0 && c <= 0xef ? 3 : c >= 0xf0 && c <= 0xf4 ? 4 : 0;
+      bool whole = length > 0 && i + length <= s.size();
+      for (size_t k = 1; whole && k < length; ++k) whole = (static_cast<unsigned char>(s[i + k]) & 0xc0) == 0x80;
+      if (whole) {
+        out.append(s.substr(i, length));
+        i += length - 1;
+      } else {
+        out += {'\\', 'x', kHex[c >> 4], kHex[c & 15]};
+      }
     } else {
       out += static_cast<char>(c);
     }

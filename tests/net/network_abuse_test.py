@@ -35,30 +35,14 @@ import tempfile
 import threading
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from net_test_common import check, failures, free_port, rss_mb, start_server  # noqa: E402
+
 BIN, FAKE_NVML, STORE = sys.argv[1], sys.argv[2], sys.argv[3]
-failures = []
 
 
-def check(what, ok, detail=""):
-    print(("ok: " if ok else "FAIL: ") + what + (f" ({detail})" if detail else ""), flush=True)
-    if not ok:
-        failures.append(what)
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
-def rss_mb(pid):
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    return 0.0
+def start(args, ready_text, env, stderr_path):
+    return start_server(BIN, args, ready_text, env, stderr_path)
 
 
 def request(port, path, headers=None, timeout=5.0, method="GET", raw=None):
@@ -92,26 +76,6 @@ def request(port, path, headers=None, timeout=5.0, method="GET", raw=None):
         k, _, v = line.partition(":")
         hdrs.setdefault(k.strip().lower(), []).append(v.strip())
     return status, hdrs, body, time.monotonic() - t0
-
-
-def start(args, ready_text, env=None, stderr_path=None):
-    env = dict(os.environ if env is None else env)
-    # Under AddressSanitizer every freed block waits in a quarantine (256 MB by
-    # default) that RSS counts: a small one keeps the RSS checks about the server's
-    # own memory (a release build ignores the setting).
-    env["ASAN_OPTIONS"] = ":".join(filter(None, [env.get("ASAN_OPTIONS", ""), "quarantine_size_mb=16"]))
-    err = open(stderr_path, "w")
-    p = subprocess.Popen([BIN] + args, stdout=subprocess.DEVNULL, stderr=err, env=env)
-    for _ in range(200):
-        time.sleep(0.05)
-        with open(stderr_path) as f:
-            if ready_text in f.read():
-                return p
-        if p.poll() is not None:
-            break
-    with open(stderr_path) as f:
-        print(f.read())
-    raise SystemExit(f"FAIL: {args[0]} did not start")
 
 
 class Pressure:

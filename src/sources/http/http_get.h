@@ -1,5 +1,5 @@
 // HTTP for scraping metric endpoints (dcgm-exporter /metrics) and for the
-// trackers' REST calls (MLflow). The only user of cpp-httplib (http_get.cc).
+// trackers' REST calls (MLflow) and the Prometheus API: a client of our own on sockets and OpenSSL (http_get.cc), every wait bounded by one deadline per request, the reply's head capped at 64 KiB.
 #pragma once
 
 #include <chrono>
@@ -29,6 +29,7 @@ std::string UrlEncode(const std::string& s);
 struct HttpAuth {
   std::string bearer_token;
   std::string username, password;
+  std::string ca_file;  // https: trust the CAs in this PEM file instead of the system's
 };
 
 /// A reply of any status.

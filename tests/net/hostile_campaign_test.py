@@ -1,0 +1,455 @@
+#!/usr/bin/python3
+"""The second hostile campaign on the network surfaces (issue 41), each item as
+a class, on loopback, bounded in count and time (about a minute and a half):
+
+  slow readers     600 clients, each pipelining 100 GETs of /metrics and never
+                   reading, replaced as the agent drops them: a fresh scrape every
+                   0.25 s beside them is answered 200 within 1 s, and a keep-alive
+                   scraper idle between its scrapes keeps its connection
+  bcrypt fairness  after a SIGHUP, and again after a restart, 150 threads sending
+                   distinct wrong passwords from 127.0.0.1: the right password from
+                   127.0.0.2 is answered 200 within 2 s, every time
+  client heads     fleet, record --dcgm-exporter and record --mlflow against a
+                   server whose reply head never ends: each stops at 64 KiB with an
+                   error that says so, its peak RSS under 100 MB
+  client nesting   fleet against 100 MiB of '[' and MLflow against 15 MiB of '[':
+                   refused as nested too deep, peak RSS far below the tree's cost
+  reload guard     an empty, a comment-only and an auth-less web config on SIGHUP
+                   are refused (TLS and passwords stay on); a complete one is taken
+
+Usage: hostile_campaign_test.py GPUTRIAGE FAKE_NVML
+"""
+import base64
+import os
+import shutil
+import socket
+import ssl
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from net_test_common import check, failures, free_port, rss_mb, start_server  # noqa: E402
+
+BIN, FAKE_NVML = sys.argv[1], sys.argv[2]
+
+
+def start(args, ready_text, env, stderr_path):
+    return start_server(BIN, args, ready_text, env, stderr_path)
+
+
+def request(port, path, headers=None, timeout=5.0, source="127.0.0.1"):
+    """One GET on a fresh connection: (status, body, seconds); status 0 when refused or cut."""
+    t0 = time.monotonic()
+    try:
+        s = socket.create_connection(("127.0.0.1", port), timeout=timeout, source_address=(source, 0))
+    except OSError as e:
+        return 0, str(e).encode(), time.monotonic() - t0
+    try:
+        lines = [f"GET {path} HTTP/1.1", "Host: 127.0.0.1", "Connection: close"]
+        lines += [f"{k}: {v}" for k, v in (headers or {}).items()]
+        s.sendall(("\r\n".join(lines) + "\r\n\r\n").encode())
+        data = b""
+        while True:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+    except OSError as e:
+        return 0, str(e).encode(), time.monotonic() - t0
+    finally:
+        s.close()
+    try:
+        status = int(data.split(b"\r\n", 1)[0].split(b" ")[1])
+    except (IndexError, ValueError):
+        status = 0
+    return status, data.partition(b"\r\n\r\n")[2], time.monotonic() - t0
+
+
+def run_measured(args, env=None, timeout=60):
+    """Runs gputriage to its end: (exit code, stderr, seconds, peak RSS in MB from wait4)."""
+    err_path = tempfile.mktemp()
+    with open(err_path, "w") as err:
+        t0 = time.monotonic()
+        p = subprocess.Popen([BIN] + args, stdout=subprocess.DEVNULL, stderr=err, env=env)
+        deadline = t0 + timeout
+        while True:
+            pid, status, usage = os.wait4(p.pid, os.WNOHANG)
+            if pid != 0:
+                break
+            if time.monotonic() > deadline:
+                p.kill()
+                pid, status, usage = os.wait4(p.pid, 0)
+                break
+            time.sleep(0.02)
+        took = time.monotonic() - t0
+    p.returncode = os.waitstatus_to_exitcode(status)
+    with open(err_path, errors="replace") as f:
+        text = f.read()
+    os.unlink(err_path)
+    return p.returncode, text, took, usage.ru_maxrss / 1024
+
+
+# ---- slow readers at the connection cap ----
+
+TCP_ESTABLISHED = 1
+
+
+def established(s):
+    try:
+        info = s.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 8)
+        return info[0] == TCP_ESTABLISHED
+    except OSError:
+        return False
+
+
+class SlowReaders:
+    """`count` connections that pipeline `depth` GETs and never read; a closed one is replaced."""
+
+    def __init__(self, port, count=600, depth=100):
+        self.port, self.count = port, count
+        self.payload = b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n" * depth
+        self.stop = threading.Event()
+        self.sockets = []
+        self.replaced = 0
+        self.thread = threading.Thread(target=self.run, daemon=True)
+
+    def open_one(self):
+        try:
+            s = socket.socket()
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            s.settimeout(2)
+            s.connect(("127.0.0.1", self.port))
+            s.settimeout(0)
+            try:
+                s.send(self.payload)
+            except OSError:
+                pass
+            return s
+        except OSError:
+            return None
+
+    def run(self):
+        while not self.stop.is_set():
+            alive = []
+            for s in self.sockets:
+                if established(s):
+                    alive.append(s)
+                else:
+                    s.close()
+                    self.replaced += 1
+            while len(alive) < self.count and not self.stop.is_set():
+                s = self.open_one()
+                if s is None:
+                    break
+                alive.append(s)
+            self.sockets = alive
+            self.stop.wait(0.5)
+
+    def __enter__(self):
+        self.thread.start()
+        for _ in range(100):  # all connected
+            if len(self.sockets) >= self.count:
+                break
+            time.sleep(0.1)
+        time.sleep(1.5)  # their replies have stopped moving
+        return self
+
+    def __exit__(self, *exc):
+        self.stop.set()
+        self.thread.join(10)
+        for s in self.sockets:
+            s.close()
+
+
+def keepalive_scrape(sock):
+    """One GET /healthz on a kept-alive connection: True when answered."""
+    try:
+        sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        data = b""
+        while not data.endswith(b"ok\n"):
+            chunk = sock.recv(4096)
+            if not chunk:
+                return False
+            data += chunk
+        return data.startswith(b"HTTP/1.1 200")
+    except OSError:
+        return False
+
+
+def slow_readers(env, tmp):
+    port = free_port()
+    agent = start(["agent", "--listen", f"127.0.0.1:{port}", "--nvml-library", FAKE_NVML, "--interval", "0.2"],
+                  "serving", env, os.path.join(tmp, "agent_readers.err"))
+    try:
+        for _ in range(50):
+            if request(port, "/metrics")[0] == 200:
+                break
+            time.sleep(0.1)
+        idle_rss = rss_mb(agent.pid)
+        scraper = socket.create_connection(("127.0.0.1", port), timeout=5)
+        kept = keepalive_scrape(scraper)
+        statuses, worst, kept_all = [], 0.0, kept
+        with SlowReaders(port) as readers:
+            end = time.monotonic() + 8
+            last_keepalive = time.monotonic()
+            while time.monotonic() < end:
+                status, _, took = request(port, "/metrics", timeout=5)
+                statuses.append(status)
+                worst = max(worst, took)
+                if time.monotonic() - last_keepalive >= 1.0:
+                    kept_all = kept_all and keepalive_scrape(scraper)
+                    last_keepalive = time.monotonic()
+                time.sleep(0.25)
+            rss_under = rss_mb(agent.pid)
+            held = len(readers.sockets)
+        scraper.close()
+        check("600 readers that never read: every fresh scrape beside them 200", all(s == 200 for s in statuses),
+              f"{len(statuses)} scrapes: {sorted(set(statuses))}, {held} readers held, {readers.replaced} replaced")
+        check("600 readers that never read: every scrape answered within 1 s", worst <= 1.0, f"slowest {worst:.3f} s")
+        check("600 readers that never read: a keep-alive scraper idle between scrapes keeps its connection", kept_all)
+        check("600 readers that never read: agent RSS within 128 MB of idle", rss_under - idle_rss <= 128,
+              f"idle {idle_rss:.1f} MB, under {rss_under:.1f} MB")
+    finally:
+        agent.kill()
+        agent.wait()
+
+
+# ---- bcrypt fairness after a reload and a restart ----
+
+def bcrypt_fairness(env, tmp):
+    import crypt  # noqa: deprecated in 3.11, present in 3.11 and 3.12
+    hashed = crypt.crypt("s3cret", crypt.mksalt(crypt.METHOD_BLOWFISH, rounds=1024))
+    web = os.path.join(tmp, "web_auth.yml")
+    with open(web, "w") as f:
+        f.write(f"basic_auth_users:\n  prometheus: '{hashed}'\n")
+    good = {"Authorization": "Basic " + base64.b64encode(b"prometheus:s3cret").decode()}
+    port = free_port()
+    args = ["agent", "--listen", f"127.0.0.1:{port}", "--nvml-library", FAKE_NVML, "--interval", "0.2",
+            "--web-config-file", web]
+
+    def attack_and_probe(label):
+        stop = threading.Event()
+        sent = [0]
+
+        def guesses(t):
+            i = 0
+            while not stop.is_set():
+                cred = base64.b64encode(f"prometheus:guess-{label}-{t}-{i}".encode()).decode()
+                request(port, "/metrics", {"Authorization": "Basic " + cred}, timeout=30)
+                sent[0] += 1
+                i += 1
+
+        threads = [threading.Thread(target=guesses, args=(t,), daemon=True) for t in range(150)]
+        for t in threads:
+            t.start()
+        time.sleep(1.0)  # the lane is full of guesses
+        statuses, worst = [], 0.0
+        end = time.monotonic() + 6
+        while time.monotonic() < end:
+            status, _, took = request(port, "/metrics", good, timeout=10, source="127.0.0.2")
+            statuses.append(status)
+            worst = max(worst, took)
+            time.sleep(0.3)
+        stop.set()
+        for t in threads:
+            t.join(35)
+        check(f"150 threads of wrong passwords {label}: the right password from another host is 200 every time",
+              all(s == 200 for s in statuses), f"{len(statuses)} tries: {sorted(set(statuses))}, {sent[0]} guesses sent")
+        check(f"150 threads of wrong passwords {label}: the right password answered within 2 s", worst <= 2.0,
+              f"slowest {worst:.3f} s")
+
+    agent = start(args, "serving", env, os.path.join(tmp, "agent_fair.err"))
+    try:
+        for _ in range(50):
+            if request(port, "/metrics", good, timeout=10)[0] == 200:
+                break
+            time.sleep(0.1)
+        agent.send_signal(1)  # SIGHUP: the same file again
+        time.sleep(0.5)
+        attack_and_probe("after a SIGHUP")
+    finally:
+        agent.kill()
+        agent.wait()
+    agent = start(args, "serving", env, os.path.join(tmp, "agent_fair2.err"))
+    try:
+        attack_and_probe("after a restart")
+    finally:
+        agent.kill()
+        agent.wait()
+
+
+# ---- the clients against endless heads and deep nesting ----
+
+class Misbehaving:
+    """A server on loopback answering every request with `mode`'s reply."""
+
+    def __init__(self, mode, size=0):
+        self.mode, self.size = mode, size
+        self.listener = socket.socket()
+        self.listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.listener.bind(("127.0.0.1", 0))
+        self.listener.listen(16)
+        self.port = self.listener.getsockname()[1]
+        self.stop = threading.Event()
+        threading.Thread(target=self.accept_loop, daemon=True).start()
+
+    def accept_loop(self):
+        self.listener.settimeout(0.2)
+        while not self.stop.is_set():
+            try:
+                conn, _ = self.listener.accept()
+            except OSError:
+                continue
+            threading.Thread(target=self.answer, args=(conn,), daemon=True).start()
+
+    def answer(self, conn):
+        try:
+            conn.settimeout(5)
+            conn.recv(65536)
+            if self.mode == "endless-head":
+                conn.sendall(b"HTTP/1.1 200 OK\r\n")
+                pad = (b"X-Pad: " + b"a" * 1000 + b"\r\n") * 64
+                end = time.monotonic() + 30
+                while not self.stop.is_set() and time.monotonic() < end:
+                    conn.sendall(pad)
+            elif self.mode == "deep":
+                conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: "
+                             + str(self.size).encode() + b"\r\n\r\n")
+                chunk = b"[" * (1 << 20)
+                for _ in range(self.size >> 20):
+                    conn.sendall(chunk)
+        except OSError:
+            pass
+        finally:
+            conn.close()
+
+    def close(self):
+        self.stop.set()
+        self.listener.close()
+
+
+def client_caps(env, tmp):
+    server = Misbehaving("endless-head")
+    url = f"http://127.0.0.1:{server.port}"
+    try:
+        code, err, took, peak = run_measured(["fleet", "--prometheus", url, "--timeout", "20"])
+        check("fleet against an endless reply head: refused at 64 KiB, at once, in little memory",
+              code == 3 and "head is over 64 KiB" in err and took < 8 and peak < 100,
+              f"exit {code}, {took:.1f} s, peak {peak:.0f} MB: {err.strip()[-200:]}")
+        code, err, took, peak = run_measured(["record", "--dcgm-exporter", url + "/metrics", "--store",
+                                              os.path.join(tmp, "dcgm.db"), "--", "true"], env)
+        check("record --dcgm-exporter against an endless reply head: refused at 64 KiB in little memory",
+              "head is over 64 KiB" in err and took < 15 and peak < 100,
+              f"exit {code}, {took:.1f} s, peak {peak:.0f} MB: {err.strip()[-200:]}")
+        code, err, took, peak = run_measured(["record", "--nvml-library", FAKE_NVML, "--store", os.path.join(tmp, "ml.db"),
+                                              "--mlflow", url, "--", "sh", "-c", "exit 7"], env)
+        check("record --mlflow against an endless reply head: the job's exit code, the head refused, little memory",
+              code == 7 and "head is over 64 KiB" in err and peak < 100,
+              f"exit {code}, {took:.1f} s, peak {peak:.0f} MB: {err.strip()[-300:]}")
+    finally:
+        server.close()
+
+    server = Misbehaving("deep", 100 << 20)
+    try:
+        code, err, took, peak = run_measured(["fleet", "--prometheus", f"http://127.0.0.1:{server.port}", "--timeout", "30"])
+        check("fleet against 100 MiB of '[': refused as nested too deep, memory near the reply's own size",
+              code == 3 and "nesting deeper than 32" in err and peak < 300,
+              f"exit {code}, {took:.1f} s, peak {peak:.0f} MB: {err.strip()[-200:]}")
+    finally:
+        server.close()
+    server = Misbehaving("deep", 15 << 20)
+    try:
+        code, err, took, peak = run_measured(["record", "--nvml-library", FAKE_NVML, "--store", os.path.join(tmp, "ml2.db"),
+                                              "--mlflow", f"http://127.0.0.1:{server.port}", "--", "sh", "-c", "exit 5"],
+                                             env)
+        check("record --mlflow against 15 MiB of '[': the job's exit code, the reply refused as nested too deep",
+              code == 5 and "nested deeper than 32" in err and peak < 150,
+              f"exit {code}, {took:.1f} s, peak {peak:.0f} MB: {err.strip()[-300:]}")
+    finally:
+        server.close()
+
+
+# ---- a reload never drops TLS or basic auth ----
+
+def reload_guard(env, tmp):
+    import crypt  # noqa
+    hashed = crypt.crypt("s3cret", crypt.mksalt(crypt.METHOD_BLOWFISH, rounds=16))
+    hashed2 = crypt.crypt("n3w", crypt.mksalt(crypt.METHOD_BLOWFISH, rounds=16))
+    key, crt = os.path.join(tmp, "guard.key"), os.path.join(tmp, "guard.crt")
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=guard",
+                    "-keyout", key, "-out", crt], check=True, capture_output=True)
+    web = os.path.join(tmp, "guard.yml")
+    full = f"tls_server_config:\n  cert_file: {crt}\n  key_file: {key}\nbasic_auth_users:\n  prometheus: '{hashed}'\n"
+    with open(web, "w") as f:
+        f.write(full)
+    port = free_port()
+    err_path = os.path.join(tmp, "agent_guard.err")
+    agent = start(["agent", "--listen", f"127.0.0.1:{port}", "--nvml-library", FAKE_NVML, "--interval", "0.2",
+                   "--web-config-file", web], "serving", env, err_path)
+    context = ssl.create_default_context(cafile=crt)
+    context.check_hostname = False
+
+    def tls_status(password):
+        try:
+            raw = socket.create_connection(("127.0.0.1", port), timeout=5)
+            s = context.wrap_socket(raw)
+            auth = base64.b64encode(f"prometheus:{password}".encode()).decode()
+            s.sendall(f"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\nAuthorization: Basic {auth}\r\n\r\n".encode())
+            status = int(s.recv(100).split(b" ")[1])
+            s.close()
+            return status
+        except (OSError, ValueError, IndexError):
+            return 0
+
+    try:
+        check("reload guard: the agent serves TLS with auth", tls_status("s3cret") == 200)
+        for label, text in (("an empty file", ""), ("a comment-only file", "# rotated\n"),
+                            ("a file without basic_auth_users", full.split("basic_auth_users")[0])):
+            with open(web, "w") as f:
+                f.write(text)
+            agent.send_signal(1)
+            time.sleep(0.6)
+            with open(err_path) as f:
+                said = f.read().splitlines()[-1]
+            plain = request(port, "/metrics")[0]
+            check(f"reload guard: SIGHUP with {label} is refused and TLS and passwords stay on",
+                  "not reloaded" in said and tls_status("s3cret") == 200 and tls_status("wrong") == 401 and plain != 200,
+                  f"said: {said[-160:]}; plain HTTP got {plain}")
+        with open(web, "w") as f:
+            f.write(full.replace(hashed, hashed2))
+        agent.send_signal(1)
+        time.sleep(0.6)
+        check("reload guard: a complete new config is taken (the new password works, the old one no longer)",
+              tls_status("n3w") == 200 and tls_status("s3cret") == 401)
+    finally:
+        agent.kill()
+        agent.wait()
+
+
+def main():
+    tmp = tempfile.mkdtemp()
+    try:
+        scenario = os.path.join(tmp, "scenario")
+        with open(scenario, "w") as f:
+            for i in range(8):
+                f.write(f'device name="NVIDIA H100 80GB HBM3" uuid=GPU-{i} bus=00000000:{16 + i:02x}:00.0 '
+                        'power_limit_w=700 max_sm_mhz=1980\n')
+            f.write("series gpu_util 70 90 10\nseries power_w 400\n")
+        env = dict(os.environ, GPUTRIAGE_FAKE_NVML_SCENARIO=scenario)
+        env.pop("MLFLOW_TRACKING_URI", None)
+        only = sys.argv[3:]
+        for name, fn in (("slow_readers", slow_readers), ("bcrypt_fairness", bcrypt_fairness),
+                         ("client_caps", client_caps), ("reload_guard", reload_guard)):
+            if not only or name in only:
+                fn(env, tmp)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    print(f"{len(failures)} failure(s)")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

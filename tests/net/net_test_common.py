@@ -1,0 +1,56 @@
+"""What the network campaigns share: free ports, a process's RSS, and starting
+gputriage's servers until they say they are ready."""
+import os
+import socket
+import subprocess
+import time
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def rss_mb(pid):
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0
+
+
+def start_server(binary, args, ready_text, env, stderr_path):
+    """Starts `binary args`, its stderr into `stderr_path`, until `ready_text` appears there (10 s)."""
+    env = dict(os.environ if env is None else env)
+    # Under AddressSanitizer every freed block waits in a quarantine (256 MB by
+    # default) that RSS counts: a small one keeps the RSS checks about the server's
+    # own memory (a release build ignores the setting).
+    env["ASAN_OPTIONS"] = ":".join(filter(None, [env.get("ASAN_OPTIONS", ""), "quarantine_size_mb=16"]))
+    err = open(stderr_path, "w")
+    p = subprocess.Popen([binary] + args, stdout=subprocess.DEVNULL, stderr=err, env=env)
+    for _ in range(200):
+        time.sleep(0.05)
+        with open(stderr_path) as f:
+            if ready_text in f.read():
+                return p
+        if p.poll() is not None:
+            break
+    with open(stderr_path) as f:
+        print(f.read())
+    raise SystemExit(f"FAIL: {args[0]} did not start")
+
+
+failures = []
+
+
+def check(what, ok, detail=""):
+    """Prints one check's outcome; a failed one is remembered in `failures`."""
+    print(("ok: " if ok else "FAIL: ") + what + (f" ({detail})" if detail else ""), flush=True)
+    if not ok:
+        failures.append(what)

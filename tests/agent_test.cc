@@ -1,5 +1,6 @@
 // The agent's parts: the exposition formats, a process's job from its cgroup,
 // and the bounded sliding window.
+#include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -211,7 +212,26 @@ TEST(YamlTree, ErrorsNameFileAndLine) {
             ", *" + char(c - 1) + ", *" + char(c - 1) + "]\n";
   auto exploded = ParseYaml(bomb, "bomb.yml");
   ASSERT_FALSE(exploded.ok());
-  EXPECT_NE(exploded.status().message().find("100,000"), std::string::npos) << exploded.status().message();
+  EXPECT_NE(exploded.status().message().find("aliases"), std::string::npos) << exploded.status().message();
+}
+
+TEST(YamlTree, DeepNestingAndManyKeysAreBoundedWhileReading) {
+  // Issue 41: the depth was checked only after libyaml had loaded the whole
+  // document, and duplicate keys were found by a linear search (quadratic).
+  auto deep = ParseYaml("a: " + std::string(500'000, '['), "deep.yml");
+  ASSERT_FALSE(deep.ok());
+  EXPECT_NE(deep.status().message().find("deep.yml:1: nested too deeply"), std::string::npos) << deep.status().message();
+  std::string many;
+  for (int i = 0; i < 40'000; ++i) many += "k" + std::to_string(i) + ": 1\n";
+  const auto t0 = std::chrono::steady_clock::now();
+  auto wide = ParseYaml(many, "wide.yml");
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ASSERT_TRUE(wide.ok()) << wide.status().message();
+  EXPECT_EQ(wide->members.size(), 40'000u);
+  EXPECT_LT(seconds, 5.0);  // a linear search per key took minutes; this takes tens of milliseconds
+  auto big = ParseYaml(std::string(2 << 20, '#'), "big.yml");
+  ASSERT_FALSE(big.ok());
+  EXPECT_NE(big.status().message().find("over 1 MiB"), std::string::npos);
 }
 
 TEST(WebConfig, ReadsExporterToolkitFormat) {

@@ -122,6 +122,11 @@ expect "with a token: a wrong one is 401" "$(code -H "Authorization: Bearer ${to
 expect "with a token: the bearer header" "$(code -H "Authorization: Bearer $token" "$tbase/api/runs")" 200
 expect "with a token: ?token= sets a cookie and redirects" "$(code -c "$tmp/jar" "$tbase/runs/2?token=$token")" 303
 expect "with a token: the cookie then serves" "$(code -b "$tmp/jar" "$tbase/api/runs/2/report")" 200
+location() { curl -s -o /dev/null -D - "$@" | tr -d '\r' | sed -n 's/^[Ll]ocation: //p'; }
+expect "with a token: the redirect never names another site (//host)" \
+  "$(location "$tbase//attacker.example/x?token=$token")" "/attacker.example/x"
+expect "with a token: a decoded line break cannot add a header" \
+  "$(curl -s -o /dev/null -D - "$tbase/a%0d%0aSet-Cookie:%20evil=1?token=$token" | grep -ci '^set-cookie: evil')" 0
 expect "with a token: any Host name (the token guards it)" "$(code -H "Host: gpu-box.example" -H "Authorization: Bearer $token" "$tbase/api/runs")" 200
 
 # Issue 24: serve takes the agent's web config: TLS and basic auth (its users

@@ -48,6 +48,7 @@ constexpr size_t kDrainBytes = 16 << 20;
 // gives way first at the connection cap.
 constexpr int64_t kStuckMs = 1000;
 constexpr int64_t kDrainGraceMs = 200;
+constexpr int64_t kAcceptPauseMs = 100;
 // The kernel's send buffer per connection (it doubles this): a client that
 // never reads holds at most this much of the host's memory, where autotuning
 // would let each grow to megabytes (600 such readers: gigabytes of the
@@ -202,6 +203,7 @@ struct HttpServer::Impl {
   std::unordered_map<uint64_t, std::unique_ptr<Connection>> connections;
   uint64_t next_id = 2;
   int64_t last_sweep_ns = 0;
+  int64_t accept_paused_until_ns = 0;  // 0: accepting
 
   // Counted by the loop thread, read by any.
   std::atomic<uint64_t> accepted{0}, open{0}, requests{0}, too_large{0}, head_timeouts{0}, idle_closed{0},
@@ -287,6 +289,7 @@ struct HttpServer::Impl {
       if (now - last_sweep_ns >= 100 * kMs) {
         last_sweep_ns = now;
         Sweep(now);
+        ResumeAcceptingWhenDue(now);
       }
     }
     // No more connections: those the kernel accepted for us but the loop never
@@ -312,6 +315,26 @@ struct HttpServer::Impl {
   /// its client never took. A plain close queues the FIN behind the unsent
   /// bytes, and a client that never reads keeps the orphaned socket and its
   /// send buffer in the kernel for minutes (and never learns it was dropped).
+  /// Out of descriptors with none to free: the listening socket rests for
+  /// kAcceptPauseMs (the sweep re-arms it), its backlog kept.
+  void PauseAccepting() {
+    if (accept_paused_until_ns != 0) return;
+    epoll_event ev{};
+    ev.events = 0;
+    ev.data.u64 = kListenId;
+    epoll_ctl(epoll_fd, EPOLL_CTL_MOD, listen_fd, &ev);
+    accept_paused_until_ns = NowNs() + kAcceptPauseMs * kMs;
+  }
+
+  void ResumeAcceptingWhenDue(int64_t now) {
+    if (accept_paused_until_ns == 0 || now < accept_paused_until_ns) return;
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.u64 = kListenId;
+    epoll_ctl(epoll_fd, EPOLL_CTL_MOD, listen_fd, &ev);
+    accept_paused_until_ns = 0;
+  }
+
   void Close(uint64_t id, bool abort = false) {
     auto it = connections.find(id);
     if (it == connections.end()) return;
@@ -336,8 +359,15 @@ struct HttpServer::Impl {
       socklen_t len = sizeof addr;
       const int fd = accept4(listen_fd, reinterpret_cast<sockaddr*>(&addr), &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
       if (fd < 0) {
-        // EMFILE/ENFILE: out of descriptors. The pending connection stays in
-        // the backlog; the next sweep's closes make room.
+        const int error = errno;
+        if (error == EINTR || error == ECONNABORTED) continue;
+        // EMFILE/ENFILE: out of descriptors. A connection gives way as at the
+        // cap and the accept is tried again; with none to give, the listening
+        // socket is left out of the loop's wait for a moment. (Left in, it
+        // stays readable and the loop spins a core until a descriptor frees.)
+        const bool out_of_descriptors = error == EMFILE || error == ENFILE;
+        if (out_of_descriptors && MakeRoom()) continue;
+        if (out_of_descriptors) PauseAccepting();
         return;
       }
       accepted.fetch_add(1);
@@ -645,7 +675,12 @@ struct HttpServer::Impl {
     head += "Date: " + HttpDate() + "\r\n";
     if (length > 0 || response.status != 204) head += "Content-Type: " + response.content_type + "\r\n";
     if (response.status != 204 && response.status != 304) head += "Content-Length: " + std::to_string(length) + "\r\n";
-    for (const auto& [name, value] : response.headers) head += name + ": " + value + "\r\n";
+    for (const auto& [name, value] : response.headers) {
+      // A line break in a header would end it and begin one the handler never
+      // meant (a reflected value): such a header is not sent.
+      if (name.find_first_of("\r\n:") != std::string::npos || value.find_first_of("\r\n") != std::string::npos) continue;
+      head += name + ": " + value + "\r\n";
+    }
     if (close_after) head += "Connection: close\r\n";
     head += "\r\n";
     c.out_head = std::move(head);

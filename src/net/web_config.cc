@@ -124,9 +124,11 @@ Status CheckExtraHeader(const std::string& path, const YamlNode& node, const std
 StatusOr<WebConfig> LoadWebConfig(const std::string& path) {
   std::ifstream in(path);
   if (!in) return IoError("--web-config-file " + path + ": cannot be read");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  auto doc = ParseYaml(ss.str(), path);
+  // At most a byte past ParseYaml's limit is read: a huge file is refused by size.
+  std::string text(size_t{1} << 20 | 1, '\0');
+  in.read(text.data(), static_cast<std::streamsize>(text.size()));
+  text.resize(static_cast<size_t>(in.gcount()));
+  auto doc = ParseYaml(text, path);
   if (!doc.ok()) return doc.status();
   WebConfig c;
   c.path = path;

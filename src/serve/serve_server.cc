@@ -1,5 +1,7 @@
 #include "src/serve/serve_server.h"
 
+#include <cctype>
+#include <cstring>
 #include <optional>
 #include <regex>
 
@@ -14,6 +16,25 @@ namespace gputriage {
 namespace {
 
 constexpr const char* kCookie = "gputriage_token";
+
+/// The decoded request path as a Location on this server: percent-encoded
+/// again (a decoded "%0d%0a" would have ended the header and begun another),
+/// and never "//host/..." (a path that a browser reads as another site).
+std::string SameSiteRedirectPath(const std::string& path) {
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  std::string out = "/";
+  size_t i = 0;
+  while (i < path.size() && (path[i] == '/' || path[i] == '\\')) ++i;
+  for (; i < path.size(); ++i) {
+    const auto c = static_cast<unsigned char>(path[i]);
+    if (std::isalnum(c) || std::strchr("-._~/!$&'()*+,;=:@", c) != nullptr) {
+      out.push_back(static_cast<char>(c));
+    } else {
+      out += {'%', kHex[c >> 4], kHex[c & 15]};
+    }
+  }
+  return out;
+}
 
 /// Equal without telling, by its timing, how much of a guess was right.
 bool SameSecret(const std::string& a, const std::string& b) {
@@ -116,7 +137,7 @@ struct ServeServer::Impl {
         // A link with the token: keep it in a cookie and drop it from the address bar.
         HttpResponse res = HttpResponse::Text(303, "");
         res.SetHeader("Set-Cookie", std::string(kCookie) + "=" + token + "; Path=/; HttpOnly; SameSite=Strict");
-        std::string target = req.path;
+        std::string target = SameSiteRedirectPath(req.path);
         std::string sep = "?";
         for (const auto& [k, v] : req.query) {
           if (k == "token") continue;

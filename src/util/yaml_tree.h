@@ -38,7 +38,8 @@ inline const YamlNode* YamlNode::Find(const std::string& key) const {
 
 /// Parses the first document of `text` (`path` names it in errors). An empty
 /// file is a null node. Errors: YAML syntax (with line and column), aliases
-/// (not needed by any config here), non-scalar mapping keys, duplicate keys.
+/// (not needed by any config here), non-scalar mapping keys, duplicate keys,
+/// nesting over 64 levels, over 100,000 values or 1 MiB (checked as it reads).
 StatusOr<YamlNode> ParseYaml(const std::string& text, const std::string& path);
 
 }  // namespace gputriage

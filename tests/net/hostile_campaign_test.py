@@ -14,6 +14,8 @@ a class, on loopback, bounded in count and time (about a minute and a half):
                    error that says so, its peak RSS under 100 MB
   client nesting   fleet against 100 MiB of '[' and MLflow against 15 MiB of '[':
                    refused as nested too deep, peak RSS far below the tree's cost
+  fd limit         the agent at 48 descriptors with 100 silent clients: it does not
+                   spin (under 0.3 s of CPU in 3 s) and a scrape still gets 200
   reload guard     an empty, a comment-only and an auth-less web config on SIGHUP
                    are refused (TLS and passwords stay on); a complete one is taken
 
@@ -372,6 +374,41 @@ def client_caps(env, tmp):
         server.close()
 
 
+# ---- out of descriptors ----
+
+def cpu_seconds(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def fd_limit(env, tmp):
+    port = free_port()
+    agent = start_server("prlimit", ["--nofile=48:48", BIN, "agent", "--listen", f"127.0.0.1:{port}", "--nvml-library",
+                                     FAKE_NVML, "--interval", "0.2"], "serving", env, os.path.join(tmp, "agent_fd.err"))
+    silent = []
+    try:
+        for _ in range(100):
+            try:
+                silent.append(socket.create_connection(("127.0.0.1", port), timeout=2))
+            except OSError:
+                break
+        time.sleep(1.2)  # they are past kStuckMs: the ones to give way
+        before = cpu_seconds(agent.pid)
+        time.sleep(3)
+        spent = cpu_seconds(agent.pid) - before
+        status, _, took = request(port, "/metrics", timeout=5)
+        check("out of descriptors with 100 silent clients: the agent does not spin", spent < 0.3,
+              f"{spent:.2f} s of CPU in 3 s")
+        check("out of descriptors: a scrape still gets 200 (a silent client gives way)", status == 200 and took < 2.5,
+              f"{status} in {took:.2f} s")
+    finally:
+        for s in silent:
+            s.close()
+        agent.kill()
+        agent.wait()
+
+
 # ---- a reload never drops TLS or basic auth ----
 
 def reload_guard(env, tmp):
@@ -442,7 +479,7 @@ def main():
         env.pop("MLFLOW_TRACKING_URI", None)
         only = sys.argv[3:]
         for name, fn in (("slow_readers", slow_readers), ("bcrypt_fairness", bcrypt_fairness),
-                         ("client_caps", client_caps), ("reload_guard", reload_guard)):
+                         ("client_caps", client_caps), ("fd_limit", fd_limit), ("reload_guard", reload_guard)):
             if not only or name in only:
                 fn(env, tmp)
     finally:

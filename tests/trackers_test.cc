@@ -1,7 +1,15 @@
 // Trackers: TensorBoard's record framing and event bytes against the reference
 // vectors (docs: ../shared/reference/gpu-metrics.md §5.3), the window feed's
 // time weighting, and the worker's promise that a dead tracker never blocks.
+#include <signal.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
 #include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <string>
 #include <thread>
 
@@ -31,6 +39,56 @@ TEST(TensorBoard, RecordsMatchTheReferenceBytes) {
             "1800000000000000a37f4b220900000040fc54d9411a0d627261696e2e4576656e743a32eced8f9d");
   EXPECT_EQ(Hex(TfRecord(ScalarEvent(1700000001.0, 10, "gpu/sm_active", 0.75f))),
             "2300000000000000b09f77430900004040fc54d941100a2a160a140a0d6770752f736d5f616374697665150000403f246a88a5");
+}
+
+/// The records of a TFRecord file, as TensorBoard's reader walks them: false
+/// when the file ends inside a record.
+bool WholeRecords(const std::string& path, int* count) {
+  std::ifstream in(path, std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  size_t at = 0;
+  *count = 0;
+  while (at < bytes.size()) {
+    if (bytes.size() - at < 12) return false;
+    uint64_t length = 0;
+    std::memcpy(&length, bytes.data() + at, 8);
+    if (bytes.size() - at < 16 + length) return false;
+    at += 16 + length;
+    ++*count;
+  }
+  return true;
+}
+
+TEST(TensorBoard, AFullDiskNeverLeavesATornRecord) {
+  // Issue 41: after ENOSPC the event file ended in part of a record, which
+  // TensorBoard reads as corruption. A file-size limit makes the same short
+  // write here (EFBIG where a full disk gives ENOSPC).
+  const std::string dir = ::testing::TempDir() + "tb_full_" + std::to_string(getpid());
+  auto writer = TensorBoardWriter::Open(dir, 1'700'000'000 * kNsPerS);
+  ASSERT_TRUE(writer.ok()) << writer.status().message();
+  std::vector<TrackerPoint> points(1);
+  points[0].t_ns = 1'700'000'001 * kNsPerS;
+  for (int i = 0; i < 50; ++i) points[0].values.emplace_back("gpu/metric_" + std::to_string(i), i);
+  ASSERT_TRUE((*writer)->Log(points).ok());
+  const auto written = std::filesystem::file_size((*writer)->path());
+  rlimit old {};
+  getrlimit(RLIMIT_FSIZE, &old);
+  const auto previous = signal(SIGXFSZ, SIG_IGN);
+  rlimit small = old;
+  small.rlim_cur = written + 300;  // room for part of the next record, not all of it
+  ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &small), 0);
+  const Status full = (*writer)->Log(points);
+  setrlimit(RLIMIT_FSIZE, &old);
+  signal(SIGXFSZ, previous);
+  ASSERT_FALSE(full.ok());
+  EXPECT_NE(full.message().find("keeps its whole records"), std::string::npos) << full.message();
+  int records = 0;
+  EXPECT_TRUE(WholeRecords((*writer)->path(), &records));
+  EXPECT_EQ(records, 2);  // the file version and the first point
+  ASSERT_TRUE((*writer)->Log(points).ok());  // room again: writing goes on
+  EXPECT_TRUE(WholeRecords((*writer)->path(), &records));
+  EXPECT_EQ(records, 3);
+  std::filesystem::remove_all(dir);
 }
 
 TEST(TrackerFeed, WindowsAreTimeWeighted) {

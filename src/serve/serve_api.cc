@@ -76,12 +76,58 @@ std::optional<double> NumericKey(const RunListing& r, const std::string& key) {
 
 StatusOr<std::unique_ptr<ServeApi>> ServeApi::Open(const std::string& store_location) {
   ASSIGN_OR_RETURN(auto store, RunStore::OpenForReading(store_location));
-  return std::make_unique<ServeApi>(std::move(store));
+  return std::make_unique<ServeApi>(std::move(store), store_location);
 }
 
+std::unique_ptr<RunStore> ServeApi::TakeReader(ApiResponse* refused) {
+  {
+    std::lock_guard<std::mutex> lock(readers_mu_);
+    if (diagnosing_ >= kDiagnosesAtOnce) {
+      *refused = Error(503, "busy: " + std::to_string(kDiagnosesAtOnce) + " runs are being diagnosed; try again shortly");
+      return nullptr;
+    }
+    ++diagnosing_;
+    if (!readers_.empty()) {
+      auto reader = std::move(readers_.back());
+      readers_.pop_back();
+      return reader;
+    }
+  }
+  auto opened = RunStore::OpenForReading(location_);
+  if (opened.ok()) return std::move(*opened);
+  *refused = Error(opened.status());
+  std::lock_guard<std::mutex> lock(readers_mu_);
+  --diagnosing_;
+  return nullptr;
+}
+
+void ServeApi::GiveBack(std::unique_ptr<RunStore> reader) {
+  std::lock_guard<std::mutex> lock(readers_mu_);
+  --diagnosing_;
+  if (reader) readers_.push_back(std::move(reader));
+}
+
+/// Holds a reader and its slot for one request; gives both back at its end.
+class ServeApi::ReaderLease {
+ public:
+  explicit ReaderLease(ServeApi& api) : api_(api), reader_(api.TakeReader(&refused_)) {}
+  ~ReaderLease() {
+    if (reader_) api_.GiveBack(std::move(reader_));
+  }
+  RunStore* get() const { return reader_.get(); }
+  const ApiResponse& refused() const { return refused_; }
+
+ private:
+  ServeApi& api_;
+  ApiResponse refused_;
+  std::unique_ptr<RunStore> reader_;
+};
+
 ApiResponse ServeApi::Get(std::string_view path, const std::multimap<std::string, std::string>& query) {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (path == "/api/runs" || path == "/api/runs/") return Runs(query);
+  if (path == "/api/runs" || path == "/api/runs/") {
+    std::lock_guard<std::mutex> lock(mu_);
+    return Runs(query);
+  }
   if (path == "/api/compare") return Compare(query);
   constexpr std::string_view kRuns = "/api/runs/";
   if (path.substr(0, kRuns.size()) == kRuns) {
@@ -179,18 +225,24 @@ ApiResponse ServeApi::Runs(const std::multimap<std::string, std::string>& query)
 }
 
 ApiResponse ServeApi::RunDocument(int64_t id, bool charts) {
-  if (auto it = rendered_.find(id); it != rendered_.end())
-    return {200, "application/json", charts ? it->second.charts : it->second.report};
-  auto stored = DiagnoseStoredRun(*store_, id);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (auto it = rendered_.find(id); it != rendered_.end())
+      return {200, "application/json", charts ? it->second.charts : it->second.report};
+  }
+  ReaderLease reader(*this);
+  if (reader.get() == nullptr) return reader.refused();
+  auto stored = DiagnoseStoredRun(*reader.get(), id);
   if (!stored.ok()) return Error(stored.status());
   JsonOptions json;
   json.indent = -1;
   Rendered r{RenderJson(stored->run, stored->diagnosis, json), RenderChartJson(stored->run, stored->diagnosis)};
   ApiResponse out{200, "application/json", charts ? r.charts : r.report};
   // Only a finished run's documents are final; a recording in progress is read again.
+  std::lock_guard<std::mutex> lock(mu_);
   if (!listings_.count(id)) (void)RefreshListings();
   auto listed = listings_.find(id);
-  if (listed != listings_.end() && listed->second.info.status == "complete") {
+  if (listed != listings_.end() && listed->second.info.status == "complete" && !rendered_.count(id)) {
     if (rendered_.size() >= kCachedReports) {
       rendered_.erase(rendered_order_.front());
       rendered_order_.erase(rendered_order_.begin());
@@ -204,10 +256,12 @@ ApiResponse ServeApi::RunDocument(int64_t id, bool charts) {
 ApiResponse ServeApi::Compare(const std::multimap<std::string, std::string>& query) {
   const auto a = ParseId(Param(query, "a")), b = ParseId(Param(query, "b"));
   if (!a || !b) return Error(400, "compare needs two run ids: /api/compare?a=ID&b=ID");
+  ReaderLease reader(*this);
+  if (reader.get() == nullptr) return reader.refused();
   // Each side as `compare` diagnoses it: recorded settings, no judging against its experiment.
-  auto run_a = DiagnoseStoredRun(*store_, *a, /*judge_history=*/false);
+  auto run_a = DiagnoseStoredRun(*reader.get(), *a, /*judge_history=*/false);
   if (!run_a.ok()) return Error(run_a.status());
-  auto run_b = DiagnoseStoredRun(*store_, *b, /*judge_history=*/false);
+  auto run_b = DiagnoseStoredRun(*reader.get(), *b, /*judge_history=*/false);
   if (!run_b.ok()) return Error(run_b.status());
   const Comparison c = CompareRuns("run " + std::to_string(*a), run_a->run, run_a->diagnosis, "run " + std::to_string(*b),
                                    run_b->run, run_b->diagnosis);
@@ -215,7 +269,9 @@ ApiResponse ServeApi::Compare(const std::multimap<std::string, std::string>& que
 }
 
 ApiResponse ServeApi::Experiment(const std::string& name) {
-  auto runs = LoadExperiment(*store_, name);
+  ReaderLease reader(*this);
+  if (reader.get() == nullptr) return reader.refused();
+  auto runs = LoadExperiment(*reader.get(), name);
   if (!runs.ok()) return Error(runs.status());
   if (runs->empty()) return Error(404, "no complete run is named " + name);
   return {200, "application/json", RenderExperimentJson(name, *runs)};

@@ -31,10 +31,17 @@ class ServeApi {
  public:
   /// Opens `store_location` (a file or postgresql:// URL) for reading.
   static StatusOr<std::unique_ptr<ServeApi>> Open(const std::string& store_location);
-  explicit ServeApi(std::unique_ptr<RunStore> store) : store_(std::move(store)) {}
+  /// `location` opens more readers of the same store for the requests that
+  /// diagnose runs (see ReaderLease).
+  ServeApi(std::unique_ptr<RunStore> store, std::string location)
+      : store_(std::move(store)), location_(std::move(location)) {}
 
   /// Answers one GET of an /api/ path; `query` holds its decoded parameters.
-  /// Safe from several threads at once (the store is used by one at a time).
+  /// Safe from several threads at once. The listing and the cache share one
+  /// lock and one store connection; a request that diagnoses runs (a report
+  /// not cached, a comparison, an experiment) does so outside that lock on a
+  /// reader of its own, at most kDiagnosesAtOnce together (503 beyond), so a
+  /// slow comparison never holds up /api/runs (it had: p50 8.4 s).
   ApiResponse Get(std::string_view path, const std::multimap<std::string, std::string>& query);
 
   const std::string& store_path() const { return store_->path(); }
@@ -43,6 +50,9 @@ class ServeApi {
   static constexpr size_t kCachedReports = 16;
   /// Rows one /api/runs page may ask for.
   static constexpr size_t kMaxPage = 5000;
+  /// Requests diagnosing runs at once: serve's handler threads are 4, so one
+  /// is always left for listings and pages.
+  static constexpr int kDiagnosesAtOnce = 3;
 
  private:
   ApiResponse Runs(const std::multimap<std::string, std::string>& query);
@@ -53,8 +63,18 @@ class ServeApi {
   /// findings and figures are read once and kept (they no longer change).
   Status RefreshListings();
 
-  std::mutex mu_;
+  /// A store reader for one diagnosing request and one of its slots; empty
+  /// (with an error response) when all slots are taken or the store cannot be opened.
+  class ReaderLease;
+  std::unique_ptr<RunStore> TakeReader(ApiResponse* refused);
+  void GiveBack(std::unique_ptr<RunStore> reader);
+
+  std::mutex mu_;  // listings_, rendered_ and store_
   std::unique_ptr<RunStore> store_;
+  std::string location_;
+  std::mutex readers_mu_;  // readers_ and diagnosing_
+  std::vector<std::unique_ptr<RunStore>> readers_;  // idle readers, kept for the next request
+  int diagnosing_ = 0;
   std::map<int64_t, RunListing> listings_;
   struct Rendered {
     std::string report;

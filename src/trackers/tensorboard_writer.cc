@@ -1,6 +1,7 @@
 #include "src/trackers/tensorboard_writer.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <array>
@@ -107,6 +108,8 @@ StatusOr<std::unique_ptr<TensorBoardWriter>> TensorBoardWriter::Open(const std::
                          static_cast<int>(getpid()));
   w->fd_ = open(w->path_.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   if (w->fd_ < 0) return IoError(w->path_ + ": cannot create the TensorBoard event file: " + std::strerror(errno));
+  struct stat st {};
+  if (fstat(w->fd_, &st) == 0) w->whole_size_ = st.st_size;
   RETURN_IF_ERROR(w->Append(FileVersionEvent(Seconds(started_ns))));
   return w;
 }
@@ -118,14 +121,28 @@ TensorBoardWriter::~TensorBoardWriter() {
 std::string TensorBoardWriter::Describe() const { return "TensorBoard " + path_; }
 
 Status TensorBoardWriter::Append(const std::string& event) {
+  if (torn_) return IoError(path_ + ": not written to since a record was cut short (see the earlier error)");
   const std::string record = TfRecord(event);
   size_t done = 0;
   while (done < record.size()) {
     const ssize_t n = write(fd_, record.data() + done, record.size() - done);
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return IoError(path_ + ": cannot write: " + std::strerror(errno));
+    if (n <= 0) {
+      const std::string why = n == 0 ? "nothing written" : std::strerror(errno);
+      // Part of a record would end the file for TensorBoard's reader (a bad
+      // length or checksum, and every later record lost with it): the part is
+      // cut off, so the file stays whole records and a later write can succeed
+      // once there is room (a full disk that frees up).
+      if (done > 0 && ftruncate(fd_, whole_size_) != 0) {
+        torn_ = true;
+        return IoError(path_ + ": cannot write (" + why + "), and the part written could not be removed (" +
+                       std::strerror(errno) + "): the file ends in a torn record; no more is written to it");
+      }
+      return IoError(path_ + ": cannot write: " + why + " (the file keeps its whole records)");
+    }
     done += static_cast<size_t>(n);
   }
+  whole_size_ += static_cast<off_t>(record.size());
   return Status::Ok();
 }
 

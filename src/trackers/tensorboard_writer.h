@@ -6,6 +6,8 @@
 // only in tensorboard_writer.cc.
 #pragma once
 
+#include <sys/types.h>
+
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -42,6 +44,8 @@ class TensorBoardWriter : public Tracker {
   int fd_ = -1;
   std::string path_;
   int64_t last_step_ = 0;
+  off_t whole_size_ = 0;  // the file's size after its last whole record
+  bool torn_ = false;     // a torn record could not be cut off: nothing more is written
 };
 
 }  // namespace gputriage

@@ -114,8 +114,10 @@ TEST(JobIdentity, TheGpusJobIsItsFirstContainerizedProcess) {
   EXPECT_EQ(plain.Key(), "pid:100");
   EXPECT_EQ(plain.command, "nvidia-smi");
   Labels labels = plain.ToLabels();
-  ASSERT_EQ(labels.size(), 1u);
+  ASSERT_EQ(labels.size(), 2u);
   EXPECT_EQ(labels[0].second, "nvidia-smi (pid 100)");
+  EXPECT_EQ(labels[1], (std::pair<std::string, std::string>("job_source", "process")));
+  EXPECT_EQ(JobIdentity{}.ToLabels(), (Labels{{"job_source", "none"}}));  // said, not left to the scrape target's labels
   EXPECT_TRUE(JobOfProcesses({999}, root.string()).empty());  // gone
   EXPECT_TRUE(JobOfProcesses({}, root.string()).empty());
   std::filesystem::remove_all(root);

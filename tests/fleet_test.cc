@@ -30,6 +30,22 @@ TEST(FleetLabels, TheSeriesOwnLabelsWinOverTheTargets) {
   EXPECT_EQ(honored.at("hostname"), "10.0.0.7:9401");  // the node by its target only when nothing else names it
 }
 
+TEST(FleetLabels, AnUnallocatedGpuIsNeverBilledToTheAgentsOwnPod) {
+  // Issue 41: a GPU without a job has no pod labels of its own, so under a
+  // PodMonitor it carried the agent's pod, and fleet billed its idle time there.
+  const LabelMap unallocated = CanonicalFleetLabels({{"namespace", "monitoring"}, {"pod", "gputriage-agent-7xk2p"},
+                                                     {"container", "agent"}, {"hostname", "node-3"}, {"uuid", "GPU-1"},
+                                                     {"job_source", "none"}});
+  EXPECT_EQ(unallocated.count("pod"), 0u);
+  EXPECT_EQ(unallocated.count("namespace"), 0u);
+  const LabelMap slurm = CanonicalFleetLabels({{"namespace", "monitoring"}, {"pod", "gputriage-agent-7xk2p"},
+                                               {"hpc_job", "4411"}, {"job_source", "slurm"}});
+  EXPECT_EQ(slurm.count("pod"), 0u);
+  EXPECT_EQ(slurm.at("hpc_job"), "4411");
+  const LabelMap in_pod = CanonicalFleetLabels({{"namespace", "team-a"}, {"pod", "trainer-0"}, {"job_source", "pod"}});
+  EXPECT_EQ(in_pod.at("pod"), "trainer-0");
+}
+
 TEST(PromDuration, ParsesPrometheusSyntax) {
   EXPECT_EQ(*ParsePromDuration("24h"), 24 * 3600 * kNsPerS);
   EXPECT_EQ(*ParsePromDuration("7d"), 7 * 86400 * kNsPerS);

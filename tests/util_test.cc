@@ -109,7 +109,9 @@ TEST(Printable, ControlCharactersCannotSteerTheTerminal) {
   // Issue 12, item 13: names, tags, commands and file names were printed raw.
   EXPECT_EQ(Printable("run\x1b[31mred\nnext\tcol\x7f"), "run\\x1b[31mred\\nnext\\tcol\\x7f");
   EXPECT_EQ(Printable("csi \xc2\x9b" "2J"), "csi \\u009b2J");  // C1 CSI in UTF-8
-  EXPECT_EQ(Printable("caf\xc3\xa9 \xff"), "caf\xc3\xa9 \xff");  // text and stray bytes stay as they are
+  // UTF-8 text stays; a stray byte (a server's binary reply) is escaped, so a message stays valid text.
+  EXPECT_EQ(Printable("caf\xc3\xa9 \xff"), "caf\xc3\xa9 \\xff");
+  EXPECT_EQ(Printable("\xe2\x82"), "\\xe2\\x82");  // a sequence cut short
   EXPECT_EQ(Printable(std::string("a\0b", 3)), "a\\x00b");
   // Bidirectional controls (U+202E RIGHT-TO-LEFT OVERRIDE, U+2066 LRI, U+061C ALM) show as escapes.
   EXPECT_EQ(Printable("gemm\xe2\x80\xae" "elif\xe2\x81\xa6" "x\xd8\x9c"), "gemm\\u202eelif\\u2066x\\u061c");

@@ -67,6 +67,13 @@ Labels JobIdentity::ToLabels() const {
                     : pid != 0          ? command + " (pid " + std::to_string(pid) + ")"
                                         : "";
   if (!job.empty()) out.emplace_back("job_name", job);
+  // Always set, "none" too: Prometheus gives a series without pod labels the
+  // scrape target's (the agent's own pod under a PodMonitor), and `fleet` would
+  // bill an unallocated GPU to the agent. This label says whose labels they are.
+  out.emplace_back("job_source", !pod_name.empty() || !pod_uid.empty() ? "pod"
+                                 : !slurm_job.empty()                  ? "slurm"
+                                 : pid != 0                            ? "process"
+                                                                       : "none");
   return out;
 }
 

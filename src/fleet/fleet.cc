@@ -128,6 +128,13 @@ LabelMap CanonicalFleetLabels(const LabelMap& in) {
   put("container_id", {"container_id"});
   put("hpc_job", {"hpc_job"});
   put("job_name", {"job_name"});
+  put("job_source", {"job_source"});
+  // The agent says where its job labels come from: where it found no pod,
+  // pod, namespace and container labels are the scrape target's (the agent's
+  // own pod), never the GPU's job.
+  if (const std::string source = Get(out, "job_source"); !source.empty() && source != "pod") {
+    for (const char* k : {"namespace", "pod", "container", "pod_uid"}) out.erase(k);
+  }
   return out;
 }
 

@@ -36,6 +36,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from net_test_common import check, failures, free_port, rss_mb, start_server  # noqa: E402
 
 BIN, FAKE_NVML = sys.argv[1], sys.argv[2]
+with open(BIN, "rb") as _f:
+    SANITIZED = b"UndefinedBehaviorSanitizer" in _f.read()
 
 
 def start(args, ready_text, env, stderr_path):
@@ -358,7 +360,7 @@ def client_caps(env, tmp):
     try:
         code, err, took, peak = run_measured(["fleet", "--prometheus", f"http://127.0.0.1:{server.port}", "--timeout", "30"])
         check("fleet against 100 MiB of '[': refused as nested too deep, memory near the reply's own size",
-              code == 3 and "nesting deeper than 32" in err and peak < 300,
+              code == 3 and "nesting deeper than 32" in err and peak < (450 if SANITIZED else 300),
               f"exit {code}, {took:.1f} s, peak {peak:.0f} MB: {err.strip()[-200:]}")
     finally:
         server.close()
@@ -383,6 +385,12 @@ def cpu_seconds(pid):
 
 
 def fd_limit(env, tmp):
+    if SANITIZED:
+        # UBSan checks a virtual call's object through a pipe; out of descriptors
+        # it cannot make one and reports every such call as undefined (a false
+        # report that ends the process). The release build runs this section.
+        print("skipped: out of descriptors under sanitizers (UBSan's vptr check needs a pipe)")
+        return
     port = free_port()
     agent = start_server("prlimit", ["--nofile=48:48", BIN, "agent", "--listen", f"127.0.0.1:{port}", "--nvml-library",
                                      FAKE_NVML, "--interval", "0.2"], "serving", env, os.path.join(tmp, "agent_fd.err"))
@@ -400,8 +408,12 @@ def fd_limit(env, tmp):
         status, _, took = request(port, "/metrics", timeout=5)
         check("out of descriptors with 100 silent clients: the agent does not spin", spent < 0.3,
               f"{spent:.2f} s of CPU in 3 s")
-        check("out of descriptors: a scrape still gets 200 (a silent client gives way)", status == 200 and took < 2.5,
-              f"{status} in {took:.2f} s")
+        alive = agent.poll() is None
+        with open(os.path.join(tmp, "agent_fd.err"), errors="replace") as f:
+            said = f.read()[-6000:]
+        check("out of descriptors: a scrape still gets 200 (a silent client gives way)",
+              alive and status == 200 and took < 2.5,
+              f"{status} in {took:.2f} s; agent {'running' if alive else 'ended'}; said: {said}")
     finally:
         for s in silent:
             s.close()

@@ -478,6 +478,7 @@ struct HttpClient::Impl {
         return TooLarge(what, max_bytes);
       }
       const size_t length = static_cast<size_t>(head.content_length);
+      in.reserve(length);  // once: growing by doubling would hold two copies at the end
       while (in.size() < length) RETURN_IF_ERROR(more(&in, length - in.size()));
       in.resize(length);  // anything after it is not ours to keep
       return in;

@@ -303,6 +303,7 @@ void Agent::OpenNvml(TimeNs now) {
 }
 
 void Agent::Watch(Recording& live) {
+  live.metrics.sketch = false;  // verdicts come from the window; nothing reads the live sketches
   live.metrics.observer = [this](size_t device, Metric m, TimeNs t, double value) {
     window_.Add(device, m, t, value);
     // A dcgm-exporter's GPUs appear as its pages name them.

@@ -752,8 +752,10 @@ void MetricSet::Add(size_t device, Metric m, TimeNs t, double value) {
       if (bits & (uint64_t{1} << b)) ++d.reason_counts[b];
     if (bits & clock_event::kPerformanceLimiting) ++d.limiting_reason_samples;
   }
-  d.series[static_cast<int>(m)].Add(t, value);
-  d.loaded.Take(m, t, value);
+  if (sketch) {
+    d.series[static_cast<int>(m)].Add(t, value);
+    d.loaded.Take(m, t, value);
+  }
   ++samples;
   if (observer) observer(device, m, t, value);
 }

@@ -99,49 +99,76 @@ struct Completion {
   HttpResponse response;
 };
 
-/// Handler threads and their queue. The queue takes turns between client
-/// addresses: each address has its own line, served round-robin, and holds at
-/// most `max_per_peer` places, so one host's flood of wrong passwords cannot
-/// fill the bcrypt lane and starve a scraper on another host (issue 41: 150
-/// of them gave the right password 429 for 35 s).
-struct Lane {
-  std::mutex mutex;
-  std::condition_variable ready;
-  std::unordered_map<std::string, std::deque<Job>> by_peer;
+/// A queue that takes turns between client addresses: each address has its
+/// own line, served round-robin, and holds at most `max_per_peer` places, so
+/// one host's flood (wrong passwords, replayed TLS hellos) cannot fill it and
+/// starve a client on another host (issue 41: 150 threads of wrong passwords
+/// gave the right one 429 for 35 s).
+template <typename T>
+struct FairQueue {
+  std::unordered_map<std::string, std::deque<T>> by_peer;
   std::deque<std::string> turns;  // addresses with a line, in the order they are served
   size_t queued = 0;
   size_t max_queued = 0;
   size_t max_per_peer = 0;
-  std::vector<std::thread> threads;
 
-  /// False when the lane (or this address's share of it) is full.
-  bool Push(const std::string& peer_host, Job job) {
+  /// False when the queue (or this address's share of it) is full.
+  bool Push(const std::string& peer_host, T item) {
     auto& line = by_peer[peer_host];
     if (queued >= max_queued || line.size() >= max_per_peer) {
       if (line.empty()) by_peer.erase(peer_host);
       return false;
     }
     if (line.empty()) turns.push_back(peer_host);
-    line.push_back(std::move(job));
+    line.push_back(std::move(item));
     ++queued;
     return true;
   }
-  Job Pop() {
+  T Pop() {
     const std::string peer = std::move(turns.front());
     turns.pop_front();
     auto it = by_peer.find(peer);
-    Job job = std::move(it->second.front());
+    T item = std::move(it->second.front());
     it->second.pop_front();
     --queued;
     if (it->second.empty()) by_peer.erase(it);
     else turns.push_back(peer);
-    return job;
+    return item;
   }
   void Clear() {
     by_peer.clear();
     turns.clear();
     queued = 0;
   }
+};
+
+/// Handler threads and their queue.
+struct Lane {
+  std::mutex mutex;
+  std::condition_variable ready;
+  FairQueue<Job> queue;
+  std::vector<std::thread> threads;
+};
+
+struct Socket;
+
+struct HandshakeJob {
+  uint64_t connection = 0;
+  std::shared_ptr<Socket> socket;
+};
+
+struct HandshakeStep {
+  uint64_t connection = 0;
+  int result = 0;  // SSL_do_handshake's
+  int error = 0;   // SSL_get_error's, on the thread that ran it
+};
+
+/// TLS handshake threads and their queue.
+struct HandshakeLane {
+  std::mutex mutex;
+  std::condition_variable ready;
+  FairQueue<HandshakeJob> queue;
+  std::vector<std::thread> threads;
 };
 
 /// The host part of "HOST:PORT" or "[V6]:PORT".
@@ -156,10 +183,28 @@ std::string PeerHost(const std::string& peer) {
 // the reply before the client reads it.
 enum class State { kHandshake, kReadHead, kHandling, kWriting, kDraining };
 
-struct Connection {
-  uint64_t id = 0;
+/// A connection's descriptor and TLS session, freed (SSL_free, close) when
+/// the last holder lets go: a handshake thread holds it while a step runs
+/// there, so a connection dropped mid-handshake never has its descriptor
+/// closed, and reused by another connection, under that thread.
+struct Socket {
   int fd = -1;
   SSL* ssl = nullptr;
+  Socket() = default;
+  Socket(const Socket&) = delete;
+  Socket& operator=(const Socket&) = delete;
+  ~Socket() {
+    if (ssl != nullptr) SSL_free(ssl);
+    if (fd >= 0) close(fd);
+  }
+};
+
+struct Connection {
+  uint64_t id = 0;
+  std::shared_ptr<Socket> socket;
+  int fd = -1;          // socket->fd
+  SSL* ssl = nullptr;   // socket->ssl
+  bool handshaking = false;  // a handshake step is on a handshake thread: the connection waits for it
   std::shared_ptr<TlsServerContext> tls;  // keeps the context alive while the connection uses it
   State state = State::kReadHead;
   std::string peer;
@@ -196,8 +241,10 @@ struct HttpServer::Impl {
   std::shared_ptr<TlsServerContext> tls;
 
   Lane fast, slow;
+  HandshakeLane handshakes;
   std::mutex done_mutex;
   std::vector<Completion> done;
+  std::vector<HandshakeStep> handshakes_done;
 
   // Owned by the loop thread.
   std::unordered_map<uint64_t, std::unique_ptr<Connection>> connections;
@@ -222,8 +269,8 @@ struct HttpServer::Impl {
 
   // ---- handler threads ----
   void StartLane(Lane& lane, int threads, size_t max_queued, size_t max_per_peer) {
-    lane.max_queued = max_queued;
-    lane.max_per_peer = std::max<size_t>(max_per_peer, 1);
+    lane.queue.max_queued = max_queued;
+    lane.queue.max_per_peer = std::max<size_t>(max_per_peer, 1);
     for (int i = 0; i < std::max(threads, 1); ++i) lane.threads.emplace_back([this, &lane] { RunLane(lane); });
   }
 
@@ -232,9 +279,9 @@ struct HttpServer::Impl {
       Job job;
       {
         std::unique_lock<std::mutex> lock(lane.mutex);
-        lane.ready.wait(lock, [&] { return stopping.load() || lane.queued > 0; });
+        lane.ready.wait(lock, [&] { return stopping.load() || lane.queue.queued > 0; });
         if (stopping.load()) return;
-        job = lane.Pop();
+        job = lane.queue.Pop();
       }
       Completion c;
       c.connection = job.connection;
@@ -258,7 +305,7 @@ struct HttpServer::Impl {
   void StopLane(Lane& lane) {
     {
       std::lock_guard<std::mutex> lock(lane.mutex);
-      lane.Clear();
+      lane.queue.Clear();
     }
     lane.ready.notify_all();
     for (auto& t : lane.threads)
@@ -344,12 +391,8 @@ struct HttpServer::Impl {
       const linger reset{1, 0};
       setsockopt(c.fd, SOL_SOCKET, SO_LINGER, &reset, sizeof reset);
     }
-    if (c.ssl != nullptr) {
-      if (c.state != State::kHandshake && !c.eof) SSL_shutdown(c.ssl);  // one close_notify, no wait for the reply
-      SSL_free(c.ssl);
-    }
-    close(c.fd);
-    connections.erase(it);
+    if (c.ssl != nullptr && c.state != State::kHandshake && !c.eof) SSL_shutdown(c.ssl);  // one close_notify, no wait
+    connections.erase(it);  // the socket closes with its last holder (a handshake thread may still hold it)
     open.store(connections.size());
   }
 
@@ -380,9 +423,12 @@ struct HttpServer::Impl {
       // algorithm holds the second until the client's delayed ACK (40 ms).
       setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &yes, sizeof yes);
       setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &kSendBufferBytes, sizeof kSendBufferBytes);
+      auto socket = std::make_shared<Socket>();
+      socket->fd = fd;
       auto conn = std::make_unique<Connection>();
       Connection& c = *conn;
       c.id = next_id++;
+      c.socket = socket;
       c.fd = fd;
       c.peer = PeerName(addr);
       const int64_t now = NowNs();
@@ -392,13 +438,11 @@ struct HttpServer::Impl {
         c.tls = tls;
       }
       if (c.tls) {
-        c.ssl = SSL_new(c.tls->native());
+        socket->ssl = c.ssl = SSL_new(c.tls->native());
         if (c.ssl == nullptr || SSL_set_fd(c.ssl, fd) != 1) {
           ERR_clear_error();
-          if (c.ssl) SSL_free(c.ssl);
-          close(fd);
           tls_failures.fetch_add(1);
-          continue;
+          continue;  // the socket closes with `conn`
         }
         SSL_set_accept_state(c.ssl);
         c.state = State::kHandshake;
@@ -413,11 +457,7 @@ struct HttpServer::Impl {
       epoll_event ev {};
       ev.events = EPOLLIN | EPOLLRDHUP;
       ev.data.u64 = c.id;
-      if (epoll_ctl(epoll_fd, EPOLL_CTL_ADD, fd, &ev) != 0) {
-        if (c.ssl) SSL_free(c.ssl);
-        close(fd);
-        continue;
-      }
+      if (epoll_ctl(epoll_fd, EPOLL_CTL_ADD, fd, &ev) != 0) continue;  // the socket closes with `conn`
       c.interest = ev.events;
       connections.emplace(c.id, std::move(conn));
       open.store(connections.size());
@@ -530,18 +570,66 @@ struct HttpServer::Impl {
     return false;
   }
 
+  /// A handshake step (the key exchange and the certificate's signature are
+  /// milliseconds of CPU each) runs on a handshake thread, never on the loop:
+  /// 256 replayed ClientHellos had held every scrape up for seconds. The
+  /// threads take turns between client addresses, as the bcrypt lane does.
   void Handshake(Connection& c) {
-    const int r = SSL_do_handshake(c.ssl);
-    if (r == 1) {
+    if (c.handshaking) return;
+    {
+      std::lock_guard<std::mutex> lock(handshakes.mutex);
+      if (!handshakes.queue.Push(PeerHost(c.peer), HandshakeJob{c.id, c.socket})) {
+        tls_failures.fetch_add(1);
+        busy.fetch_add(1);
+        Close(c.id);  // this address has its share of handshakes waiting: the client may try again
+        return;
+      }
+    }
+    handshakes.ready.notify_one();
+    c.handshaking = true;
+    SetInterest(c, 0);
+  }
+
+  void RunHandshakes() {
+    for (;;) {
+      HandshakeJob job;
+      {
+        std::unique_lock<std::mutex> lock(handshakes.mutex);
+        handshakes.ready.wait(lock, [&] { return stopping.load() || handshakes.queue.queued > 0; });
+        if (stopping.load()) return;
+        job = handshakes.queue.Pop();
+      }
+      HandshakeStep step{job.connection, SSL_do_handshake(job.socket->ssl), SSL_ERROR_NONE};
+      if (step.result != 1) step.error = SSL_get_error(job.socket->ssl, step.result);
+      ERR_clear_error();  // OpenSSL's error queue is this thread's
+      job.socket.reset();  // a connection closed meanwhile is freed here
+      {
+        std::lock_guard<std::mutex> lock(done_mutex);
+        handshakes_done.push_back(step);
+      }
+      Wake();
+    }
+  }
+
+  /// A handshake step's outcome, on the loop: read on, wait for the socket, or close.
+  void HandshakeStepDone(const HandshakeStep& step) {
+    auto it = connections.find(step.connection);
+    if (it == connections.end()) return;
+    Connection& c = *it->second;
+    c.handshaking = false;
+    if (step.result == 1) {
       c.state = State::kReadHead;
       c.head_started = true;
       c.deadline_ns = NowNs() + limits.head_timeout_ms * kMs;
       ReadAndParse(c);
-      return;
+    } else if (step.error == SSL_ERROR_WANT_READ) {
+      SetInterest(c, EPOLLIN | EPOLLRDHUP);
+    } else if (step.error == SSL_ERROR_WANT_WRITE) {
+      SetInterest(c, EPOLLOUT);
+    } else {
+      tls_failures.fetch_add(1);
+      Close(c.id);
     }
-    if (TlsWouldBlock(c, r)) return;
-    tls_failures.fetch_add(1);
-    Close(c.id);
   }
 
   /// Reads what the socket has, up to the head limit; false when the
@@ -642,7 +730,7 @@ struct HttpServer::Impl {
     Lane& lane = slow_path ? slow : fast;
     {
       std::lock_guard<std::mutex> lock(lane.mutex);
-      if (!lane.Push(PeerHost(c.peer), Job{c.id, std::move(request)})) {
+      if (!lane.queue.Push(PeerHost(c.peer), Job{c.id, std::move(request)})) {
         busy.fetch_add(1);
         HttpResponse r = HttpResponse::Text(slow_path ? 429 : 503, "busy: try again shortly\n");
         r.SetHeader("Retry-After", "1");
@@ -657,10 +745,13 @@ struct HttpServer::Impl {
 
   void TakeCompletions() {
     std::vector<Completion> batch;
+    std::vector<HandshakeStep> steps;
     {
       std::lock_guard<std::mutex> lock(done_mutex);
       batch.swap(done);
+      steps.swap(handshakes_done);
     }
+    for (const HandshakeStep& step : steps) HandshakeStepDone(step);
     for (Completion& d : batch) {
       auto it = connections.find(d.connection);
       if (it == connections.end() || it->second->state != State::kHandling) continue;
@@ -883,6 +974,10 @@ StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const std::string& host,
 
   s.StartLane(s.fast, limits.workers, limits.max_queued, limits.max_queued);
   s.StartLane(s.slow, limits.slow_lane_workers, limits.max_slow_queued, limits.max_slow_queued_per_host);
+  s.handshakes.queue.max_queued = limits.max_handshakes_queued;
+  s.handshakes.queue.max_per_peer = std::max<size_t>(limits.max_handshakes_queued_per_host, 1);
+  // Started with or without TLS: a reload may turn it on.
+  for (int i = 0; i < std::max(limits.handshake_workers, 1); ++i) s.handshakes.threads.emplace_back([&s] { s.RunHandshakes(); });
   s.loop = std::thread([&s] { s.Run(); });
   return out;
 }
@@ -905,6 +1000,7 @@ void HttpServer::Stop() {
   impl_->Wake();
   impl_->fast.ready.notify_all();
   impl_->slow.ready.notify_all();
+  impl_->handshakes.ready.notify_all();
 }
 
 void HttpServer::Wait() {
@@ -912,6 +1008,14 @@ void HttpServer::Wait() {
   if (impl_->loop.joinable()) impl_->loop.join();
   impl_->StopLane(impl_->fast);
   impl_->StopLane(impl_->slow);
+  {
+    std::lock_guard<std::mutex> lock(impl_->handshakes.mutex);
+    impl_->handshakes.queue.Clear();
+  }
+  impl_->handshakes.ready.notify_all();
+  for (auto& t : impl_->handshakes.threads)
+    if (t.joinable()) t.join();
+  impl_->handshakes.threads.clear();
 }
 
 HttpServerStats HttpServer::Stats() const {

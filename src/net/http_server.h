@@ -4,6 +4,9 @@
 // connection: a slow or idle one costs a few kilobytes and is dropped at its
 // deadline, so a scrape beside 100 trickling clients is answered at once.
 //
+// TLS handshakes run on threads of their own, taking turns between client
+// addresses, so the loop never spends its time on key exchanges.
+//
 // Limits (HttpServerLimits): head size and header count (431), a deadline for
 // a request's head from its first byte (408), an idle deadline between
 // keep-alive requests, a send deadline per reply, a connection cap (at the
@@ -39,6 +42,9 @@ struct HttpServerLimits {
   int slow_lane_workers = 1;       // handler threads for requests the handler marks slow (bcrypt)
   size_t max_slow_queued = 64;     // beyond: 429 (a burst of scrapers with the same new credentials waits for one bcrypt)
   size_t max_slow_queued_per_host = 8;  // one client address's share of those; addresses take turns
+  int handshake_workers = 2;            // threads for TLS handshake steps (never the event loop)
+  size_t max_handshakes_queued = 256;   // beyond: the new connection is closed
+  size_t max_handshakes_queued_per_host = 32;  // one client address's share; addresses take turns
 };
 
 /// What the server counted, for the agent's own series and the tests.

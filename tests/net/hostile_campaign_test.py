@@ -14,6 +14,11 @@ a class, on loopback, bounded in count and time (about a minute and a half):
                    error that says so, its peak RSS under 100 MB
   client nesting   fleet against 100 MiB of '[' and MLflow against 15 MiB of '[':
                    refused as nested too deep, peak RSS far below the tree's cost
+  TLS hellos       4 processes of 64 threads replaying one captured ClientHello at
+                   an agent serving TLS, from 127.0.0.1: a scrape over TLS from 127.0.0.2 every
+                   0.25 s is 200 every time, half of them within 1 s
+  256 GPUs         the agent's sliding window full for 256 GPUs (300 values a series):
+                   RSS under 128 MB, half the unit's MemoryMax=256M
   fd limit         the agent at 48 descriptors with 100 silent clients: it does not
                    spin (under 0.3 s of CPU in 3 s) and a scrape still gets 200
   reload guard     an empty, a comment-only and an auth-less web config on SIGHUP
@@ -22,6 +27,7 @@ a class, on loopback, bounded in count and time (about a minute and a half):
 Usage: hostile_campaign_test.py GPUTRIAGE FAKE_NVML
 """
 import base64
+import multiprocessing
 import os
 import shutil
 import socket
@@ -376,6 +382,134 @@ def client_caps(env, tmp):
         server.close()
 
 
+# ---- replayed TLS ClientHellos ----
+
+def client_hello():
+    """A ClientHello as a client sends it (captured from Python's own TLS, never sent)."""
+    ctx = ssl.create_default_context()
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    incoming, outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
+    obj = ctx.wrap_bio(incoming, outgoing, server_side=False)
+    try:
+        obj.do_handshake()
+    except ssl.SSLWantReadError:
+        pass
+    return outgoing.read()
+
+
+def replay_hellos(port, hello, seconds, threads):
+    """One attacking process: `threads` threads replaying `hello` on new connections for `seconds`."""
+    end = time.monotonic() + seconds
+
+    def replay():
+        while time.monotonic() < end:
+            try:
+                s = socket.create_connection(("127.0.0.1", port), timeout=5)
+                s.sendall(hello)
+                s.recv(4096)  # the server's first flight: its key exchange and signature are done
+                s.close()
+            except OSError:
+                time.sleep(0.05)
+
+    workers = [threading.Thread(target=replay, daemon=True) for _ in range(threads)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+
+
+def tls_hellos(env, tmp):
+    key, crt = os.path.join(tmp, "hello.key"), os.path.join(tmp, "hello.crt")
+    # RSA-4096: each hello costs the server a signature of several milliseconds,
+    # so the test's few attacking cores load it as a larger attacker would.
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:4096", "-nodes", "-days", "2", "-subj", "/CN=hello",
+                    "-keyout", key, "-out", crt], check=True, capture_output=True)
+    web = os.path.join(tmp, "hello.yml")
+    with open(web, "w") as f:
+        f.write(f"tls_server_config:\n  cert_file: {crt}\n  key_file: {key}\n")
+    port = free_port()
+    agent = start(["agent", "--listen", f"127.0.0.1:{port}", "--nvml-library", FAKE_NVML, "--interval", "0.2",
+                   "--web-config-file", web], "serving", env, os.path.join(tmp, "agent_hello.err"))
+    context = ssl.create_default_context(cafile=crt)
+    context.check_hostname = False
+
+    def scrape():
+        t0 = time.monotonic()
+        try:
+            raw = socket.create_connection(("127.0.0.1", port), timeout=10, source_address=("127.0.0.2", 0))
+            s = context.wrap_socket(raw)
+            s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            status = int(s.recv(100).split(b" ")[1])
+            s.close()
+        except (OSError, ValueError, IndexError):
+            status = 0
+        return status, time.monotonic() - t0
+
+    hello = client_hello()
+    try:
+        # Four processes of 64 threads: one Python process alone cannot replay
+        # hellos faster than the GIL lets it.
+        attackers = [multiprocessing.Process(target=replay_hellos, args=(port, hello, 9.0, 64), daemon=True)
+                     for _ in range(4)]
+        for a in attackers:
+            a.start()
+        time.sleep(1.0)
+        results = []
+        end = time.monotonic() + 6
+        while time.monotonic() < end:
+            results.append(scrape())
+            time.sleep(0.25)
+        for a in attackers:
+            a.join(15)
+        took = sorted(t for _, t in results)
+        statuses = sorted({s for s, _ in results})
+        median = took[len(took) // 2]
+        check("256 threads replaying a ClientHello: every TLS scrape from another host is 200",
+              statuses == [200], f"{len(results)} scrapes: {statuses}")
+        check("256 threads replaying a ClientHello: the median TLS scrape within 1 s", median <= 1.0,
+              f"median {median:.3f} s, slowest {took[-1]:.3f} s")
+    finally:
+        agent.kill()
+        agent.wait()
+
+
+# ---- the agent's memory with 256 GPUs ----
+
+def write_scenario(path, gpus):
+    """A fake NVML scenario of `gpus` H100s, busy 70-90 %."""
+    with open(path, "w") as f:
+        for i in range(gpus):
+            f.write(f'device name="NVIDIA H100 80GB HBM3" uuid=GPU-{i} bus=00000000:{i // 32 + 16:02x}:{i % 32:02x}.0 '
+                    'power_limit_w=700 max_sm_mhz=1980\n')
+        f.write("series gpu_util 70 90 10\nseries power_w 400 650 120\n")
+    return path
+
+
+def many_gpus(env, tmp):
+    scenario = write_scenario(os.path.join(tmp, "scenario256"), 256)
+    port = free_port()
+    # 300 values a series, as the defaults (1 s for 300 s) hold, in 15 s.
+    agent = start(["agent", "--listen", f"127.0.0.1:{port}", "--nvml-library", FAKE_NVML, "--interval", "0.05",
+                   "--window", "15", "--judge-every", "5"], "serving", dict(env, GPUTRIAGE_FAKE_NVML_SCENARIO=scenario),
+                  os.path.join(tmp, "agent_256.err"))
+    try:
+        peak = 0.0
+        end = time.monotonic() + 22
+        while time.monotonic() < end:
+            peak = max(peak, rss_mb(agent.pid))
+            time.sleep(0.5)
+        status, body, _ = request(port, "/metrics", timeout=10)
+        gpus = len({line.split('uuid="', 1)[1].split('"', 1)[0] for line in body.decode().splitlines()
+                    if line.startswith("gputriage_gpu_utilization_percent{")})
+        limit = 256 if SANITIZED else 128  # ASan's shadow memory and redzones on top
+        check("256 GPUs with a full window: the agent's RSS stays under half its unit's MemoryMax",
+              status == 200 and gpus == 256 and peak < limit, f"peak {peak:.0f} MB (limit {limit}), {gpus} GPUs served")
+    finally:
+        agent.kill()
+        agent.wait()
+
+
 # ---- out of descriptors ----
 
 def cpu_seconds(pid):
@@ -481,17 +615,12 @@ def reload_guard(env, tmp):
 def main():
     tmp = tempfile.mkdtemp()
     try:
-        scenario = os.path.join(tmp, "scenario")
-        with open(scenario, "w") as f:
-            for i in range(8):
-                f.write(f'device name="NVIDIA H100 80GB HBM3" uuid=GPU-{i} bus=00000000:{16 + i:02x}:00.0 '
-                        'power_limit_w=700 max_sm_mhz=1980\n')
-            f.write("series gpu_util 70 90 10\nseries power_w 400\n")
+        scenario = write_scenario(os.path.join(tmp, "scenario"), 8)
         env = dict(os.environ, GPUTRIAGE_FAKE_NVML_SCENARIO=scenario)
         env.pop("MLFLOW_TRACKING_URI", None)
         only = sys.argv[3:]
         for name, fn in (("slow_readers", slow_readers), ("bcrypt_fairness", bcrypt_fairness),
-                         ("client_caps", client_caps), ("fd_limit", fd_limit), ("reload_guard", reload_guard)):
+                         ("client_caps", client_caps), ("tls_hellos", tls_hellos), ("many_gpus", many_gpus), ("fd_limit", fd_limit), ("reload_guard", reload_guard)):
             if not only or name in only:
                 fn(env, tmp)
     finally:

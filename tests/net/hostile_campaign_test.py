@@ -19,6 +19,9 @@ a class, on loopback, bounded in count and time (about a minute and a half):
                    0.25 s is 200 every time, half of them within 1 s
   256 GPUs         the agent's sliding window full for 256 GPUs (300 values a series):
                    RSS under 128 MB, half the unit's MemoryMax=256M
+  serve's lock     3 clients comparing a 256-GPU run with itself without pause (each
+                   half a second of diagnosis): /api/runs beside them answers within
+                   0.5 s at the median
   fd limit         the agent at 48 descriptors with 100 silent clients: it does not
                    spin (under 0.3 s of CPU in 3 s) and a scrape still gets 200
   reload guard     an empty, a comment-only and an auth-less web config on SIGHUP
@@ -510,6 +513,51 @@ def many_gpus(env, tmp):
         agent.wait()
 
 
+# ---- serve: a comparison never holds up the listing ----
+
+def serve_lock(env, tmp):
+    store = os.path.join(tmp, "big.db")
+    scenario = write_scenario(os.path.join(tmp, "scenario_serve"), 256)
+    subprocess.run([BIN, "record", "--nvml-library", FAKE_NVML, "--interval", "0.02", "--store", store, "--name", "big",
+                    "--", "sleep", "6"], env=dict(env, GPUTRIAGE_FAKE_NVML_SCENARIO=scenario), check=True,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=120)
+    port = free_port()
+    serve = start(["serve", "--store", store, "--listen", f"127.0.0.1:{port}"], "gputriage serve:", env,
+                  os.path.join(tmp, "serve_lock.err"))
+    stop = threading.Event()
+    compared = []
+
+    def compare():
+        while not stop.is_set():
+            compared.append(request(port, "/api/compare?a=1&b=1", timeout=60)[0])
+
+    try:
+        status, _, took = request(port, "/api/compare?a=1&b=1", timeout=60)
+        threads = [threading.Thread(target=compare, daemon=True) for _ in range(3)]
+        for t in threads:
+            t.start()
+        time.sleep(1.0)
+        listed = []
+        for _ in range(10):
+            listed.append(request(port, "/api/runs", timeout=30))
+            time.sleep(0.3)
+        stop.set()
+        for t in threads:
+            t.join(60)
+        times = sorted(t for _, _, t in listed)
+        median = times[len(times) // 2]
+        check("serve: /api/runs beside 3 clients comparing a 256-GPU run: 200 within 0.5 s at the median",
+              all(s == 200 for s, _, _ in listed) and median <= 0.5,
+              f"median {median:.3f} s, slowest {times[-1]:.3f} s; one comparison alone took {took:.2f} s (status "
+              f"{status}); comparisons beside: {sorted(set(compared))}")
+        check("serve: the comparisons beside it were answered (3 at once is within its limit)",
+              compared and set(compared) == {200}, f"{len(compared)} comparisons: {sorted(set(compared))}")
+    finally:
+        stop.set()
+        serve.kill()
+        serve.wait()
+
+
 # ---- out of descriptors ----
 
 def cpu_seconds(pid):
@@ -620,7 +668,8 @@ def main():
         env.pop("MLFLOW_TRACKING_URI", None)
         only = sys.argv[3:]
         for name, fn in (("slow_readers", slow_readers), ("bcrypt_fairness", bcrypt_fairness),
-                         ("client_caps", client_caps), ("tls_hellos", tls_hellos), ("many_gpus", many_gpus), ("fd_limit", fd_limit), ("reload_guard", reload_guard)):
+                         ("client_caps", client_caps), ("tls_hellos", tls_hellos), ("many_gpus", many_gpus), ("serve_lock", serve_lock),
+                         ("fd_limit", fd_limit), ("reload_guard", reload_guard)):
             if not only or name in only:
                 fn(env, tmp)
     finally:

@@ -83,7 +83,11 @@ int main(int argc, char** argv) {
         const auto t0 = Clock::now();
         auto res = client.Get(64u << 20);
         const auto t1 = Clock::now();
-        if (!res.ok() || res->empty()) errors.fetch_add(1);
+        if (!res.ok() || res->empty()) {
+          // The first error in words (a count alone says nothing of why).
+          if (errors.fetch_add(1) == 0)
+            std::fprintf(stderr, "agent_load: first error: %s\n", res.ok() ? "an empty page" : res.status().message().c_str());
+        }
         else mine.push_back(std::chrono::duration<double>(t1 - t0).count());
         next += std::chrono::duration<double>(per_client_interval);
         if (next < t1 - std::chrono::duration<double>(per_client_interval)) next = t1;  // behind: do not burst

@@ -332,6 +332,35 @@ TEST(HttpServer, SlowLaneRequestsNeverHoldUpTheOthers) {
   EXPECT_EQ(busy + served, 10);
 }
 
+TEST(HttpServer, TheSlowLaneTakesTurnsByAddressAndSharedCredentialsWaitTogether) {
+  // One address holds at most its share of the slow lane (a host guessing
+  // passwords cannot fill it), but scrapers sharing the same new credentials
+  // join the one already waiting: they cost one check, not a place each.
+  HttpServerLimits limits;
+  limits.max_slow_queued_per_host = 2;
+  std::atomic<int> slow_calls{0};
+  auto server = StartServer(limits, &slow_calls);
+  const auto run = [&](bool same) {
+    std::vector<std::unique_ptr<Client>> clients;
+    for (int i = 0; i < 8; ++i) {
+      clients.push_back(std::make_unique<Client>(server->port()));
+      const std::string auth = same ? "Basic c2hhcmVk" : "Basic guess" + std::to_string(i);
+      EXPECT_TRUE(clients.back()->Send("GET /slow HTTP/1.1\r\nHost: x\r\nAuthorization: " + auth + "\r\n\r\n"));
+    }
+    int busy = 0, served = 0;
+    for (auto& c : clients) {
+      const std::string reply = c->Read(10000, "\r\n\r\n");
+      busy += reply.find(" 429 ") != std::string::npos;
+      served += reply.find("200 OK") != std::string::npos;
+    }
+    return std::make_pair(busy, served);
+  };
+  EXPECT_EQ(run(/*same=*/true), std::make_pair(0, 8));
+  const auto [busy, served] = run(/*same=*/false);
+  EXPECT_GE(busy, 1);  // distinct guesses from one address: past its share, 429
+  EXPECT_EQ(busy + served, 8);
+}
+
 TEST(HttpServer, ARequestBodyIsRefusedAndTheConnectionClosed) {
   auto server = StartServer();
   Client c(server->port());

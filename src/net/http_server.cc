@@ -14,6 +14,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <condition_variable>
@@ -23,6 +24,7 @@
 #include <ctime>
 #include <deque>
 #include <mutex>
+#include <type_traits>
 #include <unordered_map>
 #include <vector>
 
@@ -112,10 +114,19 @@ struct FairQueue {
   size_t max_queued = 0;
   size_t max_per_peer = 0;
 
-  /// False when the queue (or this address's share of it) is full.
-  bool Push(const std::string& peer_host, T item) {
+  /// False when the queue (or this address's share of it) is full. Past its
+  /// share, an item `same` as one already in the address's line still joins
+  /// it: it costs nothing once that one is answered (scrapers sharing new
+  /// credentials wait for one bcrypt, not eight places).
+  template <typename Same = std::nullptr_t>
+  bool Push(const std::string& peer_host, T item, Same same = nullptr) {
     auto& line = by_peer[peer_host];
-    if (queued >= max_queued || line.size() >= max_per_peer) {
+    bool joins = false;
+    if constexpr (!std::is_same_v<Same, std::nullptr_t>) {
+      if (line.size() >= max_per_peer)
+        joins = std::any_of(line.begin(), line.end(), [&](const T& queued_item) { return same(queued_item, item); });
+    }
+    if (queued >= max_queued || (line.size() >= max_per_peer && !joins)) {
       if (line.empty()) by_peer.erase(peer_host);
       return false;
     }
@@ -730,7 +741,10 @@ struct HttpServer::Impl {
     Lane& lane = slow_path ? slow : fast;
     {
       std::lock_guard<std::mutex> lock(lane.mutex);
-      if (!lane.queue.Push(PeerHost(c.peer), Job{c.id, std::move(request)})) {
+      const auto same_credentials = [](const Job& a, const Job& b) {
+        return a.request.Header("Authorization") == b.request.Header("Authorization");
+      };
+      if (!lane.queue.Push(PeerHost(c.peer), Job{c.id, std::move(request)}, same_credentials)) {
         busy.fetch_add(1);
         HttpResponse r = HttpResponse::Text(slow_path ? 429 : 503, "busy: try again shortly\n");
         r.SetHeader("Retry-After", "1");

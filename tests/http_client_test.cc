@@ -144,6 +144,22 @@ TEST(HttpClient, AnEndlessHeadIsRefusedAtItsCap) {
   EXPECT_LT(s, 2.0);
 }
 
+TEST(HttpClient, InterimRepliesWithoutEndAreAnErrorNotARecursion) {
+  std::string reply;
+  for (int i = 0; i < 200000; ++i) reply += "HTTP/1.1 100 Continue\r\n\r\n";
+  TrickleServer server(reply, 65536, std::chrono::milliseconds(0));
+  HttpClient client(Local(server.port()), 3000);
+  auto body = client.Get(1 << 20);
+  ASSERT_FALSE(body.ok());
+  EXPECT_NE(body.status().message().find("interim (1xx) replies"), std::string::npos) << body.status().ToString();
+  TrickleServer one("HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok", 4096,
+                    std::chrono::milliseconds(0));
+  HttpClient after_one(Local(one.port()), 3000);
+  auto ok = after_one.Get(1 << 20);
+  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+  EXPECT_EQ(*ok, "ok");
+}
+
 TEST(HttpClient, AChunkedReplyIsJoined) {
   TrickleServer server("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n6;x=1\r\n world\r\n0\r\n\r\n", 7,
                        std::chrono::milliseconds(1));

@@ -172,7 +172,10 @@ std::unique_ptr<HttpServer> StartServer(HttpServerLimits limits = {}, std::atomi
         if (req.path == "/big") return HttpResponse::Text(200, std::string(4 << 20, 'b'));
         return HttpResponse::Text(200, "path=" + req.path + "\n");
       },
-      [](const HttpRequest& req) { return req.path == "/slow"; });
+      [](const HttpRequest& req) -> std::optional<std::string> {
+        if (req.path != "/slow") return std::nullopt;
+        return req.Header("Authorization");
+      });
   EXPECT_TRUE(server.ok()) << server.status().message();
   return server.ok() ? std::move(*server) : nullptr;
 }

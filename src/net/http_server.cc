@@ -94,6 +94,7 @@ std::string HttpDate() {
 struct Job {
   uint64_t connection = 0;
   HttpRequest request;
+  std::string slow_key;  // the slow lane's key (SlowLane): jobs with the same one wait together
 };
 
 struct Completion {
@@ -153,11 +154,12 @@ struct FairQueue {
   }
 };
 
-/// Handler threads and their queue.
-struct Lane {
+/// Threads and the fair queue they take their work from.
+template <typename T>
+struct WorkLane {
   std::mutex mutex;
   std::condition_variable ready;
-  FairQueue<Job> queue;
+  FairQueue<T> queue;
   std::vector<std::thread> threads;
 };
 
@@ -174,13 +176,8 @@ struct HandshakeStep {
   int error = 0;   // SSL_get_error's, on the thread that ran it
 };
 
-/// TLS handshake threads and their queue.
-struct HandshakeLane {
-  std::mutex mutex;
-  std::condition_variable ready;
-  FairQueue<HandshakeJob> queue;
-  std::vector<std::thread> threads;
-};
+using Lane = WorkLane<Job>;                   // handler threads
+using HandshakeLane = WorkLane<HandshakeJob>;  // TLS handshake threads
 
 /// The host part of "HOST:PORT" or "[V6]:PORT".
 std::string PeerHost(const std::string& peer) {
@@ -590,7 +587,6 @@ struct HttpServer::Impl {
     {
       std::lock_guard<std::mutex> lock(handshakes.mutex);
       if (!handshakes.queue.Push(PeerHost(c.peer), HandshakeJob{c.id, c.socket})) {
-        tls_failures.fetch_add(1);
         busy.fetch_add(1);
         Close(c.id);  // this address has its share of handshakes waiting: the client may try again
         return;
@@ -737,14 +733,14 @@ struct HttpServer::Impl {
     }
     c.close_after = !request.keep_alive || c.eof || c.served + 1 >= limits.max_requests_per_connection;
     c.send_body = !head_only;
-    const bool slow_path = slow_lane && slow_lane(request);
+    std::optional<std::string> slow_key = slow_lane ? slow_lane(request) : std::nullopt;
+    const bool slow_path = slow_key.has_value();
     Lane& lane = slow_path ? slow : fast;
     {
       std::lock_guard<std::mutex> lock(lane.mutex);
-      const auto same_credentials = [](const Job& a, const Job& b) {
-        return a.request.Header("Authorization") == b.request.Header("Authorization");
-      };
-      if (!lane.queue.Push(PeerHost(c.peer), Job{c.id, std::move(request)}, same_credentials)) {
+      const auto same_key = [](const Job& a, const Job& b) { return a.slow_key == b.slow_key; };
+      Job job{c.id, std::move(request), slow_key.value_or("")};
+      if (!lane.queue.Push(PeerHost(c.peer), std::move(job), same_key)) {
         busy.fetch_add(1);
         HttpResponse r = HttpResponse::Text(slow_path ? 429 : 503, "busy: try again shortly\n");
         r.SetHeader("Retry-After", "1");

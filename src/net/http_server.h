@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -57,7 +58,7 @@ struct HttpServerStats {
   uint64_t closed_idle = 0;         // idle keep-alive connections closed at their deadline
   uint64_t evicted = 0;             // closed at the connection cap for a newer one
   uint64_t timed_out_write = 0;     // readers that did not take a reply in time
-  uint64_t rejected_busy = 0;       // 503/429: handler queues full
+  uint64_t rejected_busy = 0;       // 503/429: handler queues full; TLS handshakes refused, their queue full
   uint64_t tls_failures = 0;        // handshakes that failed
 };
 
@@ -67,8 +68,10 @@ class HttpServer {
   /// Whether a request needs the slow lane (e.g. credentials not yet verified,
   /// a bcrypt of tens of milliseconds): those wait for their own thread, so a
   /// flood of wrong passwords never delays a scrape with known credentials.
-  /// Called on the event loop: it must be quick.
-  using SlowLane = std::function<bool(const HttpRequest&)>;
+  /// The answer is the request's key there (nullopt: the fast lane): past its
+  /// address's share, a request joins one already waiting with the same key
+  /// (the same credentials cost one check). Called on the event loop: quick.
+  using SlowLane = std::function<std::optional<std::string>(const HttpRequest&)>;
 
   /// Binds `host:port` (0: any free port) and starts serving. `tls` may be
   /// null (plain HTTP). Errors: the address cannot be bound.

@@ -18,7 +18,11 @@ StatusOr<std::unique_ptr<HttpServer>> StartWebServer(const std::string& host, in
   ASSIGN_OR_RETURN(auto tls, TlsOf(web));
   access.Reload(std::move(web));
   return HttpServer::Start(host, port, limits, std::move(handler),
-                           [&access](const HttpRequest& req) { return access.NeedsSlowCheck(req); }, std::move(tls));
+                           [&access](const HttpRequest& req) -> std::optional<std::string> {
+                             // Keyed by the credentials: scrapers sharing new ones wait for one bcrypt.
+                             if (!access.NeedsSlowCheck(req)) return std::nullopt;
+                             return req.Header("Authorization");
+                           }, std::move(tls));
 }
 
 Status ReloadWebServer(HttpServer& server, WebAccess& access, std::shared_ptr<const WebConfig> web) {

@@ -73,6 +73,7 @@ using Clock = std::chrono::steady_clock;
 constexpr size_t kMaxHeadBytes = 64 * 1024;  // said as "64 KiB" in messages
 constexpr size_t kMaxHeaderLines = 200;
 constexpr size_t kMaxChunkLine = 1024;  // a chunk-size line and its extensions
+constexpr int kMaxInterimReplies = 8;   // 1xx replies read past before the real one
 
 std::string Base64(const std::string& in) {
   static constexpr char kAlphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
@@ -396,26 +397,29 @@ struct HttpClient::Impl {
     }
     std::string in = std::move(buffered);
     buffered.clear();
-    size_t head_end;
-    while ((head_end = in.find("\r\n\r\n")) == std::string::npos) {
-      if (in.size() > kMaxHeadBytes)
-        return DataLossError(what + ": the reply's head is over 64 KiB without its end; not read (is this an HTTP server?)");
-      const ssize_t n = ReadSome(&in, kMaxHeadBytes + 4 - in.size());
-      if (n == -2) return TimedOut(what, budget_ms);
-      if (n <= 0) {
-        failure->stale = reused && in.empty();
-        return IoError(what + ": the reply could not be read (the connection closed early, or it is not HTTP)");
-      }
-    }
-    if (head_end > kMaxHeadBytes)
-      return DataLossError(what + ": the reply's head is over 64 KiB; not read");
     ReplyHead head;
-    std::string why;
-    if (!ParseReplyHead(std::string_view(in).substr(0, head_end), &head, &why)) return IoError(what + ": " + why);
-    in.erase(0, head_end + 4);
-    if (head.status >= 100 && head.status < 200) {  // an interim reply (100 Continue): the real one follows
-      buffered = std::move(in);
-      return Exchange("", max_bytes, what, budget_ms, false, failure);
+    // Interim replies (100 Continue) come before the real one: a few are read
+    // past, a server sending them without end is an error (it had recursed).
+    for (int interim = 0;; ++interim) {
+      if (interim > kMaxInterimReplies)
+        return IoError(what + ": more than " + std::to_string(kMaxInterimReplies) + " interim (1xx) replies");
+      size_t head_end;
+      while ((head_end = in.find("\r\n\r\n")) == std::string::npos) {
+        if (in.size() > kMaxHeadBytes)
+          return DataLossError(what + ": the reply's head is over 64 KiB without its end; not read (is this an HTTP server?)");
+        const ssize_t n = ReadSome(&in, kMaxHeadBytes + 4 - in.size());
+        if (n == -2) return TimedOut(what, budget_ms);
+        if (n <= 0) {
+          failure->stale = reused && in.empty() && interim == 0;
+          return IoError(what + ": the reply could not be read (the connection closed early, or it is not HTTP)");
+        }
+      }
+      if (head_end > kMaxHeadBytes) return DataLossError(what + ": the reply's head is over 64 KiB; not read");
+      head = ReplyHead{};
+      std::string why;
+      if (!ParseReplyHead(std::string_view(in).substr(0, head_end), &head, &why)) return IoError(what + ": " + why);
+      in.erase(0, head_end + 4);
+      if (head.status >= 200 || head.status < 100) break;
     }
     HttpReply reply;
     reply.status = head.status;

@@ -42,7 +42,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from net_test_common import check, failures, free_port, rss_mb, start_server  # noqa: E402
+from net_test_common import check, failures, free_port, request, rss_mb, start_server  # noqa: E402
 
 BIN, FAKE_NVML = sys.argv[1], sys.argv[2]
 with open(BIN, "rb") as _f:
@@ -53,32 +53,6 @@ def start(args, ready_text, env, stderr_path):
     return start_server(BIN, args, ready_text, env, stderr_path)
 
 
-def request(port, path, headers=None, timeout=5.0, source="127.0.0.1"):
-    """One GET on a fresh connection: (status, body, seconds); status 0 when refused or cut."""
-    t0 = time.monotonic()
-    try:
-        s = socket.create_connection(("127.0.0.1", port), timeout=timeout, source_address=(source, 0))
-    except OSError as e:
-        return 0, str(e).encode(), time.monotonic() - t0
-    try:
-        lines = [f"GET {path} HTTP/1.1", "Host: 127.0.0.1", "Connection: close"]
-        lines += [f"{k}: {v}" for k, v in (headers or {}).items()]
-        s.sendall(("\r\n".join(lines) + "\r\n\r\n").encode())
-        data = b""
-        while True:
-            chunk = s.recv(65536)
-            if not chunk:
-                break
-            data += chunk
-    except OSError as e:
-        return 0, str(e).encode(), time.monotonic() - t0
-    finally:
-        s.close()
-    try:
-        status = int(data.split(b"\r\n", 1)[0].split(b" ")[1])
-    except (IndexError, ValueError):
-        status = 0
-    return status, data.partition(b"\r\n\r\n")[2], time.monotonic() - t0
 
 
 def run_measured(args, env=None, timeout=60):
@@ -209,7 +183,7 @@ def slow_readers(env, tmp):
             end = time.monotonic() + 8
             last_keepalive = time.monotonic()
             while time.monotonic() < end:
-                status, _, took = request(port, "/metrics", timeout=5)
+                status, _, _, took = request(port, "/metrics", timeout=5)
                 statuses.append(status)
                 worst = max(worst, took)
                 if time.monotonic() - last_keepalive >= 1.0:
@@ -262,7 +236,7 @@ def bcrypt_fairness(env, tmp):
         statuses, worst = [], 0.0
         end = time.monotonic() + 6
         while time.monotonic() < end:
-            status, _, took = request(port, "/metrics", good, timeout=10, source="127.0.0.2")
+            status, _, _, took = request(port, "/metrics", good, timeout=10, source="127.0.0.2")
             statuses.append(status)
             worst = max(worst, took)
             time.sleep(0.3)
@@ -502,7 +476,7 @@ def many_gpus(env, tmp):
         while time.monotonic() < end:
             peak = max(peak, rss_mb(agent.pid))
             time.sleep(0.5)
-        status, body, _ = request(port, "/metrics", timeout=10)
+        status, _, body, _ = request(port, "/metrics", timeout=10)
         gpus = len({line.split('uuid="', 1)[1].split('"', 1)[0] for line in body.decode().splitlines()
                     if line.startswith("gputriage_gpu_utilization_percent{")})
         limit = 256 if SANITIZED else 128  # ASan's shadow memory and redzones on top
@@ -532,7 +506,7 @@ def serve_lock(env, tmp):
             compared.append(request(port, "/api/compare?a=1&b=1", timeout=60)[0])
 
     try:
-        status, _, took = request(port, "/api/compare?a=1&b=1", timeout=60)
+        status, _, _, took = request(port, "/api/compare?a=1&b=1", timeout=60)
         threads = [threading.Thread(target=compare, daemon=True) for _ in range(3)]
         for t in threads:
             t.start()
@@ -544,10 +518,10 @@ def serve_lock(env, tmp):
         stop.set()
         for t in threads:
             t.join(60)
-        times = sorted(t for _, _, t in listed)
+        times = sorted(t for _, _, _, t in listed)
         median = times[len(times) // 2]
         check("serve: /api/runs beside 3 clients comparing a 256-GPU run: 200 within 0.5 s at the median",
-              all(s == 200 for s, _, _ in listed) and median <= 0.5,
+              all(s == 200 for s, _, _, _ in listed) and median <= 0.5,
               f"median {median:.3f} s, slowest {times[-1]:.3f} s; one comparison alone took {took:.2f} s (status "
               f"{status}); comparisons beside: {sorted(set(compared))}")
         check("serve: the comparisons beside it were answered (3 at once is within its limit)",
@@ -587,7 +561,7 @@ def fd_limit(env, tmp):
         before = cpu_seconds(agent.pid)
         time.sleep(3)
         spent = cpu_seconds(agent.pid) - before
-        status, _, took = request(port, "/metrics", timeout=5)
+        status, _, _, took = request(port, "/metrics", timeout=5)
         check("out of descriptors with 100 silent clients: the agent does not spin", spent < 0.3,
               f"{spent:.2f} s of CPU in 3 s")
         alive = agent.poll() is None

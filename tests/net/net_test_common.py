@@ -45,6 +45,42 @@ def start_server(binary, args, ready_text, env, stderr_path):
         print(f.read())
     raise SystemExit(f"FAIL: {args[0]} did not start")
 
+def request(port, path, headers=None, timeout=5.0, method="GET", raw=None, source="127.0.0.1"):
+    """One request on a fresh connection from `source`: (status, headers dict, body, seconds); status 0 when
+    refused or cut. `raw`: these bytes instead of a request made from the rest."""
+    t0 = time.monotonic()
+    try:
+        s = socket.create_connection(("127.0.0.1", port), timeout=timeout, source_address=(source, 0))
+    except OSError as e:
+        return 0, {}, str(e).encode(), time.monotonic() - t0
+    try:
+        if raw is None:
+            lines = [f"{method} {path} HTTP/1.1", "Host: 127.0.0.1", "Connection: close"]
+            lines += [f"{k}: {v}" for k, v in (headers or {}).items()]
+            raw = ("\r\n".join(lines) + "\r\n\r\n").encode()
+        s.sendall(raw)
+        data = b""
+        while True:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+    except OSError as e:
+        return 0, {}, str(e).encode(), time.monotonic() - t0
+    finally:
+        s.close()
+    head, _, body = data.partition(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    try:
+        status = int(lines[0].split(" ")[1])
+    except (IndexError, ValueError):
+        return 0, {}, data, time.monotonic() - t0
+    hdrs = {}
+    for line in lines[1:]:
+        k, _, v = line.partition(":")
+        hdrs.setdefault(k.strip().lower(), []).append(v.strip())
+    return status, hdrs, body, time.monotonic() - t0
+
 
 failures = []
 

@@ -36,7 +36,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from net_test_common import check, failures, free_port, rss_mb, start_server  # noqa: E402
+from net_test_common import check, failures, free_port, request, rss_mb, start_server  # noqa: E402
 
 BIN, FAKE_NVML, STORE = sys.argv[1], sys.argv[2], sys.argv[3]
 
@@ -45,37 +45,6 @@ def start(args, ready_text, env, stderr_path):
     return start_server(BIN, args, ready_text, env, stderr_path)
 
 
-def request(port, path, headers=None, timeout=5.0, method="GET", raw=None):
-    """One request on a fresh connection: (status, headers dict, body, seconds)."""
-    t0 = time.monotonic()
-    s = socket.create_connection(("127.0.0.1", port), timeout=timeout)
-    try:
-        if raw is None:
-            lines = [f"{method} {path} HTTP/1.1", "Host: 127.0.0.1", "Connection: close"]
-            lines += [f"{k}: {v}" for k, v in (headers or {}).items()]
-            raw = ("\r\n".join(lines) + "\r\n\r\n").encode()
-        s.sendall(raw)
-        data = b""
-        while True:
-            chunk = s.recv(65536)
-            if not chunk:
-                break
-            data += chunk
-    except OSError as e:
-        return 0, {}, str(e).encode(), time.monotonic() - t0
-    finally:
-        s.close()
-    head, _, body = data.partition(b"\r\n\r\n")
-    lines = head.decode("latin-1").split("\r\n")
-    try:
-        status = int(lines[0].split(" ")[1])
-    except (IndexError, ValueError):
-        return 0, {}, data, time.monotonic() - t0
-    hdrs = {}
-    for line in lines[1:]:
-        k, _, v = line.partition(":")
-        hdrs.setdefault(k.strip().lower(), []).append(v.strip())
-    return status, hdrs, body, time.monotonic() - t0
 
 
 class Pressure:

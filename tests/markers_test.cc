@@ -131,6 +131,41 @@ TEST_F(Markers, StepsAndPhasesArriveWithTheirValues) {
   EXPECT_EQ(ring_->stats().corrupt, 0);
 }
 
+TEST_F(Markers, APhaseSwitchedAtAnEarlierReadingSplitsTheSpanThere) {
+  // Zero-code mode's DDP backward: backward begins; autograd's work ends (the
+  // clock is read then, on whichever thread); backward returns after the wait;
+  // only then is the switch written, with the earlier reading.
+  Attach(1024);
+  gputriage_step_begin(3);
+  gputriage_phase_begin(GPUTRIAGE_PHASE_BACKWARD);
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  int64_t work_done = 0;
+  std::thread([&] { work_done = gputriage_markers_clock(); }).join();
+  std::this_thread::sleep_for(std::chrono::milliseconds(30));
+  gputriage_phase_switch_at(GPUTRIAGE_PHASE_BACKWARD, GPUTRIAGE_PHASE_COMMUNICATION, work_done);
+  gputriage_phase_end(GPUTRIAGE_PHASE_COMMUNICATION);
+  gputriage_phase_switch_at(GPUTRIAGE_PHASE_FORWARD, GPUTRIAGE_PHASE_OTHER, INT64_MAX);  // a later reading: now
+  gputriage_step_end(3, 8, 0, 0);
+  std::vector<Marker> got;
+  ring_->Drain(got);
+  ASSERT_EQ(got.size(), 8u);
+  EXPECT_EQ(got[2].kind, MarkerKind::kPhaseEnd);
+  EXPECT_EQ(got[3].kind, MarkerKind::kPhaseBegin);
+  EXPECT_EQ(got[2].t_ns, got[3].t_ns);  // one instant: backward ends where communication begins
+  EXPECT_LT(got[3].t_ns, got[4].t_ns);
+  EXPECT_LE(got[5].t_ns, got[6].t_ns);  // a reading from the future is taken as now
+  EXPECT_LE(got[6].t_ns, got[7].t_ns);
+  const MarkedSteps steps = BuildMarkedSteps(got);
+  ASSERT_EQ(steps.steps.size(), 1u);
+  const MarkedStep& step = steps.steps[0];
+  // Wide bounds: a loaded machine oversleeps, never undersleeps.
+  EXPECT_GE(step.phase_ns[GPUTRIAGE_PHASE_BACKWARD], 19'000'000);
+  EXPECT_EQ(step.phase_ns[GPUTRIAGE_PHASE_BACKWARD] + step.phase_ns[GPUTRIAGE_PHASE_COMMUNICATION],
+            got[4].t_ns - got[1].t_ns);  // the span is split, not stretched
+  EXPECT_GE(step.phase_ns[GPUTRIAGE_PHASE_COMMUNICATION], 29'000'000);
+  EXPECT_EQ(step.sync_release, got[4].t_ns);  // the step leaves its collective when communication ends
+}
+
 TEST_F(Markers, ThreadsAndProcessesAreNeitherLostNorMixedUp) {
   Attach(1 << 18);
   ASSERT_EQ(gputriage_markers_enabled(), 1);

@@ -61,6 +61,17 @@ void gputriage_phase_device_time(int64_t step, gputriage_phase phase, int64_t de
 void gputriage_phase_begin(gputriage_phase phase);
 void gputriage_phase_end(gputriage_phase phase);
 
+/* The marker clock now: what a marker made at this moment would carry (raw TSC
+ * ticks or ns, as the ring says; only for gputriage_phase_switch_at). */
+int64_t gputriage_markers_clock(void);
+
+/* On the calling thread, phase `from` ends and phase `to` begins at `t`, an
+ * earlier gputriage_markers_clock() reading (a later one is taken as now): for a
+ * phase whose start is known only once it is over -- backward waits for DDP's
+ * gradient all-reduce from the moment autograd's thread hands over the last
+ * bucket, which the training thread learns when backward returns. */
+void gputriage_phase_switch_at(gputriage_phase from, gputriage_phase to, int64_t t);
+
 #ifdef __cplusplus
 }  /* extern "C" */
 #endif

@@ -64,8 +64,9 @@ _installed = False
 # What the ledger's hooks need to know of the loop (the main training thread's view):
 # a batch being fetched, an automatic step open (and its batch's samples), an
 # optimizer has stepped, an evaluation phase is open.
-# in_phase: a forward, backward or optimizer phase is open on the training thread
-# (a module called inside one is part of it, not a forward of its own).
+# in_phase: the id of the forward, backward, optimizer, copy or communication phase
+# open on the training thread, else False (a module called inside one is part of
+# it, not a forward of its own).
 _loop = {"fetching": 0, "step_open": False, "samples": None, "trained": False, "in_eval": False, "in_phase": False}
 _training_thread = threading.get_ident()  # the thread that runs the loop (install() runs on the main one)
 
@@ -168,7 +169,7 @@ def _patch_optimizer(module):
             try:
                 return closure(*args, **kwargs)
             finally:
-                _loop["in_phase"] = True
+                _loop["in_phase"] = _OPTIMIZER
                 begin(_OPTIMIZER)
         return run
 
@@ -355,7 +356,7 @@ def _patch_forward(torch):
     def __call__(self, *args, **kwargs):
         if loop["in_phase"] or not loop["step_open"] or loop["fetching"] or get_ident() != _training_thread:
             return original(self, *args, **kwargs)
-        loop["in_phase"] = True
+        loop["in_phase"] = _FORWARD
         begin(_FORWARD)
         try:
             return original(self, *args, **kwargs)
@@ -376,7 +377,7 @@ def _in_phase(call, phase):
     def marked(*args, **kwargs):
         if loop["in_phase"] or get_ident() != _training_thread:
             return call(*args, **kwargs)
-        loop["in_phase"] = True
+        loop["in_phase"] = phase
         begin(phase)
         try:
             return call(*args, **kwargs)
@@ -386,20 +387,6 @@ def _in_phase(call, phase):
 
     marked._gputriage = True
     return marked
-
-
-def _in_step_phase(call, phase):
-    """`call` marked as `phase` inside a step only (a barrier at start-up or between
-    epochs is no step's), as _in_phase does otherwise."""
-    marked = _in_phase(call, phase)
-    loop = _loop
-
-    @functools.wraps(call)
-    def in_step(*args, **kwargs):
-        return marked(*args, **kwargs) if loop["step_open"] else call(*args, **kwargs)
-
-    in_step._gputriage = True
-    return in_step
 
 
 # The job's host-to-device copies inside steps, sent as copy.* settings at exit:
@@ -558,10 +545,41 @@ def _patch_clip_grad(torch):
 
 
 def _patch_backward(torch):
-    """torch.autograd.backward (loss.backward() calls it) is the backward phase."""
+    """torch.autograd.backward (loss.backward() calls it) is the backward phase;
+    after a DDP forward, from the end of autograd's own work (_ddp below) until
+    backward returns it waits for the gradient all-reduce: the communication phase."""
     original = getattr(getattr(torch, "autograd", None), "backward", None)
-    if original is not None and not getattr(original, "_gputriage", False):
-        torch.autograd.backward = _in_phase(original, _BACKWARD)
+    if original is None or getattr(original, "_gputriage", False):
+        return
+    begin, end, switch_at, get_ident, loop = (_markers.phase_begin, _markers.phase_end, _markers._phase_switch_at,
+                                              threading.get_ident, _loop)
+
+    @functools.wraps(original)
+    def backward(*args, **kwargs):
+        if loop["in_phase"] or get_ident() != _training_thread:
+            return original(*args, **kwargs)
+        _ddp["work_done"] = None
+        if _ddp["sync_pending"]:
+            _ddp["sync_pending"] = False
+            try:
+                _note_when_work_is_done(args, kwargs)
+            except Exception as e:  # never break the job: its all-reduce stays backward's
+                sys.stderr.write(f"gputriage: zero-code mode: DDP's all-reduce is not timed apart from backward: {e!r}\n")
+        loop["in_phase"] = _BACKWARD
+        begin(_BACKWARD)
+        try:
+            return original(*args, **kwargs)
+        finally:
+            work_done = _ddp["work_done"]
+            if work_done is not None:
+                switch_at(_BACKWARD, _COMMUNICATION, work_done)
+                end(_COMMUNICATION)
+            else:
+                end(_BACKWARD)
+            loop["in_phase"] = False
+
+    backward._gputriage = True
+    torch.autograd.backward = backward
 
 
 def _patch_torch(torch):
@@ -576,11 +594,45 @@ def _patch_torch(torch):
             sys.stderr.write(f"gputriage: zero-code mode: cannot hook {patch.__name__[7:]}: {e!r}\n")
 
 
-# Collectives a training loop calls itself: each call is the communication phase
-# (DDP's own all-reduce runs inside backward, from C++: its ranks meet there).
+# Collectives a training loop calls itself: each call is the communication phase,
+# and one called inside forward, backward or the optimizer (tensor parallelism,
+# SyncBatchNorm, FSDP's all-gather in forward, a gradient-norm all-reduce) is cut
+# out of that phase as communication. DDP's own all-reduce runs inside backward,
+# from C++: _ddp below times it. (FSDP: _all_gather_base and _reduce_scatter_base
+# before torch 2, all_gather_into_tensor and reduce_scatter_tensor after.)
 _COLLECTIVES = ("all_reduce", "broadcast", "barrier", "all_gather", "all_gather_into_tensor", "all_gather_object",
                 "reduce", "reduce_scatter", "reduce_scatter_tensor", "all_to_all", "all_to_all_single", "gather",
-                "scatter", "broadcast_object_list")
+                "scatter", "broadcast_object_list", "_all_gather_base", "_reduce_scatter_base")
+
+
+def _collective(call):
+    """`call` as the communication phase inside a step on the training thread. A
+    call with async_op=True only queues the collective (its wait is elsewhere): it
+    is marked only where no phase is open, as before."""
+    marked = _in_phase(call, _COMMUNICATION)
+    begin, end, get_ident, loop = _markers.phase_begin, _markers.phase_end, threading.get_ident, _loop
+
+    @functools.wraps(call)
+    def collective(*args, **kwargs):
+        if not loop["step_open"] or get_ident() != _training_thread:
+            return call(*args, **kwargs)  # a barrier at start-up or between epochs is no step's
+        around = loop["in_phase"]
+        if not around:
+            return marked(*args, **kwargs)
+        if around == _COMMUNICATION or kwargs.get("async_op"):
+            return call(*args, **kwargs)
+        end(around)
+        loop["in_phase"] = _COMMUNICATION
+        begin(_COMMUNICATION)
+        try:
+            return call(*args, **kwargs)
+        finally:
+            end(_COMMUNICATION)
+            loop["in_phase"] = around
+            begin(around)
+
+    collective._gputriage = True
+    return collective
 
 
 def _patch_distributed(dist):
@@ -591,7 +643,7 @@ def _patch_distributed(dist):
         for name in _COLLECTIVES:
             call = getattr(module, name, None)
             if callable(call) and not getattr(call, "_gputriage", False):
-                setattr(module, name, _in_step_phase(call, _COMMUNICATION))
+                setattr(module, name, _collective(call))
         init = getattr(module, "init_process_group", None)
         if callable(init) and not getattr(init, "_gputriage", False):
             setattr(module, "init_process_group", _then_report_rank(init))
@@ -611,9 +663,61 @@ def _then_report_rank(init):
     return init_process_group
 
 
+# DDP's gradient all-reduce: autograd's threads hand each gradient bucket to it as
+# the bucket fills (in C++), and a callback DDP queues for backward's end waits
+# for them all. A rank that waits for a late one waits there, inside backward.
+# Where a DDP model's forward prepared a gradient sync, backward's root node gets
+# a hook that queues an autograd final callback ahead of DDP's: it runs when
+# autograd's own work is done, so from then until backward returns is the wait
+# for the all-reduce and its transfer -- the communication phase. DDP itself is
+# not touched (its hooks, built-in or the job's, run as they would).
+# sync_pending: a DDP forward prepared a sync for the next backward; work_done:
+# the clock when the current backward's own work ended.
+_ddp = {"sync_pending": False, "work_done": None}
+
+
+def _patch_ddp(module):
+    cls = getattr(module, "DistributedDataParallel", None)
+    forward = getattr(cls, "forward", None)
+    if forward is None or getattr(forward, "_gputriage", False):
+        return
+    import torch
+    is_grad_enabled = torch.is_grad_enabled
+
+    @functools.wraps(forward)
+    def marked_forward(self, *args, **kwargs):
+        if getattr(self, "require_backward_grad_sync", False) and is_grad_enabled():  # as DDP decides (no_sync off)
+            _ddp["sync_pending"] = True
+        return forward(self, *args, **kwargs)
+
+    marked_forward._gputriage = True
+    cls.forward = marked_forward
+
+
+def _note_when_work_is_done(args, kwargs):
+    """Hooks the first root of this backward that has a grad_fn (loss.backward()'s
+    loss): when it runs, the callback that notes the end of autograd's work is queued."""
+    import torch
+    roots = kwargs.get("tensors", args[0] if args else None)
+    roots = [roots] if isinstance(roots, torch.Tensor) else list(roots or ())
+    root = next((t.grad_fn for t in roots if isinstance(t, torch.Tensor) and t.grad_fn is not None), None)
+    if root is None:
+        return
+    engine, clock = torch.autograd.Variable._execution_engine, _markers._clock
+
+    def work_done():
+        _ddp["work_done"] = clock()
+
+    def on_root(grad_inputs, grad_outputs):
+        engine.queue_callback(work_done)
+
+    root.register_hook(on_root)
+
+
 _PATCHES = {
     "torch.utils.data.dataloader": _patch_dataloader,
     "torch.distributed": _patch_distributed,
+    "torch.nn.parallel.distributed": _patch_ddp,
     "torch.optim.optimizer": _patch_optimizer,
     "torch.utils.checkpoint": _patch_activation_checkpoint,
     "torch": _patch_torch,

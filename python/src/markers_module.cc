@@ -191,6 +191,24 @@ PyObject* PhaseEnd(PyObject*, PyObject* arg) {
   Py_RETURN_NONE;
 }
 
+PyObject* Clock(PyObject*, PyObject*) { return PyLong_FromLongLong(gputriage_markers_clock()); }
+
+/// _phase_switch_at(from, to, t): `from` ends and `to` begins at the earlier
+/// clock reading `t` (zero-code mode's DDP hook: the wait for the all-reduce).
+PyObject* PhaseSwitchAt(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  gputriage_phase from{}, to{};
+  int64_t t = 0;
+  if (nargs != 3) {
+    PyErr_SetString(PyExc_TypeError, "gputriage._phase_switch_at(from, to, t) takes 3 arguments");
+    return nullptr;
+  }
+  if (!ToPhase(args[0], &from) || !ToPhase(args[1], &to) || !ToInt64(args[2], &t, "t")) return nullptr;
+  if (!DevicePhase(g_str_phase_end, from)) return nullptr;
+  gputriage_phase_switch_at(from, to, t);
+  if (!DevicePhase(g_str_phase_begin, to)) return nullptr;
+  Py_RETURN_NONE;
+}
+
 /// Opens an automatic step (watch(), zero-code mode) after a batch arrived;
 /// returns its number, or None once the loop marks its own steps.
 PyObject* AutoStepBegin(PyObject*, PyObject*) {
@@ -437,6 +455,9 @@ PyMethodDef kHotFunctions[] = {
      "step_device_time(step, device_ns): the step's GPU time, measured on the device."},
     {"phase_device_time", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(PhaseDeviceTime)), METH_FASTCALL,
      "phase_device_time(step, phase, device_ns): a phase's GPU time in that step, measured on the device."},
+    {"_clock", Clock, METH_NOARGS, "The marker clock now (for _phase_switch_at)."},
+    {"_phase_switch_at", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(PhaseSwitchAt)), METH_FASTCALL,
+     "_phase_switch_at(from, to, t): phase `from` ends and `to` begins at the earlier clock reading t."},
     {"_set_device_timer", SetDeviceTimer, METH_O, "Installs the per-step device timer (None: off)."},
     {"_auto_step_begin", AutoStepBegin, METH_NOARGS, "Opens an automatic step (watch, zero-code mode)."},
     {"_auto_step_end", AutoStepEnd, METH_O, "Closes the open automatic step with its samples (or None)."},

@@ -124,12 +124,17 @@ StepMarkerAnalysis AnalyzeMarkedSteps(const std::vector<MarkedStep>& steps, std:
   m.sync = MeasureRankSync(judged_by_process, m.by_process, waited);
   if (m.sync.synchronous) {
     // Waiting for the last rank is not a rank's own work: taken out step by step.
+    // Where the wait was marked (a communication phase: zero-code mode's DDP
+    // hook), it is already out of work_ms; only the part outside it (an
+    // all-reduce left inside backward) comes off.
     size_t p = 0;
     for (const auto& [pid, list] : by_pid) {
       std::vector<double> work;
       for (const auto& t : list) {
         auto it = waited[p].find(t.step->number);
-        work.push_back(std::max(0.0, t.work_ms - (it == waited[p].end() ? 0.0 : it->second)));
+        const double wait_ms = it == waited[p].end() ? 0.0 : it->second;
+        const double marked_ms = Ms(t.step->phase_ns[GPUTRIAGE_PHASE_COMMUNICATION]);
+        work.push_back(std::max(0.0, t.work_ms - std::max(0.0, wait_ms - marked_ms)));
       }
       m.by_process[p++].work_ms_p50 = analysis::Median(work);
     }

@@ -111,14 +111,7 @@ bool Ready() {
   return g_state.load(std::memory_order_relaxed) == kAttached;
 }
 
-void Emit(MarkerKind kind, uint16_t phase, int64_t step, int64_t samples, int64_t tokens, double flops) {
-  if (!Ready()) return;
-  const uint32_t generation = g_fork_generation.load(std::memory_order_relaxed);
-  if (t_ids.generation != generation) {  // first marker of this thread, or first after a fork
-    t_ids.pid = static_cast<uint32_t>(getpid());
-    t_ids.tid = static_cast<uint32_t>(syscall(SYS_gettid));
-    t_ids.generation = generation;
-  }
+int64_t ClockNow() {
   int64_t t = 0;
 #if defined(__x86_64__)
   if (g_ring.tsc) t = static_cast<int64_t>(__rdtsc());
@@ -128,6 +121,21 @@ void Emit(MarkerKind kind, uint16_t phase, int64_t step, int64_t samples, int64_
     clock_gettime(CLOCK_REALTIME, &ts);
     t = static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
   }
+  return t;
+}
+
+// `at`: the marker's clock reading, or -1 for now.
+void Emit(MarkerKind kind, uint16_t phase, int64_t step, int64_t samples, int64_t tokens, double flops,
+          int64_t at = -1) {
+  if (!Ready()) return;
+  const uint32_t generation = g_fork_generation.load(std::memory_order_relaxed);
+  if (t_ids.generation != generation) {  // first marker of this thread, or first after a fork
+    t_ids.pid = static_cast<uint32_t>(getpid());
+    t_ids.tid = static_cast<uint32_t>(syscall(SYS_gettid));
+    t_ids.generation = generation;
+  }
+  const int64_t now = ClockNow();
+  const int64_t t = at >= 0 && at < now ? at : now;
   const uint64_t index = g_ring.header->write_index.fetch_add(1, std::memory_order_relaxed);
   MarkerPayload p;
   p.t_ns = t;
@@ -185,6 +193,16 @@ void gputriage_phase_begin(gputriage_phase phase) {
 
 void gputriage_phase_end(gputriage_phase phase) {
   gputriage::Emit(gputriage::MarkerKind::kPhaseEnd, static_cast<uint16_t>(phase), 0, 0, 0, 0);
+}
+
+int64_t gputriage_markers_clock(void) {
+  gputriage::Ready();  // the ring decides the clock
+  return gputriage::ClockNow();
+}
+
+void gputriage_phase_switch_at(gputriage_phase from, gputriage_phase to, int64_t t) {
+  gputriage::Emit(gputriage::MarkerKind::kPhaseEnd, static_cast<uint16_t>(from), 0, 0, 0, 0, t);
+  gputriage::Emit(gputriage::MarkerKind::kPhaseBegin, static_cast<uint16_t>(to), 0, 0, 0, 0, t);
 }
 
 }  // extern "C"

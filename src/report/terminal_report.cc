@@ -99,7 +99,7 @@ std::string Dist(const MetricDistribution& m, const char* unit) {
 /// met at collectives, how late it arrived and how long it waited for the others.
 void RenderRanks(std::string& out, const StepMarkerAnalysis& m) {
   const bool sync = m.sync.matched_steps > 0;
-  out += fmt::format("     per rank, ms per step (p50 step; means of data, forward, backward, optimizer, rest){}:\n",
+  out += fmt::format("     per rank, ms per step (p50 step; means of data, forward, backward, optimizer, communication, rest){}:\n",
                      sync ? "; arrival at the collectives after the first rank, and waiting for the last" : "");
   std::vector<const ProcessStepStats*> order;
   for (const auto& p : m.by_process) order.push_back(&p);
@@ -112,10 +112,10 @@ void RenderRanks(std::string& out, const StepMarkerAnalysis& m) {
       out += fmt::format("       … {} more\n", order.size() - 16);
       break;
     }
-    out += fmt::format("       {:<28} step {:6.1f}  data {:5.1f}  fwd {:5.1f}  bwd {:5.1f}  opt {:5.1f}  rest {}", p->Label(),
-                       p->step_ms_p50, p->data_wait_ms_mean, p->phase_ms_mean[GPUTRIAGE_PHASE_FORWARD],
+    out += fmt::format("       {:<28} step {:6.1f}  data {:5.1f}  fwd {:5.1f}  bwd {:5.1f}  opt {:5.1f}  comm {:5.1f}  rest {}",
+                       p->Label(), p->step_ms_p50, p->data_wait_ms_mean, p->phase_ms_mean[GPUTRIAGE_PHASE_FORWARD],
                        p->phase_ms_mean[GPUTRIAGE_PHASE_BACKWARD], p->phase_ms_mean[GPUTRIAGE_PHASE_OPTIMIZER],
-                       std::isnan(p->untraced_ms_mean) ? std::string("  -") : fmt::format("{:5.1f}", p->untraced_ms_mean));
+                       p->phase_ms_mean[GPUTRIAGE_PHASE_COMMUNICATION], std::isnan(p->untraced_ms_mean) ? std::string("  -") : fmt::format("{:5.1f}", p->untraced_ms_mean));
     if (sync && !std::isnan(p->late_ms_p50))
       out += fmt::format("  late {:5.1f}  waited {:5.1f}", p->late_ms_p50, p->waited_ms_p50);
     out += "\n";

@@ -5,8 +5,13 @@ stalls on the host after each optimizer step -- to check that gputriage names
 that rank (and never the one that waits for it). Imports nothing of gputriage.
 
     python3 ddp_ranks_loop.py --slow-rank 1 --loader-ms 30 --timings out.json
+
+--all-reduce-in-forward sums the first layer's output over the ranks inside
+forward (tensor parallelism's pattern): the ranks then meet in forward first;
+--own-comm-hook registers the job's own DDP communication hook (counted).
 """
 import argparse
+import gc
 import json
 import os
 import socket
@@ -16,6 +21,27 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 from torch.nn.parallel import DistributedDataParallel
+
+
+class AllReducedActivations(torch.nn.Module):
+    """A layer whose output is summed over the ranks inside forward, as tensor
+    parallelism's row-parallel layers do: the ranks meet in forward too."""
+
+    def __init__(self, inner):
+        super().__init__()
+        self.inner = inner
+
+    def forward(self, x):
+        y = self.inner(x)
+        dist.all_reduce(y)
+        return y / dist.get_world_size()
+
+
+def counting_allreduce(state, bucket):
+    """A job's own DDP communication hook: DDP's all-reduce, counted."""
+    from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
+    state["calls"] += 1
+    return allreduce_hook(None, bucket)
 
 
 class Batches(torch.utils.data.Dataset):
@@ -39,8 +65,13 @@ def worker(rank, world, args, port):
     dist.init_process_group("gloo", rank=rank, world_size=world)
     torch.manual_seed(0)
     torch.set_num_threads(1)
-    model = DistributedDataParallel(torch.nn.Sequential(torch.nn.Linear(128, 256), torch.nn.ReLU(),
-                                                        torch.nn.Linear(256, 10)))
+    first = torch.nn.Linear(128, 256)
+    if args.all_reduce_in_forward:
+        first = AllReducedActivations(first)
+    model = DistributedDataParallel(torch.nn.Sequential(first, torch.nn.ReLU(), torch.nn.Linear(256, 10)))
+    hook_state = {"calls": 0}
+    if args.own_comm_hook:
+        model.register_comm_hook(hook_state, counting_allreduce)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
     slow = rank == args.slow_rank
     loader = torch.utils.data.DataLoader(Batches(args.steps, 32, args.loader_ms / 1e3 if slow else 0),
@@ -61,7 +92,13 @@ def worker(rank, world, args, port):
         t = time.perf_counter()
     if args.timings:
         with open(f"{args.timings}.rank{rank}", "w") as f:
-            json.dump({"rank": rank, "pid": os.getpid(), "data_wait": waits, "stall": stalls}, f)
+            json.dump({"rank": rank, "pid": os.getpid(), "data_wait": waits, "stall": stalls,
+                       "comm_hook_calls": hook_state["calls"]}, f)
+    # The model (and its Python communication hook's futures) goes before the
+    # process group: torch 1.13 with a Python hook on gloo otherwise hangs at
+    # interpreter exit now and then (4 runs in 10 here, with no recorder at all).
+    del model, optimizer
+    gc.collect()
     dist.destroy_process_group()
 
 
@@ -72,6 +109,8 @@ def main():
     ap.add_argument("--slow-rank", type=int, default=-1)
     ap.add_argument("--loader-ms", type=float, default=0.0)
     ap.add_argument("--stall-ms", type=float, default=0.0)
+    ap.add_argument("--all-reduce-in-forward", action="store_true")
+    ap.add_argument("--own-comm-hook", action="store_true")
     ap.add_argument("--timings")
     args = ap.parse_args()
     with socket.socket() as s:  # a free port for the rendezvous

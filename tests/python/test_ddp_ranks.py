@@ -9,6 +9,9 @@ by torch.multiprocessing.spawn and recorded unmodified with
 - a 30 ms host stall on rank 1 after each optimizer step: rank 1 again, late
   from finishing its previous step;
 - both ranks alike: no straggler;
+- zero-code mode times DDP's all-reduce apart from backward (through a
+  communication hook): the waiting rank's wait is its communication phase, not
+  backward work; a collective called inside forward is cut out of forward alike;
 - every report names the ranks (rank and world size known) in its per-rank table.
 
     GPUTRIAGE=... GPUTRIAGE_PYTHON_PATH=... python3 test_ddp_ranks.py
@@ -85,6 +88,37 @@ class DdpRanks(unittest.TestCase):
         self.assertIn("input_bound", f)
         self.assertIn("on rank 1", f["input_bound"]["title"])
         self.assertIn("rank 1 (pid", text)  # the terminal's per-rank table
+        self.check_wait_is_communication(late, "backward")
+
+    def check_wait_is_communication(self, by_rank, phase):
+        """Rank 0 waits for rank 1 inside `phase` (DDP's all-reduce in backward, or
+        one in forward): that wait is its communication phase, and `phase` holds
+        about what the late rank's does (its work, not the wait)."""
+        waiting, late = by_rank[0], by_rank[1]
+        comm0, comm1 = waiting["phases_ms_mean"]["communication"], late["phases_ms_mean"]["communication"]
+        print(f"  communication: rank 0 {comm0:.1f} ms, rank 1 {comm1:.1f} ms; {phase}: rank 0 "
+              f"{waiting['phases_ms_mean'][phase]:.1f} ms, rank 1 {late['phases_ms_mean'][phase]:.1f} ms", file=sys.stderr)
+        self.assertGreaterEqual(comm0, 0.8 * waiting["waited_ms_p50"], waiting)
+        self.assertLess(comm1, 0.25 * comm0, late)
+        self.assertLess(waiting["phases_ms_mean"][phase], 2 * late["phases_ms_mean"][phase] + 2.0, by_rank)
+
+    def test_the_jobs_own_comm_hook_runs_and_is_timed(self):
+        steps = 30
+        report, text, own = record("--slow-rank", "1", "--loader-ms", "30", "--own-comm-hook", "--steps", str(steps))
+        m = self.check_ranks_named(report, own)
+        for rank in (0, 1):  # one bucket per step: the job's hook ran for every one
+            self.assertEqual(own[rank]["comm_hook_calls"], steps, own[rank])
+        self.assertIn("rank 1 (pid", findings(report)["straggler_rank"]["title"])
+        self.check_wait_is_communication({p["rank"]: p for p in m["by_process"]}, "backward")
+
+    def test_all_reduce_in_forward_is_communication(self):
+        report, text, own = record("--slow-rank", "1", "--loader-ms", "30", "--all-reduce-in-forward")
+        m = self.check_ranks_named(report, own)
+        f = findings(report)
+        self.assertIn("straggler_rank", f, json.dumps(m, indent=1))
+        self.assertIn("rank 1 (pid", f["straggler_rank"]["title"])
+        self.assertNotIn("rank 0", f["straggler_rank"]["title"])
+        self.check_wait_is_communication({p["rank"]: p for p in m["by_process"]}, "forward")
 
     def test_host_stall_rank_is_the_straggler(self):
         report, text, own = record("--slow-rank", "1", "--stall-ms", "30")

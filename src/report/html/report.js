@@ -499,9 +499,9 @@
     const sync = m.rank_sync && m.rank_sync.matched_steps > 0;
     const ms = (v) => (v == null ? "–" : num(v, 1));
     const order = m.by_process.slice().sort((a, b) => (a.rank == null) - (b.rank == null) || (a.rank || 0) - (b.rank || 0) || a.pid - b.pid);
-    const heads = ["rank", "step p50", "data", "forward", "backward", "optimizer", "rest"].concat(sync ? ["late", "waited", "arrived last"] : []);
+    const heads = ["rank", "step p50", "data", "forward", "backward", "optimizer", "communication", "rest"].concat(sync ? ["late", "waited", "arrived last"] : []);
     const rows = order.map((p) => el("tr", {}, [el("td", { text: p.label })].concat(
-      [p.step_ms_p50, p.data_wait_ms_mean, p.phases_ms_mean.forward, p.phases_ms_mean.backward, p.phases_ms_mean.optimizer, p.untraced_ms_mean]
+      [p.step_ms_p50, p.data_wait_ms_mean, p.phases_ms_mean.forward, p.phases_ms_mean.backward, p.phases_ms_mean.optimizer, p.phases_ms_mean.communication, p.untraced_ms_mean]
         .map((v) => el("td", { class: "num", text: ms(v) })),
       sync ? [el("td", { class: "num", text: ms(p.late_ms_p50) }), el("td", { class: "num", text: ms(p.waited_ms_p50) }),
         el("td", { class: "num", text: p.last_share == null ? "–" : num(100 * p.last_share, 0) + "%" })] : [])));

@@ -146,8 +146,10 @@ TEST(TrackerFeed, StepsGiveStepTimeDataWaitAndThroughput) {
 }
 
 // Issue 24: steps arrive late (held until final); each counts in the window it
-// ended in, and step series keep the job's step numbers while GPU series keep
-// their window index: one step axis per series.
+// ended in. Issue 41: gpu/* and gputriage/* on one step axis (the GPU series
+// had its window index, the step series the job's step numbers): once the job
+// marks steps, a GPU point waits out the hold too and takes the latest step
+// number ended by its time.
 TEST(TrackerFeed, HeldStepsJoinTheWindowsTheyBelongTo) {
   TrackerFeed feed(kNsPerS, 100 * kNsPerMs, /*step_hold=*/2 * kNsPerS);
   const TimeNs t0 = 1'700'000'000 * kNsPerS;
@@ -163,21 +165,24 @@ TEST(TrackerFeed, HeldStepsJoinTheWindowsTheyBelongTo) {
   };
   // Windows [0,1) and [1,2) each had two steps; they arrive together, late.
   samples(0, 10);
-  std::vector<TrackerPoint> got = feed.Poll(t0 + kNsPerS);  // the GPU window only
+  std::vector<TrackerPoint> got = feed.Poll(t0 + kNsPerS);  // no step seen yet: the GPU window at once
   ASSERT_EQ(got.size(), 1u);
   EXPECT_EQ(got[0].step, 0);
   feed.AddSteps({step(1, 0.0, 0.5), step(2, 0.5, 0.9), step(3, 1.0, 1.5), step(4, 1.5, 1.9)});
   samples(10, 20);
-  got = feed.Poll(t0 + 2 * kNsPerS);  // the second GPU window; the step windows are still held
-  ASSERT_EQ(got.size(), 1u);
-  EXPECT_EQ(got[0].step, 1);
+  got = feed.Poll(t0 + 2 * kNsPerS);  // the second GPU window and the step windows: all held
+  EXPECT_TRUE(got.empty());
   samples(20, 31);
+  feed.AddSteps({step(5, 2.0, 2.6)});  // a step of the third window, ended before its GPU point
   got = feed.Poll(t0 + 4 * kNsPerS + kNsPerS / 10);  // the holds of windows [0,1) and [1,2) are over
-  std::vector<const TrackerPoint*> steps;
-  for (const auto& p : got)
-    for (const auto& [k, v] : p.values)
-      if (k == "gputriage/steps") steps.push_back(&p);
+  std::vector<const TrackerPoint*> steps, gpu;
+  for (const auto& p : got) {
+    std::map<std::string, double> v(p.values.begin(), p.values.end());
+    (v.count("gputriage/steps") ? steps : gpu).push_back(&p);
+    EXPECT_NE(v.count("gpu/utilization_percent") > 0, v.count("gputriage/steps") > 0);  // never both
+  }
   ASSERT_EQ(steps.size(), 2u);
+  ASSERT_EQ(gpu.size(), 1u);
   std::map<std::string, double> first(steps[0]->values.begin(), steps[0]->values.end());
   std::map<std::string, double> second(steps[1]->values.begin(), steps[1]->values.end());
   EXPECT_EQ(first.at("gputriage/steps"), 2);   // not 4 in one window and none in the other
@@ -187,14 +192,36 @@ TEST(TrackerFeed, HeldStepsJoinTheWindowsTheyBelongTo) {
   EXPECT_EQ(steps[0]->t_ns, t0 + kNsPerS);  // at its own window's end
   EXPECT_EQ(steps[1]->t_ns, t0 + 2 * kNsPerS);
   EXPECT_DOUBLE_EQ(first.at("gputriage/samples_per_s"), 20);
-  // GPU points never carry step values, nor step points GPU values.
-  for (const auto& p : got) {
-    std::map<std::string, double> v(p.values.begin(), p.values.end());
-    const bool step_point = v.count("gputriage/steps") > 0;
-    EXPECT_EQ(v.count("gpu/utilization_percent") > 0, !step_point);
-    if (!step_point) EXPECT_EQ(p.step, 2);  // the third GPU window
+  // The second GPU window (ended at 2 s): on the step axis, step 4 ended by then (5 had not).
+  EXPECT_EQ(gpu[0]->t_ns, t0 + 2 * kNsPerS);
+  EXPECT_EQ(gpu[0]->step, 4);
+  got = feed.Poll(t0 + 5 * kNsPerS, /*final=*/true);  // the third GPU window (4.1 s) and step window [2,3)
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(got[0].step, 5);  // the step window
+  EXPECT_EQ(got[1].step, 5);  // the GPU window ended at 4.1 s
+  EXPECT_LE(got[0].t_ns, got[1].t_ns);
+}
+
+// A zero-code job marks steps from its first batch: its GPU points are on the
+// step axis from the start (0 before the first step), never the window index.
+TEST(TrackerFeed, AJobThatWillMarkStepsHasOneAxisFromTheStart) {
+  TrackerFeed feed(kNsPerS, 100 * kNsPerMs, /*step_hold=*/kNsPerS);
+  feed.ExpectSteps();
+  const TimeNs t0 = 1'700'000'000 * kNsPerS;
+  std::vector<TrackerPoint> got;
+  for (int s = 1; s <= 3; ++s) {
+    for (int i = 10 * (s - 1); i < 10 * s; ++i) feed.AddSample(0, Metric::kGpuUtil, t0 + i * 100 * kNsPerMs, 10);
+    for (auto& p : feed.Poll(t0 + s * kNsPerS)) got.push_back(std::move(p));
   }
-  EXPECT_EQ(got.size(), 3u);
+  MarkedStep first;
+  first.number = 7;  // a resumed job's (zero-code numbers start at 0)
+  first.span = Interval{t0 + 2500 * kNsPerMs, t0 + 2800 * kNsPerMs};
+  feed.AddSteps({first});  // startup took 2.5 s
+  for (auto& p : feed.Poll(t0 + 4 * kNsPerS, /*final=*/true)) got.push_back(std::move(p));
+  std::vector<int64_t> gpu_steps;
+  for (const auto& p : got)
+    if (p.values.front().first.rfind("gpu/", 0) == 0) gpu_steps.push_back(p.step);
+  EXPECT_EQ(gpu_steps, (std::vector<int64_t>{0, 0, 7}));  // windows ending at 1, 2 and 3 s: none yet, then 7
 }
 
 TEST(TrackerFeed, SeveralGpusGiveTheirMeanAndTheirOwnKeys) {

@@ -303,6 +303,7 @@ int RunRecord(const RecordArgs& args) {
   if (!trackers.started.empty()) {
     feed = std::make_unique<TrackerFeed>(static_cast<TimeNs>(std::llround(args.tracker_interval_s * 1e9)),
                                          options.interval_ns);
+    if (args.python) feed->ExpectSteps();  // zero-code mode marks steps: one step axis from the start
     worker = std::make_unique<TrackerWorker>(std::move(trackers.started));
     options.on_sample = [f = feed.get()](size_t device, Metric m, TimeNs t, double v) { f->AddSample(device, m, t, v); };
     options.on_steps = [f = feed.get()](const std::vector<MarkedStep>& steps) { f->AddSteps(steps); };

@@ -63,6 +63,12 @@ void TrackerFeed::AddSteps(const std::vector<MarkedStep>& steps) {
     w.data_ns += static_cast<double>(s.data_wait_ns());
     w.samples += static_cast<double>(s.samples);
     w.latest_step = std::max(w.latest_step, s.number);
+    steps_seen_ = true;
+    step_ends_.emplace(s.span.end, s.number);
+    if (step_ends_.size() > kMaxStepEnds) {  // no GPU points to take them (no GPU sampled): keep the latest
+      axis_step_ = std::max(axis_step_, step_ends_.begin()->second);
+      step_ends_.erase(step_ends_.begin());
+    }
     w.first_start = w.first_start == 0 ? s.span.start : std::min(w.first_start, s.span.start);
     w.last_end = std::max(w.last_end, s.span.end);
   }
@@ -89,7 +95,11 @@ std::vector<TrackerPoint> TrackerFeed::Poll(TimeNs now, bool final) {
   std::vector<TrackerPoint> out;
   const bool gpu_window_over = window_start_ != 0 && (final || now + every_ / 20 >= window_start_ + every_);
   if (gpu_window_over)
-    if (auto gpu = GpuWindow(now)) out.push_back(std::move(*gpu));
+    if (auto gpu = GpuWindow(now)) {
+      if (expect_steps_ || steps_seen_) held_gpu_.push_back(std::move(*gpu));
+      else out.push_back(std::move(*gpu));  // no step axis (yet): the window's index, at once
+    }
+  ReleaseGpuPoints(now, final, out);
   // Step windows whose hold is over (every one at the end), in grid order.
   while (!step_windows_.empty()) {
     auto it = step_windows_.begin();
@@ -106,13 +116,26 @@ std::vector<TrackerPoint> TrackerFeed::Poll(TimeNs now, bool final) {
   return out;
 }
 
+void TrackerFeed::ReleaseGpuPoints(TimeNs now, bool final, std::vector<TrackerPoint>& out) {
+  size_t given = 0;
+  for (; given < held_gpu_.size(); ++given) {
+    TrackerPoint& p = held_gpu_[given];
+    if (!final && now < p.t_ns + step_hold_) break;
+    for (auto it = step_ends_.begin(); it != step_ends_.end() && it->first <= p.t_ns; it = step_ends_.erase(it))
+      axis_step_ = std::max(axis_step_, it->second);
+    p.step = axis_step_;
+    out.push_back(std::move(p));
+  }
+  held_gpu_.erase(held_gpu_.begin(), held_gpu_.begin() + static_cast<std::ptrdiff_t>(given));
+}
+
 std::optional<TrackerPoint> TrackerFeed::GpuWindow(TimeNs now) {
   // A window ends on the recorder's once-a-second tick: a tick a few ms early
   // still ends it (5 % of the window), or a 1 s window would often last 2.
   if (window_start_ == 0) return std::nullopt;  // no sample yet
   TrackerPoint p;
   p.t_ns = now;
-  p.step = points_;  // the GPU series' own axis: the window's index
+  p.step = points_;  // the window's index, until the job's step axis replaces it (Poll)
   const auto mean = [](const Accumulator& a) { return a.covered > 0 ? a.weighted / a.covered : a.last_value; };
   // Per GPU, and over the GPUs (their mean: every key keeps its per-GPU meaning).
   constexpr const char* kKeys[] = {"utilization_percent", "sm_active_percent", "tensor_active_percent",

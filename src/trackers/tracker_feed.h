@@ -1,9 +1,11 @@
-// Turns the recorder's samples and steps into tracker points, one step axis
-// per series:
+// Turns the recorder's samples and steps into tracker points, on one step axis
+// where the job marks steps (so gpu/* and gputriage/* plot against the same x):
 //  - GPU windows: time-weighted means per GPU (each sample stands for the time
 //    since the previous one of its GPU and metric, capped at 4 intervals so a
-//    gap does not stretch a stale value), at the window's end, step = the
-//    window's index;
+//    gap does not stretch a stale value), at the window's end, step = the job's
+//    latest step number ended by then (0 before its first step). Held as step
+//    windows are (below), so steps that reach the recorder late still count.
+//    A job that marks no steps: the window's index, given at once;
 //  - step windows: the steps that ENDED in each window of the run's fixed grid
 //    (origin + k x every), at that window's end, step = the job's latest step
 //    number in it. Step markers reach the recorder late (held until final, up
@@ -36,6 +38,9 @@ class TrackerFeed {
   void NoteDevices(const MetricSet& metrics);
   /// Steps that finished (step markers), each once.
   void AddSteps(const std::vector<MarkedStep>& steps);
+  /// The job will mark steps (zero-code mode): GPU points take the job's step
+  /// axis from the start, not the window's index until the first step.
+  void ExpectSteps() { expect_steps_ = true; }
   /// The GPU window's point once `now` (wall clock) has passed its end, and
   /// each step window's once its hold is over; at the end of the run
   /// (`final`) everything not yet given. Oldest first.
@@ -75,6 +80,15 @@ class TrackerFeed {
   TimeNs origin_ = 0;        // the step grid's start: the first thing seen
   std::map<int64_t, StepWindow> step_windows_;  // by index on the grid, not yet given
   int64_t next_step_window_ = 0;                 // windows before this one are given
+  // The GPU series on the job's step axis: its points wait out the step hold,
+  // then take the latest step number ended by their time.
+  void ReleaseGpuPoints(TimeNs now, bool final, std::vector<TrackerPoint>& out);
+  static constexpr size_t kMaxStepEnds = 1 << 16;
+  bool expect_steps_ = false;
+  bool steps_seen_ = false;
+  std::vector<TrackerPoint> held_gpu_;        // oldest first
+  std::multimap<TimeNs, int64_t> step_ends_;  // steps' end → number, not yet behind a given GPU point
+  int64_t axis_step_ = 0;                     // the latest step number ended by the last GPU point given
 };
 
 }  // namespace gputriage

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <arpa/inet.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -120,6 +121,45 @@ TEST(HttpClient, ARedirectIsNotFollowedWithTheCredentials) {
   ASSERT_FALSE(body.ok());
   EXPECT_NE(body.status().message().find("redirect to http://127.0.0.2:1/steal not followed"), std::string::npos)
       << body.status().ToString();
+}
+
+// A DNS server that never answers held getaddrinfo (so every client: fleet,
+// MLflow, --dcgm-exporter) past the request's deadline, for the resolver's own
+// timeouts. The lookup now runs beside the request and is left behind at the deadline.
+std::atomic<int> g_slow_lookups{0};
+int SlowLookup(const char* host, const char* port, const addrinfo* hints, addrinfo** found) {
+  ++g_slow_lookups;
+  std::this_thread::sleep_for(std::chrono::seconds(3));
+  return getaddrinfo("127.0.0.1", port, hints, found);
+}
+int FastLookup(const char*, const char* port, const addrinfo* hints, addrinfo** found) {
+  return getaddrinfo("127.0.0.1", port, hints, found);
+}
+
+TEST(HttpClient, AHostLookupThatNeverAnswersEndsAtTheDeadline) {
+  TrickleServer server("HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello", 4096, std::chrono::milliseconds(0));
+  SetHostLookupForTesting(SlowLookup);
+  HttpClient client(HttpTarget{"http", "metrics.example:" + std::to_string(server.port()), "/metrics"}, 500);
+  StatusOr<std::string> body = std::string();
+  const double s = SecondsOf([&] { body = client.Get(1 << 20); });
+  ASSERT_FALSE(body.ok());
+  EXPECT_NE(body.status().message().find("timed out looking up host 'metrics.example'"), std::string::npos)
+      << body.status().ToString();
+  EXPECT_LT(s, 2.0);  // the lookup takes 3 s
+  EXPECT_EQ(g_slow_lookups.load(), 1);
+  // A lookup that answers in time connects as before; an address is never looked up.
+  SetHostLookupForTesting(FastLookup);
+  HttpClient named(HttpTarget{"http", "metrics.example:" + std::to_string(server.port()), "/metrics"}, 3000);
+  auto got = named.Get(1 << 20);
+  SetHostLookupForTesting(SlowLookup);
+  TrickleServer second("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok", 4096, std::chrono::milliseconds(0));
+  HttpClient numeric(Local(second.port()), 3000);
+  auto direct = numeric.Get(1 << 20);
+  SetHostLookupForTesting(nullptr);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(*got, "hello");
+  ASSERT_TRUE(direct.ok()) << direct.status().ToString();
+  EXPECT_EQ(g_slow_lookups.load(), 1);
 }
 
 TEST(HttpClient, AnOrdinaryReplyIsRead) {

@@ -10,10 +10,14 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cctype>
 #include <cerrno>
 #include <chrono>
+#include <condition_variable>
 #include <cstring>
+#include <mutex>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -181,7 +185,82 @@ std::string TlsErrorText() {
   return buf;
 }
 
+// Host names are looked up on a thread of their own: getaddrinfo takes no
+// deadline, and a DNS server that never answers holds it for the resolver's own
+// timeouts (30 s and more with resolv.conf's defaults). The request waits until
+// its deadline; a lookup left behind finishes on its own and frees what it found.
+// At most kMaxLookups run at once, so a dead DNS server cannot pile up threads.
+constexpr int kMaxLookups = 32;
+std::atomic<int> g_lookups_running{0};
+std::atomic<HostLookupForTesting> g_host_lookup{nullptr};
+
+struct AddrInfoFree {
+  void operator()(addrinfo* a) const {
+    if (a != nullptr) freeaddrinfo(a);
+  }
+};
+using AddrInfoList = std::unique_ptr<addrinfo, AddrInfoFree>;
+
+struct Lookup {
+  std::mutex mutex;
+  std::condition_variable done_cv;
+  bool done = false, abandoned = false;
+  int error = 0;
+  addrinfo* found = nullptr;
+};
+
+addrinfo StreamHints(int flags) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = flags;
+  return hints;
+}
+
+/// The addresses of `host`:`port`, by `deadline`. `what` starts the error.
+StatusOr<AddrInfoList> LookUpHost(const std::string& what, const std::string& host, const std::string& port,
+                                  Clock::time_point deadline) {
+  const addrinfo numeric = StreamHints(AI_NUMERICHOST);
+  addrinfo* found = nullptr;
+  if (getaddrinfo(host.c_str(), port.c_str(), &numeric, &found) == 0) return AddrInfoList(found);  // no lookup
+  if (g_lookups_running.fetch_add(1) >= kMaxLookups) {
+    g_lookups_running.fetch_sub(1);
+    return IoError(fmt::format("{}: could not look up host '{}': {} lookups are still waiting for the DNS server",
+                               what, host, kMaxLookups));
+  }
+  auto lookup = std::make_shared<Lookup>();
+  const HostLookupForTesting fn = g_host_lookup.load();
+  std::thread([lookup, host, port, fn] {
+    const addrinfo hints = StreamHints(0);
+    addrinfo* result = nullptr;
+    const int e = fn != nullptr ? fn(host.c_str(), port.c_str(), &hints, &result)
+                                : getaddrinfo(host.c_str(), port.c_str(), &hints, &result);
+    {
+      std::lock_guard<std::mutex> lock(lookup->mutex);
+      if (lookup->abandoned) {
+        if (e == 0) freeaddrinfo(result);
+      } else {
+        lookup->error = e;
+        lookup->found = e == 0 ? result : nullptr;
+      }
+      lookup->done = true;
+    }
+    lookup->done_cv.notify_one();
+    g_lookups_running.fetch_sub(1);
+  }).detach();
+  std::unique_lock<std::mutex> lock(lookup->mutex);
+  if (!lookup->done_cv.wait_until(lock, deadline, [&] { return lookup->done; })) {
+    lookup->abandoned = true;
+    return IoError(fmt::format("{}: timed out looking up host '{}' (the DNS server did not answer in time)", what, host));
+  }
+  if (lookup->error != 0)
+    return IoError(what + ": could not connect: no such host '" + host + "' (" + gai_strerror(lookup->error) + ")");
+  return AddrInfoList(lookup->found);
+}
+
 }  // namespace
+
+void SetHostLookupForTesting(HostLookupForTesting lookup) { g_host_lookup.store(lookup); }
 
 /// One connection (plain or TLS) and the requests on it. Every wait is a
 /// poll() against the request's deadline: a server that trickles a byte a
@@ -246,14 +325,10 @@ struct HttpClient::Impl {
   Status Connect(const std::string& what, int budget_ms) {
     std::string host, port;
     SplitHostPort(target.host, target.scheme == "https", &host, &port);
-    addrinfo hints{};
-    hints.ai_family = AF_UNSPEC;
-    hints.ai_socktype = SOCK_STREAM;
-    addrinfo* found = nullptr;
-    if (const int e = getaddrinfo(host.c_str(), port.c_str(), &hints, &found); e != 0)
-      return IoError(what + ": could not connect: no such host '" + host + "' (" + gai_strerror(e) + ")");
+    auto found = LookUpHost(what, host, port, request_deadline);
+    if (!found.ok()) return found.status();
     std::string why = "no address";
-    for (addrinfo* a = found; a != nullptr && fd < 0; a = a->ai_next) {
+    for (addrinfo* a = found->get(); a != nullptr && fd < 0; a = a->ai_next) {
       const int s = socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, a->ai_protocol);
       if (s < 0) continue;
       fd = s;
@@ -264,7 +339,6 @@ struct HttpClient::Impl {
         continue;
       }
       if (!WaitFor(POLLOUT)) {
-        freeaddrinfo(found);
         Disconnect();
         return IoError(fmt::format("{}: timed out connecting ({:.1f} s)", what, budget_ms / 1000.0));
       }
@@ -277,7 +351,6 @@ struct HttpClient::Impl {
         fd = -1;
       }
     }
-    freeaddrinfo(found);
     if (fd < 0) return IoError(what + ": could not connect (" + why + ")");
     const int yes = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &yes, sizeof yes);

@@ -10,6 +10,8 @@
 
 #include "gputriage/status.h"
 
+struct addrinfo;  // <netdb.h>
+
 namespace gputriage {
 
 struct HttpTarget {
@@ -31,6 +33,12 @@ struct HttpAuth {
   std::string username, password;
   std::string ca_file;  // https: trust the CAs in this PEM file instead of the system's
 };
+
+/// Tests put a slow DNS server in getaddrinfo's place (nullptr: getaddrinfo).
+/// A host name is looked up within the request's deadline; an IP address is not looked up.
+using HostLookupForTesting = int (*)(const char* host, const char* port, const ::addrinfo* hints,
+                                     ::addrinfo** found);
+void SetHostLookupForTesting(HostLookupForTesting lookup);
 
 /// A reply of any status.
 struct HttpReply {

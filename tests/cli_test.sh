@@ -71,6 +71,18 @@ with open(sys.argv[1], "w") as f:
             f.write(f"2026/03/01 {10 + t // 3600:02d}:{t // 60 % 60:02d}:{t % 60:02d}.000, {g}, NVIDIA A100-SXM4-80GB, "
                     f"{30 if (t + g) % 2 else 60}\n")
 PY
+# A report or an export to a FIFO (`--json >(jq .)`) or a device is written into,
+# never replaced: a rename over `--json /dev/null` once put a regular file in the
+# place of the machine's /dev/null.
+mkfifo "$tmp/report.fifo"
+timeout 60 cat "$tmp/report.fifo" >"$tmp/from_fifo.html" &
+reader=$!
+check "html report into a FIFO" 0 timeout 60 "$bin" diagnose --html "$tmp/report.fifo" "$nw0"
+wait "$reader"
+[ -p "$tmp/report.fifo" ] || { echo "FAIL: the FIFO was replaced by the report"; ls -l "$tmp/report.fifo"; fail=1; }
+grep -q "input_bound" "$tmp/from_fifo.html" || { echo "FAIL: the report did not come through the FIFO"; fail=1; }
+rm -f "$tmp/report.fifo"
+
 check "monthly spend on a metric log" 0 "$bin" diagnose --monthly-spend 40000 --json "$tmp/fleet.csv"
 python3 - "$tmp/out" <<'PY' || fail=1
 import json, sys

@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 
 #include "src/store/run_history.h"
+#include "src/util/output_path.h"
 #include "src/util/strings.h"
 #include "src/verdicts/compare.h"
 #include "src/verdicts/history.h"
@@ -109,6 +110,13 @@ void Print(const std::string& out) { std::fwrite(out.data(), 1, out.size(), stdo
 Status WriteOutputFile(const std::string& path, const std::string& content) {
   if (path == "-") {
     Print(content);
+    return Status::Ok();
+  }
+  if (WrittenInPlace(path)) {  // a device or a FIFO: written into, never replaced
+    std::FILE* f = std::fopen(path.c_str(), "wb");
+    if (f == nullptr) return IoError(fmt::format("{}: cannot write: {}", path, std::strerror(errno)));
+    const bool written = std::fwrite(content.data(), 1, content.size(), f) == content.size();
+    if (std::fclose(f) != 0 || !written) return IoError(fmt::format("{}: cannot write: {}", path, std::strerror(errno)));
     return Status::Ok();
   }
   // Beside the target, then renamed over it: a reader (a browser reloading the

@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "gputriage/markers.hpp"
+#include "src/util/output_path.h"
 
 namespace gputriage {
 namespace {
@@ -89,8 +90,10 @@ StatusOr<ExportCounts> ExportRun(RunStore& store, int64_t run, const std::string
   ASSIGN_OR_RETURN(const auto steps, store.LoadSteps(run));
   ASSIGN_OR_RETURN(const auto ranks, store.LoadProcessRanks(run));
   // Written beside the file and renamed over it at the end: a failure leaves
-  // no half-written export (and no file where there was none).
-  const std::string path = final_path + ".tmp-" + std::to_string(getpid());
+  // no half-written export (and no file where there was none). A device or a
+  // FIFO is written into: a rename would replace it with a regular file.
+  const bool in_place = WrittenInPlace(final_path);
+  const std::string path = in_place ? final_path : final_path + ".tmp-" + std::to_string(getpid());
   FILE* out = std::fopen(path.c_str(), "w");
   if (out == nullptr) return IoError(final_path + ": cannot write the export");
   std::fprintf(out, "# gputriage export of run %lld from %s: dcgm-exporter text with sample timestamps (ms)\n",
@@ -172,13 +175,13 @@ StatusOr<ExportCounts> ExportRun(RunStore& store, int64_t run, const std::string
   const bool close_failed = std::fclose(out) != 0;
   // A run recorded without GPU metrics is its steps: exported all the same.
   if (!s.ok() && !(s.code() == StatusCode::kNotFound && !steps.empty())) {
-    std::remove(path.c_str());
+    if (!in_place) std::remove(path.c_str());
     if (s.code() == StatusCode::kNotFound)
       return NotFoundError(store.path() + ": run " + std::to_string(run) + " has neither GPU samples nor steps to export");
     return s;
   }
-  if (write_failed || close_failed || std::rename(path.c_str(), final_path.c_str()) != 0) {
-    std::remove(path.c_str());
+  if (write_failed || close_failed || (!in_place && std::rename(path.c_str(), final_path.c_str()) != 0)) {
+    if (!in_place) std::remove(path.c_str());
     return IoError(final_path + ": write failed");
   }
   counts.samples = written;

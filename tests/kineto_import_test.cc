@@ -5,13 +5,17 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
+#include <tuple>
+#include <vector>
 #include <string>
 
 #include <fmt/format.h>
 
 #include "gputriage/diagnosis.h"
 #include "gputriage/import.h"
+#include "src/analysis/shapes.h"
 
 namespace gputriage {
 namespace {
@@ -389,6 +393,78 @@ TEST(KinetoImport, RecordShapesAndMemoryEvents) {
   EXPECT_EQ(rec->memory_use[0].peak_allocated, int64_t{4} << 30);
   EXPECT_EQ(rec->memory_use[0].peak_reserved, int64_t{5} << 30);
   EXPECT_EQ(rec->memory_use[0].events, 4);
+}
+
+/// [memory] events: per device, out of file order; `totals` false writes PyTorch
+/// 1.8's form (Bytes only).
+std::string MemoryTrace(const std::vector<std::tuple<int, int, int64_t, int64_t, int64_t>>& events, bool totals) {
+  std::string out = R"({"schemaVersion": 1, "traceEvents": [)";
+  for (const auto& [type, ts, bytes, allocated, reserved] : events) {
+    out += fmt::format(R"({{"ph": "i", "s": "t", "name": "[memory]", "pid": 1, "tid": 1, "ts": {}, "args": {{"Device Type": {}, "Device Id": {}, "Bytes": {})",
+                       ts, type, type == 1 ? 2 : -1, bytes);
+    if (totals) out += fmt::format(R"(, "Total Allocated": {}, "Total Reserved": {})", allocated, reserved);
+    out += "}},";
+  }
+  out.pop_back();
+  return out + "]}";
+}
+
+// Issue 42: each device's curve (the host's too), in time order whatever the file's.
+TEST(KinetoImport, MemoryEventsGiveEachDeviceItsCurveAndPeak) {
+  auto rec = ImportKinetoTraceFromMemory(
+      "memory.json", MemoryTrace({{1, 30, -512, 1024, 4096}, {1, 10, 1024, 1024, 2048}, {1, 20, 512, 1536, 4096},
+                                  {0, 15, 64, 64, 64}},
+                                 true));
+  ASSERT_TRUE(rec.ok()) << rec.status().ToString();
+  ASSERT_EQ(rec->memory_use.size(), 2u);
+  const DeviceMemoryUse* gpu = nullptr;
+  const DeviceMemoryUse* host = nullptr;
+  for (const auto& m : rec->memory_use) (m.host ? host : gpu) = &m;
+  ASSERT_TRUE(gpu != nullptr && host != nullptr);
+  EXPECT_EQ(gpu->device, 2);
+  EXPECT_FALSE(gpu->relative);
+  EXPECT_EQ(gpu->peak_allocated, 1536);
+  EXPECT_EQ(gpu->peak_reserved, 4096);
+  EXPECT_EQ(gpu->peak_at, 20'000);
+  ASSERT_EQ(gpu->curve.size(), 3u);
+  EXPECT_EQ(gpu->curve[0].t, 10'000);
+  EXPECT_EQ(gpu->curve[2].allocated, 1024);
+  EXPECT_EQ(host->peak_allocated, 64);
+}
+
+// PyTorch before 1.10: Bytes only. The curve is their running sum from the trace's
+// start (a free of memory allocated before it takes it below zero), relative.
+TEST(KinetoImport, MemoryEventsWithoutTotalsAreARelativeCurve) {
+  auto rec = ImportKinetoTraceFromMemory(
+      "old_memory.json", MemoryTrace({{1, 10, -100, 0, 0}, {1, 20, 300, 0, 0}, {1, 30, 200, 0, 0}, {1, 40, -300, 0, 0}},
+                                     false));
+  ASSERT_TRUE(rec.ok()) << rec.status().ToString();
+  ASSERT_EQ(rec->memory_use.size(), 1u);
+  const auto& m = rec->memory_use[0];
+  EXPECT_TRUE(m.relative);
+  EXPECT_EQ(m.peak_reserved, -1);  // unknown
+  ASSERT_EQ(m.curve.size(), 4u);
+  EXPECT_EQ(m.curve[0].allocated, -100);
+  EXPECT_EQ(m.curve[2].allocated, 400);
+  EXPECT_EQ(m.peak_allocated, 400);
+  EXPECT_EQ(m.peak_at, 30'000);
+  // A relative curve is not the GPU's level: the device's memory figures stay unknown.
+  EXPECT_FALSE(analysis::MeasureTraceMemory(*rec, Device{}).available);
+}
+
+// A long trace: the curve a chart gets keeps every run's lowest and highest point,
+// so the single highest event survives decimation.
+TEST(KinetoImport, ADecimatedMemoryCurveKeepsItsPeak) {
+  DeviceMemoryUse use;
+  for (int i = 0; i < 100'000; ++i) use.curve.push_back({i, 1000 + (i % 7) * 10, 5000});
+  use.curve[77'777].allocated = 1'000'000;
+  FinishMemoryCurve(use);
+  EXPECT_LE(use.curve.size(), DeviceMemoryUse::kMaxCurvePoints);
+  EXPECT_EQ(use.peak_allocated, 1'000'000);
+  EXPECT_EQ(use.peak_at, 77'777);
+  EXPECT_TRUE(std::any_of(use.curve.begin(), use.curve.end(), [](const MemoryPoint& p) { return p.allocated == 1'000'000; }));
+  EXPECT_TRUE(std::is_sorted(use.curve.begin(), use.curve.end(),
+                             [](const MemoryPoint& a, const MemoryPoint& b) { return a.t < b.t; }));
 }
 
 TEST(KinetoImport, OffTileShapesAreNamedWithTheirOp) {

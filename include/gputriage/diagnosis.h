@@ -213,6 +213,8 @@ struct TraceMemory {
   double peak_reserved_gib = 0;
   double total_gib = 0;            // deviceProperties total memory, 0 unknown
   double peak_reserved_percent = NAN;
+  // Every device's memory over the trace, the host's too: peaks and the decimated curve.
+  std::vector<DeviceMemoryUse> devices;
 };
 
 /// A step time predicted by replaying the trace with one fix applied

@@ -160,13 +160,39 @@ struct MatrixOpShapes {
   std::array<std::array<int64_t, kMaxRank>, kMaxInputs> dims{};
 };
 
-/// Device memory PyTorch's caching allocator held ([memory] events, profile_memory=True).
-struct DeviceMemoryUse {
-  int device = -1;
-  int64_t peak_allocated = 0;  // bytes, the largest "Total Allocated"
-  int64_t peak_reserved = 0;   // bytes, the largest "Total Reserved"
-  int64_t events = 0;
+/// One point of a memory curve: the bytes allocated and reserved just after an
+/// allocation or a free (reserved -1 where the trace does not say).
+struct MemoryPoint {
+  TimeNs t = 0;
+  int64_t allocated = 0;
+  int64_t reserved = -1;
 };
+
+/// Memory PyTorch's allocators held on one device over a trace ([memory] events,
+/// profile_memory=True): the caching allocator's on a GPU, the CPU allocator's
+/// on the host.
+struct DeviceMemoryUse {
+  static constexpr size_t kMaxCurvePoints = 2048;  // the curve kept: each bucket's lowest and highest point
+  static constexpr size_t kMaxRawPoints = 1 << 22;  // per device while reading (about 100 MB); past it, every other dropped
+  int device = -1;             // the CUDA device id (host: -1)
+  bool host = false;           // "Device Type" 0: host memory
+  int64_t peak_allocated = 0;  // bytes, the largest "Total Allocated" (or of the running sum, `relative`)
+  int64_t peak_reserved = 0;   // bytes, the largest "Total Reserved" (-1: the trace does not say)
+  TimeNs peak_at = 0;          // when allocated peaked (the first time)
+  int64_t events = 0;
+  // No totals in the trace (PyTorch before 1.10): allocated is the net sum of
+  // the events' Bytes since the trace began (what was allocated before is not
+  // in it; frees of it make the sum negative).
+  bool relative = false;
+  // Time-ordered. While reading: every event (thinned past kMaxRawPoints); once
+  // read (FinishMemoryCurve): at most kMaxCurvePoints, the peak among them.
+  std::vector<MemoryPoint> curve;
+  int64_t thinned = 0;  // events left out of the raw points (a trace past kMaxRawPoints on one device)
+};
+
+/// Sorts a device's raw points, turns Bytes into a running sum where the trace
+/// has no totals, finds the peak and decimates the curve (src/analysis/memory_curve.cc).
+void FinishMemoryCurve(DeviceMemoryUse& use);
 
 /// A device-side synchronization record (Kineto `cuda_sync`: event/stream waits).
 struct SyncActivity {

@@ -121,8 +121,10 @@ StatusOr<ShapeAlignment> MeasureShapeAlignment(const TraceEvents& events,
 
 TraceMemory MeasureTraceMemory(const Recording& rec, const Device& device) {
   TraceMemory out;
+  out.devices = rec.memory_use;
   for (const auto& m : rec.memory_use) {
-    if (device.id >= 0 && m.device != device.id) continue;
+    // The GPU's figures, from the allocator's totals (a relative curve's level is not the GPU's).
+    if (m.host || m.relative || (device.id >= 0 && m.device != device.id)) continue;
     out.available = true;
     out.peak_allocated_gib = std::max(out.peak_allocated_gib, static_cast<double>(m.peak_allocated) / (1 << 30));
     out.peak_reserved_gib = std::max(out.peak_reserved_gib, static_cast<double>(m.peak_reserved) / (1 << 30));

@@ -217,6 +217,35 @@ json LedgerJson(const RunLedger& l) {
           {"buckets", buckets},           {"notes", l.notes}};
 }
 
+/// One device's memory over a trace: its peaks and its curve as columns.
+json DeviceMemoryJson(const DeviceMemoryUse& m) {
+  json t = json::array(), allocated = json::array(), reserved = json::array();
+  const TimeNs t0 = m.curve.empty() ? 0 : m.curve.front().t;
+  for (const auto& p : m.curve) {
+    t.push_back(std::round(static_cast<double>(p.t - t0) / 1e3) / 1e3);  // ms after t0, to the µs
+    allocated.push_back(p.allocated);
+    reserved.push_back(p.reserved >= 0 ? json(p.reserved) : json(nullptr));
+  }
+  return {{"device", m.host ? std::string("CPU") : "GPU" + std::to_string(m.device)},
+          {"device_id", m.host ? json(nullptr) : json(m.device)},
+          {"peak_allocated_bytes", m.peak_allocated},
+          {"peak_reserved_bytes", m.peak_reserved >= 0 ? json(m.peak_reserved) : json(nullptr)},
+          {"peak_at_ns", m.peak_at}, {"events", m.events}, {"relative", m.relative}, {"events_thinned", m.thinned},
+          {"curve", {{"t0_ns", t0}, {"t_ms", t}, {"allocated_bytes", allocated}, {"reserved_bytes", reserved}}}};
+}
+
+/// A profile_memory trace's memory: the GPU's peaks against its size, and every device's curve.
+json TraceMemoryJson(const TraceMemory& m) {
+  if (!m.available && m.devices.empty()) return nullptr;
+  json devices = json::array();
+  for (const auto& d : m.devices) devices.push_back(DeviceMemoryJson(d));
+  return {{"peak_allocated_gib", m.available ? Num(m.peak_allocated_gib) : json(nullptr)},
+          {"peak_reserved_gib", m.available ? Num(m.peak_reserved_gib) : json(nullptr)},
+          {"total_gib", m.available ? Num(m.total_gib) : json(nullptr)},
+          {"peak_reserved_percent", Num(m.peak_reserved_percent)},
+          {"devices", devices}};
+}
+
 json RecordingJson(const Recording& rec, const RecordingAnalysis& a, int max_kernels) {
   json j;
   j["source"] = a.source;
@@ -332,12 +361,7 @@ json RecordingJson(const Recording& rec, const RecordingAnalysis& a, int max_ker
     j["serving"] = {{"steps", a.serving.steps}, {"tokens", a.serving.tokens},
                     {"tokens_per_step_median", Num(a.serving.tokens_per_step_median)},
                     {"decode_only_steps", a.serving.decode_only_steps}};
-    j["memory"] = a.memory.available
-                      ? json{{"peak_allocated_gib", Num(a.memory.peak_allocated_gib)},
-                             {"peak_reserved_gib", Num(a.memory.peak_reserved_gib)},
-                             {"total_gib", Num(a.memory.total_gib)},
-                             {"peak_reserved_percent", Num(a.memory.peak_reserved_percent)}}
-                      : json(nullptr);
+    j["memory"] = TraceMemoryJson(a.memory);
   }
   j["throughput"] = {{"available", a.throughput.available}, {"flops_per_step", Num(a.throughput.flops_per_step)},
                      {"achieved_tflops", Num(a.throughput.achieved_tflops)}, {"mfu_percent", Num(a.throughput.mfu_percent)},

@@ -381,6 +381,33 @@ void RenderCost(std::string& out, const CostReport& c) {
     }
 }
 
+/// "6.17 GiB", "57.3 MiB", "8 B": memory sizes as people read them.
+std::string SizeText(int64_t bytes) {
+  constexpr const char* kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double v = static_cast<double>(bytes);
+  int unit = 0;
+  while (std::fabs(v) >= 1024 && unit < 4) v /= 1024, ++unit;
+  return unit == 0 ? fmt::format("{} B", bytes) : fmt::format("{:.{}f} {}", v, std::fabs(v) < 10 ? 2 : 1, kUnits[unit]);
+}
+
+/// A profile_memory trace's memory, one line per device: the peaks, or the net
+/// change where the trace has no totals.
+void RenderTraceMemory(std::string& out, const TraceMemory& m) {
+  for (const auto& d : m.devices) {
+    const std::string name = d.host ? "host" : "GPU " + std::to_string(d.device);
+    if (d.relative) {
+      out += fmt::format("   memory ({}): {} above the trace's start at its peak ({} events; no allocator totals in "
+                         "this trace, PyTorch < 1.10: the level before it is unknown)\n",
+                         name, SizeText(d.peak_allocated), d.events);
+    } else {
+      out += fmt::format("   memory ({}): peak {} allocated{} ({} events)\n", name, SizeText(d.peak_allocated),
+                         d.peak_reserved >= 0 ? ", " + SizeText(d.peak_reserved) + " reserved" : std::string(), d.events);
+    }
+  }
+  if (m.available && m.total_gib > 0)
+    out += fmt::format("     the GPU's peak reserved: {:.0f}% of its {:.1f} GiB\n", m.peak_reserved_percent, m.total_gib);
+}
+
 void RenderRecording(std::string& out, const Recording& rec, const RecordingAnalysis& a, const TerminalOptions& o,
                      const Style& st) {
   out += st(fmt::format("\n== {}{} [{}]\n", Printable(a.source), a.rank >= 0 ? fmt::format(" (rank {})", a.rank) : "", rec.format), "1");
@@ -449,6 +476,7 @@ void RenderRecording(std::string& out, const Recording& rec, const RecordingAnal
                          a.roofline.ridge_p50, Pct(a.roofline.memory_bound_bandwidth_percent),
                          a.roofline.peak_bandwidth_gbs);
   }
+  RenderTraceMemory(out, a.memory);
   if (!a.top_kernels.empty() && o.max_kernels > 0) {
     out += fmt::format("   top kernels ({} distinct):\n", a.kernel_names);
     for (int i = 0; i < o.max_kernels && i < static_cast<int>(a.top_kernels.size()); ++i) {

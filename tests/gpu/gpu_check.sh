@@ -8,7 +8,8 @@
 # (tests/gpu/gain_pairs.py: loader workers, bf16 autocast, SDPA flash) into
 # OUT/gain-pairs.tar.gz for the gain corpus, and records the step-phase pairs
 # (tests/gpu/phase_pairs.py: for-loop -> fused Adam, pageable -> pinned copies)
-# in zero-code mode. One call, about 5 minutes:
+# in zero-code mode, and captures issue 42's memory inputs (tests/gpu/memory_capture.py,
+# OUT/memory). One call, about 6 minutes:
 #
 #   bash tests/gpu/gpu_check.sh [OUT] [SECONDS]
 set -uo pipefail
@@ -118,4 +119,8 @@ print(f"   {verdict}: predicted {g['expected']:.2f} ms in [{g['range'][0]:.2f}, 
       f"{step_ms(after):.2f} ms: {'inside' if inside else 'OUTSIDE'} the range")
 PY
 done
+# Issue 42's memory inputs (PyTorch alone: a profile_memory trace, allocator
+# snapshots with and without an OOM, a leaking loop and a batch-size sweep).
+echo "== memory capture"
+python3 tests/gpu/memory_capture.py "$out/memory" || status=1
 exit $status

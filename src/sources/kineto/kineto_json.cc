@@ -65,6 +65,9 @@ ArgTarget ArgTargetOf(std::string_view key, RawEvent& e) {
       if (KeyIs(key, "Input type")) return text(Kind::kFirstNonEmptyString, e.first_input_type);
       if (KeyIs(key, "Input Dims")) return text(Kind::kRawArray, e.input_dims);
       break;
+    case 'B':
+      if (KeyIs(key, "Bytes")) return integer(e.bytes);  // a [memory] event's (negative: a free)
+      break;
     case 'T':
       if (KeyIs(key, "Total Allocated")) return integer(e.total_allocated);
       if (KeyIs(key, "Total Reserved")) return integer(e.total_reserved);

@@ -175,6 +175,16 @@ Vendor GuessVendor(const Device& d, const std::map<std::string, std::string>& me
 /// Reads events into a recording: the meaning of each event, shared by the
 /// sequential reader and the workers that read runs of events in parallel (each
 /// into its own partial recording, merged in file order by MergePartial).
+/// Past kMaxRawPoints a device's raw points keep every other one (memory stays
+/// bounded however long the trace; the peak may then be missed by one event's bytes).
+void ThinMemoryPoints(DeviceMemoryUse& use) {
+  if (use.curve.size() < DeviceMemoryUse::kMaxRawPoints) return;
+  size_t kept = 0;
+  for (size_t i = 0; i < use.curve.size(); i += 2) use.curve[kept++] = use.curve[i];
+  use.thinned += static_cast<int64_t>(use.curve.size() - kept);
+  use.curve.resize(kept);
+}
+
 class EventSink {
  public:
   explicit EventSink(Recording* out) : rec_(*out) {}
@@ -204,20 +214,31 @@ class EventSink {
   bool TakeSawProfilerWindow() { return std::exchange(saw_profiler_window_, false); }
 
  private:
-  /// A [memory] instant: the caching allocator's totals after one allocation or free.
+  /// A [memory] instant: one allocation or free, with the allocator's totals
+  /// after it (PyTorch 1.10 and later; before, only its Bytes).
   void UseMemoryEvent(const kineto::RawEvent& e) {
-    if (e.device_type.value_or(-1) != 1 || !e.total_allocated) return;  // 1: CUDA (c10::DeviceType)
-    const int device = static_cast<int>(e.device_id.value_or(0));
+    const int64_t type = e.device_type.value_or(-1);  // c10::DeviceType: 0 CPU, 1 CUDA
+    if ((type != 0 && type != 1) || !e.ts_ns || (!e.total_allocated && !e.bytes)) return;
+    DeviceMemoryUse* use = MemoryUseOf(type == 0, type == 0 ? -1 : static_cast<int>(e.device_id.value_or(0)));
+    // One kind of point per device: totals, or Bytes to be summed (a device's
+    // first event decides; an event of the other kind is left out).
+    if (use == nullptr || (use->events > 0 && use->relative != !e.total_allocated)) return;
+    use->relative = !e.total_allocated;
+    ++use->events;
+    ThinMemoryPoints(*use);
+    // Without totals the point holds the event's Bytes; FinishMemoryCurve sums them.
+    use->curve.push_back({*e.ts_ns, e.total_allocated.value_or(e.bytes.value_or(0)), e.total_reserved.value_or(-1)});
+  }
+
+  DeviceMemoryUse* MemoryUseOf(bool host, int device) {
     auto it = std::find_if(rec_.memory_use.begin(), rec_.memory_use.end(),
-                           [&](const DeviceMemoryUse& m) { return m.device == device; });
-    if (it == rec_.memory_use.end()) {
-      if (rec_.memory_use.size() >= 64) return;
-      rec_.memory_use.push_back({device, 0, 0, 0});
-      it = rec_.memory_use.end() - 1;
-    }
-    it->peak_allocated = std::max(it->peak_allocated, *e.total_allocated);
-    it->peak_reserved = std::max(it->peak_reserved, e.total_reserved.value_or(0));
-    ++it->events;
+                           [&](const DeviceMemoryUse& m) { return m.host == host && m.device == device; });
+    if (it != rec_.memory_use.end()) return &*it;
+    if (rec_.memory_use.size() >= 64) return nullptr;
+    DeviceMemoryUse& added = rec_.memory_use.emplace_back();
+    added.host = host;
+    added.device = device;
+    return &added;
   }
 
   void Use(const kineto::RawEvent& e, int64_t offset) {
@@ -411,17 +432,19 @@ Status MergePartial(Recording& rec, EventStreams& streams, Recording&& part) {
          [&](CpuSpan& c) { c.name = name(c.name), c.first_input_type = name(c.first_input_type); });
   append(streams.syncs, part.syncs, [&](SyncActivity& sy) { sy.name = name(sy.name); });
   append(streams.matrix_shapes, part.matrix_shapes, [&](MatrixOpShapes& m) { m.name = name(m.name), m.dtype = name(m.dtype); });
-  for (const auto& use : part.memory_use) {
+  for (auto& use : part.memory_use) {  // raw points: the curve is finished once every part is in
     auto it = std::find_if(rec.memory_use.begin(), rec.memory_use.end(),
-                           [&](const DeviceMemoryUse& m) { return m.device == use.device; });
+                           [&](const DeviceMemoryUse& m) { return m.host == use.host && m.device == use.device; });
     if (it == rec.memory_use.end()) {
       if (rec.memory_use.size() >= 64) continue;
-      rec.memory_use.push_back({use.device, 0, 0, 0});
-      it = rec.memory_use.end() - 1;
+      rec.memory_use.push_back(std::move(use));
+      continue;
     }
-    it->peak_allocated = std::max(it->peak_allocated, use.peak_allocated);
-    it->peak_reserved = std::max(it->peak_reserved, use.peak_reserved);
+    if (it->relative != use.relative) continue;  // the other kind of point: left out, as within a part
     it->events += use.events;
+    it->thinned += use.thinned;
+    it->curve.insert(it->curve.end(), use.curve.begin(), use.curve.end());
+    ThinMemoryPoints(*it);
   }
   rec.steps.insert(rec.steps.end(), part.steps.begin(), part.steps.end());
   rec.stats.events_seen += part.stats.events_seen;
@@ -546,6 +569,10 @@ class KinetoImporter {
   /// recording's vectors, uncopied.
   Status Materialize(TimeNs shift, bool parallel) {
     RETURN_IF_ERROR(SortSteps());
+    for (auto& use : rec_.memory_use) {
+      for (auto& p : use.curve) p.t += shift;
+      FinishMemoryCurve(use);
+    }
     EventStreams& streams = *streams_;
     RETURN_IF_ERROR(FinishAll(streams, parallel));
     if (streams.spilled_bytes() > 0) {

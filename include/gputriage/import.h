@@ -64,7 +64,7 @@ struct ImportOptions {
 };
 
 /// Formats `--format` accepts.
-inline constexpr const char* kInputFormats[] = {"kineto", "nvidia-smi-csv", "nvidia-smi-q", "nvidia-smi-table",
+inline constexpr const char* kInputFormats[] = {"kineto", "allocator-snapshot", "nvidia-smi-csv", "nvidia-smi-q", "nvidia-smi-table",
                                                 "nvidia-smi-dmon", "dcgmi-dmon", "dcgm-exporter", "capture-bundle"};
 
 /// Imports one input: a Kineto trace, a GPU metric log (nvidia-smi CSV, -q text,

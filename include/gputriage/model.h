@@ -190,6 +190,28 @@ struct DeviceMemoryUse {
   int64_t thinned = 0;  // events left out of the raw points (a trace past kMaxRawPoints on one device)
 };
 
+/// An out-of-memory the caching allocator recorded (an allocator snapshot's "oom" entry).
+struct OomRecord {
+  TimeNs t = 0;
+  int64_t requested_bytes = 0;    // the allocation that failed
+  int64_t device_free_bytes = -1;  // what the device had free then (-1 unknown)
+  std::string where;               // the innermost frame that asked, "file:line in function"
+};
+
+/// One device's caching allocator at a snapshot (torch.cuda.memory._snapshot):
+/// its segments and blocks, and the history it kept.
+struct AllocatorState {
+  int device = 0;
+  int64_t segments = 0;
+  int64_t reserved_bytes = 0;   // the segments' total size
+  int64_t allocated_bytes = 0;  // their allocated size
+  int64_t active_bytes = 0;
+  int64_t requested_bytes = 0;  // what the allocations asked for (before rounding)
+  std::map<std::string, std::pair<int64_t, int64_t>> blocks;  // state ("active_allocated", "inactive", ...): count, bytes
+  std::map<std::string, int64_t> actions;  // history entries by action (alloc, free_completed, segment_alloc, oom, ...)
+  std::vector<OomRecord> ooms;
+};
+
 /// Sorts a device's raw points, turns Bytes into a running sum where the trace
 /// has no totals, finds the peak and decimates the curve (src/analysis/memory_curve.cc).
 void FinishMemoryCurve(DeviceMemoryUse& use);
@@ -305,7 +327,8 @@ struct Recording {
   std::vector<CpuSpan> cpu_spans;
   std::vector<SyncActivity> syncs;
   std::vector<MatrixOpShapes> matrix_shapes;  // record_shapes traces
-  std::vector<DeviceMemoryUse> memory_use;     // profile_memory traces, per device
+  std::vector<DeviceMemoryUse> memory_use;     // profile_memory traces and allocator snapshots, per device
+  std::vector<AllocatorState> allocator_states;  // allocator snapshots, per device
   std::vector<Step> steps;
   std::vector<MarkedStep> marked_steps;  // from step markers (gputriage record)
   std::vector<RunPhase> run_phases;      // step markers' phases outside steps (checkpoint, eval, ...)

@@ -720,7 +720,10 @@ RecordingAnalysis Analyze(const Recording& rec, int threads, bool rank_of_run) {
   a.marked = AnalyzeMarkedSteps(rec.marked_steps, gpu_name, rec.process_ranks);
   a.ledger = analysis::BuildLedger(rec, analysis::JobGpus(a.metric_devices));
   if (!a.ledger.valid) a.ledger = analysis::BuildMetricLedger(a.metric_devices, analysis::JobGpus(a.metric_devices));
-  if (!a.has_trace) return a;
+  if (!a.has_trace) {
+    a.memory = analysis::MeasureTraceMemory(rec, a.device);  // an allocator snapshot's curves
+    return a;
+  }
   if (Status s = AnalyzeTrace(rec, a, threads, rank_of_run); !s.ok()) {
     a.error = fmt::format("{}: the analysis could not finish: {}", rec.source_path, s.message());
     a.limitations.push_back(a.error);

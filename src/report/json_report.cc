@@ -246,6 +246,24 @@ json TraceMemoryJson(const TraceMemory& m) {
           {"devices", devices}};
 }
 
+/// An allocator snapshot's state per device (null for other sources).
+json AllocatorStatesJson(const std::vector<AllocatorState>& states) {
+  if (states.empty()) return nullptr;
+  json out = json::array();
+  for (const auto& s : states) {
+    json blocks = json::object(), ooms = json::array();
+    for (const auto& [state, counted] : s.blocks) blocks[state] = {{"count", counted.first}, {"bytes", counted.second}};
+    for (const auto& o : s.ooms)
+      ooms.push_back({{"t_ns", o.t}, {"requested_bytes", o.requested_bytes},
+                      {"device_free_bytes", o.device_free_bytes >= 0 ? json(o.device_free_bytes) : json(nullptr)},
+                      {"where", o.where}});
+    out.push_back({{"device", s.device}, {"segments", s.segments}, {"reserved_bytes", s.reserved_bytes},
+                   {"allocated_bytes", s.allocated_bytes}, {"active_bytes", s.active_bytes},
+                   {"requested_bytes", s.requested_bytes}, {"blocks", blocks}, {"history", s.actions}, {"ooms", ooms}});
+  }
+  return out;
+}
+
 json RecordingJson(const Recording& rec, const RecordingAnalysis& a, int max_kernels) {
   json j;
   j["source"] = a.source;
@@ -361,8 +379,9 @@ json RecordingJson(const Recording& rec, const RecordingAnalysis& a, int max_ker
     j["serving"] = {{"steps", a.serving.steps}, {"tokens", a.serving.tokens},
                     {"tokens_per_step_median", Num(a.serving.tokens_per_step_median)},
                     {"decode_only_steps", a.serving.decode_only_steps}};
-    j["memory"] = TraceMemoryJson(a.memory);
   }
+  j["memory"] = TraceMemoryJson(a.memory);
+  j["allocator_snapshot"] = AllocatorStatesJson(rec.allocator_states);
   j["throughput"] = {{"available", a.throughput.available}, {"flops_per_step", Num(a.throughput.flops_per_step)},
                      {"achieved_tflops", Num(a.throughput.achieved_tflops)}, {"mfu_percent", Num(a.throughput.mfu_percent)},
                      {"peak_tflops", Num(a.throughput.peak_tflops)}, {"peak_basis", a.throughput.peak_basis}};

@@ -408,6 +408,22 @@ void RenderTraceMemory(std::string& out, const TraceMemory& m) {
     out += fmt::format("     the GPU's peak reserved: {:.0f}% of its {:.1f} GiB\n", m.peak_reserved_percent, m.total_gib);
 }
 
+/// An allocator snapshot's state, per device: reserved against allocated (the
+/// gap is what the cache holds), the blocks by state, the history it kept.
+void RenderAllocatorStates(std::string& out, const std::vector<AllocatorState>& states) {
+  for (const auto& s : states) {
+    out += fmt::format("   allocator (GPU {}): {} reserved in {} segments, {} allocated, {} requested\n", s.device,
+                       SizeText(s.reserved_bytes), s.segments, SizeText(s.allocated_bytes), SizeText(s.requested_bytes));
+    std::string blocks;
+    for (const auto& [state, counted] : s.blocks)
+      blocks += fmt::format("{}{} {} ({})", blocks.empty() ? "" : ", ", counted.first, state, SizeText(counted.second));
+    if (!blocks.empty()) out += "     blocks: " + blocks + "\n";
+    std::string actions;
+    for (const auto& [action, count] : s.actions) actions += fmt::format("{}{} {}", actions.empty() ? "" : ", ", count, action);
+    if (!actions.empty()) out += "     history: " + actions + "\n";
+  }
+}
+
 void RenderRecording(std::string& out, const Recording& rec, const RecordingAnalysis& a, const TerminalOptions& o,
                      const Style& st) {
   out += st(fmt::format("\n== {}{} [{}]\n", Printable(a.source), a.rank >= 0 ? fmt::format(" (rank {})", a.rank) : "", rec.format), "1");
@@ -424,6 +440,8 @@ void RenderRecording(std::string& out, const Recording& rec, const RecordingAnal
                          h.saturated_percent_of_time, h.job_rss_peak_mib);
     RenderLedger(out, a.ledger);
     RenderMetricDevices(out, rec, a);
+    RenderAllocatorStates(out, rec.allocator_states);
+    RenderTraceMemory(out, a.memory);
     return;
   }
   if (!a.device.name.empty())

@@ -10,6 +10,7 @@
 
 #include "gputriage/import.h"
 #include "src/sources/kineto/kineto_reader.h"
+#include "src/sources/snapshot/allocator_snapshot.h"
 #include "src/sources/metrics/metric_readers.h"
 #include "src/util/byte_source.h"
 #include "src/util/parallel.h"
@@ -27,7 +28,8 @@ constexpr int64_t kMaxDirectoryFilesRead = 2000;
 constexpr int kMaxDirectoryDepth = 8;
 
 constexpr const char* kNotRecognised =
-    ": not a recognised input: expected a PyTorch profiler trace (.json/.json.gz), an nvidia-smi --query-gpu CSV, "
+    ": not a recognised input: expected a PyTorch profiler trace (.json/.json.gz), a PyTorch allocator snapshot "
+    "(.pickle), an nvidia-smi --query-gpu CSV, "
     "nvidia-smi -q text, nvidia-smi's default table, nvidia-smi dmon or dcgmi dmon output, or dcgm-exporter /metrics text (use --format to "
     "name it)";
 
@@ -35,6 +37,7 @@ constexpr const char* kNotRecognised =
 /// `strict` (inside a directory) asks a JSON file to look like a trace, since
 /// directories also hold configs and TensorBoard's own JSON.
 std::string FormatOfHead(std::string_view head, bool strict) {
+  if (LooksLikePickle(head)) return "allocator-snapshot";
   const std::string_view view = TrimAsciiSpace(head);
   if (view.empty()) return "";
   if (view.front() == '{' || view.front() == '[') {
@@ -56,8 +59,10 @@ KinetoReadOptions KinetoReadOptionsFor(const ImportOptions& options) {
 /// Reads an opened input as `format` (the reader gets the source whole, head included).
 StatusOr<std::vector<Recording>> ReadSource(std::unique_ptr<ByteSource> source, const std::string& format,
                                             const ImportOptions& options) {
-  if (format == "kineto") {
-    ASSIGN_OR_RETURN(Recording rec, ImportKinetoTraceFromSource(std::move(source), KinetoReadOptionsFor(options)));
+  if (format == "kineto" || format == "allocator-snapshot") {
+    ASSIGN_OR_RETURN(Recording rec, format == "kineto"
+                                        ? ImportKinetoTraceFromSource(std::move(source), KinetoReadOptionsFor(options))
+                                        : ImportAllocatorSnapshot(std::move(source)));
     std::vector<Recording> out;
     out.push_back(std::move(rec));
     return out;
@@ -244,6 +249,10 @@ Status CheckMostlyReadable(const Recording& rec) {
 /// A file that yields nothing to judge is an error, never a report whose "no rule
 /// crossed its threshold" reads as a clean bill (a CI gate on --fail-on would pass).
 Status CheckHoldsData(const Recording& rec) {
+  if (rec.format == "allocator-snapshot") {
+    if (!rec.allocator_states.empty()) return Status::Ok();
+    return DataLossError(rec.source_path + ": an allocator snapshot with no segments and no history: nothing to judge");
+  }
   if (rec.format == "kineto") {
     if (rec.stats.events_seen > 0) return Status::Ok();
     return DataLossError(fmt::format("{}: a trace with no events (its traceEvents list is empty): nothing was "

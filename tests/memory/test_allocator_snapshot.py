@@ -1,0 +1,96 @@
+"""Issue 42: PyTorch allocator snapshots read as data, checked against PyTorch's
+own reading of the same file:
+
+- the public snapshot (tests/data/memory/cs336_snapshot.pickle, torch 2.x, 216
+  segments, 5,163 history entries): segments, reserved bytes and bytes per block
+  state equal torch.cuda._memory_viz.stats() (PyTorch's own summary, Debian's
+  torch 1.13) over the segments CPython's pickle module reads; the history's
+  counts by action and the curve's peak equal a plain recomputation from the
+  same entries (allocated at the snapshot less the changes after each entry);
+- a pickle that would run a command (GLOBAL os.system + REDUCE) is refused with
+  the opcode named, exit 2, and the command never runs.
+
+    GPUTRIAGE=... /usr/bin/python3 tests/memory/test_allocator_snapshot.py DATA_DIR
+"""
+import collections
+import json
+import os
+import pickle
+import subprocess
+import sys
+import tempfile
+import unittest
+
+GPUTRIAGE = os.environ["GPUTRIAGE"]
+DATA = sys.argv.pop(1) if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "..", "data")
+SNAPSHOT = os.path.join(DATA, "memory", "cs336_snapshot.pickle")
+
+try:
+    from torch.cuda import _memory_viz
+except ImportError:
+    _memory_viz = None
+
+
+def diagnose(path):
+    proc = subprocess.run([GPUTRIAGE, "diagnose", "--json", path], capture_output=True, text=True, timeout=120)
+    return proc, (json.loads(proc.stdout) if proc.returncode in (0, 1) else None)
+
+
+class AllocatorSnapshot(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        with open(SNAPSHOT, "rb") as f:
+            cls.snapshot = pickle.load(f)  # CPython's reading: a trusted file, the reference
+        proc, report = diagnose(SNAPSHOT)
+        if report is None:
+            raise AssertionError(f"diagnose exited {proc.returncode}: {proc.stderr}")
+        cls.recording = report["recordings"][0]
+
+    @unittest.skipIf(_memory_viz is None, "PyTorch is not installed for this interpreter")
+    def test_segments_and_blocks_are_pytorchs_own_summary(self):
+        theirs = _memory_viz.stats(self.snapshot["segments"])
+        (ours,) = self.recording["allocator_snapshot"]
+        self.assertEqual(ours["segments"], theirs["segments"])
+        self.assertEqual(ours["reserved_bytes"], theirs["total_size"].value)
+        for state, counted in ours["blocks"].items():
+            self.assertEqual(counted["bytes"], theirs[state].value, state)
+        print(f"  _memory_viz.stats: {theirs}", file=sys.stderr)
+
+    def test_history_and_its_curve_as_recomputed_from_the_entries(self):
+        (ours,) = self.recording["allocator_snapshot"]
+        entries = self.snapshot["device_traces"][0]
+        self.assertEqual(ours["history"], dict(collections.Counter(e["action"] for e in entries)))
+        segments = self.snapshot["segments"]
+        self.assertEqual(ours["allocated_bytes"], sum(s["allocated_size"] for s in segments))
+        changes = [e["size"] if e["action"] == "alloc" else -e["size"]
+                   for e in entries if e["action"] in ("alloc", "free_completed")]
+        level = ours["allocated_bytes"] - sum(changes)
+        peak = 0
+        for change in changes:
+            level += change
+            peak = max(peak, level)
+        (device,) = self.recording["memory"]["devices"]
+        self.assertEqual(device["peak_allocated_bytes"], peak)
+        self.assertEqual(device["peak_reserved_bytes"], ours["reserved_bytes"])  # no segment was allocated in it
+        print(f"  history peak {peak} B allocated; at the snapshot {ours['allocated_bytes']} B", file=sys.stderr)
+
+    def test_a_pickle_that_would_run_a_command_is_refused_and_runs_nothing(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            marker = os.path.join(tmp, "ran")
+
+            class RunsCommand:
+                def __reduce__(self):
+                    return (os.system, (f"touch {marker}",))
+
+            path = os.path.join(tmp, "hostile.pickle")
+            with open(path, "wb") as f:
+                pickle.dump({"segments": [RunsCommand()]}, f, protocol=4)
+            proc, _ = diagnose(path)
+            self.assertEqual(proc.returncode, 3, proc.stderr)  # an input that cannot be read
+            self.assertIn("STACK_GLOBAL", proc.stderr)
+            self.assertIn("refused, not run", proc.stderr)
+            self.assertFalse(os.path.exists(marker))
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)

@@ -271,7 +271,9 @@ void RenderGpuGroups(std::string& out, const RecordingAnalysis& a) {
 }
 
 void RenderMetricDevices(std::string& out, const Recording& rec, const RecordingAnalysis& a) {
-  if (rec.metrics.devices.empty() && rec.metrics.rows == 0 && a.marked.steps > 0) return;  // steps alone: said above
+  // Steps alone, or an allocator snapshot: said elsewhere; no metric log to describe.
+  if (rec.metrics.devices.empty() && rec.metrics.rows == 0 && (a.marked.steps > 0 || !rec.allocator_states.empty()))
+    return;
   // Live recordings have samples, not rows: "0 rows" would read as nothing recorded.
   out += fmt::format("   {}{} samples{}\n", rec.metrics.rows > 0 ? fmt::format("{} rows, ", rec.metrics.rows) : "",
                      rec.metrics.samples,

@@ -74,6 +74,12 @@ class AllocatorSnapshot(unittest.TestCase):
         self.assertEqual(device["peak_reserved_bytes"], ours["reserved_bytes"])  # no segment was allocated in it
         print(f"  history peak {peak} B allocated; at the snapshot {ours['allocated_bytes']} B", file=sys.stderr)
 
+    def test_the_terminal_says_the_state_and_no_empty_metric_log(self):
+        text = subprocess.run([GPUTRIAGE, "diagnose", SNAPSHOT], capture_output=True, text=True, timeout=120).stdout
+        self.assertIn("allocator (GPU 0): 13.2 GiB reserved in 216 segments, 1.28 GiB allocated", text)
+        self.assertIn("226 inactive (11.9 GiB)", text)
+        self.assertNotIn("0 samples", text)  # no metric log was read: none is described
+
     def test_a_pickle_that_would_run_a_command_is_refused_and_runs_nothing(self):
         with tempfile.TemporaryDirectory() as tmp:
             marker = os.path.join(tmp, "ran")

@@ -95,6 +95,9 @@ TEST(PickleData, CyclesAndReferenceBombsStayBounded) {
   limits.max_values = 1000;
   const Status s = ReadPickle(bomb, "bomb.pickle", limits).status();
   EXPECT_NE(s.message().find("over 1000 values"), std::string::npos) << s.message();
+  // MARKs alone: counted too (each held a stack position with no value built).
+  const Status marks = ReadPickle("\x80\x04"s + std::string(2000, '(') + ".", "marks.pickle", limits).status();
+  EXPECT_NE(marks.message().find("over 1000 values"), std::string::npos) << marks.message();
 }
 
 // The values a snapshot's fields take: negative and large integers, floats, text forms.

@@ -278,17 +278,19 @@ void RecordingSession::OpenJobChannels() {
   // (python/gputriage/job_config.py), each inherited by descriptor and named by /proc path.
   std::vector<std::pair<std::string, std::string>> vars = options_.environment;
   const std::string fds = "/proc/" + std::to_string(getpid()) + "/fd/";
+  const auto inherit = [&](int fd, const char* fd_env, const char* path_env) {
+    vars.emplace_back(fd_env, std::to_string(fd));
+    vars.emplace_back(path_env, fds + std::to_string(fd));
+  };
   if (auto created = MarkerRing::Create(); created.ok()) {
     ring_ = std::move(*created);
-    vars.emplace_back(kMarkersFdEnv, std::to_string(ring_->fd()));
-    vars.emplace_back(kMarkersPathEnv, fds + std::to_string(ring_->fd()));
+    inherit(ring_->fd(), kMarkersFdEnv, kMarkersPathEnv);
   } else {
     recording_.stats.AddIssue(IssueSeverity::kWarning, "markers_unavailable", created.status().message());
   }
   if (auto created = JobConfigChannel::Create(); created.ok()) {
     config_ = std::move(*created);
-    vars.emplace_back(kConfigFdEnv, std::to_string(config_->fd()));
-    vars.emplace_back(kConfigPathEnv, fds + std::to_string(config_->fd()));
+    inherit(config_->fd(), kConfigFdEnv, kConfigPathEnv);
   } else {
     recording_.stats.AddIssue(IssueSeverity::kWarning, "job_config_unavailable", created.status().message());
   }

@@ -241,7 +241,7 @@ json TraceMemoryJson(const TraceMemory& m) {
   for (const auto& d : m.devices) devices.push_back(DeviceMemoryJson(d));
   return {{"peak_allocated_gib", m.available ? Num(m.peak_allocated_gib) : json(nullptr)},
           {"peak_reserved_gib", m.available ? Num(m.peak_reserved_gib) : json(nullptr)},
-          {"total_gib", m.available ? Num(m.total_gib) : json(nullptr)},
+          {"total_gib", m.available && m.total_gib > 0 ? Num(m.total_gib) : json(nullptr)},  // 0: the GPU's size unknown
           {"peak_reserved_percent", Num(m.peak_reserved_percent)},
           {"devices", devices}};
 }

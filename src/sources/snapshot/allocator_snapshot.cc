@@ -48,6 +48,10 @@ class SnapshotReader {
     const PickleValue* v = dict.Get(key);
     return v == nullptr ? fallback : v->AsInt(fallback);
   }
+  static std::string_view TextField(const PickleValue& dict, std::string_view key) {
+    const PickleValue* v = dict.Get(key);
+    return v == nullptr ? "?" : v->AsText("?");
+  }
   AllocatorState& StateOf(int device) {
     AllocatorState& s = states_[device];
     s.device = device;
@@ -68,7 +72,7 @@ class SnapshotReader {
       RETURN_IF_ERROR(Count(blocks->items.size()));
       for (const PickleValue* block : blocks->items) {
         if (block->kind != Kind::kDict) continue;
-        auto& [count, bytes] = s.blocks[std::string(block->Get("state") ? block->Get("state")->AsText("?") : "?")];
+        auto& [count, bytes] = s.blocks[std::string(TextField(*block, "state"))];
         ++count;
         bytes += Field(*block, "size");
       }
@@ -81,8 +85,7 @@ class SnapshotReader {
     const PickleValue* frames = entry.Get("frames");
     if (frames == nullptr || !frames->IsSequence() || frames->items.empty()) return "";
     const PickleValue& f = *frames->items.front();
-    return fmt::format("{}:{} in {}", f.Get("filename") ? f.Get("filename")->AsText() : "?", Field(f, "line"),
-                       f.Get("name") ? f.Get("name")->AsText() : "?");
+    return fmt::format("{}:{} in {}", TextField(f, "filename"), Field(f, "line"), TextField(f, "name"));
   }
 
   Status ReadHistory(int device, const PickleValue& entries) {
@@ -93,7 +96,7 @@ class SnapshotReader {
     for (const PickleValue* entry : entries.items) {
       if (entry->kind != Kind::kDict) continue;
       RETURN_IF_ERROR(Count(entry->entries.size()));
-      const std::string_view action = entry->Get("action") ? entry->Get("action")->AsText("?") : "?";
+      const std::string_view action = TextField(*entry, "action");
       ++s.actions[std::string(action)];
       const int64_t size = Field(*entry, "size");
       const TimeNs t = Field(*entry, "time_us") * 1000;
@@ -102,8 +105,9 @@ class SnapshotReader {
       const int64_t reserved = action == "segment_alloc" || action == "segment_map"      ? size
                                : action == "segment_free" || action == "segment_unmap" ? -size
                                                                                        : 0;
-      if ((allocated != 0 || reserved != 0) && deltas.size() < DeviceMemoryUse::kMaxRawPoints)
-        deltas.push_back({t, allocated, reserved});
+      // Every change is kept (the pickle's value limit bounds them): one left out would
+      // shift every level before it, which the snapshot's state anchors.
+      if (allocated != 0 || reserved != 0) deltas.push_back({t, allocated, reserved});
     }
     AddCurve(s, std::move(deltas));
     return Status::Ok();

@@ -66,7 +66,7 @@ class PickleMachine {
     switch (op) {
       case 0x80: return Skip(1, op_at);  // PROTO
       case 0x95: return Skip(8, op_at);  // FRAME: a length hint
-      case '(': marks_.push_back(stack_.size()); return Status::Ok();
+      case '(': return Mark(op_at);
       case '}': return Push(New(Kind::kDict), op_at);
       case ']': case 0x8f: return Push(New(Kind::kList), op_at);  // EMPTY_LIST, EMPTY_SET
       case ')': return Push(New(Kind::kTuple), op_at);
@@ -115,6 +115,11 @@ class PickleMachine {
     PickleValue& v = doc_->values.emplace_back();
     v.kind = kind;
     return &v;
+  }
+  Status Mark(size_t op_at) {  // counted as a value: a file of MARKs alone stays bounded too
+    if (++values_ > limits_.max_values) return Error(op_at, fmt::format("over {} values", limits_.max_values));
+    marks_.push_back(stack_.size());
+    return Status::Ok();
   }
   Status Push(PickleValue* v, size_t op_at) {
     if (++values_ > limits_.max_values) return Error(op_at, fmt::format("over {} values", limits_.max_values));

@@ -51,9 +51,9 @@ struct PickleDocument {
 };
 
 struct PickleLimits {
-  int64_t max_values = 8LL << 20;       // values pushed, memo references included (about 1 GB at most)
+  int64_t max_values = 8LL << 20;       // values pushed, memo references and marks included (about 1 GB at most)
   int64_t max_string_bytes = 16 << 20;  // one string or bytes value
-  int64_t max_memo = 16LL << 20;        // memo entries
+  int64_t max_memo = 8LL << 20;         // memo entries
 };
 
 /// The value a pickle builds. `what` names the input in errors ("snapshot.pickle").

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <tuple>
 
 #include <gtest/gtest.h>
 
@@ -193,6 +194,16 @@ TEST(RunStore, MigratesAVersionOneStoreKeepingItsRuns) {
     steps[i].phase_device_ns[kCopySlot] = 7 * kNsPerMs;
     steps[i].sync_arrival = steps[i].span.start + 301 * kNsPerMs + i;
     steps[i].sync_release = steps[i].span.start + 900 * kNsPerMs + i;
+    if (i > 0) {  // memory sampled at the ends of steps 1 and 2
+      steps[i].host_rss_bytes = (900 + i) << 20;
+      steps[i].host_rss_peak_bytes = 950 << 20;
+      steps[i].memory_device = 1;
+      steps[i].device_allocated_bytes = (int64_t{5} << 30) + i;
+      steps[i].device_peak_bytes = int64_t{7} << 30;
+      steps[i].device_reserved_bytes = int64_t{8} << 30;
+      steps[i].alloc_retries = i;
+      steps[i].alloc_ooms = 1;
+    }
   }
   ASSERT_TRUE((*store)->PutSteps(*id, steps).ok());
   ASSERT_TRUE((*store)->PutProcessRanks(*id, {{4242, 1, 1, 2, "node-a", "RANK"}}).ok());
@@ -214,6 +225,14 @@ TEST(RunStore, MigratesAVersionOneStoreKeepingItsRuns) {
   EXPECT_EQ(rec->marked_steps[2].phase_device_ns, steps[2].phase_device_ns);
   EXPECT_EQ(rec->marked_steps[2].sync_arrival, steps[2].sync_arrival);
   EXPECT_EQ(rec->marked_steps[2].sync_release, steps[2].sync_release);
+  const auto same_memory = [](const MarkedStep& a, const MarkedStep& b) {
+    return std::tie(a.host_rss_bytes, a.host_rss_peak_bytes, a.memory_device, a.device_allocated_bytes,
+                    a.device_peak_bytes, a.device_reserved_bytes, a.alloc_retries, a.alloc_ooms) ==
+           std::tie(b.host_rss_bytes, b.host_rss_peak_bytes, b.memory_device, b.device_allocated_bytes,
+                    b.device_peak_bytes, b.device_reserved_bytes, b.alloc_retries, b.alloc_ooms);
+  };
+  for (size_t i = 0; i < 3; ++i) EXPECT_TRUE(same_memory(rec->marked_steps[i], steps[i])) << "step " << i;
+  EXPECT_EQ(rec->marked_steps[0].memory_device, -1);
   ASSERT_EQ(rec->process_ranks.size(), 1u);
   EXPECT_EQ(rec->process_ranks[0].rank, 1);
   // Exported and read back as a file, the steps keep their GPU-timed phases, their sync times and ranks.
@@ -228,6 +247,7 @@ TEST(RunStore, MigratesAVersionOneStoreKeepingItsRuns) {
     EXPECT_EQ(reread->recordings[0].marked_steps[i].phase_ns, steps[i].phase_ns);
     EXPECT_EQ(reread->recordings[0].marked_steps[i].sync_arrival, steps[i].sync_arrival);
     EXPECT_EQ(reread->recordings[0].marked_steps[i].sync_release, steps[i].sync_release);
+    EXPECT_TRUE(same_memory(reread->recordings[0].marked_steps[i], steps[i])) << "exported step " << i;
   }
   ASSERT_EQ(reread->recordings[0].process_ranks.size(), 1u);
   EXPECT_EQ(reread->recordings[0].process_ranks[0].pid, 4242u);

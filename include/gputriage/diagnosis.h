@@ -443,6 +443,59 @@ struct RankSync {
   bool synchronous = false;          // arrivals >= 1 ms apart and releases within a quarter of that
 };
 
+/// One memory series of a process over its sampled steps (host resident set,
+/// or a GPU's allocated bytes), past the steps where memory settles.
+struct MemoryTrend {
+  int64_t points = 0;            // sampled steps judged
+  int64_t first_step = 0, last_step = 0;
+  double first_bytes = 0, last_bytes = 0;  // medians of the first and last quarter
+  std::array<double, 4> quarter_median_bytes{};
+  double bytes_per_step = 0;     // Theil-Sen slope over step number
+  double bytes_per_step_low = 0, bytes_per_step_high = 0;  // the slopes of its two halves
+  double bytes_per_hour = 0;     // at the process's step rate
+  double step_s = 0;             // the process's mean step time, s
+  bool creeping = false;         // grows through every quarter, in both halves, past the floor
+  std::string why_not;           // when not creeping: what the series showed
+};
+
+/// A recorded process's memory (zero-code mode's sampler, docs/memory.md).
+struct ProcessMemory {
+  uint32_t pid = 0;
+  int rank = -1;
+  int64_t sampled_steps = 0;
+  int64_t host_rss_peak_bytes = 0;   // VmHWM at the last sample
+  int64_t host_rss_last_bytes = 0;
+  int device = -1;                   // the GPU its allocator used most, -1 none
+  int64_t device_peak_bytes = 0;     // the allocator's allocated peak
+  int64_t device_reserved_max_bytes = 0;
+  int64_t device_allocated_last_bytes = 0;
+  int64_t alloc_retries = 0;         // at the last sample, since the process started
+  int64_t alloc_ooms = 0;
+  double samples_per_step = 0;       // the batch, where steps count samples
+  // Median over the sampled steps past settling of memory at the step's end.
+  double host_end_median_bytes = 0;
+  double gpu_end_median_bytes = 0;
+  MemoryTrend host;
+  MemoryTrend gpu;
+};
+
+/// What a job's memory is made of and where its ceiling is: the zero-code
+/// sampler's per-step memory, the static memory it counted, the capacities.
+struct StepMemoryAnalysis {
+  bool sampled = false;
+  std::vector<ProcessMemory> processes;
+  // Counted once the job trained (memory.* settings); -1 unknown.
+  int64_t parameters_bytes = -1, gradients_bytes = -1, optimizer_state_bytes = -1;
+  std::string static_device;          // "cuda:0", "cpu"
+  int64_t device_total_bytes = 0;     // the sampled GPU's memory, 0 unknown
+  int64_t host_total_bytes = 0;       // the host memory the job may use, 0 unknown
+  std::string host_limit_source;      // "MemTotal", "cgroup memory.max (...)"
+  int64_t StaticBytes() const {
+    return parameters_bytes < 0 ? -1 : parameters_bytes + std::max<int64_t>(0, gradients_bytes) +
+                                           std::max<int64_t>(0, optimizer_state_bytes);
+  }
+};
+
 struct StepMarkerAnalysis {
   int64_t steps = 0;                     // judged steps, over every process
   int64_t warmup_steps = 0;              // leading steps >= 3x their process's median, left out
@@ -703,6 +756,7 @@ struct RecordingAnalysis {
   TraceTimeline timeline;     // traces: what the charts draw
   RankCollectives collectives;  // traces of a rank: what the cross-rank analysis reads
   RunLedger ledger;           // live recordings and step markers: where the job's time went
+  StepMemoryAnalysis step_memory;  // memory sampled at step ends (zero-code mode, watch())
 };
 
 // ---- Verdicts -------------------------------------------------------------
@@ -880,6 +934,11 @@ void AnalyzeAndDropEvents(Recording& recording, int threads);
 /// `gpu_name`: the device the job ran on as reported ("" if unknown), for MFU.
 StepMarkerAnalysis AnalyzeMarkedSteps(const std::vector<MarkedStep>& steps, std::string_view gpu_name = "",
                                       const std::vector<ProcessRank>& ranks = {});
+/// Memory at step ends: per process its peaks and trends, with the static
+/// memory and capacities the job's settings carry (memory.*).
+StepMemoryAnalysis AnalyzeStepMemory(const std::vector<MarkedStep>& steps,
+                                     const std::map<std::string, std::string>& settings,
+                                     const std::vector<ProcessRank>& ranks = {});
 
 /// Measures every recording of a run and draws the verdicts.
 Diagnosis Diagnose(const Run& run, const DiagnoseOptions& options = {});

@@ -72,6 +72,21 @@ int64_t gputriage_markers_clock(void);
  * bucket, which the training thread learns when backward returns. */
 void gputriage_phase_switch_at(gputriage_phase from, gputriage_phase to, int64_t t);
 
+/* The memory of this process at the end of step `step`, in bytes. On CUDA device
+ * `device` (0, 1, ...): what its caching allocator holds allocated, the peak of
+ * that since the process started (or since the job last reset it), and what the
+ * allocator has reserved from the driver. On the host (`device` =
+ * GPUTRIAGE_HOST_MEMORY): the resident set, its high-water mark, and 0. */
+#define GPUTRIAGE_HOST_MEMORY (-1)
+#define GPUTRIAGE_MAX_MEMORY_DEVICE 1023
+void gputriage_step_memory(int64_t step, int32_t device, int64_t current_bytes, int64_t peak_bytes,
+                           int64_t reserved_bytes);
+
+/* The allocator's events on CUDA device `device` by the end of step `step`,
+ * counted since the process started: retries (an allocation failed, the cache
+ * was freed and the allocation retried) and out-of-memory errors raised. */
+void gputriage_step_memory_events(int64_t step, int32_t device, int64_t alloc_retries, int64_t ooms);
+
 #ifdef __cplusplus
 }  /* extern "C" */
 #endif

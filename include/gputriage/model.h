@@ -251,6 +251,21 @@ struct MarkedStep {
   // returned on every rank: ranks that waited for a late one leave with it.
   TimeNs sync_arrival = 0;
   TimeNs sync_release = 0;
+  // Memory at the step's end, where the job sampled it (zero-code mode and
+  // watch(), docs/memory.md); 0 where the step was not sampled. The host's
+  // resident set and its high-water mark; on the GPU the process used most
+  // (memory_device, -1 none), the caching allocator's allocated bytes, their
+  // peak since the process started, its reserved bytes, and its retries and
+  // out-of-memory errors so far.
+  int64_t host_rss_bytes = 0;
+  int64_t host_rss_peak_bytes = 0;
+  int memory_device = -1;
+  int64_t device_allocated_bytes = 0;
+  int64_t device_peak_bytes = 0;
+  int64_t device_reserved_bytes = 0;
+  int64_t alloc_retries = 0;
+  int64_t alloc_ooms = 0;
+  bool memory_sampled() const { return host_rss_bytes > 0 || memory_device >= 0; }
   TimeNs data_wait_ns() const { return phase_ns[1]; }
   /// Forward and backward or the optimizer marked: the rest of the step is
   /// measured (docs/phases.md).

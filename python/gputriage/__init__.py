@@ -90,6 +90,7 @@ def watch(iterable, samples=batch_samples):
     # A DataLoader's settings (num_workers, batch_size, ...) go with the run.
     loader_batch = _config.loader_batch if hasattr(iterable, "num_workers") else None
     count = None
+    memory_started = False
     try:
         while True:
             try:
@@ -98,11 +99,24 @@ def watch(iterable, samples=batch_samples):
                 return
             if loader_batch is not None:
                 loader_batch(iterable)
+            if not memory_started:
+                memory_started = True
+                _start_memory()
             yield item
             auto_end(count)
             count = None
     finally:
         auto_end(count)  # the loop broke out of its last step
+
+
+def _start_memory():
+    """Each step's memory at its end, under a recorder (gputriage/memory.py)."""
+    try:
+        from gputriage import memory
+        memory.start()
+    except Exception as e:  # never break the user's loop
+        import sys
+        sys.stderr.write(f"gputriage: memory is not sampled: {e!r}\n")
 
 
 def transformer_flops_per_token(n_params, n_layers=0, hidden=0, seq_len=0):

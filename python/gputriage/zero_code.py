@@ -47,6 +47,7 @@ import time
 import gputriage
 from gputriage import _markers
 from gputriage import job_config as _config
+from gputriage import memory as _memory
 from gputriage import trainers as _trainers
 from gputriage import mlflow_bridge as _mlflow_bridge
 from gputriage import wandb_bridge as _wandb_bridge
@@ -102,6 +103,14 @@ def _start_device_timing_once():
         sys.stderr.write(f"gputriage: zero-code mode: device step times are off: {e!r}\n")
 
 
+def _start_memory_sampling():
+    """Each step's memory at its end (gputriage/memory.py); never breaks the loop."""
+    try:
+        _memory.start(trained=lambda: _loop["trained"])
+    except Exception as e:
+        sys.stderr.write(f"gputriage: zero-code mode: memory is not sampled: {e!r}\n")
+
+
 def _patch_dataloader(module):
     cls = getattr(module, "_BaseDataLoaderIter", None)
     if cls is None or getattr(cls.__next__, "_gputriage", False):
@@ -141,6 +150,7 @@ def _patch_dataloader(module):
         _loop["step_open"], _loop["samples"] = True, self._gputriage_samples
         if not _device_timing_checked:
             _start_device_timing_once()
+            _start_memory_sampling()
         loader = getattr(self, "_gputriage_loader", None)
         if loader is not None:
             loader_batch(loader)
@@ -203,6 +213,7 @@ def _patch_optimizer(module):
             klass.zero_grad = _in_phase(zero_grad, _OPTIMIZER)
         try:
             _config.optimizer_created(self)
+            _memory.note_optimizer(self)
         except Exception:  # never break the user's optimizer
             pass
 
@@ -351,12 +362,14 @@ def _patch_forward(torch):
     if original is None or getattr(original, "_gputriage", False):
         return
     begin, end, get_ident, loop = _markers.phase_begin, _markers.phase_end, threading.get_ident, _loop
+    note_model = _memory.note_model  # what static memory counts
 
     # A plain function, so modules keep calling through nn.Module.__call__ as before.
     def __call__(self, *args, **kwargs):
         if loop["in_phase"] or not loop["step_open"] or loop["fetching"] or get_ident() != _training_thread:
             return original(self, *args, **kwargs)
         loop["in_phase"] = _FORWARD
+        note_model(self)
         begin(_FORWARD)
         try:
             return original(self, *args, **kwargs)

@@ -14,6 +14,9 @@
 
 #include <cstdint>
 #include <cstring>
+#include <ctime>
+#include <string>
+#include <algorithm>
 
 #include "gputriage/markers.hpp"
 
@@ -62,6 +65,38 @@ bool DevicePhase(PyObject* method, gputriage_phase phase) {
   Py_DECREF(id);
   Py_XDECREF(result);
   return result != nullptr;
+}
+
+// The memory sampler (python/gputriage/memory.py): called with the step's number
+// as a step ends, at most once per interval, so a loop of short steps pays for a
+// few reads a second, not one per step. Null when off.
+PyObject* g_memory_sampler = nullptr;
+int64_t g_memory_interval_ns = 0;
+int64_t g_memory_next_ns = 0;
+
+int64_t MonotonicNs() {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);  // a few ns; its ~4 ms grain is finer than the interval
+  return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
+
+/// After a step ended: samples its memory when the interval has passed. A
+/// sampler that raises is turned off (with its error printed), never the loop.
+void MemoryAfterStep(int64_t step) {
+  if (g_memory_sampler == nullptr) return;
+  const int64_t now = MonotonicNs();
+  if (now < g_memory_next_ns) return;
+  g_memory_next_ns = now + g_memory_interval_ns;
+  PyObject* number = PyLong_FromLongLong(step);
+  PyObject* result = number == nullptr ? nullptr : PyObject_CallOneArg(g_memory_sampler, number);
+  Py_XDECREF(number);
+  if (result != nullptr) {
+    Py_DECREF(result);
+    return;
+  }
+  PySys_WriteStderr("gputriage: the memory sampler failed and is off:\n");
+  PyErr_Print();
+  Py_CLEAR(g_memory_sampler);
 }
 
 bool ToInt64(PyObject* o, int64_t* out, const char* what) {
@@ -172,6 +207,7 @@ PyObject* StepEnd(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* 
   double flops = 0;
   if (!ParseStepEnd(args, PyVectorcall_NARGS(nargs), kwnames, &step, &samples, &tokens, &flops)) return nullptr;
   gputriage_step_end(step, samples, tokens, flops);
+  MemoryAfterStep(step);
   Py_RETURN_NONE;
 }
 
@@ -216,6 +252,7 @@ PyObject* AutoStepBegin(PyObject*, PyObject*) {
   if (g_auto_step >= 0) {  // never closed: close it bare
     gputriage_step_end(g_auto_step, 0, 0, 0);
     if (!DeviceTimer(g_str_end, g_auto_step)) return nullptr;
+    MemoryAfterStep(g_auto_step);
   }
   g_auto_step = g_next_step++;
   gputriage_step_begin(g_auto_step);
@@ -232,6 +269,7 @@ PyObject* AutoStepEnd(PyObject*, PyObject* arg) {
     g_auto_step = -1;
     gputriage_step_end(step, samples, 0, 0);
     if (!DeviceTimer(g_str_end, step)) return nullptr;
+    MemoryAfterStep(step);
   }
   Py_RETURN_NONE;
 }
@@ -322,6 +360,7 @@ PyObject* StepExit(PyObject* self_obj, PyObject* const*, Py_ssize_t) {
   gputriage_step_end(self->number, self->samples, self->tokens, self->flops);
   if (self->number >= g_next_step) g_next_step = self->number + 1;
   if (!DeviceTimer(g_str_end, self->number)) return nullptr;
+  MemoryAfterStep(self->number);
   Py_RETURN_FALSE;  // exceptions propagate
 }
 
@@ -490,6 +529,38 @@ PYBIND11_MODULE(_markers, m) {
   }
   m.def("enabled", [] { return gputriage_markers_enabled() != 0; },
         "Whether `gputriage record` is reading this process's markers.");
+  m.def(
+      "_set_memory_sampler",
+      [](py::object sampler, int64_t interval_ns) {
+        Py_CLEAR(g_memory_sampler);
+        if (!sampler.is_none()) g_memory_sampler = sampler.inc_ref().ptr();
+        g_memory_interval_ns = std::max<int64_t>(0, interval_ns);
+        g_memory_next_ns = 0;  // the next step's end is sampled
+      },
+      "_set_memory_sampler(callable or None, interval_ns): call it with the step number as a step ends, at most once "
+      "per interval.");
+  m.def(
+      "step_memory",
+      [](int64_t step, int device, int64_t current, int64_t peak, int64_t reserved) {
+        if (device < GPUTRIAGE_HOST_MEMORY || device > GPUTRIAGE_MAX_MEMORY_DEVICE)
+          throw py::value_error("gputriage.step_memory: device is -1 (the host) or 0.." +
+                                std::to_string(GPUTRIAGE_MAX_MEMORY_DEVICE));
+        gputriage_step_memory(step, device, current, peak, reserved);
+      },
+      py::arg("step"), py::arg("device"), py::arg("current_bytes"), py::arg("peak_bytes"), py::arg("reserved_bytes") = 0,
+      "step_memory(step, device, current_bytes, peak_bytes, reserved_bytes=0): the process's memory at the step's end "
+      "(device -1: the host's resident set and its high-water mark).");
+  m.def(
+      "step_memory_events",
+      [](int64_t step, int device, int64_t alloc_retries, int64_t ooms) {
+        if (device < 0 || device > GPUTRIAGE_MAX_MEMORY_DEVICE)
+          throw py::value_error("gputriage.step_memory_events: device is 0.." +
+                                std::to_string(GPUTRIAGE_MAX_MEMORY_DEVICE));
+        gputriage_step_memory_events(step, device, alloc_retries, ooms);
+      },
+      py::arg("step"), py::arg("device"), py::arg("alloc_retries"), py::arg("ooms"),
+      "step_memory_events(step, device, alloc_retries, ooms): the CUDA allocator's retries and out-of-memory errors so "
+      "far.");
   m.attr("ABI_VERSION") = GPUTRIAGE_MARKERS_ABI_VERSION;
   py::dict phases;
   for (int id = GPUTRIAGE_PHASE_DATA; id <= gputriage::kLastPhase; ++id) phases[gputriage::PhaseName(id)] = id;

@@ -71,6 +71,19 @@ void StepBuilder::Add(std::vector<Marker> markers) {
         p.by_begin.at(it->second).step.phase_device_ns[static_cast<size_t>(slot)] += m.samples;
         break;
       }
+      case MarkerKind::kStepMemory:
+      case MarkerKind::kStepMemoryEvents: {
+        // Sampled once the step ended (or, from a job's own loop, while it runs).
+        auto it = p.held_by_number.find(m.step);
+        const bool held = it != p.held_by_number.end();
+        if (!held) it = p.open_by_number.find(m.step);
+        if (!held && it == p.open_by_number.end()) {
+          ++counts_.unmatched_memory;
+          break;
+        }
+        NoteMemory(p.by_begin.at(it->second).step, m);
+        break;
+      }
       case MarkerKind::kPhaseBegin:
         open_phases_[{m.pid, m.tid, m.phase}].push_back(m.t_ns);
         break;
@@ -98,6 +111,30 @@ void StepBuilder::Add(std::vector<Marker> markers) {
       }
     }
   }
+}
+
+void StepBuilder::NoteMemory(MarkedStep& step, const Marker& m) {
+  const int device = static_cast<int>(m.phase) - 1;  // -1: the host
+  const int64_t current = std::max<int64_t>(0, m.samples), second = std::max<int64_t>(0, m.tokens);
+  if (m.kind == MarkerKind::kStepMemoryEvents) {
+    if (device < 0 || device != step.memory_device) return;  // the events of the device whose memory is kept
+    step.alloc_retries = current;
+    step.alloc_ooms = second;
+    return;
+  }
+  if (device < 0) {
+    step.host_rss_bytes = current;
+    step.host_rss_peak_bytes = std::max(current, second);
+    return;
+  }
+  // A process on several GPUs: the step keeps the one whose allocator holds the most.
+  if (step.memory_device >= 0 && step.memory_device != device && current <= step.device_allocated_bytes) return;
+  if (step.memory_device != device) step.alloc_retries = step.alloc_ooms = 0;
+  step.memory_device = device;
+  step.device_allocated_bytes = current;
+  step.device_peak_bytes = std::max(current, second);
+  const double reserved = m.flops;
+  step.device_reserved_bytes = reserved > 0 && reserved < 9.0e18 ? static_cast<int64_t>(reserved) : 0;
 }
 
 void StepBuilder::NoteSync(MarkedStep& step, uint16_t slot, Interval span) {

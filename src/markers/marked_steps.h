@@ -32,6 +32,7 @@ struct MarkedSteps {
   int64_t unpaired_phases = 0;
   int64_t unassigned_phases = 0;  // phases with no step of their process to charge
   int64_t unmatched_device_times = 0;  // device times for no recorded step (or not positive)
+  int64_t unmatched_memory = 0;        // memory samples for no open or recorded step
   /// The job's phases outside steps (a checkpoint between steps; evaluation,
   /// compilation and restores wherever they are), by start.
   std::vector<RunPhase> run_phases;
@@ -85,6 +86,8 @@ class StepBuilder {
   /// Keeps where a step meets its peers: its first forward or communication
   /// begin (arrival) and its last backward or communication end (release).
   static void NoteSync(MarkedStep& step, uint16_t slot, Interval span);
+  /// A memory sample of the step's end (MarkerKind::kStepMemory / kStepMemoryEvents).
+  static void NoteMemory(MarkedStep& step, const Marker& m);
   void Release(bool all, std::vector<MarkedStep>& out);
 
   std::map<uint32_t, Process> processes_;

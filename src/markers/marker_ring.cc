@@ -172,8 +172,10 @@ void MarkerRing::Drain(std::vector<Marker>& out, bool final) {
       continue;
     }
     const bool kind_ok = copy.kind >= static_cast<uint16_t>(MarkerKind::kStepBegin) &&
-                         copy.kind <= static_cast<uint16_t>(MarkerKind::kPhaseDeviceTime);
-    const bool phase_ok = copy.phase <= kLastPhase;  // 0 for step markers
+                         copy.kind <= static_cast<uint16_t>(kLastMarkerKind);
+    // 0 for step markers; a memory marker's holds its device.
+    const bool phase_ok = kind_ok && IsMemoryMarker(static_cast<MarkerKind>(copy.kind)) ? copy.phase <= kMaxMemoryMarkerDevice
+                                                                                         : copy.phase <= kLastPhase;
     if (copy.checksum != MarkerChecksum(copy) || !kind_ok || !phase_ok) {
       ++stats_.corrupt;
       continue;

@@ -25,6 +25,10 @@ inline constexpr const char* kMarkersPathEnv = "GPUTRIAGE_MARKERS_PATH";
 
 // kStepDeviceTime carries the step's device time (ns) in `samples`;
 // kPhaseDeviceTime a phase's of that step (`phase`, `step`, ns in `samples`).
+// kStepMemory: a step's memory at its end, `phase` = device + 1 (0: the host),
+// current bytes in `samples`, peak in `tokens`, reserved in `flops`;
+// kStepMemoryEvents: `phase` as kStepMemory, allocator retries in `samples`,
+// out-of-memory errors in `tokens` (both since the process started).
 enum class MarkerKind : uint16_t {
   kStepBegin = 1,
   kStepEnd = 2,
@@ -32,7 +36,13 @@ enum class MarkerKind : uint16_t {
   kPhaseEnd = 4,
   kStepDeviceTime = 5,
   kPhaseDeviceTime = 6,
+  kStepMemory = 7,
+  kStepMemoryEvents = 8,
 };
+inline constexpr MarkerKind kLastMarkerKind = MarkerKind::kStepMemoryEvents;
+/// The `phase` field of a memory marker: the device + 1, 0 for the host.
+inline bool IsMemoryMarker(MarkerKind k) { return k == MarkerKind::kStepMemory || k == MarkerKind::kStepMemoryEvents; }
+inline constexpr uint16_t kMaxMemoryMarkerDevice = 1024;  // GPUTRIAGE_MAX_MEMORY_DEVICE + 1
 
 /// One marker's content, 56 bytes.
 struct MarkerPayload {

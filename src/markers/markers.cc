@@ -205,4 +205,17 @@ void gputriage_phase_switch_at(gputriage_phase from, gputriage_phase to, int64_t
   gputriage::Emit(gputriage::MarkerKind::kPhaseBegin, static_cast<uint16_t>(to), 0, 0, 0, 0, t);
 }
 
+void gputriage_step_memory(int64_t step, int32_t device, int64_t current_bytes, int64_t peak_bytes,
+                           int64_t reserved_bytes) {
+  if (device < GPUTRIAGE_HOST_MEMORY || device > GPUTRIAGE_MAX_MEMORY_DEVICE) return;
+  gputriage::Emit(gputriage::MarkerKind::kStepMemory, static_cast<uint16_t>(device + 1), step, current_bytes, peak_bytes,
+                  static_cast<double>(reserved_bytes));
+}
+
+void gputriage_step_memory_events(int64_t step, int32_t device, int64_t alloc_retries, int64_t ooms) {
+  if (device < 0 || device > GPUTRIAGE_MAX_MEMORY_DEVICE) return;
+  gputriage::Emit(gputriage::MarkerKind::kStepMemoryEvents, static_cast<uint16_t>(device + 1), step, alloc_retries, ooms,
+                  0);
+}
+
 }  // extern "C"

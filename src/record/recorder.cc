@@ -132,6 +132,10 @@ void AddMarkerIssues(const MarkerRing::DrainStats& ring, const MarkedSteps& step
     stats.AddIssue(IssueSeverity::kInfo, "device_times_unmatched",
                    std::to_string(steps.unmatched_device_times) +
                        " step or phase device times matched no recorded step of their process (or were not positive)");
+  if (steps.unmatched_memory > 0)
+    stats.AddIssue(IssueSeverity::kInfo, "memory_samples_unmatched",
+                   std::to_string(steps.unmatched_memory) +
+                       " memory samples matched no open or recorded step of their process");
 }
 
 void SortByStart(std::vector<MarkedStep>& steps) {
@@ -490,6 +494,9 @@ void RecordingSession::AnswerJobRequests() {
   // The host as measured so far: a diagnosis asked for now judges contention as the final one will.
   for (auto& [key, value] : host_usage_->summary().AsMetadata()) recording_.metadata[key] = std::move(value);
   if (job_cpus_ > 0) recording_.metadata["host.cpus"] = std::to_string(job_cpus_);
+  // The job's settings so far (its loader, optimizer, memory.* capacities and
+  // static memory): read again at the end, when the run is stored.
+  for (auto& [key, value] : config_->Read().settings) recording_.metadata[key] = std::move(value);
   // The recording is lent to the requests as a run (moved, not copied: its
   // sketches are large), with the steps so far, and taken back.
   gputriage::Run lent;

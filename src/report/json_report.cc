@@ -264,6 +264,54 @@ json AllocatorStatesJson(const std::vector<AllocatorState>& states) {
   return out;
 }
 
+json TrendJson(const MemoryTrend& t) {
+  if (t.points == 0 && t.why_not.empty()) return nullptr;
+  return {{"points", t.points},
+          {"first_step", t.first_step},
+          {"last_step", t.last_step},
+          {"first_quarter_bytes", Num(t.first_bytes)},
+          {"last_quarter_bytes", Num(t.last_bytes)},
+          {"bytes_per_step", Num(t.bytes_per_step)},
+          {"bytes_per_step_range", {Num(t.bytes_per_step_low), Num(t.bytes_per_step_high)}},
+          {"bytes_per_hour", Num(t.bytes_per_hour)},
+          {"creeping", t.creeping},
+          {"why_not", t.why_not.empty() ? json(nullptr) : json(t.why_not)}};
+}
+
+/// Memory sampled at step ends (null where the job's steps carried none).
+json StepMemoryJson(const StepMemoryAnalysis& m) {
+  if (!m.sampled) return nullptr;
+  const auto bytes = [](int64_t v) { return v >= 0 ? json(v) : json(nullptr); };
+  const auto known = [](int64_t v) { return v > 0 ? json(v) : json(nullptr); };
+  json processes = json::array();
+  for (const auto& p : m.processes)
+    processes.push_back({{"pid", p.pid},
+                         {"rank", p.rank >= 0 ? json(p.rank) : json(nullptr)},
+                         {"sampled_steps", p.sampled_steps},
+                         {"samples_per_step", Num(p.samples_per_step)},
+                         {"host_at_step_end_median_bytes", Num(p.host_end_median_bytes > 0 ? p.host_end_median_bytes : NAN)},
+                         {"gpu_at_step_end_median_bytes", Num(p.device >= 0 ? p.gpu_end_median_bytes : NAN)},
+                         {"host", {{"rss_peak_bytes", known(p.host_rss_peak_bytes)},
+                                   {"rss_last_bytes", known(p.host_rss_last_bytes)},
+                                   {"trend", TrendJson(p.host)}}},
+                         {"gpu", p.device < 0 ? json(nullptr)
+                                              : json{{"device", p.device},
+                                                     {"allocated_peak_bytes", p.device_peak_bytes},
+                                                     {"reserved_max_bytes", p.device_reserved_max_bytes},
+                                                     {"allocated_last_bytes", p.device_allocated_last_bytes},
+                                                     {"alloc_retries", p.alloc_retries},
+                                                     {"ooms", p.alloc_ooms},
+                                                     {"trend", TrendJson(p.gpu)}}}});
+  return {{"processes", processes},
+          {"static", {{"device", m.static_device.empty() ? json(nullptr) : json(m.static_device)},
+                      {"parameters_bytes", bytes(m.parameters_bytes)},
+                      {"gradients_bytes", bytes(m.gradients_bytes)},
+                      {"optimizer_state_bytes", bytes(m.optimizer_state_bytes)}}},
+          {"device_total_bytes", known(m.device_total_bytes)},
+          {"host_total_bytes", known(m.host_total_bytes)},
+          {"host_limit_source", m.host_limit_source.empty() ? json(nullptr) : json(m.host_limit_source)}};
+}
+
 json RecordingJson(const Recording& rec, const RecordingAnalysis& a, int max_kernels) {
   json j;
   j["source"] = a.source;
@@ -382,6 +430,7 @@ json RecordingJson(const Recording& rec, const RecordingAnalysis& a, int max_ker
   }
   j["memory"] = TraceMemoryJson(a.memory);
   j["allocator_snapshot"] = AllocatorStatesJson(rec.allocator_states);
+  j["step_memory"] = StepMemoryJson(a.step_memory);
   j["throughput"] = {{"available", a.throughput.available}, {"flops_per_step", Num(a.throughput.flops_per_step)},
                      {"achieved_tflops", Num(a.throughput.achieved_tflops)}, {"mfu_percent", Num(a.throughput.mfu_percent)},
                      {"peak_tflops", Num(a.throughput.peak_tflops)}, {"peak_basis", a.throughput.peak_basis}};

@@ -80,6 +80,12 @@ std::string GainLine(const ExpectedGain& g) {
                        g.best, g.worst, g.speedup_percent, next);
   if (g.metric == "gpu_spend_saved_percent")  // an idle GPU released: the spend falls, nothing runs faster
     return fmt::format("{:.0f}% of this GPU's cost saved (range {:.0f}-{:.0f}%{})", g.expected, g.worst, g.best, next);
+  if (g.metric == "memory_growth_per_step")  // a leak fixed: no growth; at worst what the recording could not see
+    return fmt::format("memory growth {:.2f} → {:.0f} MiB per step (at worst {:.3f}, under what this recording could "
+                       "see{})",
+                       g.current, g.expected, g.worst, next);
+  if (g.metric == "batch_size")  // how far the batch can grow before memory runs out
+    return fmt::format("batch {:.0f} → {:.0f} fits (range {:.0f}-{:.0f}{})", g.current, g.expected, g.worst, g.best, next);
   if (g.unit == "x")  // relative throughput (a larger batch)
     return fmt::format("throughput ×{:.2f} (range ×{:.2f}-×{:.2f}{})", g.expected, g.worst, g.best, next);
   if (g.unit != "percent")  // a level in its own unit (the SM clock in MHz)
@@ -426,6 +432,31 @@ void RenderAllocatorStates(std::string& out, const std::vector<AllocatorState>& 
   }
 }
 
+/// Memory sampled at step ends: per process its peaks and whether it grows.
+void RenderStepMemory(std::string& out, const StepMemoryAnalysis& m) {
+  if (!m.sampled) return;
+  const auto trend = [](const MemoryTrend& t) {
+    if (t.points == 0) return std::string(" (") + t.why_not + ")";
+    return fmt::format(", {}{}/step over steps {}-{}{}", t.bytes_per_step >= 0 ? "+" : "-",
+                       SizeText(static_cast<int64_t>(std::fabs(t.bytes_per_step))), t.first_step, t.last_step,
+                       t.creeping ? " (growing)" : t.why_not.empty() ? "" : " (steady: " + t.why_not + ")");
+  };
+  for (const auto& p : m.processes) {
+    const std::string who = p.rank >= 0 ? fmt::format("rank {}", p.rank) : fmt::format("process {}", p.pid);
+    if (p.host_rss_peak_bytes > 0)
+      out += fmt::format("   memory ({}, host): resident {} at the last sample, peak {}{}\n", who,
+                         SizeText(p.host_rss_last_bytes), SizeText(p.host_rss_peak_bytes), trend(p.host));
+    if (p.device >= 0)
+      out += fmt::format("   memory ({}, GPU {}): allocated peak {}, reserved up to {}, {} retries, {} OOMs{}\n", who,
+                         p.device, SizeText(p.device_peak_bytes), SizeText(p.device_reserved_max_bytes), p.alloc_retries,
+                         p.alloc_ooms, trend(p.gpu));
+  }
+  if (m.StaticBytes() >= 0)
+    out += fmt::format("     static ({}): parameters {}, gradients {}, optimizer state {}\n", m.static_device,
+                       SizeText(m.parameters_bytes), SizeText(std::max<int64_t>(0, m.gradients_bytes)),
+                       SizeText(std::max<int64_t>(0, m.optimizer_state_bytes)));
+}
+
 void RenderRecording(std::string& out, const Recording& rec, const RecordingAnalysis& a, const TerminalOptions& o,
                      const Style& st) {
   out += st(fmt::format("\n== {}{} [{}]\n", Printable(a.source), a.rank >= 0 ? fmt::format(" (rank {})", a.rank) : "", rec.format), "1");
@@ -440,6 +471,7 @@ void RenderRecording(std::string& out, const Recording& rec, const RecordingAnal
                          h.job_cores_mean, h.job_cpus > 0 ? h.job_cpus : h.machine_cpus, h.main_cores_mean,
                          h.other_cores_mean, h.job_processes_max, h.machine_busy_percent_mean,
                          h.saturated_percent_of_time, h.job_rss_peak_mib);
+    RenderStepMemory(out, a.step_memory);
     RenderLedger(out, a.ledger);
     RenderMetricDevices(out, rec, a);
     RenderAllocatorStates(out, rec.allocator_states);

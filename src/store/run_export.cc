@@ -109,7 +109,8 @@ StatusOr<ExportCounts> ExportRun(RunStore& store, int64_t run, const std::string
     std::fprintf(out, "# gputriage_step fields: number pid start_ns end_ns samples tokens flops data_ns forward_ns "
                       "backward_ns optimizer_ns communication_ns checkpoint_ns other_ns device_ns copy_ns "
                       "forward_device_ns backward_device_ns optimizer_device_ns copy_device_ns sync_arrival_ns "
-                      "sync_release_ns\n");
+                      "sync_release_ns host_rss_bytes host_rss_peak_bytes memory_device device_allocated_bytes "
+                      "device_peak_bytes device_reserved_bytes alloc_retries alloc_ooms\n");
   for (const auto& step : steps) {
     std::fprintf(out, "# gputriage_step %lld %u %lld %lld %lld %lld %.17g", static_cast<long long>(step.number), step.pid,
                  static_cast<long long>(step.span.start), static_cast<long long>(step.span.end),
@@ -118,8 +119,12 @@ StatusOr<ExportCounts> ExportRun(RunStore& store, int64_t run, const std::string
     std::fprintf(out, " %lld %lld", static_cast<long long>(step.device_ns), static_cast<long long>(step.phase_ns[kCopySlot]));
     for (int slot : kDeviceTimedSlots)
       std::fprintf(out, " %lld", static_cast<long long>(step.phase_device_ns[static_cast<size_t>(slot)]));
-    std::fprintf(out, " %lld %lld\n", static_cast<long long>(step.sync_arrival),
-                 static_cast<long long>(step.sync_release));
+    std::fprintf(out, " %lld %lld", static_cast<long long>(step.sync_arrival), static_cast<long long>(step.sync_release));
+    std::fprintf(out, " %lld %lld %d %lld %lld %lld %lld %lld\n", static_cast<long long>(step.host_rss_bytes),
+                 static_cast<long long>(step.host_rss_peak_bytes), step.memory_device,
+                 static_cast<long long>(step.device_allocated_bytes), static_cast<long long>(step.device_peak_bytes),
+                 static_cast<long long>(step.device_reserved_bytes), static_cast<long long>(step.alloc_retries),
+                 static_cast<long long>(step.alloc_ooms));
   }
   // Hosts and sources are one word each (a host name has no space; "-" when unknown).
   for (const auto& r : ranks)

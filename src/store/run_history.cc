@@ -114,6 +114,7 @@ Status JudgeAgainstExperiment(RunStore& store, int64_t run_id, const std::string
           name, program, count, loaded.predecessors.size(), listed));
     }
   }
+  FitHeadroomOverRuns(current, loaded.predecessors, diagnosis);
   if (auto finding = JudgeAgainstHistory(name, current, loaded.predecessors)) {
     // After the findings of its own severity: what the run itself shows comes first.
     auto at = std::find_if(diagnosis.findings.begin(), diagnosis.findings.end(),

@@ -429,8 +429,10 @@ Status RunStore::PutSteps(int64_t run, const std::vector<MarkedStep>& steps) {
       "INSERT INTO steps(run_id, step, start_ns, end_ns, pid, samples, tokens, flops, data_ns,"
       " forward_ns, backward_ns, optimizer_ns, communication_ns, checkpoint_ns, other_ns, device_ns, copy_ns,"
       " forward_device_ns, backward_device_ns, optimizer_device_ns, copy_device_ns, sync_arrival_ns,"
-      " sync_release_ns)"
-      " VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(run_id, step, start_ns) DO UPDATE SET"
+      " sync_release_ns, host_rss_bytes, host_rss_peak_bytes, memory_device, device_allocated_bytes, device_peak_bytes,"
+      " device_reserved_bytes, alloc_retries, alloc_ooms)"
+      " VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+      " ON CONFLICT(run_id, step, start_ns) DO UPDATE SET"
       " end_ns = excluded.end_ns, pid = excluded.pid, samples = excluded.samples, tokens = excluded.tokens,"
       " flops = excluded.flops, data_ns = excluded.data_ns, forward_ns = excluded.forward_ns,"
       " backward_ns = excluded.backward_ns, optimizer_ns = excluded.optimizer_ns,"
@@ -438,7 +440,11 @@ Status RunStore::PutSteps(int64_t run, const std::vector<MarkedStep>& steps) {
       " other_ns = excluded.other_ns, device_ns = excluded.device_ns, copy_ns = excluded.copy_ns,"
       " forward_device_ns = excluded.forward_device_ns, backward_device_ns = excluded.backward_device_ns,"
       " optimizer_device_ns = excluded.optimizer_device_ns, copy_device_ns = excluded.copy_device_ns,"
-      " sync_arrival_ns = excluded.sync_arrival_ns, sync_release_ns = excluded.sync_release_ns");
+      " sync_arrival_ns = excluded.sync_arrival_ns, sync_release_ns = excluded.sync_release_ns,"
+      " host_rss_bytes = excluded.host_rss_bytes, host_rss_peak_bytes = excluded.host_rss_peak_bytes,"
+      " memory_device = excluded.memory_device, device_allocated_bytes = excluded.device_allocated_bytes,"
+      " device_peak_bytes = excluded.device_peak_bytes, device_reserved_bytes = excluded.device_reserved_bytes,"
+      " alloc_retries = excluded.alloc_retries, alloc_ooms = excluded.alloc_ooms");
   for (const auto& step : steps) {
     put->Bind(1, run);
     put->Bind(2, step.number);
@@ -455,6 +461,14 @@ Status RunStore::PutSteps(int64_t run, const std::vector<MarkedStep>& steps) {
       put->Bind(18 + static_cast<int>(i), static_cast<int64_t>(step.phase_device_ns[static_cast<size_t>(kDeviceTimedSlots[i])]));
     put->Bind(22, static_cast<int64_t>(step.sync_arrival));
     put->Bind(23, static_cast<int64_t>(step.sync_release));
+    put->Bind(24, step.host_rss_bytes);
+    put->Bind(25, step.host_rss_peak_bytes);
+    put->Bind(26, static_cast<int64_t>(step.memory_device));
+    put->Bind(27, step.device_allocated_bytes);
+    put->Bind(28, step.device_peak_bytes);
+    put->Bind(29, step.device_reserved_bytes);
+    put->Bind(30, step.alloc_retries);
+    put->Bind(31, step.alloc_ooms);
     if (!RunsWell(*put)) return Rollback("cannot store steps");
     put->Reset();
   }
@@ -618,6 +632,9 @@ StatusOr<std::vector<MarkedStep>> RunStore::LoadSteps(int64_t run) {
                             (version_ >= 7 ? ", forward_device_ns, backward_device_ns, optimizer_device_ns, copy_device_ns"
                                            : ", 0, 0, 0, 0") +
                             (version_ >= 8 ? ", sync_arrival_ns, sync_release_ns" : ", 0, 0") +
+                            (version_ >= 9 ? ", host_rss_bytes, host_rss_peak_bytes, memory_device, device_allocated_bytes,"
+                                             " device_peak_bytes, device_reserved_bytes, alloc_retries, alloc_ooms"
+                                           : ", 0, 0, -1, 0, 0, 0, 0, 0") +
                             " FROM steps WHERE run_id=? ORDER BY start_ns, step");
   steps->Bind(1, run);
   while (steps->Step()) {
@@ -635,6 +652,14 @@ StatusOr<std::vector<MarkedStep>> RunStore::LoadSteps(int64_t run) {
       step.phase_device_ns[static_cast<size_t>(kDeviceTimedSlots[i])] = steps->Int(16 + static_cast<int>(i));
     step.sync_arrival = steps->Int(20);
     step.sync_release = steps->Int(21);
+    step.host_rss_bytes = steps->Int(22);
+    step.host_rss_peak_bytes = steps->Int(23);
+    step.memory_device = static_cast<int>(std::clamp<int64_t>(steps->Int(24), -1, 1 << 20));
+    step.device_allocated_bytes = steps->Int(25);
+    step.device_peak_bytes = steps->Int(26);
+    step.device_reserved_bytes = steps->Int(27);
+    step.alloc_retries = steps->Int(28);
+    step.alloc_ooms = steps->Int(29);
     out.push_back(step);
   }
   RETURN_IF_ERROR(ReadEnd(*steps, "reading a run's steps"));

@@ -46,7 +46,7 @@ class RunStore {
  public:
   /// The schema version this build writes; older stores are migrated on open
   /// (src/store/schema.h: kStoreSchemaVersion).
-  static constexpr int kSchemaVersion = 8;
+  static constexpr int kSchemaVersion = 9;
   /// Reading commands also read stores this old, as they are (version 3 has no
   /// stored figures: they are worked out from the samples when asked for).
   static constexpr int kOldestReadableVersion = 3;

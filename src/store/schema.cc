@@ -120,6 +120,20 @@ constexpr const char* kMigrationToVersion8 =
     " rank BIGINT NOT NULL DEFAULT -1, local_rank BIGINT NOT NULL DEFAULT -1, world_size BIGINT NOT NULL DEFAULT -1,"
     " host TEXT, source TEXT, PRIMARY KEY(run_id, pid));";
 
+/// 8 → 9: a step's memory at its end (zero-code mode's sampler, docs/memory.md):
+/// the host's resident set and high-water mark, the GPU the process used most
+/// (-1 none) with its allocator's allocated, peak and reserved bytes, retries
+/// and out-of-memory errors. Both kinds: the same SQL.
+constexpr const char* kMigrationToVersion9 =
+    "ALTER TABLE steps ADD COLUMN host_rss_bytes BIGINT NOT NULL DEFAULT 0;"
+    "ALTER TABLE steps ADD COLUMN host_rss_peak_bytes BIGINT NOT NULL DEFAULT 0;"
+    "ALTER TABLE steps ADD COLUMN memory_device BIGINT NOT NULL DEFAULT -1;"
+    "ALTER TABLE steps ADD COLUMN device_allocated_bytes BIGINT NOT NULL DEFAULT 0;"
+    "ALTER TABLE steps ADD COLUMN device_peak_bytes BIGINT NOT NULL DEFAULT 0;"
+    "ALTER TABLE steps ADD COLUMN device_reserved_bytes BIGINT NOT NULL DEFAULT 0;"
+    "ALTER TABLE steps ADD COLUMN alloc_retries BIGINT NOT NULL DEFAULT 0;"
+    "ALTER TABLE steps ADD COLUMN alloc_ooms BIGINT NOT NULL DEFAULT 0;";
+
 /// 3 → 4: each complete run's headline figures (step time, data wait, busy, ...),
 /// written with its findings, so an experiment's history is judged without
 /// re-reading every run's samples.
@@ -168,6 +182,7 @@ SchemaMigration NextMigration(const std::string& kind, int64_t from) {
     if (from == 5) return {6, kMigrationToVersion6};
     if (from == 6) return {7, kMigrationToVersion7};
     if (from == 7) return {8, kMigrationToVersion8};
+    if (from == 8) return {9, kMigrationToVersion9};
     return {};
   }
   if (from == 0) return {1, kMigrations[0]};
@@ -178,8 +193,9 @@ SchemaMigration NextMigration(const std::string& kind, int64_t from) {
   if (from == 5) return {6, kMigrationToVersion6};
   if (from == 6) return {7, kMigrationToVersion7};
   if (from == 7) return {8, kMigrationToVersion8};
+  if (from == 8) return {9, kMigrationToVersion9};
   return {};
 }
-static_assert(kStoreSchemaVersion == 8, "a new schema version needs its migration, for each kind, in NextMigration()");
+static_assert(kStoreSchemaVersion == 9, "a new schema version needs its migration, for each kind, in NextMigration()");
 
 }  // namespace gputriage

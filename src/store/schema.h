@@ -14,7 +14,7 @@
 namespace gputriage {
 
 /// The store's schema version this build writes.
-inline constexpr int kStoreSchemaVersion = 8;
+inline constexpr int kStoreSchemaVersion = 9;
 
 struct SchemaMigration {
   int64_t to = 0;   // the version the SQL brings the store to; 0: none known

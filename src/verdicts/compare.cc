@@ -163,7 +163,7 @@ std::string CommandProgram(const std::string& command) { return ParseCommand(com
 
 const std::vector<FigureDefinition>& Figures() {
   static const std::vector<FigureDefinition> figures = {
-      {"step_time_ms", "step time", "ms", false},
+      {"step_time_ms", "step time", "ms", false, true},
       {"data_wait_percent", "data wait (share of step)", "percent", false},
       {"samples_per_s", "throughput", "samples/s", true},
       {"gpu_busy_percent", "GPU busy", "percent", true},
@@ -172,6 +172,10 @@ const std::vector<FigureDefinition>& Figures() {
       {"tensor_core_percent_of_matrix_time", "tensor cores (share of matrix time)", "percent", true},
       {"exposed_communication_percent", "exposed communication", "percent", false},
       {"mfu_percent", "MFU", "percent", true},
+      // Peak memory at the same batch: 10 % apart is more than an allocator's
+      // rounding or a host's arenas move between reruns (docs/memory.md).
+      {"gpu_peak_memory_mib", "peak GPU memory (allocated)", "MiB", false, true, 10.0},
+      {"host_peak_memory_mib", "peak host memory (resident)", "MiB", false, true, 10.0},
   };
   return figures;
 }
@@ -183,6 +187,32 @@ const FigureDefinition* FindFigure(const std::string& id) {
 }
 
 bool IsLedgerFigure(const std::string& id) { return id == "goodput_percent" || StartsWith(id, "ledger_"); }
+
+/// The run's peak memory (the largest of its processes), its capacity and
+/// static memory: what compare shows and what memory_headroom fits over an
+/// experiment's batch sizes (FitHeadroomOverRuns).
+void PutMemoryFigures(const Diagnosis& d, std::map<std::string, double>& out) {
+  constexpr double kMiB = 1024.0 * 1024.0;
+  for (const auto& a : d.recordings) {
+    const StepMemoryAnalysis& m = a.step_memory;
+    if (!m.sampled) continue;
+    int64_t gpu = 0, host = 0;
+    double batch = 0;  // the samples per step of the process with the peak (the fit's x)
+    for (const auto& p : m.processes) {
+      if (std::max(p.device >= 0 ? p.device_peak_bytes : 0, p.host_rss_peak_bytes) > std::max(gpu, host))
+        batch = p.samples_per_step;
+      gpu = std::max(gpu, p.device >= 0 ? p.device_peak_bytes : 0);
+      host = std::max(host, p.host_rss_peak_bytes);
+    }
+    if (batch > 0) out["memory_batch"] = batch;
+    if (gpu > 0) out["gpu_peak_memory_mib"] = static_cast<double>(gpu) / kMiB;
+    if (host > 0) out["host_peak_memory_mib"] = static_cast<double>(host) / kMiB;
+    if (m.device_total_bytes > 0) out["gpu_memory_capacity_mib"] = static_cast<double>(m.device_total_bytes) / kMiB;
+    if (m.host_total_bytes > 0) out["host_memory_capacity_mib"] = static_cast<double>(m.host_total_bytes) / kMiB;
+    if (m.StaticBytes() >= 0) out["static_memory_mib"] = static_cast<double>(m.StaticBytes()) / kMiB;
+    return;
+  }
+}
 
 std::map<std::string, double> FiguresOf(const Diagnosis& d) {
   std::map<std::string, double> out;
@@ -208,6 +238,7 @@ std::map<std::string, double> FiguresOf(const Diagnosis& d) {
   out["steps"] = static_cast<double>(s.steps);
   // The goodput ledger of the job (a recorded run has one recording): kept with
   // the run, so an experiment's ledger adds its runs up without re-reading them.
+  PutMemoryFigures(d, out);
   for (const auto& a : d.recordings) {
     if (!a.ledger.valid) continue;
     put("goodput_percent", 100.0 * a.ledger.goodput);
@@ -221,6 +252,7 @@ std::map<std::string, double> FiguresOf(const Diagnosis& d) {
 }
 
 double NoiseFloor(const FigureDefinition& figure, double step_time_cv, double steps) {
+  if (figure.noise_percent > 0) return figure.noise_percent;
   if (figure.unit == std::string("percent")) return kShareNoisePoints;
   // Two runs' mean step times, each over `steps` steps with this CV, differ by
   // chance by about CV·√(2/steps) of the mean (the standard error of their
@@ -320,14 +352,14 @@ Comparison CompareRuns(const std::string& a_name, const Run& a_run, const Diagno
       m.worse = delta > floor;
       m.better = -delta > floor;
     } else {
-      m.noise_floor = cv > 0 && steps >= 2
+      m.noise_floor = cv > 0 && steps >= 2 && def.noise_percent <= 0
                           ? fmt::format("{:.0f}% (at least 5%, and 3 standard errors of the step-time difference: "
                                         "CV {:.2f} over {:.0f} steps)", floor, cv, steps)
                           : fmt::format("{:.0f}%", floor);
       const double relative = before != 0 ? 100.0 * delta / std::fabs(before) : 0;
       m.worse = relative > floor;
       m.better = -relative > floor;
-      if (def.id == std::string("step_time_ms") && !batch_change.empty()) {
+      if (def.per_batch && !batch_change.empty()) {
         m.worse = m.better = false;
         m.noise_floor = "not judged: " + batch_change + " (throughput compares the runs per sample)";
       }

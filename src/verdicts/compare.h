@@ -18,6 +18,12 @@ struct FigureDefinition {
   const char* label;  // for people
   const char* unit;   // "ms", "percent", "samples/s"
   bool higher_is_better;
+  // Judged only between runs of the same batch (samples per step): a step of 32
+  // samples takes longer and needs more memory than one of 16.
+  bool per_batch = false;
+  // The move that counts, in percent of the figure, where it is not a step
+  // time's (0: NoiseFloor's rule for the unit).
+  double noise_percent = 0;
 };
 const std::vector<FigureDefinition>& Figures();
 const FigureDefinition* FindFigure(const std::string& id);

@@ -70,7 +70,7 @@ std::vector<HistoryCheck> CheckAgainstHistory(const HistoryRun& current, const s
   for (const auto& def : Figures()) {
     const auto now = current.figures.find(def.id);
     if (now == current.figures.end()) continue;
-    const bool per_step = def.id == std::string("step_time_ms");
+    const bool per_step = def.per_batch;
     std::vector<double> values;
     for (size_t i = first; i < predecessors.size(); ++i) {
       if (per_step && !same_batch[i]) continue;

@@ -50,4 +50,11 @@ std::vector<HistoryCheck> CheckAgainstHistory(const HistoryRun& current, const s
 std::optional<Finding> JudgeAgainstHistory(const std::string& experiment, const HistoryRun& current,
                                            const std::vector<HistoryRun>& predecessors);
 
+/// memory_headroom from an experiment's runs at two or more batch sizes (the
+/// same script and model): peak memory fitted as fixed + per-sample × batch
+/// over the latest run at each batch size, this one included; the finding in
+/// `diagnosis` takes the fit's largest batch and its range (a single run gives
+/// only a lower bound). Nothing when the runs hold fewer than two batch sizes.
+void FitHeadroomOverRuns(const HistoryRun& current, const std::vector<HistoryRun>& predecessors, Diagnosis& diagnosis);
+
 }  // namespace gputriage

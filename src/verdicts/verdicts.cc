@@ -1067,11 +1067,13 @@ Diagnosis Diagnose(const Run& run, const DiagnoseOptions& options) {
   for (size_t i = 0; i < d.recordings.size(); ++i) {
     add(JudgeMetrics(d.recordings[i], targets), i);
     add(JudgeStepMarkers(d.recordings[i]), i);
+    add(JudgeStepMemory(d.recordings[i]), i);
     add(JudgeLedger(d.recordings[i]), i);
     add(JudgeHost(d.recordings[i]), i);
   }
   MergeSameVerdicts(d.findings, sources);
   ReconcileWithBestEvidence(d.findings, d.recordings, d.notes);
+  BoundBatchByMemory(d.findings);
   if (sources.groups > 1) {
     // Sources of different runs: every finding names the file it came from.
     for (auto& f : d.findings) {

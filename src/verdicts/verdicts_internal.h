@@ -70,6 +70,16 @@ std::vector<Finding> JudgeRecording(const RecordingAnalysis& a);
 std::vector<Finding> JudgeMetrics(const RecordingAnalysis& a, const WorkloadTargets& targets);
 /// Verdicts from step markers (src/verdicts/step_verdicts.cc).
 std::vector<Finding> JudgeStepMarkers(const RecordingAnalysis& a);
+/// What memory_headroom keeps free of a device's or host's memory: fragmentation,
+/// a longer batch, the allocator's rounding. A batch that fills the last tenth is
+/// one unlucky step from an out-of-memory error.
+inline constexpr double kMemorySafetyMargin = 0.10;
+
+/// Verdicts from the memory sampled at step ends (memory_verdicts.cc).
+std::vector<Finding> JudgeStepMemory(const RecordingAnalysis& a);
+/// undersized_work's "a larger batch" bounded by memory_headroom where both were
+/// found: its fix's first line says how far the batch can grow (memory_verdicts.cc).
+void BoundBatchByMemory(std::vector<Finding>& findings);
 
 /// One cause, one finding (reconcile.cc): a metric-only guess that the same
 /// recording's step markers measured and ruled out is dropped, with a note in

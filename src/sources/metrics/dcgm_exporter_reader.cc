@@ -248,16 +248,19 @@ class DcgmExporterReader final : public MetricLineReader {
   /// "# gputriage_step number pid start_ns end_ns samples tokens flops data_ns
   /// forward_ns backward_ns optimizer_ns communication_ns checkpoint_ns other_ns device_ns
   /// [copy_ns [forward_device_ns backward_device_ns optimizer_device_ns copy_device_ns
-  /// [sync_arrival_ns sync_release_ns]]]"
+  /// [sync_arrival_ns sync_release_ns [host_rss_bytes host_rss_peak_bytes memory_device
+  /// device_allocated_bytes device_peak_bytes device_reserved_bytes alloc_retries alloc_ooms]]]]"
   /// (copy_ns since the copy phase, the phases' device times since those, the
-  /// arrival times since ranks: older exports have 15, 16 or 20 fields)
+  /// arrival times since ranks, memory since it is sampled: older exports have
+  /// 15, 16, 20 or 22 fields)
   void ExportedStep(std::string_view fields, int64_t line_no) {
     if (StartsWith(fields, "fields:")) return;  // the header naming the columns
     std::vector<std::string_view> parts;
     metric_text::SplitWhitespace(fields, parts);
     MarkedStep step;
-    bool ok = parts.size() == 15 || parts.size() == 16 || parts.size() == 20 || parts.size() == 22;
-    std::array<int64_t, 22> v{};
+    bool ok = parts.size() == 15 || parts.size() == 16 || parts.size() == 20 || parts.size() == 22 || parts.size() == 30;
+    std::array<int64_t, 30> v{};
+    v[24] = -1;  // no memory device
     double flops = 0;
     for (size_t i = 0; ok && i < parts.size(); ++i) {
       if (i == 6) {
@@ -267,7 +270,8 @@ class DcgmExporterReader final : public MetricLineReader {
         continue;
       }
       const auto [end, err] = std::from_chars(parts[i].data(), parts[i].data() + parts[i].size(), v[i]);
-      ok = err == std::errc() && end == parts[i].data() + parts[i].size() && (i == 2 || i == 3 || v[i] >= 0);
+      ok = err == std::errc() && end == parts[i].data() + parts[i].size() &&
+           (i == 2 || i == 3 || v[i] >= 0 || (i == 24 && v[i] == -1));
     }
     ok = ok && v[3] >= v[2] && v[1] <= UINT32_MAX;
     if (!ok || ctx_->recording->marked_steps.size() >= kMaxExportedSteps) {
@@ -289,6 +293,14 @@ class DcgmExporterReader final : public MetricLineReader {
       step.phase_device_ns[static_cast<size_t>(kDeviceTimedSlots[i])] = v[16 + i];
     step.sync_arrival = v[20];
     step.sync_release = v[21];
+    step.host_rss_bytes = v[22];
+    step.host_rss_peak_bytes = v[23];
+    step.memory_device = v[24] <= (1 << 20) ? static_cast<int>(v[24]) : -1;
+    step.device_allocated_bytes = v[25];
+    step.device_peak_bytes = v[26];
+    step.device_reserved_bytes = v[27];
+    step.alloc_retries = v[28];
+    step.alloc_ooms = v[29];
     ctx_->recording->marked_steps.push_back(step);
   }
 

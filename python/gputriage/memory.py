@@ -1,0 +1,292 @@
+"""Memory at the end of each step, told to the recorder (docs/memory.md).
+
+Under ``gputriage record`` (zero-code mode and ``gputriage.watch``), as a step
+ends, at most once every GPUTRIAGE_MEMORY_INTERVAL_MS (10 ms; 0 samples every
+step, ``off`` turns it off):
+
+- the host: this process's resident set (``/proc/self/statm``) and its
+  high-water mark (``VmHWM``), read and never reset (resetting it through
+  ``clear_refs`` would change what the job's own ``getrusage`` says);
+- each CUDA device whose caching allocator this process uses: allocated bytes,
+  their peak, reserved bytes, allocator retries and out-of-memory errors, from
+  ``torch.cuda.memory_stats_as_nested_dict`` (one call per device: the flat
+  ``memory_stats`` rebuilds a dict of ~100 keys). The peak is PyTorch's since
+  the process started: ``reset_peak_memory_stats`` would change what the job's
+  own ``max_memory_allocated()`` says.
+
+Once the job has trained (an optimizer stepped), what every step keeps whatever
+its batch: the bytes of the parameters (and buffers), gradients and optimizer
+state, counted from the model and the optimizers as a user's own script would,
+on the device that holds most of them; with the device's and the host's
+capacity, sent as ``memory.*`` settings.
+
+A stand-in for ``torch.cuda`` (``cuda=``) runs the same code where no GPU is.
+"""
+import os
+import sys
+import weakref
+
+from gputriage import _markers
+from gputriage import job_config as _config
+
+HOST = -1
+_DEFAULT_INTERVAL_MS = 10
+_models = weakref.WeakSet()      # top modules zero-code mode saw run a forward
+_optimizers = weakref.WeakSet()  # every optimizer created
+
+
+def note_model(module):
+    """A top module ran a forward (zero-code mode, once per step). Never raises:
+    a module that cannot be hashed or weakly referenced is not counted."""
+    try:
+        if len(_models) < 8 and module not in _models:
+            _models.add(module)
+    except TypeError:
+        pass
+
+
+def note_optimizer(optimizer):
+    if len(_optimizers) < 16:
+        _optimizers.add(optimizer)
+
+
+class TorchCuda:
+    """What the sampler reads of torch.cuda; tests hand the sampler a stand-in
+    with the same methods."""
+
+    def __init__(self, torch):
+        self._cuda = torch.cuda
+
+    def ready(self):
+        """CUDA is initialised in this process (the sampler never initialises it)."""
+        return self._cuda.is_initialized()
+
+    def device_count(self):
+        return self._cuda.device_count()
+
+    def stats(self, device):
+        """The allocator's nested statistics (memory_stats_as_nested_dict's form)."""
+        return self._cuda.memory_stats_as_nested_dict(device)
+
+    def total_bytes(self, device):
+        return int(self._cuda.get_device_properties(device).total_memory)
+
+
+def _stat(stats, name, kind="current"):
+    try:
+        return int(stats[name]["all"][kind])
+    except (KeyError, TypeError, ValueError):
+        return 0
+
+
+def _host_limit():
+    """The memory this process may use on the host, and what says so: the
+    tightest cgroup limit on its way to the root, else the machine's memory."""
+    total = None
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemTotal:"):
+                    total = int(line.split()[1]) * 1024
+                    break
+    except (OSError, ValueError, IndexError):
+        pass
+    limit, source = total, "MemTotal"
+    try:
+        with open("/proc/self/cgroup") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        lines = []
+    for line in lines:
+        parts = line.split(":", 2)
+        if len(parts) != 3 or parts[0] != "0":
+            continue  # cgroup v2's line only
+        path = parts[2]
+        while True:
+            try:
+                with open(f"/sys/fs/cgroup{path.rstrip('/')}/memory.max") as f:
+                    text = f.read().strip()
+                if text.isdigit() and (limit is None or int(text) < limit):
+                    limit, source = int(text), f"cgroup memory.max ({path or '/'})"
+            except OSError:
+                pass
+            if path in ("", "/"):
+                break
+            path = os.path.dirname(path.rstrip("/"))
+    return limit, source
+
+
+class MemorySampler:
+    """Called with a step's number as it ends (markers_module's interval
+    applies); sends the step's memory as step_memory markers."""
+
+    def __init__(self, cuda=None, proc_self="/proc/self"):
+        self._proc = proc_self
+        self._pid = None
+        self._statm = self._status = None
+        self._page = os.sysconf("SC_PAGE_SIZE")
+        self._cuda = cuda            # a TorchCuda or stand-in; found when torch has CUDA up
+        self._cuda_given = cuda is not None
+        self._in_use = []            # CUDA devices whose allocator holds memory
+        self._calls = 0
+        self._totals_sent = set()
+        self._static_sent = False
+        self.trained = lambda: True  # zero-code mode: whether an optimizer has stepped
+
+    def _open(self):
+        for fd in (self._statm, self._status):
+            if fd is not None:
+                os.close(fd)
+        self._pid = os.getpid()  # a forked process reads its own /proc files
+        self._statm = os.open(f"{self._proc}/statm", os.O_RDONLY | os.O_CLOEXEC)
+        self._status = os.open(f"{self._proc}/status", os.O_RDONLY | os.O_CLOEXEC)
+
+    def host(self):
+        """(resident bytes, high-water mark bytes) of this process."""
+        if self._pid != os.getpid():
+            self._open()
+        rss = int(os.pread(self._statm, 128, 0).split()[1]) * self._page
+        status = os.pread(self._status, 8192, 0)
+        at = status.find(b"VmHWM:")
+        hwm = int(status[at + 6:status.index(b"kB", at)]) * 1024 if at >= 0 else rss
+        return rss, max(rss, hwm)
+
+    def _cuda_source(self):
+        if self._cuda is None and not self._cuda_given:
+            torch = sys.modules.get("torch")
+            if torch is None or not getattr(torch, "cuda", None) or not torch.cuda.is_available():
+                return None
+            self._cuda = TorchCuda(torch)
+        if self._cuda is None or not self._cuda.ready():
+            return None
+        return self._cuda
+
+    def _devices(self, cuda):
+        """The devices to read: those in use, every one again each 100th call
+        (a job may move to another device)."""
+        if self._calls % 100 == 1 or not self._in_use:
+            self._in_use = list(range(cuda.device_count()))
+        return self._in_use
+
+    def __call__(self, step):
+        self._calls += 1
+        rss, hwm = self.host()
+        _markers.step_memory(step, HOST, rss, hwm, 0)
+        cuda = self._cuda_source()
+        if cuda is not None:
+            in_use = []
+            for device in self._devices(cuda):
+                stats = cuda.stats(device)
+                reserved = _stat(stats, "reserved_bytes")
+                if reserved <= 0:
+                    continue
+                in_use.append(device)
+                _markers.step_memory(step, device, _stat(stats, "allocated_bytes"),
+                                     _stat(stats, "allocated_bytes", "peak"), reserved)
+                _markers.step_memory_events(step, device, int(stats.get("num_alloc_retries", 0) or 0),
+                                            int(stats.get("num_ooms", 0) or 0))
+                self._send_total(cuda, device)
+            self._in_use = in_use
+        if not self._static_sent and self.trained():
+            self.send_static(cuda)
+
+    def _send_total(self, cuda, device):
+        if device in self._totals_sent:
+            return
+        self._totals_sent.add(device)
+        try:
+            _config._send(f"memory.cuda{device}.total_bytes", cuda.total_bytes(device))
+        except Exception:
+            pass
+
+    def send_static(self, cuda=None):
+        """Parameters, gradients and optimizer state, counted once, as memory.* settings."""
+        self._static_sent = True
+        by_device = static_bytes(list(_models), list(_optimizers))
+        if not by_device:
+            return
+        device = max(by_device, key=lambda d: sum(by_device[d].values()))
+        for kind, count in by_device[device].items():
+            _config._send(f"memory.{kind}_bytes", count)
+        _config._send("memory.static_device", device)
+
+
+def static_bytes(models, optimizers):
+    """{device: {"parameters": bytes, "gradients": bytes, "optimizer_state": bytes}}
+    over the models' parameters and buffers and the optimizers' parameters and
+    state, each tensor once."""
+    seen = set()
+    out = {}
+
+    def add(tensor, kind):
+        if tensor is None or not hasattr(tensor, "element_size") or id(tensor) in seen:
+            return
+        seen.add(id(tensor))
+        device = str(tensor.device)
+        counts = out.setdefault(device, {"parameters": 0, "gradients": 0, "optimizer_state": 0})
+        counts[kind] += tensor.numel() * tensor.element_size()
+
+    params = []
+    for model in models:
+        params.extend(model.parameters())
+        for buffer in model.buffers():
+            add(buffer, "parameters")
+    for optimizer in optimizers:
+        for group in getattr(optimizer, "param_groups", []):
+            params.extend(group.get("params", []))
+    for p in params:
+        add(p, "parameters")
+    trained = {id(p) for optimizer in optimizers for group in getattr(optimizer, "param_groups", [])
+               for p in group.get("params", [])}
+    for p in params:
+        grad = getattr(p, "grad", None)
+        if grad is not None:
+            add(grad, "gradients")
+        elif id(p) in trained and getattr(p, "requires_grad", False) and ("grad", id(p)) not in seen:
+            # A loop that zeroes its gradients to None after the step: they take
+            # the parameter's size while backward runs.
+            seen.add(("grad", id(p)))
+            counts = out.setdefault(str(p.device), {"parameters": 0, "gradients": 0, "optimizer_state": 0})
+            counts["gradients"] += p.numel() * p.element_size()
+    for optimizer in optimizers:
+        for state in getattr(optimizer, "state", {}).values():
+            if isinstance(state, dict):
+                for value in state.values():
+                    if getattr(value, "dim", None) is not None and value.dim() > 0:  # step counters are scalars
+                        add(value, "optimizer_state")
+    return out
+
+
+_sampler = None
+
+
+def start(cuda=None, trained=None):
+    """Samples memory at step ends from here on (under a recorder; idempotent).
+    Returns the sampler, or None when off or without a recorder."""
+    global _sampler
+    if _sampler is not None:
+        return _sampler
+    setting = os.environ.get("GPUTRIAGE_MEMORY_INTERVAL_MS", str(_DEFAULT_INTERVAL_MS)).strip().lower()
+    if setting in ("off", "none", "") or not _markers.enabled():
+        return None
+    try:
+        interval_ms = float(setting)
+    except ValueError:
+        sys.stderr.write(f"gputriage: GPUTRIAGE_MEMORY_INTERVAL_MS={setting!r} is not a number of ms or 'off': "
+                         f"{_DEFAULT_INTERVAL_MS} ms\n")
+        interval_ms = _DEFAULT_INTERVAL_MS
+    try:
+        sampler = MemorySampler(cuda)
+        sampler.host()  # /proc readable: else no sampler at all
+    except (OSError, ValueError) as e:
+        sys.stderr.write(f"gputriage: memory is not sampled: {e}\n")
+        return None
+    if trained is not None:
+        sampler.trained = trained
+    limit, source = _host_limit()
+    if limit:
+        _config._send("memory.host_total_bytes", limit)
+        _config._send("memory.host_limit_source", source)
+    _markers._set_memory_sampler(sampler, int(max(0.0, interval_ms) * 1e6))
+    _sampler = sampler
+    return sampler

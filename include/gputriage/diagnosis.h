@@ -479,9 +479,29 @@ struct ProcessMemory {
   MemoryTrend gpu;
 };
 
+/// An out-of-memory error that ended the job, as zero-code mode caught it
+/// leaving (oom.* settings, python/gputriage/memory.py): its message's figures,
+/// to PyTorch's rounding, and the allocator's own where it could read them.
+struct OutOfMemoryError {
+  bool known = false;
+  std::string device;                     // "cuda:0", "cpu"
+  int64_t requested_bytes = -1;           // -1: not in the message
+  int64_t total_bytes = -1;               // the device's capacity
+  int64_t free_bytes = -1;                // free on the device (every process's use counted)
+  int64_t allocated_bytes = -1;           // allocated by PyTorch
+  int64_t reserved_unallocated_bytes = -1;  // held by the cache, not by tensors
+  int64_t step = -1;                      // the step it struck in
+  std::string where;                      // the job's own line ("train.py:88 in step")
+  std::string message;
+  std::string snapshot;                   // --memory-history: the allocator snapshot written
+};
+
 /// What a job's memory is made of and where its ceiling is: the zero-code
 /// sampler's per-step memory, the static memory it counted, the capacities.
 struct StepMemoryAnalysis {
+  OutOfMemoryError oom;
+  int exit_code = -1;                 // the job's, where recorded (-1 unknown)
+  int world_size = -1;                // ranks of the job (sharding's divisor), -1 unknown
   bool sampled = false;
   std::vector<ProcessMemory> processes;
   // Counted once the job trained (memory.* settings); -1 unknown.

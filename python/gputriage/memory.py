@@ -257,6 +257,145 @@ def static_bytes(models, optimizers):
     return out
 
 
+# ---- Out of memory: the error that ends the job, as it propagates ----------
+
+_UNITS = {"bytes": 1, "b": 1, "kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "tib": 1 << 40}
+_SIZE = r"([0-9.]+) ?(bytes|B|KiB|MiB|GiB|TiB)"
+# PyTorch's CUDA caching allocator (2.1 and later, then up to 2.0) and its CPU allocator.
+_OOM_FIELDS = [
+    ("requested_bytes", r"Tried to allocate " + _SIZE),
+    ("total_bytes", r"total capac\w* of " + _SIZE),
+    ("total_bytes", _SIZE + r" total capacity"),
+    ("free_bytes", r"of which " + _SIZE + r" is free"),
+    ("free_bytes", _SIZE + r" free;"),
+    ("allocated_bytes", r"Of the allocated memory " + _SIZE + r" is allocated by PyTorch"),
+    ("allocated_bytes", _SIZE + r" already allocated"),
+    ("reserved_unallocated_bytes", _SIZE + r" is reserved by PyTorch but unallocated"),
+    ("reserved_bytes", _SIZE + r" reserved in total by PyTorch"),
+]
+
+
+def parse_oom(text):
+    """The figures of an out-of-memory error's message, or None when it is not
+    one: {"device": "cuda:0" or "cpu", "requested_bytes": ..., ...} (sizes as
+    PyTorch printed them, to its rounding)."""
+    import re
+    cpu = re.search(r"can't allocate memory: you tried to allocate ([0-9]+) bytes", text)
+    if cpu:
+        return {"device": "cpu", "requested_bytes": int(cpu.group(1))}
+    if "out of memory" not in text.lower():
+        return None
+    gpu = re.search(r"\bGPU (\d+)", text)
+    out = {"device": f"cuda:{gpu.group(1)}" if gpu else "cuda"}
+    for key, pattern in _OOM_FIELDS:
+        found = re.search(pattern, text)
+        if found and key not in out:
+            out[key] = int(float(found.group(1)) * _UNITS[found.group(2).lower()])
+    if "reserved_unallocated_bytes" not in out and "reserved_bytes" in out and "allocated_bytes" in out:
+        out["reserved_unallocated_bytes"] = max(0, out["reserved_bytes"] - out["allocated_bytes"])
+    return out
+
+
+def _user_frame(tb):
+    """The innermost frame of the traceback outside PyTorch and this package:
+    the job's own line that asked for the memory."""
+    where = None
+    while tb is not None:
+        code = tb.tb_frame.f_code
+        path = code.co_filename.replace("\\", "/")
+        if "/torch/" not in path and "/gputriage/" not in path:
+            where = f"{path}:{tb.tb_lineno} in {code.co_name}"
+        tb = tb.tb_next
+    return where
+
+
+def report_oom(exc, tb=None, cuda=None):
+    """Tells the recorder of an out-of-memory error (oom.* settings): what was
+    asked for, what the device held, where, and with --memory-history the
+    allocator's snapshot. Returns the figures, or None when `exc` is no OOM."""
+    details = parse_oom(str(exc))
+    if details is None:
+        return None
+    details["where"] = _user_frame(tb if tb is not None else getattr(exc, "__traceback__", None))
+    details["step"] = _markers._last_step()
+    device = details["device"]
+    cuda = cuda or (_sampler._cuda_source() if _sampler is not None else None)
+    if cuda is not None and device.startswith("cuda:"):
+        try:  # the allocator's own state, to the byte, beside the message's rounded figures
+            stats = cuda.stats(int(device[5:]))
+            details["allocator_allocated_bytes"] = _stat(stats, "allocated_bytes")
+            details["allocator_reserved_bytes"] = _stat(stats, "reserved_bytes")
+            details["allocator_peak_bytes"] = _stat(stats, "allocated_bytes", "peak")
+            details["allocator_retries"] = int(stats.get("num_alloc_retries", 0) or 0)
+        except Exception:
+            pass
+    history = os.environ.get("GPUTRIAGE_MEMORY_HISTORY")
+    if history and device.startswith("cuda"):
+        try:
+            import torch
+            torch.cuda.memory._dump_snapshot(history)
+            details["snapshot"] = history
+        except Exception as e:
+            details["snapshot_error"] = repr(e)[:300]
+    details["message"] = " ".join(str(exc).split())[:600]
+    details["exception"] = type(exc).__name__
+    for key, value in details.items():
+        if value is not None:
+            _config._send(f"oom.{key}", value)
+    return details
+
+
+def _start_history():
+    """--memory-history: PyTorch keeps its allocator's history from here on, so
+    an OOM's snapshot shows what was allocated, where, and when."""
+    if not os.environ.get("GPUTRIAGE_MEMORY_HISTORY"):
+        return
+    torch = sys.modules.get("torch")
+    try:
+        if torch is not None and torch.cuda.is_available():
+            record = torch.cuda.memory._record_memory_history
+            try:
+                record(max_entries=100000)
+            except TypeError:  # PyTorch 2.0: (enabled, ...)
+                record(True)
+            _config._send("memory.history", "recording")
+    except Exception as e:
+        _config._send("memory.history", f"not recording: {e!r}"[:300])
+
+
+_hooks_installed = False
+
+
+def install_oom_hooks():
+    """An out-of-memory error that ends the job (uncaught, on any thread) is
+    reported as it leaves; the job's own hooks still run after ours."""
+    global _hooks_installed
+    if _hooks_installed:
+        return
+    _hooks_installed = True
+    import threading
+    previous = sys.excepthook
+
+    def excepthook(kind, value, tb):
+        try:
+            report_oom(value, tb)
+        except Exception:
+            pass
+        previous(kind, value, tb)
+
+    sys.excepthook = excepthook
+    previous_thread = threading.excepthook
+
+    def thread_excepthook(args):
+        try:
+            report_oom(args.exc_value, args.exc_traceback)
+        except Exception:
+            pass
+        previous_thread(args)
+
+    threading.excepthook = thread_excepthook
+
+
 _sampler = None
 
 
@@ -266,8 +405,11 @@ def start(cuda=None, trained=None):
     global _sampler
     if _sampler is not None:
         return _sampler
+    if not _markers.enabled():
+        return None
+    install_oom_hooks()  # whether or not memory is sampled
     setting = os.environ.get("GPUTRIAGE_MEMORY_INTERVAL_MS", str(_DEFAULT_INTERVAL_MS)).strip().lower()
-    if setting in ("off", "none", "") or not _markers.enabled():
+    if setting in ("off", "none", ""):
         return None
     try:
         interval_ms = float(setting)
@@ -289,4 +431,6 @@ def start(cuda=None, trained=None):
         _config._send("memory.host_limit_source", source)
     _markers._set_memory_sampler(sampler, int(max(0.0, interval_ms) * 1e6))
     _sampler = sampler
+    _start_history()
+    install_oom_hooks()
     return sampler

@@ -799,6 +799,11 @@ def install():
     sys.meta_path.insert(0, _PatchAfterImport())
     if hasattr(os, "register_at_fork"):  # a forked DataLoader worker runs no step of the loop's
         os.register_at_fork(after_in_child=lambda: _loop.update(step_open=False, in_phase=False))
+    try:  # an out-of-memory error that ends the job is reported as it leaves (gputriage/memory.py)
+        if _markers.enabled():
+            _memory.install_oom_hooks()
+    except Exception:
+        pass
     atexit.register(_markers._auto_step_end, None)  # the last batch's step
     atexit.register(_end_eval)  # an evaluation the job ended in
     atexit.register(_config.at_exit)

@@ -530,6 +530,13 @@ PYBIND11_MODULE(_markers, m) {
   m.def("enabled", [] { return gputriage_markers_enabled() != 0; },
         "Whether `gputriage record` is reading this process's markers.");
   m.def(
+      "_last_step", []() -> py::object {
+        if (g_auto_step >= 0) return py::int_(g_auto_step);
+        if (g_next_step > 0) return py::int_(g_next_step - 1);
+        return py::none();
+      },
+      "The step open now, else the last one begun (None before any): where an error struck.");
+  m.def(
       "_set_memory_sampler",
       [](py::object sampler, int64_t interval_ns) {
         Py_CLEAR(g_memory_sampler);

@@ -163,20 +163,52 @@ ProcessMemory MeasureProcess(uint32_t pid, const std::vector<const MarkedStep*>&
   return p;
 }
 
+std::string SettingText(const std::map<std::string, std::string>& settings, const std::string& key) {
+  auto it = settings.find(key);
+  return it == settings.end() ? "" : it->second;
+}
+
+OutOfMemoryError ReadOutOfMemory(const std::map<std::string, std::string>& settings) {
+  OutOfMemoryError e;
+  e.device = SettingText(settings, "oom.device");
+  if (e.device.empty()) return e;
+  e.known = true;
+  e.requested_bytes = SettingBytes(settings, "oom.requested_bytes");
+  e.total_bytes = SettingBytes(settings, "oom.total_bytes");
+  e.free_bytes = SettingBytes(settings, "oom.free_bytes");
+  e.allocated_bytes = SettingBytes(settings, "oom.allocated_bytes");
+  e.reserved_unallocated_bytes = SettingBytes(settings, "oom.reserved_unallocated_bytes");
+  // The allocator's own figures, read as the error left, where the message rounds them.
+  if (const int64_t exact = SettingBytes(settings, "oom.allocator_allocated_bytes"); exact >= 0) {
+    e.allocated_bytes = exact;
+    if (const int64_t reserved = SettingBytes(settings, "oom.allocator_reserved_bytes"); reserved >= exact)
+      e.reserved_unallocated_bytes = reserved - exact;
+  }
+  e.step = SettingBytes(settings, "oom.step");
+  e.where = SettingText(settings, "oom.where");
+  e.message = SettingText(settings, "oom.message");
+  e.snapshot = SettingText(settings, "oom.snapshot");
+  return e;
+}
+
 }  // namespace
 
 StepMemoryAnalysis AnalyzeStepMemory(const std::vector<MarkedStep>& steps,
                                      const std::map<std::string, std::string>& settings,
                                      const std::vector<ProcessRank>& ranks) {
   StepMemoryAnalysis a;
+  a.oom = ReadOutOfMemory(settings);
+  if (const int64_t code = SettingBytes(settings, "exit_code"); code >= 0 && code < 1024) a.exit_code = static_cast<int>(code);
+  for (const char* key : {"dist.world_size", "gpu.count"})
+    if (const int64_t n = SettingBytes(settings, key); n > 0 && n < 1'000'000 && a.world_size < 0) a.world_size = static_cast<int>(n);
+  a.parameters_bytes = SettingBytes(settings, "memory.parameters_bytes");
+  a.gradients_bytes = SettingBytes(settings, "memory.gradients_bytes");
+  a.optimizer_state_bytes = SettingBytes(settings, "memory.optimizer_state_bytes");
+  a.static_device = SettingText(settings, "memory.static_device");
+  a.host_total_bytes = std::max<int64_t>(0, SettingBytes(settings, "memory.host_total_bytes"));
+  a.host_limit_source = SettingText(settings, "memory.host_limit_source");
   std::map<uint32_t, std::vector<const MarkedStep*>> by_pid;
-  bool any = false;
-  for (const auto& s : steps) {
-    by_pid[s.pid].push_back(&s);
-    any = any || s.memory_sampled();
-  }
-  if (!any) return a;
-  a.sampled = true;
+  for (const auto& s : steps) by_pid[s.pid].push_back(&s);
   for (auto& [pid, list] : by_pid) {
     ProcessMemory p = MeasureProcess(pid, list);
     if (p.sampled_steps == 0) continue;
@@ -184,18 +216,15 @@ StepMemoryAnalysis AnalyzeStepMemory(const std::vector<MarkedStep>& steps,
       if (r.pid == pid) p.rank = r.rank;
     a.processes.push_back(std::move(p));
   }
-  a.parameters_bytes = SettingBytes(settings, "memory.parameters_bytes");
-  a.gradients_bytes = SettingBytes(settings, "memory.gradients_bytes");
-  a.optimizer_state_bytes = SettingBytes(settings, "memory.optimizer_state_bytes");
-  if (auto it = settings.find("memory.static_device"); it != settings.end()) a.static_device = it->second;
-  a.host_total_bytes = std::max<int64_t>(0, SettingBytes(settings, "memory.host_total_bytes"));
-  if (auto it = settings.find("memory.host_limit_source"); it != settings.end()) a.host_limit_source = it->second;
-  // The GPU of the process with the largest peak.
+  a.sampled = !a.processes.empty();
+  // The GPU of the process with the largest peak, else the one that ran out.
   const ProcessMemory* top = nullptr;
   for (const auto& p : a.processes)
     if (p.device >= 0 && (top == nullptr || p.device_peak_bytes > top->device_peak_bytes)) top = &p;
-  if (top != nullptr)
-    a.device_total_bytes = std::max<int64_t>(0, SettingBytes(settings, fmt::format("memory.cuda{}.total_bytes", top->device)));
+  const std::string device = top != nullptr ? std::to_string(top->device)
+                             : a.oom.device.rfind("cuda:", 0) == 0 ? a.oom.device.substr(5) : "";
+  if (!device.empty()) a.device_total_bytes = std::max<int64_t>(0, SettingBytes(settings, "memory.cuda" + device + ".total_bytes"));
+  if (a.device_total_bytes == 0 && a.oom.total_bytes > 0) a.device_total_bytes = a.oom.total_bytes;
   return a;
 }
 

@@ -56,6 +56,7 @@ struct RecordArgs {
   std::string workload = "unspecified";
   std::optional<double> price_per_gpu_hour;
   bool python = false;
+  std::string memory_history;  // --memory-history: where an OOM's allocator snapshot is written
   bool live = false;
   bool no_follow = false;
   std::string fail_on = "none";
@@ -235,6 +236,12 @@ int RunRecord(const RecordArgs& args) {
     std::string path = package + "/gputriage/_sitecustomize:" + package;
     if (const char* old = std::getenv("PYTHONPATH"); old != nullptr && *old != '\0') path += std::string(":") + old;
     options.environment.emplace_back("PYTHONPATH", path);
+  }
+  if (!args.memory_history.empty()) {
+    // The job may change directory: it gets the path from where record was started.
+    std::error_code ec;
+    const auto absolute = std::filesystem::absolute(args.memory_history, ec);
+    options.environment.emplace_back("GPUTRIAGE_MEMORY_HISTORY", ec ? args.memory_history : absolute.string());
   }
   // dcgm-exporter refreshes every few seconds (its -c, 30 s by default): 1 s scrapes lose nothing.
   if (!args.dcgm_exporter_url.empty() && !args.interval_given) options.interval_ns = 1'000'000'000;
@@ -507,6 +514,10 @@ Subcommand AddRecordCommand(CLI::App& app) {
   record->add_flag("--python", r->python,
                    "zero-code step markers for a Python job: time DataLoader iteration and optimizer steps without "
                    "changing the script");
+  record->add_option("--memory-history", r->memory_history,
+                     "with --python (or gputriage.watch): PyTorch records its CUDA allocator's history from the first "
+                     "batch, and an out-of-memory error that ends the job writes its snapshot to this file (read it "
+                     "with `gputriage diagnose FILE`)");
   record->add_flag("--live", r->live,
                    "show the job's step time, the split of its steps into phases and the verdict so far on the terminal "
                    "as it runs (redrawn every second; needs step markers or --python)");

@@ -280,8 +280,21 @@ json TrendJson(const MemoryTrend& t) {
 
 /// Memory sampled at step ends (null where the job's steps carried none).
 json StepMemoryJson(const StepMemoryAnalysis& m) {
-  if (!m.sampled) return nullptr;
+  if (!m.sampled && !m.oom.known) return nullptr;
   const auto bytes = [](int64_t v) { return v >= 0 ? json(v) : json(nullptr); };
+  const auto text = [](const std::string& v) { return v.empty() ? json(nullptr) : json(v); };
+  const OutOfMemoryError& e = m.oom;
+  const json oom = !e.known ? json(nullptr)
+                            : json{{"device", e.device},
+                                   {"requested_bytes", bytes(e.requested_bytes)},
+                                   {"total_bytes", bytes(e.total_bytes)},
+                                   {"free_bytes", bytes(e.free_bytes)},
+                                   {"allocated_bytes", bytes(e.allocated_bytes)},
+                                   {"reserved_unallocated_bytes", bytes(e.reserved_unallocated_bytes)},
+                                   {"step", bytes(e.step)},
+                                   {"where", text(e.where)},
+                                   {"message", text(e.message)},
+                                   {"snapshot", text(e.snapshot)}};
   const auto known = [](int64_t v) { return v > 0 ? json(v) : json(nullptr); };
   json processes = json::array();
   for (const auto& p : m.processes)
@@ -303,6 +316,7 @@ json StepMemoryJson(const StepMemoryAnalysis& m) {
                                                      {"ooms", p.alloc_ooms},
                                                      {"trend", TrendJson(p.gpu)}}}});
   return {{"processes", processes},
+          {"out_of_memory", oom},
           {"static", {{"device", m.static_device.empty() ? json(nullptr) : json(m.static_device)},
                       {"parameters_bytes", bytes(m.parameters_bytes)},
                       {"gradients_bytes", bytes(m.gradients_bytes)},

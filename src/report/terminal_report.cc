@@ -84,6 +84,15 @@ std::string GainLine(const ExpectedGain& g) {
     return fmt::format("memory growth {:.2f} → {:.0f} MiB per step (at worst {:.3f}, under what this recording could "
                        "see{})",
                        g.current, g.expected, g.worst, next);
+  if (g.metric == "memory_short")  // an OOM: what the request lacked, after the first fix
+    return fmt::format("short by {:.0f} MiB → {:.0f} MiB after the first fix (range {:.0f}-{:.0f}{})", g.current,
+                       g.expected, g.best, g.worst, next);
+  if (g.metric == "memory_usable_for_request")
+    return fmt::format("memory for the request {:.0f} → {:.0f} MiB (range {:.0f}-{:.0f}{})", g.current, g.expected,
+                       g.worst, g.best, next);
+  if (g.metric == "alloc_retries")
+    return fmt::format("allocator retries {:.0f} → {:.0f} (range {:.0f}-{:.0f}{})", g.current, g.expected, g.best,
+                       g.worst, next);
   if (g.metric == "batch_size")  // how far the batch can grow before memory runs out
     return fmt::format("batch {:.0f} → {:.0f} fits (range {:.0f}-{:.0f}{})", g.current, g.expected, g.worst, g.best, next);
   if (g.unit == "x")  // relative throughput (a larger batch)
@@ -434,7 +443,11 @@ void RenderAllocatorStates(std::string& out, const std::vector<AllocatorState>& 
 
 /// Memory sampled at step ends: per process its peaks and whether it grows.
 void RenderStepMemory(std::string& out, const StepMemoryAnalysis& m) {
-  if (!m.sampled) return;
+  if (const OutOfMemoryError& e = m.oom; e.known)
+    out += fmt::format("   out of memory ({}){}{}: {}{}\n", e.device, e.step >= 0 ? fmt::format(" in step {}", e.step) : "",
+                       e.where.empty() ? "" : " at " + Printable(e.where),
+                       e.requested_bytes >= 0 ? "asked for " + SizeText(e.requested_bytes) : "request unknown",
+                       e.snapshot.empty() ? "" : "; allocator snapshot: " + Printable(e.snapshot));
   const auto trend = [](const MemoryTrend& t) {
     if (t.points == 0) return std::string(" (") + t.why_not + ")";
     return fmt::format(", {}{}/step over steps {}-{}{}", t.bytes_per_step >= 0 ? "+" : "-",

@@ -7,6 +7,10 @@
 //                    hour, and when it reaches capacity at that rate.
 //   memory_headroom  the peak against capacity, and how far the batch can grow
 //                    before it no longer fits (with a safety margin).
+//   out_of_memory    the job died of an OOM: what held memory, the request,
+//                    the fixes ranked by what each frees.
+//   memory_fragmentation  allocator retries, or an OOM while the cache's free
+//                    blocks exceeded the request.
 #include <algorithm>
 #include <cmath>
 
@@ -31,6 +35,9 @@ std::string Who(const ProcessMemory& p) {
   return p.rank >= 0 ? fmt::format("rank {} (process {})", p.rank, p.pid) : fmt::format("process {}", p.pid);
 }
 
+/// "3.2 h", "14 min": how long until something happens.
+std::string Hours(double h) { return h >= 1 ? fmt::format("{:.1f} h", h) : fmt::format("{:.0f} min", std::max(1.0, h * 60)); }
+
 std::string Size(double bytes) {
   return std::abs(bytes) >= kGiB ? fmt::format("{:.2f} GiB", bytes / kGiB) : fmt::format("{:.1f} MiB", bytes / kMiB);
 }
@@ -49,7 +56,7 @@ void Creep(const StepMemoryAnalysis& m, const ProcessMemory& p, bool gpu, std::v
   f.severity = !std::isnan(hours_left) && hours_left < kCreepHighHours ? Severity::kHigh : Severity::kModerate;
   f.title = fmt::format("Memory creep on the {}: +{} per step ({}/h){}", where, Size(t.bytes_per_step),
                         Size(t.bytes_per_hour),
-                        std::isnan(hours_left) ? "" : fmt::format(", full in about {:.1f} h at this rate", hours_left));
+                        std::isnan(hours_left) ? "" : fmt::format(", full in about {} at this rate", Hours(hours_left)));
   f.detail = fmt::format(
       "Memory at the end of each step, {} sampled steps from step {} to {} (past the first tenth, where memory "
       "settles), rose from {} to {} (medians of the first and last quarter), in every quarter and in both halves: "
@@ -58,14 +65,16 @@ void Creep(const StepMemoryAnalysis& m, const ProcessMemory& p, bool gpu, std::v
       Size(t.bytes_per_step_low), Size(t.bytes_per_step_high),
       std::isnan(hours_left)
           ? " The capacity it will run into is unknown."
-          : fmt::format(" At {:.1f} s per step it reaches the {} {} has in about {:.1f} h, and the job dies of it.",
-                        t.step_s, Size(capacity), gpu ? "the GPU" : m.host_limit_source.empty() ? "the host" : m.host_limit_source,
-                        hours_left));
+          : fmt::format(" At {:.1f} ms per step it reaches the {} {} has in about {}{}.", t.step_s * 1e3,
+                        Size(capacity), gpu ? "the GPU" : m.host_limit_source.empty() ? "the host" : m.host_limit_source,
+                        Hours(hours_left),
+                        m.oom.known ? fmt::format("; the job ran out of memory first, in step {} (out_of_memory)", m.oom.step)
+                                    : ", and the job dies of it"));
   f.evidence = {
       E("growth_per_step", t.bytes_per_step / kMiB, "MiB", "markers: Theil-Sen slope of memory at step ends"),
       E("growth_per_step_low", t.bytes_per_step_low / kMiB, "MiB", "markers: the slower half's slope"),
       E("growth_per_step_high", t.bytes_per_step_high / kMiB, "MiB", "markers: the faster half's slope"),
-      E("growth_per_hour", t.bytes_per_hour / kMiB, "MiB", "markers: slope / mean step time"),
+      E("growth_per_hour", t.bytes_per_hour / kGiB, "GiB", "markers: slope / mean step time"),
       E("memory_first_quarter", t.first_bytes / kMiB, "MiB", "markers: median of the first quarter"),
       E("memory_last_quarter", t.last_bytes / kMiB, "MiB", "markers: median of the last quarter"),
       E("sampled_steps", static_cast<double>(t.points), "count", "markers: steps judged (the first tenth left out)"),
@@ -113,7 +122,7 @@ void Creep(const StepMemoryAnalysis& m, const ProcessMemory& p, bool gpu, std::v
       "a fixed loop holds no more per step: growth 0, and at worst growth this recording could not see ({:.3f} MiB per "
       "step: under its floor over {} steps); the job then runs as long as it needs instead of dying{}",
       unseen, t.last_step - t.first_step,
-      std::isnan(hours_left) ? "" : fmt::format(" in about {:.1f} h", hours_left));
+      std::isnan(hours_left) ? "" : fmt::format(" in about {}", Hours(hours_left)));
   f.gain = g;
   out.push_back(std::move(f));
 }
@@ -133,6 +142,9 @@ void Headroom(const StepMemoryAnalysis& m, std::vector<Finding>& out) {
       p = &q;
   if (p == nullptr) return;
   const bool gpu = p->device >= 0 && p->device_peak_bytes > 0;
+  // A run that ran out of memory, or whose memory grows every step, has no
+  // steady peak to size a batch by: out_of_memory and memory_creep speak.
+  if (m.oom.known || (gpu ? p->gpu.creeping : p->host.creeping)) return;
   const double capacity = static_cast<double>(gpu ? m.device_total_bytes : m.host_total_bytes);
   const double peak = static_cast<double>(gpu ? p->device_peak_bytes : p->host_rss_peak_bytes);
   if (capacity <= 0 || peak <= 0) return;
@@ -224,6 +236,208 @@ void Headroom(const StepMemoryAnalysis& m, std::vector<Finding>& out) {
   out.push_back(std::move(f));
 }
 
+/// One way out of an out-of-memory error, with the memory it frees (a range:
+/// what the run measured bounds it, the model's shape decides where in it).
+struct MemoryFix {
+  std::string action, why;
+  double frees_low = 0, frees_high = 0;  // bytes
+};
+
+/// The fixes an OOM's memory allows, most memory freed first. `activations`:
+/// what the allocator held beyond the static memory (activations and the step's
+/// temporaries); `fixed`: parameters, gradients and optimizer state.
+std::vector<MemoryFix> OutOfMemoryFixes(const StepMemoryAnalysis& m, bool gpu, double activations, double cache) {
+  std::vector<MemoryFix> fixes;
+  // Memory that grew every step until the error: the leak held it.
+  for (const auto& p : m.processes) {
+    const MemoryTrend& t = gpu ? p.gpu : p.host;
+    if (!t.creeping || m.oom.step < t.first_step) continue;
+    const double held = t.bytes_per_step * static_cast<double>(m.oom.step - t.first_step);
+    fixes.push_back({fmt::format("stop the leak first (memory_creep: +{} per step since step {})", Size(t.bytes_per_step),
+                                 t.first_step),
+                     "what the loop kept from every step filled the memory; at the same rate any other fix only "
+                     "delays the error",
+                     held, held + t.bytes_per_step * static_cast<double>(t.first_step)});
+    break;
+  }
+  if (activations > 0) {
+    fixes.push_back({"activation checkpointing (torch.utils.checkpoint on each block, or the framework's "
+                     "gradient_checkpointing) ",
+                     "keeps only each block's input in forward and recomputes the rest in backward, for about a third "
+                     "more compute",
+                     0.5 * activations, 0.9 * activations});
+    fixes.push_back({"halve the micro-batch and accumulate gradients over 2 micro-batches (the same samples per update)",
+                     "activations grow with the micro-batch; one more forward and backward launch per update",
+                     0.25 * activations, 0.5 * activations});
+  }
+  if (!gpu) {
+    std::stable_sort(fixes.begin(), fixes.end(), [](const MemoryFix& a, const MemoryFix& b) { return a.frees_high > b.frees_high; });
+    return fixes;  // sharding and 8-bit state are GPU remedies
+  }
+  if (m.optimizer_state_bytes > 0)
+    fixes.push_back({"8-bit optimizer state (bitsandbytes' Adam8bit), or bf16 state",
+                     "Adam keeps two fp32 values per parameter: 8-bit keeps a quarter of them, bf16 half",
+                     0.5 * static_cast<double>(m.optimizer_state_bytes), 0.75 * static_cast<double>(m.optimizer_state_bytes)});
+  if (const int64_t fixed = m.StaticBytes(); fixed > 0) {
+    const int n = std::max(2, m.world_size);
+    fixes.push_back({fmt::format("shard parameters, gradients and optimizer state across {} GPUs (FSDP / ZeRO-3)", n),
+                     "each GPU keeps 1/N of what every GPU holds now",
+                     static_cast<double>(fixed) * (1.0 - 1.0 / n), static_cast<double>(fixed) * (1.0 - 1.0 / n)});
+  }
+  if (cache > 0)
+    fixes.push_back({"PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True",
+                     "the cache's free blocks, split in fixed segments, become usable for the failing request",
+                     0, cache});
+  std::stable_sort(fixes.begin(), fixes.end(), [](const MemoryFix& a, const MemoryFix& b) { return a.frees_high > b.frees_high; });
+  return fixes;
+}
+
+void OutOfMemory(const StepMemoryAnalysis& m, std::vector<Finding>& out) {
+  const OutOfMemoryError& e = m.oom;
+  if (!e.known) return;
+  const bool gpu = e.device.rfind("cuda", 0) == 0;
+  const double requested = static_cast<double>(std::max<int64_t>(0, e.requested_bytes));
+  const double free = static_cast<double>(std::max<int64_t>(0, e.free_bytes));
+  // Without the device's free memory (a host allocator's error, a limit on the
+  // address space) the request is all that is known to be short.
+  const bool free_known = e.free_bytes >= 0;
+  const double shortfall = free_known ? std::max(0.0, requested - free) : requested;
+  const bool static_here = m.StaticBytes() >= 0 && m.static_device == e.device;
+  const double fixed = static_here ? static_cast<double>(m.StaticBytes()) : 0;
+  const double allocated = static_cast<double>(std::max<int64_t>(0, e.allocated_bytes));
+  const double activations = e.allocated_bytes >= 0 && static_here ? std::max(0.0, allocated - fixed) : 0;
+  const double cache = static_cast<double>(std::max<int64_t>(0, e.reserved_unallocated_bytes));
+  Finding f;
+  f.verdict = "out_of_memory";
+  f.origin = "markers";
+  f.scope = e.device;
+  f.severity = m.exit_code == 0 ? Severity::kModerate : Severity::kHigh;
+  f.title = fmt::format("Out of memory on {}{}: asked for {}{}", e.device,
+                        e.step >= 0 ? fmt::format(" in step {}", e.step) : "", Size(requested),
+                        e.free_bytes >= 0 ? fmt::format(" with {} free", Size(free)) : "");
+  std::string held;
+  if (e.allocated_bytes >= 0) {
+    held = static_here
+               ? fmt::format(" PyTorch held {}: parameters {}, gradients {}, optimizer state {}, and {} of activations and "
+                             "the step's temporaries{}.",
+                             Size(allocated), Size(static_cast<double>(m.parameters_bytes)),
+                             Size(static_cast<double>(std::max<int64_t>(0, m.gradients_bytes))),
+                             Size(static_cast<double>(std::max<int64_t>(0, m.optimizer_state_bytes))), Size(activations),
+                             cache > 0 ? fmt::format("; its cache held {} more, free", Size(cache)) : "")
+               : fmt::format(" PyTorch held {} allocated{} (the static memory was not counted: the job had not "
+                             "trained yet, or it ran outside zero-code mode).",
+                             Size(allocated), cache > 0 ? fmt::format(" and {} cached, free", Size(cache)) : "");
+  }
+  f.detail = fmt::format("The job {} with an out-of-memory error{}{}.{}{} The fixes below are ranked by what each frees "
+                         "of this run's memory.",
+                         m.exit_code > 0 ? fmt::format("ended (exit {})", m.exit_code) : "raised", 
+                         e.where.empty() ? "" : " at " + e.where,
+                         e.total_bytes > 0 ? fmt::format(" on a device of {}", Size(static_cast<double>(e.total_bytes))) : "",
+                         held,
+                         e.snapshot.empty() ? "" : fmt::format(" The allocator's snapshot is in {}: `gputriage diagnose {}` "
+                                                               "shows its segments and history.", e.snapshot, e.snapshot));
+  f.evidence.push_back(E("requested", requested / kMiB, "MiB", "the error's message"));
+  if (e.free_bytes >= 0) f.evidence.push_back(E("device_free", free / kMiB, "MiB", "the error's message"));
+  if (e.total_bytes >= 0) f.evidence.push_back(E("device_total", static_cast<double>(e.total_bytes) / kMiB, "MiB", "the error's message"));
+  if (e.allocated_bytes >= 0) f.evidence.push_back(E("allocated", allocated / kMiB, "MiB", "PyTorch's allocator at the error"));
+  if (e.reserved_unallocated_bytes >= 0)
+    f.evidence.push_back(E("reserved_unallocated", cache / kMiB, "MiB", "PyTorch's cache at the error"));
+  if (static_here) f.evidence.push_back(E("static_memory", fixed / kMiB, "MiB", "job: parameters + gradients + optimizer state"));
+  f.evidence.push_back(E("shortfall", shortfall / kMiB, "MiB",
+                         free_known ? "requested − free" : "the request (the device's free memory is not in the message)"));
+  const auto fixes = OutOfMemoryFixes(m, gpu, activations, gpu ? cache : 0);
+  for (const auto& fix : fixes)
+    f.recommendations.push_back({fmt::format("{}: frees {}", fix.action,
+                                             fix.frees_low == fix.frees_high ? Size(fix.frees_low)
+                                                                             : Size(fix.frees_low) + "-" + Size(fix.frees_high)),
+                                 fix.why});
+  if (fixes.empty())
+    f.recommendations.push_back({"record with --python (zero-code mode) so the static memory and the activations are "
+                                 "counted, and with --memory-history for the allocator's snapshot at the error",
+                                 "then each fix gets its figure"});
+  ExpectedGain g;
+  g.metric = "memory_short";
+  g.unit = "MiB";
+  g.current = shortfall / kMiB;
+  const double freed_high = fixes.empty() ? 0 : fixes.front().frees_high, freed_low = fixes.empty() ? 0 : fixes.front().frees_low;
+  g.expected = std::max(0.0, shortfall - freed_high) / kMiB;
+  g.best = g.expected;
+  g.worst = std::max(0.0, shortfall - freed_low) / kMiB;
+  g.bounded_by = "device_capacity";
+  g.basis = fixes.empty() ? "no fix could be sized: the static memory was not counted"
+                          : fmt::format("the first fix frees {}-{} against a shortfall of {}: 0 means the request fits",
+                                        Size(freed_low), Size(freed_high), Size(shortfall));
+  f.gain = g;
+  out.push_back(std::move(f));
+}
+
+/// The caching allocator holds memory no request could use: retries (a
+/// cudaMalloc failed, the cache was flushed and the allocation retried), or an
+/// OOM while the cache's free blocks exceeded the failing request.
+void Fragmentation(const StepMemoryAnalysis& m, std::vector<Finding>& out) {
+  const OutOfMemoryError& e = m.oom;
+  const bool oom_in_cache = e.known && e.requested_bytes > 0 && e.reserved_unallocated_bytes >= e.requested_bytes &&
+                            e.device.rfind("cuda", 0) == 0;
+  const ProcessMemory* p = nullptr;
+  for (const auto& q : m.processes)
+    if (q.device >= 0 && q.alloc_retries > 0 && (p == nullptr || q.alloc_retries > p->alloc_retries)) p = &q;
+  if (!oom_in_cache && p == nullptr) return;
+  Finding f;
+  f.verdict = "memory_fragmentation";
+  f.origin = "markers";
+  f.severity = oom_in_cache ? Severity::kHigh : Severity::kModerate;
+  const double cache = static_cast<double>(std::max<int64_t>(0, e.reserved_unallocated_bytes));
+  if (oom_in_cache) {
+    f.scope = e.device;
+    f.title = fmt::format("Memory fragmentation on {}: out of memory asking for {} while PyTorch's cache held {} free",
+                          e.device, Size(static_cast<double>(e.requested_bytes)), Size(cache));
+    f.detail = "The caching allocator reserves memory in segments and splits them; freed blocks stay in their segments. "
+               "The request found no free block large enough although the free blocks together were larger: the "
+               "memory was there, in pieces.";
+    f.evidence = {E("requested", static_cast<double>(e.requested_bytes) / kMiB, "MiB", "the error's message"),
+                  E("reserved_unallocated", cache / kMiB, "MiB", "PyTorch's cache at the error",
+                    static_cast<double>(e.requested_bytes) / kMiB, ">=")};
+  } else {
+    f.rank = p->rank;
+    f.scope = Who(*p);
+    const double gap = static_cast<double>(std::max<int64_t>(0, p->device_reserved_max_bytes - p->device_peak_bytes));
+    f.title = fmt::format("Memory fragmentation on GPU {}: {} allocator retries (cache flushed to make room); reserved up "
+                          "to {} for an allocated peak of {}",
+                          p->device, p->alloc_retries, Size(static_cast<double>(p->device_reserved_max_bytes)),
+                          Size(static_cast<double>(p->device_peak_bytes)));
+    f.detail = "A cudaMalloc failed and PyTorch freed its cached blocks to retry it: each retry synchronises the device "
+               "and costs a flush, and the next out-of-memory error is close. The cache held blocks that no request "
+               "could use.";
+    f.evidence = {E("alloc_retries", static_cast<double>(p->alloc_retries), "count",
+                    "torch.cuda.memory_stats num_alloc_retries", 0.0, ">"),
+                  E("reserved_above_peak", gap / kMiB, "MiB", "reserved max − allocated peak")};
+  }
+  f.recommendations = {
+      {"PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (PyTorch 2.1 and later)",
+       "segments grow in place instead of being split: freed memory is usable for any size"},
+      {"before that: PYTORCH_CUDA_ALLOC_CONF=max_split_size_mb:512", "large blocks are no longer split for small requests"},
+  };
+  ExpectedGain g;
+  g.unit = oom_in_cache ? "MiB" : "count";
+  g.bounded_by = "device_capacity";
+  if (oom_in_cache) {
+    g.metric = "memory_usable_for_request";
+    g.current = static_cast<double>(std::max<int64_t>(0, e.free_bytes)) / kMiB;
+    g.best = g.expected = g.current + cache / kMiB;
+    g.worst = g.current;
+    g.basis = "at best the cache's free blocks serve the request (expandable segments), at worst they stay in pieces";
+  } else {
+    g.metric = "alloc_retries";
+    g.current = static_cast<double>(p->alloc_retries);
+    g.expected = g.best = 0;
+    g.worst = g.current;
+    g.basis = "expandable segments leave no split block a request cannot use: no retries; at worst the working set "
+              "itself does not fit and they stay";
+  }
+  f.gain = g;
+  out.push_back(std::move(f));
+}
+
 }  // namespace
 
 void BoundBatchByMemory(std::vector<Finding>& findings) {
@@ -259,6 +473,8 @@ void BoundBatchByMemory(std::vector<Finding>& findings) {
 std::vector<Finding> JudgeStepMemory(const RecordingAnalysis& a) {
   std::vector<Finding> out;
   const StepMemoryAnalysis& m = a.step_memory;
+  OutOfMemory(m, out);
+  Fragmentation(m, out);
   if (!m.sampled) return out;
   for (const auto& p : m.processes) {
     Creep(m, p, true, out);

@@ -29,18 +29,24 @@ except ImportError:
     HAVE_TORCH = False
 
 
-def record(tmp, tag, loop_args, store_args=("--no-store",)):
+def record(tmp, tag, loop_args, store_args=("--no-store",), address_space_kib=None, exit_code=0):
     report = os.path.join(tmp, f"{tag}.json")
     own = os.path.join(tmp, f"{tag}.own.json")
     env = dict(os.environ)
     env.pop("PYTHONPATH", None)  # zero-code mode: the recorder puts the package there
-    cmd = [GPUTRIAGE, "record", *store_args, "--json", report, "--python", "--", sys.executable, LOOP, "--out", own,
-           *loop_args]
+    job = [sys.executable, LOOP, "--out", own, *loop_args]
+    if address_space_kib:  # the job alone under a limit, as a container's would be
+        job = ["bash", "-c", f'ulimit -v {address_space_kib}; exec "$@"', "job", *job]
+    cmd = [GPUTRIAGE, "record", *store_args, "--json", report, "--python", "--", *job]
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
-    if proc.returncode != 0:
+    if proc.returncode != exit_code:
         raise AssertionError(f"record exited {proc.returncode}:\n{proc.stderr[-3000:]}")
-    with open(report) as f, open(own) as g:
-        return json.load(f), json.load(g)
+    with open(report) as f:
+        report = json.load(f)
+    if not os.path.exists(own):
+        return report, None
+    with open(own) as g:
+        return report, json.load(g)
 
 
 def findings(report, verdict):
@@ -99,6 +105,96 @@ class MemoryOfRealLoops(unittest.TestCase):
             grown_measured = measured - (fixed + 30 * per_sample)
             self.assertLess(abs(10 * per_sample / grown_measured - 1), 0.25)
             self.assertTrue(any(e["name"] == "fit_largest_batch" for e in findings(third, "memory_headroom")[0]["evidence"]))
+
+
+    def test_an_out_of_memory_error_that_ends_the_job_is_reported(self):
+        # The leak under a 3 GB address-space limit: PyTorch's CPU allocator
+        # fails a 4 MiB request some 90 steps in, and the job dies of it.
+        with tempfile.TemporaryDirectory() as tmp:
+            report, own = record(tmp, "oom", ["--model", "seq", "--batch", "2", "--steps", "400", "--leak"],
+                                 address_space_kib=3_000_000, exit_code=1)
+            self.assertIsNone(own)  # the loop never reached its end
+            oom = findings(report, "out_of_memory")
+            self.assertEqual(len(oom), 1, [f["title"] for f in report["findings"]])
+            self.assertEqual(oom[0]["severity"], "high")
+            self.assertEqual(evidence(oom[0], "requested"), 4.0)  # MiB: 2 x 1024 x 512 floats
+            error = report["recordings"][0]["step_memory"]["out_of_memory"]
+            self.assertEqual(error["device"], "cpu")
+            self.assertIn("memory_loop.py", error["where"])
+            self.assertGreater(error["step"], 20)
+            self.assertIn("DefaultCPUAllocator", error["message"])
+            # What led there: the same run's creep.
+            self.assertEqual(len(findings(report, "memory_creep")), 1)
+            print(f"out of memory: {oom[0]['title']}; at {error['where']}")
+
+
+class GpuPathsWithAStandIn(unittest.TestCase):
+    """The sampler's CUDA path and the OOM hook through the real recorder, with a
+    stand-in for torch.cuda (tests/python/fake_cuda_loop.py)."""
+
+    def test_every_wording_of_an_oom_is_read(self):
+        sys.path.insert(0, os.environ["GPUTRIAGE_PYTHON_PATH"])
+        from gputriage import memory
+        gib, mib = 1 << 30, 1 << 20
+        # PyTorch 2.0 and earlier.
+        old = memory.parse_oom("CUDA out of memory. Tried to allocate 20.00 MiB (GPU 1; 15.78 GiB total capacity; 14.56 "
+                               "GiB already allocated; 3.44 MiB free; 14.73 GiB reserved in total by PyTorch) If reserved "
+                               "memory is >> allocated memory try setting max_split_size_mb")
+        self.assertEqual(old["device"], "cuda:1")
+        self.assertEqual(old["requested_bytes"], 20 * mib)
+        self.assertEqual(old["total_bytes"], int(15.78 * gib))
+        self.assertEqual(old["free_bytes"], int(3.44 * mib))
+        self.assertEqual(old["allocated_bytes"], int(14.56 * gib))
+        self.assertEqual(old["reserved_unallocated_bytes"], int(14.73 * gib) - int(14.56 * gib))
+        # PyTorch 2.1's misspelt "capacty", 0 bytes cached.
+        typo = memory.parse_oom("CUDA out of memory. Tried to allocate 5.96 GiB. GPU 0 has a total capacty of 23.69 GiB "
+                                "of which 5.25 GiB is free. Of the allocated memory 17.88 GiB is allocated by PyTorch, and "
+                                "0 bytes is reserved by PyTorch but unallocated.")
+        self.assertEqual(typo["total_bytes"], int(23.69 * gib))
+        self.assertEqual(typo["reserved_unallocated_bytes"], 0)
+        cpu = memory.parse_oom("[enforce fail at alloc_cpu.cpp:75] err == 0. DefaultCPUAllocator: can't allocate memory: "
+                               "you tried to allocate 4194304 bytes. Error code 12 (Cannot allocate memory)")
+        self.assertEqual(cpu, {"device": "cpu", "requested_bytes": 4194304})
+        self.assertIsNone(memory.parse_oom("ValueError: shapes do not match"))
+
+    def test_leak_retries_and_an_oom_on_gpu_0(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            report_path = os.path.join(tmp, "fake.json")
+            env = dict(os.environ)
+            env["PYTHONPATH"] = os.environ["GPUTRIAGE_PYTHON_PATH"]
+            env["GPUTRIAGE_MEMORY_INTERVAL_MS"] = "0"  # every step
+            proc = subprocess.run([GPUTRIAGE, "record", "--no-store", "--json", report_path, "--", sys.executable,
+                                   os.path.join(os.path.dirname(LOOP), "fake_cuda_loop.py")],
+                                  env=env, capture_output=True, text=True, timeout=120)
+            self.assertEqual(proc.returncode, 1, proc.stderr[-2000:])
+            with open(report_path) as f:
+                report = json.load(f)
+            memory = report["recordings"][0]["step_memory"]
+            gpu = memory["processes"][0]["gpu"]
+            self.assertEqual(gpu["device"], 0)
+            self.assertEqual(gpu["alloc_retries"], 11)
+            self.assertEqual(memory["device_total_bytes"], 80 << 30)
+            creep = findings(report, "memory_creep")
+            self.assertEqual(len(creep), 1, [f["title"] for f in report["findings"]])
+            self.assertAlmostEqual(evidence(creep[0], "growth_per_step"), 64.0, places=6)
+            fragmentation = findings(report, "memory_fragmentation")
+            self.assertEqual(len(fragmentation), 1)
+            self.assertEqual(fragmentation[0]["severity"], "high")  # 5 GiB free in the cache, 2 GiB asked
+            oom = findings(report, "out_of_memory")
+            self.assertEqual(len(oom), 1)
+            error = memory["out_of_memory"]
+            self.assertEqual(error["device"], "cuda:0")
+            self.assertEqual(error["requested_bytes"], 2 << 30)
+            self.assertEqual(error["free_bytes"], int(1.5 * (1 << 30)))
+            self.assertEqual(error["step"], 119)
+            self.assertIn("fake_cuda_loop.py", error["where"])
+            # The allocator's own figures replace the message's rounded ones.
+            self.assertEqual(error["allocated_bytes"], (20 << 30) + 119 * (64 << 20))
+            self.assertEqual(error["reserved_unallocated_bytes"], 5 << 30)
+            fixes = [r["action"] for r in oom[0]["recommendations"]]
+            self.assertTrue(fixes[0].startswith("stop the leak first"), fixes)
+            self.assertTrue(any("expandable_segments" in a for a in fixes), fixes)
+            self.assertEqual(findings(report, "memory_headroom"), [])  # no steady peak to size a batch by
 
 
 if __name__ == "__main__":

@@ -95,7 +95,7 @@ def hook_cost_per_step(model, steps_ms, saved):
     """The hooks' own cost, timed where noise cannot hide it: each hooked call
     on a no-op (best of repeats, hooks on less off), times the calls a step makes."""
     import timeit
-    from gputriage import zero_code
+    from gputriage import memory, zero_code
     counted = []
     handles = [m.register_forward_pre_hook(lambda *_: counted.append(1)) for m in model.modules()]
     model(torch.randn(1, model[0].in_features))
@@ -122,11 +122,20 @@ def hook_cost_per_step(model, steps_ms, saved):
     print(f"    hook cost: {inner * 1e9:.0f} ns per inner module call, {outer * 1e9:.0f} ns per marked call, "
           f"{copy * 1e9:.0f} ns per copy; {module_calls} module calls per step: {per_step_us:.1f} us per step = "
           f"{per_step_us / 1e3 / steps_ms * 100:.3f}% of its {steps_ms:.2f} ms")
-    return per_step_us / 1e3 / steps_ms
+    # The memory sampler (gputriage/memory.py): one sample as a step ends, at most
+    # one per interval: its share is a sample's cost over the longer of the two.
+    sampler = memory._sampler
+    sampler_share = 0.0
+    if sampler is not None:
+        per_sample = min(timeit.repeat(lambda: sampler(0), number=2000, repeat=5)) / 2000
+        sampler_share = per_sample * 1e3 / max(steps_ms, memory._DEFAULT_INTERVAL_MS)
+        print(f"    memory sampler: {per_sample * 1e6:.1f} us per sample (host RSS and VmHWM; GPUs where CUDA is up), "
+              f"at most one per {memory._DEFAULT_INTERVAL_MS} ms: {sampler_share * 100:.3f}% of step time")
+    return per_step_us / 1e3 / steps_ms + sampler_share
 
 
 print(f"phases overhead, in one process: python {sys.version.split()[0]}, torch {torch.__version__}")
 results = [measure("3-layer MLP, 256 wide, batch 64", 256, 64, 1),
            measure("64 hidden blocks, 64 wide, batch 16 (130 module calls per forward)", 64, 16, 64)]
 print(f"worst: blocks on / off = {max(r[0] for r in results):.4f} (noise of the machine: see the quartiles); "
-      f"hook cost {max(r[1] for r in results) * 100:.3f}% of step time (goal < 1%)")
+      f"hook and memory sampler cost {max(r[1] for r in results) * 100:.3f}% of step time (goal < 1%)")

@@ -80,6 +80,28 @@ PY
 diagnose ddp_ranks "$tmp/ddp_ranks.prom"
 grep -q "Straggler: rank 1 (pid 101)" "$tmp/ddp_ranks.out" || { echo "FAIL: the exported ranks name no straggler"; cat "$tmp/ddp_ranks.out"; fail=1; }
 
+# Memory at step ends as an export carries it: GPU 0's allocator leaking 48 MiB a
+# step, with the static memory counted. The page draws memory over time and what
+# the peak held (checked in the browser).
+/usr/bin/python3 - "$tmp/memory_leak.prom" <<'PY'
+import sys
+ms, mib, gib = 1_000_000, 1 << 20, 1 << 30
+lines = ["# gputriage export of run 1 from test.db: dcgm-exporter text with sample timestamps (ms)",
+         '# gputriage_setting memory.parameters_bytes "2147483648"', '# gputriage_setting memory.gradients_bytes "2147483648"',
+         '# gputriage_setting memory.optimizer_state_bytes "4294967296"', '# gputriage_setting memory.static_device "cuda:0"',
+         '# gputriage_setting memory.cuda0.total_bytes "85899345920"']
+start = 1_764_000_000_000 * ms
+for k in range(80):
+    end = start + 50 * ms
+    allocated = 12 * gib + k * 48 * mib
+    lines.append(f"# gputriage_step {k} 200 {start} {end} 16 0 0 {2 * ms} {20 * ms} {25 * ms} {3 * ms} 0 0 0 0 0 0 0 0 0 0 0 "
+                 f"{3 * gib + k * mib} {3 * gib + k * mib} 0 {allocated} {allocated + 6 * gib} {allocated + 8 * gib} 0 0")
+    start = end
+open(sys.argv[1], "w").write("\n".join(lines) + "\n")
+PY
+diagnose memory_leak "$tmp/memory_leak.prom"
+grep -q "Memory creep on the GPU 0" "$tmp/memory_leak.out" || { echo "FAIL: the exported memory shows no creep"; cat "$tmp/memory_leak.out"; fail=1; }
+
 # A report that cannot be written says where and why, and leaves no temporary file.
 "$bin" diagnose "$data/traces/hta/nccl_a100_rank0.json.gz" --html /nonexistent-dir/r.html >/dev/null 2>"$tmp/bad.err"
 rc=$?
@@ -127,4 +149,5 @@ node "$here/browser/report_test.cjs" "$artifacts" \
   "$artifacts/record_marked_loop.html=input_bound" \
   "$artifacts/odd_file_name.html" \
   "$artifacts/ddp_ranks.html=straggler_rank,input_bound" \
+  "$artifacts/memory_leak.html=memory_creep" \
   "$artifacts/hostile_kernel_names.html" || exit 1

@@ -132,6 +132,55 @@ void AddMarkedSteps(json& out, const std::vector<MarkedStep>& steps, TimeNs t0, 
   out["step_phases"] = bars;
 }
 
+/// Memory at step ends of the first process that sampled it (zero-code mode):
+/// the host's resident set and, where a GPU was used, its allocator's
+/// allocated, reserved and peak bytes, in MiB at each step's end. Past
+/// kChartPoints samples, each group of consecutive ones keeps its highest, so
+/// no peak is lost.
+json StepMemory(const std::vector<MarkedStep>& steps, TimeNs t0) {
+  std::vector<const MarkedStep*> sampled;
+  for (const auto& s : steps)
+    if (s.memory_sampled() && (sampled.empty() || s.pid == sampled.front()->pid)) sampled.push_back(&s);
+  if (sampled.empty()) return nullptr;
+  std::stable_sort(sampled.begin(), sampled.end(),
+                   [](const MarkedStep* a, const MarkedStep* b) { return a->span.end < b->span.end; });
+  const bool gpu = std::any_of(sampled.begin(), sampled.end(), [](const MarkedStep* s) { return s->memory_device >= 0; });
+  const size_t group = (sampled.size() + kChartPoints - 1) / kChartPoints;
+  constexpr double kMiB = 1024.0 * 1024.0;
+  json t = json::array(), step = json::array(), rss = json::array(), allocated = json::array(), reserved = json::array(),
+       peak = json::array();
+  const auto mib = [&](int64_t v) { return v > 0 ? json(Round(static_cast<double>(v) / kMiB, 100)) : json(nullptr); };
+  for (size_t i = 0; i < sampled.size(); i += group) {
+    const size_t stop = std::min(sampled.size(), i + group);
+    const MarkedStep* top = sampled[i];
+    int64_t r = 0, a = 0, res = 0, pk = 0;
+    for (size_t k = i; k < stop; ++k) {
+      r = std::max(r, sampled[k]->host_rss_bytes);
+      a = std::max(a, sampled[k]->device_allocated_bytes);
+      res = std::max(res, sampled[k]->device_reserved_bytes);
+      pk = std::max(pk, sampled[k]->device_peak_bytes);
+      if (sampled[k]->device_allocated_bytes >= top->device_allocated_bytes) top = sampled[k];
+    }
+    t.push_back(Seconds(top->span.end, t0));
+    step.push_back(top->number);
+    rss.push_back(mib(r));
+    if (gpu) {
+      allocated.push_back(mib(a));
+      reserved.push_back(mib(res));
+      peak.push_back(mib(pk));
+    }
+  }
+  json out = {{"pid", sampled.front()->pid}, {"group", group}, {"source", "memory at step ends (zero-code mode)"},
+              {"t_s", t}, {"step", step}, {"host_rss_mib", rss}};
+  if (gpu) {
+    out["device"] = sampled.front()->memory_device;
+    out["gpu_allocated_mib"] = allocated;
+    out["gpu_reserved_mib"] = reserved;
+    out["gpu_peak_mib"] = peak;
+  }
+  return out;
+}
+
 /// The job's time as its goodput ledger bucketed it (the first process's
 /// timeline, src/analysis/ledger.cc): what the report's phase lane draws.
 json JobPhases(const RunLedger& l, TimeNs t0) {
@@ -197,6 +246,7 @@ json RecordingCharts(size_t index, const Recording& rec, const RecordingAnalysis
   }
   AddMarkedSteps(out, rec.marked_steps, t0, t0, t1);
   out["job_phases"] = JobPhases(a.ledger, t0);
+  out["step_memory"] = StepMemory(rec.marked_steps, t0);
 
   // Every GPU with an activity series, least busy first past kChartMaxGpus, else in order.
   std::vector<size_t> drawn;

@@ -98,8 +98,11 @@ std::string GainLine(const ExpectedGain& g) {
   if (g.unit == "x")  // relative throughput (a larger batch)
     return fmt::format("throughput ×{:.2f} (range ×{:.2f}-×{:.2f}{})", g.expected, g.worst, g.best, next);
   if (g.unit != "percent")  // a level in its own unit (the SM clock in MHz)
-    return fmt::format("{} {:.0f} → {:.0f} {} (range {:.0f}-{:.0f} {}; {:+.0f}% work done in the same GPU time{})", g.metric,
-                       g.current, g.expected, g.unit, g.worst, g.best, g.unit, g.speedup_percent, next);
+    return fmt::format("{} {:.0f} → {:.0f} {} (range {:.0f}-{:.0f} {}{}{})", g.metric, g.current, g.expected, g.unit, g.worst,
+                       g.best, g.unit,
+                       g.speedup_percent != 0 ? fmt::format("; {:+.0f}% work done in the same GPU time", g.speedup_percent)
+                                              : std::string(),
+                       next);
   return fmt::format("{} {:.1f}% → {:.1f}% (range {:.1f}-{:.1f}%; {:+.0f}% work done in the same GPU time{})", g.metric,
                      g.current, g.expected, g.worst, g.best, g.speedup_percent, next);
 }

@@ -74,6 +74,14 @@ async function checkReport(browser, file, expectedVerdicts, artifacts) {
     check(rows.length === procs.length, `${name}: rank table ${i} has ${rows.length} rows for ${procs.length} processes`);
     for (const p of procs) check(rows.includes(p.label), `${name}: rank table ${i} names ${p.label}`);
   }
+  // Memory at step ends: its chart over time, and what the peak held where the job counted it.
+  for (const [i, rec] of report.recordings.entries()) {
+    const sm = rec.step_memory;
+    if (!sm) continue;
+    check((await page.$$(`[data-chart="memory-${i}"] canvas`)).length > 0, `${name}: recording ${i} draws its memory`);
+    if (sm.static && sm.static.parameters_bytes != null)
+      check((await page.$$(`[data-chart="memory-${i}-peak"] canvas`)).length > 0, `${name}: recording ${i} draws what its peak held`);
+  }
   const pixels = await chartPixels(page);
   check(pixels.length > 0, `${name}: ${pixels.length} charts`);
   for (const p of pixels) check(p.data > 200, `${name}: chart ${p.id} drew its data (${p.data} coloured of ${p.drawn} pixels)`);

@@ -252,6 +252,52 @@
     });
   }
 
+  // Memory at step ends (zero-code mode's sampler), on the recording's time axis
+  // with its step boundaries; then what the peak held, where the job counted it.
+  function memoryChart(container, id, rec, sm) {
+    const m = rec.step_memory;
+    const mib = (u, v) => v == null ? "–" : withUnit(v, "MiB");
+    addChart(container, id, "Memory at step ends" + (m.device != null ? ": GPU " + m.device + " and the host" : ": the host"),
+      (m.group > 1 ? "Each point the highest of " + m.group + " consecutive samples. " : "") +
+      "Process " + m.pid + ", sampled as each step ended; a line that keeps rising is a leak (memory_creep).", () => {
+        const series = [{ label: "time", value: (u, v) => secondsLabel(v, rec.duration_s || 0) }];
+        const data = [m.t_s];
+        const add = (values, label, color, dash) => {
+          if (!values) return;
+          data.push(values);
+          series.push({ label: label, stroke: css(color), width: 1.5, dash: dash, value: mib, points: sparsePoints(values), spanGaps: true });
+        };
+        add(m.gpu_allocated_mib, "GPU allocated", "--util");
+        add(m.gpu_reserved_mib, "GPU reserved", "--sm", [5, 3]);
+        add(m.gpu_peak_mib, "GPU peak so far", "--tensor", [2, 2]);
+        add(m.host_rss_mib, "host resident", "--dram");
+        return {
+          data,
+          opts: {
+            height: 220, scales: { x: { time: false } }, series,
+            axes: [axis({ values: (u, splits) => splits.map((v) => secondsLabel(v, rec.duration_s || 0)) }),
+              axis({ values: (u, splits) => splits.map((v) => withUnit(v, "MiB")), size: 96 })],
+            cursor: { sync: { key: "rec" + rec.recording }, drag: { x: true, y: false } },
+            hooks: { draw: [stepBoundaryHook(rec.steps)] },
+          },
+        };
+      });
+    const st = sm && sm.static;
+    const p = sm && sm.processes && sm.processes[0];
+    if (!st || st.parameters_bytes == null || !p) return;
+    const gpu = p.gpu && String(st.device).startsWith("cuda");
+    const peak = gpu ? p.gpu.allocated_peak_bytes : p.host.rss_peak_bytes;
+    if (!peak) return;
+    const M = 1024 * 1024;
+    const fixed = st.parameters_bytes + (st.gradients_bytes || 0) + (st.optimizer_state_bytes || 0);
+    const labels = ["parameters", "gradients", "optimizer state", gpu ? "activations and temporaries" : "the rest (runtime, activations)"];
+    const values = [st.parameters_bytes / M, (st.gradients_bytes || 0) / M, (st.optimizer_state_bytes || 0) / M, Math.max(0, peak - fixed) / M];
+    if (gpu) { labels.push("cached, free"); values.push(Math.max(0, p.gpu.reserved_max_bytes - peak) / M); }
+    categoryBars(container, id + "-peak", "What the peak held (" + (gpu ? "GPU " + p.gpu.device : "host") + ")",
+      "Parameters, gradients and optimizer state as the job's model and optimizers count them; the rest of the peak beside them.",
+      labels, values, "MiB");
+  }
+
   // Stacked bars: each category's series holds the running sum, drawn largest
   // first so the smaller sums sit on top; the legend shows each category's own value.
   function stackedBars(container, id, title, note, xs, xLabel, categories, fmt, xNames) {
@@ -327,7 +373,9 @@
       card.append(el("div", { class: "gain" },
         el("div", {}, "Expected after the fix: ", el("b", { text: withUnit(g.expected, g.unit) }),
           " (now " + withUnit(g.current, g.unit) + "; range " + withUnit(range[0], g.unit) + " – " + withUnit(range[1], g.unit) +
-          (g.speedup_percent != null ? "; " + num(g.speedup_percent, 0) + "% more throughput" : "") + ")"),
+          // A memory figure (growth, batch, shortfall) promises no throughput of its own.
+          (g.speedup_percent != null && (g.unit === "ms" || g.speedup_percent !== 0)
+            ? "; " + num(g.speedup_percent, 0) + "% more throughput" : "") + ")"),
         g.bounded_by ? el("div", { class: "muted", text: "bounded next by " + g.bounded_by }) : null,
         g.basis ? el("div", { class: "muted", text: g.basis }) : null));
     }
@@ -562,6 +610,7 @@
       stackedBars(sec, "steps-" + i, "Step time by phase", (p.group > 1 ? "Each bar the mean of " + p.group + " consecutive steps. " : "") + "From the job's step markers (process " + (ch.steps ? ch.steps.pid : "") + ").",
         p.step, "step", names.map((n) => ({ label: n, values: p.phases[n], color: phaseColors[n] })));
     }
+    if (ch && ch.step_memory) memoryChart(sec, "memory-" + i, ch, rec.step_memory);
     const ranks = rankTable(rec, i);
     if (ranks) sec.append(ranks);
     if (rec.idle && rec.idle.total_ms > 0) {

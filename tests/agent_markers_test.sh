@@ -14,7 +14,7 @@ tmp=$(mktemp -d)
 pids=()
 cleanup() {
   for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
-  pkill -f "$marker_writer 100000 normal 30 10" 2>/dev/null
+  pkill -f "$marker_writer 100000 leak 30 10" 2>/dev/null
   rm -rf "$tmp"
 }
 trap cleanup EXIT
@@ -23,11 +23,11 @@ free_port() { /usr/bin/python3 -c 'import socket; s = socket.socket(); s.bind(("
 
 printf 'device name="NVIDIA H100 80GB HBM3" uuid=GPU-r0 bus=00000000:18:00.0\nseries gpu_util 25\n' >"$tmp/record-gpu"
 GPUTRIAGE_FAKE_NVML_SCENARIO=$tmp/record-gpu "$bin" record --nvml-library "$fake_nvml" --no-store --no-mlflow \
-  --interval 0.5 -- "$marker_writer" 100000 normal 30 10 >"$tmp/record.out" 2>"$tmp/record.err" &
+  --interval 0.5 -- "$marker_writer" 100000 leak 30 10 >"$tmp/record.out" 2>"$tmp/record.err" &
 pids+=($!)
 writer=""
 for _ in $(seq 1 100); do
-  writer=$(pgrep -f "^$marker_writer 100000 normal 30 10" | head -1)
+  writer=$(pgrep -f "^$marker_writer 100000 leak 30 10" | head -1)
   [ -n "$writer" ] && break
   sleep 0.1
 done
@@ -62,6 +62,15 @@ else
   echo "FAIL: the marked job's steps or verdict"; grep -E "window_steps|gputriage_finding" "$tmp/page.txt"; cat "$tmp/agent.err"; fail=1
 fi
 grep -q 'gputriage_window_steps{.*uuid="GPU-m1"' "$tmp/page.txt" && { echo "FAIL: steps for the unmarked job"; fail=1; }
+# The job's GPU allocator leaks 32 MiB a step (its markers say so, as a C++ job's
+# would): the growth rate over the window, at 10-30 steps a second.
+growth=$(grep '^gputriage_job_memory_growth_bytes_per_hour{.*uuid="GPU-m0".*memory="gpu"' "$tmp/page.txt" | awk '{print $NF}')
+if [ -n "$growth" ] && /usr/bin/python3 -c "import sys; r = float(sys.argv[1]) / (32 << 20) / 3600; sys.exit(0 if 10 <= r <= 30 else 1)" "$growth"; then
+  echo "ok: the job's memory grows $growth bytes an hour (32 MiB a step)"
+else
+  echo "FAIL: the job's memory growth rate: '$growth'"; grep "memory_growth" "$tmp/page.txt"; fail=1
+fi
+grep -q 'gputriage_job_memory_growth_bytes_per_hour{.*uuid="GPU-m1"' "$tmp/page.txt" && { echo "FAIL: memory growth for the unmarked job"; fail=1; }
 grep '^gputriage_finding{.*uuid="GPU-m1"' "$tmp/page.txt" | grep -q 'verdict="input_bound"' &&
   { echo "FAIL: the unmarked job at the same utilization is input_bound too: the markers made no difference"; fail=1; }
 [ "$fail" = 0 ] && echo "ok: the unmarked job at the same utilization: $(grep '^gputriage_finding{.*uuid="GPU-m1"' "$tmp/page.txt" | grep -o 'verdict="[a-z_]*"')"

@@ -8,6 +8,8 @@
 //     crash:   begins one more step and dies by SIGKILL inside it
 //     closed-fd: first closes the inherited ring descriptor and puts /dev/null
 //                under its number (what a launcher that closes descriptors leaves)
+//     leak:      after each step, GPU 0's allocator as a C++ job would report it
+//                (gputriage_step_memory): 10 GiB + 32 MiB more every step
 //     ledger:    every 20 steps a checkpoint phase of DATA_MS*10 ms and an eval
 //                phase of DATA_MS*20 ms (both asleep), between steps; its own
 //                timers (ms: data, compute, checkpoint, eval, and the cycles
@@ -69,6 +71,11 @@ int main(int argc, char** argv) {
     for (const double until = now_ms() + compute_ms; now_ms() < until;) {
     }
     gputriage_step_end(i, 32, 0, 0);
+    if (mode == "leak") {
+      const int64_t allocated = (int64_t{10} << 30) + int64_t{i} * (int64_t{32} << 20);
+      gputriage_step_memory(i, 0, allocated, allocated + (int64_t{2} << 30), allocated + (int64_t{4} << 30));
+      gputriage_step_memory_events(i, 0, 0, 0);
+    }
     timers[0] += t1 - t0;
     timers[1] += now_ms() - t1;
     if (mode == "ledger" && i % 20 == 19) {

@@ -192,6 +192,27 @@ void Agent::ReadMarkers(TimeNs now) {
   }
 }
 
+namespace {
+
+/// The job's memory growth over the window, from the same analysis `diagnose`
+/// makes of its steps: the GPU's process (`pid`, else the first that sampled).
+void NoteMemoryGrowth(const Diagnosis& dx, uint32_t pid, GpuJudgement& j) {
+  if (dx.recordings.empty()) return;
+  const StepMemoryAnalysis& m = dx.recordings.front().step_memory;
+  const ProcessMemory* p = nullptr;
+  for (const auto& q : m.processes)
+    if (p == nullptr || q.pid == pid) p = &q;
+  if (p == nullptr) return;
+  const bool gpu = p->device >= 0 && p->gpu.points > 0;
+  const MemoryTrend& t = gpu ? p->gpu : p->host;
+  if (t.points == 0) return;
+  j.memory_growth_bytes_per_hour = t.bytes_per_hour;
+  j.memory_kind = gpu ? "gpu" : "host";
+  j.memory_creeping = t.creeping;
+}
+
+}  // namespace
+
 Agent::Agent(AgentOptions options) : options_(std::move(options)), window_(options_.window_ns) {}
 
 Agent::~Agent() { Stop(); }
@@ -563,6 +584,7 @@ void Agent::Judge(TimeNs /*now*/) {
             break;
           }
       }
+      NoteMemoryGrowth(dx, g.ledger_pid, j);
       if (dx.cost.available && !dx.cost.devices.empty()) {
         const DeviceCost& c = dx.cost.devices.front();
         j.price_per_hour = c.price_per_hour * c.board_share;
@@ -706,6 +728,15 @@ void Agent::Render(TimeNs now) {
           "Training steps the job marked in the window (step markers, read from its ring; absent without one).",
           [&](const GpuState& g) {
             return Pair{{}, g.markers ? static_cast<double>(g.markers->steps.size()) : NaN()};
+          });
+  per_gpu("gputriage_job_memory_growth_bytes_per_hour", Exposition::Type::kGauge,
+          "How fast the job's memory at its step ends grows (Theil-Sen slope over the window's sampled steps, per "
+          "hour at its step rate): its GPU allocator's allocated bytes (memory=\"gpu\") or its resident set "
+          "(memory=\"host\"); creeping=\"true\" where memory_creep's tests pass. Absent without memory samples.",
+          [&](const GpuState& g) {
+            return Pair{{{"window", window}, {"memory", g.judgement.memory_kind},
+                         {"creeping", g.judgement.memory_creeping ? "true" : "false"}},
+                        g.judgement.memory_growth_bytes_per_hour};
           });
   per_gpu("gputriage_window_covered_seconds", Exposition::Type::kGauge,
           "Seconds of the window the last judgement rested on (less than the window after a job starts).",

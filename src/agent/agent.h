@@ -80,6 +80,12 @@ struct GpuJudgement {
   double idle_usd_per_hour = NAN;  // price × (1 − utilization)
   std::optional<double> gain_percent;  // the leading finding's expected throughput gain
   std::string gain_bounded_by;
+  // Memory at the job's step ends over the window (its markers' memory samples):
+  // the Theil-Sen slope per hour, on the GPU's allocator where it reports one,
+  // else the host's resident set; NaN without enough sampled steps.
+  double memory_growth_bytes_per_hour = NAN;
+  std::string memory_kind;  // "gpu", "host"
+  bool memory_creeping = false;
 };
 
 /// The series `top` draws as sparklines, in this order.

@@ -212,6 +212,60 @@ TEST(History, ABatchChangeIsJudgedByThroughputNotStepTime) {
   EXPECT_TRUE(JudgeAgainstHistory("ci", no_samples(3, 80.8, "16"), {no_samples(1, 40.8, "16")}).has_value());
 }
 
+TEST(History, MoreMemoryForTheSameBatchIsARegression) {
+  auto run = [](int64_t id, double peak_mib, double samples_per_step) {
+    HistoryRun r;
+    r.id = id;
+    r.figures = {{"step_time_ms", 40.0}, {"samples_per_s", 400 * samples_per_step / 16},
+                 {"samples_per_step", samples_per_step}, {"gpu_peak_memory_mib", peak_mib}, {"step_time_cv", 0.03},
+                 {"steps", 100}};
+    r.settings = {{"command", "python train.py"}};
+    return r;
+  };
+  const std::vector<HistoryRun> before = {run(1, 30000, 16), run(2, 30100, 16)};
+  // 30 % more memory at the same batch.
+  auto f = JudgeAgainstHistory("ci", run(3, 39100, 16), before);
+  ASSERT_TRUE(f.has_value());
+  ASSERT_NE(FindEvidence(*f, "gpu_peak_memory_mib"), nullptr);
+  EXPECT_NEAR(*FindEvidence(*f, "gpu_peak_memory_mib")->threshold, 30050 * 1.10, 1e-6);  // the 10 % floor
+  // 8 % more: under the floor.
+  EXPECT_FALSE(JudgeAgainstHistory("ci", run(4, 32450, 16), before).has_value());
+  // Twice the batch needs more memory: not judged (its throughput is, and held).
+  EXPECT_FALSE(JudgeAgainstHistory("ci", run(5, 52000, 32), before).has_value());
+}
+
+TEST(History, PeakMemoryOverBatchSizesIsFittedForHeadroom) {
+  // Batches 16 and 32 at 30 and 40 GiB on an 80 GiB GPU: 20 GiB + 0.625 GiB per
+  // sample; with 10 % kept free, (72 − 20) / 0.625 = 83 samples fit.
+  auto run = [](int64_t id, double batch, double peak_gib) {
+    HistoryRun r;
+    r.id = id;
+    r.figures = {{"memory_batch", batch}, {"gpu_peak_memory_mib", peak_gib * 1024},
+                 {"gpu_memory_capacity_mib", 80 * 1024.0}};
+    r.settings = {{"command", "python train.py --batch " + std::to_string(static_cast<int>(batch))},
+                  {"memory.parameters_bytes", "1000"}};
+    return r;
+  };
+  Diagnosis d;
+  FitHeadroomOverRuns(run(2, 32, 40), {run(1, 16, 30)}, d);
+  ASSERT_EQ(d.findings.size(), 1u);
+  const Finding& f = d.findings[0];
+  EXPECT_EQ(f.verdict, "memory_headroom");
+  EXPECT_NEAR(FindEvidence(f, "fit_fixed_memory")->value, 20 * 1024, 1e-6);
+  EXPECT_NEAR(FindEvidence(f, "fit_memory_per_sample")->value, 0.625 * 1024, 1e-6);
+  EXPECT_EQ(FindEvidence(f, "fit_largest_batch")->value, 83);
+  ASSERT_TRUE(f.gain.has_value());
+  EXPECT_EQ(f.gain->expected, 83);
+  EXPECT_LT(f.gain->worst, 83);  // 2 % of the peak either side, with two points
+  EXPECT_GT(f.gain->best, 83);
+  // Another model (other parameter bytes) or another script is not fitted with it.
+  HistoryRun other = run(1, 16, 30);
+  other.settings["memory.parameters_bytes"] = "2000";
+  Diagnosis none;
+  FitHeadroomOverRuns(run(2, 32, 40), {other}, none);
+  EXPECT_TRUE(none.findings.empty());
+}
+
 TEST(JobConfig, LinesAreCheckedAndTheLastValueWins) {
   const std::string text =
       "12\tdataloader.num_workers\t4\n"

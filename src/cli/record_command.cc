@@ -18,6 +18,7 @@
 #include <fmt/format.h>
 
 #include "gputriage/diagnosis.h"
+#include "gputriage/import.h"
 #include "gputriage/report.h"
 #include "src/cli/cli_common.h"
 #include "src/cli/record_live.h"
@@ -219,6 +220,35 @@ std::string FindPythonPackage() {
   return "";
 }
 
+/// --memory-history: the allocator snapshot the job wrote at an out-of-memory
+/// error (after `started_ns`) joins the recording: its segments, its history as
+/// a memory curve and its OOM entries, read as `diagnose` reads a snapshot (data
+/// only). A file the job did not write, or cannot be read, is said and left.
+void AttachMemorySnapshot(const std::string& path, TimeNs started_ns, Recording& rec) {
+  struct stat st {};
+  if (stat(path.c_str(), &st) != 0) return;  // no error ended the job on a GPU: nothing written
+  const TimeNs written_ns = static_cast<TimeNs>(st.st_mtim.tv_sec) * kNsPerS + st.st_mtim.tv_nsec;
+  if (written_ns + kFileClockSlackNs < started_ns) {
+    rec.stats.AddIssue(IssueSeverity::kInfo, "memory_snapshot_stale",
+                       path + " is older than this run: not this job's snapshot, left out");
+    return;
+  }
+  auto snapshot = ImportRun({path});
+  if (!snapshot.ok() || snapshot->recordings.empty() || snapshot->recordings[0].allocator_states.empty()) {
+    rec.stats.AddIssue(IssueSeverity::kWarning, "memory_snapshot_unreadable",
+                       path + ": the allocator snapshot could not be read (" +
+                           (snapshot.ok() ? std::string("no allocator state in it") : snapshot.status().message()) + ")");
+    return;
+  }
+  Recording& s = snapshot->recordings[0];
+  for (auto& state : s.allocator_states) rec.allocator_states.push_back(std::move(state));
+  for (auto& use : s.memory_use) rec.memory_use.push_back(std::move(use));
+  for (auto& [key, value] : s.metadata)
+    if (key.rfind("allocator.", 0) == 0) rec.metadata[key] = value;
+  rec.stats.AddIssue(IssueSeverity::kInfo, "memory_snapshot", "the allocator snapshot written at the error (" + path +
+                                                                   ") is in this report: its segments, history and OOM entries");
+}
+
 /// Runs the job, then prints the diagnosis of what was sampled to stderr (the
 /// job's stdout stays its own) and exits with the job's exit code.
 int RunRecord(const RecordArgs& args) {
@@ -358,6 +388,7 @@ int RunRecord(const RecordArgs& args) {
   }
   std::function<void()> close_live_screen;
   if (live) close_live_screen = AddLiveScreen(*ParseWorkloadClass(args.workload), options);
+  const TimeNs record_started_ns = WallNs();
   auto result = RecordCommand(options);
   // The terminal whole again before anything else is printed.
   if (close_live_screen) close_live_screen();
@@ -378,6 +409,7 @@ int RunRecord(const RecordArgs& args) {
   }
   Run run;
   run.recordings.push_back(std::move(result->recording));
+  if (!args.memory_history.empty()) AttachMemorySnapshot(args.memory_history, record_started_ns, run.recordings[0]);
   DiagnoseOptions diagnose;
   diagnose.workload = *ParseWorkloadClass(args.workload);
   diagnose.price_per_gpu_hour = args.price_per_gpu_hour;

@@ -132,6 +132,30 @@ class GpuPathsWithAStandIn(unittest.TestCase):
     """The sampler's CUDA path and the OOM hook through the real recorder, with a
     stand-in for torch.cuda (tests/python/fake_cuda_loop.py)."""
 
+    def test_the_snapshot_written_at_the_error_joins_the_report(self):
+        # --memory-history: the job (PyTorch's _dump_snapshot, here a copy of the
+        # public snapshot standing in for it) writes the file; the recorder reads it.
+        snapshot = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data", "memory",
+                                "cs336_snapshot.pickle")
+        with tempfile.TemporaryDirectory() as tmp:
+            target, report_path = os.path.join(tmp, "oom.pickle"), os.path.join(tmp, "r.json")
+            proc = subprocess.run([GPUTRIAGE, "record", "--no-store", "--memory-history", target, "--json", report_path,
+                                   "--", "bash", "-c", 'cp "$1" "$GPUTRIAGE_MEMORY_HISTORY"', "job", snapshot],
+                                  capture_output=True, text=True, timeout=60)
+            self.assertEqual(proc.returncode, 0, proc.stderr[-2000:])
+            with open(report_path) as f:
+                rec = json.load(f)["recordings"][0]
+            self.assertEqual(rec["allocator_snapshot"][0]["segments"], 216)
+            self.assertEqual(rec["allocator_snapshot"][0]["reserved_bytes"], 14180941824)
+            # A file older than the run is not this job's: left out, and said.
+            os.utime(target, (1, 1))
+            subprocess.run([GPUTRIAGE, "record", "--no-store", "--memory-history", target, "--json", report_path, "--",
+                            "true"], capture_output=True, text=True, timeout=60)
+            with open(report_path) as f:
+                rec = json.load(f)["recordings"][0]
+            self.assertIsNone(rec["allocator_snapshot"])
+            self.assertIn("memory_snapshot_stale", json.dumps(rec))
+
     def test_every_wording_of_an_oom_is_read(self):
         sys.path.insert(0, os.environ["GPUTRIAGE_PYTHON_PATH"])
         from gputriage import memory

@@ -13,6 +13,7 @@
 #include "gputriage/diagnosis.h"
 #include "gputriage/markers.hpp"
 #include "src/markers/marked_steps.h"
+#include "src/verdicts/verdicts_internal.h"
 
 namespace gputriage {
 namespace {
@@ -232,6 +233,59 @@ TEST(StepMemory, APeakNearCapacityHasNoHeadroom) {
   EXPECT_EQ(f->severity, Severity::kModerate);
   EXPECT_NE(f->title.find("No memory headroom"), std::string::npos) << f->title;
   EXPECT_NE(f->recommendations[0].action.find("gradient accumulation"), std::string::npos);
+}
+
+TEST(StepMemory, ReservedFarAboveThePeakIsFragmentation) {
+  // Allocated peak 30 GiB, reserved 36 GiB: 6 GiB (17 %) is under the 25 % share;
+  // reserved 44 GiB: 14 GiB (32 %) is the cache's loss.
+  const auto with_reserved = [](int64_t reserved) {
+    auto steps = Sampled(40, [](int) { return 4 * kGiB; }, [](int) { return 20 * kGiB; });
+    for (auto& s : steps) s.device_peak_bytes = 30 * kGiB, s.device_reserved_bytes = reserved;
+    return steps;
+  };
+  EXPECT_EQ(Find(DiagnoseSampled(with_reserved(36 * kGiB)).findings, "memory_fragmentation"), nullptr);
+  const Diagnosis d = DiagnoseSampled(with_reserved(44 * kGiB));
+  const Finding* f = Find(d.findings, "memory_fragmentation");
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(f->severity, Severity::kLow);
+  EXPECT_NEAR(Ev(*f, "reserved_above_peak")->value, 14 * 1024, 1e-6);
+  ASSERT_TRUE(f->gain.has_value());
+  EXPECT_EQ(f->gain->metric, "reserved_above_peak");
+  EXPECT_NEAR(f->gain->current, 14 * 1024, 1e-6);
+}
+
+TEST(StepMemory, UndersizedWorkSaysHowFarTheBatchCanGrow) {
+  Finding undersized;
+  undersized.verdict = "undersized_work";
+  undersized.recommendations = {{"increase the per-GPU batch size", "larger kernels occupy more SMs"}};
+  undersized.gain = ExpectedGain{};
+  undersized.gain->bounded_by = "memory_capacity";
+  undersized.gain->basis = "twice the batch";
+  Finding headroom;
+  headroom.verdict = "memory_headroom";
+  headroom.severity = Severity::kLow;
+  headroom.title = "Memory headroom on the GPU 0: batch 16 → at least 49 fits";
+  headroom.gain = ExpectedGain{};
+  headroom.gain->metric = "batch_size";
+  headroom.gain->current = 16;
+  headroom.gain->expected = headroom.gain->worst = 49;
+  headroom.gain->best = 70;
+  std::vector<Finding> findings = {undersized, headroom};
+  BoundBatchByMemory(findings);
+  ASSERT_EQ(findings[0].recommendations.size(), 2u);
+  EXPECT_NE(findings[0].recommendations[0].action.find("batch 16 → up to 49 fits (range 49-70"), std::string::npos)
+      << findings[0].recommendations[0].action;
+  EXPECT_NE(findings[0].gain->basis.find("memory_headroom: up to batch 49 fits"), std::string::npos);
+  // Judged again (an experiment's fit replaced the figure): the line is replaced, not repeated.
+  findings[1].gain->expected = 83;
+  BoundBatchByMemory(findings);
+  ASSERT_EQ(findings[0].recommendations.size(), 2u);
+  EXPECT_NE(findings[0].recommendations[0].action.find("up to 83 fits"), std::string::npos);
+  EXPECT_EQ(findings[0].gain->basis.find("up to batch 49"), std::string::npos) << findings[0].gain->basis;
+  // No headroom: gradient accumulation, not a larger batch.
+  findings[1].severity = Severity::kModerate;
+  BoundBatchByMemory(findings);
+  EXPECT_NE(findings[0].recommendations[0].action.find("gradient accumulation"), std::string::npos);
 }
 
 TEST(StepMemory, WithoutCapacityOrSamplesNothingIsClaimed) {

@@ -90,6 +90,9 @@ std::string GainLine(const ExpectedGain& g) {
   if (g.metric == "memory_usable_for_request")
     return fmt::format("memory for the request {:.0f} → {:.0f} MiB (range {:.0f}-{:.0f}{})", g.current, g.expected,
                        g.worst, g.best, next);
+  if (g.metric == "reserved_above_peak")
+    return fmt::format("reserved above the peak {:.0f} → {:.0f} MiB (range {:.0f}-{:.0f}{})", g.current, g.expected,
+                       g.best, g.worst, next);
   if (g.metric == "alloc_retries")
     return fmt::format("allocator retries {:.0f} → {:.0f} (range {:.0f}-{:.0f}{})", g.current, g.expected, g.best,
                        g.worst, next);

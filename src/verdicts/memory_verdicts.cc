@@ -26,6 +26,10 @@ constexpr double kMiB = 1024.0 * 1024.0;
 constexpr double kGiB = kMiB * 1024.0;
 // Reaching capacity within a day at the measured rate: the job will die of it.
 constexpr double kCreepHighHours = 24.0;
+// Reserved above the allocated peak by this much (and this share of reserved)
+// is memory the caching allocator could not reuse.
+constexpr double kFragmentedGapBytes = 2.0 * kGiB;
+constexpr double kFragmentedGapShare = 0.25;
 // The batch can grow at least this much: worth saying.
 constexpr double kHeadroomGrowth = 1.5;
 // Past this share of capacity the job runs on the edge.
@@ -378,9 +382,20 @@ void Fragmentation(const StepMemoryAnalysis& m, std::vector<Finding>& out) {
   const OutOfMemoryError& e = m.oom;
   const bool oom_in_cache = e.known && e.requested_bytes > 0 && e.reserved_unallocated_bytes >= e.requested_bytes &&
                             e.device.rfind("cuda", 0) == 0;
+  // Reserved far above the allocated peak: the cache asked the driver for new
+  // segments while its free blocks, split to other sizes (or held by other
+  // streams), could not serve the request.
+  const auto gap = [](const ProcessMemory& q) {
+    return static_cast<double>(std::max<int64_t>(0, q.device_reserved_max_bytes - q.device_peak_bytes));
+  };
+  const auto split_cache = [&](const ProcessMemory& q) {
+    return gap(q) >= std::max(kFragmentedGapBytes, kFragmentedGapShare * static_cast<double>(q.device_reserved_max_bytes));
+  };
   const ProcessMemory* p = nullptr;
   for (const auto& q : m.processes)
-    if (q.device >= 0 && q.alloc_retries > 0 && (p == nullptr || q.alloc_retries > p->alloc_retries)) p = &q;
+    if (q.device >= 0 && (q.alloc_retries > 0 || split_cache(q)) &&
+        (p == nullptr || q.alloc_retries > p->alloc_retries || (q.alloc_retries == p->alloc_retries && gap(q) > gap(*p))))
+      p = &q;
   if (!oom_in_cache && p == nullptr) return;
   Finding f;
   f.verdict = "memory_fragmentation";
@@ -400,17 +415,29 @@ void Fragmentation(const StepMemoryAnalysis& m, std::vector<Finding>& out) {
   } else {
     f.rank = p->rank;
     f.scope = Who(*p);
-    const double gap = static_cast<double>(std::max<int64_t>(0, p->device_reserved_max_bytes - p->device_peak_bytes));
-    f.title = fmt::format("Memory fragmentation on GPU {}: {} allocator retries (cache flushed to make room); reserved up "
-                          "to {} for an allocated peak of {}",
-                          p->device, p->alloc_retries, Size(static_cast<double>(p->device_reserved_max_bytes)),
-                          Size(static_cast<double>(p->device_peak_bytes)));
-    f.detail = "A cudaMalloc failed and PyTorch freed its cached blocks to retry it: each retry synchronises the device "
-               "and costs a flush, and the next out-of-memory error is close. The cache held blocks that no request "
-               "could use.";
+    if (p->alloc_retries == 0) f.severity = Severity::kLow;
+    f.title = p->alloc_retries > 0
+                  ? fmt::format("Memory fragmentation on GPU {}: {} allocator retries (cache flushed to make room); "
+                                "reserved up to {} for an allocated peak of {}",
+                                p->device, p->alloc_retries, Size(static_cast<double>(p->device_reserved_max_bytes)),
+                                Size(static_cast<double>(p->device_peak_bytes)))
+                  : fmt::format("Memory fragmentation on GPU {}: reserved up to {} for an allocated peak of {} ({} "
+                                "the cache could not reuse)",
+                                p->device, Size(static_cast<double>(p->device_reserved_max_bytes)),
+                                Size(static_cast<double>(p->device_peak_bytes)), Size(gap(*p)));
+    f.detail = p->alloc_retries > 0
+                   ? "A cudaMalloc failed and PyTorch freed its cached blocks to retry it: each retry synchronises the "
+                     "device and costs a flush, and the next out-of-memory error is close. The cache held blocks that no "
+                     "request could use."
+                   : "Tensors never needed more than the allocated peak at once, yet the allocator reserved this much "
+                     "more from the driver: its free blocks, split to other sizes (or kept for other streams), could not "
+                     "serve later requests, so it asked for new segments. That memory is lost to the job and to a "
+                     "larger batch.";
     f.evidence = {E("alloc_retries", static_cast<double>(p->alloc_retries), "count",
                     "torch.cuda.memory_stats num_alloc_retries", 0.0, ">"),
-                  E("reserved_above_peak", gap / kMiB, "MiB", "reserved max − allocated peak")};
+                  E("reserved_above_peak", gap(*p) / kMiB, "MiB", "reserved max − allocated peak",
+                    std::max(kFragmentedGapBytes, kFragmentedGapShare * static_cast<double>(p->device_reserved_max_bytes)) / kMiB,
+                    ">=")};
   }
   f.recommendations = {
       {"PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (PyTorch 2.1 and later)",
@@ -426,13 +453,21 @@ void Fragmentation(const StepMemoryAnalysis& m, std::vector<Finding>& out) {
     g.best = g.expected = g.current + cache / kMiB;
     g.worst = g.current;
     g.basis = "at best the cache's free blocks serve the request (expandable segments), at worst they stay in pieces";
-  } else {
+  } else if (p->alloc_retries > 0) {
     g.metric = "alloc_retries";
     g.current = static_cast<double>(p->alloc_retries);
     g.expected = g.best = 0;
     g.worst = g.current;
     g.basis = "expandable segments leave no split block a request cannot use: no retries; at worst the working set "
               "itself does not fit and they stay";
+  } else {
+    g.metric = "reserved_above_peak";
+    g.unit = "MiB";
+    g.current = gap(*p) / kMiB;
+    g.expected = g.best = 0;
+    g.worst = g.current;
+    g.basis = "with expandable segments the reserved memory follows the allocated peak (to a segment's rounding): the "
+              "gap is returned; at worst (blocks held by other streams) it stays";
   }
   f.gain = g;
   out.push_back(std::move(f));

@@ -452,6 +452,21 @@ TEST(KinetoImport, MemoryEventsWithoutTotalsAreARelativeCurve) {
   EXPECT_FALSE(analysis::MeasureTraceMemory(*rec, Device{}).available);
 }
 
+TEST(KinetoImport, MemoryEventsWithAndWithoutTotalsOnOneDeviceAreSaid) {
+  // The first event has totals; a later one on the same GPU has Bytes only: left out, and said.
+  std::string trace = MemoryTrace({{1, 10, 1024, 1024, 2048}, {1, 20, 512, 1536, 4096}}, true);
+  trace.insert(trace.size() - 2, R"(, {"ph": "i", "s": "t", "name": "[memory]", "pid": 1, "tid": 1, "ts": 30, )"
+                                 R"("args": {"Device Type": 1, "Device Id": 2, "Bytes": -512}})");
+  auto rec = ImportKinetoTraceFromMemory("mixed_memory.json", trace);
+  ASSERT_TRUE(rec.ok()) << rec.status().ToString();
+  ASSERT_EQ(rec->memory_use.size(), 1u);
+  EXPECT_EQ(rec->memory_use[0].events, 2);
+  const auto* issue = rec->stats.FindIssue("memory_events_mixed");
+  ASSERT_NE(issue, nullptr);
+  EXPECT_EQ(issue->count, 1);
+  EXPECT_NE(issue->message.find("without allocator totals"), std::string::npos) << issue->message;
+}
+
 // A long trace: the curve a chart gets keeps every run's lowest and highest point,
 // so the single highest event survives decimation.
 TEST(KinetoImport, ADecimatedMemoryCurveKeepsItsPeak) {

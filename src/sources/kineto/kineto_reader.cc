@@ -216,13 +216,26 @@ class EventSink {
  private:
   /// A [memory] instant: one allocation or free, with the allocator's totals
   /// after it (PyTorch 1.10 and later; before, only its Bytes).
-  void UseMemoryEvent(const kineto::RawEvent& e) {
+  void UseMemoryEvent(const kineto::RawEvent& e, int64_t offset) {
     const int64_t type = e.device_type.value_or(-1);  // c10::DeviceType: 0 CPU, 1 CUDA
     if ((type != 0 && type != 1) || !e.ts_ns || (!e.total_allocated && !e.bytes)) return;
     DeviceMemoryUse* use = MemoryUseOf(type == 0, type == 0 ? -1 : static_cast<int>(e.device_id.value_or(0)));
+    if (use == nullptr) {
+      rec_.stats.AddIssue(IssueSeverity::kWarning, "memory_devices_dropped",
+                          fmt::format("{}: byte {}: [memory] events of more than 64 devices: the rest are left out",
+                                      rec_.source_path, offset));
+      return;
+    }
     // One kind of point per device: totals, or Bytes to be summed (a device's
-    // first event decides; an event of the other kind is left out).
-    if (use == nullptr || (use->events > 0 && use->relative != !e.total_allocated)) return;
+    // first event decides; an event of the other kind is left out, and said).
+    if (use->events > 0 && use->relative != !e.total_allocated) {
+      rec_.stats.AddIssue(IssueSeverity::kWarning, "memory_events_mixed",
+                          fmt::format("{}: byte {}: a [memory] event {} allocator totals on a device whose first event "
+                                      "{} them: left out of that device's curve",
+                                      rec_.source_path, offset, e.total_allocated ? "with" : "without",
+                                      use->relative ? "had none of" : "had"));
+      return;
+    }
     use->relative = !e.total_allocated;
     ++use->events;
     ThinMemoryPoints(*use);
@@ -245,7 +258,7 @@ class EventSink {
     if (e.ph != 'X') {
       if (e.ph == 'M' || e.ph == 'i' || e.ph == 'I' || e.ph == 's' || e.ph == 'f' || e.ph == 't' ||
           e.ph == 'C' || e.ph == 'b' || e.ph == 'e' || e.ph == 'n') {
-        if (e.ph == 'i' && e.name == "[memory]") UseMemoryEvent(e);
+        if (e.ph == 'i' && e.name == "[memory]") UseMemoryEvent(e, offset);
         return;  // metadata, other instants, flows, counters: not used by the analyses
       }
       if (e.ph == 0) {

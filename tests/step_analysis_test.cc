@@ -331,6 +331,12 @@ TEST(StepAnalysis, GradientAccumulationIsToldAsMicroBatchesAndOptimizerSteps) {
       << text;
   // Every step updating the model: nothing to say.
   EXPECT_EQ(DiagnoseSteps(Steps(1, 48, 1, 10)).recordings[0].marked.optimizer_steps, 0);
+  // Every step but the last (a crash cut it short before its optimizer step): no accumulation either.
+  for (auto& s : steps) s.phase_ns[GPUTRIAGE_PHASE_OPTIMIZER] = 2 * kMs;
+  steps.back().phase_ns[GPUTRIAGE_PHASE_OPTIMIZER] = 0;
+  run.recordings[0].marked_steps = steps;
+  const std::string crashed = RenderTerminal(run, DiagnoseSteps(steps), {});
+  EXPECT_EQ(crashed.find("micro-batches"), std::string::npos) << crashed;
 }
 
 TEST(StepAnalysis, ProcessesThatNeverWaitForEachOtherHaveNoStraggler) {

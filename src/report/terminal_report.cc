@@ -156,7 +156,9 @@ void RenderStepMarkers(std::string& out, const StepMarkerAnalysis& m) {
                                         : "",
                      m.step_ms_mean, m.step_ms_p50, m.step_ms_p95, m.step_ms_cv,
                      m.outlier_steps > 0 ? fmt::format(", {} over twice the median", m.outlier_steps) : "");
-  if (m.optimizer_steps > 0 && m.optimizer_steps < m.steps)
+  // Accumulation runs the optimizer every second step or rarer; a step or two
+  // without it (the one a crash cut short, the last batch) is no accumulation.
+  if (m.optimizer_steps > 0 && 2 * m.steps >= 3 * m.optimizer_steps)
     out += fmt::format("     the steps are micro-batches: {} of them, {} optimizer steps (gradient accumulation about {:.0f})\n",
                        m.steps, m.optimizer_steps, static_cast<double>(m.steps) / static_cast<double>(m.optimizer_steps));
   if (m.phases_known)

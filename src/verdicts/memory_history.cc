@@ -91,11 +91,11 @@ void FitHeadroomOverRuns(const HistoryRun& current, const std::vector<HistoryRun
   const double low = std::floor((usable - fit->fixed_mib - 2 * fit->noise_mib) / fit->per_sample_mib);
   const double high = std::floor((usable - fit->fixed_mib + 2 * fit->noise_mib) / fit->per_sample_mib);
   if (at == d.findings.end()) {
-    if (largest < 1.5 * batch && peak < 0.9 * capacity) return;  // nothing worth saying
+    if (largest < kMemoryHeadroomGrowth * batch && peak < kMemoryTightShare * capacity) return;  // nothing worth saying
     Finding f;
     f.verdict = "memory_headroom";
     f.origin = "history";
-    f.severity = peak >= 0.9 * capacity ? Severity::kModerate : gpu ? Severity::kLow : Severity::kInfo;
+    f.severity = peak >= kMemoryTightShare * capacity ? Severity::kModerate : gpu ? Severity::kLow : Severity::kInfo;
     d.findings.push_back(std::move(f));
     at = std::prev(d.findings.end());
   }
@@ -131,7 +131,7 @@ void FitHeadroomOverRuns(const HistoryRun& current, const std::vector<HistoryRun
                         "noise either side",
                         batches);
   f.gain = g;
-  if (f.severity < Severity::kModerate && largest >= 1.5 * batch && !f.recommendations.empty())
+  if (f.severity < Severity::kModerate && largest >= kMemoryHeadroomGrowth * batch && !f.recommendations.empty())
     f.recommendations[0].action = fmt::format("raise the batch toward {:.0f} (scale the learning rate with it)", largest);
   BoundBatchByMemory(d.findings);
 }

@@ -30,10 +30,6 @@ constexpr double kCreepHighHours = 24.0;
 // is memory the caching allocator could not reuse.
 constexpr double kFragmentedGapBytes = 2.0 * kGiB;
 constexpr double kFragmentedGapShare = 0.25;
-// The batch can grow at least this much: worth saying.
-constexpr double kHeadroomGrowth = 1.5;
-// Past this share of capacity the job runs on the edge.
-constexpr double kTightShare = 0.90;
 
 std::string Who(const ProcessMemory& p) {
   return p.rank >= 0 ? fmt::format("rank {} (process {})", p.rank, p.pid) : fmt::format("process {}", p.pid);
@@ -159,8 +155,8 @@ void Headroom(const StepMemoryAnalysis& m, std::vector<Finding>& out) {
   const double batch = p->samples_per_step;
   const double per_sample = batch > 0 ? (peak - fixed) / batch : 0;
   const double largest = per_sample > 0 ? std::floor(batch * (usable - fixed) / (peak - fixed)) : NAN;
-  const bool tight = peak >= kTightShare * capacity;
-  if (!tight && !(largest >= kHeadroomGrowth * batch)) return;
+  const bool tight = peak >= kMemoryTightShare * capacity;
+  if (!tight && !(largest >= kMemoryHeadroomGrowth * batch)) return;
   const std::string where = gpu ? fmt::format("GPU {}", p->device) : "host";
   Finding f;
   f.verdict = "memory_headroom";
@@ -193,7 +189,7 @@ void Headroom(const StepMemoryAnalysis& m, std::vector<Finding>& out) {
   f.evidence = {
       E("peak_memory", peak / kMiB, "MiB", gpu ? "markers: torch.cuda allocated_bytes peak" : "markers: VmHWM"),
       E("capacity", capacity / kMiB, "MiB", gpu ? "torch.cuda.get_device_properties" : m.host_limit_source),
-      E("peak_percent_of_capacity", Percent(peak, capacity), "percent", "peak / capacity", kTightShare * 100, ">="),
+      E("peak_percent_of_capacity", Percent(peak, capacity), "percent", "peak / capacity", kMemoryTightShare * 100, ">="),
       E("static_memory", fixed / kMiB, "MiB", "job: parameters + gradients + optimizer state"),
       E("batch", batch, "samples", "markers: samples per step"),
       E("memory_per_sample_upper", per_sample / kMiB, "MiB", "(peak − static) / batch"),
@@ -247,6 +243,8 @@ struct MemoryFix {
   double frees_low = 0, frees_high = 0;  // bytes
 };
 
+void AddGpuFixes(const StepMemoryAnalysis& m, double cache, std::vector<MemoryFix>& fixes);
+
 /// The fixes an OOM's memory allows, most memory freed first. `activations`:
 /// what the allocator held beyond the static memory (activations and the step's
 /// temporaries); `fixed`: parameters, gradients and optimizer state.
@@ -274,10 +272,12 @@ std::vector<MemoryFix> OutOfMemoryFixes(const StepMemoryAnalysis& m, bool gpu, d
                      "activations grow with the micro-batch; one more forward and backward launch per update",
                      0.25 * activations, 0.5 * activations});
   }
-  if (!gpu) {
-    std::stable_sort(fixes.begin(), fixes.end(), [](const MemoryFix& a, const MemoryFix& b) { return a.frees_high > b.frees_high; });
-    return fixes;  // sharding and 8-bit state are GPU remedies
-  }
+  if (gpu) AddGpuFixes(m, cache, fixes);  // sharding, 8-bit state, expandable segments: GPU remedies
+  std::stable_sort(fixes.begin(), fixes.end(), [](const MemoryFix& a, const MemoryFix& b) { return a.frees_high > b.frees_high; });
+  return fixes;
+}
+
+void AddGpuFixes(const StepMemoryAnalysis& m, double cache, std::vector<MemoryFix>& fixes) {
   if (m.optimizer_state_bytes > 0)
     fixes.push_back({"8-bit optimizer state (bitsandbytes' Adam8bit), or bf16 state",
                      "Adam keeps two fp32 values per parameter: 8-bit keeps a quarter of them, bf16 half",
@@ -292,8 +292,6 @@ std::vector<MemoryFix> OutOfMemoryFixes(const StepMemoryAnalysis& m, bool gpu, d
     fixes.push_back({"PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True",
                      "the cache's free blocks, split in fixed segments, become usable for the failing request",
                      0, cache});
-  std::stable_sort(fixes.begin(), fixes.end(), [](const MemoryFix& a, const MemoryFix& b) { return a.frees_high > b.frees_high; });
-  return fixes;
 }
 
 void OutOfMemory(const StepMemoryAnalysis& m, std::vector<Finding>& out) {

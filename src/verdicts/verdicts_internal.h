@@ -74,6 +74,10 @@ std::vector<Finding> JudgeStepMarkers(const RecordingAnalysis& a);
 /// a longer batch, the allocator's rounding. A batch that fills the last tenth is
 /// one unlucky step from an out-of-memory error.
 inline constexpr double kMemorySafetyMargin = 0.10;
+/// memory_headroom speaks when the batch can grow at least this much, or when the
+/// peak reaches this share of capacity (the job runs on the edge).
+inline constexpr double kMemoryHeadroomGrowth = 1.5;
+inline constexpr double kMemoryTightShare = 0.90;
 
 /// Verdicts from the memory sampled at step ends (memory_verdicts.cc).
 std::vector<Finding> JudgeStepMemory(const RecordingAnalysis& a);

@@ -14,9 +14,9 @@ packages=(
   # TensorBoard event files (protobuf messages); PostgreSQL for the team store;
   # Prometheus (server and promtool) for the agent's tests.
   libprotobuf-dev protobuf-compiler libpq-dev postgresql prometheus
-  # The Python package (python/): pybind11, headers, venv + pip for the offline
-  # install test, and PyTorch (CPU) for the training-loop acceptance tests.
-  pybind11-dev python3-dev python3-venv python3-pip python3-torch
+  # The Python package (python/): CPython's headers (the limited API), venv +
+  # pip for the install tests, and PyTorch (CPU) for the training-loop tests.
+  python3-dev python3-venv python3-pip python3-torch
   # The deployment files' check (YAML) and binutils' readelf.
   python3-yaml binutils
   # The agent's web config: libyaml, bcrypt (libxcrypt), TLS (OpenSSL; the
@@ -28,6 +28,10 @@ packages=(
   # screenshots); `top` draws with ncurses and is tested under tmux. (Node.js
   # and npm, which fetch uPlot at build time, come with the machine; below.)
   chromium fonts-dejavu-core libncurses-dev tmux
+  # The portable build (the release tree, the wheel): Debian's source packages
+  # of simdjson, fmt and ISA-L unpacked (dpkg-dev) and built (nasm), and the
+  # wheel's clean-system test (debootstrap).
+  dpkg-dev nasm debootstrap
 )
 missing=()
 for p in "${packages[@]}"; do
@@ -43,6 +47,9 @@ else
   "${sudo_cmd[@]}" apt-get update -q
   "${sudo_cmd[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}"
 fi
+
+# The release tree's glibc 2.31 and static archives (scripts/portable_deps.sh).
+bash "$(dirname "$0")/portable_deps.sh" "$(uname -m)"
 
 # Web assets (uPlot, bundled into the binary at build time) and the browser
 # tests' driver (playwright-core, which uses Debian's Chromium, never a download),

@@ -1,16 +1,19 @@
 // gputriage._markers: the Python binding of the step markers
 // (include/gputriage/markers.h), linked with the same writer the C ABI uses.
 //
-// pybind11 builds the module and its slow-path functions. The calls a training
-// loop makes every step (step_begin/step_end, phase_begin/phase_end, and the
-// Step and Phase context managers) are plain CPython fastcall functions and
-// small C types instead: pybind11's generic argument conversion costs about
-// 100 ns a call, several times the 24 ns marker, and the goal for a Python
-// marker is at most 1.5x what a perf_counter() pair and a list append cost.
+// Built against CPython's limited API (the stable ABI of 3.8), so one
+// `_markers.abi3.so` serves every CPython from 3.8 on and one wheel serves
+// them all (docs/packaging.md). The calls a training loop makes every step
+// (step_begin/step_end, phase_begin/phase_end, step() and phase() with their
+// context managers) take their arguments without an argument tuple or dict
+// where the running interpreter allows it: METH_FASTCALL, part of the stable
+// ABI from 3.10, is chosen at import on 3.10 and later; 3.8 and 3.9 get the
+// same functions through METH_VARARGS. The goal for a Python marker is at most
+// 1.5x what a perf_counter() pair and a list append cost
+// (bench/markers_benchmark.sh).
+#define Py_LIMITED_API 0x03080000
 #include <Python.h>
 #include <structmember.h>
-
-#include <pybind11/pybind11.h>
 
 #include <cstdint>
 #include <cstring>
@@ -21,6 +24,13 @@
 #include "gputriage/markers.hpp"
 
 namespace {
+
+// METH_FASTCALL: (self, PyObject* const* args, Py_ssize_t nargs[, PyObject*
+// kwnames]). Its value and calling convention have been the same since 3.7, and
+// it is part of the stable ABI from 3.10; the 3.8 limited headers leave it out,
+// so it is named here and used only where the running interpreter is >= 3.10.
+constexpr int kMethFastcall = 0x0080;
+bool g_fastcall = false;  // set at import: the interpreter is 3.10 or later
 
 // ---- Loop state shared by Step, watch() and the zero-code hooks --------------
 // One training loop per process is the norm; the GIL serialises access.
@@ -46,7 +56,7 @@ bool DeviceTimer(PyObject* method, int64_t step) {
   if (g_device_timer == nullptr) return true;
   PyObject* number = PyLong_FromLongLong(step);
   if (number == nullptr) return false;
-  PyObject* result = PyObject_CallMethodOneArg(g_device_timer, method, number);
+  PyObject* result = PyObject_CallMethodObjArgs(g_device_timer, method, number, nullptr);
   Py_DECREF(number);
   Py_XDECREF(result);
   return result != nullptr;
@@ -61,7 +71,7 @@ bool DevicePhase(PyObject* method, gputriage_phase phase) {
     return true;
   PyObject* id = PyLong_FromLong(static_cast<long>(phase));
   if (id == nullptr) return false;
-  PyObject* result = PyObject_CallMethodOneArg(g_device_timer, method, id);
+  PyObject* result = PyObject_CallMethodObjArgs(g_device_timer, method, id, nullptr);
   Py_DECREF(id);
   Py_XDECREF(result);
   return result != nullptr;
@@ -88,7 +98,7 @@ void MemoryAfterStep(int64_t step) {
   if (now < g_memory_next_ns) return;
   g_memory_next_ns = now + g_memory_interval_ns;
   PyObject* number = PyLong_FromLongLong(step);
-  PyObject* result = number == nullptr ? nullptr : PyObject_CallOneArg(g_memory_sampler, number);
+  PyObject* result = number == nullptr ? nullptr : PyObject_CallFunctionObjArgs(g_memory_sampler, number, nullptr);
   Py_XDECREF(number);
   if (result != nullptr) {
     Py_DECREF(result);
@@ -103,7 +113,7 @@ bool ToInt64(PyObject* o, int64_t* out, const char* what) {
   const long long v = PyLong_AsLongLong(o);
   if (v == -1 && PyErr_Occurred()) {
     PyErr_Clear();
-    PyErr_Format(PyExc_TypeError, "gputriage: %s must be an int, not %.100s", what, Py_TYPE(o)->tp_name);
+    PyErr_Format(PyExc_TypeError, "gputriage: %s must be an int, not %R", what, reinterpret_cast<PyObject*>(Py_TYPE(o)));
     return false;
   }
   *out = v;
@@ -114,27 +124,36 @@ bool ToDouble(PyObject* o, double* out, const char* what) {
   const double v = PyFloat_AsDouble(o);
   if (v == -1.0 && PyErr_Occurred()) {
     PyErr_Clear();
-    PyErr_Format(PyExc_TypeError, "gputriage: %s must be a number, not %.100s", what, Py_TYPE(o)->tp_name);
+    PyErr_Format(PyExc_TypeError, "gputriage: %s must be a number, not %R", what,
+                 reinterpret_cast<PyObject*>(Py_TYPE(o)));
     return false;
   }
   *out = v;
   return true;
 }
 
+// The phases' names, interned at import: a name written in the loop's source is
+// interned too, so a pointer comparison usually settles it.
+PyObject* g_phase_names[gputriage::kLastPhase + 1] = {};
+
 /// The phase id for a name ("data", "forward", ...) or an int id.
 bool ToPhase(PyObject* o, gputriage_phase* out) {
   if (PyUnicode_Check(o)) {
-    const char* s = PyUnicode_AsUTF8(o);
-    if (s == nullptr) return false;
     for (int id = GPUTRIAGE_PHASE_DATA; id <= gputriage::kLastPhase; ++id)
-      if (std::strcmp(s, gputriage::PhaseName(id)) == 0) {
+      if (o == g_phase_names[id]) {
         *out = static_cast<gputriage_phase>(id);
         return true;
       }
+    for (int id = GPUTRIAGE_PHASE_DATA; id <= gputriage::kLastPhase; ++id)
+      if (PyUnicode_CompareWithASCIIString(o, gputriage::PhaseName(id)) == 0) {
+        *out = static_cast<gputriage_phase>(id);
+        return true;
+      }
+    if (PyErr_Occurred()) return false;
     PyErr_Format(PyExc_ValueError,
-                 "gputriage: unknown phase '%s' (data, forward, backward, optimizer, communication, checkpoint, "
+                 "gputriage: unknown phase %R (data, forward, backward, optimizer, communication, checkpoint, "
                  "other, eval, compile, restore)",
-                 s);
+                 o);
     return false;
   }
   int64_t id = 0;
@@ -163,9 +182,9 @@ bool SortArguments(const char* function, PyObject* const* args, Py_ssize_t nargs
     return false;
   }
   for (int i = 0; i < nparams; ++i) slot[i] = i < nargs ? args[i] : nullptr;
-  const Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+  const Py_ssize_t nkw = kwnames ? PyTuple_Size(kwnames) : 0;
   for (Py_ssize_t k = 0; k < nkw; ++k) {
-    PyObject* name = PyTuple_GET_ITEM(kwnames, k);
+    PyObject* name = PyTuple_GetItem(kwnames, k);
     int found = -1;
     for (int i = 0; i < nparams && found < 0; ++i)
       if (name == g_keywords[params[i]]) found = i;
@@ -179,6 +198,60 @@ bool SortArguments(const char* function, PyObject* const* args, Py_ssize_t nargs
   }
   return true;
 }
+
+// ---- The call conventions ---------------------------------------------------
+// Each function below is written once, in METH_FASTCALL's form. On 3.8 and 3.9
+// it is called through Varargs<>, which lays the argument tuple and keyword
+// dict out the same way (a few dozen ns more a call there).
+using FastFunction = PyObject* (*)(PyObject*, PyObject* const*, Py_ssize_t, PyObject*);
+
+constexpr Py_ssize_t kMaxArguments = 8;
+
+template <FastFunction F>
+PyObject* Varargs(PyObject* self, PyObject* args, PyObject* kwargs) {
+  PyObject* items[kMaxArguments];
+  const Py_ssize_t nargs = PyTuple_Size(args);
+  const Py_ssize_t nkw = kwargs != nullptr ? PyDict_Size(kwargs) : 0;
+  if (nargs < 0 || nkw < 0) return nullptr;
+  if (nargs + nkw > kMaxArguments) {
+    PyErr_SetString(PyExc_TypeError, "gputriage: too many arguments");
+    return nullptr;
+  }
+  for (Py_ssize_t i = 0; i < nargs; ++i) items[i] = PyTuple_GetItem(args, i);
+  PyObject* kwnames = nullptr;
+  if (nkw > 0) {
+    kwnames = PyTuple_New(nkw);
+    if (kwnames == nullptr) return nullptr;
+    PyObject *key, *value;
+    Py_ssize_t pos = 0, k = 0;
+    while (PyDict_Next(kwargs, &pos, &key, &value)) {
+      Py_INCREF(key);
+      PyTuple_SetItem(kwnames, k, key);
+      items[nargs + k++] = value;
+    }
+  }
+  PyObject* result = F(self, items, nargs, kwnames);
+  Py_XDECREF(kwnames);
+  return result;
+}
+
+/// A method table entry in the running interpreter's fastest convention.
+template <FastFunction F>
+PyMethodDef Method(const char* name, const char* doc) {
+  if (g_fastcall)
+    return {name, reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(F)), kMethFastcall | METH_KEYWORDS, doc};
+  return {name, reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(Varargs<F>)), METH_VARARGS | METH_KEYWORDS,
+          doc};
+}
+
+/// A function that takes exactly `n` positional arguments.
+bool Positional(const char* function, Py_ssize_t nargs, PyObject* kwnames, Py_ssize_t n) {
+  if (nargs == n && (kwnames == nullptr || PyTuple_Size(kwnames) == 0)) return true;
+  PyErr_Format(PyExc_TypeError, "gputriage.%s takes %zd positional arguments", function, n);
+  return false;
+}
+
+// ---- Steps and phases -----------------------------------------------------
 
 /// step_end(step, samples=0, tokens=0, flops=0.0) arguments, positional or by keyword.
 bool ParseStepEnd(PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames, int64_t* step, int64_t* samples,
@@ -205,7 +278,7 @@ PyObject* StepBegin(PyObject*, PyObject* arg) {
 PyObject* StepEnd(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
   int64_t step = 0, samples = 0, tokens = 0;
   double flops = 0;
-  if (!ParseStepEnd(args, PyVectorcall_NARGS(nargs), kwnames, &step, &samples, &tokens, &flops)) return nullptr;
+  if (!ParseStepEnd(args, nargs, kwnames, &step, &samples, &tokens, &flops)) return nullptr;
   gputriage_step_end(step, samples, tokens, flops);
   MemoryAfterStep(step);
   Py_RETURN_NONE;
@@ -231,13 +304,10 @@ PyObject* Clock(PyObject*, PyObject*) { return PyLong_FromLongLong(gputriage_mar
 
 /// _phase_switch_at(from, to, t): `from` ends and `to` begins at the earlier
 /// clock reading `t` (zero-code mode's DDP hook: the wait for the all-reduce).
-PyObject* PhaseSwitchAt(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+PyObject* PhaseSwitchAt(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
   gputriage_phase from{}, to{};
   int64_t t = 0;
-  if (nargs != 3) {
-    PyErr_SetString(PyExc_TypeError, "gputriage._phase_switch_at(from, to, t) takes 3 arguments");
-    return nullptr;
-  }
+  if (!Positional("_phase_switch_at(from, to, t)", nargs, kwnames, 3)) return nullptr;
   if (!ToPhase(args[0], &from) || !ToPhase(args[1], &to) || !ToInt64(args[2], &t, "t")) return nullptr;
   if (!DevicePhase(g_str_phase_end, from)) return nullptr;
   gputriage_phase_switch_at(from, to, t);
@@ -285,27 +355,30 @@ struct StepObject {
   int adopted;  // took over an open automatic step: its begin was already written
 };
 
-// Freed step objects kept for the next step: a loop makes one per step.
+PyTypeObject* g_step_type = nullptr;
+
+// Freed step objects kept for the next step: a loop makes one per step. A kept
+// object holds no reference to its type (dealloc gave it back; PyObject_Init
+// takes it again).
 constexpr int kStepFreeListMax = 16;
 StepObject* g_step_free_list[kStepFreeListMax];
 int g_step_free_count = 0;
 
-extern PyTypeObject StepType;
-
 void StepDealloc(PyObject* self_obj) {
+  PyTypeObject* type = Py_TYPE(self_obj);
   if (g_step_free_count < kStepFreeListMax) {
     g_step_free_list[g_step_free_count++] = reinterpret_cast<StepObject*>(self_obj);
-    return;
+  } else {
+    PyObject_Free(self_obj);
   }
-  PyObject_Free(self_obj);
+  Py_DECREF(reinterpret_cast<PyObject*>(type));  // instances of a heap type hold a reference to it
 }
 
-/// step(samples=0, tokens=0, flops=0.0, step=None), called through vectorcall:
-/// no argument tuple or dict is built, and the object often comes from the free list.
-PyObject* StepNew(PyObject*, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
+/// step(samples=0, tokens=0, flops=0.0, step=None); the object often comes from the free list.
+PyObject* StepNew(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
   static constexpr Keyword kParams[] = {kKwSamples, kKwTokens, kKwFlops, kKwStep};
   PyObject* slot[4];
-  if (!SortArguments("step", args, PyVectorcall_NARGS(nargsf), kwnames, kParams, 4, slot)) return nullptr;
+  if (!SortArguments("step", args, nargs, kwnames, kParams, 4, slot)) return nullptr;
   int64_t samples = 0, tokens = 0, number = -1;
   double flops = 0;
   if ((slot[0] && !ToInt64(slot[0], &samples, "samples")) || (slot[1] && !ToInt64(slot[1], &tokens, "tokens")) ||
@@ -319,9 +392,9 @@ PyObject* StepNew(PyObject*, PyObject* const* args, size_t nargsf, PyObject* kwn
   StepObject* self;
   if (g_step_free_count > 0) {
     self = g_step_free_list[--g_step_free_count];
-    PyObject_Init(reinterpret_cast<PyObject*>(self), &StepType);
+    PyObject_Init(reinterpret_cast<PyObject*>(self), g_step_type);
   } else {
-    self = PyObject_New(StepObject, &StepType);
+    self = PyObject_New(StepObject, g_step_type);
     if (self == nullptr) return nullptr;
   }
   self->number = number;
@@ -332,11 +405,8 @@ PyObject* StepNew(PyObject*, PyObject* const* args, size_t nargsf, PyObject* kwn
   return reinterpret_cast<PyObject*>(self);
 }
 
-PyObject* StepNewFromTuple(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
-  // The slow path (e.g. a subclass check calling tp_new): repack for StepNew.
-  (void)type;
-  return PyObject_VectorcallDict(reinterpret_cast<PyObject*>(&StepType), &PyTuple_GET_ITEM(args, 0),
-                                 static_cast<size_t>(PyTuple_GET_SIZE(args)), kwargs);
+PyObject* StepNewFromTuple(PyTypeObject*, PyObject* args, PyObject* kwargs) {
+  return Varargs<StepNew>(nullptr, args, kwargs);  // _Step(...) called directly: as step(...)
 }
 
 PyObject* StepEnter(PyObject* self_obj, PyObject*) {
@@ -355,7 +425,7 @@ PyObject* StepEnter(PyObject* self_obj, PyObject*) {
   return self_obj;
 }
 
-PyObject* StepExit(PyObject* self_obj, PyObject* const*, Py_ssize_t) {
+PyObject* StepExit(PyObject* self_obj, PyObject* const*, Py_ssize_t, PyObject*) {
   auto* self = reinterpret_cast<StepObject*>(self_obj);
   gputriage_step_end(self->number, self->samples, self->tokens, self->flops);
   if (self->number >= g_next_step) g_next_step = self->number + 1;
@@ -364,11 +434,7 @@ PyObject* StepExit(PyObject* self_obj, PyObject* const*, Py_ssize_t) {
   Py_RETURN_FALSE;  // exceptions propagate
 }
 
-PyMethodDef kStepMethods[] = {
-    {"__enter__", StepEnter, METH_NOARGS, "Marks the step's beginning."},
-    {"__exit__", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(StepExit)), METH_FASTCALL,
-     "Marks the step's end with its samples, tokens and FLOPs."},
-    {nullptr, nullptr, 0, nullptr}};
+PyMethodDef g_step_methods[3];
 
 PyMemberDef kStepMembers[] = {
     {"number", T_LONGLONG, offsetof(StepObject, number), READONLY, "the step number (-1 until entered)"},
@@ -377,21 +443,9 @@ PyMemberDef kStepMembers[] = {
     {"flops", T_DOUBLE, offsetof(StepObject, flops), 0, "model FLOPs of this step (for MFU)"},
     {nullptr, 0, 0, 0, nullptr}};
 
-PyTypeObject StepType = [] {
-  PyTypeObject t{PyVarObject_HEAD_INIT(nullptr, 0)};
-  t.tp_vectorcall = StepNew;
-  t.tp_dealloc = StepDealloc;
-  t.tp_name = "gputriage.step";
-  t.tp_basicsize = sizeof(StepObject);
-  t.tp_flags = Py_TPFLAGS_DEFAULT;
-  t.tp_doc =
-      "step(samples=0, tokens=0, flops=0.0, step=None): one training step, as a context manager.\n"
-      "Steps are numbered in order unless `step` is given.";
-  t.tp_methods = kStepMethods;
-  t.tp_members = kStepMembers;
-  t.tp_new = StepNewFromTuple;
-  return t;
-}();
+constexpr const char* kStepDoc =
+    "step(samples=0, tokens=0, flops=0.0, step=None): one training step, as a context manager.\n"
+    "Steps are numbered in order unless `step` is given.";
 
 // ---- Phase: `with gputriage.phase("data"):` ---------------------------------
 // Stateless, so phase(name) hands out one shared object per phase.
@@ -409,32 +463,17 @@ PyObject* PhaseEnter(PyObject* self_obj, PyObject*) {
   return self_obj;
 }
 
-PyObject* PhaseExit(PyObject* self_obj, PyObject* const*, Py_ssize_t) {
+PyObject* PhaseExit(PyObject* self_obj, PyObject* const*, Py_ssize_t, PyObject*) {
   const auto phase = static_cast<gputriage_phase>(reinterpret_cast<PhaseObject*>(self_obj)->phase);
   if (!DevicePhase(g_str_phase_end, phase)) return nullptr;
   gputriage_phase_end(phase);
   Py_RETURN_FALSE;
 }
 
-PyMethodDef kPhaseMethods[] = {
-    {"__enter__", PhaseEnter, METH_NOARGS, "Marks the phase's beginning on this thread."},
-    {"__exit__", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(PhaseExit)), METH_FASTCALL,
-     "Marks the phase's end."},
-    {nullptr, nullptr, 0, nullptr}};
+PyMethodDef g_phase_methods[3];
 
 PyMemberDef kPhaseMembers[] = {{"id", T_INT, offsetof(PhaseObject, phase), READONLY, "the phase id (markers.h)"},
                                {nullptr, 0, 0, 0, nullptr}};
-
-PyTypeObject PhaseType = [] {
-  PyTypeObject t{PyVarObject_HEAD_INIT(nullptr, 0)};
-  t.tp_name = "gputriage._Phase";
-  t.tp_basicsize = sizeof(PhaseObject);
-  t.tp_flags = Py_TPFLAGS_DEFAULT;
-  t.tp_doc = "A phase of a step, as a context manager (made by gputriage.phase(name)).";
-  t.tp_methods = kPhaseMethods;
-  t.tp_members = kPhaseMembers;
-  return t;
-}();
 
 PyObject* g_phase_objects[gputriage::kLastPhase + 1] = {};
 
@@ -446,24 +485,20 @@ PyObject* Phase(PyObject*, PyObject* arg) {
   return o;
 }
 
-PyObject* StepDeviceTime(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+// ---- Device times, memory and settings ---------------------------------------
+
+PyObject* StepDeviceTime(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
   int64_t step = 0, device_ns = 0;
-  if (nargs != 2) {
-    PyErr_SetString(PyExc_TypeError, "gputriage.step_device_time(step, device_ns) takes 2 arguments");
-    return nullptr;
-  }
+  if (!Positional("step_device_time(step, device_ns)", nargs, kwnames, 2)) return nullptr;
   if (!ToInt64(args[0], &step, "step") || !ToInt64(args[1], &device_ns, "device_ns")) return nullptr;
   gputriage_step_device_time(step, device_ns);
   Py_RETURN_NONE;
 }
 
-PyObject* PhaseDeviceTime(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+PyObject* PhaseDeviceTime(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
   int64_t step = 0, device_ns = 0;
   gputriage_phase phase{};
-  if (nargs != 3) {
-    PyErr_SetString(PyExc_TypeError, "gputriage.phase_device_time(step, phase, device_ns) takes 3 arguments");
-    return nullptr;
-  }
+  if (!Positional("phase_device_time(step, phase, device_ns)", nargs, kwnames, 3)) return nullptr;
   if (!ToInt64(args[0], &step, "step") || !ToPhase(args[1], &phase) || !ToInt64(args[2], &device_ns, "device_ns"))
     return nullptr;
   gputriage_phase_device_time(step, phase, device_ns);
@@ -472,8 +507,7 @@ PyObject* PhaseDeviceTime(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
 
 /// _set_device_timer(timer or None): steps call timer.begin(step) / timer.end(step).
 PyObject* SetDeviceTimer(PyObject*, PyObject* timer) {
-  Py_XDECREF(g_device_timer);
-  g_device_timer = nullptr;
+  Py_CLEAR(g_device_timer);
   g_timer_phases = false;
   if (timer != Py_None) {
     Py_INCREF(timer);
@@ -483,93 +517,202 @@ PyObject* SetDeviceTimer(PyObject*, PyObject* timer) {
   Py_RETURN_NONE;
 }
 
-PyMethodDef kHotFunctions[] = {
-    {"step_begin", StepBegin, METH_O, "step_begin(step): a training step begins."},
-    {"step_end", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(StepEnd)), METH_FASTCALL | METH_KEYWORDS,
-     "step_end(step, samples=0, tokens=0, flops=0.0): the step ends."},
-    {"phase_begin", PhaseBegin, METH_O, "phase_begin(name_or_id): a phase begins on this thread."},
-    {"phase_end", PhaseEnd, METH_O, "phase_end(name_or_id): the phase ends on this thread."},
-    {"phase", Phase, METH_O, "phase(name): a context manager marking that phase of the step."},
-    {"step_device_time", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(StepDeviceTime)), METH_FASTCALL,
-     "step_device_time(step, device_ns): the step's GPU time, measured on the device."},
-    {"phase_device_time", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(PhaseDeviceTime)), METH_FASTCALL,
-     "phase_device_time(step, phase, device_ns): a phase's GPU time in that step, measured on the device."},
-    {"_clock", Clock, METH_NOARGS, "The marker clock now (for _phase_switch_at)."},
-    {"_phase_switch_at", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(PhaseSwitchAt)), METH_FASTCALL,
-     "_phase_switch_at(from, to, t): phase `from` ends and `to` begins at the earlier clock reading t."},
-    {"_set_device_timer", SetDeviceTimer, METH_O, "Installs the per-step device timer (None: off)."},
-    {"_auto_step_begin", AutoStepBegin, METH_NOARGS, "Opens an automatic step (watch, zero-code mode)."},
-    {"_auto_step_end", AutoStepEnd, METH_O, "Closes the open automatic step with its samples (or None)."},
-    {nullptr, nullptr, 0, nullptr}};
+PyObject* Enabled(PyObject*, PyObject*) { return PyBool_FromLong(gputriage_markers_enabled() != 0); }
 
-}  // namespace
+PyObject* LastStep(PyObject*, PyObject*) {
+  if (g_auto_step >= 0) return PyLong_FromLongLong(g_auto_step);
+  if (g_next_step > 0) return PyLong_FromLongLong(g_next_step - 1);
+  Py_RETURN_NONE;
+}
 
-PYBIND11_MODULE(_markers, m) {
-  namespace py = pybind11;
-  m.doc() = "gputriage step markers (include/gputriage/markers.h) for Python; use the gputriage package.";
+PyObject* SetMemorySampler(PyObject*, PyObject* args) {
+  PyObject* sampler = nullptr;
+  long long interval_ns = 0;
+  if (!PyArg_ParseTuple(args, "OL:_set_memory_sampler", &sampler, &interval_ns)) return nullptr;
+  Py_CLEAR(g_memory_sampler);
+  if (sampler != Py_None) {
+    Py_INCREF(sampler);
+    g_memory_sampler = sampler;
+  }
+  g_memory_interval_ns = std::max<int64_t>(0, interval_ns);
+  g_memory_next_ns = 0;  // the next step's end is sampled
+  Py_RETURN_NONE;
+}
+
+PyObject* StepMemory(PyObject*, PyObject* args, PyObject* kwargs) {
+  static const char* kNames[] = {"step", "device", "current_bytes", "peak_bytes", "reserved_bytes", nullptr};
+  long long step = 0, current = 0, peak = 0, reserved = 0;
+  int device = 0;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "LiLL|L:step_memory", const_cast<char**>(kNames), &step, &device,
+                                   &current, &peak, &reserved))
+    return nullptr;
+  if (device < GPUTRIAGE_HOST_MEMORY || device > GPUTRIAGE_MAX_MEMORY_DEVICE) {
+    PyErr_Format(PyExc_ValueError, "gputriage.step_memory: device is -1 (the host) or 0..%d",
+                 GPUTRIAGE_MAX_MEMORY_DEVICE);
+    return nullptr;
+  }
+  gputriage_step_memory(step, device, current, peak, reserved);
+  Py_RETURN_NONE;
+}
+
+PyObject* StepMemoryEvents(PyObject*, PyObject* args, PyObject* kwargs) {
+  static const char* kNames[] = {"step", "device", "alloc_retries", "ooms", nullptr};
+  long long step = 0, retries = 0, ooms = 0;
+  int device = 0;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "LiLL:step_memory_events", const_cast<char**>(kNames), &step,
+                                   &device, &retries, &ooms))
+    return nullptr;
+  if (device < 0 || device > GPUTRIAGE_MAX_MEMORY_DEVICE) {
+    PyErr_Format(PyExc_ValueError, "gputriage.step_memory_events: device is 0..%d", GPUTRIAGE_MAX_MEMORY_DEVICE);
+    return nullptr;
+  }
+  gputriage_step_memory_events(step, device, retries, ooms);
+  Py_RETURN_NONE;
+}
+
+// Filled at import, in the running interpreter's conventions.
+PyMethodDef g_functions[24];
+
+void FillMethodTables() {
+  int n = 0;
+  g_functions[n++] = {"step_begin", StepBegin, METH_O, "step_begin(step): a training step begins."};
+  g_functions[n++] = Method<StepEnd>("step_end", "step_end(step, samples=0, tokens=0, flops=0.0): the step ends.");
+  g_functions[n++] = {"phase_begin", PhaseBegin, METH_O, "phase_begin(name_or_id): a phase begins on this thread."};
+  g_functions[n++] = {"phase_end", PhaseEnd, METH_O, "phase_end(name_or_id): the phase ends on this thread."};
+  g_functions[n++] = {"phase", Phase, METH_O, "phase(name): a context manager marking that phase of the step."};
+  g_functions[n++] = Method<StepNew>("step", kStepDoc);
+  g_functions[n++] = Method<StepDeviceTime>(
+      "step_device_time", "step_device_time(step, device_ns): the step's GPU time, measured on the device.");
+  g_functions[n++] = Method<PhaseDeviceTime>(
+      "phase_device_time",
+      "phase_device_time(step, phase, device_ns): a phase's GPU time in that step, measured on the device.");
+  g_functions[n++] = {"_clock", Clock, METH_NOARGS, "The marker clock now (for _phase_switch_at)."};
+  g_functions[n++] = Method<PhaseSwitchAt>(
+      "_phase_switch_at", "_phase_switch_at(from, to, t): phase `from` ends and `to` begins at the earlier clock reading t.");
+  g_functions[n++] = {"_set_device_timer", SetDeviceTimer, METH_O, "Installs the per-step device timer (None: off)."};
+  g_functions[n++] = {"_auto_step_begin", AutoStepBegin, METH_NOARGS, "Opens an automatic step (watch, zero-code mode)."};
+  g_functions[n++] = {"_auto_step_end", AutoStepEnd, METH_O, "Closes the open automatic step with its samples (or None)."};
+  g_functions[n++] = {"enabled", Enabled, METH_NOARGS, "Whether `gputriage record` is reading this process's markers."};
+  g_functions[n++] = {"_last_step", LastStep, METH_NOARGS,
+                      "The step open now, else the last one begun (None before any): where an error struck."};
+  g_functions[n++] = {"_set_memory_sampler", SetMemorySampler, METH_VARARGS,
+                      "_set_memory_sampler(callable or None, interval_ns): call it with the step number as a step ends, "
+                      "at most once per interval."};
+  g_functions[n++] = {"step_memory", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(StepMemory)),
+                      METH_VARARGS | METH_KEYWORDS,
+                      "step_memory(step, device, current_bytes, peak_bytes, reserved_bytes=0): the process's memory at "
+                      "the step's end (device -1: the host's resident set and its high-water mark)."};
+  g_functions[n++] = {"step_memory_events",
+                      reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(StepMemoryEvents)),
+                      METH_VARARGS | METH_KEYWORDS,
+                      "step_memory_events(step, device, alloc_retries, ooms): the CUDA allocator's retries and "
+                      "out-of-memory errors so far."};
+  g_functions[n] = {nullptr, nullptr, 0, nullptr};
+
+  g_step_methods[0] = {"__enter__", StepEnter, METH_NOARGS, "Marks the step's beginning."};
+  g_step_methods[1] = Method<StepExit>("__exit__", "Marks the step's end with its samples, tokens and FLOPs.");
+  g_step_methods[2] = {nullptr, nullptr, 0, nullptr};
+  g_phase_methods[0] = {"__enter__", PhaseEnter, METH_NOARGS, "Marks the phase's beginning on this thread."};
+  g_phase_methods[1] = Method<PhaseExit>("__exit__", "Marks the phase's end.");
+  g_phase_methods[2] = {nullptr, nullptr, 0, nullptr};
+}
+
+/// Whether the running interpreter is 3.10 or later (Py_Version is 3.11's).
+bool InterpreterHasStableFastcall() {
+  PyObject* info = PySys_GetObject("version_info");  // borrowed
+  if (info == nullptr) return false;
+  PyObject* major = PySequence_GetItem(info, 0);
+  PyObject* minor = PySequence_GetItem(info, 1);
+  const long version = major && minor ? PyLong_AsLong(major) * 100 + PyLong_AsLong(minor) : 0;
+  Py_XDECREF(major);
+  Py_XDECREF(minor);
+  PyErr_Clear();
+  return version >= 310;
+}
+
+PyTypeObject* MakeType(const char* name, int basicsize, PyType_Slot* slots) {
+  PyType_Spec spec{name, basicsize, 0, Py_TPFLAGS_DEFAULT, slots};
+  return reinterpret_cast<PyTypeObject*>(PyType_FromSpec(&spec));
+}
+
+bool AddObject(PyObject* module, const char* name, PyObject* value) {
+  if (value == nullptr) return false;
+  if (PyModule_AddObject(module, name, value) < 0) {  // steals the reference only on success
+    Py_DECREF(value);
+    return false;
+  }
+  return true;
+}
+
+bool Initialise(PyObject* m) {
+  g_fastcall = InterpreterHasStableFastcall();
+  FillMethodTables();
   g_str_begin = PyUnicode_InternFromString("begin");
   g_str_end = PyUnicode_InternFromString("end");
   g_str_phase_begin = PyUnicode_InternFromString("phase_begin");
   g_str_phase_end = PyUnicode_InternFromString("phase_end");
-  if (g_str_begin == nullptr || g_str_end == nullptr) throw py::error_already_set();
+  if (!g_str_begin || !g_str_end || !g_str_phase_begin || !g_str_phase_end) return false;
   for (int k = 0; k < kNumKeywords; ++k)
-    if ((g_keywords[k] = PyUnicode_InternFromString(kKeywordNames[k])) == nullptr) throw py::error_already_set();
-  if (PyType_Ready(&StepType) < 0 || PyType_Ready(&PhaseType) < 0) throw py::error_already_set();
-  m.add_object("step", reinterpret_cast<PyObject*>(&StepType));
+    if ((g_keywords[k] = PyUnicode_InternFromString(kKeywordNames[k])) == nullptr) return false;
+
+  static PyType_Slot step_slots[] = {{Py_tp_dealloc, reinterpret_cast<void*>(StepDealloc)},
+                                     {Py_tp_new, reinterpret_cast<void*>(StepNewFromTuple)},
+                                     {Py_tp_methods, g_step_methods},
+                                     {Py_tp_members, kStepMembers},
+                                     {Py_tp_doc, const_cast<char*>(kStepDoc)},
+                                     {0, nullptr}};
+  static PyType_Slot phase_slots[] = {
+      {Py_tp_methods, g_phase_methods},
+      {Py_tp_members, kPhaseMembers},
+      {Py_tp_doc, const_cast<char*>("A phase of a step, as a context manager (made by gputriage.phase(name)).")},
+      {0, nullptr}};
+  g_step_type = MakeType("gputriage._Step", sizeof(StepObject), step_slots);
+  PyTypeObject* phase_type = MakeType("gputriage._Phase", sizeof(PhaseObject), phase_slots);
+  if (g_step_type == nullptr || phase_type == nullptr) return false;
+  Py_INCREF(reinterpret_cast<PyObject*>(g_step_type));  // ours, beside the module's
+  if (!AddObject(m, "_Step", reinterpret_cast<PyObject*>(g_step_type)) ||
+      !AddObject(m, "_Phase", reinterpret_cast<PyObject*>(phase_type)))
+    return false;
+
+  PyObject* phases = PyDict_New();
+  if (phases == nullptr) return false;
   for (int p = GPUTRIAGE_PHASE_DATA; p <= gputriage::kLastPhase; ++p) {
-    auto* o = PyObject_New(PhaseObject, &PhaseType);
-    if (o == nullptr) throw py::error_already_set();
+    auto* o = PyObject_New(PhaseObject, phase_type);
+    if (o == nullptr) return false;
     o->phase = p;
     g_phase_objects[p] = reinterpret_cast<PyObject*>(o);
+    if ((g_phase_names[p] = PyUnicode_InternFromString(gputriage::PhaseName(p))) == nullptr) return false;
+    PyObject* id = PyLong_FromLong(p);
+    if (id == nullptr || PyDict_SetItem(phases, g_phase_names[p], id) < 0) return false;
+    Py_DECREF(id);
   }
-  for (PyMethodDef* def = kHotFunctions; def->ml_name != nullptr; ++def) {
-    PyObject* f = PyCFunction_NewEx(def, nullptr, m.attr("__name__").ptr());
-    if (f == nullptr) throw py::error_already_set();
-    m.add_object(def->ml_name, py::reinterpret_steal<py::object>(f));
+  if (!AddObject(m, "PHASES", phases)) return false;
+  PyObject* module_name = PyModule_GetNameObject(m);
+  if (module_name == nullptr) return false;
+  for (PyMethodDef* def = g_functions; def->ml_name != nullptr; ++def)
+    if (!AddObject(m, def->ml_name, PyCFunction_NewEx(def, nullptr, module_name))) return false;
+  Py_DECREF(module_name);
+  return PyModule_AddIntConstant(m, "ABI_VERSION", GPUTRIAGE_MARKERS_ABI_VERSION) == 0;
+}
+
+PyModuleDef g_module = {PyModuleDef_HEAD_INIT,
+                        "_markers",
+                        "gputriage step markers (include/gputriage/markers.h) for Python; use the gputriage package.",
+                        -1,
+                        nullptr,
+                        nullptr,
+                        nullptr,
+                        nullptr,
+                        nullptr};
+
+}  // namespace
+
+PyMODINIT_FUNC PyInit__markers(void) {
+  PyObject* m = PyModule_Create(&g_module);
+  if (m == nullptr) return nullptr;
+  if (!Initialise(m)) {
+    Py_DECREF(m);
+    return nullptr;
   }
-  m.def("enabled", [] { return gputriage_markers_enabled() != 0; },
-        "Whether `gputriage record` is reading this process's markers.");
-  m.def(
-      "_last_step", []() -> py::object {
-        if (g_auto_step >= 0) return py::int_(g_auto_step);
-        if (g_next_step > 0) return py::int_(g_next_step - 1);
-        return py::none();
-      },
-      "The step open now, else the last one begun (None before any): where an error struck.");
-  m.def(
-      "_set_memory_sampler",
-      [](py::object sampler, int64_t interval_ns) {
-        Py_CLEAR(g_memory_sampler);
-        if (!sampler.is_none()) g_memory_sampler = sampler.inc_ref().ptr();
-        g_memory_interval_ns = std::max<int64_t>(0, interval_ns);
-        g_memory_next_ns = 0;  // the next step's end is sampled
-      },
-      "_set_memory_sampler(callable or None, interval_ns): call it with the step number as a step ends, at most once "
-      "per interval.");
-  m.def(
-      "step_memory",
-      [](int64_t step, int device, int64_t current, int64_t peak, int64_t reserved) {
-        if (device < GPUTRIAGE_HOST_MEMORY || device > GPUTRIAGE_MAX_MEMORY_DEVICE)
-          throw py::value_error("gputriage.step_memory: device is -1 (the host) or 0.." +
-                                std::to_string(GPUTRIAGE_MAX_MEMORY_DEVICE));
-        gputriage_step_memory(step, device, current, peak, reserved);
-      },
-      py::arg("step"), py::arg("device"), py::arg("current_bytes"), py::arg("peak_bytes"), py::arg("reserved_bytes") = 0,
-      "step_memory(step, device, current_bytes, peak_bytes, reserved_bytes=0): the process's memory at the step's end "
-      "(device -1: the host's resident set and its high-water mark).");
-  m.def(
-      "step_memory_events",
-      [](int64_t step, int device, int64_t alloc_retries, int64_t ooms) {
-        if (device < 0 || device > GPUTRIAGE_MAX_MEMORY_DEVICE)
-          throw py::value_error("gputriage.step_memory_events: device is 0.." +
-                                std::to_string(GPUTRIAGE_MAX_MEMORY_DEVICE));
-        gputriage_step_memory_events(step, device, alloc_retries, ooms);
-      },
-      py::arg("step"), py::arg("device"), py::arg("alloc_retries"), py::arg("ooms"),
-      "step_memory_events(step, device, alloc_retries, ooms): the CUDA allocator's retries and out-of-memory errors so "
-      "far.");
-  m.attr("ABI_VERSION") = GPUTRIAGE_MARKERS_ABI_VERSION;
-  py::dict phases;
-  for (int id = GPUTRIAGE_PHASE_DATA; id <= gputriage::kLastPhase; ++id) phases[gputriage::PhaseName(id)] = id;
-  m.attr("PHASES") = phases;
+  return m;
 }

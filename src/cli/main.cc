@@ -8,11 +8,13 @@
 
 #include "gputriage/version.h"
 #include "src/cli/cli_common.h"
+#include "src/util/build_info.h"
 
 int main(int argc, char** argv) {
   using namespace gputriage::cli;
   CLI::App app{"gputriage: why your GPUs sit idle, with the evidence, the fix, the gain and the cost"};
-  app.set_version_flag("--version", std::string("gputriage ") + gputriage::kGputriageVersion);
+  app.set_version_flag("--version", std::string("gputriage ") + gputriage::kGputriageVersion + "\ncommit " +
+                                        gputriage::kBuildCommit + "\ntarget " + gputriage::kBuildTarget);
   app.require_subcommand(1);
   const std::vector<Subcommand> subcommands = {AddDiagnoseCommand(app), AddCostCommand(app), AddRecordCommand(app),
                                                AddRunsCommand(app), AddExportCommand(app),

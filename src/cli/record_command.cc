@@ -201,12 +201,23 @@ std::string WandbRunWrittenSince(TimeNs since) {
   return "";
 }
 
+/// Where an installed wheel keeps the Python package: this binary is
+/// <site-packages>/gputriage/_bin/gputriage. "" when it is not one.
+std::string PackageBesideThisBinary() {
+  std::error_code ec;
+  const auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (ec || exe.parent_path().filename() != "_bin") return "";
+  return exe.parent_path().parent_path().parent_path().string();
+}
+
 /// `record --python`: the directory holding the gputriage Python package
-/// ($GPUTRIAGE_PYTHON_PATH, else this build's), with its zero-code
-/// sitecustomize; "" with a message on stderr when there is none.
+/// ($GPUTRIAGE_PYTHON_PATH, else the installed wheel's this binary came in,
+/// else this build's), with its zero-code sitecustomize; "" with a message on
+/// stderr when there is none.
 std::string FindPythonPackage() {
   std::vector<std::string> candidates;
   if (const char* env = std::getenv("GPUTRIAGE_PYTHON_PATH"); env != nullptr && *env != '\0') candidates.push_back(env);
+  if (std::string beside = PackageBesideThisBinary(); !beside.empty()) candidates.push_back(beside);
 #ifdef GPUTRIAGE_PYTHON_BUILD_DIR
   candidates.push_back(GPUTRIAGE_PYTHON_BUILD_DIR);
 #endif
@@ -260,10 +271,12 @@ int RunRecord(const RecordArgs& args) {
   options.dcgm_exporter_url = args.dcgm_exporter_url;
   if (args.python) {
     // Zero-code markers: Python imports our sitecustomize at start-up, which
-    // hooks DataLoader iteration and optimizer steps (python/gputriage/zero_code.py).
+    // loads the package from beside itself and hooks DataLoader iteration and
+    // optimizer steps (python/gputriage/zero_code.py). Only its directory goes
+    // on the path: the job sees nothing else of where the package lives.
     const std::string package = FindPythonPackage();
     if (package.empty()) return kExitUsage;
-    std::string path = package + "/gputriage/_sitecustomize:" + package;
+    std::string path = package + "/gputriage/_sitecustomize";
     if (const char* old = std::getenv("PYTHONPATH"); old != nullptr && *old != '\0') path += std::string(":") + old;
     options.environment.emplace_back("PYTHONPATH", path);
   }

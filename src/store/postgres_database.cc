@@ -1,10 +1,10 @@
-// The PostgreSQL adapter (libpq): the only file that includes libpq-fe.h.
+// The PostgreSQL adapter (libpq, loaded at run time by libpq_library.cc): the
+// only file that calls it.
 //
 // A team's recorders on many machines share one database. Each recorder holds
 // one connection; a recorder killed mid-run loses its connection and the server
 // rolls back its open transaction, so, as with SQLite, the store keeps every
 // committed second and the run stays "incomplete".
-#include <libpq-fe.h>
 
 #include <cstdlib>
 #include <optional>
@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "src/store/database.h"
+#include "src/store/libpq_library.h"
 #include "src/util/strings.h"
 
 namespace gputriage {
@@ -21,6 +22,10 @@ bool IsPostgresUrl(std::string_view location) {
 }
 
 namespace {
+
+// libpq's entry points: loaded by OpenPostgres before any connection exists.
+const Libpq* g_libpq = nullptr;
+const Libpq& Pq() { return *g_libpq; }
 
 // Migrators of one database exclude each other with this advisory lock
 // (pg_advisory_xact_lock: released at COMMIT, ROLLBACK or a lost connection).
@@ -118,7 +123,7 @@ class PostgresQuery final : public Query {
   void Reset() override;
   int64_t Int(int col) const override { return std::strtoll(Value(col), nullptr, 10); }
   double Real(int col) const override { return std::strtod(Value(col), nullptr); }
-  bool Null(int col) const override { return res_ == nullptr || PQgetisnull(res_, row_, col); }
+  bool Null(int col) const override { return res_ == nullptr || Pq().PQgetisnull(res_, row_, col); }
   std::string Text(int col) const override { return Value(col); }
 
  private:
@@ -128,8 +133,8 @@ class PostgresQuery final : public Query {
     params_[static_cast<size_t>(i - 1)] = std::move(v);
   }
   const char* Value(int col) const {
-    if (res_ == nullptr || row_ < 0 || row_ >= PQntuples(res_) || col >= PQnfields(res_)) return "";
-    return PQgetvalue(res_, row_, col);
+    if (res_ == nullptr || row_ < 0 || row_ >= Pq().PQntuples(res_) || col >= Pq().PQnfields(res_)) return "";
+    return Pq().PQgetvalue(res_, row_, col);
   }
   bool Run();
   bool NextStreamed();
@@ -149,7 +154,7 @@ class PostgresDatabase final : public Database {
   PostgresDatabase(std::string url, bool for_reading)
       : url_(std::move(url)), display_(WithoutPassword(url_)), for_reading_(for_reading) {}
   ~PostgresDatabase() override {
-    if (conn_) PQfinish(conn_);
+    if (conn_) Pq().PQfinish(conn_);
   }
 
   const char* kind() const override { return "postgresql"; }
@@ -162,11 +167,11 @@ class PostgresDatabase final : public Database {
 
   Status Exec(const std::string& sql) override {
     if (!Usable()) return IoError(display_ + ": " + error_);
-    PGresult* res = PQexec(conn_, sql.c_str());
-    const ExecStatusType st = PQresultStatus(res);
+    PGresult* res = Pq().PQexec(conn_, sql.c_str());
+    const ExecStatusType st = Pq().PQresultStatus(res);
     const bool good = st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK;
     if (!good) Remember(res);
-    PQclear(res);
+    Pq().PQclear(res);
     return good ? Status::Ok() : IoError(display_ + ": " + error_);
   }
 
@@ -225,12 +230,12 @@ class PostgresDatabase final : public Database {
     // Our defaults first: what the URL sets wins (expand_dbname).
     const char* keys[] = {"connect_timeout", "application_name", "client_encoding", "dbname", nullptr};
     const char* values[] = {"10", "gputriage", "UTF8", url_.c_str(), nullptr};
-    conn_ = PQconnectdbParams(keys, values, 1);
+    conn_ = Pq().PQconnectdbParams(keys, values, 1);
     if (conn_ == nullptr) return IoError(display_ + ": cannot connect to the run store: out of memory");
-    if (PQstatus(conn_) != CONNECTION_OK)
+    if (Pq().PQstatus(conn_) != CONNECTION_OK)
       return IoError(display_ + ": cannot connect to the run store: " + ConnectionError());
     // Server notices ("there is no transaction in progress") are not for the terminal.
-    PQsetNoticeProcessor(conn_, [](void*, const char*) {}, nullptr);
+    Pq().PQsetNoticeProcessor(conn_, [](void*, const char*) {}, nullptr);
     if (for_reading_) return Exec("SET default_transaction_read_only = on");
     return Status::Ok();
   }
@@ -238,9 +243,9 @@ class PostgresDatabase final : public Database {
   // For PostgresQuery.
   PGconn* conn() { return conn_; }
   void Remember(const PGresult* res) {
-    const char* message = res ? PQresultErrorMessage(res) : "";
+    const char* message = res ? Pq().PQresultErrorMessage(res) : "";
     error_ = (message && *message) ? std::string(TrimAsciiSpace(message)) : ConnectionError();
-    const char* state = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : nullptr;
+    const char* state = res ? Pq().PQresultErrorField(res, PG_DIAG_SQLSTATE) : nullptr;
     sqlstate_ = state ? state : "";
   }
   void RememberConnection() {
@@ -255,9 +260,9 @@ class PostgresDatabase final : public Database {
       sqlstate_.clear();
       return false;
     }
-    if (PQstatus(conn_) == CONNECTION_BAD) {
-      PQreset(conn_);
-      if (PQstatus(conn_) != CONNECTION_OK) {
+    if (Pq().PQstatus(conn_) == CONNECTION_BAD) {
+      Pq().PQreset(conn_);
+      if (Pq().PQstatus(conn_) != CONNECTION_OK) {
         RememberConnection();
         return false;
       }
@@ -269,7 +274,7 @@ class PostgresDatabase final : public Database {
 
  private:
   std::string ConnectionError() const {
-    const char* message = conn_ ? PQerrorMessage(conn_) : nullptr;
+    const char* message = conn_ ? Pq().PQerrorMessage(conn_) : nullptr;
     std::string text = message && *message ? std::string(TrimAsciiSpace(message)) : "the connection was lost";
     for (char& c : text)
       if (c == '\n') c = ' ';
@@ -298,8 +303,8 @@ bool PostgresQuery::Run() {
   for (size_t i = 0; i < params_.size(); ++i) values[i] = params_[i] ? params_[i]->c_str() : nullptr;
   const int n = static_cast<int>(values.size());
   if (!streaming_) {
-    res_ = PQexecParams(db_->conn(), sql_.c_str(), n, nullptr, values.data(), nullptr, nullptr, 0);
-    const ExecStatusType st = PQresultStatus(res_);
+    res_ = Pq().PQexecParams(db_->conn(), sql_.c_str(), n, nullptr, values.data(), nullptr, nullptr, 0);
+    const ExecStatusType st = Pq().PQresultStatus(res_);
     if (st != PGRES_TUPLES_OK && st != PGRES_COMMAND_OK) {
       Fail(res_);
       return false;
@@ -307,8 +312,8 @@ bool PostgresQuery::Run() {
     state_ = State::kRows;
     return true;
   }
-  if (!PQsendQueryParams(db_->conn(), sql_.c_str(), n, nullptr, values.data(), nullptr, nullptr, 0) ||
-      !PQsetSingleRowMode(db_->conn())) {
+  if (!Pq().PQsendQueryParams(db_->conn(), sql_.c_str(), n, nullptr, values.data(), nullptr, nullptr, 0) ||
+      !Pq().PQsetSingleRowMode(db_->conn())) {
     db_->RememberConnection();
     state_ = State::kFailed;
     return false;
@@ -324,16 +329,16 @@ void PostgresQuery::Fail(PGresult* res) {
 }
 
 bool PostgresQuery::NextStreamed() {
-  if (res_) PQclear(res_);
-  res_ = PQgetResult(db_->conn());
+  if (res_) Pq().PQclear(res_);
+  res_ = Pq().PQgetResult(db_->conn());
   row_ = 0;
-  const ExecStatusType st = res_ ? PQresultStatus(res_) : PGRES_FATAL_ERROR;
+  const ExecStatusType st = res_ ? Pq().PQresultStatus(res_) : PGRES_FATAL_ERROR;
   if (st == PGRES_SINGLE_TUPLE) return true;
   // The end of the rows (an empty PGRES_TUPLES_OK) or an error; then the
   // connection's results run out.
   if (st == PGRES_TUPLES_OK) state_ = State::kDone;
   else Fail(res_);
-  for (PGresult* rest; (rest = PQgetResult(db_->conn())) != nullptr;) PQclear(rest);
+  for (PGresult* rest; (rest = Pq().PQgetResult(db_->conn())) != nullptr;) Pq().PQclear(rest);
   db_->streaming_ = nullptr;
   return false;
 }
@@ -342,7 +347,7 @@ bool PostgresQuery::Step() {
   if (state_ == State::kReady && !Run()) return false;
   if (state_ != State::kRows) return false;
   if (streaming_) return NextStreamed();
-  if (++row_ < PQntuples(res_)) return true;
+  if (++row_ < Pq().PQntuples(res_)) return true;
   state_ = State::kDone;
   return false;
 }
@@ -350,15 +355,15 @@ bool PostgresQuery::Step() {
 void PostgresQuery::Reset() {
   if (db_->streaming_ == this) {
     // Rows left unread: cancel the query and drain what the server still sends.
-    if (PGcancel* cancel = PQgetCancel(db_->conn())) {
+    if (PGcancel* cancel = Pq().PQgetCancel(db_->conn())) {
       char why[256];
-      (void)PQcancel(cancel, why, sizeof why);
-      PQfreeCancel(cancel);
+      (void)Pq().PQcancel(cancel, why, sizeof why);
+      Pq().PQfreeCancel(cancel);
     }
-    for (PGresult* rest; (rest = PQgetResult(db_->conn())) != nullptr;) PQclear(rest);
+    for (PGresult* rest; (rest = Pq().PQgetResult(db_->conn())) != nullptr;) Pq().PQclear(rest);
     db_->streaming_ = nullptr;
   }
-  if (res_) PQclear(res_);
+  if (res_) Pq().PQclear(res_);
   res_ = nullptr;
   row_ = -1;
   params_.clear();
@@ -368,6 +373,7 @@ void PostgresQuery::Reset() {
 }  // namespace
 
 StatusOr<std::unique_ptr<Database>> OpenPostgres(const std::string& url, bool for_reading) {
+  ASSIGN_OR_RETURN(g_libpq, LoadLibpq());
   auto db = std::make_unique<PostgresDatabase>(url, for_reading);
   RETURN_IF_ERROR(db->Connect());
   return std::unique_ptr<Database>(std::move(db));

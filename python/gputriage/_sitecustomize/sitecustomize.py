@@ -2,18 +2,38 @@
 # markers in this Python process, then runs the sitecustomize it shadows (Debian
 # and virtual environments ship their own).
 import importlib
+import importlib.util
 import os
 import sys
+
+
+def _load_gputriage(package_dir):
+    """The gputriage package this file belongs to, loaded from its own directory.
+    Only this directory is on PYTHONPATH, not the one holding the package (an
+    installed wheel's site-packages): the job sees none of that environment's
+    other packages, and the recorder's own package wins over any other copy."""
+    if "gputriage" in sys.modules:
+        return
+    spec = importlib.util.spec_from_file_location("gputriage", os.path.join(package_dir, "__init__.py"),
+                                                  submodule_search_locations=[package_dir])
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["gputriage"] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        del sys.modules["gputriage"]
+        raise
 
 
 def _gputriage_start():
     here = os.path.dirname(os.path.abspath(__file__))
     try:
+        _load_gputriage(os.path.dirname(here))
         from gputriage import zero_code
         zero_code.install()
     except Exception as e:  # the job runs regardless
         sys.stderr.write("gputriage: zero-code markers are off in this process: cannot load the gputriage package "
-                         f"({e!r}); pip install ./python from the gputriage source tree, or set GPUTRIAGE_PYTHON_PATH\n")
+                         f"({e!r})\n")
     # Chain to the next sitecustomize on the path, as if this one were not there.
     # The import system pops sys.modules["sitecustomize"] after this file runs,
     # and chaining sitecustomizes (ours, and other tools') remove or replace that

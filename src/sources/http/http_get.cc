@@ -15,6 +15,7 @@
 #include <cerrno>
 #include <chrono>
 #include <condition_variable>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <thread>
@@ -68,6 +69,29 @@ StatusOr<HttpTarget> ParseHttpUrl(const std::string& url, const std::string& def
 }
 
 namespace {
+
+// The system's certificate authorities. OpenSSL's default paths are the ones
+// its build was configured with (Debian's: /usr/lib/ssl), which other
+// distributions do not have, and the wheel's OpenSSL is Debian's, linked in: so
+// after SSL_CERT_FILE / SSL_CERT_DIR and those defaults, the first bundle found
+// of the places Linux distributions keep theirs.
+constexpr const char* kSystemCaBundles[] = {
+    "/etc/ssl/certs/ca-certificates.crt",                 // Debian, Ubuntu, Arch, Gentoo
+    "/etc/pki/ca-trust/extracted/pem/tls-ca-bundle.pem",  // RHEL, Rocky, Fedora, CentOS 7+
+    "/etc/pki/tls/certs/ca-bundle.crt",                   // older Fedora, RHEL 6
+    "/etc/ssl/ca-bundle.pem",                             // openSUSE, SLES
+    "/etc/ssl/cert.pem",                                  // Alpine
+};
+
+void LoadSystemCertificates(SSL_CTX* ctx) {
+  SSL_CTX_set_default_verify_paths(ctx);
+  if (std::getenv("SSL_CERT_FILE") != nullptr || std::getenv("SSL_CERT_DIR") != nullptr) return;  // the user's choice
+  for (const char* bundle : kSystemCaBundles)
+    if (access(bundle, R_OK) == 0 && SSL_CTX_load_verify_locations(ctx, bundle, nullptr) == 1) break;
+  // Certificates already loaded by the defaults, or no bundle at all (the
+  // defaults stand, and a failed verification says why): not this request's errors.
+  ERR_clear_error();
+}
 
 using Clock = std::chrono::steady_clock;
 
@@ -364,7 +388,7 @@ struct HttpClient::Impl {
       if (ctx == nullptr) return IoError(what + ": " + TlsErrorText());
       SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
       if (ca_file.empty()) {
-        SSL_CTX_set_default_verify_paths(ctx);
+        LoadSystemCertificates(ctx);
       } else if (SSL_CTX_load_verify_locations(ctx, ca_file.c_str(), nullptr) != 1) {
         return IoError(what + ": cannot read the CA file " + ca_file + ": " + TlsErrorText());
       }

@@ -1,6 +1,6 @@
 // Loads NVML (libnvidia-ml) at run time with dlopen: gputriage builds and runs on
 // machines without an NVIDIA driver, and says so clearly when asked to record.
-// This file and nvml_library.cc are the only users of dlopen/dlsym.
+// This file and nvml_library.cc use dlopen/dlsym (libpq is loaded likewise: src/store/libpq_library.cc).
 #pragma once
 
 #include <memory>

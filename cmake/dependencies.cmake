@@ -46,7 +46,7 @@ set(gputriage_glibc_libraries c m dl pthread rt)
 function(gputriage_static_archive out name)
   execute_process(COMMAND ${CMAKE_CXX_COMPILER} -print-file-name=lib${name}.a OUTPUT_VARIABLE compiler_copy
                   OUTPUT_STRIP_TRAILING_WHITESPACE)
-  find_file(archive_${name} lib${name}.a NO_DEFAULT_PATH NO_CACHE
+  find_file(archive_${name} lib${name}.a NO_DEFAULT_PATH NO_CACHE NO_CMAKE_FIND_ROOT_PATH
             PATHS ${GPUTRIAGE_DEPS_DIR}/lib ${ARGN} ${CMAKE_FIND_ROOT_PATH}/usr/lib/${CMAKE_LIBRARY_ARCHITECTURE}
                   /usr/lib/${CMAKE_LIBRARY_ARCHITECTURE})
   if(NOT archive_${name} AND IS_ABSOLUTE "${compiler_copy}" AND EXISTS "${compiler_copy}")

@@ -10,7 +10,7 @@
 #   root/        (aarch64 only) Debian 12's arm64 -dev packages, unpacked: the
 #                headers and static archives of every other dependency.
 # Only Debian's archive is used (its binary and source packages, through a
-# private apt state under build/deps/apt: the machine's apt is not touched).
+# private apt state under build/deps/apt-<arch>: the machine's apt is not touched).
 #
 #   bash scripts/portable_deps.sh [x86_64|aarch64]
 set -euo pipefail
@@ -33,14 +33,15 @@ rm -rf "$out"
 mkdir -p "$out/lib" "$out/src" "$out/debs"
 
 # ---- a private apt state: Debian 11 and 12, binary and source -------------
-apt_dir=$root/build/deps/apt
+# (one per architecture: the lists of that architecture only)
+apt_dir=$root/build/deps/apt-$deb_arch
 mkdir -p "$apt_dir/lists/partial" "$apt_dir/cache/archives/partial"
 keyring=/usr/share/keyrings/debian-archive-keyring.gpg
 cat >"$apt_dir/sources.list" <<EOF
-deb [arch=amd64,arm64 signed-by=$keyring] http://deb.debian.org/debian bullseye main
-deb [arch=amd64,arm64 signed-by=$keyring] http://deb.debian.org/debian bookworm main
-deb [arch=amd64,arm64 signed-by=$keyring] http://deb.debian.org/debian bookworm-updates main
-deb [arch=amd64,arm64 signed-by=$keyring] http://deb.debian.org/debian-security bookworm-security main
+deb [arch=$deb_arch signed-by=$keyring] http://deb.debian.org/debian bullseye main
+deb [arch=$deb_arch signed-by=$keyring] http://deb.debian.org/debian bookworm main
+deb [arch=$deb_arch signed-by=$keyring] http://deb.debian.org/debian bookworm-updates main
+deb [arch=$deb_arch signed-by=$keyring] http://deb.debian.org/debian-security bookworm-security main
 deb-src [signed-by=$keyring] http://deb.debian.org/debian bookworm main
 EOF
 : >"$apt_dir/status"
@@ -48,7 +49,7 @@ mkdir -p "$apt_dir/empty"
 apt_opts=(-q -o APT::Sandbox::User="$(id -un)" -o Dir::Etc::SourceList="$apt_dir/sources.list"
   -o Dir::Etc::SourceParts="$apt_dir/empty" -o Dir::Etc::Preferences="$apt_dir/empty/none" -o Dir::Etc::PreferencesParts="$apt_dir/empty"
   -o Dir::State::Lists="$apt_dir/lists" -o Dir::State::Status="$apt_dir/status" -o Dir::Cache="$apt_dir/cache"
-  -o APT::Architecture=amd64 -o APT::Architectures::=amd64 -o APT::Architectures::=arm64
+  -o APT::Architecture="$deb_arch" -o APT::Architectures::="$deb_arch"
   -o Debug::NoLocking=1)
 # Lists older than a day are fetched again.
 if [ -z "$(find "$apt_dir/lists" -maxdepth 1 -name '*bullseye*Packages*' -mmin -1440 2>/dev/null | head -1)" ]; then

@@ -153,4 +153,18 @@ grep -q -- "$password" "$tmp/e2" && { echo "FAIL: the password is printed"; fail
 grep -q "cannot connect to the run store" "$tmp/e3" || { echo "FAIL: no server message"; cat "$tmp/e3"; fail=1; }
 grep -q -- "$password" "$tmp/e3" && { echo "FAIL: the password is printed"; fail=1; }
 [ $fail = 0 ] && echo "ok: wrong password, empty database and absent server are named, the password never printed"
+
+# 6. libpq is loaded at run time: a machine without it is told how to get it,
+# and the job still runs (its report says the run was not kept).
+rc=0
+GPUTRIAGE_LIBPQ=$tmp/no-such-libpq.so.5 "$bin" runs --store "$url" >/dev/null 2>"$tmp/e4" || rc=$?
+if [ "$rc" = 0 ] || ! grep -q "a PostgreSQL store needs libpq" "$tmp/e4" || ! grep -q "apt-get install libpq5" "$tmp/e4"; then
+  echo "FAIL: runs without libpq (exit $rc)"; cat "$tmp/e4"; fail=1
+fi
+rc=0
+GPUTRIAGE_LIBPQ=$tmp/no-such-libpq.so.5 "$bin" record --no-mlflow --store "$url" -- sh -c 'exit 7' >/dev/null 2>"$tmp/e5" || rc=$?
+if [ "$rc" != 7 ] || ! grep -q "a PostgreSQL store needs libpq" "$tmp/e5"; then
+  echo "FAIL: record without libpq (exit $rc, the job's was 7)"; cat "$tmp/e5"; fail=1
+fi
+[ $fail = 0 ] && echo "ok: without libpq, runs and record say how to install it; the job's exit code is kept"
 exit $fail

@@ -19,3 +19,7 @@ set(ENV{PKG_CONFIG_LIBDIR} "${gputriage_arm64_root}/usr/lib/aarch64-linux-gnu/pk
 # The extension's headers: Debian 12's arm64 CPython (its pyconfig.h is per architecture).
 set(GPUTRIAGE_PYTHON_INCLUDE_DIRS "${gputriage_arm64_root}/usr/include/python3.11;${gputriage_arm64_root}/usr/include"
     CACHE STRING "")
+# The packages' per-architecture headers (openssl/opensslconf.h, ...): where a
+# native build's compiler looks by itself (/usr/include/<triplet>).
+set(CMAKE_C_FLAGS_INIT "-isystem ${gputriage_arm64_root}/usr/include/aarch64-linux-gnu")
+set(CMAKE_CXX_FLAGS_INIT "-isystem ${gputriage_arm64_root}/usr/include/aarch64-linux-gnu")

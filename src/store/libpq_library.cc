@@ -32,7 +32,7 @@ Loaded Load() {
     out.status = NotFoundError(
         "a PostgreSQL store needs libpq, which could not be loaded (" + path + ": " + (why ? why : "not loadable") +
         "); install it (Debian/Ubuntu: apt-get install libpq5; RHEL/Rocky: dnf install libpq; conda: conda install "
-        "libpq) or set " + kLibpqPathEnv + " to its path. A store on a file path (SQLite) needs nothing.");
+        "libpq) or set " + kLibpqPathEnv + " to its path (a store on a file, SQLite, needs nothing)");
     return out;
   }
   Libpq& l = out.lib;

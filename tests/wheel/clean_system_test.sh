@@ -13,13 +13,35 @@
 #     NVML (FAKE_NVML, built for glibc 2.31 like the product); top --once.
 #
 #   clean_system_test.sh WHEEL REFERENCE FAKE_NVML SUITE...
+#   clean_system_test.sh --prepare SUITE...   (only make the root file systems;
+#                                              CI does it beside the build)
 # Root file systems are kept under build/rootfs/ (made once; remove to renew).
 set -euo pipefail
-wheel=$(realpath "$1") reference=$(realpath "$2") fake_nvml=$(realpath "$3")
-shift 3
 root=$(cd "$(dirname "$0")/../.." && pwd)
 [ "$(id -u)" -eq 0 ] || { echo "clean_system_test: needs root (debootstrap, chroot, mounts)" >&2; exit 2; }
 command -v debootstrap >/dev/null || { echo "clean_system_test: needs debootstrap (scripts/bootstrap.sh installs it)" >&2; exit 2; }
+
+make_rootfs() {  # SUITE -> path on stdout
+  local suite=$1 dir=$root/build/rootfs/$1
+  if ! [ -f "$dir/.complete" ]; then
+    rm -rf "$dir"
+    mkdir -p "$root/build/rootfs"
+    echo "clean_system_test: debootstrap $suite (minbase + python3, python3-venv)" >&2
+    debootstrap --variant=minbase --include=python3,python3-venv "$suite" "$dir" http://deb.debian.org/debian \
+      >"$root/build/rootfs/$suite.log" 2>&1 || { tail -20 "$root/build/rootfs/$suite.log" >&2; exit 1; }
+    rm -rf "$dir/var/cache/apt/archives/"*.deb
+    touch "$dir/.complete"
+  fi
+  echo "$dir"
+}
+
+if [ "${1:-}" = --prepare ]; then
+  shift
+  for suite in "$@"; do make_rootfs "$suite" >/dev/null; done
+  exit 0
+fi
+wheel=$(realpath "$1") reference=$(realpath "$2") fake_nvml=$(realpath "$3")
+shift 3
 
 # The inputs: every bundled trace, metric log and memory snapshot.
 mapfile -t inputs < <(cd "$root/tests/data" && find traces metrics memory -type f ! -name '*.md' ! -name '*.tsv' | sort)
@@ -41,20 +63,6 @@ for f in "${inputs[@]}"; do
   (cd "$root/tests/data" && "$reference" diagnose "$f" --json --color never >"$expected/$f.json" 2>/dev/null) || rc=$?
   echo "$rc" >"$expected/$f.rc"
 done
-
-make_rootfs() {  # SUITE -> path on stdout
-  local suite=$1 dir=$root/build/rootfs/$1
-  if ! [ -f "$dir/.complete" ]; then
-    rm -rf "$dir"
-    mkdir -p "$root/build/rootfs"
-    echo "clean_system_test: debootstrap $suite (minbase + python3, python3-venv)" >&2
-    debootstrap --variant=minbase --include=python3,python3-venv "$suite" "$dir" http://deb.debian.org/debian \
-      >"$root/build/rootfs/$suite.log" 2>&1 || { tail -20 "$root/build/rootfs/$suite.log" >&2; exit 1; }
-    rm -rf "$dir/var/cache/apt/archives/"*.deb
-    touch "$dir/.complete"
-  fi
-  echo "$dir"
-}
 
 run_suite() {  # SUITE
   local suite=$1 rootfs work

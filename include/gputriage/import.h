@@ -61,10 +61,13 @@ struct ImportOptions {
   /// each file read at once gets an equal share of the memory budget (not each
   /// file of the run) and nothing goes through scratch files that fits.
   std::function<void(Recording&, int threads)> on_trace_read = nullptr;
+  /// An Nsight Systems export's NVTX ranges whose names match this regex are its
+  /// steps (empty: ProfilerStep#N, "iteration N", "step N", "train_step N").
+  std::string step_range_regex;
 };
 
 /// Formats `--format` accepts.
-inline constexpr const char* kInputFormats[] = {"kineto", "allocator-snapshot", "nvidia-smi-csv", "nvidia-smi-q", "nvidia-smi-table",
+inline constexpr const char* kInputFormats[] = {"kineto", "nsys", "allocator-snapshot", "nvidia-smi-csv", "nvidia-smi-q", "nvidia-smi-table",
                                                 "nvidia-smi-dmon", "dcgmi-dmon", "dcgm-exporter", "capture-bundle"};
 
 /// Imports one input: a Kineto trace, a GPU metric log (nvidia-smi CSV, -q text,

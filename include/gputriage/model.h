@@ -116,6 +116,9 @@ struct MemoryActivity {
 };
 
 enum class RuntimeCallKind { kKernelLaunch, kGraphLaunch, kMemcpy, kMemset, kSynchronize, kOther };
+/// What a CUDA/HIP runtime or driver call does, from its name: every source
+/// (Kineto traces, Nsight Systems exports) classifies calls alike.
+RuntimeCallKind RuntimeCallKindOfName(std::string_view name);
 
 /// A host call into the CUDA/HIP runtime or driver API.
 struct RuntimeCall {
@@ -328,7 +331,7 @@ struct RecordingAnalysis;  // gputriage/diagnosis.h
 /// Everything one source file (one rank / process) recorded.
 struct Recording {
   std::string source_path;
-  std::string format;  // "kineto", "nvidia-smi-csv", "nvidia-smi-q", "nvidia-smi-table", "nvidia-smi-dmon", "dcgmi-dmon", "dcgm-exporter"
+  std::string format;  // "kineto", "nsys", "nvidia-smi-csv", "nvidia-smi-q", "nvidia-smi-table", "nvidia-smi-dmon", "dcgmi-dmon", "dcgm-exporter"
   int rank = -1;
   int world_size = -1;
   std::string comm_backend;  // "nccl", "gloo", ...
@@ -379,6 +382,10 @@ void ReportRejectedValues(Recording& recording);
 /// job's process tree used, when NVML could tell, and says as import issues
 /// which GPUs were left out and which were shared with other processes.
 void AttributeGpusToJob(Recording& recording);
+
+/// Whether recordings of `format` (Recording::format) are event traces: a
+/// profiler trace or an Nsight Systems export, read and judged alike.
+inline bool IsTraceFormat(std::string_view format) { return format == "kineto" || format == "nsys"; }
 
 /// A run: one or more recordings of the same job (e.g. one trace per rank).
 struct Run {

@@ -710,7 +710,7 @@ RecordingAnalysis Analyze(const Recording& rec, int threads, bool rank_of_run) {
   a.rank = rec.rank;
   // A trace recording: any timeline content (tests build recordings without a format).
   const analysis::TraceEvents events(rec);
-  a.has_trace = rec.format == "kineto" || events.kernel_count() > 0 || events.memory_op_count() > 0 ||
+  a.has_trace = IsTraceFormat(rec.format) || events.kernel_count() > 0 || events.memory_op_count() > 0 ||
                 events.cpu_span_count() > 0 || events.runtime_call_count() > 0 || !rec.steps.empty();
   if (auto it = rec.metadata.find("phase"); it != rec.metadata.end()) a.phase = it->second;
   a.metric_devices = AnalyzeMetrics(rec.metrics);

@@ -33,7 +33,7 @@ struct SourceFacts {
 
 SourceFacts FactsOf(const Recording& rec, const RecordingAnalysis& analysis) {
   SourceFacts f;
-  f.trace = rec.format == "kineto";
+  f.trace = IsTraceFormat(rec.format);
   f.rank = rec.rank;
   f.name = FileName(rec.source_path);
   TimeNs lo = std::numeric_limits<TimeNs>::max(), hi = std::numeric_limits<TimeNs>::min();

@@ -42,6 +42,7 @@ struct DiagnoseArgs {
   std::optional<double> monthly_spend;
   std::string store_path;
   std::string html_path;
+  std::string step_range;
 };
 
 /// A progress line on stderr, rewritten in place at most twice a second, shown
@@ -70,6 +71,7 @@ int RunDiagnose(const DiagnoseArgs& args) {
   import.gpus = args.gpus;
   import.threads = args.threads;
   import.memory_budget_bytes = static_cast<size_t>(args.memory_budget_mib) << 20;
+  import.step_range_regex = args.step_range;
   // The ranks of a run read a few at a time are analysed as they are read and
   // kept as summaries: memory holds those few ranks' events, not every rank's.
   import.on_trace_read = AnalyzeAndDropEvents;
@@ -186,6 +188,9 @@ Subcommand AddDiagnoseCommand(CLI::App& app) {
   std::vector<std::string> formats = {"auto"};
   for (const char* f : kInputFormats) formats.emplace_back(f);
   diagnose->add_option("--format", d->format, "input format; auto detects it from the content")->check(CLI::IsMember(formats));
+  diagnose->add_option("--step-range", d->step_range,
+                       "an Nsight Systems export: the NVTX ranges whose names match this regex are the steps "
+                       "(default: ProfilerStep#N, iteration N, step N, train_step N)");
   diagnose->add_option("--smi-columns", d->smi_columns,
                        "field list of a headerless nvidia-smi CSV (the --query-gpu list, comma separated)")
       ->delimiter(',');

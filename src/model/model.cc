@@ -125,4 +125,16 @@ void AttributeGpusToJob(Recording& recording) {
                              Join(shared, "; ") + ": utilization and memory are not all this job's");
 }
 
+RuntimeCallKind RuntimeCallKindOfName(std::string_view name) {
+  // cudaLaunchKernel, cudaLaunchKernelExC (Hopper), cuLaunchKernel(Ex) (Triton),
+  // hipLaunchKernel, hipExtLaunchKernel, hipModuleLaunchKernel, cudaLaunchCooperativeKernel.
+  if (Contains(name, "LaunchKernel") || Contains(name, "LaunchCooperativeKernel"))
+    return RuntimeCallKind::kKernelLaunch;
+  if (Contains(name, "GraphLaunch")) return RuntimeCallKind::kGraphLaunch;
+  if (Contains(name, "Synchronize")) return RuntimeCallKind::kSynchronize;
+  if (Contains(name, "Memcpy") || Contains(name, "memcpy")) return RuntimeCallKind::kMemcpy;
+  if (Contains(name, "Memset") || Contains(name, "memset")) return RuntimeCallKind::kMemset;
+  return RuntimeCallKind::kOther;
+}
+
 }  // namespace gputriage

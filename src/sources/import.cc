@@ -10,6 +10,7 @@
 
 #include "gputriage/import.h"
 #include "src/sources/kineto/kineto_reader.h"
+#include "src/sources/nsys/nsys_export.h"
 #include "src/sources/snapshot/allocator_snapshot.h"
 #include "src/sources/metrics/metric_readers.h"
 #include "src/util/byte_source.h"
@@ -28,8 +29,8 @@ constexpr int64_t kMaxDirectoryFilesRead = 2000;
 constexpr int kMaxDirectoryDepth = 8;
 
 constexpr const char* kNotRecognised =
-    ": not a recognised input: expected a PyTorch profiler trace (.json/.json.gz), a PyTorch allocator snapshot "
-    "(.pickle), an nvidia-smi --query-gpu CSV, "
+    ": not a recognised input: expected a PyTorch profiler trace (.json/.json.gz), an Nsight Systems export "
+    "(nsys export --type sqlite), a PyTorch allocator snapshot (.pickle), an nvidia-smi --query-gpu CSV, "
     "nvidia-smi -q text, nvidia-smi's default table, nvidia-smi dmon or dcgmi dmon output, or dcgm-exporter /metrics text (use --format to "
     "name it)";
 
@@ -38,6 +39,8 @@ constexpr const char* kNotRecognised =
 /// directories also hold configs and TensorBoard's own JSON.
 std::string FormatOfHead(std::string_view head, bool strict) {
   if (LooksLikePickle(head)) return "allocator-snapshot";
+  if (LooksLikeSqlite(head)) return "nsys";
+  if (LooksLikeNsysReport(head)) return "nsys-report";
   const std::string_view view = TrimAsciiSpace(head);
   if (view.empty()) return "";
   if (view.front() == '{' || view.front() == '[') {
@@ -70,6 +73,23 @@ StatusOr<std::vector<Recording>> ReadSource(std::unique_ptr<ByteSource> source, 
   return ReadMetricLines(std::move(source), format, options);
 }
 
+/// An Nsight Systems export is a SQLite database, read by random access: a file,
+/// never a pipe. A report (.nsys-rep) must be exported by nsys first.
+StatusOr<std::vector<Recording>> ReadNsys(const std::string& path, const std::string& format,
+                                          const ImportOptions& options) {
+  if (format == "nsys-report")
+    return UnimplementedError(fmt::format(
+        "{}: an Nsight Systems report (.nsys-rep); gputriage reads its SQLite export: run `{}` (nsys {} or newer "
+        "reads reports of its own version and older) and diagnose REPORT.sqlite",
+        path, NsysExportCommand(path), "2021.2"));
+  if (path == kStdinPath)
+    return InvalidArgumentError("-: an Nsight Systems export is a SQLite database and is read from a file, not a "
+                                "pipe; name the .sqlite file");
+  NsysReadOptions nsys;
+  nsys.step_range_regex = options.step_range_regex;
+  return ImportNsysExport(path, nsys);
+}
+
 /// One file (or standard input), opened once: a pipe's head read to detect the
 /// format is served again to the reader.
 StatusOr<std::vector<Recording>> ImportOneFile(const std::string& path, const ImportOptions& options) {
@@ -81,6 +101,7 @@ StatusOr<std::vector<Recording>> ImportOneFile(const std::string& path, const Im
     format = FormatOfHead(head, /*strict=*/false);
     if (format.empty()) return UnimplementedError(source->name() + kNotRecognised);
   }
+  if (format == "nsys" || format == "nsys-report") return ReadNsys(path, format, options);
   return ReadSource(std::move(source), format, options);
 }
 
@@ -147,6 +168,7 @@ StatusOr<DirectoryContents> ClassifyDirectory(const std::string& path, const Imp
     const std::string format = head.ok() ? FormatOfHead(*head, /*strict=*/true) : "";
     if (format == "kineto") contents.traces.push_back(file);
     else if (format == "dcgm-exporter") contents.scrapes.push_back(file);
+    else if (format == "nsys-report") contents.Skip(file);  // its export, beside it, is read
     else if (!format.empty()) contents.metric_logs.emplace_back(file, format);
     else contents.Skip(file);
   }
@@ -184,7 +206,7 @@ struct FilesAtOnce {
   void Summarise(StatusOr<std::vector<Recording>>& read) const {
     if (!summarise || !read.ok()) return;
     for (auto& rec : *read)
-      if (rec.format == "kineto" && !rec.analysis) per_file.on_trace_read(rec, analysis_threads);
+      if (IsTraceFormat(rec.format) && !rec.analysis) per_file.on_trace_read(rec, analysis_threads);
   }
   int threads = 1;
   int analysis_threads = 1;
@@ -210,6 +232,16 @@ StatusOr<std::vector<Recording>> ImportDirectory(const std::string& path, const 
     for (auto& rec : *recs) out.push_back(std::move(rec));
   }
   for (const auto& [log, format] : contents.metric_logs) {
+    if (format == "nsys") {
+      auto recs = ReadNsys(log, format, options);
+      if (!recs.ok() && recs.status().code() == StatusCode::kUnimplemented) {  // another program's SQLite file
+        contents.Skip(log);
+        continue;
+      }
+      if (!recs.ok()) return recs.status();
+      for (auto& rec : *recs) out.push_back(std::move(rec));
+      continue;
+    }
     ASSIGN_OR_RETURN(auto source, OpenFileSource(log));
     ASSIGN_OR_RETURN(auto recs, ReadSource(std::move(source), format, options));
     for (auto& rec : recs) out.push_back(std::move(rec));
@@ -230,7 +262,7 @@ StatusOr<std::vector<Recording>> ImportDirectory(const std::string& path, const 
 /// format (or is not a metric log): its few readable samples must not become a
 /// diagnosis.
 Status CheckMostlyReadable(const Recording& rec) {
-  if (rec.format == "kineto") return Status::Ok();
+  if (IsTraceFormat(rec.format)) return Status::Ok();
   int64_t unreadable = 0;
   const ImportIssue* first = nullptr;
   for (const auto& issue : rec.stats.issues)
@@ -253,6 +285,7 @@ Status CheckHoldsData(const Recording& rec) {
     if (!rec.allocator_states.empty()) return Status::Ok();
     return DataLossError(rec.source_path + ": an allocator snapshot with no segments and no history: nothing to judge");
   }
+  if (rec.format == "nsys") return Status::Ok();  // the reader refuses an export with no GPU work or CUDA calls
   if (rec.format == "kineto") {
     if (rec.stats.events_seen > 0) return Status::Ok();
     return DataLossError(fmt::format("{}: a trace with no events (its traceEvents list is empty): nothing was "
@@ -298,7 +331,7 @@ StatusOr<Run> ImportRun(const std::vector<std::string>& paths, const ImportOptio
   for (auto& input : inputs) {
     ASSIGN_OR_RETURN(auto recordings, std::move(input));
     for (auto& rec : recordings) {
-      if (rec.format == "kineto") {
+      if (IsTraceFormat(rec.format)) {
         // Several traces are the ranks of one run; a trace without distributedInfo
         // takes its position among the traces.
         if (rec.rank < 0) rec.rank = -1 - traces;
@@ -309,9 +342,9 @@ StatusOr<Run> ImportRun(const std::vector<std::string>& paths, const ImportOptio
   }
   if (traces > 1)
     for (auto& rec : run.recordings)
-      if (rec.format == "kineto" && rec.rank < 0) rec.rank = -1 - rec.rank;
+      if (IsTraceFormat(rec.format) && rec.rank < 0) rec.rank = -1 - rec.rank;
   for (auto& rec : run.recordings)
-    if (rec.format == "kineto" && traces == 1 && rec.rank < 0) rec.rank = -1;
+    if (IsTraceFormat(rec.format) && traces == 1 && rec.rank < 0) rec.rank = -1;
   return run;
 }
 

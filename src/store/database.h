@@ -88,6 +88,9 @@ bool IsPostgresUrl(std::string_view location);
 /// SQLite: the file at `path`, opened for recording (created with its
 /// directory, WAL) or for reading only (never created or written).
 StatusOr<std::unique_ptr<Database>> OpenSqlite(const std::string& path, bool for_reading);
+/// Another program's SQLite file (an Nsight Systems export), read-only and
+/// immutable: nothing is written or locked. Only queries make sense on it.
+StatusOr<std::unique_ptr<Database>> OpenSqliteImmutable(const std::string& path);
 /// PostgreSQL at `url` (libpq's URI form). For reading, the session is read-only.
 StatusOr<std::unique_ptr<Database>> OpenPostgres(const std::string& url, bool for_reading);
 

@@ -151,6 +151,18 @@ class SqliteDatabase final : public Database {
     return Exec("PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON;");
   }
 
+  /// Another program's SQLite file (an Nsight Systems export), read as it
+  /// stands: read-only and immutable (no lock, no journal, nothing written).
+  Status OpenImmutable() {
+    const std::string uri = "file:" + UriPath(path_) + "?immutable=1";
+    if (sqlite3_open_v2(uri.c_str(), &db_, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI, nullptr) != SQLITE_OK)
+      return IoError(path_ + ": cannot open: " + LastError());
+    // A damaged or foreign file fails here, on its first page, not in a query.
+    SqliteQuery probe(db_, "SELECT count(*) FROM sqlite_master");
+    if (!probe.Step()) return DataLossError(path_ + ": not a readable SQLite database (" + LastError() + ")");
+    return Status::Ok();
+  }
+
   Status OpenForReading() {
     std::error_code ec;
     if (!std::filesystem::exists(path_, ec))
@@ -200,6 +212,12 @@ class SqliteDatabase final : public Database {
 StatusOr<std::unique_ptr<Database>> OpenSqlite(const std::string& path, bool for_reading) {
   auto db = std::make_unique<SqliteDatabase>(path);
   if (Status s = for_reading ? db->OpenForReading() : db->OpenForRecording(); !s.ok()) return s;
+  return std::unique_ptr<Database>(std::move(db));
+}
+
+StatusOr<std::unique_ptr<Database>> OpenSqliteImmutable(const std::string& path) {
+  auto db = std::make_unique<SqliteDatabase>(path);
+  if (Status s = db->OpenImmutable(); !s.ok()) return s;
   return std::unique_ptr<Database>(std::move(db));
 }
 

@@ -17,6 +17,7 @@ import json
 import os
 import shutil
 import signal
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -104,6 +105,41 @@ def adversarial_only():
     yield "adversarial", "binary noise", os.urandom(1 << 20), True
 
 
+def sqlite_cases(data):
+    """Nsight Systems exports: damaged, foreign, and with unexpected columns or
+    values. (label, bytes, damaged); read from files only (SQLite is random access)."""
+    export = open(os.path.join(data, "traces", "nsys", "rtx3060_smoke_nsys2025.5.2.sqlite"), "rb").read()
+    n = len(export)
+    for frac in (0.01, 0.3, 0.7, 0.99):
+        yield f"nsys export cut at {frac:.0%}", export[:max(100, int(n * frac))], True
+    noisy = bytearray(export)
+    noisy[n // 3:n // 3 + 8192] = os.urandom(8192)
+    yield "nsys export with 8 KiB of noise a third in", bytes(noisy), True
+    yield "nsys export with its header only", export[:100], True
+
+    def made(sql):
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "x.sqlite")
+            db = sqlite3.connect(path)
+            db.executescript(sql)
+            db.commit()
+            db.close()
+            return open(path, "rb").read()
+    yield "a SQLite file that is not an export", made("CREATE TABLE runs (id INTEGER); INSERT INTO runs VALUES (1);"), True
+    yield "an export whose kernel table lacks its start column", made(
+        "CREATE TABLE StringIds (id INTEGER PRIMARY KEY, value TEXT); INSERT INTO StringIds VALUES (1, 'k');"
+        "CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL (finish INTEGER, deviceId INTEGER, streamId INTEGER, demangledName INTEGER);"
+        "INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES (5, 0, 7, 1);"), True
+    yield "an export with text, NULL and huge values in its kernel rows", made(
+        "CREATE TABLE StringIds (id INTEGER PRIMARY KEY, value TEXT); INSERT INTO StringIds VALUES (1, 'k');"
+        "CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL (start INTEGER, end INTEGER, deviceId INTEGER, streamId INTEGER,"
+        " globalPid INTEGER, demangledName INTEGER, gridX, gridY, gridZ, blockX, blockY, blockZ);"
+        "INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES (10, 20, 0, 7, 0, 1, 1, 1, 1, 1, 1, 1);"
+        "INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES ('x', 20, 0, 7, 0, 1, 1, 1, 1, 1, 1, 1);"
+        "INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES (NULL, NULL, 0, 7, 0, 99, 'a', 1e300, -5, 1, 1, 1);"
+        "INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES (30, 9223372036854775807, 1e300, -1, 'p', 1, 1, 1, 1, 1, 1, 1);"), True
+
+
 def bomb():
     """One gzip member of BOMB_MB MiB of zeros (about 2 MB compressed)."""
     c = zlib.compressobj(9, zlib.DEFLATED, 31)
@@ -173,7 +209,9 @@ def main():
         for name, raw in base_inputs(data).items():
             yield from variants(name, raw)
         yield from adversarial_only()
-    def judge(i, cls, label, payload, damaged):
+        for label, payload, damaged in sqlite_cases(data):
+            yield "sqlite", label, payload, damaged, True
+    def judge(i, cls, label, payload, damaged, file_only=False):
         path = os.path.join(tmp, f"input_{i}")
         with open(path, "wb") as f:
             f.write(payload)
@@ -192,8 +230,13 @@ def main():
             problems.append("damaged input answered as if whole (no issue, truncation or note)")
         if rss > RSS_LIMIT_MB:
             problems.append(f"max RSS {rss:.0f} MB > {RSS_LIMIT_MB} MB")
+        # A SQLite export is read from a file: through a pipe, a clear error that says so.
+        if file_only and code in (0, 3):
+            pcode, _, _, _, perr = run(binary, path, stdin_path=path)
+            if pcode != 3 or b"not a pipe" not in perr:
+                problems.append(f"through a pipe: exit {pcode}, not a clear error that an export is read from a file")
         # Non-seekable: the same answer through a pipe as from the file.
-        if code in (0, 3) and len(payload) < (256 << 20):
+        elif code in (0, 3) and len(payload) < (256 << 20):
             pcode, psecs, prss, pout, perr = run(binary, path, stdin_path=path)
             row["pipe_seconds"], row["pipe_rss_mb"] = psecs, prss
             same = pcode == code and (code != 0 or summary(pout) == summary(out))
@@ -210,10 +253,10 @@ def main():
         # at most N payloads are held, so memory stays that of N inputs.
         with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
             pending, done = set(), []
-            for i, (cls, label, payload, damaged) in enumerate(cases()):
+            for i, (cls, label, payload, damaged, *file_only) in enumerate(cases()):
                 if quick and i % 3:
                     continue
-                pending.add(pool.submit(judge, i, cls, label, payload, damaged))
+                pending.add(pool.submit(judge, i, cls, label, payload, damaged, *file_only))
                 del payload
                 if len(pending) >= jobs:
                     finished, pending = concurrent.futures.wait(pending, return_when=concurrent.futures.FIRST_COMPLETED)

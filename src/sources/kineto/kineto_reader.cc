@@ -78,18 +78,6 @@ MemoryOpKind MemcpyKindFromName(std::string_view name) {
   return MemoryOpKind::kMemcpyOther;
 }
 
-RuntimeCallKind RuntimeKindFromName(std::string_view name) {
-  // cudaLaunchKernel, cudaLaunchKernelExC (Hopper), cuLaunchKernel(Ex) (Triton),
-  // hipLaunchKernel, hipExtLaunchKernel, hipModuleLaunchKernel, cudaLaunchCooperativeKernel.
-  if (Contains(name, "LaunchKernel") || Contains(name, "LaunchCooperativeKernel"))
-    return RuntimeCallKind::kKernelLaunch;
-  if (Contains(name, "GraphLaunch")) return RuntimeCallKind::kGraphLaunch;
-  if (Contains(name, "Synchronize")) return RuntimeCallKind::kSynchronize;
-  if (Contains(name, "Memcpy") || Contains(name, "memcpy")) return RuntimeCallKind::kMemcpy;
-  if (Contains(name, "Memset") || Contains(name, "memset")) return RuntimeCallKind::kMemset;
-  return RuntimeCallKind::kOther;
-}
-
 /// GEMM, convolution and attention operators: their input shapes decide tensor-core
 /// tiling and, with the dtype, their FLOPs and bytes.
 bool IsMatrixOpName(std::string_view name) {
@@ -354,7 +342,7 @@ class EventSink {
         r.thread = e.tid.value_or(-1);
         r.correlation = e.correlation.value_or(-1);
         r.external_id = e.external_id.value_or(-1);
-        r.kind = RuntimeKindFromName(e.name);
+        r.kind = RuntimeCallKindOfName(e.name);
         r.driver_api = category == Category::kDriver;
         rec_.runtime_calls.push_back(r);
         break;

@@ -1,0 +1,424 @@
+#include "src/sources/nsys/nsys_export.h"
+
+#include <algorithm>
+#include <climits>
+#include <map>
+#include <regex>
+#include <set>
+#include <sys/stat.h>
+
+#include <fmt/format.h>
+
+#include "src/store/database.h"
+#include "src/util/strings.h"
+
+namespace gputriage {
+namespace {
+
+constexpr std::string_view kSqliteMagic("SQLite format 3\0", 16);
+constexpr std::string_view kReportMagic = "NVIDIA Tegra Profiler Report";  // .nsys-rep and .qdrep alike
+
+// nsys serializes a process and thread as one GlobalId: the pid in bits 24-47,
+// the tid in bits 0-23 (its documentation's `(globalTid >> 24) & 0xFFFFFF`).
+uint32_t PidOf(int64_t global_id) { return static_cast<uint32_t>((global_id >> 24) & 0xFFFFFF); }
+int64_t TidOf(int64_t global_id) { return global_id & 0xFFFFFF; }
+
+// Values an export holds where ours are narrower, or sums could overflow: kept
+// when they fit, else the "not recorded" value (an export nsys wrote never
+// comes near these bounds; a damaged or hand-made one may).
+int32_t Narrow32(int64_t v, int32_t unknown = -1) {
+  return v >= INT32_MIN && v <= INT32_MAX ? static_cast<int32_t>(v) : unknown;
+}
+uint32_t Dimension(int64_t v) { return v >= 0 && v <= INT32_MAX ? static_cast<uint32_t>(v) : 0; }
+int32_t SharedMemory(int64_t static_bytes, int64_t dynamic_bytes) {
+  if (static_bytes < 0 || dynamic_bytes < 0 || static_bytes > INT32_MAX || dynamic_bytes > INT32_MAX) return -1;
+  return Narrow32(static_bytes + dynamic_bytes);
+}
+// Times within ±2^62 ns (146 years) of the session's start, and the start
+// itself within 2^62 ns of 1970: their sum cannot overflow.
+constexpr int64_t kMaxTimeNs = int64_t{1} << 62;
+
+// ENUM_CUDA_MEMCPY_OPER.
+MemoryOpKind CopyKind(int64_t kind) {
+  switch (kind) {
+    case 1: case 11: return MemoryOpKind::kMemcpyHtoD;
+    case 2: case 12: return MemoryOpKind::kMemcpyDtoH;
+    case 8: case 13: return MemoryOpKind::kMemcpyDtoD;
+    case 9: return MemoryOpKind::kMemcpyHtoH;
+    case 10: return MemoryOpKind::kMemcpyPtoP;
+    default: return MemoryOpKind::kMemcpyOther;
+  }
+}
+
+// ENUM_CUPTI_SYNC_TYPE, in Kineto's cuda_sync names.
+const char* SyncName(int64_t type) {
+  switch (type) {
+    case 1: return "Event Sync";
+    case 2: return "Stream Wait Event";
+    case 3: return "Stream Sync";
+    case 4: return "Context Sync";
+    default: return "Sync";
+  }
+}
+
+/// The export's tables and their columns, read by name.
+class Export {
+ public:
+  static StatusOr<Export> Open(const std::string& path) {
+    Export out;
+    out.path_ = path;
+    ASSIGN_OR_RETURN(out.db_, OpenSqliteImmutable(path));
+    auto q = out.db_->Prepare("SELECT name FROM sqlite_master WHERE type IN ('table', 'view')");
+    while (q->Step()) out.tables_.insert(q->Text(0));
+    if (!q->Done()) return DataLossError(path + ": cannot list its tables: " + out.db_->LastError());
+    return out;
+  }
+  bool Has(const std::string& table) const { return tables_.count(table) > 0; }
+  const std::set<std::string>& Columns(const std::string& table) {
+    auto [it, added] = columns_.try_emplace(table);
+    if (added) {
+      auto cols = db_->Columns(table);
+      if (cols.ok()) it->second.insert(cols->begin(), cols->end());
+    }
+    return it->second;
+  }
+  /// `alias.column` when `table` has the column, else `fallback` (an SQL expression).
+  std::string Col(const std::string& table, const char* alias, const char* column, const char* fallback = "NULL") {
+    return Columns(table).count(column) ? fmt::format("{}.{}", alias, column) : std::string(fallback);
+  }
+  /// Runs `sql`, handing each row to `row`; a damaged file ends with an error naming the table.
+  template <typename Fn>
+  Status Rows(const std::string& table, const std::string& sql, Fn&& row) {
+    auto q = db_->Prepare(sql, /*streaming=*/true);
+    if (!q->ok()) return DataLossError(fmt::format("{}: table {}: {}", path_, table, db_->LastError()));
+    while (q->Step()) row(*q);
+    if (!q->Done())
+      return DataLossError(fmt::format("{}: table {} could not be read to its end: {}", path_, table, db_->LastError()));
+    return Status::Ok();
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::unique_ptr<Database> db_;
+  std::string path_;
+  std::set<std::string> tables_;
+  std::map<std::string, std::set<std::string>> columns_;
+};
+
+/// Reads one export into a recording per process.
+class NsysReader {
+ public:
+  NsysReader(Export& db, const NsysReadOptions& options) : db_(db), options_(options) {}
+
+  StatusOr<std::vector<Recording>> Read() {
+    if (!db_.Has("StringIds"))
+      return UnimplementedError(db_.path() + ": a SQLite database, but not an Nsight Systems export (it has no "
+                                             "StringIds table); export a report with `nsys export --type sqlite`");
+    RETURN_IF_ERROR(CheckPages());
+    RETURN_IF_ERROR(ReadSession());
+    RETURN_IF_ERROR(ReadDevices());
+    RETURN_IF_ERROR(ReadKernels());
+    RETURN_IF_ERROR(ReadMemoryOps("CUPTI_ACTIVITY_KIND_MEMCPY", /*memset=*/false));
+    RETURN_IF_ERROR(ReadMemoryOps("CUPTI_ACTIVITY_KIND_MEMSET", /*memset=*/true));
+    RETURN_IF_ERROR(ReadSyncs());
+    RETURN_IF_ERROR(ReadRuntime());
+    RETURN_IF_ERROR(ReadNvtx());
+    return Finish();
+  }
+
+ private:
+  Recording& For(uint32_t pid) {
+    auto [it, added] = by_pid_.try_emplace(pid);
+    if (added) {
+      it->second.source_path = db_.path();
+      it->second.format = "nsys";
+      it->second.clock_is_absolute = absolute_;
+    }
+    return it->second;
+  }
+
+  /// SQLite's own check of every page (a damaged export must not read as a
+  /// shorter one: a page no query reaches would otherwise go unnoticed).
+  Status CheckPages() {
+    std::string verdict;
+    RETURN_IF_ERROR(db_.Rows("(pages)", "PRAGMA quick_check(1)", [&](Query& q) { verdict = q.Text(0); }));
+    if (verdict != "ok")
+      return DataLossError(fmt::format("{}: the export is damaged (SQLite's page check: {})", db_.path(), verdict));
+    return Status::Ok();
+  }
+
+  /// The session's wall-clock start: export times are ns from it.
+  Status ReadSession() {
+    if (!db_.Has("TARGET_INFO_SESSION_START_TIME")) return Status::Ok();
+    return db_.Rows("TARGET_INFO_SESSION_START_TIME",
+                    "SELECT " + db_.Col("TARGET_INFO_SESSION_START_TIME", "t", "utcEpochNs") +
+                        " FROM TARGET_INFO_SESSION_START_TIME t LIMIT 1",
+                    [&](Query& q) {
+                      if (!q.Null(0) && q.Int(0) > 0 && q.Int(0) < kMaxTimeNs) {
+                        shift_ = q.Int(0);
+                        absolute_ = true;
+                      }
+                    });
+  }
+
+  Status ReadDevices() {
+    const std::string t = "TARGET_INFO_GPU";
+    if (!db_.Has(t)) return Status::Ok();
+    const std::string sql = fmt::format(
+        "SELECT {}, {}, {}, {}, {}, {}, {}, {}, {} FROM {} g", db_.Col(t, "g", "cuDevice", "g.id"), db_.Col(t, "g", "name", "''"),
+        db_.Col(t, "g", "smCount", "0"), db_.Col(t, "g", "totalMemory", "0"), db_.Col(t, "g", "computeMajor", "-1"),
+        db_.Col(t, "g", "computeMinor", "-1"), db_.Col(t, "g", "threadsPerWarp", "0"),
+        db_.Col(t, "g", "maxWarpsPerSm", "0"), db_.Col(t, "g", "maxShmemPerSm", "0"), t);
+    return db_.Rows(t, sql, [&](Query& q) {
+      Device d;
+      d.id = Narrow32(q.Int(0));
+      d.name = q.Text(1);
+      d.vendor = Vendor::kNvidia;
+      d.num_sms = std::max(0, Narrow32(q.Int(2), 0));
+      d.total_memory_bytes = std::max<int64_t>(0, q.Int(3));
+      d.compute_major = Narrow32(q.Int(4));
+      d.compute_minor = Narrow32(q.Int(5));
+      d.warp_size = std::max(0, Narrow32(q.Int(6), 0));
+      const int64_t warps = q.Int(7);
+      d.max_threads_per_sm = warps > 0 && warps <= 1 << 16 ? Narrow32(warps * d.warp_size, 0) : 0;
+      d.shared_memory_per_sm_bytes = std::max(0, Narrow32(q.Int(8), 0));
+      devices_.push_back(std::move(d));
+    });
+  }
+
+  /// The rows of `table` whose times can be used: integers, the end not before
+  /// the start. The others are counted and said (an export nsys wrote has none).
+  static std::string ValidTimes(const char* alias) {
+    return fmt::format(
+        "typeof({0}.start) = 'integer' AND typeof({0}.end) = 'integer' AND {0}.end >= {0}.start AND "
+        "{0}.start >= -{1} AND {0}.end <= {1}",
+        alias, kMaxTimeNs);
+  }
+  Status CountInvalidTimes(const std::string& table) {
+    return db_.Rows(table, fmt::format("SELECT count(*) FROM {} x WHERE NOT ({})", table, ValidTimes("x")),
+                    [&](Query& q) {
+                      if (q.Int(0) > 0)
+                        Unreadable(table, fmt::format("{} rows whose start or end is not an integer time (within "
+                                                      "2^62 ns of the session's start), or that end before they "
+                                                      "start: left out",
+                                                      q.Int(0)));
+                    });
+  }
+
+  /// The kernels' names: the demangled name where the export has it.
+  std::string KernelNameColumn(const std::string& t) {
+    for (const char* c : {"demangledName", "shortName", "name"})
+      if (db_.Columns(t).count(c)) return fmt::format("k.{}", c);
+    return "NULL";
+  }
+
+  Status ReadKernels() {
+    const std::string t = "CUPTI_ACTIVITY_KIND_KERNEL";
+    if (!db_.Has(t)) {
+      missing_.push_back("CUDA kernels (" + t + "; record with --trace=cuda)");
+      return Status::Ok();
+    }
+    const std::string sql = fmt::format(
+        "SELECT k.start, k.end, k.deviceId, k.streamId, {}, {}, s.value, k.gridX, k.gridY, k.gridZ, k.blockX, "
+        "k.blockY, k.blockZ, {}, {}, {} FROM {} k LEFT JOIN StringIds s ON s.id = {} WHERE {} "
+        "ORDER BY k.start, k.end DESC",
+        db_.Col(t, "k", "correlationId", "-1"), db_.Col(t, "k", "globalPid", "0"),
+        db_.Col(t, "k", "registersPerThread", "-1"), db_.Col(t, "k", "staticSharedMemory", "0"),
+        db_.Col(t, "k", "dynamicSharedMemory", "0"), t, KernelNameColumn(t), ValidTimes("k"));
+    RETURN_IF_ERROR(CountInvalidTimes(t));
+    return db_.Rows(t, sql, [&](Query& q) {
+      ++rows_;
+      Recording& rec = For(PidOf(q.Int(5)));
+      KernelActivity k;
+      k.time = {q.Int(0) + shift_, q.Int(1) + shift_};
+      k.device = Narrow32(q.Int(2));
+      k.stream = Narrow32(q.Int(3));
+      k.correlation = q.Null(4) ? -1 : q.Int(4);
+      k.name = rec.names.Intern(q.Text(6));
+      for (int i = 0; i < 3; ++i) {
+        k.grid[i] = Dimension(q.Int(7 + i));
+        k.block[i] = Dimension(q.Int(10 + i));
+      }
+      k.registers_per_thread = Narrow32(q.Int(13));
+      k.shared_memory_bytes = SharedMemory(q.Int(14), q.Int(15));
+      rec.kernels.push_back(k);
+    });
+  }
+
+  /// Copies (`CUPTI_ACTIVITY_KIND_MEMCPY`, their direction from `copyKind`) or
+  /// memsets (`…_MEMSET`).
+  Status ReadMemoryOps(const std::string& t, bool memset) {
+    if (!db_.Has(t)) return Status::Ok();
+    const std::string sql = fmt::format(
+        "SELECT m.start, m.end, m.deviceId, m.streamId, {}, {}, {}, {} FROM {} m WHERE {} ORDER BY m.start, m.end DESC",
+        db_.Col(t, "m", "correlationId", "-1"), db_.Col(t, "m", "globalPid", "0"), db_.Col(t, "m", "bytes", "-1"),
+        memset ? "0" : db_.Col(t, "m", "copyKind", "0"), t, ValidTimes("m"));
+    RETURN_IF_ERROR(CountInvalidTimes(t));
+    return db_.Rows(t, sql, [&](Query& q) {
+      ++rows_;
+      MemoryActivity m;
+      m.time = {q.Int(0) + shift_, q.Int(1) + shift_};
+      m.device = Narrow32(q.Int(2));
+      m.stream = Narrow32(q.Int(3));
+      m.correlation = q.Null(4) ? -1 : q.Int(4);
+      m.bytes = q.Int(6);
+      m.kind = memset ? MemoryOpKind::kMemset : CopyKind(q.Int(7));
+      For(PidOf(q.Int(5))).memory_ops.push_back(m);
+    });
+  }
+
+  Status ReadSyncs() {
+    const std::string t = "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION";
+    if (!db_.Has(t)) return Status::Ok();
+    const std::string sql = fmt::format(
+        "SELECT s.start, s.end, {}, {}, {}, {} FROM {} s WHERE {} ORDER BY s.start, s.end DESC",
+        db_.Col(t, "s", "deviceId", "-1"), db_.Col(t, "s", "streamId", "-1"),
+        db_.Col(t, "s", "syncType", db_.Col(t, "s", "deprecatedSyncType", "0").c_str()), db_.Col(t, "s", "globalPid", "0"),
+        t, ValidTimes("s"));
+    RETURN_IF_ERROR(CountInvalidTimes(t));
+    return db_.Rows(t, sql, [&](Query& q) {
+      ++rows_;
+      Recording& rec = For(PidOf(q.Int(5)));
+      SyncActivity s;
+      s.time = {q.Int(0) + shift_, q.Int(1) + shift_};
+      s.device = Narrow32(q.Int(2));
+      s.stream = Narrow32(q.Int(3));
+      s.name = rec.names.Intern(SyncName(q.Int(4)));
+      rec.syncs.push_back(s);
+    });
+  }
+
+  Status ReadRuntime() {
+    const std::string t = "CUPTI_ACTIVITY_KIND_RUNTIME";
+    if (!db_.Has(t)) {
+      missing_.push_back("CUDA API calls (" + t + "; launch delays and host-bound launches need them)");
+      return Status::Ok();
+    }
+    const std::string sql = fmt::format(
+        "SELECT r.start, r.end, r.globalTid, {}, s.value FROM {} r LEFT JOIN StringIds s ON s.id = r.nameId "
+        "WHERE {} ORDER BY r.start, r.end DESC",
+        db_.Col(t, "r", "correlationId", "-1"), t, ValidTimes("r"));
+    RETURN_IF_ERROR(CountInvalidTimes(t));
+    return db_.Rows(t, sql, [&](Query& q) {
+      ++rows_;
+      const int64_t global_tid = q.Int(2);
+      Recording& rec = For(PidOf(global_tid));
+      RuntimeCall c;
+      c.time = {q.Int(0) + shift_, q.Int(1) + shift_};
+      c.thread = TidOf(global_tid);
+      c.correlation = q.Null(3) ? -1 : q.Int(3);
+      std::string name = q.Text(4);
+      // nsys names runtime calls with their ABI version ("cudaLaunchKernel_v7000").
+      if (const size_t v = name.rfind("_v"); v != std::string::npos && v + 2 < name.size() &&
+                                             name.find_first_not_of("0123456789", v + 2) == std::string::npos)
+        name.resize(v);
+      c.kind = RuntimeCallKindOfName(name);
+      c.driver_api = StartsWith(name, "cu") && !StartsWith(name, "cuda");
+      c.name = rec.names.Intern(name);
+      rec.runtime_calls.push_back(c);
+    });
+  }
+
+  /// NVTX ranges: user annotations, and the steps where their names say so.
+  Status ReadNvtx() {
+    const std::string t = "NVTX_EVENTS";
+    if (!db_.Has(t)) return Status::Ok();
+    const auto& cols = db_.Columns(t);
+    const std::string text = cols.count("textId") ? "COALESCE(n.text, s.value)" : "n.text";
+    const std::string join = cols.count("textId") ? " LEFT JOIN StringIds s ON s.id = n.textId" : "";
+    // 59: NvtxPushPopRange, 60: NvtxStartEndRange (ENUM_NSYS_EVENT_TYPE); marks have no end.
+    const std::string sql = fmt::format(
+        "SELECT n.start, n.end, n.globalTid, {} FROM {} n{} WHERE n.eventType IN (59, 60, 70, 71) AND n.end IS NOT "
+        "NULL AND {} ORDER BY n.start, n.end DESC",
+        text, t, join, ValidTimes("n"));
+    std::optional<std::regex> step_pattern;
+    try {
+      step_pattern.emplace(options_.step_range_regex.empty()
+                               ? std::string(R"(^(?:ProfilerStep#|[Ii]teration[ _#]?|[Ss]tep[ _#]?|train_step[ _#]?)(\d+)$)")
+                               : options_.step_range_regex,
+                           std::regex::ECMAScript);
+    } catch (const std::regex_error& e) {
+      return InvalidArgumentError("--step-range: not a regular expression: " + std::string(e.what()));
+    }
+    return db_.Rows(t, sql, [&](Query& q) {
+      ++rows_;
+      Recording& rec = For(PidOf(q.Int(2)));
+      const std::string name = q.Text(3);
+      const Interval span{q.Int(0) + shift_, q.Int(1) + shift_};
+      std::smatch m;
+      if (std::regex_search(name, m, *step_pattern)) {  // a step, as Kineto's ProfilerStep#N is
+        Step step;
+        step.number = m.size() > 1 && m[1].matched ? std::stoll(m[1].str().substr(0, 18))
+                                                   : static_cast<int64_t>(rec.steps.size());
+        step.host = span;
+        rec.steps.push_back(step);
+        return;
+      }
+      CpuSpan s;
+      s.time = span;
+      s.name = rec.names.Intern(name);
+      s.thread = TidOf(q.Int(2));
+      s.kind = CpuSpanKind::kUserAnnotation;
+      rec.cpu_spans.push_back(s);
+    });
+  }
+
+  void Unreadable(const std::string& table, const std::string& what) {
+    bad_rows_.emplace(table, what);
+    ++bad_count_;
+  }
+
+  StatusOr<std::vector<Recording>> Finish() {
+    std::vector<Recording> out;
+    for (auto& [pid, rec] : by_pid_) {
+      // Processes with CUDA calls or GPU work: a pure host process (a launcher) is not a rank.
+      if (rec.kernels.empty() && rec.memory_ops.empty() && rec.runtime_calls.empty()) continue;
+      rec.devices = devices_;
+      rec.stats.events_seen = rows_;
+      rec.stats.events_used = static_cast<int64_t>(rec.kernels.size() + rec.memory_ops.size() +
+                                                   rec.runtime_calls.size() + rec.cpu_spans.size() + rec.syncs.size());
+      rec.metadata["process.pid"] = std::to_string(pid);
+      for (const auto& what : missing_)
+        rec.stats.AddIssue(IssueSeverity::kWarning, "nsys_table_missing", db_.path() + ": the export has no " + what);
+      for (const auto& [table, what] : bad_rows_)
+        rec.stats.AddIssue(IssueSeverity::kWarning, "bad_event", fmt::format("{}: table {}: {}", db_.path(), table, what));
+      out.push_back(std::move(rec));
+    }
+    if (out.empty())
+      return DataLossError(db_.path() + ": an Nsight Systems export with no CUDA kernels, copies or API calls: "
+                                        "nothing to judge (record with `nsys profile --trace=cuda,nvtx`)");
+    return out;
+  }
+
+  Export& db_;
+  const NsysReadOptions& options_;
+  TimeNs shift_ = 0;
+  bool absolute_ = false;
+  std::vector<Device> devices_;
+  std::map<uint32_t, Recording> by_pid_;
+  std::vector<std::string> missing_;
+  std::map<std::string, std::string> bad_rows_;
+  int64_t bad_count_ = 0;
+  int64_t rows_ = 0;
+};
+
+}  // namespace
+
+bool LooksLikeSqlite(std::string_view head) { return StartsWith(head, kSqliteMagic); }
+bool LooksLikeNsysReport(std::string_view head) { return StartsWith(head, kReportMagic); }
+
+std::string NsysExportCommand(const std::string& report_path) {
+  return fmt::format("nsys export --type sqlite --output REPORT.sqlite {}", report_path);
+}
+
+StatusOr<std::vector<Recording>> ImportNsysExport(const std::string& path, const NsysReadOptions& options) {
+  ASSIGN_OR_RETURN(Export db, Export::Open(path));
+  NsysReader reader(db, options);
+  ASSIGN_OR_RETURN(auto recordings, reader.Read());
+  struct stat st {};
+  if (stat(path.c_str(), &st) == 0)
+    for (auto& rec : recordings) rec.stats.bytes_read = st.st_size;
+  return recordings;
+}
+
+}  // namespace gputriage

@@ -1,0 +1,205 @@
+// Nsight Systems exports (issue 44): tables and columns read by name, whatever
+// the nsys version wrote; processes apart; steps from NVTX ranges.
+#include <gtest/gtest.h>
+#include <sqlite3.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <string>
+
+#include "gputriage/import.h"
+#include "src/sources/nsys/nsys_export.h"
+
+namespace gputriage {
+namespace {
+
+// nsys's GlobalId: pid in bits 24-47, tid in bits 0-23.
+constexpr int64_t Gid(int64_t pid, int64_t tid) { return (pid << 24) | tid; }
+
+class NsysExport : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char dir[] = "/tmp/gputriage-nsys-XXXXXX";
+    ASSERT_NE(mkdtemp(dir), nullptr);
+    dir_ = dir;
+    path_ = dir_ + "/report.sqlite";
+  }
+  void TearDown() override {
+    std::remove(path_.c_str());
+    rmdir(dir_.c_str());
+  }
+  void Make(const std::string& sql) {
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open(path_.c_str(), &db), SQLITE_OK);
+    char* error = nullptr;
+    ASSERT_EQ(sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &error), SQLITE_OK) << (error ? error : "");
+    sqlite3_close(db);
+  }
+  std::string dir_, path_;
+};
+
+// An export in an older schema's shape: no greenContextId, no cuDevice in
+// TARGET_INFO_GPU, kernel names only as shortName, no MEMSET table.
+constexpr const char* kOldSchema = R"(
+CREATE TABLE StringIds (id INTEGER PRIMARY KEY, value TEXT NOT NULL);
+INSERT INTO StringIds VALUES (1, 'ampere_sgemm_128x64_nn'), (2, 'cudaLaunchKernel_v7000'), (3, 'cudaMemcpyAsync_v3020'),
+  (4, 'cudaStreamSynchronize_v3020');
+CREATE TABLE TARGET_INFO_SESSION_START_TIME (utcEpochNs INTEGER, utcTime TEXT, localTime TEXT);
+INSERT INTO TARGET_INFO_SESSION_START_TIME VALUES (1700000000000000000, '', '');
+CREATE TABLE TARGET_INFO_GPU (id INTEGER, name TEXT, smCount INTEGER, totalMemory INTEGER, computeMajor INTEGER,
+  computeMinor INTEGER);
+INSERT INTO TARGET_INFO_GPU VALUES (0, 'NVIDIA A100-SXM4-80GB', 108, 85899345920, 8, 0);
+CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL (start INTEGER, end INTEGER, deviceId INTEGER, contextId INTEGER,
+  streamId INTEGER, correlationId INTEGER, globalPid INTEGER, shortName INTEGER, registersPerThread INTEGER,
+  gridX INTEGER, gridY INTEGER, gridZ INTEGER, blockX INTEGER, blockY INTEGER, blockZ INTEGER,
+  staticSharedMemory INTEGER, dynamicSharedMemory INTEGER);
+CREATE TABLE CUPTI_ACTIVITY_KIND_RUNTIME (start INTEGER, end INTEGER, eventClass INTEGER, globalTid INTEGER,
+  correlationId INTEGER, nameId INTEGER, returnValue INTEGER);
+CREATE TABLE CUPTI_ACTIVITY_KIND_MEMCPY (start INTEGER, end INTEGER, deviceId INTEGER, contextId INTEGER,
+  streamId INTEGER, correlationId INTEGER, globalPid INTEGER, bytes INTEGER, copyKind INTEGER);
+CREATE TABLE NVTX_EVENTS (start INTEGER, end INTEGER, eventType INTEGER, rangeId INTEGER, category INTEGER,
+  color INTEGER, text TEXT, globalTid INTEGER, endGlobalTid INTEGER, textId INTEGER, domainId INTEGER);
+)";
+
+TEST_F(NsysExport, AnOlderSchemaReadsByColumnName) {
+  Make(std::string(kOldSchema) + R"(
+INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME VALUES (1000, 6000, 0, )" + std::to_string(Gid(42, 43)) + R"(, 7, 2, 0);
+INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES (8000, 18000, 0, 1, 7, 7, )" + std::to_string(Gid(42, 0)) + R"(, 1, 96,
+  216, 1, 1, 128, 1, 1, 1024, 2048);
+INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME VALUES (19000, 20000, 0, )" + std::to_string(Gid(42, 43)) + R"(, 8, 3, 0);
+INSERT INTO CUPTI_ACTIVITY_KIND_MEMCPY VALUES (21000, 25000, 0, 1, 7, 8, )" + std::to_string(Gid(42, 0)) + R"(, 4096, 2);
+INSERT INTO NVTX_EVENTS VALUES (500, 30000, 59, 0, 0, 0, 'ProfilerStep#3', )" + std::to_string(Gid(42, 43)) + R"(, NULL, NULL, 0);
+INSERT INTO NVTX_EVENTS VALUES (900, 7000, 59, 0, 0, 0, 'forward', )" + std::to_string(Gid(42, 43)) + R"(, NULL, NULL, 0);
+INSERT INTO NVTX_EVENTS VALUES (950, NULL, 34, 0, 0, 0, 'a mark', )" + std::to_string(Gid(42, 43)) + R"(, NULL, NULL, 0);
+)");
+  auto read = ImportNsysExport(path_);
+  ASSERT_TRUE(read.ok()) << read.status().ToString();
+  ASSERT_EQ(read->size(), 1u);
+  const Recording& rec = (*read)[0];
+  EXPECT_EQ(rec.format, "nsys");
+  EXPECT_TRUE(rec.clock_is_absolute);
+  ASSERT_EQ(rec.devices.size(), 1u);
+  EXPECT_EQ(rec.devices[0].name, "NVIDIA A100-SXM4-80GB");
+  EXPECT_EQ(rec.devices[0].num_sms, 108);
+  ASSERT_EQ(rec.kernels.size(), 1u);
+  const KernelActivity& k = rec.kernels[0];
+  EXPECT_EQ(rec.names.View(k.name), "ampere_sgemm_128x64_nn");  // shortName, the only name this schema has
+  EXPECT_EQ(k.time.start, 1700000000000000000 + 8000);           // session start + ns into it
+  EXPECT_EQ(k.time.duration(), 10000);
+  EXPECT_EQ(k.grid[0], 216u);
+  EXPECT_EQ(k.block[0], 128u);
+  EXPECT_EQ(k.shared_memory_bytes, 1024 + 2048);
+  EXPECT_EQ(k.correlation, 7);
+  ASSERT_EQ(rec.runtime_calls.size(), 2u);
+  EXPECT_EQ(rec.names.View(rec.runtime_calls[0].name), "cudaLaunchKernel");  // the _v7000 ABI suffix dropped
+  EXPECT_EQ(rec.runtime_calls[0].kind, RuntimeCallKind::kKernelLaunch);
+  EXPECT_EQ(rec.runtime_calls[0].correlation, 7);  // joins the kernel
+  EXPECT_EQ(rec.runtime_calls[0].thread, 43);
+  EXPECT_EQ(rec.runtime_calls[1].kind, RuntimeCallKind::kMemcpy);
+  ASSERT_EQ(rec.memory_ops.size(), 1u);
+  EXPECT_EQ(rec.memory_ops[0].kind, MemoryOpKind::kMemcpyDtoH);
+  EXPECT_EQ(rec.memory_ops[0].bytes, 4096);
+  ASSERT_EQ(rec.steps.size(), 1u);  // ProfilerStep#3 is a step, as in a Kineto trace, not a span
+  EXPECT_EQ(rec.steps[0].number, 3);
+  ASSERT_EQ(rec.cpu_spans.size(), 1u);  // 'forward'; the mark has no end
+  EXPECT_EQ(rec.names.View(rec.cpu_spans[0].name), "forward");
+  EXPECT_EQ(rec.cpu_spans[0].kind, CpuSpanKind::kUserAnnotation);
+}
+
+TEST_F(NsysExport, EachProcessIsARecordingAndALauncherIsNot) {
+  Make(std::string(kOldSchema) + R"(
+INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES (8000, 18000, 0, 1, 7, 7, )" + std::to_string(Gid(100, 0)) + R"(, 1, 96, 1, 1, 1, 1, 1, 1, 0, 0);
+INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES (8000, 19000, 1, 1, 7, 9, )" + std::to_string(Gid(200, 0)) + R"(, 1, 96, 1, 1, 1, 1, 1, 1, 0, 0);
+INSERT INTO NVTX_EVENTS VALUES (0, 90000, 59, 0, 0, 0, 'launcher', )" + std::to_string(Gid(7, 7)) + R"(, NULL, NULL, 0);
+)");
+  auto read = ImportNsysExport(path_);
+  ASSERT_TRUE(read.ok()) << read.status().ToString();
+  ASSERT_EQ(read->size(), 2u);  // pids 100 and 200; pid 7 did no GPU work
+  EXPECT_EQ((*read)[0].metadata.at("process.pid"), "100");
+  EXPECT_EQ((*read)[1].metadata.at("process.pid"), "200");
+  EXPECT_EQ((*read)[1].kernels[0].device, 1);
+}
+
+TEST_F(NsysExport, AUserStepRegexAndMissingTablesAreSaid) {
+  Make(R"(
+CREATE TABLE StringIds (id INTEGER PRIMARY KEY, value TEXT NOT NULL);
+INSERT INTO StringIds VALUES (1, 'k');
+CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL (start INTEGER, end INTEGER, deviceId INTEGER, streamId INTEGER,
+  globalPid INTEGER, demangledName INTEGER, gridX INTEGER, gridY INTEGER, gridZ INTEGER, blockX INTEGER,
+  blockY INTEGER, blockZ INTEGER);
+INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES (10, 20, 0, 7, )" + std::to_string(Gid(5, 0)) + R"(, 1, 1, 1, 1, 1, 1, 1);
+CREATE TABLE NVTX_EVENTS (start INTEGER, end INTEGER, eventType INTEGER, text TEXT, globalTid INTEGER);
+INSERT INTO NVTX_EVENTS VALUES (0, 30, 59, 'fwd-bwd 12', )" + std::to_string(Gid(5, 5)) + R"();
+)");
+  NsysReadOptions options;
+  options.step_range_regex = R"(^fwd-bwd (\d+)$)";
+  auto read = ImportNsysExport(path_, options);
+  ASSERT_TRUE(read.ok()) << read.status().ToString();
+  const Recording& rec = (*read)[0];
+  EXPECT_FALSE(rec.clock_is_absolute);  // no session start: times from the export's own zero
+  ASSERT_EQ(rec.steps.size(), 1u);
+  EXPECT_EQ(rec.steps[0].number, 12);
+  const ImportIssue* missing = rec.stats.FindIssue("nsys_table_missing");
+  ASSERT_NE(missing, nullptr);
+  EXPECT_NE(missing->message.find("CUDA API calls"), std::string::npos) << missing->message;
+
+  options.step_range_regex = "([unclosed";
+  auto bad = ImportNsysExport(path_, options);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("--step-range"), std::string::npos);
+}
+
+TEST_F(NsysExport, RowsWithoutUsableTimesAreLeftOutAndCounted) {
+  Make(std::string(kOldSchema) + R"(
+INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES (8000, 18000, 0, 1, 7, 7, )" + std::to_string(Gid(42, 0)) + R"(, 1, 96, 1, 1, 1, 1, 1, 1, 0, 0);
+INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES ('soon', 18000, 0, 1, 7, 8, )" + std::to_string(Gid(42, 0)) + R"(, 1, 96, 1, 1, 1, 1, 1, 1, 0, 0);
+INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES (9000, 100, 0, 1, 7, 9, )" + std::to_string(Gid(42, 0)) + R"(, 1, 96, 1, 1, 1, 1, 1, 1, 0, 0);
+)");
+  auto read = ImportNsysExport(path_);
+  ASSERT_TRUE(read.ok()) << read.status().ToString();
+  const Recording& rec = (*read)[0];
+  EXPECT_EQ(rec.kernels.size(), 1u);  // text is not a time (SQLite would read it as 0); nor is an end before the start
+  const ImportIssue* bad = rec.stats.FindIssue("bad_event");
+  ASSERT_NE(bad, nullptr);
+  EXPECT_NE(bad->message.find("2 rows"), std::string::npos) << bad->message;
+}
+
+TEST_F(NsysExport, OtherSqliteFilesAndDamagedOnesAreRefusedByName) {
+  Make("CREATE TABLE runs (id INTEGER); INSERT INTO runs VALUES (1);");
+  auto other = ImportNsysExport(path_);
+  ASSERT_FALSE(other.ok());
+  EXPECT_EQ(other.status().code(), StatusCode::kUnimplemented);
+  EXPECT_NE(other.status().message().find("not an Nsight Systems export"), std::string::npos);
+
+  // A file with the SQLite header and garbage after it: a clear error, no crash.
+  FILE* f = std::fopen(path_.c_str(), "wb");
+  ASSERT_NE(f, nullptr);
+  const std::string junk = std::string("SQLite format 3\0", 16) + std::string(4096, '\x5a');
+  std::fwrite(junk.data(), 1, junk.size(), f);
+  std::fclose(f);
+  auto damaged = ImportFile(path_);
+  ASSERT_FALSE(damaged.ok());
+  EXPECT_NE(damaged.status().message().find(path_), std::string::npos) << damaged.status().message();
+}
+
+TEST_F(NsysExport, ImportDetectsAnExportByContentAndAReportSaysHowToExportIt) {
+  Make(std::string(kOldSchema) + R"(
+INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES (8000, 18000, 0, 1, 7, 7, )" + std::to_string(Gid(42, 0)) + R"(, 1, 96, 1, 1, 1, 1, 1, 1, 0, 0);
+)");
+  auto read = ImportFile(path_);
+  ASSERT_TRUE(read.ok()) << read.status().ToString();
+  EXPECT_EQ((*read)[0].format, "nsys");
+
+  const std::string report = dir_ + "/run.nsys-rep";
+  FILE* f = std::fopen(report.c_str(), "wb");
+  ASSERT_NE(f, nullptr);
+  std::fputs("NVIDIA Tegra Profiler Report 2025@6@3@541", f);
+  std::fclose(f);
+  auto rep = ImportFile(report);
+  std::remove(report.c_str());
+  ASSERT_FALSE(rep.ok());
+  EXPECT_NE(rep.status().message().find("nsys export --type sqlite"), std::string::npos) << rep.status().message();
+}
+
+}  // namespace
+}  // namespace gputriage

@@ -143,6 +143,12 @@ INSERT INTO NVTX_EVENTS VALUES (0, 30, 59, 'fwd-bwd 12', )" + std::to_string(Gid
   ASSERT_NE(missing, nullptr);
   EXPECT_NE(missing->message.find("CUDA API calls"), std::string::npos) << missing->message;
 
+  options.step_range_regex = R"(^(fwd)-bwd \d+$)";  // a group that is no number: the steps count in order
+  auto named = ImportNsysExport(path_, options);
+  ASSERT_TRUE(named.ok()) << named.status().ToString();
+  ASSERT_EQ((*named)[0].steps.size(), 1u);
+  EXPECT_EQ((*named)[0].steps[0].number, 0);
+
   options.step_range_regex = "([unclosed";
   auto bad = ImportNsysExport(path_, options);
   ASSERT_FALSE(bad.ok());

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <climits>
 #include <map>
+#include <optional>
 #include <regex>
 #include <set>
 #include <sys/stat.h>
@@ -10,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "src/store/database.h"
+#include "src/util/decimal.h"
 #include "src/util/strings.h"
 
 namespace gputriage {
@@ -331,6 +333,7 @@ class NsysReader {
         "SELECT n.start, n.end, n.globalTid, {} FROM {} n{} WHERE n.eventType IN (59, 60, 70, 71) AND n.end IS NOT "
         "NULL AND {} ORDER BY n.start, n.end DESC",
         text, t, join, ValidTimes("n"));
+    const bool user_pattern = !options_.step_range_regex.empty();
     std::optional<std::regex> step_pattern;
     try {
       step_pattern.emplace(options_.step_range_regex.empty()
@@ -345,11 +348,15 @@ class NsysReader {
       Recording& rec = For(PidOf(q.Int(2)));
       const std::string name = q.Text(3);
       const Interval span{q.Int(0) + shift_, q.Int(1) + shift_};
+      // The default names end in the step's number: other ranges (emit_nvtx
+      // writes one per operator) skip the regex.
+      const bool may_be_step = user_pattern || (!name.empty() && name.back() >= '0' && name.back() <= '9');
       std::smatch m;
-      if (std::regex_search(name, m, *step_pattern)) {  // a step, as Kineto's ProfilerStep#N is
+      if (may_be_step && std::regex_search(name, m, *step_pattern)) {  // a step, as Kineto's ProfilerStep#N is
         Step step;
-        step.number = m.size() > 1 && m[1].matched ? std::stoll(m[1].str().substr(0, 18))
-                                                   : static_cast<int64_t>(rec.steps.size());
+        // The first group, where it is a number, is the step's; else the steps count in order.
+        const auto number = m.size() > 1 && m[1].matched ? ParseInt64(m[1].str()) : std::nullopt;
+        step.number = number && *number >= 0 ? *number : static_cast<int64_t>(rec.steps.size());
         step.host = span;
         rec.steps.push_back(step);
         return;
@@ -363,10 +370,7 @@ class NsysReader {
     });
   }
 
-  void Unreadable(const std::string& table, const std::string& what) {
-    bad_rows_.emplace(table, what);
-    ++bad_count_;
-  }
+  void Unreadable(const std::string& table, const std::string& what) { bad_rows_.emplace(table, what); }
 
   StatusOr<std::vector<Recording>> Finish() {
     std::vector<Recording> out;
@@ -398,7 +402,6 @@ class NsysReader {
   std::map<uint32_t, Recording> by_pid_;
   std::vector<std::string> missing_;
   std::map<std::string, std::string> bad_rows_;
-  int64_t bad_count_ = 0;
   int64_t rows_ = 0;
 };
 

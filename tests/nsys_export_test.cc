@@ -2,6 +2,7 @@
 // the nsys version wrote; processes apart; steps from NVTX ranges.
 #include <gtest/gtest.h>
 #include <sqlite3.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -205,6 +206,55 @@ INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES (8000, 18000, 0, 1, 7, 7, )" + std
   std::remove(report.c_str());
   ASSERT_FALSE(rep.ok());
   EXPECT_NE(rep.status().message().find("nsys export --type sqlite"), std::string::npos) << rep.status().message();
+}
+
+// The user's own nsys exports a report: a stand-in on $GPUTRIAGE_NSYS that
+// takes nsys's arguments and writes the export where --output says.
+TEST_F(NsysExport, AReportIsExportedWithTheUsersNsysAndTheExportRemoved) {
+  Make(std::string(kOldSchema) + R"(
+INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES (8000, 18000, 0, 1, 7, 7, )" + std::to_string(Gid(42, 0)) + R"(, 1, 96, 1, 1, 1, 1, 1, 1, 0, 0);
+)");
+  const std::string report = dir_ + "/run.nsys-rep", fake = dir_ + "/nsys", seen = dir_ + "/args";
+  FILE* f = std::fopen(report.c_str(), "wb");
+  ASSERT_NE(f, nullptr);
+  std::fputs("NVIDIA Tegra Profiler Report 2025@6@3@541", f);
+  std::fclose(f);
+  f = std::fopen(fake.c_str(), "w");
+  ASSERT_NE(f, nullptr);
+  std::fprintf(f,
+               "#!/bin/sh\n"
+               "echo \"$@\" > %s\n"
+               "[ \"$FAKE_NSYS_FAIL\" = 1 ] && { echo 'Failed to open the report: version too new' >&2; exit 2; }\n"
+               "while [ $# -gt 0 ]; do [ \"$1\" = --output ] && out=$2; shift; done\n"
+               "cp %s \"$out\"\n",
+               seen.c_str(), path_.c_str());
+  std::fclose(f);
+  ASSERT_EQ(chmod(fake.c_str(), 0755), 0);
+  setenv(kNsysPathEnv, fake.c_str(), 1);
+  auto read = ImportFile(report);
+  ASSERT_TRUE(read.ok()) << read.status().ToString();
+  EXPECT_EQ((*read)[0].format, "nsys");
+  EXPECT_EQ((*read)[0].source_path, report);  // messages name the user's file
+  EXPECT_EQ((*read)[0].kernels.size(), 1u);
+  EXPECT_NE((*read)[0].stats.FindIssue("nsys_exported"), nullptr);
+  FILE* a = std::fopen(seen.c_str(), "r");
+  ASSERT_NE(a, nullptr);
+  char args[512] = {};
+  ASSERT_NE(std::fgets(args, sizeof args, a), nullptr);
+  std::fclose(a);
+  EXPECT_NE(std::string(args).find("export --type sqlite"), std::string::npos) << args;
+  const std::string out = std::string(args).substr(std::string(args).find("--output ") + 9);
+  EXPECT_NE(access(out.substr(0, out.find(' ')).c_str(), F_OK), 0) << "the temporary export was not removed";
+
+  setenv("FAKE_NSYS_FAIL", "1", 1);
+  auto failed = ImportFile(report);
+  unsetenv("FAKE_NSYS_FAIL");
+  unsetenv(kNsysPathEnv);
+  ASSERT_FALSE(failed.ok());
+  EXPECT_NE(failed.status().message().find("version too new"), std::string::npos) << failed.status().message();
+  std::remove(report.c_str());
+  std::remove(fake.c_str());
+  std::remove(seen.c_str());
 }
 
 }  // namespace

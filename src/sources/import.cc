@@ -77,17 +77,12 @@ StatusOr<std::vector<Recording>> ReadSource(std::unique_ptr<ByteSource> source, 
 /// never a pipe. A report (.nsys-rep) must be exported by nsys first.
 StatusOr<std::vector<Recording>> ReadNsys(const std::string& path, const std::string& format,
                                           const ImportOptions& options) {
-  if (format == "nsys-report")
-    return UnimplementedError(fmt::format(
-        "{}: an Nsight Systems report (.nsys-rep); gputriage reads its SQLite export: run `{}` (nsys {} or newer "
-        "reads reports of its own version and older) and diagnose REPORT.sqlite",
-        path, NsysExportCommand(path), "2021.2"));
   if (path == kStdinPath)
     return InvalidArgumentError("-: an Nsight Systems export is a SQLite database and is read from a file, not a "
                                 "pipe; name the .sqlite file");
   NsysReadOptions nsys;
   nsys.step_range_regex = options.step_range_regex;
-  return ImportNsysExport(path, nsys);
+  return format == "nsys-report" ? ImportNsysReport(path, nsys) : ImportNsysExport(path, nsys);
 }
 
 /// One file (or standard input), opened once: a pipe's head read to detect the

@@ -6,7 +6,19 @@
 #include <optional>
 #include <regex>
 #include <set>
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -412,6 +424,105 @@ bool LooksLikeNsysReport(std::string_view head) { return StartsWith(head, kRepor
 
 std::string NsysExportCommand(const std::string& report_path) {
   return fmt::format("nsys export --type sqlite --output REPORT.sqlite {}", report_path);
+}
+
+namespace {
+
+// An export of a multi-GB report takes minutes; one that runs past this is stuck.
+constexpr auto kNsysExportDeadline = std::chrono::minutes(30);
+
+/// nsys: $GPUTRIAGE_NSYS, else the first executable `nsys` on PATH; "" for none.
+std::string FindNsys() {
+  if (const char* env = std::getenv(kNsysPathEnv); env != nullptr && *env != '\0') return env;
+  const char* path = std::getenv("PATH");
+  std::string dirs = path != nullptr ? path : "";
+  for (size_t start = 0; start <= dirs.size();) {
+    size_t end = dirs.find(':', start);
+    if (end == std::string::npos) end = dirs.size();
+    const std::string candidate = (end > start ? dirs.substr(start, end - start) : ".") + "/nsys";
+    if (access(candidate.c_str(), X_OK) == 0) return candidate;
+    start = end + 1;
+  }
+  return "";
+}
+
+/// The last `bytes` of a file, for an error message.
+std::string TailOf(const std::string& path, size_t bytes) {
+  std::ifstream in(path, std::ios::binary);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (text.size() > bytes) text = "..." + text.substr(text.size() - bytes);
+  while (!text.empty() && (text.back() == '\n' || text.back() == '\r')) text.pop_back();
+  return text;
+}
+
+/// Runs `nsys export --type sqlite` of `report` into `out`; its stderr into `err`.
+Status RunNsysExport(const std::string& nsys, const std::string& report, const std::string& out,
+                     const std::string& err) {
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, "/dev/null", O_WRONLY, 0);
+  posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  std::vector<std::string> args = {nsys, "export", "--type", "sqlite", "--force-overwrite", "true", "--output", out,
+                                   report};
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  pid_t pid = -1;
+  const int rc = posix_spawn(&pid, nsys.c_str(), &actions, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  if (rc != 0) return IoError(fmt::format("cannot run {}: {}", nsys, std::strerror(rc)));
+  const auto deadline = std::chrono::steady_clock::now() + kNsysExportDeadline;
+  int status = 0;
+  while (true) {
+    const pid_t done = waitpid(pid, &status, WNOHANG);
+    if (done == pid) break;
+    if (done < 0 && errno != EINTR) return IoError(fmt::format("waiting for {}: {}", nsys, std::strerror(errno)));
+    if (std::chrono::steady_clock::now() > deadline) {
+      kill(pid, SIGKILL);
+      waitpid(pid, &status, 0);
+      return IoError(fmt::format("`nsys export` did not finish in {} minutes: stopped",
+                                 std::chrono::duration_cast<std::chrono::minutes>(kNsysExportDeadline).count()));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return Status::Ok();
+  return IoError(fmt::format("`nsys export` {} {}: {}",
+                             WIFEXITED(status) ? "exited with" : "was killed by signal",
+                             WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status), TailOf(err, 600)));
+}
+
+}  // namespace
+
+StatusOr<std::vector<Recording>> ImportNsysReport(const std::string& report_path, const NsysReadOptions& options) {
+  const std::string nsys = FindNsys();
+  if (nsys.empty())
+    return UnimplementedError(fmt::format(
+        "{}: an Nsight Systems report (.nsys-rep); gputriage reads its SQLite export, and there is no nsys on PATH "
+        "to make it (or set {}): run `{}` where nsys is, and diagnose REPORT.sqlite",
+        report_path, kNsysPathEnv, NsysExportCommand(report_path)));
+  std::error_code ec;
+  const auto tmp_root = std::filesystem::temp_directory_path(ec);
+  std::string dir = (ec ? std::filesystem::path("/tmp") : tmp_root).string() + "/gputriage-nsys-XXXXXX";
+  if (mkdtemp(dir.data()) == nullptr)
+    return IoError(fmt::format("{}: cannot make a directory for its export: {}", report_path, std::strerror(errno)));
+  struct RemoveAfter {
+    std::string dir;
+    ~RemoveAfter() {
+      std::error_code ignored;
+      std::filesystem::remove_all(dir, ignored);
+    }
+  } remove_after{dir};
+  const std::string out = dir + "/report.sqlite";
+  if (Status s = RunNsysExport(nsys, report_path, out, dir + "/nsys.err"); !s.ok())
+    return IoError(fmt::format("{}: {}", report_path, s.message()));
+  ASSIGN_OR_RETURN(auto recordings, ImportNsysExport(out, options));
+  for (auto& rec : recordings) {
+    rec.source_path = report_path;
+    rec.stats.AddIssue(IssueSeverity::kInfo, "nsys_exported",
+                       fmt::format("{}: exported to SQLite with {} for this reading (nothing kept)", report_path, nsys));
+  }
+  return recordings;
 }
 
 StatusOr<std::vector<Recording>> ImportNsysExport(const std::string& path, const NsysReadOptions& options) {

@@ -31,8 +31,15 @@ struct NsysReadOptions {
 /// Reads an `nsys export --type sqlite` file.
 StatusOr<std::vector<Recording>> ImportNsysExport(const std::string& path, const NsysReadOptions& options = {});
 
-/// The message for an .nsys-rep given where an export is needed: the command
-/// that makes one (run by `diagnose` itself when nsys is on PATH).
+/// The command that exports an .nsys-rep to SQLite.
 std::string NsysExportCommand(const std::string& report_path);
+
+/// Where to find nsys instead of PATH.
+inline constexpr const char* kNsysPathEnv = "GPUTRIAGE_NSYS";
+
+/// Reads an .nsys-rep (or .qdrep): exported with the user's own nsys
+/// ($GPUTRIAGE_NSYS, else nsys on PATH) into a temporary SQLite file, read, and
+/// removed. Without nsys, an error that gives the command to run where nsys is.
+StatusOr<std::vector<Recording>> ImportNsysReport(const std::string& report_path, const NsysReadOptions& options = {});
 
 }  // namespace gputriage

@@ -114,17 +114,10 @@ gputriage_pkg_dependency(zlib zlib)
 gputriage_pkg_dependency(sqlite3 sqlite3)       # the run store
 gputriage_cmake_dependency(fmt fmt::fmt fmt)
 gputriage_cmake_dependency(simdjson simdjson::simdjson simdjson)
-gputriage_cmake_dependency(protobuf protobuf::libprotobuf protobuf ZLIB::ZLIB)
+# (its archive needs zlib's: dep::zlib is static where protobuf is)
+gputriage_cmake_dependency(protobuf protobuf::libprotobuf protobuf dep::zlib Threads::Threads)
 gputriage_cmake_dependency(json nlohmann_json::nlohmann_json "")
 gputriage_cmake_dependency(cli11 CLI11::CLI11 "")
-if(GPUTRIAGE_STATIC_DEPS)
-  # The static protobuf also needs zlib's archive, not the shared one.
-  set_property(TARGET gputriage_dep_protobuf PROPERTY INTERFACE_LINK_LIBRARIES)
-  get_target_property(includes protobuf::libprotobuf INTERFACE_INCLUDE_DIRECTORIES)
-  target_include_directories(gputriage_dep_protobuf SYSTEM INTERFACE ${includes})
-  gputriage_static_archive(protobuf_archive protobuf)
-  target_link_libraries(gputriage_dep_protobuf INTERFACE ${protobuf_archive} dep::zlib Threads::Threads)
-endif()
 # PostgreSQL: only its headers at build time; libpq is loaded when a postgres://
 # store is used (src/store/libpq_library.cc), so no build depends on its
 # Kerberos and LDAP libraries, which Debian ships only as shared objects.

@@ -103,6 +103,7 @@ StatusOr<std::vector<Recording>> ImportOneFile(const std::string& path, const Im
 /// What a directory walk found, by kind.
 struct DirectoryContents {
   std::vector<std::string> traces;
+  std::vector<std::string> nsys_exports;  // SQLite files: exports unless the reader finds them not to be
   std::vector<std::pair<std::string, std::string>> metric_logs;  // path, format
   std::vector<std::string> scrapes;
   int64_t skipped = 0;
@@ -111,6 +112,15 @@ struct DirectoryContents {
     if (skipped++ == 0) first_skipped = file;
   }
 };
+
+/// A directory that held no input gputriage reads (SQLite files that were not
+/// Nsight Systems exports among what it looked at).
+Status NothingToRead(const std::string& path, const DirectoryContents& contents) {
+  return NotFoundError(fmt::format(
+      "{}: no PyTorch profiler trace or GPU metric log in this directory ({} other file{} looked at{}{})", path,
+      contents.skipped, contents.skipped == 1 ? "" : "s", contents.skipped > 0 ? ", e.g. " : "",
+      contents.first_skipped));
+}
 
 StatusOr<DirectoryContents> ClassifyDirectory(const std::string& path, const ImportOptions& options) {
   namespace fs = std::filesystem;
@@ -163,6 +173,7 @@ StatusOr<DirectoryContents> ClassifyDirectory(const std::string& path, const Imp
     const std::string format = head.ok() ? FormatOfHead(*head, /*strict=*/true) : "";
     if (format == "kineto") contents.traces.push_back(file);
     else if (format == "dcgm-exporter") contents.scrapes.push_back(file);
+    else if (format == "nsys") contents.nsys_exports.push_back(file);
     else if (format == "nsys-report") contents.Skip(file);  // its export, beside it, is read
     else if (!format.empty()) contents.metric_logs.emplace_back(file, format);
     else contents.Skip(file);
@@ -170,11 +181,10 @@ StatusOr<DirectoryContents> ClassifyDirectory(const std::string& path, const Imp
   if (ec) return IoError(path + ": cannot list directory: " + ec.message());
   std::sort(contents.traces.begin(), contents.traces.end());
   std::sort(contents.metric_logs.begin(), contents.metric_logs.end());
-  if (contents.traces.empty() && contents.metric_logs.empty() && contents.scrapes.empty())
-    return NotFoundError(fmt::format(
-        "{}: no PyTorch profiler trace or GPU metric log in this directory ({} other file{} looked at{}{})", path,
-        contents.skipped, contents.skipped == 1 ? "" : "s", contents.skipped > 0 ? ", e.g. " : "",
-        contents.first_skipped));
+  std::sort(contents.nsys_exports.begin(), contents.nsys_exports.end());
+  if (contents.traces.empty() && contents.nsys_exports.empty() && contents.metric_logs.empty() &&
+      contents.scrapes.empty())
+    return NothingToRead(path, contents);
   return contents;
 }
 
@@ -226,17 +236,17 @@ StatusOr<std::vector<Recording>> ImportDirectory(const std::string& path, const 
     if (!recs.ok()) return recs.status();
     for (auto& rec : *recs) out.push_back(std::move(rec));
   }
-  for (const auto& [log, format] : contents.metric_logs) {
-    if (format == "nsys") {
-      auto recs = ReadNsys(log, format, options);
-      if (!recs.ok() && recs.status().code() == StatusCode::kUnimplemented) {  // another program's SQLite file
-        contents.Skip(log);
-        continue;
-      }
-      if (!recs.ok()) return recs.status();
-      for (auto& rec : *recs) out.push_back(std::move(rec));
+  for (const auto& file : contents.nsys_exports) {
+    auto recs = ReadNsys(file, "nsys", options);
+    if (!recs.ok() && recs.status().code() == StatusCode::kUnimplemented) {  // another program's SQLite file
+      contents.Skip(file);
       continue;
     }
+    if (!recs.ok()) return recs.status();
+    for (auto& rec : *recs) out.push_back(std::move(rec));
+  }
+  if (out.empty() && contents.metric_logs.empty() && contents.scrapes.empty()) return NothingToRead(path, contents);
+  for (const auto& [log, format] : contents.metric_logs) {
     ASSIGN_OR_RETURN(auto source, OpenFileSource(log));
     ASSIGN_OR_RETURN(auto recs, ReadSource(std::move(source), format, options));
     for (auto& rec : recs) out.push_back(std::move(rec));

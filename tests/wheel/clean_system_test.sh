@@ -77,7 +77,8 @@ run_suite() {  # SUITE
   mkdir -p "$work/data" "$work/out"
   cp "$wheel" "$work/"
   cp "$fake_nvml" "$work/libnvidia-ml.so.1"
-  cp "$root/tests/wheel/marked_loop.py" "$root/tests/wheel/inside_test.sh" "$root/tests/wheel/http_get.py" "$work/"
+  cp "$root/tests/wheel/marked_loop.py" "$root/tests/wheel/check_marked_loop.py" "$root/tests/wheel/inside_test.sh" \
+    "$root/tests/wheel/http_get.py" "$work/"
   printf '%s\n' "${inputs[@]}" >"$work/inputs.txt"
   for f in "${inputs[@]}"; do
     mkdir -p "$work/data/$(dirname "$f")"

@@ -28,15 +28,7 @@ echo "ok: diagnose ran on $(wc -l <"$t/inputs.txt") inputs"
 cd "$t"
 "$g" record --python --no-mlflow --store "$t/runs.db" --name wheel-loop --json "$t/out/record.json" \
   -- /usr/bin/python3 "$t/marked_loop.py" >"$t/out/record.txt" 2>&1 || { cat "$t/out/record.txt"; exit 1; }
-python3 - "$t/out/record.json" <<'PY'
-import json, sys
-report = json.load(open(sys.argv[1]))
-markers = report["recordings"][0]["step_markers"]
-assert markers and markers["steps"] + markers["warmup_steps"] == 40, markers
-verdicts = [f["verdict"] for f in report["findings"]]
-assert "input_bound" in verdicts, verdicts
-print(f"ok: record --python: 40 steps from the marked loop, verdicts {verdicts}")
-PY
+python3 "$t/check_marked_loop.py" "$t/out/record.json" "record --python"
 
 # serve: its API lists the run just recorded.
 "$g" serve --store "$t/runs.db" --listen 127.0.0.1:18765 >"$t/out/serve.txt" 2>&1 &

@@ -73,8 +73,8 @@ namespace {
 // The system's certificate authorities. OpenSSL's default paths are the ones
 // its build was configured with (Debian's: /usr/lib/ssl), which other
 // distributions do not have, and the wheel's OpenSSL is Debian's, linked in: so
-// after SSL_CERT_FILE / SSL_CERT_DIR and those defaults, the first bundle found
-// of the places Linux distributions keep theirs.
+// where the default bundle is not there (and SSL_CERT_FILE / SSL_CERT_DIR name
+// none), the first bundle found of the places Linux distributions keep theirs.
 constexpr const char* kSystemCaBundles[] = {
     "/etc/ssl/certs/ca-certificates.crt",                 // Debian, Ubuntu, Arch, Gentoo
     "/etc/pki/ca-trust/extracted/pem/tls-ca-bundle.pem",  // RHEL, Rocky, Fedora, CentOS 7+
@@ -86,10 +86,10 @@ constexpr const char* kSystemCaBundles[] = {
 void LoadSystemCertificates(SSL_CTX* ctx) {
   SSL_CTX_set_default_verify_paths(ctx);
   if (std::getenv("SSL_CERT_FILE") != nullptr || std::getenv("SSL_CERT_DIR") != nullptr) return;  // the user's choice
+  if (access(X509_get_default_cert_file(), R_OK) == 0) return;  // the defaults found a bundle: loaded once
   for (const char* bundle : kSystemCaBundles)
     if (access(bundle, R_OK) == 0 && SSL_CTX_load_verify_locations(ctx, bundle, nullptr) == 1) break;
-  // Certificates already loaded by the defaults, or no bundle at all (the
-  // defaults stand, and a failed verification says why): not this request's errors.
+  // No bundle at all: the defaults stand, and a failed verification says why.
   ERR_clear_error();
 }
 

@@ -1,11 +1,5 @@
 #include "src/sources/nsys/nsys_export.h"
 
-#include <algorithm>
-#include <climits>
-#include <map>
-#include <optional>
-#include <regex>
-#include <set>
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
@@ -13,11 +7,17 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <climits>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <optional>
+#include <regex>
+#include <set>
 #include <thread>
 
 #include <fmt/format.h>
@@ -200,23 +200,33 @@ class NsysReader {
     });
   }
 
-  /// The rows of `table` whose times can be used: integers, the end not before
-  /// the start. The others are counted and said (an export nsys wrote has none).
+  /// An SQL expression, 1 where a row's times can be used: integers within
+  /// 2^62 ns of the session's start, the end not before the start. Selected as
+  /// the last column of each event query (one pass over the table: the other
+  /// rows are counted and said there; an export nsys wrote has none).
   static std::string ValidTimes(const char* alias) {
     return fmt::format(
-        "typeof({0}.start) = 'integer' AND typeof({0}.end) = 'integer' AND {0}.end >= {0}.start AND "
-        "{0}.start >= -{1} AND {0}.end <= {1}",
+        "(typeof({0}.start) = 'integer' AND typeof({0}.end) = 'integer' AND {0}.end >= {0}.start AND "
+        "{0}.start >= -{1} AND {0}.end <= {1})",
         alias, kMaxTimeNs);
   }
-  Status CountInvalidTimes(const std::string& table) {
-    return db_.Rows(table, fmt::format("SELECT count(*) FROM {} x WHERE NOT ({})", table, ValidTimes("x")),
-                    [&](Query& q) {
-                      if (q.Int(0) > 0)
-                        Unreadable(table, fmt::format("{} rows whose start or end is not an integer time (within "
-                                                      "2^62 ns of the session's start), or that end before they "
-                                                      "start: left out",
-                                                      q.Int(0)));
-                    });
+  /// db_.Rows over events whose column `valid` is ValidTimes: `row` gets the
+  /// usable ones, and the process they belong to has the row counted as seen.
+  template <typename Fn>
+  Status EventRows(const std::string& table, const std::string& sql, int valid, Fn&& row) {
+    int64_t invalid = 0;
+    RETURN_IF_ERROR(db_.Rows(table, sql, [&](Query& q) {
+      if (q.Int(valid) == 0) {
+        ++invalid;
+        return;
+      }
+      row(q);
+    }));
+    if (invalid > 0)
+      Unreadable(table, fmt::format("{} rows whose start or end is not an integer time (within 2^62 ns of the "
+                                    "session's start), or that end before they start: left out",
+                                    invalid));
+    return Status::Ok();
   }
 
   /// The kernels' names: the demangled name where the export has it.
@@ -234,14 +244,12 @@ class NsysReader {
     }
     const std::string sql = fmt::format(
         "SELECT k.start, k.end, k.deviceId, k.streamId, {}, {}, s.value, k.gridX, k.gridY, k.gridZ, k.blockX, "
-        "k.blockY, k.blockZ, {}, {}, {} FROM {} k LEFT JOIN StringIds s ON s.id = {} WHERE {} "
+        "k.blockY, k.blockZ, {}, {}, {}, {} FROM {} k LEFT JOIN StringIds s ON s.id = {} "
         "ORDER BY k.start, k.end DESC",
         db_.Col(t, "k", "correlationId", "-1"), db_.Col(t, "k", "globalPid", "0"),
         db_.Col(t, "k", "registersPerThread", "-1"), db_.Col(t, "k", "staticSharedMemory", "0"),
-        db_.Col(t, "k", "dynamicSharedMemory", "0"), t, KernelNameColumn(t), ValidTimes("k"));
-    RETURN_IF_ERROR(CountInvalidTimes(t));
-    return db_.Rows(t, sql, [&](Query& q) {
-      ++rows_;
+        db_.Col(t, "k", "dynamicSharedMemory", "0"), ValidTimes("k"), t, KernelNameColumn(t));
+    return EventRows(t, sql, 16, [&](Query& q) {
       Recording& rec = For(PidOf(q.Int(5)));
       KernelActivity k;
       k.time = {q.Int(0) + shift_, q.Int(1) + shift_};
@@ -264,12 +272,10 @@ class NsysReader {
   Status ReadMemoryOps(const std::string& t, bool memset) {
     if (!db_.Has(t)) return Status::Ok();
     const std::string sql = fmt::format(
-        "SELECT m.start, m.end, m.deviceId, m.streamId, {}, {}, {}, {} FROM {} m WHERE {} ORDER BY m.start, m.end DESC",
+        "SELECT m.start, m.end, m.deviceId, m.streamId, {}, {}, {}, {}, {} FROM {} m ORDER BY m.start, m.end DESC",
         db_.Col(t, "m", "correlationId", "-1"), db_.Col(t, "m", "globalPid", "0"), db_.Col(t, "m", "bytes", "-1"),
-        memset ? "0" : db_.Col(t, "m", "copyKind", "0"), t, ValidTimes("m"));
-    RETURN_IF_ERROR(CountInvalidTimes(t));
-    return db_.Rows(t, sql, [&](Query& q) {
-      ++rows_;
+        memset ? "0" : db_.Col(t, "m", "copyKind", "0"), ValidTimes("m"), t);
+    return EventRows(t, sql, 8, [&](Query& q) {
       MemoryActivity m;
       m.time = {q.Int(0) + shift_, q.Int(1) + shift_};
       m.device = Narrow32(q.Int(2));
@@ -285,13 +291,11 @@ class NsysReader {
     const std::string t = "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION";
     if (!db_.Has(t)) return Status::Ok();
     const std::string sql = fmt::format(
-        "SELECT s.start, s.end, {}, {}, {}, {} FROM {} s WHERE {} ORDER BY s.start, s.end DESC",
+        "SELECT s.start, s.end, {}, {}, {}, {}, {} FROM {} s ORDER BY s.start, s.end DESC",
         db_.Col(t, "s", "deviceId", "-1"), db_.Col(t, "s", "streamId", "-1"),
         db_.Col(t, "s", "syncType", db_.Col(t, "s", "deprecatedSyncType", "0").c_str()), db_.Col(t, "s", "globalPid", "0"),
-        t, ValidTimes("s"));
-    RETURN_IF_ERROR(CountInvalidTimes(t));
-    return db_.Rows(t, sql, [&](Query& q) {
-      ++rows_;
+        ValidTimes("s"), t);
+    return EventRows(t, sql, 6, [&](Query& q) {
       Recording& rec = For(PidOf(q.Int(5)));
       SyncActivity s;
       s.time = {q.Int(0) + shift_, q.Int(1) + shift_};
@@ -309,12 +313,10 @@ class NsysReader {
       return Status::Ok();
     }
     const std::string sql = fmt::format(
-        "SELECT r.start, r.end, r.globalTid, {}, s.value FROM {} r LEFT JOIN StringIds s ON s.id = r.nameId "
-        "WHERE {} ORDER BY r.start, r.end DESC",
-        db_.Col(t, "r", "correlationId", "-1"), t, ValidTimes("r"));
-    RETURN_IF_ERROR(CountInvalidTimes(t));
-    return db_.Rows(t, sql, [&](Query& q) {
-      ++rows_;
+        "SELECT r.start, r.end, r.globalTid, {}, s.value, {} FROM {} r LEFT JOIN StringIds s ON s.id = r.nameId "
+        "ORDER BY r.start, r.end DESC",
+        db_.Col(t, "r", "correlationId", "-1"), ValidTimes("r"), t);
+    return EventRows(t, sql, 5, [&](Query& q) {
       const int64_t global_tid = q.Int(2);
       Recording& rec = For(PidOf(global_tid));
       RuntimeCall c;
@@ -342,9 +344,9 @@ class NsysReader {
     const std::string join = cols.count("textId") ? " LEFT JOIN StringIds s ON s.id = n.textId" : "";
     // 59: NvtxPushPopRange, 60: NvtxStartEndRange (ENUM_NSYS_EVENT_TYPE); marks have no end.
     const std::string sql = fmt::format(
-        "SELECT n.start, n.end, n.globalTid, {} FROM {} n{} WHERE n.eventType IN (59, 60, 70, 71) AND n.end IS NOT "
-        "NULL AND {} ORDER BY n.start, n.end DESC",
-        text, t, join, ValidTimes("n"));
+        "SELECT n.start, n.end, n.globalTid, {}, {} FROM {} n{} WHERE n.eventType IN (59, 60, 70, 71) AND n.end IS "
+        "NOT NULL ORDER BY n.start, n.end DESC",
+        text, ValidTimes("n"), t, join);
     const bool user_pattern = !options_.step_range_regex.empty();
     std::optional<std::regex> step_pattern;
     try {
@@ -355,8 +357,7 @@ class NsysReader {
     } catch (const std::regex_error& e) {
       return InvalidArgumentError("--step-range: not a regular expression: " + std::string(e.what()));
     }
-    return db_.Rows(t, sql, [&](Query& q) {
-      ++rows_;
+    return EventRows(t, sql, 4, [&](Query& q) {
       Recording& rec = For(PidOf(q.Int(2)));
       const std::string name = q.Text(3);
       const Interval span{q.Int(0) + shift_, q.Int(1) + shift_};
@@ -390,9 +391,11 @@ class NsysReader {
       // Processes with CUDA calls or GPU work: a pure host process (a launcher) is not a rank.
       if (rec.kernels.empty() && rec.memory_ops.empty() && rec.runtime_calls.empty()) continue;
       rec.devices = devices_;
-      rec.stats.events_seen = rows_;
-      rec.stats.events_used = static_cast<int64_t>(rec.kernels.size() + rec.memory_ops.size() +
-                                                   rec.runtime_calls.size() + rec.cpu_spans.size() + rec.syncs.size());
+      // This process's rows: its events and steps (the rows left out are said in
+      // the issues, unattributed).
+      rec.stats.events_used = static_cast<int64_t>(rec.kernels.size() + rec.memory_ops.size() + rec.runtime_calls.size() +
+                                                   rec.cpu_spans.size() + rec.syncs.size() + rec.steps.size());
+      rec.stats.events_seen = rec.stats.events_used;
       rec.metadata["process.pid"] = std::to_string(pid);
       for (const auto& what : missing_)
         rec.stats.AddIssue(IssueSeverity::kWarning, "nsys_table_missing", db_.path() + ": the export has no " + what);
@@ -414,7 +417,6 @@ class NsysReader {
   std::map<uint32_t, Recording> by_pid_;
   std::vector<std::string> missing_;
   std::map<std::string, std::string> bad_rows_;
-  int64_t rows_ = 0;
 };
 
 }  // namespace
@@ -448,9 +450,14 @@ std::string FindNsys() {
 
 /// The last `bytes` of a file, for an error message.
 std::string TailOf(const std::string& path, size_t bytes) {
-  std::ifstream in(path, std::ios::binary);
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (text.size() > bytes) text = "..." + text.substr(text.size() - bytes);
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
+  const std::streamoff size = in ? static_cast<std::streamoff>(in.tellg()) : 0;
+  const std::streamoff from = std::max<std::streamoff>(0, size - static_cast<std::streamoff>(bytes));
+  in.seekg(from);
+  std::string text(static_cast<size_t>(size - from), '\0');
+  in.read(text.data(), static_cast<std::streamsize>(text.size()));
+  text.resize(static_cast<size_t>(std::max<std::streamsize>(0, in.gcount())));
+  if (from > 0) text = "..." + text;
   while (!text.empty() && (text.back() == '\n' || text.back() == '\r')) text.pop_back();
   return text;
 }

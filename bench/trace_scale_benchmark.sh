@@ -19,7 +19,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 sizes=("$@")
 [ ${#sizes[@]} -gt 0 ] || sizes=(0.4 1.4 5)
-repeats=${REPEATS:-3}
 source bench/common.sh
 scan=build/release/bench/bare_scan
 [ -x "$scan" ] || cmake --build --preset release --target bare_scan >/dev/null
@@ -28,21 +27,6 @@ venv_python=.venv/bin/python
 results=$out/trace_scale_results.tsv
 : >"$results"
 
-measure() {  # label size_gb file command... -> appends "label size wall_s rss_kb" (median of $repeats)
-  local label=$1 size=$2 file=$3
-  shift 3
-  local runs=()
-  for ((i = 0; i < repeats; i++)); do
-    # Output to /dev/null: the decompressors write gigabytes, which must not be timed as disk writes.
-    /usr/bin/time -f "%e %M" -o "$out/time.txt" "$@" >/dev/null 2>"$out/stderr.txt" ||
-      { echo "FAILED: $label: $*"; cat "$out/stderr.txt"; exit 1; }
-    runs+=("$(cat "$out/time.txt")")
-  done
-  local median
-  median=$(printf '%s\n' "${runs[@]}" | sort -n | sed -n "$(((repeats + 1) / 2))p")
-  echo -e "$label\t$size\t$(stat -c %s "$file")\t$median" | tr ' ' '\t' >>"$results"
-  echo "  $label: ${median% *} s, $(( ${median#* } / 1024 )) MiB"
-}
 
 diagnosis_of() {  # file [args] -> the JSON report with the file's name taken out
   "$bin" diagnose --json "$@" | sed "s|$(basename "$1")|TRACE|g" | md5sum | cut -d' ' -f1
@@ -97,17 +81,8 @@ TraceAnalysis(trace_dir=sys.argv[1]).get_temporal_breakdown(visualize=False)' "$
 done
 
 /usr/bin/python3 - "$results" <<'PY'
-import collections, sys
-rows = collections.defaultdict(dict)
-for line in open(sys.argv[1]):
-    label, size, nbytes, wall, rss = line.split("\t")
-    rows[size][label] = (int(nbytes), float(wall), int(rss))
-print()
-print(f"{'size':>6} {'what':<22} {'wall s':>8} {'MB/s':>8} {'peak RSS MiB':>13}")
-for size, r in rows.items():
-    for label, (nbytes, wall, rss) in r.items():
-        print(f"{size:>5}G {label:<22} {wall:8.2f} {nbytes / 1e6 / max(wall, 1e-3):8.0f} {rss / 1024:13.1f}")
-print()
+import sys; sys.path.insert(0, "bench"); import scale_results  # noqa: E702
+rows = scale_results.report(sys.argv[1])
 for size, r in rows.items():
     g, gz, gzip = r["gputriage"], r["gputriage_gz"], r["gzip_dc"]
     scan = r.get("bare_scan")
@@ -119,8 +94,5 @@ for size, r in rows.items():
     if "python_json_load" in r: line += f"; json.load {r['python_json_load'][1] / g[1]:.1f}x slower"
     if "hta" in r: line += f"; HTA {r['hta'][1] / g[1]:.1f}x slower, {r['hta'][2] / max(g[2], 1):.1f}x the RSS"
     print(line)
-sizes = list(rows)
-if len(sizes) > 1:
-    small, big = rows[sizes[0]]["gputriage"][2], rows[sizes[-1]]["gputriage"][2]
-    print(f"peak RSS {sizes[0]} GB / {sizes[-1]} GB: {small / big:.2f} (goal: within 20%, i.e. >= 0.8)")
+scale_results.print_rss_ratio(rows)
 PY

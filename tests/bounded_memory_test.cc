@@ -39,11 +39,15 @@ Diagnosed DiagnoseWithBudget(const std::string& path, size_t budget) {
   return out;
 }
 
-/// Every trace file, and every directory of rank traces (one run).
+/// Every trace file and Nsight Systems export, and every directory of rank traces (one run).
 std::vector<std::string> BundledInputs() {
   std::set<std::string> out;
   for (const auto& e : std::filesystem::recursive_directory_iterator(std::string(GPUTRIAGE_TEST_DATA_DIR) + "/traces")) {
     const std::string p = e.path().string();
+    if (e.is_regular_file() && p.ends_with(".sqlite")) {  // Nsight Systems exports
+      out.insert(p);
+      continue;
+    }
     if (!e.is_regular_file() || p.find(".json") == std::string::npos || p.ends_with("run.json")) continue;
     // A recorded run's rank traces are diagnosed together, as the run they are.
     if (p.find("/recorded/") != std::string::npos) out.insert(e.path().parent_path().string());
@@ -53,7 +57,7 @@ std::vector<std::string> BundledInputs() {
 }
 
 TEST(BoundedMemory, EveryBundledTraceDiagnosesTheSameFromSpilledStreams) {
-  int inputs = 0, spilled = 0;
+  int inputs = 0, spilled = 0, nsys_spilled = 0;
   for (const auto& path : BundledInputs()) {
     const Diagnosed in_memory = DiagnoseWithBudget(path, size_t{1} << 30);
     ASSERT_EQ(in_memory.spilled_recordings, 0) << path;
@@ -62,8 +66,10 @@ TEST(BoundedMemory, EveryBundledTraceDiagnosesTheSameFromSpilledStreams) {
     const Diagnosed spilled_run = DiagnoseWithBudget(path, size_t{64} << 10);
     EXPECT_EQ(spilled_run.json, in_memory.json) << path;
     spilled += spilled_run.spilled_recordings > 0 ? 1 : 0;
+    nsys_spilled += spilled_run.spilled_recordings > 0 && path.ends_with(".sqlite") ? 1 : 0;
     ++inputs;
   }
+  EXPECT_GE(nsys_spilled, 2) << "Nsight Systems exports must go through the spilled path too";
   EXPECT_GE(inputs, 25);
   EXPECT_GE(spilled, 15) << "too few bundled traces exceed 64 KiB of events to test the spilled path";
 }

@@ -725,6 +725,7 @@ struct RunLedger {
 
 struct RecordingAnalysis {
   std::string source;
+  std::string source_format;  // Recording::format ("kineto", "nsys", ...): which profiler to name in advice
   LoaderSettings loader;
   HostUsageAnalysis host;
   CopySettings copies;

@@ -688,6 +688,7 @@ RecomputeSettings ReadRecomputeSettings(const std::map<std::string, std::string>
 RecordingAnalysis Analyze(const Recording& rec, int threads, bool rank_of_run) {
   RecordingAnalysis a;
   a.source = rec.source_path;
+  a.source_format = rec.format;
   // The loader's resources, where the run recorded them (keys of the job's
   // configuration channel and the recorder's own, docs/formats.md).
   auto integer = [&](const char* key) {

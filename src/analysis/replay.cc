@@ -184,9 +184,13 @@ StatusOr<ReplayResult> TraceReplay::Run(const ReplayChange& change) const {
   }
   std::stable_sort(questions.begin(), questions.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
   size_t answered = 0;
-  // The replayed steps end no earlier than any replayed boundary: busy time wholly
-  // before the latest one read is counted at once.
+  // The replayed steps end no earlier than any replayed boundary, nor than any op
+  // of a step ends (the window's end is the latest of both): busy time wholly
+  // before the latest of these read so far is counted at once. (Held until the
+  // last step's end is read, a trace without steps, one window, would hold every
+  // busy interval of the trace.)
   double boundary_reached = -std::numeric_limits<double>::infinity();
+  double step_op_end_reached = -std::numeric_limits<double>::infinity();
 
   // Replayed device state, per stream: when its latest op (in launch order) ends in
   // the replay, and (recorded end, replayed end) of its ops in recorded-end order,
@@ -210,7 +214,7 @@ StatusOr<ReplayResult> TraceReplay::Run(const ReplayChange& change) const {
       if (answered == 0) first_start_ns = static_cast<TimeNs>(step_start[0]);  // the earliest question
     }
     if (answered == 0) return;
-    const auto bound = static_cast<TimeNs>(boundary_reached);
+    const auto bound = static_cast<TimeNs>(std::max(boundary_reached, step_op_end_reached));
     while (!busy_held.empty() && busy_held.front().end <= bound) {
       const Interval u = busy_held.front();
       busy_held.pop_front();
@@ -259,6 +263,7 @@ StatusOr<ReplayResult> TraceReplay::Run(const ReplayChange& change) const {
       if (op.step >= 0) {
         auto& e = device_end[static_cast<size_t>(op.step)];
         e = std::max(e, end);
+        step_op_end_reached = std::max(step_op_end_reached, end);
       }
       // Later ops launch no earlier, and the clock never goes back: none starts
       // before this one's launch (less a margin for the clock's rounding).

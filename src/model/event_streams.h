@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <memory>
 #include <string>
 
 #include "gputriage/model.h"
@@ -69,5 +70,15 @@ struct EventStreams {
     return o;
   }
 };
+
+/// Every stream sorted (start, then the longer first, then the order added); the
+/// host spans (about half of a trace's events) on a second thread when `parallel`.
+Status FinishEventStreams(EventStreams& streams, bool parallel);
+
+/// Where a reader's finished streams go: past the memory budget they stay
+/// streams, which the analyses read as they would the vectors
+/// (src/analysis/trace_events.h), with `shift` added as they are read; else the
+/// events move into the recording's vectors, uncopied, `shift` added.
+void PlaceEvents(Recording& rec, std::shared_ptr<EventStreams> streams, TimeNs shift);
 
 }  // namespace gputriage

@@ -82,6 +82,7 @@ StatusOr<std::vector<Recording>> ReadNsys(const std::string& path, const std::st
                                 "pipe; name the .sqlite file");
   NsysReadOptions nsys;
   nsys.step_range_regex = options.step_range_regex;
+  nsys.memory_budget_bytes = options.memory_budget_bytes;
   return format == "nsys-report" ? ImportNsysReport(path, nsys) : ImportNsysExport(path, nsys);
 }
 
@@ -236,8 +237,14 @@ StatusOr<std::vector<Recording>> ImportDirectory(const std::string& path, const 
     if (!recs.ok()) return recs.status();
     for (auto& rec : *recs) out.push_back(std::move(rec));
   }
+  // The exports are read one after another and all held until the run is
+  // diagnosed: each gets its share of the budget.
+  ImportOptions per_export = options;
+  if (contents.nsys_exports.size() > 1)
+    per_export.memory_budget_bytes =
+        std::max(options.memory_budget_bytes / contents.nsys_exports.size(), kMinTraceMemoryBudget);
   for (const auto& file : contents.nsys_exports) {
-    auto recs = ReadNsys(file, "nsys", options);
+    auto recs = ReadNsys(file, "nsys", per_export);
     if (!recs.ok() && recs.status().code() == StatusCode::kUnimplemented) {  // another program's SQLite file
       contents.Skip(file);
       continue;

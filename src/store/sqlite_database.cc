@@ -155,7 +155,10 @@ class SqliteDatabase final : public Database {
   /// stands: read-only and immutable (no lock, no journal, nothing written).
   Status OpenImmutable() {
     const std::string uri = "file:" + UriPath(path_) + "?immutable=1";
-    if (sqlite3_open_v2(uri.c_str(), &db_, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI, nullptr) != SQLITE_OK)
+    // NOMUTEX: a reader uses its connection from one thread at a time, and the
+    // per-call locks of SQLite's serialized mode were 5% of reading a 0.1 GB export.
+    if (sqlite3_open_v2(uri.c_str(), &db_, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI | SQLITE_OPEN_NOMUTEX, nullptr) !=
+        SQLITE_OK)
       return IoError(path_ + ": cannot open: " + LastError());
     // A damaged or foreign file fails here, on its first page, not in a query.
     SqliteQuery probe(db_, "SELECT count(*) FROM sqlite_master");

@@ -836,8 +836,12 @@ void NoGpuActivity(const RecordingAnalysis& a, std::vector<Finding>& out) {
       a.steps.size(), ToMs(a.avg_step_ns));
   f.evidence.push_back(E("kernels", 0, "count", "kernel events in the trace"));
   f.evidence.push_back(E("avg_step_ms", ToMs(a.avg_step_ns), "ms", "host step spans"));
-  f.recommendations = {{"profile with activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA] on a GPU rank",
-                        "records kernels so the GPU side can be diagnosed"}};
+  if (a.source_format == "nsys")
+    f.recommendations = {{"nsys profile --trace=cuda,nvtx on a GPU rank", "records kernels and CUDA calls so the GPU "
+                                                                           "side can be diagnosed"}};
+  else
+    f.recommendations = {{"profile with activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA] on a GPU rank",
+                          "records kernels so the GPU side can be diagnosed"}};
   out.push_back(std::move(f));
 }
 

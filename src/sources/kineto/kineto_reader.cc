@@ -460,14 +460,6 @@ Status MergePartial(Recording& rec, EventStreams& streams, Recording&& part) {
   return status;
 }
 
-/// A stream held whole in memory, sorted, into `out` with the time base added.
-template <typename T, typename Less>
-void TakeShifted(SortedSpill<T, Less>& stream, std::vector<T>& out, TimeNs shift) {
-  out = stream.TakeIfInMemory();
-  if (shift != 0)
-    for (auto& item : out) item.time.start += shift, item.time.end += shift;
-}
-
 /// The whole trace: the header members, the events (through EventSink, or as
 /// runs read elsewhere) into time-ordered streams, then the time base shift.
 class KinetoImporter {
@@ -574,35 +566,9 @@ class KinetoImporter {
       for (auto& p : use.curve) p.t += shift;
       FinishMemoryCurve(use);
     }
-    EventStreams& streams = *streams_;
-    RETURN_IF_ERROR(FinishAll(streams, parallel));
-    if (streams.spilled_bytes() > 0) {
-      rec_.streams = std::move(streams_);
-      rec_.streams_shift = shift;
-      return Status::Ok();
-    }
-    TakeShifted(streams.cpu_spans, rec_.cpu_spans, shift);
-    TakeShifted(streams.kernels, rec_.kernels, shift);
-    TakeShifted(streams.memory_ops, rec_.memory_ops, shift);
-    TakeShifted(streams.runtime_calls, rec_.runtime_calls, shift);
-    TakeShifted(streams.syncs, rec_.syncs, shift);
-    rec_.matrix_shapes = streams.matrix_shapes.TakeIfInMemory();
+    RETURN_IF_ERROR(FinishEventStreams(*streams_, parallel));
+    PlaceEvents(rec_, std::move(streams_), shift);
     return Status::Ok();
-  }
-
-  static Status FinishAll(EventStreams& streams, bool parallel) {
-    Status host_status;
-    std::thread host;
-    if (parallel) host = std::thread([&] { host_status = streams.cpu_spans.Finish(); });
-    else host_status = streams.cpu_spans.Finish();
-    Status s = streams.kernels.Finish();
-    if (s.ok()) s = streams.memory_ops.Finish();
-    if (s.ok()) s = streams.runtime_calls.Finish();
-    if (s.ok()) s = streams.syncs.Finish();
-    if (s.ok()) s = streams.matrix_shapes.Finish();
-    if (host.joinable()) host.join();
-    if (!s.ok()) return s;
-    return host_status;
   }
 
   Status SortSteps() {

@@ -19,9 +19,11 @@
 #include <regex>
 #include <set>
 #include <thread>
+#include <unordered_map>
 
 #include <fmt/format.h>
 
+#include "src/model/event_streams.h"
 #include "src/store/database.h"
 #include "src/util/decimal.h"
 #include "src/util/strings.h"
@@ -112,8 +114,21 @@ class Export {
   }
   const std::string& path() const { return path_; }
 
+  /// A StringIds entry ("" for none): names are looked up once per id, not
+  /// joined into every event row (a kernel's name repeats thousands of times).
+  std::string StringOf(int64_t id) {
+    if (!string_query_) string_query_ = db_->Prepare("SELECT value FROM StringIds WHERE id = ?");
+    if (!string_query_->ok()) return "";
+    string_query_->Reset();
+    string_query_->Bind(1, id);
+    std::string value = string_query_->Step() ? string_query_->Text(0) : std::string();
+    string_query_->Reset();
+    return value;
+  }
+
  private:
   std::unique_ptr<Database> db_;
+  std::unique_ptr<Query> string_query_;
   std::string path_;
   std::set<std::string> tables_;
   std::map<std::string, std::set<std::string>> columns_;
@@ -129,6 +144,7 @@ class NsysReader {
       return UnimplementedError(db_.path() + ": a SQLite database, but not an Nsight Systems export (it has no "
                                              "StringIds table); export a report with `nsys export --type sqlite`");
     RETURN_IF_ERROR(CheckPages());
+    RETURN_IF_ERROR(ShareBudget());
     RETURN_IF_ERROR(ReadSession());
     RETURN_IF_ERROR(ReadDevices());
     RETURN_IF_ERROR(ReadKernels());
@@ -141,14 +157,88 @@ class NsysReader {
   }
 
  private:
-  Recording& For(uint32_t pid) {
+  /// One process's recording while it is read: its events go to time-ordered
+  /// streams under its share of the memory budget (a multi-GB export of many
+  /// ranks is read in bounded memory, like a large trace).
+  struct CallName {
+    NameId name = 0;
+    RuntimeCallKind kind = RuntimeCallKind::kOther;
+    bool driver_api = false;
+  };
+  struct Process {
+    Recording rec;
+    std::shared_ptr<EventStreams> streams;
+    int64_t gpu_events = 0;  // kernels, copies, memsets and CUDA calls: what makes a process a rank
+    int64_t events = 0;      // every event and step kept
+    std::unordered_map<int64_t, NameId> names_by_string_id;
+    std::unordered_map<int64_t, CallName> calls_by_string_id;
+  };
+
+  /// A CUDA runtime or driver call's name as nsys writes it ("cudaLaunchKernel_v7000"),
+  /// classified once per name.
+  CallName CallNameFrom(Process& p, std::string name) {
+    // nsys names runtime calls with their ABI version: the suffix is dropped.
+    if (const size_t v = name.rfind("_v"); v != std::string::npos && v + 2 < name.size() &&
+                                           name.find_first_not_of("0123456789", v + 2) == std::string::npos)
+      name.resize(v);
+    CallName out;
+    out.kind = RuntimeCallKindOfName(name);
+    out.driver_api = StartsWith(name, "cu") && !StartsWith(name, "cuda");
+    out.name = p.rec.names.Intern(name);
+    return out;
+  }
+  const CallName& CallNameOf(Process& p, const Query& q, int col) {
+    const int64_t id = q.Null(col) ? -1 : q.Int(col);
+    auto [it, added] = p.calls_by_string_id.try_emplace(id);
+    if (added) it->second = CallNameFrom(p, id < 0 ? std::string() : db_.StringOf(id));
+    return it->second;
+  }
+
+  /// The name a StringIds id stands for, in the process's name table; column
+  /// `col` of `q` is the id, NULL where the row has none.
+  NameId NameOfStringId(Process& p, const Query& q, int col) {
+    if (q.Null(col)) return p.rec.names.Intern("");
+    const int64_t id = q.Int(col);
+    auto [it, added] = p.names_by_string_id.try_emplace(id, 0);
+    if (added) it->second = p.rec.names.Intern(db_.StringOf(id));
+    return it->second;
+  }
+  /// A name column as a StringIds id: NULL where it holds none (a text, or nothing).
+  static std::string StringIdColumn(const std::string& expression) {
+    return fmt::format("CASE WHEN typeof({0}) = 'integer' THEN {0} END", expression);
+  }
+
+  Process& For(uint32_t pid) {
     auto [it, added] = by_pid_.try_emplace(pid);
     if (added) {
-      it->second.source_path = db_.path();
-      it->second.format = "nsys";
-      it->second.clock_is_absolute = absolute_;
+      Process& p = it->second;
+      p.rec.source_path = db_.path();
+      p.rec.format = "nsys";
+      p.rec.clock_is_absolute = absolute_;
+      p.streams = std::make_shared<EventStreams>(process_budget_, options_.scratch_directory);
     }
     return it->second;
+  }
+  /// Adds an event to a process's stream, keeping the first error (a full scratch disk).
+  template <typename T, typename Less>
+  void Add(Process& p, SortedSpill<T, Less>& stream, const T& item, bool gpu_event) {
+    if (Status s = stream.Add(item); !s.ok() && first_error_.ok()) first_error_ = std::move(s);
+    ++p.events;
+    if (gpu_event) ++p.gpu_events;
+  }
+
+  /// Each process with CUDA contexts gets an equal share of the budget (the
+  /// export's own list of them; one where it has none).
+  Status ShareBudget() {
+    const std::string t = "TARGET_INFO_CUDA_CONTEXT_INFO";
+    int64_t processes = 1;
+    if (db_.Has(t) && db_.Columns(t).count("processId"))
+      RETURN_IF_ERROR(db_.Rows(t, "SELECT count(DISTINCT processId) FROM " + t,
+                               [&](Query& q) { processes = std::max<int64_t>(1, q.Int(0)); }));
+    const size_t budget = options_.memory_budget_bytes;
+    process_budget_ = std::max(budget / static_cast<size_t>(std::min<int64_t>(processes, 1 << 16)),
+                               std::min(budget, kMinTraceMemoryBudget));
+    return Status::Ok();
   }
 
   /// SQLite's own check of every page (a damaged export must not read as a
@@ -222,6 +312,7 @@ class NsysReader {
       }
       row(q);
     }));
+    if (!first_error_.ok()) return first_error_;
     if (invalid > 0)
       Unreadable(table, fmt::format("{} rows whose start or end is not an integer time (within 2^62 ns of the "
                                     "session's start), or that end before they start: left out",
@@ -229,10 +320,10 @@ class NsysReader {
     return Status::Ok();
   }
 
-  /// The kernels' names: the demangled name where the export has it.
+  /// The kernels' names: the demangled name where the export has it (a StringIds id).
   std::string KernelNameColumn(const std::string& t) {
     for (const char* c : {"demangledName", "shortName", "name"})
-      if (db_.Columns(t).count(c)) return fmt::format("k.{}", c);
+      if (db_.Columns(t).count(c)) return StringIdColumn(fmt::format("k.{}", c));
     return "NULL";
   }
 
@@ -243,27 +334,26 @@ class NsysReader {
       return Status::Ok();
     }
     const std::string sql = fmt::format(
-        "SELECT k.start, k.end, k.deviceId, k.streamId, {}, {}, s.value, k.gridX, k.gridY, k.gridZ, k.blockX, "
-        "k.blockY, k.blockZ, {}, {}, {}, {} FROM {} k LEFT JOIN StringIds s ON s.id = {} "
-        "ORDER BY k.start, k.end DESC",
-        db_.Col(t, "k", "correlationId", "-1"), db_.Col(t, "k", "globalPid", "0"),
+        "SELECT k.start, k.end, k.deviceId, k.streamId, {}, {}, {}, k.gridX, k.gridY, k.gridZ, k.blockX, "
+        "k.blockY, k.blockZ, {}, {}, {}, {} FROM {} k",
+        db_.Col(t, "k", "correlationId", "-1"), db_.Col(t, "k", "globalPid", "0"), KernelNameColumn(t),
         db_.Col(t, "k", "registersPerThread", "-1"), db_.Col(t, "k", "staticSharedMemory", "0"),
-        db_.Col(t, "k", "dynamicSharedMemory", "0"), ValidTimes("k"), t, KernelNameColumn(t));
+        db_.Col(t, "k", "dynamicSharedMemory", "0"), ValidTimes("k"), t);
     return EventRows(t, sql, 16, [&](Query& q) {
-      Recording& rec = For(PidOf(q.Int(5)));
+      Process& p = For(PidOf(q.Int(5)));
       KernelActivity k;
       k.time = {q.Int(0) + shift_, q.Int(1) + shift_};
       k.device = Narrow32(q.Int(2));
       k.stream = Narrow32(q.Int(3));
       k.correlation = q.Null(4) ? -1 : q.Int(4);
-      k.name = rec.names.Intern(q.Text(6));
+      k.name = NameOfStringId(p, q, 6);
       for (int i = 0; i < 3; ++i) {
         k.grid[i] = Dimension(q.Int(7 + i));
         k.block[i] = Dimension(q.Int(10 + i));
       }
       k.registers_per_thread = Narrow32(q.Int(13));
       k.shared_memory_bytes = SharedMemory(q.Int(14), q.Int(15));
-      rec.kernels.push_back(k);
+      Add(p, p.streams->kernels, k, /*gpu_event=*/true);
     });
   }
 
@@ -272,7 +362,7 @@ class NsysReader {
   Status ReadMemoryOps(const std::string& t, bool memset) {
     if (!db_.Has(t)) return Status::Ok();
     const std::string sql = fmt::format(
-        "SELECT m.start, m.end, m.deviceId, m.streamId, {}, {}, {}, {}, {} FROM {} m ORDER BY m.start, m.end DESC",
+        "SELECT m.start, m.end, m.deviceId, m.streamId, {}, {}, {}, {}, {} FROM {} m",
         db_.Col(t, "m", "correlationId", "-1"), db_.Col(t, "m", "globalPid", "0"), db_.Col(t, "m", "bytes", "-1"),
         memset ? "0" : db_.Col(t, "m", "copyKind", "0"), ValidTimes("m"), t);
     return EventRows(t, sql, 8, [&](Query& q) {
@@ -283,7 +373,8 @@ class NsysReader {
       m.correlation = q.Null(4) ? -1 : q.Int(4);
       m.bytes = q.Int(6);
       m.kind = memset ? MemoryOpKind::kMemset : CopyKind(q.Int(7));
-      For(PidOf(q.Int(5))).memory_ops.push_back(m);
+      Process& p = For(PidOf(q.Int(5)));
+      Add(p, p.streams->memory_ops, m, /*gpu_event=*/true);
     });
   }
 
@@ -291,18 +382,18 @@ class NsysReader {
     const std::string t = "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION";
     if (!db_.Has(t)) return Status::Ok();
     const std::string sql = fmt::format(
-        "SELECT s.start, s.end, {}, {}, {}, {}, {} FROM {} s ORDER BY s.start, s.end DESC",
+        "SELECT s.start, s.end, {}, {}, {}, {}, {} FROM {} s",
         db_.Col(t, "s", "deviceId", "-1"), db_.Col(t, "s", "streamId", "-1"),
         db_.Col(t, "s", "syncType", db_.Col(t, "s", "deprecatedSyncType", "0").c_str()), db_.Col(t, "s", "globalPid", "0"),
         ValidTimes("s"), t);
     return EventRows(t, sql, 6, [&](Query& q) {
-      Recording& rec = For(PidOf(q.Int(5)));
+      Process& p = For(PidOf(q.Int(5)));
       SyncActivity s;
       s.time = {q.Int(0) + shift_, q.Int(1) + shift_};
       s.device = Narrow32(q.Int(2));
       s.stream = Narrow32(q.Int(3));
-      s.name = rec.names.Intern(SyncName(q.Int(4)));
-      rec.syncs.push_back(s);
+      s.name = p.rec.names.Intern(SyncName(q.Int(4)));
+      Add(p, p.streams->syncs, s, /*gpu_event=*/false);
     });
   }
 
@@ -313,25 +404,20 @@ class NsysReader {
       return Status::Ok();
     }
     const std::string sql = fmt::format(
-        "SELECT r.start, r.end, r.globalTid, {}, s.value, {} FROM {} r LEFT JOIN StringIds s ON s.id = r.nameId "
-        "ORDER BY r.start, r.end DESC",
-        db_.Col(t, "r", "correlationId", "-1"), ValidTimes("r"), t);
+        "SELECT r.start, r.end, r.globalTid, {}, {}, {} FROM {} r", db_.Col(t, "r", "correlationId", "-1"),
+        StringIdColumn("r.nameId"), ValidTimes("r"), t);
     return EventRows(t, sql, 5, [&](Query& q) {
       const int64_t global_tid = q.Int(2);
-      Recording& rec = For(PidOf(global_tid));
+      Process& p = For(PidOf(global_tid));
       RuntimeCall c;
       c.time = {q.Int(0) + shift_, q.Int(1) + shift_};
       c.thread = TidOf(global_tid);
       c.correlation = q.Null(3) ? -1 : q.Int(3);
-      std::string name = q.Text(4);
-      // nsys names runtime calls with their ABI version ("cudaLaunchKernel_v7000").
-      if (const size_t v = name.rfind("_v"); v != std::string::npos && v + 2 < name.size() &&
-                                             name.find_first_not_of("0123456789", v + 2) == std::string::npos)
-        name.resize(v);
-      c.kind = RuntimeCallKindOfName(name);
-      c.driver_api = StartsWith(name, "cu") && !StartsWith(name, "cuda");
-      c.name = rec.names.Intern(name);
-      rec.runtime_calls.push_back(c);
+      const CallName& name = CallNameOf(p, q, 4);
+      c.name = name.name;
+      c.kind = name.kind;
+      c.driver_api = name.driver_api;
+      Add(p, p.streams->runtime_calls, c, /*gpu_event=*/true);
     });
   }
 
@@ -345,7 +431,7 @@ class NsysReader {
     // 59: NvtxPushPopRange, 60: NvtxStartEndRange (ENUM_NSYS_EVENT_TYPE); marks have no end.
     const std::string sql = fmt::format(
         "SELECT n.start, n.end, n.globalTid, {}, {} FROM {} n{} WHERE n.eventType IN (59, 60, 70, 71) AND n.end IS "
-        "NOT NULL ORDER BY n.start, n.end DESC",
+        "NOT NULL",
         text, ValidTimes("n"), t, join);
     const bool user_pattern = !options_.step_range_regex.empty();
     std::optional<std::regex> step_pattern;
@@ -358,7 +444,7 @@ class NsysReader {
       return InvalidArgumentError("--step-range: not a regular expression: " + std::string(e.what()));
     }
     return EventRows(t, sql, 4, [&](Query& q) {
-      Recording& rec = For(PidOf(q.Int(2)));
+      Process& p = For(PidOf(q.Int(2)));
       const std::string name = q.Text(3);
       const Interval span{q.Int(0) + shift_, q.Int(1) + shift_};
       // The default names end in the step's number: other ranges (emit_nvtx
@@ -367,19 +453,21 @@ class NsysReader {
       std::smatch m;
       if (may_be_step && std::regex_search(name, m, *step_pattern)) {  // a step, as Kineto's ProfilerStep#N is
         Step step;
-        // The first group, where it is a number, is the step's; else the steps count in order.
+        // The first group, where it is a number, is the step's; else the steps
+        // count in order of their starts (numbered in Finish).
         const auto number = m.size() > 1 && m[1].matched ? ParseInt64(m[1].str()) : std::nullopt;
-        step.number = number && *number >= 0 ? *number : static_cast<int64_t>(rec.steps.size());
+        step.number = number && *number >= 0 ? *number : -1;
         step.host = span;
-        rec.steps.push_back(step);
+        p.rec.steps.push_back(step);
+        ++p.events;
         return;
       }
       CpuSpan s;
       s.time = span;
-      s.name = rec.names.Intern(name);
+      s.name = p.rec.names.Intern(name);
       s.thread = TidOf(q.Int(2));
       s.kind = CpuSpanKind::kUserAnnotation;
-      rec.cpu_spans.push_back(s);
+      Add(p, p.streams->cpu_spans, s, /*gpu_event=*/false);
     });
   }
 
@@ -387,15 +475,19 @@ class NsysReader {
 
   StatusOr<std::vector<Recording>> Finish() {
     std::vector<Recording> out;
-    for (auto& [pid, rec] : by_pid_) {
-      // Processes with CUDA calls or GPU work: a pure host process (a launcher) is not a rank.
-      if (rec.kernels.empty() && rec.memory_ops.empty() && rec.runtime_calls.empty()) continue;
+    for (auto& [pid, process] : by_pid_) {
+      // Processes with CUDA calls, GPU work or steps: a host process with none of
+      // them (a launcher, a DataLoader worker) is not a rank.
+      if (process.gpu_events == 0 && process.rec.steps.empty()) continue;
+      Recording& rec = process.rec;
+      RETURN_IF_ERROR(FinishEventStreams(*process.streams, /*parallel=*/false));
+      PlaceEvents(rec, std::move(process.streams), /*shift=*/0);
+      NumberSteps(rec.steps);
       rec.devices = devices_;
       // This process's rows: its events and steps (the rows left out are said in
       // the issues, unattributed).
-      rec.stats.events_used = static_cast<int64_t>(rec.kernels.size() + rec.memory_ops.size() + rec.runtime_calls.size() +
-                                                   rec.cpu_spans.size() + rec.syncs.size() + rec.steps.size());
-      rec.stats.events_seen = rec.stats.events_used;
+      rec.stats.events_used = process.events;
+      rec.stats.events_seen = process.events;
       rec.metadata["process.pid"] = std::to_string(pid);
       for (const auto& what : missing_)
         rec.stats.AddIssue(IssueSeverity::kWarning, "nsys_table_missing", db_.path() + ": the export has no " + what);
@@ -404,9 +496,18 @@ class NsysReader {
       out.push_back(std::move(rec));
     }
     if (out.empty())
-      return DataLossError(db_.path() + ": an Nsight Systems export with no CUDA kernels, copies or API calls: "
-                                        "nothing to judge (record with `nsys profile --trace=cuda,nvtx`)");
+      return DataLossError(db_.path() + ": an Nsight Systems export with no CUDA kernels, copies or API calls, and "
+                                        "no NVTX step ranges: nothing to judge (record with `nsys profile "
+                                        "--trace=cuda,nvtx`)");
     return out;
+  }
+
+  /// Steps in order of their starts; those whose names hold no number are
+  /// numbered by that order.
+  static void NumberSteps(std::vector<Step>& steps) {
+    std::stable_sort(steps.begin(), steps.end(), [](const Step& a, const Step& b) { return a.host.start < b.host.start; });
+    for (size_t i = 0; i < steps.size(); ++i)
+      if (steps[i].number < 0) steps[i].number = static_cast<int64_t>(i);
   }
 
   Export& db_;
@@ -414,7 +515,9 @@ class NsysReader {
   TimeNs shift_ = 0;
   bool absolute_ = false;
   std::vector<Device> devices_;
-  std::map<uint32_t, Recording> by_pid_;
+  std::map<uint32_t, Process> by_pid_;
+  size_t process_budget_ = kDefaultTraceMemoryBudget;
+  Status first_error_;
   std::vector<std::string> missing_;
   std::map<std::string, std::string> bad_rows_;
 };

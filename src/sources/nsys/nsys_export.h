@@ -12,6 +12,7 @@
 #include <string_view>
 #include <vector>
 
+#include "gputriage/import.h"
 #include "gputriage/model.h"
 #include "gputriage/status.h"
 
@@ -26,6 +27,11 @@ struct NsysReadOptions {
   /// NVTX ranges whose name matches this ECMAScript regex are the steps (empty:
   /// PyTorch's ProfilerStep#N, and Megatron/NeMo-style "iteration N"/"step N").
   std::string step_range_regex;
+  /// Bytes of events held in memory while the export is read, shared by its
+  /// processes; the rest is sorted through scratch files (ImportOptions').
+  size_t memory_budget_bytes = kDefaultTraceMemoryBudget;
+  /// Where scratch files go ("" = $TMPDIR, else /tmp).
+  std::string scratch_directory;
 };
 
 /// Reads an `nsys export --type sqlite` file.

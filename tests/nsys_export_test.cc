@@ -6,8 +6,13 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <set>
 #include <string>
+#include <tuple>
 
+#include <fmt/format.h>
+
+#include "gputriage/diagnosis.h"
 #include "gputriage/import.h"
 #include "src/sources/nsys/nsys_export.h"
 
@@ -154,6 +159,63 @@ INSERT INTO NVTX_EVENTS VALUES (0, 30, 59, 'fwd-bwd 12', )" + std::to_string(Gid
   auto bad = ImportNsysExport(path_, options);
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("--step-range"), std::string::npos);
+}
+
+// Two ranks in one report, as `nsys profile` of a torchrun job writes it: each
+// process's NCCL all-reduce kernels, NCCL's NVTX domain (its collective calls on
+// the host) and NVTX step ranges. Rank 1 computes 2 ms longer before every
+// all-reduce, so rank 0 waits for it there.
+TEST_F(NsysExport, ProcessesAreRanksAndNcclIsTheirCommunication) {
+  std::string sql = std::string(kOldSchema) + R"(
+INSERT INTO StringIds VALUES (10, 'ncclDevKernel_AllReduce_Sum_f32_RING_LL'), (11, 'NCCL'), (12, 'ncclAllReduce');
+)";
+  constexpr int64_t kMs = 1000000;
+  int64_t correlation = 100;
+  for (int rank = 0; rank < 2; ++rank) {
+    const int64_t pid = 100 * (rank + 1), thread = Gid(pid, pid);
+    sql += fmt::format("INSERT INTO NVTX_EVENTS VALUES (0, NULL, 75, 0, 0, 0, NULL, {}, NULL, 11, 1);\n", thread);
+    for (int step = 0; step < 12; ++step) {
+      const int64_t t0 = step * 10 * kMs, compute_end = t0 + (rank == 0 ? 6 : 8) * kMs, reduce_end = t0 + 9 * kMs;
+      sql += fmt::format("INSERT INTO NVTX_EVENTS VALUES ({}, {}, 59, 0, 0, 0, 'iteration {}', {}, NULL, NULL, 0);\n",
+                         t0, t0 + 10 * kMs, step, thread);
+      sql += fmt::format("INSERT INTO NVTX_EVENTS VALUES ({}, {}, 59, 0, 0, 0, NULL, {}, NULL, 12, 1);\n",
+                         compute_end - 50000, compute_end - 20000, thread);
+      // The compute kernel and the all-reduce, each launched just before it runs.
+      for (auto [start, end, name] : {std::tuple{t0 + 100000, compute_end, 1}, std::tuple{compute_end, reduce_end, 10}}) {
+        ++correlation;
+        sql += fmt::format("INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME VALUES ({}, {}, 0, {}, {}, 2, 0);\n", start - 20000,
+                           start - 10000, thread, correlation);
+        sql += fmt::format(
+            "INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES ({}, {}, {}, 1, 7, {}, {}, {}, 96, 108, 1, 1, 256, 1, 1, 0, 0);\n",
+            start, end, rank, correlation, Gid(pid, 0), name);
+      }
+    }
+  }
+  Make(sql);
+  auto run = ImportRun({path_}, {});
+  ASSERT_TRUE(run.ok()) << run.status().ToString();
+  ASSERT_EQ(run->recordings.size(), 2u);
+  for (int rank = 0; rank < 2; ++rank) {
+    const Recording& rec = run->recordings[static_cast<size_t>(rank)];
+    EXPECT_EQ(rec.rank, rank);  // the processes in pid order, as the ranks of one run
+    EXPECT_EQ(rec.steps.size(), 12u);
+    int communication = 0;
+    for (const auto& c : rec.cpu_spans) communication += c.kind == CpuSpanKind::kCommunication ? 1 : 0;
+    EXPECT_EQ(communication, 12) << "NCCL's NVTX ranges are the rank's collective calls";
+  }
+  const Diagnosis d = Diagnose(*run);
+  ASSERT_EQ(d.collective_skew.size(), 1u);
+  const CollectiveSkew& skew = d.collective_skew[0];
+  ASSERT_TRUE(skew.available) << skew.unavailable_reason;
+  EXPECT_EQ(skew.events, "device collective kernels");
+  EXPECT_EQ(skew.ranks, 2);
+  EXPECT_EQ(skew.collectives, 12);
+  EXPECT_EQ(skew.straggler_rank, 1);
+  EXPECT_NEAR(skew.wait_ms_per_step, 1.0, 0.05);  // rank 0 waits 2 ms, rank 1 none: 1 ms a step on average
+  std::set<std::string> verdicts;
+  for (const auto& f : d.findings) verdicts.insert(f.verdict);
+  EXPECT_TRUE(verdicts.count("straggler_rank") + verdicts.count("load_imbalance") > 0)
+      << "the late rank is judged as in a Kineto trace of the run";
 }
 
 TEST_F(NsysExport, RowsWithoutUsableTimesAreLeftOutAndCounted) {

@@ -421,37 +421,61 @@ class NsysReader {
     });
   }
 
-  /// NVTX ranges: user annotations, and the steps where their names say so.
+  /// The regex NVTX step ranges are named by: the user's, else the names PyTorch,
+  /// Megatron and NeMo write.
+  StatusOr<std::regex> StepPattern() const {
+    try {
+      return std::regex(options_.step_range_regex.empty()
+                            ? std::string(R"(^(?:ProfilerStep#|[Ii]teration[ _#]?|[Ss]tep[ _#]?|train_step[ _#]?)(\d+)$)")
+                            : options_.step_range_regex,
+                        std::regex::ECMAScript);
+    } catch (const std::regex_error& e) {
+      return InvalidArgumentError("--step-range: not a regular expression: " + std::string(e.what()));
+    }
+  }
+
+  /// (pid, domainId) of each NVTX domain named "NCCL": NCCL's own ranges, one per
+  /// collective call on the host (a domain's id is its process's).
+  StatusOr<std::set<std::pair<uint32_t, int64_t>>> NcclDomains(const std::string& text, const std::string& join) {
+    std::set<std::pair<uint32_t, int64_t>> out;
+    const std::string t = "NVTX_EVENTS";
+    if (!db_.Columns(t).count("domainId")) return out;
+    // 75: NvtxDomainCreate, its text the domain's name.
+    RETURN_IF_ERROR(db_.Rows(t,
+                             fmt::format("SELECT n.globalTid, n.domainId FROM {} n{} WHERE n.eventType = 75 AND {} = "
+                                         "'NCCL' AND n.domainId IS NOT NULL",
+                                         t, join, text),
+                             [&](Query& q) { out.emplace(PidOf(q.Int(0)), q.Int(1)); }));
+    return out;
+  }
+
+  /// NVTX ranges: user annotations, the steps where their names say so, and
+  /// NCCL's collective calls.
   Status ReadNvtx() {
     const std::string t = "NVTX_EVENTS";
     if (!db_.Has(t)) return Status::Ok();
     const auto& cols = db_.Columns(t);
     const std::string text = cols.count("textId") ? "COALESCE(n.text, s.value)" : "n.text";
     const std::string join = cols.count("textId") ? " LEFT JOIN StringIds s ON s.id = n.textId" : "";
+    ASSIGN_OR_RETURN(const auto nccl_domains, NcclDomains(text, join));
+    ASSIGN_OR_RETURN(const std::regex step_pattern, StepPattern());
     // 59: NvtxPushPopRange, 60: NvtxStartEndRange (ENUM_NSYS_EVENT_TYPE); marks have no end.
     const std::string sql = fmt::format(
-        "SELECT n.start, n.end, n.globalTid, {}, {} FROM {} n{} WHERE n.eventType IN (59, 60, 70, 71) AND n.end IS "
+        "SELECT n.start, n.end, n.globalTid, {}, {}, {} FROM {} n{} WHERE n.eventType IN (59, 60, 70, 71) AND n.end IS "
         "NOT NULL",
-        text, ValidTimes("n"), t, join);
+        text, cols.count("domainId") ? "n.domainId" : "NULL", ValidTimes("n"), t, join);
     const bool user_pattern = !options_.step_range_regex.empty();
-    std::optional<std::regex> step_pattern;
-    try {
-      step_pattern.emplace(options_.step_range_regex.empty()
-                               ? std::string(R"(^(?:ProfilerStep#|[Ii]teration[ _#]?|[Ss]tep[ _#]?|train_step[ _#]?)(\d+)$)")
-                               : options_.step_range_regex,
-                           std::regex::ECMAScript);
-    } catch (const std::regex_error& e) {
-      return InvalidArgumentError("--step-range: not a regular expression: " + std::string(e.what()));
-    }
-    return EventRows(t, sql, 4, [&](Query& q) {
-      Process& p = For(PidOf(q.Int(2)));
+    return EventRows(t, sql, 5, [&](Query& q) {
+      const uint32_t pid = PidOf(q.Int(2));
+      Process& p = For(pid);
       const std::string name = q.Text(3);
       const Interval span{q.Int(0) + shift_, q.Int(1) + shift_};
+      const bool nccl = !q.Null(4) && nccl_domains.count({pid, q.Int(4)}) > 0;
       // The default names end in the step's number: other ranges (emit_nvtx
       // writes one per operator) skip the regex.
-      const bool may_be_step = user_pattern || (!name.empty() && name.back() >= '0' && name.back() <= '9');
+      const bool may_be_step = !nccl && (user_pattern || (!name.empty() && name.back() >= '0' && name.back() <= '9'));
       std::smatch m;
-      if (may_be_step && std::regex_search(name, m, *step_pattern)) {  // a step, as Kineto's ProfilerStep#N is
+      if (may_be_step && std::regex_search(name, m, step_pattern)) {  // a step, as Kineto's ProfilerStep#N is
         Step step;
         // The first group, where it is a number, is the step's; else the steps
         // count in order of their starts (numbered in Finish).
@@ -466,7 +490,8 @@ class NsysReader {
       s.time = span;
       s.name = p.rec.names.Intern(name);
       s.thread = TidOf(q.Int(2));
-      s.kind = CpuSpanKind::kUserAnnotation;
+      // NCCL's ranges are its collective calls, as Kineto's nccl:* host ops are.
+      s.kind = nccl ? CpuSpanKind::kCommunication : CpuSpanKind::kUserAnnotation;
       Add(p, p.streams->cpu_spans, s, /*gpu_event=*/false);
     });
   }

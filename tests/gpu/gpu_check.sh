@@ -8,8 +8,9 @@
 # (tests/gpu/gain_pairs.py: loader workers, bf16 autocast, SDPA flash) into
 # OUT/gain-pairs.tar.gz for the gain corpus, and records the step-phase pairs
 # (tests/gpu/phase_pairs.py: for-loop -> fused Adam, pageable -> pinned copies)
-# in zero-code mode, and captures issue 42's memory inputs (tests/gpu/memory_capture.py,
-# OUT/memory). One call, about 6 minutes:
+# in zero-code mode, captures issue 42's memory inputs (tests/gpu/memory_capture.py,
+# OUT/memory), and where nsys is installed records one loop with nsys and the
+# PyTorch profiler at once (issue 44, OUT/nsys). One call, about 7 minutes:
 #
 #   bash tests/gpu/gpu_check.sh [OUT] [SECONDS]
 set -uo pipefail
@@ -119,6 +120,49 @@ print(f"   {verdict}: predicted {g['expected']:.2f} ms in [{g['range'][0]:.2f}, 
       f"{step_ms(after):.2f} ms: {'inside' if inside else 'OUTSIDE'} the range")
 PY
 done
+# Issue 44: one training loop seen by the PyTorch profiler and Nsight Systems at
+# once (with GPU metrics sampling where this nsys and GPU allow it); the two
+# reports must agree on step time, GPU busy and verdicts. The export and the
+# trace stay in OUT/nsys as test inputs. Skipped, and said, where no nsys is.
+echo "== nsys and the PyTorch profiler, one run"
+nsys=$(command -v nsys || ls /usr/local/cuda/bin/nsys /opt/nvidia/nsight-systems/*/bin/nsys 2>/dev/null | tail -1 || true)
+if [ -n "$nsys" ] && [ -x "$nsys" ]; then
+  mkdir -p "$out/nsys"
+  "$nsys" --version >"$out/nsys/nsys-version.txt" 2>&1
+  metrics=(--gpu-metrics-devices=all)
+  "$nsys" profile --help 2>&1 | grep -q -- --gpu-metrics-devices || metrics=(--gpu-metrics-device=all)
+  if ! "$nsys" profile --trace=cuda,nvtx,osrt "${metrics[@]}" --force-overwrite true -o "$out/nsys/loop" \
+    python3 tests/gpu/nsys_same_run.py "$out/nsys/loop.pt.trace.json" >"$out/nsys/profile.txt" 2>&1; then
+    echo "   GPU metrics refused here; again without them" | tee -a "$out/nsys/profile.txt"
+    "$nsys" profile --trace=cuda,nvtx,osrt --force-overwrite true -o "$out/nsys/loop" \
+      python3 tests/gpu/nsys_same_run.py "$out/nsys/loop.pt.trace.json" >>"$out/nsys/profile.txt" 2>&1 || status=1
+  fi
+  "$nsys" export --type sqlite --force-overwrite true --output "$out/nsys/loop.sqlite" "$out/nsys/loop.nsys-rep" \
+    >"$out/nsys/export.txt" 2>&1 || status=1
+  "$bin" diagnose --json "$out/nsys/loop.pt.trace.json" >"$out/nsys/kineto.json" 2>"$out/nsys/kineto.err"
+  "$bin" diagnose --json "$out/nsys/loop.sqlite" >"$out/nsys/nsys.json" 2>"$out/nsys/nsys.err"
+  python3 - "$out/nsys/kineto.json" "$out/nsys/nsys.json" <<'PY' || status=1
+import json, sys
+k, n = (json.load(open(p)) for p in sys.argv[1:3])
+import statistics
+def summary(d):
+    # The median step: nsys also sees the two warm-up iterations the profiler drops.
+    r = d["recordings"][0]
+    steps = [s["total_ms"] for s in r["step_breakdown"]["steps"]]
+    return (statistics.median(steps), r["gpus"][0]["busy_percent"] if r.get("gpus") else None,
+            sorted({f["verdict"] for f in d["findings"]}))
+ks, ns = summary(k), summary(n)
+print(f"   kineto: median step {ks[0]:.2f} ms, GPU busy {ks[1]}, verdicts {ks[2]}")
+print(f"   nsys:   median step {ns[0]:.2f} ms, GPU busy {ns[1]}, verdicts {ns[2]}")
+ok = abs(ns[0] - ks[0]) <= 0.05 * ks[0] and ks[2] == ns[2]
+if ks[1] is not None and ns[1] is not None:
+    ok &= abs(ks[1] - ns[1]) <= 5
+print(f"   {'PASS' if ok else 'FAIL'}: step time within 5%, GPU busy within 5 points, the same verdicts")
+sys.exit(0 if ok else 1)
+PY
+else
+  echo "   no nsys on this machine: skipped (the CPU-side agreement test uses tests/nsys/record_cpu_job.sh's recording)"
+fi
 # Issue 42's memory inputs (PyTorch alone: a profile_memory trace, allocator
 # snapshots with and without an OOM, a leaking loop and a batch-size sweep).
 echo "== memory capture"

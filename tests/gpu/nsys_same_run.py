@@ -10,23 +10,15 @@ verdict to agree on.
     python3 nsys_same_run.py TRACE.json
 """
 import sys
-import time
 
 import torch
 from torch.profiler import ProfilerActivity, profile, schedule
 
-
-class SlowSamples(torch.utils.data.Dataset):
-    def __len__(self):
-        return 10**9
-
-    def __getitem__(self, i):
-        time.sleep(0.002)  # decoding/augmentation on the CPU
-        return torch.randn(3, 64, 64), i % 10
+from workloads import SlowSamples
 
 
 def main():
-    loader = iter(torch.utils.data.DataLoader(SlowSamples(), batch_size=16, num_workers=0))
+    loader = iter(torch.utils.data.DataLoader(SlowSamples(0.002), batch_size=16, num_workers=0))
     model = torch.nn.Sequential(
         torch.nn.Conv2d(3, 64, 3, padding=1), torch.nn.ReLU(), torch.nn.Conv2d(64, 64, 3, padding=1), torch.nn.ReLU(),
         torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(), torch.nn.Linear(64, 10)).cuda()

@@ -13,16 +13,22 @@ import time
 import torch
 
 
+class SlowSamples(torch.utils.data.Dataset):
+    """Samples that take `delay` seconds of CPU each (decoding/augmentation)."""
+
+    def __init__(self, delay):
+        self.delay = delay
+
+    def __len__(self):
+        return 10**9
+
+    def __getitem__(self, i):
+        time.sleep(self.delay)
+        return torch.randn(3, 64, 64), i % 10
+
+
 def run_input_bound(seconds):
-    class Slow(torch.utils.data.Dataset):
-        def __len__(self):
-            return 10**9
-
-        def __getitem__(self, i):
-            time.sleep(0.004)  # decoding/augmentation on the CPU
-            return torch.randn(3, 64, 64), i % 10
-
-    loader = torch.utils.data.DataLoader(Slow(), batch_size=32, num_workers=0)
+    loader = torch.utils.data.DataLoader(SlowSamples(0.004), batch_size=32, num_workers=0)
     model = torch.nn.Sequential(
         torch.nn.Conv2d(3, 64, 3, padding=1), torch.nn.ReLU(), torch.nn.Conv2d(64, 64, 3, padding=1), torch.nn.ReLU(),
         torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(), torch.nn.Linear(64, 10)).cuda()

@@ -218,6 +218,59 @@ INSERT INTO StringIds VALUES (10, 'ncclDevKernel_AllReduce_Sum_f32_RING_LL'), (1
       << "the late rank is judged as in a Kineto trace of the run";
 }
 
+// An OS runtime trace (--trace=osrt): while the GPU waits on the host, the
+// launching thread sits in poll() (a worker's pipe) most of the time. Its OS calls
+// split the host_wait; another thread's calls, and a call nested in one, do not.
+TEST_F(NsysExport, OsRuntimeCallsSayWhereTheLaunchingThreadWaited) {
+  std::string sql = std::string(kOldSchema) + R"(
+INSERT INTO StringIds VALUES (20, 'poll'), (21, 'read'), (22, 'pthread_mutex_lock');
+CREATE TABLE OSRT_API (start INTEGER, end INTEGER, eventClass INTEGER, globalTid INTEGER, nameId INTEGER,
+  returnValue INTEGER, nestingLevel INTEGER, callchainId INTEGER);
+)";
+  constexpr int64_t kMs = 1000000, kUs = 1000;
+  const int64_t main_thread = Gid(42, 43), other_thread = Gid(42, 44);
+  for (int step = 0; step < 10; ++step) {
+    const int64_t t0 = step * 10 * kMs;
+    sql += fmt::format("INSERT INTO NVTX_EVENTS VALUES ({}, {}, 59, 0, 0, 0, 'iteration {}', {}, NULL, NULL, 0);\n", t0,
+                       t0 + 10 * kMs, step, main_thread);
+    sql += fmt::format("INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME VALUES ({}, {}, 0, {}, {}, 2, 0);\n", t0, t0 + 10 * kUs,
+                       main_thread, step + 1);
+    sql += fmt::format(
+        "INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES ({}, {}, 0, 1, 7, {}, {}, 1, 96, 108, 1, 1, 256, 1, 1, 0, 0);\n",
+        t0 + 20 * kUs, t0 + 2 * kMs, step + 1, Gid(42, 0));
+    // The launching thread in poll() for 5.9 ms of the 8 ms the GPU waits, with a
+    // read() nested in it; another thread's lock wait meanwhile.
+    sql += fmt::format("INSERT INTO OSRT_API VALUES ({}, {}, 0, {}, 20, 0, 0, 0);\n", t0 + 2100 * kUs, t0 + 8 * kMs,
+                       main_thread);
+    sql += fmt::format("INSERT INTO OSRT_API VALUES ({}, {}, 0, {}, 21, 0, 1, 0);\n", t0 + 3 * kMs, t0 + 4 * kMs,
+                       main_thread);
+    sql += fmt::format("INSERT INTO OSRT_API VALUES ({}, {}, 0, {}, 22, 0, 0, 0);\n", t0 + 2 * kMs, t0 + 9 * kMs,
+                       other_thread);
+  }
+  Make(sql);
+  auto read = ImportNsysExport(path_);
+  ASSERT_TRUE(read.ok()) << read.status().ToString();
+  const Recording& rec = (*read)[0];
+  EXPECT_TRUE(rec.os_calls_traced);
+  EXPECT_EQ(rec.os_calls.size(), 10u) << "the launching thread's outermost calls only";
+  const RecordingAnalysis a = AnalyzeRecording(rec);
+  const HostOsWaits& w = a.host_os_waits;
+  ASSERT_TRUE(w.traced);
+  EXPECT_EQ(w.thread, 43);
+  const TimeNs host_wait = a.device_idle.ns[static_cast<int>(IdleCause::kHostWait)];
+  ASSERT_GT(host_wait, 0);
+  EXPECT_NEAR(static_cast<double>(w.in_os_calls_ns) / static_cast<double>(host_wait), 5.9 / 8.0, 0.02);
+  ASSERT_EQ(w.calls.size(), 1u);
+  EXPECT_EQ(w.calls[0].first, "poll");
+  EXPECT_EQ(w.calls[0].second, w.in_os_calls_ns);
+
+  // Without an OS runtime trace nothing is claimed either way.
+  Make("DROP TABLE OSRT_API;");
+  auto untraced = ImportNsysExport(path_);
+  ASSERT_TRUE(untraced.ok()) << untraced.status().ToString();
+  EXPECT_FALSE(AnalyzeRecording((*untraced)[0]).host_os_waits.traced);
+}
+
 TEST_F(NsysExport, RowsWithoutUsableTimesAreLeftOutAndCounted) {
   Make(std::string(kOldSchema) + R"(
 INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES (8000, 18000, 0, 1, 7, 7, )" + std::to_string(Gid(42, 0)) + R"(, 1, 96, 1, 1, 1, 1, 1, 1, 0, 0);

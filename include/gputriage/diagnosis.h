@@ -58,6 +58,17 @@ struct IdleBreakdown {
   }
 };
 
+/// The device's host_wait split by what the thread that launches its work was
+/// doing, from an OS runtime trace (nsys --trace=osrt): inside an OS call
+/// (waiting on a lock, a condition variable, a pipe, a file) or running (Python,
+/// the framework, the launch path).
+struct HostOsWaits {
+  bool traced = false;        // the source traced OS runtime calls
+  int64_t thread = -1;        // the thread that launched the most work
+  TimeNs in_os_calls_ns = 0;  // of the device's host_wait (device_idle), that thread inside OS calls
+  std::vector<std::pair<std::string, TimeNs>> calls;  // the same by call, longest first, at most 5
+};
+
 struct StreamIdle {
   int device = -1;
   int stream = -1;
@@ -750,6 +761,7 @@ struct RecordingAnalysis {
   std::vector<GpuMetrics> gpus;
   GpuMetrics gpu;  // the primary device's metrics
   IdleBreakdown device_idle;  // primary device, within the steps
+  HostOsWaits host_os_waits;  // of device_idle's host_wait: the launching thread in OS calls
   std::vector<StreamIdle> streams;
   std::vector<KernelStat> top_kernels;
   int64_t kernel_names = 0;

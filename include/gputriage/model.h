@@ -227,6 +227,15 @@ struct SyncActivity {
   int32_t stream = -1;
 };
 
+/// A call into the OS runtime (an OS runtime trace: nsys --trace=osrt, its
+/// OSRT_API table) on a thread that launches GPU work: the thread was inside the
+/// OS (waiting on a lock, a condition, a pipe, a file) for this span.
+struct OsCall {
+  Interval time;
+  NameId name = kNoName;  // pthread_cond_wait, poll, read, ...
+  int64_t thread = -1;
+};
+
 /// One training/inference step as marked on the host (`ProfilerStep#N`).
 struct Step {
   int64_t number = -1;
@@ -344,6 +353,9 @@ struct Recording {
   std::vector<RuntimeCall> runtime_calls;
   std::vector<CpuSpan> cpu_spans;
   std::vector<SyncActivity> syncs;
+  std::vector<OsCall> os_calls;  // an OS runtime trace's calls, where the source has one
+  /// The source traced OS runtime calls (an empty os_calls then means none were made).
+  bool os_calls_traced = false;
   std::vector<MatrixOpShapes> matrix_shapes;  // record_shapes traces
   std::vector<DeviceMemoryUse> memory_use;     // profile_memory traces and allocator snapshots, per device
   std::vector<AllocatorState> allocator_states;  // allocator snapshots, per device
@@ -356,7 +368,7 @@ struct Recording {
   Interval job_span;
   std::optional<int> exit_code;
   /// A trace read past its memory budget keeps its events here, time-ordered and
-  /// partly in a scratch file, and the six event vectors above stay empty; the
+  /// partly in a scratch file, and the seven event vectors above stay empty; the
   /// analyses read either through src/analysis/trace_events.h. Times in the
   /// streams are before `streams_shift` (the trace's base time) is added.
   std::shared_ptr<const EventStreams> streams;

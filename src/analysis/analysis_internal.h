@@ -54,6 +54,14 @@ double Median(std::vector<T>& v) {
 /// launched it (analyze.cc).
 using KindByName = std::unordered_map<NameId, KernelKind>;
 
+/// A span of time with a name: a piece of an OS call (OsCall) outside the
+/// DataLoader spans and blocking CUDA calls.
+struct NamedInterval {
+  Interval time;
+  NameId name = kNoName;
+};
+using NamedIntervalSpool = SortedSpill<NamedInterval, InAddedOrder>;
+
 /// What every pass over a trace shares: its events, the joins made once, and the
 /// merged host intervals the idle attribution and the replay query.
 struct TracePrep {
@@ -67,6 +75,11 @@ struct TracePrep {
   /// Merged, in order: DataLoader spans; blocking host calls outside them; device-side waits.
   std::unique_ptr<IntervalSpool> data_loader, host_sync, device_sync;
   bool has_data_loader = false;
+  /// The OS calls of the thread that launched the most work (an OS runtime trace),
+  /// outside the DataLoader spans and blocking CUDA calls, disjoint and in order;
+  /// null where the source traced none.
+  std::unique_ptr<NamedIntervalSpool> os_calls;
+  int64_t os_thread = -1;
 };
 
 /// Builds the merged host intervals of `prep` (one pass over CPU spans, runtime calls and syncs).
@@ -139,6 +152,9 @@ StatusOr<std::vector<GpuMetrics>> MeasureGpus(const TraceEvents& events, const s
 struct IdleAttribution {
   IdleBreakdown device;              // the device's idle time inside the steps, by cause
   std::vector<StreamIdle> streams;   // the same per stream: gaps between its operations
+  /// Of the device's host_wait: the launching thread inside OS calls, by call
+  /// (where prep.os_calls is set).
+  std::map<NameId, TimeNs> host_wait_os_calls;
 };
 
 /// Idle time of a device and of its streams inside the steps, by cause (idle_gaps.cc).

@@ -212,6 +212,23 @@ std::vector<std::string> ListLimitations(const Recording& rec, bool no_kernels, 
 
 namespace {
 
+/// The device's host_wait that the launching thread spent in OS calls, by call.
+HostOsWaits HostOsWaitsOf(const Recording& rec, const analysis::TracePrep& prep,
+                          const std::map<NameId, TimeNs>& by_call) {
+  HostOsWaits out;
+  out.traced = rec.os_calls_traced && prep.os_calls != nullptr;
+  if (!out.traced) return out;
+  out.thread = prep.os_thread;
+  for (const auto& [name, ns] : by_call) {
+    out.in_os_calls_ns += ns;
+    out.calls.emplace_back(std::string(rec.names.View(name)), ns);
+  }
+  std::sort(out.calls.begin(), out.calls.end(),
+            [](const auto& a, const auto& b) { return a.second > b.second || (a.second == b.second && a.first < b.first); });
+  if (out.calls.size() > 5) out.calls.resize(5);
+  return out;
+}
+
 /// The first error of tasks run at once.
 class FirstError {
  public:
@@ -487,6 +504,7 @@ Status AnalyzeTrace(const Recording& rec, RecordingAnalysis& a, int threads, boo
         if (!idle.ok()) return errors.Keep(idle.status());
         a.device_idle = idle->device;
         a.streams = std::move(idle->streams);
+        a.host_os_waits = HostOsWaitsOf(rec, prep, idle->host_wait_os_calls);
       });
   }
   RunConcurrently(threads, passes);
@@ -508,6 +526,7 @@ Status AnalyzeTrace(const Recording& rec, RecordingAnalysis& a, int threads, boo
   } else {
     a.gpus.clear();
     a.device_idle = {};
+    a.host_os_waits = {};
     a.streams.clear();
   }
 
@@ -754,6 +773,7 @@ void AnalyzeAndDropEvents(Recording& rec, int threads) {
   std::vector<RuntimeCall>().swap(rec.runtime_calls);
   std::vector<CpuSpan>().swap(rec.cpu_spans);
   std::vector<SyncActivity>().swap(rec.syncs);
+  std::vector<OsCall>().swap(rec.os_calls);
   std::vector<MatrixOpShapes>().swap(rec.matrix_shapes);
   rec.streams.reset();
 }

@@ -24,7 +24,14 @@
 //   * N replayed from a CUDA graph launched before the gap (one cudaGraphLaunch
 //     stands for all its kernels): the gap is the graph's own scheduling, not a
 //     launch the host made -> other.
+//
+// Where the source traced OS runtime calls (nsys --trace=osrt), the device's
+// host_wait is also split by what the launching thread was doing: inside an OS
+// call (waiting on a lock, a condition variable, a pipe, a file: by call name)
+// or not (running: Python, the framework, the launch path). The cause stays
+// host_wait; the split says which fix applies.
 #include <algorithm>
+#include <deque>
 #include <map>
 #include <optional>
 
@@ -37,12 +44,47 @@ constexpr TimeNs kQueuedGapLaunchLimit = 30 * kNsPerUs;
 
 /// The merged host intervals a gap is charged against, read forward as the gaps
 /// of one timeline (the device's, or one stream's) come in order.
+/// The launching thread's OS calls (TracePrep::os_calls) met by query windows
+/// whose starts never decrease: their overlap with each window, by call name.
+class OsCallTrack {
+ public:
+  explicit OsCallTrack(const NamedIntervalSpool& spool) : cursor_(spool.Open()) {}
+
+  void Charge(Interval w, std::map<NameId, TimeNs>& by_name) {
+    while (!held_.empty() && held_.front().time.end <= w.start) held_.pop_front();
+    while (!done_ && (held_.empty() || held_.back().time.start < w.end)) {
+      NamedInterval r;
+      if (!cursor_.Next(&r)) {
+        done_ = true;
+        break;
+      }
+      if (r.time.end > w.start) held_.push_back(r);
+    }
+    for (const auto& r : held_) {
+      if (r.time.start >= w.end) break;
+      const TimeNs lo = std::max(r.time.start, w.start), hi = std::min(r.time.end, w.end);
+      if (lo < hi) by_name[r.name] += hi - lo;
+    }
+  }
+  Status status() const { return cursor_.status(); }
+
+ private:
+  NamedIntervalSpool::Cursor cursor_;
+  std::deque<NamedInterval> held_;
+  bool done_ = false;
+};
+
 struct HostTracks {
-  explicit HostTracks(const TracePrep& prep)
-      : data_loader(*prep.data_loader), host_sync(*prep.host_sync), device_sync(*prep.device_sync) {}
+  HostTracks(const TracePrep& prep, bool with_os_calls)
+      : data_loader(*prep.data_loader), host_sync(*prep.host_sync), device_sync(*prep.device_sync) {
+    if (with_os_calls && prep.os_calls) os_calls.emplace(*prep.os_calls);
+  }
   IntervalTrack data_loader, host_sync, device_sync;
+  std::optional<OsCallTrack> os_calls;
+  std::map<NameId, TimeNs> host_wait_os_calls;
   Status status() const {
-    for (const Status& s : {data_loader.status(), host_sync.status(), device_sync.status()})
+    for (const Status& s : {data_loader.status(), host_sync.status(), device_sync.status(),
+                            os_calls ? os_calls->status() : Status::Ok()})
       if (!s.ok()) return s;
     return Status::Ok();
   }
@@ -55,6 +97,9 @@ void ChargeHostPart(HostTracks& tracks, Interval part, IdleCause rest, IdleBreak
   out.ns[static_cast<int>(IdleCause::kDataLoader)] += loader_ns;
   out.ns[static_cast<int>(IdleCause::kSynchronization)] += sync_ns;
   out.ns[static_cast<int>(rest)] += part.duration() - loader_ns - sync_ns;
+  // The OS calls are already outside the loader and sync spans: within `part` they
+  // lie in its host_wait rest.
+  if (rest == IdleCause::kHostWait && tracks.os_calls) tracks.os_calls->Charge(part, tracks.host_wait_os_calls);
 }
 
 /// Charges the gap [a, b) ended by `next` (nullptr when the window ends it).
@@ -100,7 +145,7 @@ void InsideSteps(const intervals::List& steps, size_t& at, Interval region, Part
 class GapWalker {
  public:
   GapWalker(const TracePrep& prep, const intervals::List& steps, bool between_ops_only)
-      : tracks_(prep), steps_(steps), between_ops_only_(between_ops_only) {}
+      : tracks_(prep, /*with_os_calls=*/!between_ops_only), steps_(steps), between_ops_only_(between_ops_only) {}
 
   void Add(const DeviceOp& op) {
     // The operation a gap ending at this start would be ended by: the first one
@@ -128,6 +173,7 @@ class GapWalker {
   }
 
   const IdleBreakdown& idle() const { return idle_; }
+  const std::map<NameId, TimeNs>& host_wait_os_calls() const { return tracks_.host_wait_os_calls; }
   TimeNs busy_in_steps() const { return busy_ns_; }
   Status status() const { return tracks_.status(); }
 
@@ -164,6 +210,7 @@ StatusOr<IdleAttribution> AttributeIdle(const TracePrep& prep, int device, const
   RETURN_IF_ERROR(device_gaps.status());
   IdleAttribution out;
   out.device = device_gaps.idle();
+  out.host_wait_os_calls = device_gaps.host_wait_os_calls();
   for (auto& [stream, walker] : streams) {
     walker.Finish();
     RETURN_IF_ERROR(walker.status());

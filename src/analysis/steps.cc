@@ -67,7 +67,55 @@ Status DeviceOpCursor::status() const {
   return Status::Ok();
 }
 
+namespace {
+
+/// The parts of `r` outside the merged intervals of `window`, in order (queries in
+/// order of start).
+template <typename Emit>
+void EmitOutside(IntervalWindow& window, Interval r, Emit&& emit) {
+  TimeNs cursor = r.start;
+  for (const auto& w : window.Reach(r)) {
+    if (w.start >= r.end) break;
+    if (w.start > cursor) emit(Interval{cursor, w.start});
+    cursor = std::max(cursor, w.end);
+    if (cursor >= r.end) break;
+  }
+  if (cursor < r.end) emit(Interval{cursor, r.end});
+}
+
+/// prep.os_calls: the OS calls of the thread that launched the most work, made
+/// disjoint (a later call that overlaps an earlier one keeps only its rest), less
+/// the DataLoader spans and blocking CUDA calls (their own idle causes).
+Status BuildOsCalls(TracePrep& prep, const std::map<int64_t, int64_t>& launches) {
+  prep.os_calls = std::make_unique<NamedIntervalSpool>(prep.spill);
+  int64_t most = 0;
+  for (const auto& [thread, count] : launches)
+    if (count > most) most = count, prep.os_thread = thread;
+  Status status;
+  IntervalWindow loader(*prep.data_loader), sync(*prep.host_sync);
+  TimeNs covered = std::numeric_limits<TimeNs>::min();
+  auto calls = prep.events.os_calls();
+  for (const OsCall* c = calls.Next(); c != nullptr; c = calls.Next()) {
+    if (c->thread != prep.os_thread || c->time.end <= covered) continue;
+    const Interval own{std::max(c->time.start, covered), c->time.end};
+    covered = c->time.end;
+    EmitOutside(loader, own, [&](Interval outside_loader) {
+      EmitOutside(sync, outside_loader, [&](Interval piece) {
+        if (Status s = prep.os_calls->Add({piece, c->name}); !s.ok() && status.ok()) status = s;
+      });
+    });
+  }
+  RETURN_IF_ERROR(calls.status());
+  RETURN_IF_ERROR(loader.status());
+  RETURN_IF_ERROR(sync.status());
+  RETURN_IF_ERROR(status);
+  return prep.os_calls->Finish();
+}
+
+}  // namespace
+
 Status BuildHostIntervals(TracePrep& prep) {
+  std::map<int64_t, int64_t> launches;  // CUDA calls that issue work, per thread
   prep.data_loader = std::make_unique<IntervalSpool>(prep.spill);
   prep.host_sync = std::make_unique<IntervalSpool>(prep.spill);
   prep.device_sync = std::make_unique<IntervalSpool>(prep.spill);
@@ -90,25 +138,19 @@ Status BuildHostIntervals(TracePrep& prep) {
   {
     // A sync inside a DataLoader span is charged to the loader: subtract it once here.
     IntervalWindow loader(*prep.data_loader);
-    auto subtract = [&](Interval r) {
-      TimeNs cursor = r.start;
-      for (const auto& l : loader.Reach(r)) {
-        if (l.start >= r.end) break;
-        if (l.start > cursor) into(*prep.host_sync)(Interval{cursor, l.start});
-        cursor = std::max(cursor, l.end);
-        if (cursor >= r.end) break;
-      }
-      if (cursor < r.end) into(*prep.host_sync)(Interval{cursor, r.end});
-    };
+    auto subtract = [&](Interval r) { EmitOutside(loader, r, into(*prep.host_sync)); };
     UnionBuilder sync;
     auto calls = prep.events.runtime_calls();
-    for (const RuntimeCall* r = calls.Next(); r != nullptr; r = calls.Next())
+    for (const RuntimeCall* r = calls.Next(); r != nullptr; r = calls.Next()) {
       if (r->kind == RuntimeCallKind::kSynchronize) sync.Add(r->time, subtract);
+      if (r->kind != RuntimeCallKind::kSynchronize && r->kind != RuntimeCallKind::kOther) ++launches[r->thread];
+    }
     sync.Finish(subtract);
     RETURN_IF_ERROR(calls.status());
     RETURN_IF_ERROR(loader.status());
     RETURN_IF_ERROR(prep.host_sync->Finish());
   }
+  if (prep.events.recording().os_calls_traced) RETURN_IF_ERROR(BuildOsCalls(prep, launches));
   {
     UnionBuilder waits;
     auto syncs = prep.events.syncs();

@@ -62,6 +62,7 @@ class TraceEvents {
   EventCursor<RuntimeCall> runtime_calls() const { return Open(rec_.runtime_calls, &EventStreams::runtime_calls); }
   EventCursor<CpuSpan> cpu_spans() const { return Open(rec_.cpu_spans, &EventStreams::cpu_spans); }
   EventCursor<SyncActivity> syncs() const { return Open(rec_.syncs, &EventStreams::syncs); }
+  EventCursor<OsCall> os_calls() const { return Open(rec_.os_calls, &EventStreams::os_calls); }
   EventCursor<MatrixOpShapes> matrix_shapes() const { return Open(rec_.matrix_shapes, &EventStreams::matrix_shapes); }
 
   int64_t kernel_count() const { return Count(rec_.kernels, &EventStreams::kernels); }

@@ -116,6 +116,15 @@ json IdleJson(const IdleBreakdown& idle) {
   return j;
 }
 
+/// Of the idle time's host_wait, the launching thread inside OS calls (an OS
+/// runtime trace); null where the source traced none.
+json HostOsWaitsJson(const HostOsWaits& w) {
+  if (!w.traced) return nullptr;
+  json calls = json::array();
+  for (const auto& [name, ns] : w.calls) calls.push_back({{"name", name}, {"ms", ToMs(ns)}});
+  return {{"thread", w.thread}, {"in_os_calls_ms", ToMs(w.in_os_calls_ns)}, {"calls", calls}};
+}
+
 json DistributionJson(const MetricDistribution& m) {
   return {{"samples", m.samples}, {"mean", Num(m.mean)}, {"p5", Num(m.p5)}, {"p50", Num(m.p50)},
           {"p95", Num(m.p95)}, {"min", Num(m.min)}, {"max", Num(m.max)}};
@@ -364,6 +373,7 @@ json RecordingJson(const Recording& rec, const RecordingAnalysis& a, int max_ker
                          {"achieved_occupancy_percent", Num(g.achieved_occupancy_percent)},
                          {"window_ms", ToMs(g.window_ns)}, {"busy_ms", ToMs(g.busy_ns)}});
   j["idle"] = IdleJson(a.device_idle);
+  j["idle"]["host_wait_os_calls"] = HostOsWaitsJson(a.host_os_waits);
   j["idle"]["streams"] = json::array();
   for (const auto& s : a.streams) {
     json sj = IdleJson(s.idle);

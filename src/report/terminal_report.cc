@@ -531,6 +531,13 @@ void RenderRecording(std::string& out, const Recording& rec, const RecordingAnal
     for (int c = 0; c < kNumIdleCauses; ++c)
       out += fmt::format(" {} {:.2f} ms{}", IdleCauseName(static_cast<IdleCause>(c)), ToMs(a.device_idle.ns[c]) / steps,
                          c < kNumIdleCauses - 1 ? "," : "\n");
+    if (a.host_os_waits.traced) {
+      const auto& w = a.host_os_waits;
+      std::string calls;
+      for (const auto& [name, ns] : w.calls) calls += fmt::format(", {} {:.2f} ms", name, ToMs(ns) / steps);
+      out += fmt::format("   of host_wait, thread {} (the most launches) inside OS calls {:.2f} ms per step{}\n", w.thread,
+                         ToMs(w.in_os_calls_ns) / steps, calls);
+    }
     out += fmt::format("   launches: {:.0f} kernels/step, median {:.1f} µs, {:.0f}% under 10 µs, median launch delay {:.1f} µs\n",
                        a.launch.kernels_per_step, a.launch.median_kernel_us, a.launch.short_kernel_percent,
                        a.launch.median_launch_delay_us);

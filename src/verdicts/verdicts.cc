@@ -37,6 +37,11 @@ constexpr double kLaunchMinKernelsPerStep = 20;  // "a few dozen" per step: belo
 // A GPU waiting for work starts a kernel within launch latency (5-20 µs) of its
 // launch; a median delay past this means kernels usually wait behind others.
 constexpr double kQueueDrainedLaunchDelayUs = 100;
+// An OS runtime trace (nsys --trace=osrt) shows where the launching thread was
+// while the GPU waited on it. Inside OS calls for at least half of that wait, the
+// thread was blocked on something else (a worker's queue, a pipe, a file, a lock):
+// the fix is what it waits for, not faster launching.
+constexpr double kHostBlockedPercent = 50;
 constexpr double kHostPacedIntervalUs = 1000;   // the host issues a kernel at least every millisecond on average
 constexpr double kMinWorthwhileGainPercent = 5.0;  // below this a fix is not what holds the step
 constexpr double kMisalignedLowPercent = 5.0;        // off-tile share of matrix kernel time
@@ -308,6 +313,37 @@ void CommunicationBound(const Context& c, std::vector<Finding>& out) {
   out.push_back(std::move(f));
 }
 
+/// What an OS runtime trace says of the host's share of the idle time: the
+/// launching thread blocked in OS calls (then the first fix is what it waits on)
+/// or running.
+void AddHostOsWaits(const RecordingAnalysis& a, Finding& f) {
+  const HostOsWaits& w = a.host_os_waits;
+  const TimeNs host_wait = a.device_idle.ns[static_cast<int>(IdleCause::kHostWait)];
+  if (!w.traced || host_wait <= 0) return;
+  const double blocked_pct = Percent(ToMs(w.in_os_calls_ns), ToMs(host_wait));
+  std::string calls;
+  for (const auto& [name, ns] : w.calls)
+    calls += fmt::format("{}{} {:.1f}%", calls.empty() ? "" : ", ", name, Percent(ToMs(ns), ToMs(host_wait)));
+  f.evidence.push_back(E("launching_thread_in_os_calls_percent_of_host_wait", blocked_pct, "percent",
+                         fmt::format("OS runtime trace: thread {} (the most launches) inside OS calls while the GPU "
+                                     "waited on the host{}", w.thread, calls.empty() ? "" : " (" + calls + ")"),
+                         kHostBlockedPercent, ">="));
+  if (blocked_pct >= kHostBlockedPercent) {
+    f.detail += fmt::format(" The launching thread was inside OS calls for {:.0f}% of the GPU's wait ({}): blocked on "
+                            "something else (a worker's queue, a pipe, a file, a lock), not issuing work slowly.",
+                            blocked_pct, calls);
+    f.recommendations.insert(
+        f.recommendations.begin(),
+        {fmt::format("find what the training thread waits on in {} (py-spy dump --native, or nsys --trace=osrt "
+                     "--osrt-backtrace-threshold for the call's stack)", w.calls.empty() ? "its OS calls" : w.calls[0].first),
+         "the GPU waits while that thread waits: a DataLoader queue, a pipe, a file read or a lock is the bottleneck"});
+  } else {
+    f.detail += fmt::format(" The launching thread was inside OS calls for only {:.0f}% of that wait: it was running "
+                            "(Python, the framework, the launch path).",
+                            blocked_pct);
+  }
+}
+
 void LaunchBound(const Context& c, std::vector<Finding>& out) {
   const auto& idle = c.a.device_idle;
   const double steps = StepCount(c.a);
@@ -368,6 +404,7 @@ void LaunchBound(const Context& c, std::vector<Finding>& out) {
       {"remove host syncs from the step (.item(), .cpu(), print of tensors) and use fused optimizers (fused=True)",
        "keeps the CPU issuing work instead of waiting"},
   };
+  AddHostOsWaits(c.a, f);
   // CUDA graphs replay the step's kernels with one launch: the host's idle gaps go,
   // the device still spends a few µs between graph kernels (kGraphKernelGapUs). At
   // worst half the host time goes (ops that cannot be captured stay eager).

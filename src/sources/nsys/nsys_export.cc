@@ -152,6 +152,7 @@ class NsysReader {
     RETURN_IF_ERROR(ReadMemoryOps("CUPTI_ACTIVITY_KIND_MEMSET", /*memset=*/true));
     RETURN_IF_ERROR(ReadSyncs());
     RETURN_IF_ERROR(ReadRuntime());
+    RETURN_IF_ERROR(ReadOsRuntime());
     RETURN_IF_ERROR(ReadNvtx());
     return Finish();
   }
@@ -172,6 +173,7 @@ class NsysReader {
     int64_t events = 0;      // every event and step kept
     std::unordered_map<int64_t, NameId> names_by_string_id;
     std::unordered_map<int64_t, CallName> calls_by_string_id;
+    std::set<int64_t> cuda_threads;  // threads that made CUDA calls: whose OS calls are read
   };
 
   /// A CUDA runtime or driver call's name as nsys writes it ("cudaLaunchKernel_v7000"),
@@ -417,7 +419,32 @@ class NsysReader {
       c.name = name.name;
       c.kind = name.kind;
       c.driver_api = name.driver_api;
+      p.cuda_threads.insert(c.thread);
       Add(p, p.streams->runtime_calls, c, /*gpu_event=*/true);
+    });
+  }
+
+  /// OS runtime calls (--trace=osrt) on the threads that made CUDA calls: where
+  /// such a thread was inside the OS (a lock, a condition variable, a pipe, a
+  /// file) when it was not launching work. The outermost call of a nest only.
+  Status ReadOsRuntime() {
+    const std::string t = "OSRT_API";
+    if (!db_.Has(t)) return Status::Ok();
+    os_runtime_traced_ = true;
+    const std::string sql =
+        fmt::format("SELECT o.start, o.end, o.globalTid, {}, {}, {} FROM {} o", StringIdColumn("o.nameId"),
+                    db_.Col(t, "o", "nestingLevel", "0"), ValidTimes("o"), t);
+    return EventRows(t, sql, 5, [&](Query& q) {
+      if (!q.Null(4) && q.Int(4) != 0) return;  // nested in another traced call
+      const int64_t global_tid = q.Int(2);
+      auto it = by_pid_.find(PidOf(global_tid));
+      if (it == by_pid_.end() || it->second.cuda_threads.count(TidOf(global_tid)) == 0) return;
+      Process& p = it->second;
+      OsCall c;
+      c.time = {q.Int(0) + shift_, q.Int(1) + shift_};
+      c.thread = TidOf(global_tid);
+      c.name = NameOfStringId(p, q, 3);
+      Add(p, p.streams->os_calls, c, /*gpu_event=*/false);
     });
   }
 
@@ -509,6 +536,7 @@ class NsysReader {
       PlaceEvents(rec, std::move(process.streams), /*shift=*/0);
       NumberSteps(rec.steps);
       rec.devices = devices_;
+      rec.os_calls_traced = os_runtime_traced_;
       // This process's rows: its events and steps (the rows left out are said in
       // the issues, unattributed).
       rec.stats.events_used = process.events;
@@ -542,6 +570,7 @@ class NsysReader {
   std::vector<Device> devices_;
   std::map<uint32_t, Process> by_pid_;
   size_t process_budget_ = kDefaultTraceMemoryBudget;
+  bool os_runtime_traced_ = false;
   Status first_error_;
   std::vector<std::string> missing_;
   std::map<std::string, std::string> bad_rows_;

@@ -1,8 +1,9 @@
 // The Nsight Systems export reader (src/sources/nsys/nsys_export.cc), fed
 // exports built from the fuzz input: which of each table's columns exist (any
 // schema generation, and ones that never were), and rows whose values are
-// integers, text, reals or NULL. SQLite's own file parsing is fuzzed by its
-// authors; what is ours is reading whatever tables and values an export holds.
+// integers, text, reals or NULL; read in memory, or through scratch files under
+// a budget of a few records. SQLite's own file parsing is fuzzed by its authors;
+// what is ours is reading whatever tables and values an export holds.
 #include <sqlite3.h>
 #include <unistd.h>
 
@@ -34,7 +35,9 @@ const std::vector<Table>& Tables() {
       {"CUPTI_ACTIVITY_KIND_MEMSET", {"start", "end", "deviceId", "streamId", "correlationId", "globalPid", "bytes"}},
       {"CUPTI_ACTIVITY_KIND_SYNCHRONIZATION", {"start", "end", "deviceId", "streamId", "syncType", "globalPid"}},
       {"CUPTI_ACTIVITY_KIND_RUNTIME", {"start", "end", "globalTid", "correlationId", "nameId"}},
-      {"NVTX_EVENTS", {"start", "end", "eventType", "text", "textId", "globalTid"}},
+      {"NVTX_EVENTS", {"start", "end", "eventType", "text", "textId", "globalTid", "domainId"}},
+      {"TARGET_INFO_CUDA_CONTEXT_INFO", {"processId", "deviceId"}},
+      {"OSRT_API", {"start", "end", "globalTid", "nameId", "nestingLevel"}},
   };
   return tables;
 }
@@ -62,14 +65,14 @@ class Input {
 void BindValue(sqlite3_stmt* stmt, int i, Input& in) {
   switch (in.Byte() % 8) {
     case 0: sqlite3_bind_null(stmt, i); break;
-    case 1: sqlite3_bind_text(stmt, i, "ProfilerStep#7", -1, SQLITE_STATIC); break;
+    case 1: sqlite3_bind_text(stmt, i, in.Byte() % 2 ? "ProfilerStep#7" : "NCCL", -1, SQLITE_STATIC); break;
     case 2: sqlite3_bind_double(stmt, i, static_cast<double>(in.Int()) * 1e290); break;
     case 3: sqlite3_bind_int64(stmt, i, INT64_MAX - in.Byte()); break;
     default: sqlite3_bind_int64(stmt, i, in.Int()); break;
   }
 }
 
-void Build(sqlite3* db, Input& in) {
+void Build(sqlite3* db, Input& in, int max_rows) {
   for (const auto& t : Tables()) {
     const uint8_t mask = in.Byte();
     if (mask == 0 && t.name != std::string("StringIds")) continue;  // the table is absent
@@ -85,7 +88,7 @@ void Build(sqlite3* db, Input& in) {
     insert += ")";
     sqlite3_stmt* stmt = nullptr;
     if (sqlite3_prepare_v2(db, insert.c_str(), -1, &stmt, nullptr) != SQLITE_OK) continue;
-    const int rows = in.Byte() % 16;
+    const int rows = in.Byte() % max_rows;
     for (int r = 0; r < rows && !in.empty(); ++r) {
       for (size_t c = 0; c < kept.size(); ++c) BindValue(stmt, static_cast<int>(c + 1), in);
       sqlite3_step(stmt);
@@ -104,11 +107,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (sqlite3_open(path.c_str(), &db) != SQLITE_OK) return 0;
   sqlite3_exec(db, "PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF; BEGIN", nullptr, nullptr, nullptr);
   Input in(data, size);
-  Build(db, in);
+  const uint8_t flags = in.Byte();
+  // A budget of a few records (SortedSpill keeps at least 16 in memory): more
+  // rows than that go through scratch files.
+  const bool spill = flags & 2;
+  Build(db, in, spill ? 64 : 16);
   sqlite3_exec(db, "COMMIT", nullptr, nullptr, nullptr);
   sqlite3_close(db);
   gputriage::NsysReadOptions options;
-  if (in.Byte() & 1) options.step_range_regex = R"(^(\d+)$)";
+  if (flags & 1) options.step_range_regex = R"(^(\d+)$)";
+  if (spill) options.memory_budget_bytes = 1024;
   auto read = gputriage::ImportNsysExport(path, options);
   (void)read;
   std::remove(path.c_str());

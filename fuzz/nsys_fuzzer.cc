@@ -38,6 +38,8 @@ const std::vector<Table>& Tables() {
       {"NVTX_EVENTS", {"start", "end", "eventType", "text", "textId", "globalTid", "domainId"}},
       {"TARGET_INFO_CUDA_CONTEXT_INFO", {"processId", "deviceId"}},
       {"OSRT_API", {"start", "end", "globalTid", "nameId", "nestingLevel"}},
+      {"COMPOSITE_EVENTS", {"id", "start", "globalTid", "threadState"}},
+      {"SAMPLING_CALLCHAINS", {"id", "stackDepth", "symbol", "module"}},
   };
   return tables;
 }

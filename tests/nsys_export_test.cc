@@ -218,15 +218,30 @@ INSERT INTO StringIds VALUES (10, 'ncclDevKernel_AllReduce_Sum_f32_RING_LL'), (1
       << "the late rank is judged as in a Kineto trace of the run";
 }
 
-// An OS runtime trace (--trace=osrt): while the GPU waits on the host, the
-// launching thread sits in poll() (a worker's pipe) most of the time. Its OS calls
-// split the host_wait; another thread's calls, and a call nested in one, do not.
+// An OS runtime trace (--trace=osrt) and CPU samples: while the GPU waits on the
+// host, the launching thread sits in poll() (a worker's pipe) most of the time and
+// runs Python the rest. Its OS calls and running samples split the host_wait;
+// another thread's, a call nested in one, and samples outside the wait do not.
 TEST_F(NsysExport, OsRuntimeCallsSayWhereTheLaunchingThreadWaited) {
   std::string sql = std::string(kOldSchema) + R"(
-INSERT INTO StringIds VALUES (20, 'poll'), (21, 'read'), (22, 'pthread_mutex_lock');
+INSERT INTO StringIds VALUES (20, 'poll'), (21, 'read'), (22, 'pthread_mutex_lock'), (23, '_PyEval_EvalFrameDefault'),
+  (24, '/usr/lib/x86_64-linux-gnu/libpython3.11.so.1.0'), (25, '__poll'), (26, '/lib/x86_64-linux-gnu/libc.so.6');
 CREATE TABLE OSRT_API (start INTEGER, end INTEGER, eventClass INTEGER, globalTid INTEGER, nameId INTEGER,
   returnValue INTEGER, nestingLevel INTEGER, callchainId INTEGER);
+CREATE TABLE COMPOSITE_EVENTS (id INTEGER PRIMARY KEY, start INTEGER, cpu INTEGER, threadState INTEGER,
+  globalTid INTEGER, cpuCycles INTEGER);
+CREATE TABLE SAMPLING_CALLCHAINS (id INTEGER, symbol INTEGER, module INTEGER, kernelMode INTEGER, thumbCode INTEGER,
+  unresolved INTEGER, specialEntry INTEGER, originalIP INTEGER, unwindMethod INTEGER, stackDepth INTEGER);
 )";
+  int sample_id = 0;
+  // A CPU sample of `thread` at `t` whose innermost frame is `symbol` in `module`.
+  auto sample = [&](int64_t t, int64_t thread, int symbol, int module) {
+    ++sample_id;
+    return fmt::format("INSERT INTO COMPOSITE_EVENTS VALUES ({0}, {1}, 0, 1, {2}, 0);\n"
+                       "INSERT INTO SAMPLING_CALLCHAINS VALUES ({0}, {3}, {4}, 0, 0, 0, 0, 0, 0, 0);\n"
+                       "INSERT INTO SAMPLING_CALLCHAINS VALUES ({0}, 99, 99, 0, 0, 0, 0, 0, 0, 1);\n",
+                       sample_id, t, thread, symbol, module);
+  };
   constexpr int64_t kMs = 1000000, kUs = 1000;
   const int64_t main_thread = Gid(42, 43), other_thread = Gid(42, 44);
   for (int step = 0; step < 10; ++step) {
@@ -246,6 +261,11 @@ CREATE TABLE OSRT_API (start INTEGER, end INTEGER, eventClass INTEGER, globalTid
                        main_thread);
     sql += fmt::format("INSERT INTO OSRT_API VALUES ({}, {}, 0, {}, 22, 0, 0, 0);\n", t0 + 2 * kMs, t0 + 9 * kMs,
                        other_thread);
+    // Samples: two while the thread runs Python in the GPU's wait; one inside
+    // poll() (it waited there); one while the GPU was busy; one of another thread.
+    sql += sample(t0 + 8500 * kUs, main_thread, 23, 24) + sample(t0 + 9500 * kUs, main_thread, 23, 24);
+    sql += sample(t0 + 5 * kMs, main_thread, 25, 26) + sample(t0 + 1 * kMs, main_thread, 23, 24);
+    sql += sample(t0 + 8500 * kUs, other_thread, 25, 26);
   }
   Make(sql);
   auto read = ImportNsysExport(path_);
@@ -263,12 +283,19 @@ CREATE TABLE OSRT_API (start INTEGER, end INTEGER, eventClass INTEGER, globalTid
   ASSERT_EQ(w.calls.size(), 1u);
   EXPECT_EQ(w.calls[0].first, "poll");
   EXPECT_EQ(w.calls[0].second, w.in_os_calls_ns);
+  // Where it ran the rest of the wait: the Python samples, by module file name.
+  ASSERT_TRUE(w.sampled);
+  EXPECT_EQ(w.running_samples, 20);
+  ASSERT_EQ(w.running_modules.size(), 1u);
+  EXPECT_EQ(w.running_modules[0].first, "libpython3.11.so.1.0");
 
   // Without an OS runtime trace nothing is claimed either way.
-  Make("DROP TABLE OSRT_API;");
+  Make("DROP TABLE OSRT_API; DROP TABLE COMPOSITE_EVENTS;");
   auto untraced = ImportNsysExport(path_);
   ASSERT_TRUE(untraced.ok()) << untraced.status().ToString();
-  EXPECT_FALSE(AnalyzeRecording((*untraced)[0]).host_os_waits.traced);
+  const HostOsWaits none = AnalyzeRecording((*untraced)[0]).host_os_waits;
+  EXPECT_FALSE(none.traced);
+  EXPECT_FALSE(none.sampled);
 }
 
 TEST_F(NsysExport, RowsWithoutUsableTimesAreLeftOutAndCounted) {

@@ -67,6 +67,11 @@ struct HostOsWaits {
   int64_t thread = -1;        // the thread that launched the most work
   TimeNs in_os_calls_ns = 0;  // of the device's host_wait (device_idle), that thread inside OS calls
   std::vector<std::pair<std::string, TimeNs>> calls;  // the same by call, longest first, at most 5
+  /// The source has CPU samples (nsys --sample=cpu): the rest of the host_wait,
+  /// where the thread was running, by the module its samples were in.
+  bool sampled = false;
+  int64_t running_samples = 0;
+  std::vector<std::pair<std::string, int64_t>> running_modules;  // file names, most samples first, at most 5
 };
 
 struct StreamIdle {

@@ -236,6 +236,16 @@ struct OsCall {
   int64_t thread = -1;
 };
 
+/// A CPU sample (nsys --sample=cpu, its COMPOSITE_EVENTS): a thread that launches
+/// GPU work caught running at `time.start` (time.end the same), in `symbol` of
+/// `module`, the innermost frame.
+struct CpuSample {
+  Interval time;
+  NameId symbol = kNoName;
+  NameId module = kNoName;  // the library or executable, as the sampler named it (a path)
+  int64_t thread = -1;
+};
+
 /// One training/inference step as marked on the host (`ProfilerStep#N`).
 struct Step {
   int64_t number = -1;
@@ -356,6 +366,8 @@ struct Recording {
   std::vector<OsCall> os_calls;  // an OS runtime trace's calls, where the source has one
   /// The source traced OS runtime calls (an empty os_calls then means none were made).
   bool os_calls_traced = false;
+  std::vector<CpuSample> cpu_samples;  // a CPU sampler's samples, where the source has them
+  bool cpu_sampled = false;
   std::vector<MatrixOpShapes> matrix_shapes;  // record_shapes traces
   std::vector<DeviceMemoryUse> memory_use;     // profile_memory traces and allocator snapshots, per device
   std::vector<AllocatorState> allocator_states;  // allocator snapshots, per device
@@ -368,7 +380,7 @@ struct Recording {
   Interval job_span;
   std::optional<int> exit_code;
   /// A trace read past its memory budget keeps its events here, time-ordered and
-  /// partly in a scratch file, and the seven event vectors above stay empty; the
+  /// partly in a scratch file, and the eight event vectors above stay empty; the
   /// analyses read either through src/analysis/trace_events.h. Times in the
   /// streams are before `streams_shift` (the trace's base time) is added.
   std::shared_ptr<const EventStreams> streams;

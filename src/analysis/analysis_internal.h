@@ -80,6 +80,10 @@ struct TracePrep {
   /// null where the source traced none.
   std::unique_ptr<NamedIntervalSpool> os_calls;
   int64_t os_thread = -1;
+  /// That thread's CPU samples (a CPU sampler) outside the DataLoader spans,
+  /// blocking CUDA calls and OS calls, by module: where it was running. Null
+  /// where the source has no samples.
+  std::unique_ptr<NamedIntervalSpool> running_samples;
 };
 
 /// Builds the merged host intervals of `prep` (one pass over CPU spans, runtime calls and syncs).
@@ -155,6 +159,8 @@ struct IdleAttribution {
   /// Of the device's host_wait: the launching thread inside OS calls, by call
   /// (where prep.os_calls is set).
   std::map<NameId, TimeNs> host_wait_os_calls;
+  /// The launching thread's running CPU samples inside the host_wait, by module.
+  std::map<NameId, int64_t> host_wait_running_samples;
 };
 
 /// Idle time of a device and of its streams inside the steps, by cause (idle_gaps.cc).

@@ -212,20 +212,36 @@ std::vector<std::string> ListLimitations(const Recording& rec, bool no_kernels, 
 
 namespace {
 
-/// The device's host_wait that the launching thread spent in OS calls, by call.
-HostOsWaits HostOsWaitsOf(const Recording& rec, const analysis::TracePrep& prep,
-                          const std::map<NameId, TimeNs>& by_call) {
+/// The most of `items` by value, ties by name, at most `n`.
+template <typename V>
+void KeepLargest(std::vector<std::pair<std::string, V>>& items, size_t n) {
+  std::sort(items.begin(), items.end(),
+            [](const auto& a, const auto& b) { return a.second > b.second || (a.second == b.second && a.first < b.first); });
+  if (items.size() > n) items.resize(n);
+}
+
+/// The device's host_wait that the launching thread spent in OS calls, by call,
+/// and where it ran the rest of it, by module (samples merged by file name: the
+/// sampler names a module by its path).
+HostOsWaits HostOsWaitsOf(const Recording& rec, const analysis::TracePrep& prep, const analysis::IdleAttribution& idle) {
   HostOsWaits out;
-  out.traced = rec.os_calls_traced && prep.os_calls != nullptr;
-  if (!out.traced) return out;
   out.thread = prep.os_thread;
-  for (const auto& [name, ns] : by_call) {
+  out.traced = rec.os_calls_traced && prep.os_calls != nullptr;
+  for (const auto& [name, ns] : idle.host_wait_os_calls) {
     out.in_os_calls_ns += ns;
     out.calls.emplace_back(std::string(rec.names.View(name)), ns);
   }
-  std::sort(out.calls.begin(), out.calls.end(),
-            [](const auto& a, const auto& b) { return a.second > b.second || (a.second == b.second && a.first < b.first); });
-  if (out.calls.size() > 5) out.calls.resize(5);
+  KeepLargest(out.calls, 5);
+  out.sampled = rec.cpu_sampled && prep.running_samples != nullptr;
+  std::map<std::string, int64_t> by_file;
+  for (const auto& [module, count] : idle.host_wait_running_samples) {
+    out.running_samples += count;
+    const std::string path(rec.names.View(module));
+    by_file[path.empty() ? "(unresolved)" : path.substr(path.rfind('/') + 1)] += count;
+  }
+  out.running_modules.assign(by_file.begin(), by_file.end());
+  KeepLargest(out.running_modules, 5);
+  if (!out.traced && !out.sampled) out.thread = -1;
   return out;
 }
 
@@ -504,7 +520,7 @@ Status AnalyzeTrace(const Recording& rec, RecordingAnalysis& a, int threads, boo
         if (!idle.ok()) return errors.Keep(idle.status());
         a.device_idle = idle->device;
         a.streams = std::move(idle->streams);
-        a.host_os_waits = HostOsWaitsOf(rec, prep, idle->host_wait_os_calls);
+        a.host_os_waits = HostOsWaitsOf(rec, prep, *idle);
       });
   }
   RunConcurrently(threads, passes);
@@ -774,6 +790,7 @@ void AnalyzeAndDropEvents(Recording& rec, int threads) {
   std::vector<CpuSpan>().swap(rec.cpu_spans);
   std::vector<SyncActivity>().swap(rec.syncs);
   std::vector<OsCall>().swap(rec.os_calls);
+  std::vector<CpuSample>().swap(rec.cpu_samples);
   std::vector<MatrixOpShapes>().swap(rec.matrix_shapes);
   rec.streams.reset();
 }

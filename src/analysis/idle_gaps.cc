@@ -74,17 +74,43 @@ class OsCallTrack {
   bool done_ = false;
 };
 
+/// The launching thread's running samples (TracePrep::running_samples) counted in
+/// query windows whose starts never decrease, by module.
+class SampleTrack {
+ public:
+  explicit SampleTrack(const NamedIntervalSpool& spool) : cursor_(spool.Open()) { Advance(); }
+
+  void Count(Interval w, std::map<NameId, int64_t>& by_module) {
+    while (has_ && next_.time.start < w.start) Advance();
+    while (has_ && next_.time.start < w.end) {
+      ++by_module[next_.name];
+      Advance();
+    }
+  }
+  Status status() const { return cursor_.status(); }
+
+ private:
+  void Advance() { has_ = cursor_.Next(&next_); }
+  NamedIntervalSpool::Cursor cursor_;
+  NamedInterval next_;
+  bool has_ = false;
+};
+
 struct HostTracks {
-  HostTracks(const TracePrep& prep, bool with_os_calls)
+  HostTracks(const TracePrep& prep, bool with_launching_thread)
       : data_loader(*prep.data_loader), host_sync(*prep.host_sync), device_sync(*prep.device_sync) {
-    if (with_os_calls && prep.os_calls) os_calls.emplace(*prep.os_calls);
+    if (with_launching_thread && prep.os_calls) os_calls.emplace(*prep.os_calls);
+    if (with_launching_thread && prep.running_samples) running_samples.emplace(*prep.running_samples);
   }
   IntervalTrack data_loader, host_sync, device_sync;
   std::optional<OsCallTrack> os_calls;
+  std::optional<SampleTrack> running_samples;
   std::map<NameId, TimeNs> host_wait_os_calls;
+  std::map<NameId, int64_t> host_wait_running_samples;
   Status status() const {
     for (const Status& s : {data_loader.status(), host_sync.status(), device_sync.status(),
-                            os_calls ? os_calls->status() : Status::Ok()})
+                            os_calls ? os_calls->status() : Status::Ok(),
+                            running_samples ? running_samples->status() : Status::Ok()})
       if (!s.ok()) return s;
     return Status::Ok();
   }
@@ -100,6 +126,9 @@ void ChargeHostPart(HostTracks& tracks, Interval part, IdleCause rest, IdleBreak
   // The OS calls are already outside the loader and sync spans: within `part` they
   // lie in its host_wait rest.
   if (rest == IdleCause::kHostWait && tracks.os_calls) tracks.os_calls->Charge(part, tracks.host_wait_os_calls);
+  // So are the running samples: those within `part` are the host_wait's.
+  if (rest == IdleCause::kHostWait && tracks.running_samples)
+    tracks.running_samples->Count(part, tracks.host_wait_running_samples);
 }
 
 /// Charges the gap [a, b) ended by `next` (nullptr when the window ends it).
@@ -145,7 +174,7 @@ void InsideSteps(const intervals::List& steps, size_t& at, Interval region, Part
 class GapWalker {
  public:
   GapWalker(const TracePrep& prep, const intervals::List& steps, bool between_ops_only)
-      : tracks_(prep, /*with_os_calls=*/!between_ops_only), steps_(steps), between_ops_only_(between_ops_only) {}
+      : tracks_(prep, /*with_launching_thread=*/!between_ops_only), steps_(steps), between_ops_only_(between_ops_only) {}
 
   void Add(const DeviceOp& op) {
     // The operation a gap ending at this start would be ended by: the first one
@@ -174,6 +203,7 @@ class GapWalker {
 
   const IdleBreakdown& idle() const { return idle_; }
   const std::map<NameId, TimeNs>& host_wait_os_calls() const { return tracks_.host_wait_os_calls; }
+  const std::map<NameId, int64_t>& host_wait_running_samples() const { return tracks_.host_wait_running_samples; }
   TimeNs busy_in_steps() const { return busy_ns_; }
   Status status() const { return tracks_.status(); }
 
@@ -211,6 +241,7 @@ StatusOr<IdleAttribution> AttributeIdle(const TracePrep& prep, int device, const
   IdleAttribution out;
   out.device = device_gaps.idle();
   out.host_wait_os_calls = device_gaps.host_wait_os_calls();
+  out.host_wait_running_samples = device_gaps.host_wait_running_samples();
   for (auto& [stream, walker] : streams) {
     walker.Finish();
     RETURN_IF_ERROR(walker.status());

@@ -83,14 +83,52 @@ void EmitOutside(IntervalWindow& window, Interval r, Emit&& emit) {
   if (cursor < r.end) emit(Interval{cursor, r.end});
 }
 
+/// Whether `t` lies in one of the merged intervals of `window` (points in order).
+bool Covers(IntervalWindow& window, TimeNs t) {
+  for (const auto& w : window.Reach({t, t + 1})) {
+    if (w.start > t) break;
+    if (t < w.end) return true;
+  }
+  return false;
+}
+
+/// prep.running_samples: the launching thread's CPU samples outside the DataLoader
+/// spans, blocking CUDA calls and its OS calls (where it waited), by module.
+Status BuildRunningSamples(TracePrep& prep) {
+  prep.running_samples = std::make_unique<NamedIntervalSpool>(prep.spill);
+  Status status;
+  IntervalWindow loader(*prep.data_loader), sync(*prep.host_sync);
+  auto os = prep.events.os_calls();
+  const OsCall* call = os.Next();
+  TimeNs in_os_until = std::numeric_limits<TimeNs>::min();  // the latest end of the thread's calls begun so far
+  auto samples = prep.events.cpu_samples();
+  for (const CpuSample* s = samples.Next(); s != nullptr; s = samples.Next()) {
+    if (s->thread != prep.os_thread) continue;
+    const TimeNs t = s->time.start;
+    for (; call != nullptr && call->time.start <= t; call = os.Next())
+      if (call->thread == prep.os_thread) in_os_until = std::max(in_os_until, call->time.end);
+    if (t < in_os_until || Covers(loader, t) || Covers(sync, t)) continue;
+    if (Status add = prep.running_samples->Add({{t, t}, s->module}); !add.ok() && status.ok()) status = add;
+  }
+  RETURN_IF_ERROR(samples.status());
+  RETURN_IF_ERROR(os.status());
+  RETURN_IF_ERROR(loader.status());
+  RETURN_IF_ERROR(sync.status());
+  RETURN_IF_ERROR(status);
+  return prep.running_samples->Finish();
+}
+
 /// prep.os_calls: the OS calls of the thread that launched the most work, made
 /// disjoint (a later call that overlaps an earlier one keeps only its rest), less
-/// the DataLoader spans and blocking CUDA calls (their own idle causes).
-Status BuildOsCalls(TracePrep& prep, const std::map<int64_t, int64_t>& launches) {
-  prep.os_calls = std::make_unique<NamedIntervalSpool>(prep.spill);
+/// the DataLoader spans and blocking CUDA calls (their own idle causes); and its
+/// running CPU samples where the source has them.
+Status BuildLaunchingThread(TracePrep& prep, const std::map<int64_t, int64_t>& launches) {
   int64_t most = 0;
   for (const auto& [thread, count] : launches)
     if (count > most) most = count, prep.os_thread = thread;
+  if (prep.events.recording().cpu_sampled) RETURN_IF_ERROR(BuildRunningSamples(prep));
+  if (!prep.events.recording().os_calls_traced) return Status::Ok();
+  prep.os_calls = std::make_unique<NamedIntervalSpool>(prep.spill);
   Status status;
   IntervalWindow loader(*prep.data_loader), sync(*prep.host_sync);
   TimeNs covered = std::numeric_limits<TimeNs>::min();
@@ -150,7 +188,8 @@ Status BuildHostIntervals(TracePrep& prep) {
     RETURN_IF_ERROR(loader.status());
     RETURN_IF_ERROR(prep.host_sync->Finish());
   }
-  if (prep.events.recording().os_calls_traced) RETURN_IF_ERROR(BuildOsCalls(prep, launches));
+  if (prep.events.recording().os_calls_traced || prep.events.recording().cpu_sampled)
+    RETURN_IF_ERROR(BuildLaunchingThread(prep, launches));
   {
     UnionBuilder waits;
     auto syncs = prep.events.syncs();

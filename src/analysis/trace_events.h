@@ -63,6 +63,7 @@ class TraceEvents {
   EventCursor<CpuSpan> cpu_spans() const { return Open(rec_.cpu_spans, &EventStreams::cpu_spans); }
   EventCursor<SyncActivity> syncs() const { return Open(rec_.syncs, &EventStreams::syncs); }
   EventCursor<OsCall> os_calls() const { return Open(rec_.os_calls, &EventStreams::os_calls); }
+  EventCursor<CpuSample> cpu_samples() const { return Open(rec_.cpu_samples, &EventStreams::cpu_samples); }
   EventCursor<MatrixOpShapes> matrix_shapes() const { return Open(rec_.matrix_shapes, &EventStreams::matrix_shapes); }
 
   int64_t kernel_count() const { return Count(rec_.kernels, &EventStreams::kernels); }

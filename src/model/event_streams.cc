@@ -25,6 +25,7 @@ Status FinishEventStreams(EventStreams& streams, bool parallel) {
   if (s.ok()) s = streams.runtime_calls.Finish();
   if (s.ok()) s = streams.syncs.Finish();
   if (s.ok()) s = streams.os_calls.Finish();
+  if (s.ok()) s = streams.cpu_samples.Finish();
   if (s.ok()) s = streams.matrix_shapes.Finish();
   if (host.joinable()) host.join();
   if (!s.ok()) return s;
@@ -43,6 +44,7 @@ void PlaceEvents(Recording& rec, std::shared_ptr<EventStreams> streams, TimeNs s
   TakeShifted(streams->runtime_calls, rec.runtime_calls, shift);
   TakeShifted(streams->syncs, rec.syncs, shift);
   TakeShifted(streams->os_calls, rec.os_calls, shift);
+  TakeShifted(streams->cpu_samples, rec.cpu_samples, shift);
   rec.matrix_shapes = streams->matrix_shapes.TakeIfInMemory();
 }
 

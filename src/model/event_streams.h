@@ -44,6 +44,7 @@ struct EventStreams {
         cpu_spans(Share(budget_bytes, 3, scratch_directory)),
         syncs(Share(budget_bytes, 32, scratch_directory)),
         os_calls(Share(budget_bytes, 32, scratch_directory)),
+        cpu_samples(Share(budget_bytes, 32, scratch_directory)),
         matrix_shapes(Share(budget_bytes, 16, scratch_directory)) {}
 
   std::string directory;  // scratch files ("" = $TMPDIR, else /tmp)
@@ -57,11 +58,13 @@ struct EventStreams {
   SortedSpill<CpuSpan, ByStartThenLongest> cpu_spans;
   SortedSpill<SyncActivity, ByStartThenLongest> syncs;
   SortedSpill<OsCall, ByStartThenLongest> os_calls;
+  SortedSpill<CpuSample, ByStartThenLongest> cpu_samples;
   SortedSpill<MatrixOpShapes, InAddedOrder> matrix_shapes;
 
   int64_t spilled_bytes() const {
     return kernels.spilled_bytes() + memory_ops.spilled_bytes() + runtime_calls.spilled_bytes() +
-           cpu_spans.spilled_bytes() + syncs.spilled_bytes() + os_calls.spilled_bytes() + matrix_shapes.spilled_bytes();
+           cpu_spans.spilled_bytes() + syncs.spilled_bytes() + os_calls.spilled_bytes() + cpu_samples.spilled_bytes() +
+           matrix_shapes.spilled_bytes();
   }
 
  private:

@@ -117,12 +117,23 @@ json IdleJson(const IdleBreakdown& idle) {
 }
 
 /// Of the idle time's host_wait, the launching thread inside OS calls (an OS
-/// runtime trace); null where the source traced none.
+/// runtime trace) and where it ran otherwise (CPU samples); null where the
+/// source has neither, each part null where it lacks that one.
 json HostOsWaitsJson(const HostOsWaits& w) {
-  if (!w.traced) return nullptr;
-  json calls = json::array();
-  for (const auto& [name, ns] : w.calls) calls.push_back({{"name", name}, {"ms", ToMs(ns)}});
-  return {{"thread", w.thread}, {"in_os_calls_ms", ToMs(w.in_os_calls_ns)}, {"calls", calls}};
+  if (!w.traced && !w.sampled) return nullptr;
+  json j = {{"thread", w.thread}, {"in_os_calls_ms", nullptr}, {"calls", nullptr}, {"running_samples", nullptr},
+            {"running_modules", nullptr}};
+  if (w.traced) {
+    j["in_os_calls_ms"] = ToMs(w.in_os_calls_ns);
+    j["calls"] = json::array();
+    for (const auto& [name, ns] : w.calls) j["calls"].push_back({{"name", name}, {"ms", ToMs(ns)}});
+  }
+  if (w.sampled) {
+    j["running_samples"] = w.running_samples;
+    j["running_modules"] = json::array();
+    for (const auto& [module, n] : w.running_modules) j["running_modules"].push_back({{"module", module}, {"samples", n}});
+  }
+  return j;
 }
 
 json DistributionJson(const MetricDistribution& m) {

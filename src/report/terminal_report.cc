@@ -531,12 +531,18 @@ void RenderRecording(std::string& out, const Recording& rec, const RecordingAnal
     for (int c = 0; c < kNumIdleCauses; ++c)
       out += fmt::format(" {} {:.2f} ms{}", IdleCauseName(static_cast<IdleCause>(c)), ToMs(a.device_idle.ns[c]) / steps,
                          c < kNumIdleCauses - 1 ? "," : "\n");
-    if (a.host_os_waits.traced) {
-      const auto& w = a.host_os_waits;
+    const auto& w = a.host_os_waits;
+    if (w.traced) {
       std::string calls;
       for (const auto& [name, ns] : w.calls) calls += fmt::format(", {} {:.2f} ms", name, ToMs(ns) / steps);
       out += fmt::format("   of host_wait, thread {} (the most launches) inside OS calls {:.2f} ms per step{}\n", w.thread,
                          ToMs(w.in_os_calls_ns) / steps, calls);
+    }
+    if (w.sampled) {
+      std::string modules;
+      for (const auto& [module, n] : w.running_modules)
+        modules += fmt::format(", {} {:.0f}%", module, 100.0 * static_cast<double>(n) / static_cast<double>(w.running_samples));
+      out += fmt::format("   of host_wait, thread {} running: {} CPU samples{}\n", w.thread, w.running_samples, modules);
     }
     out += fmt::format("   launches: {:.0f} kernels/step, median {:.1f} µs, {:.0f}% under 10 µs, median launch delay {:.1f} µs\n",
                        a.launch.kernels_per_step, a.launch.median_kernel_us, a.launch.short_kernel_percent,

@@ -313,13 +313,31 @@ void CommunicationBound(const Context& c, std::vector<Finding>& out) {
   out.push_back(std::move(f));
 }
 
-/// What an OS runtime trace says of the host's share of the idle time: the
-/// launching thread blocked in OS calls (then the first fix is what it waits on)
-/// or running.
+/// Where a CPU sampler caught the launching thread while it ran during the GPU's
+/// wait, by module ("" without samples).
+std::string RunningModules(const HostOsWaits& w) {
+  std::string out;
+  for (const auto& [module, n] : w.running_modules)
+    out += fmt::format("{}{} {:.0f}%", out.empty() ? "" : ", ", module,
+                       100.0 * static_cast<double>(n) / static_cast<double>(w.running_samples));
+  return out;
+}
+
+/// What an OS runtime trace and CPU samples say of the host's share of the idle
+/// time: the launching thread blocked in OS calls (then the first fix is what it
+/// waits on), or running, and where.
 void AddHostOsWaits(const RecordingAnalysis& a, Finding& f) {
   const HostOsWaits& w = a.host_os_waits;
   const TimeNs host_wait = a.device_idle.ns[static_cast<int>(IdleCause::kHostWait)];
-  if (!w.traced || host_wait <= 0) return;
+  if (host_wait <= 0) return;
+  const bool sampled = w.sampled && w.running_samples > 0;
+  if (sampled)
+    f.evidence.push_back(E("launching_thread_running_samples_in_host_wait", static_cast<double>(w.running_samples),
+                           "count",
+                           fmt::format("CPU samples of thread {} while the GPU waited on the host and the thread was "
+                                       "in no OS call, by module: {}",
+                                       w.thread, RunningModules(w))));
+  if (!w.traced) return;
   const double blocked_pct = Percent(ToMs(w.in_os_calls_ns), ToMs(host_wait));
   std::string calls;
   for (const auto& [name, ns] : w.calls)
@@ -338,9 +356,9 @@ void AddHostOsWaits(const RecordingAnalysis& a, Finding& f) {
                      "--osrt-backtrace-threshold for the call's stack)", w.calls.empty() ? "its OS calls" : w.calls[0].first),
          "the GPU waits while that thread waits: a DataLoader queue, a pipe, a file read or a lock is the bottleneck"});
   } else {
-    f.detail += fmt::format(" The launching thread was inside OS calls for only {:.0f}% of that wait: it was running "
-                            "(Python, the framework, the launch path).",
-                            blocked_pct);
+    f.detail += fmt::format(" The launching thread was inside OS calls for only {:.0f}% of that wait: it was running{}.",
+                            blocked_pct,
+                            sampled ? " (CPU samples: " + RunningModules(w) + ")" : " (Python, the framework, the launch path)");
   }
 }
 

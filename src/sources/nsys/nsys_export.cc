@@ -153,6 +153,7 @@ class NsysReader {
     RETURN_IF_ERROR(ReadSyncs());
     RETURN_IF_ERROR(ReadRuntime());
     RETURN_IF_ERROR(ReadOsRuntime());
+    RETURN_IF_ERROR(ReadCpuSamples());
     RETURN_IF_ERROR(ReadNvtx());
     return Finish();
   }
@@ -424,6 +425,14 @@ class NsysReader {
     });
   }
 
+  /// The process of a thread (an nsys GlobalId) that made CUDA calls, else null:
+  /// only those threads' OS calls and CPU samples are read.
+  Process* CudaThreadsProcess(int64_t global_tid) {
+    auto it = by_pid_.find(PidOf(global_tid));
+    if (it == by_pid_.end() || it->second.cuda_threads.count(TidOf(global_tid)) == 0) return nullptr;
+    return &it->second;
+  }
+
   /// OS runtime calls (--trace=osrt) on the threads that made CUDA calls: where
   /// such a thread was inside the OS (a lock, a condition variable, a pipe, a
   /// file) when it was not launching work. The outermost call of a nest only.
@@ -436,15 +445,32 @@ class NsysReader {
                     db_.Col(t, "o", "nestingLevel", "0"), ValidTimes("o"), t);
     return EventRows(t, sql, 5, [&](Query& q) {
       if (!q.Null(4) && q.Int(4) != 0) return;  // nested in another traced call
-      const int64_t global_tid = q.Int(2);
-      auto it = by_pid_.find(PidOf(global_tid));
-      if (it == by_pid_.end() || it->second.cuda_threads.count(TidOf(global_tid)) == 0) return;
-      Process& p = it->second;
-      OsCall c;
-      c.time = {q.Int(0) + shift_, q.Int(1) + shift_};
-      c.thread = TidOf(global_tid);
-      c.name = NameOfStringId(p, q, 3);
-      Add(p, p.streams->os_calls, c, /*gpu_event=*/false);
+      Process* p = CudaThreadsProcess(q.Int(2));
+      if (p == nullptr) return;
+      const OsCall call{{q.Int(0) + shift_, q.Int(1) + shift_}, NameOfStringId(*p, q, 3), TidOf(q.Int(2))};
+      Add(*p, p->streams->os_calls, call, /*gpu_event=*/false);
+    });
+  }
+
+  /// CPU samples (--sample=cpu) of the threads that made CUDA calls: the
+  /// innermost frame of each, where the thread was running (not waiting).
+  Status ReadCpuSamples() {
+    const std::string t = "COMPOSITE_EVENTS", chains = "SAMPLING_CALLCHAINS";
+    if (!db_.Has(t) || !db_.Has(chains)) return Status::Ok();
+    cpu_sampled_ = true;
+    // 1: Running (ENUM_SAMPLING_THREAD_STATE); a sample without a state was running.
+    const std::string sql = fmt::format(
+        "SELECT c.start, c.start, c.globalTid, {}, {}, {}, (typeof(c.start) = 'integer' AND c.start >= -{} AND "
+        "c.start <= {}) FROM {} c LEFT JOIN {} s ON s.id = c.id AND s.stackDepth = 0",
+        StringIdColumn("s.symbol"), StringIdColumn("s.module"), db_.Col(t, "c", "threadState", "1"), kMaxTimeNs,
+        kMaxTimeNs, t, chains);
+    return EventRows(t, sql, 6, [&](Query& q) {
+      if (!q.Null(5) && q.Int(5) != 1) return;
+      Process* p = CudaThreadsProcess(q.Int(2));
+      if (p == nullptr) return;
+      const TimeNs t = q.Int(0) + shift_;
+      const CpuSample sample{{t, t}, NameOfStringId(*p, q, 3), NameOfStringId(*p, q, 4), TidOf(q.Int(2))};
+      Add(*p, p->streams->cpu_samples, sample, /*gpu_event=*/false);
     });
   }
 
@@ -537,6 +563,7 @@ class NsysReader {
       NumberSteps(rec.steps);
       rec.devices = devices_;
       rec.os_calls_traced = os_runtime_traced_;
+      rec.cpu_sampled = cpu_sampled_;
       // This process's rows: its events and steps (the rows left out are said in
       // the issues, unattributed).
       rec.stats.events_used = process.events;
@@ -571,6 +598,7 @@ class NsysReader {
   std::map<uint32_t, Process> by_pid_;
   size_t process_budget_ = kDefaultTraceMemoryBudget;
   bool os_runtime_traced_ = false;
+  bool cpu_sampled_ = false;
   Status first_error_;
   std::vector<std::string> missing_;
   std::map<std::string, std::string> bad_rows_;

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <fstream>
 #include <set>
 #include <string>
 #include <tuple>
@@ -296,6 +297,38 @@ CREATE TABLE SAMPLING_CALLCHAINS (id INTEGER, symbol INTEGER, module INTEGER, ke
   const HostOsWaits none = AnalyzeRecording((*untraced)[0]).host_os_waits;
   EXPECT_FALSE(none.traced);
   EXPECT_FALSE(none.sampled);
+}
+
+// Both profilers on one job: a PyTorch profiler trace and an Nsight Systems
+// export of the same process are that rank seen twice, not two ranks.
+TEST_F(NsysExport, ATraceAndAnExportOfOneProcessAreNotTwoRanks) {
+  Make(std::string(kOldSchema) + R"(
+INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME VALUES (1000, 6000, 0, )" + std::to_string(Gid(4242, 4242)) + R"(, 7, 2, 0);
+INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES (8000, 18000, 0, 1, 7, 7, )" + std::to_string(Gid(4242, 0)) + R"(, 1, 96,
+  216, 1, 1, 128, 1, 1, 0, 0);
+)");
+  auto trace_of = [&](int pid) {
+    const std::string path = dir_ + "/rank.pt.trace.json";
+    std::ofstream(path) << fmt::format(
+        R"({{"traceEvents": [
+  {{"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": {0}, "tid": 1, "ts": 0, "dur": 30}},
+  {{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": {0}, "tid": 1, "ts": 1, "dur": 6}},
+  {{"ph": "X", "cat": "kernel", "name": "ampere_sgemm_128x64_nn", "pid": 0, "tid": 7, "ts": 8, "dur": 10,
+    "args": {{"device": 0, "stream": 7, "correlation": 7}}}}]}})",
+        pid);
+    return path;
+  };
+  auto notes_of = [&](int pid) {
+    const std::string trace = trace_of(pid);
+    auto run = ImportRun({trace, path_}, {});
+    EXPECT_TRUE(run.ok()) << run.status().ToString();
+    std::remove(trace.c_str());
+    return run.ok() ? Diagnose(*run).notes : std::vector<std::string>{};
+  };
+  const auto same = notes_of(4242);
+  ASSERT_EQ(same.size(), 1u);
+  EXPECT_NE(same[0].find("one process (pid 4242) seen by two profilers, not two ranks"), std::string::npos) << same[0];
+  for (const auto& note : notes_of(4243)) EXPECT_EQ(note.find("seen by two profilers"), std::string::npos) << note;
 }
 
 TEST_F(NsysExport, RowsWithoutUsableTimesAreLeftOutAndCounted) {

@@ -353,6 +353,9 @@ struct Recording {
   std::string format;  // "kineto", "nsys", "nvidia-smi-csv", "nvidia-smi-q", "nvidia-smi-table", "nvidia-smi-dmon", "dcgmi-dmon", "dcgm-exporter"
   int rank = -1;
   int world_size = -1;
+  /// The host process's OS id where the source says (a Kineto trace's CPU events,
+  /// an nsys export's process): two profilers' views of one process share it.
+  int64_t host_pid = -1;
   std::string comm_backend;  // "nccl", "gloo", ...
   bool clock_is_absolute = true;
   std::vector<Device> devices;

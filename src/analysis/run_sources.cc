@@ -28,6 +28,8 @@ struct SourceFacts {
   std::set<std::string> models;   // GPU model names
   bool trace = false;
   int rank = -1;
+  int64_t host_pid = -1;
+  std::string format;
   std::string name;
 };
 
@@ -35,6 +37,8 @@ SourceFacts FactsOf(const Recording& rec, const RecordingAnalysis& analysis) {
   SourceFacts f;
   f.trace = IsTraceFormat(rec.format);
   f.rank = rec.rank;
+  f.host_pid = rec.host_pid;
+  f.format = rec.format;
   f.name = FileName(rec.source_path);
   TimeNs lo = std::numeric_limits<TimeNs>::max(), hi = std::numeric_limits<TimeNs>::min();
   const auto take = [&](const Interval& i) {
@@ -68,18 +72,27 @@ std::string Day(TimeNs t) {
   return text;
 }
 
-/// Why `f` cannot join a group holding `members` ("" when it can).
+/// Why `f` cannot join a group holding `members` ("" when it can), as the note
+/// that says so.
 std::string Conflict(const SourceFacts& f, const std::vector<const SourceFacts*>& members) {
+  const std::string apart = ": they are not one run, so " + f.name +
+                            " is judged on its own and its evidence is not merged with the others'";
   for (const SourceFacts* m : members) {
+    // A PyTorch profiler trace and an Nsight Systems export of one process (both
+    // profilers on one job) are that rank twice, not two ranks.
+    if (f.trace && m->trace && f.format != m->format && f.host_pid > 0 && f.host_pid == m->host_pid)
+      return fmt::format("{} ({}) and {} ({}) are one process (pid {}) seen by two profilers, not two ranks: {} is "
+                         "judged on its own, beside the other",
+                         m->name, m->format, f.name, f.format, f.host_pid, f.name);
     const TimeNs slack = kSameRunSlackNs + (f.zone_unknown != m->zone_unknown ? kUnknownZoneSlackNs : 0);
     if (f.span && m->span && (f.span->start > m->span->end + slack || m->span->start > f.span->end + slack))
       return fmt::format("{} ({}) and {} ({}) do not overlap in time", f.name, Day(f.span->start), m->name,
-                         Day(m->span->start));
+                         Day(m->span->start)) + apart;
     if (!f.models.empty() && !m->models.empty() &&
         std::none_of(f.models.begin(), f.models.end(), [&](const std::string& x) { return m->models.count(x) > 0; }))
-      return fmt::format("{} ran on {} and {} on {}", f.name, *f.models.begin(), m->name, *m->models.begin());
+      return fmt::format("{} ran on {} and {} on {}", f.name, *f.models.begin(), m->name, *m->models.begin()) + apart;
     if (f.trace && m->trace && f.rank >= 0 && f.rank == m->rank)
-      return fmt::format("{} and {} both say they are rank {}", f.name, m->name, f.rank);
+      return fmt::format("{} and {} both say they are rank {}", f.name, m->name, f.rank) + apart;
   }
   return "";
 }
@@ -102,9 +115,7 @@ RunSources GroupSourcesIntoRuns(const Run& run, const std::vector<RecordingAnaly
     if (joined < 0) {
       joined = static_cast<int>(groups.size());
       groups.emplace_back();
-      if (!first_conflict.empty())
-        out.notes.push_back(first_conflict + ": they are not one run, so " + f.name +
-                            " is judged on its own and its evidence is not merged with the others'");
+      if (!first_conflict.empty()) out.notes.push_back(first_conflict);
     }
     groups[static_cast<size_t>(joined)].push_back(&f);
     out.group.push_back(joined);

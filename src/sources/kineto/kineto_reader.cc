@@ -368,6 +368,7 @@ class EventSink {
         c.time = time;
         c.name = rec_.names.Intern(e.name);
         c.thread = e.tid.value_or(-1);
+        if (rec_.host_pid < 0 && e.pid && *e.pid > 0) rec_.host_pid = *e.pid;  // the profiled process
         c.external_id = e.external_id.value_or(-1);
         c.kind = category == Category::kPythonOp     ? CpuSpanKind::kPython
                  : category == Category::kUserAnnotation ? CpuSpanKind::kUserAnnotation
@@ -448,6 +449,7 @@ Status MergePartial(Recording& rec, EventStreams& streams, Recording&& part) {
     ThinMemoryPoints(*it);
   }
   rec.steps.insert(rec.steps.end(), part.steps.begin(), part.steps.end());
+  if (rec.host_pid < 0) rec.host_pid = part.host_pid;  // the first in file order
   rec.stats.events_seen += part.stats.events_seen;
   rec.stats.events_used += part.stats.events_used;
   rec.stats.python_function_events += part.stats.python_function_events;

@@ -569,6 +569,7 @@ class NsysReader {
       rec.stats.events_used = process.events;
       rec.stats.events_seen = process.events;
       rec.metadata["process.pid"] = std::to_string(pid);
+      rec.host_pid = pid;
       for (const auto& what : missing_)
         rec.stats.AddIssue(IssueSeverity::kWarning, "nsys_table_missing", db_.path() + ": the export has no " + what);
       for (const auto& [table, what] : bad_rows_)

@@ -225,6 +225,7 @@ void KeepLargest(std::vector<std::pair<std::string, V>>& items, size_t n) {
 /// sampler names a module by its path).
 HostOsWaits HostOsWaitsOf(const Recording& rec, const analysis::TracePrep& prep, const analysis::IdleAttribution& idle) {
   HostOsWaits out;
+  if (prep.os_thread < 0) return out;  // no thread launched work: nothing to say of one
   out.thread = prep.os_thread;
   out.traced = rec.os_calls_traced && prep.os_calls != nullptr;
   for (const auto& [name, ns] : idle.host_wait_os_calls) {
@@ -241,7 +242,6 @@ HostOsWaits HostOsWaitsOf(const Recording& rec, const analysis::TracePrep& prep,
   }
   out.running_modules.assign(by_file.begin(), by_file.end());
   KeepLargest(out.running_modules, 5);
-  if (!out.traced && !out.sampled) out.thread = -1;
   return out;
 }
 

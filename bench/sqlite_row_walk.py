@@ -22,6 +22,11 @@ queries = {
     "CUPTI_ACTIVITY_KIND_RUNTIME": "SELECT r.start, r.end, r.globalTid, r.correlationId, s.value "
                                    "FROM CUPTI_ACTIVITY_KIND_RUNTIME r LEFT JOIN StringIds s ON s.id = r.nameId",
     "NVTX_EVENTS": "SELECT start, end, globalTid, text FROM NVTX_EVENTS",
+    "OSRT_API": "SELECT o.start, o.end, o.globalTid, s.value, o.nestingLevel FROM OSRT_API o "
+                "LEFT JOIN StringIds s ON s.id = o.nameId",
+    "COMPOSITE_EVENTS": "SELECT c.start, c.globalTid, c.threadState, sym.value, mod.value FROM COMPOSITE_EVENTS c "
+                        "LEFT JOIN SAMPLING_CALLCHAINS s ON s.id = c.id AND s.stackDepth = 0 "
+                        "LEFT JOIN StringIds sym ON sym.id = s.symbol LEFT JOIN StringIds mod ON mod.id = s.module",
 }
 rows = 0
 for table, sql in queries.items():

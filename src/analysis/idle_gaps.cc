@@ -31,7 +31,6 @@
 // or not (running: Python, the framework, the launch path). The cause stays
 // host_wait; the split says which fix applies.
 #include <algorithm>
-#include <deque>
 #include <map>
 #include <optional>
 
@@ -42,36 +41,23 @@ namespace {
 
 constexpr TimeNs kQueuedGapLaunchLimit = 30 * kNsPerUs;
 
-/// The merged host intervals a gap is charged against, read forward as the gaps
-/// of one timeline (the device's, or one stream's) come in order.
 /// The launching thread's OS calls (TracePrep::os_calls) met by query windows
 /// whose starts never decrease: their overlap with each window, by call name.
 class OsCallTrack {
  public:
-  explicit OsCallTrack(const NamedIntervalSpool& spool) : cursor_(spool.Open()) {}
+  explicit OsCallTrack(const NamedIntervalSpool& spool) : window_(spool) {}
 
   void Charge(Interval w, std::map<NameId, TimeNs>& by_name) {
-    while (!held_.empty() && held_.front().time.end <= w.start) held_.pop_front();
-    while (!done_ && (held_.empty() || held_.back().time.start < w.end)) {
-      NamedInterval r;
-      if (!cursor_.Next(&r)) {
-        done_ = true;
-        break;
-      }
-      if (r.time.end > w.start) held_.push_back(r);
-    }
-    for (const auto& r : held_) {
+    for (const auto& r : window_.Reach(w)) {
       if (r.time.start >= w.end) break;
       const TimeNs lo = std::max(r.time.start, w.start), hi = std::min(r.time.end, w.end);
       if (lo < hi) by_name[r.name] += hi - lo;
     }
   }
-  Status status() const { return cursor_.status(); }
+  Status status() const { return window_.status(); }
 
  private:
-  NamedIntervalSpool::Cursor cursor_;
-  std::deque<NamedInterval> held_;
-  bool done_ = false;
+  SpoolWindow<NamedInterval> window_;
 };
 
 /// The launching thread's running samples (TracePrep::running_samples) counted in
@@ -96,6 +82,9 @@ class SampleTrack {
   bool has_ = false;
 };
 
+/// The merged host intervals a gap is charged against, read forward as the gaps
+/// of one timeline (the device's, or one stream's) come in order; for the
+/// device's, the launching thread's OS calls and running samples too.
 struct HostTracks {
   HostTracks(const TracePrep& prep, bool with_launching_thread)
       : data_loader(*prep.data_loader), host_sync(*prep.host_sync), device_sync(*prep.device_sync) {

@@ -11,6 +11,7 @@
 #include <functional>
 #include <limits>
 #include <queue>
+#include <type_traits>
 #include <vector>
 
 #include "gputriage/model.h"
@@ -95,32 +96,43 @@ class CoverageSweep {
   TimeNs now_ = std::numeric_limits<TimeNs>::min();
 };
 
-/// The merged intervals of a spool that reach a window, for windows whose starts
-/// never decrease: reads the spool once, holding only what the current window reaches.
-class IntervalWindow {
+/// The records of a spool that reach a window, for windows whose starts never
+/// decrease: reads the spool once, holding only what the current window reaches.
+/// A record is an Interval, or carries one as `time` (records in start order).
+template <typename T>
+class SpoolWindow {
  public:
-  explicit IntervalWindow(const IntervalSpool& spool) : cursor_(spool.Open()) {}
+  using Spool = SortedSpill<T, InAddedOrder>;
+  explicit SpoolWindow(const Spool& spool) : cursor_(spool.Open()) {}
 
-  /// The held intervals, in order: all that overlap [w.start, w.end), maybe one after.
-  const std::deque<Interval>& Reach(Interval w) {
-    while (!held_.empty() && held_.front().end <= w.start) held_.pop_front();
-    while (!done_ && (held_.empty() || held_.back().start < w.end)) {
-      Interval r;
+  /// The held records, in order: all that overlap [w.start, w.end), maybe one after.
+  const std::deque<T>& Reach(Interval w) {
+    while (!held_.empty() && SpanOf(held_.front()).end <= w.start) held_.pop_front();
+    while (!done_ && (held_.empty() || SpanOf(held_.back()).start < w.end)) {
+      T r;
       if (!cursor_.Next(&r)) {
         done_ = true;
         break;
       }
-      if (r.end > w.start) held_.push_back(r);
+      if (SpanOf(r).end > w.start) held_.push_back(r);
     }
     return held_;
   }
   Status status() const { return cursor_.status(); }
 
+  static const Interval& SpanOf(const T& r) {
+    if constexpr (std::is_same_v<T, Interval>) return r;
+    else return r.time;
+  }
+
  private:
-  IntervalSpool::Cursor cursor_;
-  std::deque<Interval> held_;
+  typename Spool::Cursor cursor_;
+  std::deque<T> held_;
   bool done_ = false;
 };
+
+/// The merged intervals of a spool that reach a window (SpoolWindow of intervals).
+using IntervalWindow = SpoolWindow<Interval>;
 
 /// |merged ∩ [a, b)| for query windows whose starts never decrease.
 class IntervalTrack {

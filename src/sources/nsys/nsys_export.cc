@@ -297,11 +297,12 @@ class NsysReader {
   /// 2^62 ns of the session's start, the end not before the start. Selected as
   /// the last column of each event query (one pass over the table: the other
   /// rows are counted and said there; an export nsys wrote has none).
-  static std::string ValidTimes(const char* alias) {
+  /// `end`: the column that ends the row's span ("start" for an instant, a sample).
+  static std::string ValidTimes(const char* alias, const char* end = "end") {
     return fmt::format(
-        "(typeof({0}.start) = 'integer' AND typeof({0}.end) = 'integer' AND {0}.end >= {0}.start AND "
-        "{0}.start >= -{1} AND {0}.end <= {1})",
-        alias, kMaxTimeNs);
+        "(typeof({0}.start) = 'integer' AND typeof({0}.{2}) = 'integer' AND {0}.{2} >= {0}.start AND "
+        "{0}.start >= -{1} AND {0}.{2} <= {1})",
+        alias, kMaxTimeNs, end);
   }
   /// db_.Rows over events whose column `valid` is ValidTimes: `row` gets the
   /// usable ones, and the process they belong to has the row counted as seen.
@@ -460,10 +461,10 @@ class NsysReader {
     cpu_sampled_ = true;
     // 1: Running (ENUM_SAMPLING_THREAD_STATE); a sample without a state was running.
     const std::string sql = fmt::format(
-        "SELECT c.start, c.start, c.globalTid, {}, {}, {}, (typeof(c.start) = 'integer' AND c.start >= -{} AND "
-        "c.start <= {}) FROM {} c LEFT JOIN {} s ON s.id = c.id AND s.stackDepth = 0",
-        StringIdColumn("s.symbol"), StringIdColumn("s.module"), db_.Col(t, "c", "threadState", "1"), kMaxTimeNs,
-        kMaxTimeNs, t, chains);
+        "SELECT c.start, c.start, c.globalTid, {}, {}, {}, {} FROM {} c LEFT JOIN {} s ON s.id = c.id AND "
+        "s.stackDepth = 0",
+        StringIdColumn("s.symbol"), StringIdColumn("s.module"), db_.Col(t, "c", "threadState", "1"),
+        ValidTimes("c", "start"), t, chains);
     return EventRows(t, sql, 6, [&](Query& q) {
       if (!q.Null(5) && q.Int(5) != 1) return;
       Process* p = CudaThreadsProcess(q.Int(2));

@@ -35,6 +35,13 @@ done
 sleep 600 &
 pids+=($!)
 unmarked=$!
+# A hostile job on GPU 2 names a FIFO without a writer as its ring (issue 53:
+# the agent's plain open() of it blocked the sampling thread for ever: no page
+# at start-up, /healthz 503 mid-run, and SIGTERM did not end it).
+mkfifo "$tmp/ring-fifo"
+GPUTRIAGE_MARKERS_PATH=$tmp/ring-fifo sleep 600 &
+pids+=($!)
+hostile=$!
 cat >"$tmp/scenario" <<EOT
 device name="NVIDIA H100 80GB HBM3" uuid=GPU-m0 bus=00000000:18:00.0 power_limit_w=700 max_sm_mhz=1980
 series gpu_util 25
@@ -44,11 +51,16 @@ device name="NVIDIA H100 80GB HBM3" uuid=GPU-m1 bus=00000000:19:00.0 power_limit
 series gpu_util 25
 series power_w 250
 process pid=$unmarked sm=25 used_mib=20000
+device name="NVIDIA H100 80GB HBM3" uuid=GPU-m2 bus=00000000:1a:00.0 power_limit_w=700 max_sm_mhz=1980
+series gpu_util 25
+series power_w 250
+process pid=$hostile sm=25 used_mib=20000
 EOT
 port=$(free_port)
 GPUTRIAGE_FAKE_NVML_SCENARIO=$tmp/scenario "$bin" agent --listen "127.0.0.1:$port" --nvml-library "$fake_nvml" \
   --interval 0.1 --window 4 --judge-every 0.3 2>"$tmp/agent.err" &
-pids+=($!)
+agent=$!
+pids+=($agent)
 ok=""
 for _ in $(seq 1 100); do
   curl -sf "http://127.0.0.1:$port/metrics" >"$tmp/page.txt"
@@ -74,5 +86,21 @@ grep -q 'gputriage_job_memory_growth_bytes_per_hour{.*uuid="GPU-m1"' "$tmp/page.
 grep '^gputriage_finding{.*uuid="GPU-m1"' "$tmp/page.txt" | grep -q 'verdict="input_bound"' &&
   { echo "FAIL: the unmarked job at the same utilization is input_bound too: the markers made no difference"; fail=1; }
 [ "$fail" = 0 ] && echo "ok: the unmarked job at the same utilization: $(grep '^gputriage_finding{.*uuid="GPU-m1"' "$tmp/page.txt" | grep -o 'verdict="[a-z_]*"')"
+# The FIFO job's GPU is sampled like any other, and the agent stays healthy
+# and ends on SIGTERM.
+if grep -q '^gputriage_gpu_utilization_percent{.*uuid="GPU-m2".*} 25$' "$tmp/page.txt" &&
+  curl -sf "http://127.0.0.1:$port/healthz" >/dev/null; then
+  echo "ok: the job naming a FIFO as its ring: its GPU sampled, /healthz 200"
+else
+  echo "FAIL: the job naming a FIFO as its ring"; grep 'GPU-m2' "$tmp/page.txt" | head -3; fail=1
+fi
+kill -TERM "$agent"
+for _ in $(seq 1 50); do kill -0 "$agent" 2>/dev/null || break; sleep 0.1; done
+if kill -0 "$agent" 2>/dev/null; then
+  echo "FAIL: SIGTERM did not end the agent in 5 s"; fail=1
+else
+  wait "$agent"; rc=$?
+  [ "$rc" = 0 ] && echo "ok: SIGTERM ended the agent (exit 0)" || { echo "FAIL: the agent exited $rc on SIGTERM"; fail=1; }
+fi
 [ "$fail" = 0 ] && echo "PASS"
 exit "$fail"

@@ -52,6 +52,18 @@ TEST(Exposition, TextFormatEscapesAndTypes) {
   EXPECT_TRUE(om.size() > 6 && om.substr(om.size() - 6) == "# EOF\n");
 }
 
+TEST(Exposition, LabelValuesAreAlwaysValidUtf8) {
+  // Any user can name a process with bytes that are not UTF-8 (prctl
+  // PR_SET_NAME); Prometheus drops a whole scrape over one such label value.
+  EXPECT_EQ(EscapeLabelValue("train\xff\xfe"), "train\xEF\xBF\xBD\xEF\xBF\xBD");
+  EXPECT_EQ(EscapeLabelValue("caf\xc3\xa9 \xe2\x86\x92 \xf0\x9f\x9a\x80"), "caf\xc3\xa9 \xe2\x86\x92 \xf0\x9f\x9a\x80");
+  EXPECT_EQ(EscapeLabelValue("cut\xe2\x86"), "cut\xEF\xBF\xBD\xEF\xBF\xBD");           // a sequence cut short
+  EXPECT_EQ(EscapeLabelValue("\xc0\xaf"), "\xEF\xBF\xBD\xEF\xBF\xBD");                 // overlong '/'
+  EXPECT_EQ(EscapeLabelValue("\xed\xa0\x80"), "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD");  // a surrogate
+  EXPECT_EQ(EscapeLabelValue("\xf4\x90\x80\x80"), "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD");  // past U+10FFFF
+  EXPECT_EQ(EscapeLabelValue("a\"b\xff\n"), "a\\\"b\xEF\xBF\xBD\\n");
+}
+
 TEST(Exposition, NegotiatesOpenMetricsOnlyWhenAsked) {
   EXPECT_EQ(Exposition::Negotiate(""), Exposition::Format::kPrometheusText);
   EXPECT_EQ(Exposition::Negotiate("text/plain;version=0.0.4;q=0.5,*/*;q=0.1"), Exposition::Format::kPrometheusText);
@@ -249,7 +261,9 @@ TEST(WebConfig, ReadsExporterToolkitFormat) {
 TEST(WebConfig, RefusesWhatItCannotHonour) {
   const std::pair<const char*, const char*> cases[] = {
       {"tls_server_config:\n  cert_file: a.crt\n", ":1: tls_server_config needs both cert_file and key_file"},
-      {"tls_server_config:\n  cipher_suites: [TLS_AES_128_GCM_SHA256]\n", ":2: tls_server_config.cipher_suites is not supported"},
+      {"tls_server_config:\n  cipher_suites: [TLS_RSA_WITH_RC4_128_SHA]\n",
+       ":2: tls_server_config.cipher_suites: 'TLS_RSA_WITH_RC4_128_SHA' is not a TLS 1.2 suite"},
+      {"tls_server_config:\n  curve_preferences: [X25519]\n", ":2: tls_server_config.curve_preferences is not supported"},
       {"basic_auth_users:\n  alice: plaintext\n", ":2: basic_auth_users.alice must be a bcrypt hash"},
       {"basic_auth_user:\n  alice: x\n", ":1: unknown field basic_auth_user"},
       {"tls_server_config:\n  cert_file: missing.crt\n  key_file: missing.key\n", "cert_file"},
@@ -264,6 +278,55 @@ TEST(WebConfig, RefusesWhatItCannotHonour) {
     EXPECT_NE(c.status().message().find(want), std::string::npos) << c.status().message();
     EXPECT_NE(c.status().message().find("bad.yml"), std::string::npos) << c.status().message();
   }
+}
+
+// Issue 53: a reload keeps every guard the running config has unless the new
+// file names the field that lowers it (a file cut after key_file turned an
+// mTLS-only agent into an open one, and let TLS 1.2 back in).
+TEST(WebConfig, AReloadLowersAGuardOnlyWhereTheFileSaysSo) {
+  WebConfig running;
+  running.path = "web.yml";
+  running.cert_file = "a.crt";
+  running.key_file = "a.key";
+  running.client_ca_file = "ca.crt";
+  running.client_auth_type = "RequireAndVerifyClientCert";
+  running.min_version = "TLS13";
+  running.headers = {{"X-Frame-Options", "deny"}};
+  WebConfig cut = running;  // cut after key_file: every later field at its default
+  cut.client_ca_file.clear();
+  cut.client_auth_type = "NoClientCert";
+  cut.min_version = "TLS12";
+  cut.headers.clear();
+  cut.fields_set = {"tls_server_config.cert_file", "tls_server_config.key_file"};
+  EXPECT_NE(ReloadLowersAGuard(running, &cut).find("client_auth_type"), std::string::npos);
+  cut.fields_set.push_back("tls_server_config.client_auth_type");  // said: NoClientCert
+  EXPECT_NE(ReloadLowersAGuard(running, &cut).find("min_version, which would let TLS12 in"), std::string::npos);
+  cut.fields_set.push_back("tls_server_config.min_version");
+  EXPECT_NE(ReloadLowersAGuard(running, &cut).find("X-Frame-Options"), std::string::npos);
+  cut.fields_set.push_back("http_server_config.headers");
+  EXPECT_EQ(ReloadLowersAGuard(running, &cut), "");
+  EXPECT_NE(ReloadLowersAGuard(running, nullptr).find("turn TLS off"), std::string::npos);
+  // Raising a guard, or keeping it, needs nothing said.
+  WebConfig stricter = running;
+  stricter.fields_set.clear();
+  EXPECT_EQ(ReloadLowersAGuard(cut, &stricter), "");
+  // Through the file reader: what the file sets is what it names.
+  const std::string text = "tls_server_config:\n  cert_file: /dev/null\n  key_file: /dev/null\n";
+  auto loaded = LoadWebConfig(WriteTemp("cut.yml", text));
+  ASSERT_TRUE(loaded.ok()) << loaded.status().message();
+  EXPECT_NE(ReloadLowersAGuard(running, &*loaded), "");
+  auto said = LoadWebConfig(WriteTemp("said.yml", text + "  client_auth_type: NoClientCert\n  min_version: TLS12\n"
+                                                         "http_server_config:\n  headers: {}\n"));
+  ASSERT_TRUE(said.ok()) << said.status().message();
+  EXPECT_EQ(ReloadLowersAGuard(running, &*said), "");
+}
+
+TEST(WebConfig, CipherSuitesInGosNames) {
+  auto c = LoadWebConfig(WriteTemp("suites.yml", "tls_server_config:\n  cert_file: /dev/null\n  key_file: /dev/null\n"
+                                                 "  cipher_suites:\n    - TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384\n"
+                                                 "    - TLS_AES_128_GCM_SHA256\n"));
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->cipher_suites, std::vector<std::string>{"ECDHE-RSA-AES256-GCM-SHA384"});
 }
 
 TEST(BasicAuth, ChecksBcryptAndRemembersBothAnswers) {
@@ -282,6 +345,12 @@ TEST(BasicAuth, ChecksBcryptAndRemembersBothAnswers) {
   EXPECT_FALSE(auth.Verify(""));
   EXPECT_FALSE(auth.Verify("Bearer cHJvbWV0aGV1czpzM2NyZXQ="));
   EXPECT_FALSE(auth.Verify("Basic !!!"));
+  // The scheme is case-insensitive (RFC 9110); a password with a NUL is not
+  // the password before it (crypt() stops at the NUL).
+  EXPECT_TRUE(auth.Verify("basic cHJvbWV0aGV1czpzM2NyZXQ="));
+  EXPECT_TRUE(auth.Verify("BASIC cHJvbWV0aGV1czpzM2NyZXQ="));
+  EXPECT_FALSE(auth.Verify("Basic cHJvbWV0aGV1czpzM2NyZXQAYW55dGhpbmc="));
+  EXPECT_FALSE(auth.Verify("Basicx cHJvbWV0aGV1czpzM2NyZXQ="));
   BasicAuthVerifier open(std::vector<std::pair<std::string, std::string>>{});
   EXPECT_TRUE(open.Verify(""));  // no users: open
 }

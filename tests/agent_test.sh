@@ -32,7 +32,10 @@ free_port() { /usr/bin/python3 -c 'import socket; s = socket.socket(); s.bind(("
 # Two processes stand in for the jobs: their pids are on the fake GPUs.
 sleep 600 &
 job_pid=$!
-sleep 600 &
+# The second names itself with bytes that are not UTF-8 (any user can: prctl
+# PR_SET_NAME); its job_name label must still be valid UTF-8 (issue 53: one
+# such name made Prometheus drop the node's whole scrape).
+/usr/bin/python3 -c 'import ctypes, time; ctypes.CDLL(None).prctl(15, b"train\xff\xfe", 0, 0, 0); time.sleep(600)' &
 healthy_pid=$!
 cat >"$tmp/scenario" <<EOT
 device name="NVIDIA H100 80GB HBM3" uuid=GPU-stopgo bus=00000000:18:00.0 power_limit_w=700 max_sm_mhz=1980
@@ -100,10 +103,10 @@ curl -sf -H "Accept: application/openmetrics-text;version=1.0.0,text/plain;versi
 grep -qi "content-type: application/openmetrics-text" "$tmp/om.headers" || { echo "FAIL: OpenMetrics content type"; cat "$tmp/om.headers"; fail=1; }
 [ "$(tail -n 1 "$tmp/metrics.om")" = "# EOF" ] || { echo "FAIL: OpenMetrics page does not end in # EOF"; fail=1; }
 
-/usr/bin/python3 - "$tmp/metrics.txt" "$job_pid" <<'PY' || fail=1
+/usr/bin/python3 - "$tmp/metrics.txt" "$job_pid" "$healthy_pid" <<'PY' || fail=1
 import re, sys
-text = open(sys.argv[1]).read()
-job_pid = sys.argv[2]
+text = open(sys.argv[1], encoding="utf-8").read()  # strict: a byte that is not UTF-8 fails here
+job_pid, healthy_pid = sys.argv[2], sys.argv[3]
 series = {}
 for line in text.splitlines():
     if line.startswith("#") or not line:
@@ -148,6 +151,7 @@ assert idle["GPU-idle"] > idle["GPU-stopgo"] > idle["GPU-healthy"], idle
 jobs = {l["uuid"]: l.get("job_name", "") for l, v in series["gputriage_finding"]}
 assert jobs["GPU-stopgo"] == f"sleep (pid {job_pid})", jobs
 assert jobs["GPU-idle"] == "", jobs
+assert jobs["GPU-healthy"] == f"train\ufffd\ufffd (pid {healthy_pid})", jobs
 # A GPU lost: a series of its own, no verdict, no DCGM values.
 lost = [l["uuid"] for l, v in series.get("gputriage_gpu_lost", []) if v == 1]
 assert lost == ["GPU-falls"], lost

@@ -89,6 +89,7 @@ TEST(HttpRequestHead, MalformedHeadsAreBadRequests) {
   EXPECT_EQ(Parse("GET / HTTP/1.1\r\nHost: a\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n", &r, &used),
             HeadParse::kBad);
   EXPECT_EQ(Parse("G(T / HTTP/1.1\r\nHost: a\r\n\r\n", &r, &used), HeadParse::kBad);
+  EXPECT_EQ(Parse("GET / HTTP/1.1\r\nHost: a\r\nhost: b\r\n\r\n", &r, &used), HeadParse::kBad);  // two Hosts (RFC 9112 3.2)
   EXPECT_EQ(Parse("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", &r, &used), HeadParse::kVersion);
   EXPECT_EQ(Parse("GET / HTTP/2.0\r\nHost: a\r\n\r\n", &r, &used), HeadParse::kVersion);
 }

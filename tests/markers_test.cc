@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -66,6 +67,61 @@ TEST_F(Markers, ASecondReaderAttachesReadOnly) {
   ASSERT_FALSE(not_ring.ok());
   EXPECT_NE(not_ring.status().message().find("/proc/self/status"), std::string::npos);
   EXPECT_FALSE(MarkerRing::Attach("/nonexistent/ring").ok());
+}
+
+// The path a second reader opens is the job's to choose (issue 53: a FIFO
+// without a writer froze the node's agent in open()). Each hostile kind is
+// refused at once, and the recorder's own ring cannot be shrunk by the job.
+TEST_F(Markers, ASecondReaderNeverBlocksOnOrTrustsWhatTheJobNames) {
+  Attach(256);
+  char dir_template[] = "/tmp/gputriage_ring_XXXXXX";
+  ASSERT_NE(mkdtemp(dir_template), nullptr);
+  const std::string dir = dir_template;
+  const std::string fifo = dir + "/fifo";
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  // A copy of the live ring's bytes in a plain file: a valid ring, but
+  // unsealed (its writer could truncate it under the mapping).
+  const std::string copy = dir + "/ring-copy";
+  {
+    struct stat st {};
+    ASSERT_EQ(fstat(ring_->fd(), &st), 0);
+    std::vector<char> bytes(static_cast<size_t>(st.st_size));
+    ASSERT_EQ(pread(ring_->fd(), bytes.data(), bytes.size(), 0), static_cast<ssize_t>(bytes.size()));
+    const int out = open(copy.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    ASSERT_GE(out, 0);
+    ASSERT_EQ(write(out, bytes.data(), bytes.size()), static_cast<ssize_t>(bytes.size()));
+    close(out);
+  }
+  const std::string link = dir + "/link-to-fifo";
+  ASSERT_EQ(symlink(fifo.c_str(), link.c_str()), 0);
+  for (const std::string& path : {fifo, link, std::string("/dev/null"), std::string("/dev/zero"), dir, copy}) {
+    // On a thread: before the fix a FIFO blocked here for ever.
+    std::atomic<bool> done{false};
+    std::string message;
+    std::thread attach([&] {
+      auto ring = MarkerRing::Attach(path);
+      if (!ring.ok()) message = ring.status().message();
+      done = true;
+    });
+    for (int i = 0; i < 200 && !done; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    if (!done) {
+      // Unblock the open (a writer arrives) so the test can end, and fail.
+      const int w = open(fifo.c_str(), O_WRONLY | O_NONBLOCK);
+      attach.join();
+      if (w >= 0) close(w);
+      ADD_FAILURE() << path << ": Attach blocked";
+      continue;
+    }
+    attach.join();
+    EXPECT_NE(message, "") << path << " was attached";
+    EXPECT_NE(message.find(path), std::string::npos) << message;
+  }
+  // The recorder's ring: sealed, so the job cannot shrink or grow it.
+  EXPECT_NE(ftruncate(ring_->fd(), 64), 0);
+  EXPECT_EQ(errno, EPERM);
+  EXPECT_TRUE(MarkerRing::Attach("/proc/self/fd/" + std::to_string(ring_->fd())).ok());
+  for (const std::string& path : {link, fifo, copy}) unlink(path.c_str());
+  rmdir(dir.c_str());
 }
 
 TEST_F(Markers, WithoutARecorderTheyAreNoOps) {

@@ -10,6 +10,7 @@
 #include "gputriage/version.h"
 #include "src/markers/marked_steps.h"
 #include "src/markers/marker_ring.h"
+#include "src/agent/ring_attacher.h"
 #include "src/record/dcgm_exporter_source.h"
 #include "src/sources/nvml/nvml_library.h"
 #include "src/sources/nvml/nvml_sampler.h"
@@ -115,46 +116,39 @@ Labels With(Labels base, const Labels& more) {
 
 Agent::JobMarkers::~JobMarkers() = default;
 
-/// The marker ring a process writes to, from its environment: its inherited
-/// descriptor ($GPUTRIAGE_MARKERS_FD, reached as /proc/PID/fd/N), else the
-/// path it was given ($GPUTRIAGE_MARKERS_PATH). "" when it has none.
-static std::string MarkerRingPath(unsigned int pid, const std::string& proc_root) {
-  const std::string dir = proc_root + "/" + std::to_string(pid);
-  std::ifstream in(dir + "/environ", std::ios::binary);
-  std::string fd, path, entry;
-  while (std::getline(in, entry, '\0')) {
-    if (StartsWith(entry, std::string(kMarkersFdEnv) + "=")) fd = entry.substr(std::strlen(kMarkersFdEnv) + 1);
-    else if (StartsWith(entry, std::string(kMarkersPathEnv) + "=")) path = entry.substr(std::strlen(kMarkersPathEnv) + 1);
-  }
-  if (!fd.empty() && fd.find_first_not_of("0123456789") == std::string::npos && fd.size() < 8) return dir + "/fd/" + fd;
-  return path;
-}
-
 TimeNs Agent::MarkerHold() const {
   return std::clamp<TimeNs>(options_.window_ns / 4, kNsPerS / 2, StepBuilder::kDefaultHoldNs);
 }
 
-void Agent::FindMarkers(GpuState& g, const std::vector<unsigned int>& pids) {
-  for (unsigned int pid : pids) {
-    const std::string path = MarkerRingPath(pid, options_.proc_root);
-    if (path.empty()) continue;
-    auto ring = MarkerRing::Attach(path);
-    if (!ring.ok()) continue;  // not ours to read (another user), or gone
+void Agent::FindMarkers(size_t d) {
+  // A process's environment is fixed at exec: its ring is looked for once per
+  // job, on the attacher's thread (a path the job names can block an open).
+  if (!ring_attacher_) ring_attacher_ = std::make_unique<RingAttacher>(options_.proc_root);
+  ring_attacher_->Request(d, gpus_[d].job_key, gpus_[d].pids);
+  gpus_[d].joined_mid_run = !attributed_once_;
+}
+
+void Agent::TakeAttachedRings() {
+  if (!ring_attacher_) return;
+  for (auto& found : ring_attacher_->Take()) {
+    if (found.gpu >= gpus_.size()) continue;
+    GpuState& g = gpus_[found.gpu];
+    if (g.job_key != found.job_key || g.markers) continue;  // the job left while its ring was opened
     auto m = std::make_shared<JobMarkers>();
-    m->path = path;
-    m->ring = std::move(*ring);
+    m->path = std::move(found.path);
+    m->ring = std::move(found.ring);
     // A step is final once its late phases and device time have had time to
     // come: 5 s (the recorder's), less in a short window.
     m->builder = std::make_unique<StepBuilder>(MarkerHold());
     g.markers = std::move(m);
     // A job already running when the agent came has no start-up here: the
     // time before the first step it sees is not known to be start-up.
-    g.marked_ledger = std::make_shared<analysis::MarkedLedger>(WallNs(), /*joined_mid_run=*/!attributed_once_);
-    return;
+    g.marked_ledger = std::make_shared<analysis::MarkedLedger>(WallNs(), g.joined_mid_run);
   }
 }
 
 void Agent::ReadMarkers(TimeNs now) {
+  TakeAttachedRings();
   for (auto& g : gpus_) {
     if (!g.markers) continue;
     JobMarkers& m = *g.markers;
@@ -429,8 +423,7 @@ void Agent::Attribute(TimeNs now) {
     g.markers.reset();
     g.job = std::move(job);
     g.job_key = key;
-    // A process's environment is fixed at exec: its ring is looked for once per job.
-    if (sampler_ && g.job.pid != 0) FindMarkers(g, g.pids);
+    if (sampler_ && g.job.pid != 0) FindMarkers(d);
   }
   attributed_once_ = true;
   ReadMarkers(now);

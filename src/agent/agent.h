@@ -40,6 +40,7 @@ class MarkerRing;
 class StepBuilder;
 class NvmlLibrary;
 class NvmlSampler;
+class RingAttacher;
 
 struct AgentOptions {
   std::string nvml_library;                // "" = $GPUTRIAGE_NVML_LIBRARY, then the driver's
@@ -174,6 +175,7 @@ class Agent {
     analysis::UtilizationLedger utilization_ledger;
     uint32_t ledger_pid = 0;  // the process whose steps are this GPU's (one of its own, when it marks)
     std::vector<unsigned int> pids;  // on the GPU at the last attribution
+    bool joined_mid_run = false;     // the job was running before the agent's first attribution
   };
   // A job's ledger after the job left its GPU: its final counters stay served
   // for a while, so the scrapes after its last steps see where it ended.
@@ -189,7 +191,8 @@ class Agent {
   void Watch(Recording& live);  // its values into the window and each GPU's latest
   void CloseNvml();
   void Attribute(TimeNs now);
-  void FindMarkers(GpuState& g, const std::vector<unsigned int>& pids);
+  void FindMarkers(size_t d);
+  void TakeAttachedRings();
   void ReadMarkers(TimeNs now);
   TimeNs MarkerHold() const;
   void Judge(TimeNs now);
@@ -220,6 +223,7 @@ class Agent {
   TimeNs started_ = 0;
   bool attributed_once_ = false;  // jobs found at the first attribution were running before the agent
   std::vector<EndedLedger> ended_ledgers_;
+  std::unique_ptr<RingAttacher> ring_attacher_;  // made at the first job with a pid
 
   // Shared with the server's threads.
   mutable std::mutex page_mutex_;

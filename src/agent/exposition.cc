@@ -8,7 +8,12 @@
 
 namespace gputriage {
 
-std::string EscapeLabelValue(std::string_view value) {
+std::string EscapeLabelValue(std::string_view raw) {
+  // Label values come from processes (/proc/PID/comm, pod names) and any user
+  // can name a process with bytes that are not UTF-8; Prometheus then drops
+  // the node's whole scrape ("invalid UTF-8 label value"). Such bytes become
+  // U+FFFD, as Go's strings.ToValidUTF8 writes them.
+  const std::string value = ValidUtf8(raw);
   std::string out;
   out.reserve(value.size());
   for (char c : value) {

@@ -68,10 +68,15 @@ StatusOr<std::unique_ptr<MarkerRing>> MarkerRing::Create(uint64_t capacity) {
   ring->bytes_ = sizeof(MarkerRingHeader) + ring->capacity_ * sizeof(MarkerRecord);
   // A memfd has no name anyone can open: the job inherits the descriptor, and
   // otherwise only the same user (or root) reaches it through /proc/PID/fd.
-  ring->fd_ = memfd_create("gputriage-markers", 0);
+  ring->fd_ = memfd_create("gputriage-markers", MFD_ALLOW_SEALING);
   if (ring->fd_ < 0) return IoError(std::string("step markers: memfd_create: ") + std::strerror(errno));
   if (ftruncate(ring->fd_, static_cast<off_t>(ring->bytes_)) != 0)
     return IoError(std::string("step markers: cannot size the ring: ") + std::strerror(errno));
+  // The job holds the descriptor and could truncate the ring under every
+  // reader's mapping (a SIGBUS in the recorder or the node's agent): sealed at
+  // its size, it can be written, never shrunk or grown.
+  if (fcntl(ring->fd_, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0)
+    return IoError(std::string("step markers: cannot seal the ring: ") + std::strerror(errno));
   ring->base_ = mmap(nullptr, ring->bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, ring->fd_, 0);
   if (ring->base_ == MAP_FAILED) {
     ring->base_ = nullptr;
@@ -90,10 +95,45 @@ StatusOr<std::unique_ptr<MarkerRing>> MarkerRing::Create(uint64_t capacity) {
   return ring;
 }
 
+namespace {
+
+/// Opens a ring named by a job's environment for reading without trusting the
+/// name: a FIFO would block a plain open for ever, a device's open alone can
+/// act (a watchdog starts counting), and a file the job may truncate under the
+/// mapping would end the reader with SIGBUS. So the object is looked at first
+/// through an O_PATH descriptor (no open of the object itself), must be a
+/// regular file (a memfd is one), is reopened non-blocking through that same
+/// descriptor (the same inode, whatever the path names by then), and must be
+/// sealed against shrinking, as the recorder's rings are.
+StatusOr<int> OpenSealedRing(const std::string& path) {
+  const int probe = open(path.c_str(), O_PATH | O_CLOEXEC);
+  if (probe < 0) return IoError("step markers: " + path + ": " + std::strerror(errno));
+  struct stat st {};
+  if (fstat(probe, &st) != 0 || !S_ISREG(st.st_mode)) {
+    close(probe);
+    return InvalidArgumentError("step markers: " + path + " is not a regular file (a FIFO, device or socket is never opened)");
+  }
+  const std::string self = "/proc/self/fd/" + std::to_string(probe);
+  const int fd = open(self.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+  const int open_errno = errno;
+  close(probe);
+  if (fd < 0) return IoError("step markers: " + path + ": " + std::strerror(open_errno));
+  struct stat again {};
+  const int seals = fcntl(fd, F_GET_SEALS);
+  if (fstat(fd, &again) != 0 || again.st_ino != st.st_ino || again.st_dev != st.st_dev || seals < 0 ||
+      (seals & F_SEAL_SHRINK) == 0) {
+    close(fd);
+    return InvalidArgumentError("step markers: " + path +
+                                " is not a sealed marker ring (its writer could shrink it under the reader)");
+  }
+  return fd;
+}
+
+}  // namespace
+
 StatusOr<std::unique_ptr<MarkerRing>> MarkerRing::Attach(const std::string& path) {
   std::unique_ptr<MarkerRing> ring(new MarkerRing());
-  ring->fd_ = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (ring->fd_ < 0) return IoError("step markers: " + path + ": " + std::strerror(errno));
+  ASSIGN_OR_RETURN(ring->fd_, OpenSealedRing(path));
   struct stat st {};
   if (fstat(ring->fd_, &st) != 0 || st.st_size < static_cast<off_t>(sizeof(MarkerRingHeader)) ||
       st.st_size > (off_t{1} << 34))

@@ -142,8 +142,10 @@ class MarkerRing {
   static StatusOr<std::unique_ptr<MarkerRing>> Create(uint64_t capacity = 1 << 16);
   /// A second reader of a ring someone else created (the node agent reading a
   /// job's ring through /proc/PID/fd/N): mapped read-only, read from the
-  /// markers published after this call. Errors: the path cannot be opened or
-  /// does not hold a ring.
+  /// markers published after this call. The path is the job's to choose: it
+  /// is never opened unless it is a regular file, never blocks (a FIFO), and
+  /// must be sealed against shrinking (Create's rings are). Errors: the path
+  /// cannot be opened, is not such a file, or does not hold a ring.
   static StatusOr<std::unique_ptr<MarkerRing>> Attach(const std::string& path);
   ~MarkerRing();
   MarkerRing(const MarkerRing&) = delete;

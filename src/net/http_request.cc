@@ -343,6 +343,10 @@ HeadParse ParseRequestHead(std::string_view buffer, const HttpHeadLimits& limits
       r.content_length = length;
     } else if (EqualsIgnoreCase(name, "Transfer-Encoding")) {
       r.chunked = true;
+    } else if (EqualsIgnoreCase(name, "Host") && r.HasHeader("Host")) {
+      // Which host was meant is then unknowable (RFC 9112, 3.2: respond 400).
+      *why = "two Host headers";
+      return HeadParse::kBad;
     } else if (EqualsIgnoreCase(name, "Connection")) {
       ForEachListElement(value, [&](std::string_view option) {
         if (EqualsIgnoreCase(option, "close")) r.keep_alive = false;

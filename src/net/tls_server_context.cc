@@ -40,6 +40,13 @@ StatusOr<std::shared_ptr<TlsServerContext>> TlsServerContext::FromWebConfig(cons
   if (SSL_CTX_set_min_proto_version(ctx, TlsVersion(web.min_version)) != 1) return fail("min_version");
   if (!web.max_version.empty() && SSL_CTX_set_max_proto_version(ctx, TlsVersion(web.max_version)) != 1)
     return fail("max_version");
+  // TLS 1.2: forward-secret AEAD suites unless the file names others (TLS 1.3's are all of that kind).
+  const std::string suites = web.cipher_suites.empty() ? "ECDHE+AESGCM:ECDHE+CHACHA20" : [&] {
+    std::string list;
+    for (const auto& name : web.cipher_suites) list += (list.empty() ? "" : ":") + name;
+    return list;
+  }();
+  if (SSL_CTX_set_cipher_list(ctx, suites.c_str()) != 1) return fail("cipher_suites");
   if (SSL_CTX_use_certificate_chain_file(ctx, web.cert_file.c_str()) != 1) return fail("cert_file " + web.cert_file);
   if (SSL_CTX_use_PrivateKey_file(ctx, web.key_file.c_str(), SSL_FILETYPE_PEM) != 1) return fail("key_file " + web.key_file);
   if (SSL_CTX_check_private_key(ctx) != 1) return fail("key_file does not match cert_file");

@@ -119,6 +119,53 @@ Status CheckExtraHeader(const std::string& path, const YamlNode& node, const std
                               "X-Content-Type-Options, X-Frame-Options, X-XSS-Protection and Content-Security-Policy)");
 }
 
+/// cipher_suites as exporter-toolkit reads it (Go's crypto/tls names), into
+/// OpenSSL's names for TLS 1.2. TLS 1.3's names are accepted and change
+/// nothing: Go does not let them be configured either.
+Status ReadCipherSuites(const std::string& path, const YamlNode& node, std::vector<std::string>* out) {
+  static const std::pair<const char*, const char*> kGoToOpenSsl[] = {
+      {"TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256", "ECDHE-ECDSA-AES128-GCM-SHA256"},
+      {"TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256", "ECDHE-RSA-AES128-GCM-SHA256"},
+      {"TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384", "ECDHE-ECDSA-AES256-GCM-SHA384"},
+      {"TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384", "ECDHE-RSA-AES256-GCM-SHA384"},
+      {"TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256", "ECDHE-ECDSA-CHACHA20-POLY1305"},
+      {"TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305", "ECDHE-ECDSA-CHACHA20-POLY1305"},
+      {"TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256", "ECDHE-RSA-CHACHA20-POLY1305"},
+      {"TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305", "ECDHE-RSA-CHACHA20-POLY1305"},
+      {"TLS_ECDHE_ECDSA_WITH_AES_128_CBC_SHA", "ECDHE-ECDSA-AES128-SHA"},
+      {"TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA", "ECDHE-RSA-AES128-SHA"},
+      {"TLS_ECDHE_ECDSA_WITH_AES_256_CBC_SHA", "ECDHE-ECDSA-AES256-SHA"},
+      {"TLS_ECDHE_RSA_WITH_AES_256_CBC_SHA", "ECDHE-RSA-AES256-SHA"},
+      {"TLS_ECDHE_ECDSA_WITH_AES_128_CBC_SHA256", "ECDHE-ECDSA-AES128-SHA256"},
+      {"TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA256", "ECDHE-RSA-AES128-SHA256"},
+      {"TLS_RSA_WITH_AES_128_GCM_SHA256", "AES128-GCM-SHA256"},
+      {"TLS_RSA_WITH_AES_256_GCM_SHA384", "AES256-GCM-SHA384"},
+      {"TLS_RSA_WITH_AES_128_CBC_SHA", "AES128-SHA"},
+      {"TLS_RSA_WITH_AES_256_CBC_SHA", "AES256-SHA"},
+      {"TLS_RSA_WITH_AES_128_CBC_SHA256", "AES128-SHA256"},
+  };
+  static const char* kTls13[] = {"TLS_AES_128_GCM_SHA256", "TLS_AES_256_GCM_SHA384", "TLS_CHACHA20_POLY1305_SHA256"};
+  if (node.kind != YamlNode::Kind::kSequence)
+    return InvalidArgumentError(Where(path, node) + ": tls_server_config.cipher_suites must be a list of suite names");
+  for (const YamlNode& item : node.items) {
+    if (item.kind != YamlNode::Kind::kScalar)
+      return InvalidArgumentError(Where(path, item) + ": tls_server_config.cipher_suites: each entry is one suite name");
+    if (std::find_if(std::begin(kTls13), std::end(kTls13), [&](const char* n) { return item.scalar == n; }) !=
+        std::end(kTls13))
+      continue;
+    const auto* known = std::find_if(std::begin(kGoToOpenSsl), std::end(kGoToOpenSsl),
+                                     [&](const auto& pair) { return item.scalar == pair.first; });
+    if (known == std::end(kGoToOpenSsl))
+      return InvalidArgumentError(Where(path, item) + ": tls_server_config.cipher_suites: '" + item.scalar +
+                                  "' is not a TLS 1.2 suite this agent offers (Go's names, e.g. "
+                                  "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256)");
+    if (std::find(out->begin(), out->end(), known->second) == out->end()) out->push_back(known->second);
+  }
+  if (out->empty())
+    return InvalidArgumentError(Where(path, node) + ": tls_server_config.cipher_suites names no TLS 1.2 suite");
+  return Status::Ok();
+}
+
 }  // namespace
 
 StatusOr<WebConfig> LoadWebConfig(const std::string& path) {
@@ -137,12 +184,18 @@ StatusOr<WebConfig> LoadWebConfig(const std::string& path) {
     if (key == "tls_server_config") {
       if (Status s = ExpectMapping(path, node, key); !s.ok()) return s;
       for (const auto& [field, value] : node.members) {
-        if (field == "cert" || field == "key" || field == "client_ca" || field == "cipher_suites" ||
+        if (field == "cipher_suites") {
+          if (Status s = ReadCipherSuites(path, value, &c.cipher_suites); !s.ok()) return s;
+          c.fields_set.push_back("tls_server_config.cipher_suites");
+          continue;
+        }
+        if (field == "cert" || field == "key" || field == "client_ca" ||
             field == "curve_preferences" || field == "client_allowed_sans" || field == "prefer_server_cipher_suites")
           return InvalidArgumentError(Where(path, value) + ": tls_server_config." + field +
                                       " is not supported by the gputriage agent (use cert_file/key_file/client_ca_file)");
         auto text = ScalarOf(path, value, "tls_server_config." + field);
         if (!text.ok()) return text.status();
+        c.fields_set.push_back("tls_server_config." + field);
         if (field == "cert_file") c.cert_file = Resolve(path, *text);
         else if (field == "key_file") c.key_file = Resolve(path, *text);
         else if (field == "client_ca_file") c.client_ca_file = Resolve(path, *text);
@@ -157,6 +210,7 @@ StatusOr<WebConfig> LoadWebConfig(const std::string& path) {
       for (const auto& [field, value] : node.members) {
         if (field == "headers") {
           if (Status s = ExpectMapping(path, value, "http_server_config.headers"); !s.ok()) return s;
+          c.fields_set.push_back("http_server_config.headers");
           for (const auto& [name, header] : value.members) {
             auto text = ScalarOf(path, header, "header " + name);
             if (!text.ok()) return text.status();
@@ -171,6 +225,7 @@ StatusOr<WebConfig> LoadWebConfig(const std::string& path) {
       }
     } else if (key == "basic_auth_users") {
       if (Status s = ExpectMapping(path, node, key); !s.ok()) return s;
+      c.fields_set.push_back("basic_auth_users");
       for (const auto& [user, hash] : node.members) {
         auto text = ScalarOf(path, hash, "basic_auth_users." + user);
         if (!text.ok()) return text.status();
@@ -208,6 +263,47 @@ StatusOr<WebConfig> LoadWebConfig(const std::string& path) {
   return c;
 }
 
+bool WebConfig::Sets(const std::string& field) const {
+  return std::find(fields_set.begin(), fields_set.end(), field) != fields_set.end();
+}
+
+namespace {
+
+/// A guard's strength in its field's own order (higher: stricter).
+int ClientAuthRank(const std::string& type) {
+  static const char* kOrder[] = {"NoClientCert", "RequestClientCert", "RequireAnyClientCert", "VerifyClientCertIfGiven",
+                                 "RequireAndVerifyClientCert"};
+  for (int i = 0; i < 5; ++i)
+    if (type == kOrder[i]) return i;
+  return 0;
+}
+
+int TlsVersionRank(const std::string& version) { return version.empty() ? 2 : version.back() - '0'; }  // TLS1x
+
+}  // namespace
+
+std::string ReloadLowersAGuard(const WebConfig& running, const WebConfig* next) {
+  if (running.tls() && (next == nullptr || !next->tls()))
+    return "the new web config has no tls_server_config, which would turn TLS off";
+  if (!running.basic_auth_users.empty() && (next == nullptr || next->basic_auth_users.empty()))
+    return "the new web config has no basic_auth_users, which would turn passwords off";
+  if (next == nullptr) return "";
+  if (running.tls() && ClientAuthRank(next->client_auth_type) < ClientAuthRank(running.client_auth_type) &&
+      !next->Sets("tls_server_config.client_auth_type"))
+    return "the new web config leaves out tls_server_config.client_auth_type, which would lower client certificates "
+           "from " + running.client_auth_type + " to " + next->client_auth_type + " (write client_auth_type: " +
+           next->client_auth_type + " to mean it)";
+  if (running.tls() && TlsVersionRank(next->min_version) < TlsVersionRank(running.min_version) &&
+      !next->Sets("tls_server_config.min_version"))
+    return "the new web config leaves out tls_server_config.min_version, which would let " + next->min_version +
+           " in again where " + running.min_version + " was the lowest (write min_version: " + next->min_version +
+           " to mean it)";
+  if (!running.headers.empty() && !next->Sets("http_server_config.headers"))
+    return "the new web config leaves out http_server_config.headers, which would drop the " +
+           running.headers.front().first + " header (write headers: {} to mean it)";
+  return "";
+}
+
 BasicAuthVerifier::BasicAuthVerifier(std::vector<std::pair<std::string, std::string>> users) : users_(std::move(users)) {
   // Compared against when the user is unknown, so that a reply takes as long
   // for an unknown user as for a wrong password (exporter-toolkit does the same).
@@ -221,11 +317,16 @@ BasicAuthVerifier::BasicAuthVerifier(std::vector<std::pair<std::string, std::str
 
 /// The user and password of a Basic `Authorization` value; false when it is not one.
 static bool SplitBasic(const std::string& authorization, std::string* user, std::string* password) {
-  if (!StartsWith(authorization, "Basic ")) return false;
+  // The scheme is case-insensitive (RFC 9110, 11.1): "basic" and "BASIC" are Basic.
+  if (authorization.size() < 6 || authorization[5] != ' ') return false;
+  for (size_t i = 0; i < 5; ++i)
+    if ((authorization[i] | 0x20) != "basic"[i]) return false;
   std::string decoded;
   if (!DecodeBase64(TrimAsciiSpace(std::string_view(authorization).substr(6)), &decoded)) return false;
   const size_t colon = decoded.find(':');
   if (colon == std::string::npos) return false;
+  // crypt() stops at a NUL: "s3cret\0anything" would pass as "s3cret".
+  if (decoded.find('\0') != std::string::npos) return false;
   *user = decoded.substr(0, colon);
   *password = decoded.substr(colon + 1);
   return true;

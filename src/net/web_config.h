@@ -13,8 +13,8 @@
 //   basic_auth_users:
 //     prometheus: $2y$10$...        # bcrypt (htpasswd -nBC 10 USER)
 //
-// Keys this agent does not implement (cipher_suites, curve_preferences,
-// client_allowed_sans, inline cert/key) are errors, never silently ignored;
+// Keys this agent does not implement (curve_preferences, client_allowed_sans,
+// inline cert/key) are errors, never silently ignored;
 // unknown keys are errors as in exporter-toolkit.
 #pragma once
 
@@ -40,13 +40,29 @@ struct WebConfig {
   std::string client_auth_type = "NoClientCert";
   std::string min_version = "TLS12";
   std::string max_version;  // "": the library's highest
+  // TLS 1.2's suites in OpenSSL's names, from Go's names in cipher_suites;
+  // empty: ECDHE with AES-GCM or ChaCha20-Poly1305 only (no static-RSA key
+  // exchange, no CBC). TLS 1.3's suites are not configurable, as in Go.
+  std::vector<std::string> cipher_suites;
   // http_server_config.headers
   std::vector<std::pair<std::string, std::string>> headers;
   // basic_auth_users: user → bcrypt hash
   std::vector<std::pair<std::string, std::string>> basic_auth_users;
 
+  // The fields the file itself sets ("tls_server_config.min_version", ...): a
+  // reload may lower a guard only where the new file says so explicitly.
+  std::vector<std::string> fields_set;
+
   bool tls() const { return !cert_file.empty(); }
+  bool Sets(const std::string& field) const;
 };
+
+/// Why `next` may not replace `running` on a reload ("" when it may): it would
+/// lower a guard the running config has (TLS, passwords, client certificates,
+/// the lowest TLS version, a security header) without naming the field that
+/// lowers it. A file cut short on its way to disk leaves fields out; it must
+/// never open a server that was closed.
+std::string ReloadLowersAGuard(const WebConfig& running, const WebConfig* next);
 
 /// Reads and checks a web-config file. Errors name the file, the line and the
 /// field: YAML syntax, an unknown or unsupported key, a cert without its key,

@@ -26,17 +26,14 @@ StatusOr<std::unique_ptr<HttpServer>> StartWebServer(const std::string& host, in
 }
 
 Status ReloadWebServer(HttpServer& server, WebAccess& access, std::shared_ptr<const WebConfig> web) {
-  // A reload never lowers the server's guard: an empty, comment-only or
-  // half-written file would otherwise turn TLS or passwords off without a
-  // word (issue 41). Dropping them takes a restart without the file.
+  // A reload never lowers the server's guard unless the new file says so
+  // field by field: an empty, comment-only or half-written file would
+  // otherwise turn TLS, passwords or client certificates off without a word
+  // (issues 41, 53). Dropping TLS or passwords takes a restart.
   if (const auto running = access.config(); running) {
     const std::string file = web && !web->path.empty() ? web->path : running->path;
-    if (running->tls() && (!web || !web->tls()))
-      return InvalidArgumentError(file + ": the new web config has no tls_server_config, which would turn TLS off; "
-                                     "not reloaded (restart without the file to serve plain HTTP)");
-    if (!running->basic_auth_users.empty() && (!web || web->basic_auth_users.empty()))
-      return InvalidArgumentError(file + ": the new web config has no basic_auth_users, which would turn passwords "
-                                     "off; not reloaded (restart without them to serve without passwords)");
+    if (const std::string why = ReloadLowersAGuard(*running, web.get()); !why.empty())
+      return InvalidArgumentError(file + ": " + why + "; not reloaded (restart to serve with less)");
   }
   ASSIGN_OR_RETURN(auto tls, TlsOf(web));
   server.SetTls(std::move(tls));

@@ -66,6 +66,48 @@ inline unsigned BidiCode(std::string_view s, size_t i, int length) {
   return ((at(i) & 0x0fu) << 12) | ((at(i + 1) & 0x3fu) << 6) | (at(i + 2) & 0x3fu);
 }
 
+/// The length of the valid UTF-8 sequence at `i` (1 for ASCII), or 0 where the
+/// bytes there are not one: a stray continuation byte, a sequence cut short,
+/// an overlong form, a surrogate (U+D800-DFFF) or a code point past U+10FFFF,
+/// all of which Go's utf8.ValidString (Prometheus, promtool) rejects too.
+inline size_t Utf8SequenceAt(std::string_view s, size_t i) {
+  const auto at = [&](size_t k) { return k < s.size() ? static_cast<unsigned char>(s[k]) : 0u; };
+  const unsigned c = at(i);
+  if (c < 0x80) return i < s.size() ? 1 : 0;
+  const auto tail = [&](size_t k) { return (at(k) & 0xc0u) == 0x80u; };
+  if (c >= 0xc2 && c <= 0xdf) return tail(i + 1) ? 2 : 0;
+  if (c >= 0xe0 && c <= 0xef) {
+    const unsigned b1 = at(i + 1);
+    const bool first_ok = c == 0xe0 ? b1 >= 0xa0 && b1 <= 0xbf : c == 0xed ? b1 >= 0x80 && b1 <= 0x9f : tail(i + 1);
+    return first_ok && tail(i + 2) ? 3 : 0;
+  }
+  if (c >= 0xf0 && c <= 0xf4) {
+    const unsigned b1 = at(i + 1);
+    const bool first_ok = c == 0xf0 ? b1 >= 0x90 && b1 <= 0xbf : c == 0xf4 ? b1 >= 0x80 && b1 <= 0x8f : tail(i + 1);
+    return first_ok && tail(i + 2) && tail(i + 3) ? 4 : 0;
+  }
+  return 0;
+}
+
+/// `s` with every byte that is not part of a valid UTF-8 sequence replaced by
+/// U+FFFD, as Go's strings.ToValidUTF8 does per byte: text another program
+/// must parse as UTF-8 (a Prometheus label value, JSON) never carries raw bytes.
+inline std::string ValidUtf8(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for (size_t i = 0; i < s.size();) {
+    const size_t n = Utf8SequenceAt(s, i);
+    if (n == 0) {
+      out += "\xEF\xBF\xBD";
+      ++i;
+    } else {
+      out.append(s.substr(i, n));
+      i += n;
+    }
+  }
+  return out;
+}
+
 /// Text safe to print on a terminal: control characters (ESC, newline, C1 controls
 /// in UTF-8) become visible escapes (\x1b, \n, \u009b), so a name, tag, command or
 /// file name cannot move the cursor, recolour the screen or break a table row;
@@ -92,10 +134,8 @@ inline std::string Printable(std::string_view s, bool keep_newlines = false) {
     } else if (c >= 0x80) {
       // A whole UTF-8 sequence is kept; a byte that does not start one (a
       // server's binary garbage) is escaped, so every message stays valid text.
-      const size_t length = c >= 0xc2 && c <= 0xdf ? 2 : c >= 0xe0 && c <= 0xef ? 3 : c >= 0xf0 && c <= 0xf4 ? 4 : 0;
-      bool whole = length > 0 && i + length <= s.size();
-      for (size_t k = 1; whole && k < length; ++k) whole = (static_cast<unsigned char>(s[i + k]) & 0xc0) == 0x80;
-      if (whole) {
+      const size_t length = Utf8SequenceAt(s, i);
+      if (length > 0) {
         out.append(s.substr(i, length));
         i += length - 1;
       } else {

@@ -536,6 +536,10 @@ struct StepMarkerAnalysis {
   int64_t steps = 0;                     // judged steps, over every process
   int64_t warmup_steps = 0;              // leading steps >= 3x their process's median, left out
   int processes = 0;
+  // What delimited zero-code mode's steps: "dataloader" (each batch fetched),
+  // "optimizer" (no DataLoader drove the loop: each optimizer step), "" when
+  // the job marked its own steps or did not say.
+  std::string step_boundary;
   double step_ms_mean = 0;
   double step_ms_p50 = 0;
   double step_ms_p95 = 0;

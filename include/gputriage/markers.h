@@ -72,6 +72,12 @@ int64_t gputriage_markers_clock(void);
  * bucket, which the training thread learns when backward returns. */
 void gputriage_phase_switch_at(gputriage_phase from, gputriage_phase to, int64_t t);
 
+/* Step `step` begins at `t`, an earlier gputriage_markers_clock() reading (a
+ * later one is taken as now): for a step whose start is known only once the
+ * loop shows it is training again -- a loop without a DataLoader, stepped by its
+ * optimizer, whose next step began where the last optimizer step returned. */
+void gputriage_step_begin_at(int64_t step, int64_t t);
+
 /* The memory of this process at the end of step `step`, in bytes. On CUDA device
  * `device` (0, 1, ...): what its caching allocator holds allocated, the peak of
  * that since the process started (or since the job last reset it), and what the

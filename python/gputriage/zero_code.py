@@ -7,6 +7,12 @@ imported early: hooks wait for the script to import PyTorch, then
 - every DataLoader iterator's ``__next__`` is timed as the data phase, and each
   batch opens a step that the next ``__next__`` closes (the batch's samples
   counted), exactly what ``gputriage.watch(loader)`` marks;
+- a loop that no DataLoader drives (nanoGPT's ``get_batch``, a streaming iterator, a
+  synthetic benchmark) is stepped by its optimizer: a step ends where
+  ``optimizer.step()`` returns and the next begins there too, once training goes on
+  (a forward or backward with autograd on), so the batch made in between is that
+  step's; the first begins at the first training forward. Which boundary was used
+  goes to the recorder (``zero_code.step_boundary``: dataloader or optimizer);
 - inside each step, the host time of the step's phases: the top module's
   forward (the outermost ``nn.Module`` call of the training thread: the model,
   and a loss that is a module), autograd's backward (``torch.autograd.backward``,
@@ -29,10 +35,14 @@ The job's own phases, for the goodput ledger (docs/ledger.md):
 
 - ``torch.save`` is a checkpoint phase; ``torch.load`` outside a step and outside a
   batch fetch (a resume) is a restore phase;
-- once the job has trained (an optimizer stepped), batches fetched with autograd off
-  (``torch.no_grad()``/``inference_mode``) are evaluation: one eval phase from the
-  first such fetch until training fetches again, and no steps (before any optimizer
-  step they are steps: an inference job);
+- once the job has trained (an optimizer stepped), evaluation is one eval phase
+  between steps, never inside one, until training goes on (a training batch, a
+  forward with autograd on, an optimizer step): batches fetched with autograd off
+  (``torch.no_grad()``/``inference_mode``) or from another DataLoader than the
+  training one (a Trainer's eval loop fetches with autograd on), and a top-level
+  forward of a module in eval mode with autograd off where no step is open or the
+  open step's optimizer already stepped (a validation pass over tensors). Before
+  any optimizer step, batches are steps: an inference job;
 - each ``torch.compile``'d module or function's first call is a compile phase.
 """
 import atexit
@@ -68,7 +78,14 @@ _installed = False
 # in_phase: the id of the forward, backward, optimizer, copy or communication phase
 # open on the training thread, else False (a module called inside one is part of
 # it, not a forward of its own).
-_loop = {"fetching": 0, "step_open": False, "samples": None, "trained": False, "in_eval": False, "in_phase": False}
+# boundary: what delimits the steps ("dataloader", "optimizer", None before the
+# first step); stepped: the open step's optimizer has stepped; optimizer_ended:
+# the marker clock where the last optimizer-bounded step ended, while nothing
+# else (evaluation, a checkpoint) came since; train_loader: the DataLoader whose
+# batches the optimizer trained on.
+_loop = {"fetching": 0, "step_open": False, "samples": None, "trained": False, "in_eval": False, "in_phase": False,
+         "boundary": None, "stepped": False, "optimizer_ended": None, "first_forward": None,
+         "train_loader": None, "step_loader": None, "eval_loader": None}
 _training_thread = threading.get_ident()  # the thread that runs the loop (install() runs on the main one)
 
 
@@ -84,6 +101,67 @@ def _end_eval():
     if _loop["in_eval"]:
         _loop["in_eval"] = False
         _markers.phase_end(_EVAL)
+
+
+def _begin_eval():
+    """Evaluation begins: the open training step ends first (its batch's samples
+    counted), so no step holds any of it."""
+    if _loop["step_open"]:
+        _markers._auto_step_end(_loop["samples"])
+        _loop["step_open"] = False
+    _loop["optimizer_ended"] = _loop["first_forward"] = None
+    if not _loop["in_eval"]:
+        _loop["in_eval"] = True
+        _markers.phase_begin(_EVAL)
+
+
+def _note_boundary(boundary):
+    """What delimits the steps, told to the recorder once (and again if it changes)."""
+    if _loop["boundary"] != boundary:
+        _loop["boundary"] = boundary
+        try:
+            _config._send("zero_code.step_boundary", boundary)
+        except Exception:
+            pass
+
+
+def _open_optimizer_step():
+    """The next step of a loop that no DataLoader drives: it began where the last
+    optimizer step returned, when nothing else came since (the first: at its
+    forward), else now."""
+    _end_eval()
+    began = _loop["optimizer_ended"] or _loop["first_forward"]
+    _loop["optimizer_ended"] = _loop["first_forward"] = None
+    if began is None:
+        _markers._auto_step_begin()
+    else:
+        _markers._auto_step_begin_at(began)
+    _loop["step_open"], _loop["samples"], _loop["stepped"] = True, None, False
+    _note_boundary("optimizer")
+    if not _device_timing_checked:
+        _start_device_timing_once()
+        _start_memory_sampling()
+
+
+def _outside_steps(module):
+    """A top-level module call on the training thread where no step is open, or
+    after the open step's optimizer stepped: the first forward of the next step of
+    a loop without a DataLoader, or a validation pass (a module in eval mode with
+    autograd off, once the job has trained)."""
+    if _loop["in_eval"] and not _grad_enabled():
+        return
+    if _grad_enabled():
+        if _loop["step_open"]:
+            return
+        if _loop["boundary"] == "optimizer":
+            _open_optimizer_step()
+        elif _loop["boundary"] is None and _loop["first_forward"] is None:
+            # Maybe the first step of a loop without a DataLoader, maybe a forward
+            # before a DataLoader's loop: its backward decides (a step then began here).
+            _loop["first_forward"] = _markers._clock()
+        return
+    if _loop["trained"] and not getattr(module, "training", True):
+        _begin_eval()
 _device_timing_checked = False
 
 
@@ -134,24 +212,24 @@ def _patch_dataloader(module):
 
     @functools.wraps(original)
     def __next__(self):
-        if _loop["trained"] and not _grad_enabled():
+        loader = getattr(self, "_gputriage_loader", None)
+        train_loader = _loop["train_loader"]
+        if _loop["trained"] and (not _grad_enabled() or (train_loader is not None and loader is not train_loader())):
             # Evaluation: the training step before it ends, its batches are no steps.
-            auto_end(_loop["samples"])
-            _loop["step_open"] = False
-            if not _loop["in_eval"]:
-                _loop["in_eval"] = True
-                _markers.phase_begin(_EVAL)
+            _begin_eval()
+            _loop["eval_loader"] = loader
             return fetch(self)
         _end_eval()
         # What watch() does, one call at a time: the previous batch's step ends here.
         auto_end(getattr(self, "_gputriage_samples", None))
         self._gputriage_samples = None
         batch, self._gputriage_samples = next_batch(functools.partial(fetch, self), samples)
-        _loop["step_open"], _loop["samples"] = True, self._gputriage_samples
+        _loop["step_open"], _loop["samples"], _loop["stepped"] = True, self._gputriage_samples, False
+        _loop["step_loader"], _loop["first_forward"] = loader, None
+        _note_boundary("dataloader")
         if not _device_timing_checked:
             _start_device_timing_once()
             _start_memory_sampling()
-        loader = getattr(self, "_gputriage_loader", None)
         if loader is not None:
             loader_batch(loader)
         return batch
@@ -159,6 +237,35 @@ def _patch_dataloader(module):
     __next__._gputriage = True
     cls.__init__ = __init__
     cls.__next__ = __next__
+
+
+def _trained_on_this_loader():
+    """The DataLoader of the open step is the training one (its batches are
+    trained on); an eval phase it was taken for ends."""
+    loader = _loop.get("step_loader") if _loop["step_open"] else _loop.get("eval_loader")
+    if loader is None:
+        return
+    train_loader = _loop["train_loader"]
+    if train_loader is None or train_loader() is not loader:
+        try:
+            import weakref
+            _loop["train_loader"] = weakref.ref(loader)
+        except TypeError:
+            pass
+
+
+def _after_optimizer_step():
+    """A loop without a DataLoader: the optimizer's return ends the step."""
+    if not _loop["step_open"]:
+        if _loop["boundary"] != "dataloader":
+            _loop["optimizer_ended"] = _markers._clock()  # the first step of a loop whose forward is not hooked
+        return
+    if _loop["boundary"] == "optimizer":
+        _markers._auto_step_end(None)
+        _loop["step_open"] = False
+        _loop["optimizer_ended"] = _markers._clock()
+    else:
+        _loop["stepped"] = True
 
 
 def _patch_optimizer(module):
@@ -189,14 +296,20 @@ def _patch_optimizer(module):
         @functools.wraps(step)  # keeps PyTorch's own marks on it (its profiler hook's `hooked`)
         def marked_step(*args, **kwargs):
             _loop["trained"] = True
-            _end_eval()
             if _loop["in_phase"] or get_ident() != _training_thread:
                 return step(*args, **kwargs)  # inside another phase, or off the loop's thread: not marked
+            _trained_on_this_loader()
+            _end_eval()
+            if (not _loop["step_open"] and _loop["boundary"] != "dataloader" and
+                    _loop["optimizer_ended"] is not None):
+                _open_optimizer_step()  # a loop whose forward and backward are not hooked (phases off)
             if kwargs.get("closure") is not None:
                 kwargs["closure"] = outside_optimizer(kwargs["closure"])
             elif len(args) > 1 and callable(args[1]):
                 args = (args[0], outside_optimizer(args[1])) + args[2:]
-            return marked(*args, **kwargs)
+            result = marked(*args, **kwargs)
+            _after_optimizer_step()
+            return result
 
         marked_step._gputriage = True
         return marked_step
@@ -333,6 +446,8 @@ def _patch_checkpoints(torch):
 
     @functools.wraps(save)
     def marked_save(*args, **kwargs):
+        if not _loop["step_open"]:
+            _loop["optimizer_ended"] = _loop["first_forward"] = None  # the next step begins after it
         _markers.phase_begin(_CHECKPOINT)
         try:
             return save(*args, **kwargs)
@@ -365,7 +480,12 @@ def _patch_forward(torch):
     note_model = _memory.note_model  # what static memory counts
 
     # A plain function, so modules keep calling through nn.Module.__call__ as before.
+    outside_steps = _outside_steps
+
     def __call__(self, *args, **kwargs):
+        if ((not loop["step_open"] or loop["stepped"]) and not loop["in_phase"] and not loop["fetching"] and
+                get_ident() == _training_thread):
+            outside_steps(self)
         if loop["in_phase"] or not loop["step_open"] or loop["fetching"] or get_ident() != _training_thread:
             return original(self, *args, **kwargs)
         loop["in_phase"] = _FORWARD
@@ -571,6 +691,8 @@ def _patch_backward(torch):
     def backward(*args, **kwargs):
         if loop["in_phase"] or get_ident() != _training_thread:
             return original(*args, **kwargs)
+        if not loop["step_open"] and loop["boundary"] != "dataloader":
+            _open_optimizer_step()  # a loop without a DataLoader whose forward is no module call
         _ddp["work_done"] = None
         if _ddp["sync_pending"]:
             _ddp["sync_pending"] = False

@@ -310,9 +310,9 @@ PyObject* PhaseSwitchAt(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyOb
   Py_RETURN_NONE;
 }
 
-/// Opens an automatic step (watch(), zero-code mode) after a batch arrived;
-/// returns its number, or None once the loop marks its own steps.
-PyObject* AutoStepBegin(PyObject*, PyObject*) {
+/// Opens an automatic step at `at` (-1: now), closing one never closed; its
+/// number, or None once the loop marks its own steps.
+PyObject* OpenAutoStep(int64_t at) {
   if (g_explicit_steps) Py_RETURN_NONE;
   if (g_auto_step >= 0) {  // never closed: close it bare
     gputriage_step_end(g_auto_step, 0, 0, 0);
@@ -320,9 +320,21 @@ PyObject* AutoStepBegin(PyObject*, PyObject*) {
     MemoryAfterStep(g_auto_step);
   }
   g_auto_step = g_next_step++;
-  gputriage_step_begin(g_auto_step);
+  if (at < 0) gputriage_step_begin(g_auto_step);
+  else gputriage_step_begin_at(g_auto_step, at);
   if (!DeviceTimer(g_str_begin, g_auto_step)) return nullptr;
   return PyLong_FromLongLong(g_auto_step);
+}
+
+/// Opens an automatic step (watch(), zero-code mode) after a batch arrived.
+PyObject* AutoStepBegin(PyObject*, PyObject*) { return OpenAutoStep(-1); }
+
+/// Opens an automatic step that began at an earlier clock reading `t` (a loop
+/// stepped by its optimizer: the step began where the last optimizer step returned).
+PyObject* AutoStepBeginAt(PyObject*, PyObject* arg) {
+  int64_t t = 0;
+  if (!ToInt64(arg, &t, "t")) return nullptr;
+  return OpenAutoStep(t < 0 ? 0 : t);
 }
 
 /// Closes the open automatic step, if it is still open (a Step inside it took it over otherwise).
@@ -566,7 +578,7 @@ PyObject* StepMemoryEvents(PyObject*, PyObject* args, PyObject* kwargs) {
 }
 
 // Filled at import.
-PyMethodDef g_functions[24];
+PyMethodDef g_functions[25];
 
 void FillMethodTables() {
   int n = 0;
@@ -587,6 +599,8 @@ void FillMethodTables() {
   g_functions[n++] = {"_set_device_timer", SetDeviceTimer, METH_O, "Installs the per-step device timer (None: off)."};
   g_functions[n++] = {"_auto_step_begin", AutoStepBegin, METH_NOARGS, "Opens an automatic step (watch, zero-code mode)."};
   g_functions[n++] = {"_auto_step_end", AutoStepEnd, METH_O, "Closes the open automatic step with its samples (or None)."};
+  g_functions[n++] = {"_auto_step_begin_at", AutoStepBeginAt, METH_O,
+                      "_auto_step_begin_at(t): opens an automatic step that began at the earlier clock reading t."};
   g_functions[n++] = {"enabled", Enabled, METH_NOARGS, "Whether `gputriage record` is reading this process's markers."};
   g_functions[n++] = {"_last_step", LastStep, METH_NOARGS,
                       "The step open now, else the last one begun (None before any): where an error struck."};

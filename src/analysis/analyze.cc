@@ -754,6 +754,9 @@ RecordingAnalysis Analyze(const Recording& rec, int threads, bool rank_of_run) {
   for (const auto& d : rec.metrics.devices)
     if (!d.name.empty() && gpu_name.empty()) gpu_name = d.name;
   a.marked = AnalyzeMarkedSteps(rec.marked_steps, gpu_name, rec.process_ranks);
+  if (const auto boundary = rec.metadata.find("zero_code.step_boundary");
+      boundary != rec.metadata.end() && (boundary->second == "dataloader" || boundary->second == "optimizer"))
+    a.marked.step_boundary = boundary->second;
   a.step_memory = AnalyzeStepMemory(rec.marked_steps, rec.metadata, rec.process_ranks);
   a.ledger = analysis::BuildLedger(rec, analysis::JobGpus(a.metric_devices));
   if (!a.ledger.valid) a.ledger = analysis::BuildMetricLedger(a.metric_devices, analysis::JobGpus(a.metric_devices));

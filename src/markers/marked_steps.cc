@@ -104,6 +104,7 @@ void StepBuilder::Add(std::vector<Marker> markers) {
         if (slot < 0 || (m.phase == GPUTRIAGE_PHASE_CHECKPOINT && !InsideStep(p, span.start))) {
           if (counts_.run_phases.size() < kMaxRunPhases) counts_.run_phases.push_back({m.phase, m.pid, span});
           else ++counts_.run_phases_dropped;
+          DropWaitingBefore(p, span.start);
           break;
         }
         Charge(p, static_cast<uint16_t>(slot), span);
@@ -178,6 +179,20 @@ void StepBuilder::Charge(Process& p, uint16_t slot, Interval span) {
   }
   // ... else the step it feeds has not begun yet.
   p.waiting.emplace_back(slot, span);
+}
+
+void StepBuilder::DropWaitingBefore(Process& p, TimeNs start) {
+  // A phase waiting for its step, from before a job phase (evaluation, a
+  // checkpoint, compilation) began, does not feed the step after that job
+  // phase: charged to it, the step's span would start before the job phase and
+  // hold all of it (issue 53: each epoch's validation pass inside a training
+  // step). The loop's fetch that found the loader exhausted is one such, by
+  // design; anything else is counted as unassigned.
+  auto from = std::stable_partition(p.waiting.begin(), p.waiting.end(),
+                                    [&](const auto& waiting) { return waiting.second.start >= start; });
+  for (auto it = from; it != p.waiting.end(); ++it)
+    if (it->first != GPUTRIAGE_PHASE_DATA) ++counts_.unassigned_phases;
+  p.waiting.erase(from, p.waiting.end());
 }
 
 void StepBuilder::Release(bool all, std::vector<MarkedStep>& out) {

@@ -81,6 +81,7 @@ class StepBuilder {
     TimeNs released_before = INT64_MIN;            // steps starting before this were handed out
   };
   void Charge(Process& p, uint16_t slot, Interval span);  // slot: StepPhaseSlot
+  void DropWaitingBefore(Process& p, TimeNs start);
   /// Whether `start` lies inside a step of the process (one still open, or ended after it).
   static bool InsideStep(const Process& p, TimeNs start);
   /// Keeps where a step meets its peers: its first forward or communication

@@ -175,6 +175,10 @@ int gputriage_markers_enabled(void) { return gputriage::Ready() ? 1 : 0; }
 
 void gputriage_step_begin(int64_t step) { gputriage::Emit(gputriage::MarkerKind::kStepBegin, 0, step, 0, 0, 0); }
 
+void gputriage_step_begin_at(int64_t step, int64_t t) {
+  gputriage::Emit(gputriage::MarkerKind::kStepBegin, 0, step, 0, 0, 0, t);
+}
+
 void gputriage_step_end(int64_t step, int64_t samples, int64_t tokens, double flops) {
   gputriage::Emit(gputriage::MarkerKind::kStepEnd, 0, step, samples, tokens, flops);
 }

@@ -507,6 +507,7 @@ json RecordingJson(const Recording& rec, const RecordingAnalysis& a, int max_ker
     for (const auto& p : m.by_process) processes.push_back(ProcessJson(p));
     j["step_markers"] = {{"steps", m.steps},
                          {"warmup_steps", m.warmup_steps},
+                         {"step_boundary", m.step_boundary.empty() ? json(nullptr) : json(m.step_boundary)},
                          {"processes", m.processes},
                          {"step_ms_mean", m.step_ms_mean},
                          {"step_ms_p50", m.step_ms_p50},

@@ -156,6 +156,8 @@ void RenderStepMarkers(std::string& out, const StepMarkerAnalysis& m) {
                                         : "",
                      m.step_ms_mean, m.step_ms_p50, m.step_ms_p95, m.step_ms_cv,
                      m.outlier_steps > 0 ? fmt::format(", {} over twice the median", m.outlier_steps) : "");
+  if (m.step_boundary == "optimizer")
+    out += "     no DataLoader drove the loop: each step ends where optimizer.step() returns (zero-code mode)\n";
   // Accumulation runs the optimizer every second step or rarer; a step or two
   // without it (the one a crash cut short, the last batch) is no accumulation.
   if (m.optimizer_steps > 0 && 2 * m.steps >= 3 * m.optimizer_steps)

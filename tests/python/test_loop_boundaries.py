@@ -1,0 +1,110 @@
+"""Issue 53: where zero-code steps begin and end, on a real PyTorch loop
+(tests/python/validation_loop.py, Debian's python3-torch on the CPU) recorded
+unmodified with `gputriage record --python`:
+
+- a validation pass after each epoch (model.eval(), torch.no_grad(), about
+  0.4 s, over its own DataLoader or over tensors) is evaluation between steps:
+  `evaluation_overhead` with the pass's own time, and no step holds any of it
+  (before the fix the epoch's last fetch pulled each pass into the next step:
+  host_stall high and unstable_step_time high, a 15 ms mean step for 0.6 ms);
+- a loop that makes its own batches, with no DataLoader, gets its steps from
+  its optimizer (before: 0 steps and no verdict), the report says so, and a
+  5 ms host sleep per step is timed as the loop's own timer says.
+
+    GPUTRIAGE=... GPUTRIAGE_PYTHON_PATH=... python3 test_loop_boundaries.py
+"""
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import unittest
+
+GPUTRIAGE = os.environ["GPUTRIAGE"]
+LOOP = os.path.join(os.path.dirname(os.path.abspath(__file__)), "validation_loop.py")
+
+try:
+    import torch  # noqa: F401
+    HAVE_TORCH = True
+except ImportError:
+    HAVE_TORCH = False
+
+
+def record(*loop_args):
+    """The loop recorded zero-code: (JSON report, the loop's own timers, terminal report)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        report_path, timings_path = os.path.join(tmp, "report.json"), os.path.join(tmp, "timings.json")
+        env = dict(os.environ)
+        env.pop("PYTHONPATH", None)  # the script imports nothing of gputriage
+        cmd = [GPUTRIAGE, "record", "--no-store", "--no-mlflow", "--json", report_path, "--python", "--",
+               sys.executable, LOOP, "--timings", timings_path] + list(loop_args)
+        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+        if proc.returncode != 0:
+            raise AssertionError(f"{cmd} exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr}")
+        with open(report_path) as f, open(timings_path) as g:
+            return json.load(f), json.load(g), proc.stdout + proc.stderr
+
+
+def verdicts(report):
+    return {f["verdict"]: f for f in report["findings"]}
+
+
+@unittest.skipUnless(HAVE_TORCH, "python3-torch is not installed (scripts/bootstrap.sh installs it)")
+class ValidationBetweenSteps(unittest.TestCase):
+    def check(self, val):
+        report, timings, text = record("--batches", "loader", "--val", val, "--val-ms", "400")
+        m = report["recordings"][0]["step_markers"]
+        found = verdicts(report)
+        print(f"  --val {val}: {m['steps']} steps, mean {m['step_ms_mean']:.2f} ms (loop's own "
+              f"{statistics.mean(timings['step']):.2f}), verdicts {sorted(found)}", file=sys.stderr)
+        self.assertEqual(m["step_boundary"], "dataloader")
+        self.assertIn("evaluation_overhead", found, text)
+        for step_verdict in ("host_stall", "unstable_step_time"):
+            self.assertNotIn(step_verdict, found, text)
+        # No step holds a 0.4 s pass: the slowest judged step's p95 stays at the loop's own scale.
+        own_p95 = sorted(timings["step"])[int(0.95 * len(timings["step"]))]
+        self.assertLess(m["step_ms_p95"], 3 * own_p95 + 5, text)
+        self.assertLess(m["step_ms_mean"], 3 * statistics.mean(timings["step"]) + 5, text)
+        evidence = {e["name"]: e["value"] for e in found["evaluation_overhead"]["evidence"]}
+        own_val_s = sum(timings["val"]) / 1e3
+        self.assertEqual(evidence["evaluation_count"], len(timings["val"]), evidence)
+        self.assertAlmostEqual(evidence["evaluation_seconds"], own_val_s, delta=0.15 * own_val_s)
+
+    def test_a_pass_over_its_own_dataloader(self):
+        self.check("loader")
+
+    def test_a_pass_over_tensors(self):
+        self.check("tensors")
+
+
+@unittest.skipUnless(HAVE_TORCH, "python3-torch is not installed (scripts/bootstrap.sh installs it)")
+class StepsWithoutADataLoader(unittest.TestCase):
+    def test_the_optimizer_delimits_the_steps(self):
+        report, timings, text = record("--batches", "manual", "--val", "none", "--sleep-ms", "5", "--epochs", "3")
+        m = report["recordings"][0]["step_markers"]
+        self.assertIsNotNone(m, text)
+        own = timings["step"]
+        print(f"  no DataLoader: {m['steps']} steps (+{m['warmup_steps']} warm-up) of {len(own)}, mean "
+              f"{m['step_ms_mean']:.2f} ms (loop's own {statistics.mean(own):.2f})", file=sys.stderr)
+        self.assertEqual(m["step_boundary"], "optimizer")
+        self.assertIn("no DataLoader drove the loop", text)
+        # Every iteration is a step; the first begins at its forward, not at its zero_grad.
+        self.assertEqual(m["steps"] + m["warmup_steps"], len(own))
+        judged = own[-m["steps"]:]
+        self.assertAlmostEqual(m["step_ms_mean"], statistics.mean(judged), delta=0.15 * statistics.mean(judged))
+        self.assertTrue(m["phases_traced"], m)
+
+    def test_a_validation_pass_without_a_dataloader_is_evaluation(self):
+        report, timings, text = record("--batches", "manual", "--val", "tensors", "--val-ms", "400")
+        m = report["recordings"][0]["step_markers"]
+        found = verdicts(report)
+        self.assertEqual(m["step_boundary"], "optimizer")
+        self.assertEqual(m["steps"] + m["warmup_steps"], len(timings["step"]))
+        self.assertIn("evaluation_overhead", found, text)
+        self.assertNotIn("host_stall", found, text)
+        self.assertNotIn("unstable_step_time", found, text)
+
+
+if __name__ == "__main__":
+    unittest.main()

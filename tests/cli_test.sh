@@ -55,6 +55,16 @@ check "empty file" 3 "$bin" diagnose "$tmp/empty.json"
 zcat "$nw0" | head -c 5000000 > "$tmp/truncated.json"
 check "truncated trace imports what is complete" 0 "$bin" diagnose "$tmp/truncated.json"
 grep -q "truncated\|not closed\|ends inside" "$tmp/err" || { echo "FAIL: truncation not stated"; cat "$tmp/err"; fail=1; }
+# Issue 53: cut at 5 MB, before its first GPU record (23.7 MB in): the finding
+# says the cut took the GPU side, never "add ProfilerActivity.CUDA".
+"$bin" diagnose --json "$tmp/truncated.json" >"$tmp/truncated.report.json" 2>/dev/null
+/usr/bin/python3 - "$tmp/truncated.report.json" <<'PY' || fail=1
+import json, sys
+f = [x for x in json.load(open(sys.argv[1]))["findings"] if x["verdict"] == "no_gpu_activity"]
+assert f and "cut off" in f[0]["title"] and "V100" in f[0]["detail"], f
+assert not any("ProfilerActivity.CUDA" in r["action"] for r in f[0]["recommendations"]), f[0]["recommendations"]
+print("ok: a trace cut before its GPU records: said so, no advice to add CUDA activities")
+PY
 # ---- GPU metric logs ----
 h100=$data/metrics/nvidia-smi/linux-x86_64__nvidia-h100-80gb-hbm3__590.48.01.txt
 check "diagnose an nvidia-smi capture" 0 "$bin" diagnose "$h100"
@@ -123,6 +133,19 @@ check "record --interval nan" 2 "$bin" record --interval nan -- true
 check "record without a driver still runs the job and returns its exit code" 7 \
   "$bin" record --nvml-library /nonexistent/libnvidia-ml.so.1 -- sh -c 'exit 7'
 grep -q "GPU metrics unavailable" "$tmp/err" || { echo "FAIL: no-driver note"; cat "$tmp/err"; fail=1; }
+# Issue 53: a report file that cannot be written is found before the job runs
+# (it was found only after the whole job, with exit code 0), and "-" is the
+# job's own standard output.
+check "record --json into a missing directory: refused, the job not run" 2 \
+  "$bin" record --nvml-library /nonexistent/x.so --json "$tmp/no/such/dir/r.json" -- touch "$tmp/job-ran"
+[ -e "$tmp/job-ran" ] && { echo "FAIL: the job ran although its report could not be written"; fail=1; }
+mkdir -p "$tmp/readonly" && chmod 0555 "$tmp/readonly"
+if [ "$(id -u)" != 0 ]; then
+  check "record --html into a read-only directory: refused" 2 \
+    "$bin" record --nvml-library /nonexistent/x.so --html "$tmp/readonly/r.html" -- true
+fi
+check "record --json - : refused (the job's stdout)" 2 "$bin" record --nvml-library /nonexistent/x.so --json - -- true
+check "record --json a directory: refused" 2 "$bin" record --nvml-library /nonexistent/x.so --json "$tmp" -- true
 check "record: a command that cannot start" 3 "$bin" record --nvml-library /nonexistent/x.so -- /nonexistent/command
 grep -q "/nonexistent/command" "$tmp/err" || { echo "FAIL: exec error names the command"; cat "$tmp/err"; fail=1; }
 # Nothing of a command that never started is kept: no complete run with exit 127 in the store (issue 41).

@@ -682,6 +682,30 @@ TEST(StepAnalysis, WorkersBeyondTheCoresSaturateTheHostAndTheAdviceNeverAddsWork
             std::string::npos);
 }
 
+// Issue 53: 2 workers on 2 CPUs that used 0.26 cores in all wait on I/O (a
+// sleeping __getitem__): more workers help, past the cores (4 ran 11.9 ms a
+// step against 20.2 at 2). The advice was num_workers=1 and "workers beyond 2
+// add nothing".
+TEST(StepAnalysis, WorkersThatWaitAreAdvisedMoreEvenPastTheCores) {
+  auto waiting = SaturatedHost(2, 5);
+  waiting["host.usage.job_cpu_cores_mean"] = "0.45";
+  waiting["host.usage.main_cpu_cores_mean"] = "0.20";
+  waiting["host.usage.other_cpu_cores_mean"] = "0.26";
+  waiting["host.usage.machine_busy_percent_mean"] = "23.0";
+  const Diagnosis d = DiagnoseSteps(Steps(1, 20, 30.0, 50.0), "", waiting);
+  const Finding* f = FindVerdict(d.findings, "input_bound");
+  ASSERT_NE(f, nullptr);
+  const std::string advice = f->recommendations.at(0).action;
+  EXPECT_NE(advice.find("num_workers=4) or more, past the cores"), std::string::npos) << advice;
+  EXPECT_NE(advice.find("0.26 cores in all, 0.13 each"), std::string::npos) << advice;
+  EXPECT_EQ(advice.find("only share the same cores"), std::string::npos) << advice;
+  // Workers that use their cores (1.15 of 2 for 2 workers): the cores bound them, as before.
+  const Diagnosis computing = DiagnoseSteps(Steps(1, 20, 30.0, 50.0), "", SaturatedHost(2, 20));
+  const Finding* busy = FindVerdict(computing.findings, "input_bound");
+  ASSERT_NE(busy, nullptr);
+  EXPECT_EQ(busy->recommendations.at(0).action.find("past the cores"), std::string::npos);
+}
+
 TEST(StepAnalysis, MfuNeedsFlopsAndAKnownGpu) {
   // 2e14 FLOPs per 1 s step = 200 TFLOPS; an H100 SXM's dense bf16 peak is 989.4.
   const auto steps = Steps(1, 10, 0, 1000, 32, 0, 2e14);

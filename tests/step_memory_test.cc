@@ -225,6 +225,42 @@ TEST(StepMemory, HeadroomIsALowerBoundFromTheStaticMemory) {
   EXPECT_EQ(f->gain->worst, 49);
 }
 
+// Issue 53: a host OOM names the limit it met and sizes the batch that fits
+// from the run's own figures: 3 GiB held between steps at a batch of 16, a
+// resident peak of 7 GiB 900 MiB under an 8 GiB cgroup when 256 MiB more was
+// asked: the step needs 5,252 MiB; 8,192 × 0.9 − 3,072 = 4,301 MiB is left;
+// 16 × 4,301 / 5,252 → 13.
+TEST(StepMemory, AHostOomNamesItsLimitAndTheBatchThatFits) {
+  const auto steps = Sampled(20, [](int) { return 3 * kGiB; }, [](int) { return 0; }, /*with_gpu=*/false);
+  std::map<std::string, std::string> settings = {
+      {"oom.device", "cpu"}, {"oom.requested_bytes", std::to_string(256 * kMiB)}, {"oom.step", "19"},
+      {"oom.host_rss_bytes", std::to_string(3 * kGiB)}, {"oom.host_rss_peak_bytes", std::to_string(7 * kGiB + 900 * kMiB)},
+      {"oom.host_vm_peak_bytes", std::to_string(40 * kGiB)}, {"oom.host_limit_bytes", std::to_string(8 * kGiB)},
+      {"oom.host_limit_source", "cgroup memory.max (/job)"}, {"exit_code", "1"}};
+  const Diagnosis d = DiagnoseSampled(steps, settings);
+  const Finding* f = Find(d.findings, "out_of_memory");
+  ASSERT_NE(f, nullptr);
+  EXPECT_NE(f->title.find("the container's memory limit"), std::string::npos) << f->title;
+  ASSERT_NE(Ev(*f, "largest_batch_that_fits"), nullptr);
+  EXPECT_EQ(Ev(*f, "largest_batch_that_fits")->value, 13);
+  std::string actions;
+  for (const auto& r : f->recommendations) actions += r.action + "\n";
+  EXPECT_NE(actions.find("a batch of 13 (the run had 16)"), std::string::npos) << actions;
+  EXPECT_NE(actions.find("raise the container's memory limit"), std::string::npos) << actions;
+  EXPECT_EQ(actions.find("--memory-history"), std::string::npos) << actions;
+  ASSERT_TRUE(f->gain.has_value());
+  EXPECT_NEAR(f->gain->current, 132, 1e-6);  // MiB: 8,068 + 256 − 8,192
+  EXPECT_EQ(f->gain->expected, 0);
+  // No limit near (a 64 GiB machine, under 8 GiB resident): said so, nothing claimed of a limit.
+  settings["oom.host_limit_bytes"] = std::to_string(64 * kGiB);
+  settings["oom.host_limit_source"] = "MemTotal";
+  const Diagnosis far = DiagnoseSampled(steps, settings);
+  const Finding* g = Find(far.findings, "out_of_memory");
+  ASSERT_NE(g, nullptr);
+  EXPECT_NE(g->detail.find("no limit it was near is known"), std::string::npos) << g->detail;
+  EXPECT_EQ(Ev(*g, "largest_batch_that_fits"), nullptr);
+}
+
 TEST(StepMemory, APeakNearCapacityHasNoHeadroom) {
   const auto steps = Sampled(50, [](int) { return 4 * kGiB; }, [](int) { return 70 * kGiB; });
   const Diagnosis d = DiagnoseSampled(steps, {{"memory.cuda0.total_bytes", std::to_string(80 * kGiB)}});

@@ -510,6 +510,15 @@ struct OutOfMemoryError {
   std::string where;                      // the job's own line ("train.py:88 in step")
   std::string message;
   std::string snapshot;                   // --memory-history: the allocator snapshot written
+  // A host (CPU) error: the process as it left (-1 unknown). An address-space
+  // limit (RLIMIT_AS, `ulimit -v`) counts reserved, never-touched memory too.
+  int64_t host_rss_bytes = -1;            // VmRSS as the error was reported (its step's tensors freed)
+  int64_t host_vm_bytes = -1;             // VmSize: the address space, likewise
+  int64_t host_rss_peak_bytes = -1;       // VmHWM: the resident set's peak
+  int64_t host_vm_peak_bytes = -1;        // VmPeak: the address space's peak
+  int64_t address_space_limit_bytes = -1;  // RLIMIT_AS, where one is set
+  int64_t host_limit_bytes = -1;          // what the process may keep resident
+  std::string host_limit_source;          // "MemTotal", "cgroup memory.max (...)"
 };
 
 /// What a job's memory is made of and where its ceiling is: the zero-code
@@ -601,6 +610,16 @@ struct LoaderSettings {
   double host_saturated_percent = NAN;  // share of the job's time its CPUs were saturated (record), NaN unknown
   bool host_saturated = false;          // saturated by the job itself (the host_saturated finding's rule)
   double cpus_taken_by_others = 0;      // mean CPUs other processes used while the job ran (record), 0 unknown
+  // The CPU the job's processes besides the training process (its DataLoader
+  // workers) used, cores on average (record); NaN unknown. Workers that wait on
+  // storage, the network or a remote service use far less than a core each.
+  double workers_cores_mean = NAN;
+  /// Under half a core per worker on average: the loader waits, it does not compute.
+  static constexpr double kWaitingWorkerCores = 0.5;
+  bool WorkersWait() const {
+    return num_workers > 0 && !host_saturated && !std::isnan(workers_cores_mean) &&
+           workers_cores_mean < kWaitingWorkerCores * num_workers;
+  }
   /// The CPUs the job can actually have: those other processes left it (a CPU
   /// counts as taken once it is half taken); 0 when the host's CPUs are unknown.
   int FreeCpus() const {

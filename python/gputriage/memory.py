@@ -309,6 +309,38 @@ def _user_frame(tb):
     return where
 
 
+def _host_figures():
+    """The process's memory on the host as the error leaves: resident set and
+    address space (/proc/self/status), the address-space limit (RLIMIT_AS, what
+    `ulimit -v` sets) and the memory it may use (cgroup or MemTotal), as oom.*
+    figures. An address-space limit counts what is reserved and never touched
+    (thread stacks, the allocator's arenas, mapped libraries): a job can hit it
+    with most of the machine free."""
+    out = {}
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                # The peaks too: by the time the error is reported the failing
+                # step's tensors were freed as it unwound.
+                key = {"VmRSS:": "host_rss_bytes", "VmHWM:": "host_rss_peak_bytes", "VmSize:": "host_vm_bytes",
+                       "VmPeak:": "host_vm_peak_bytes"}.get(line.split(":", 1)[0] + ":")
+                if key:
+                    out[key] = int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        import resource
+        soft = resource.getrlimit(resource.RLIMIT_AS)[0]
+        if soft != resource.RLIM_INFINITY and soft > 0:
+            out["address_space_limit_bytes"] = int(soft)
+    except (ImportError, OSError, ValueError):
+        pass
+    limit, source = _host_limit()
+    if limit:
+        out["host_limit_bytes"], out["host_limit_source"] = limit, source
+    return out
+
+
 def report_oom(exc, tb=None, cuda=None):
     """Tells the recorder of an out-of-memory error (oom.* settings): what was
     asked for, what the device held, where, and with --memory-history the
@@ -337,6 +369,13 @@ def report_oom(exc, tb=None, cuda=None):
             details["snapshot"] = history
         except Exception as e:
             details["snapshot_error"] = repr(e)[:300]
+    if device == "cpu":
+        details.update(_host_figures())
+    if _sampler is not None and not getattr(_sampler, "_static_sent", False):
+        try:  # the error came before a step ended trained: count the static memory now
+            _sampler.send_static()
+        except Exception:
+            pass
     details["message"] = " ".join(str(exc).split())[:600]
     details["exception"] = type(exc).__name__
     for key, value in details.items():

@@ -85,7 +85,7 @@ _installed = False
 # batches the optimizer trained on.
 _loop = {"fetching": 0, "step_open": False, "samples": None, "trained": False, "in_eval": False, "in_phase": False,
          "boundary": None, "stepped": False, "optimizer_ended": None, "first_forward": None,
-         "train_loader": None, "step_loader": None, "eval_loader": None}
+         "train_loader": None, "step_loader": None, "eval_loader": None, "sample_module": None}
 _training_thread = threading.get_ident()  # the thread that runs the loop (install() runs on the main one)
 
 
@@ -141,6 +141,20 @@ def _open_optimizer_step():
     if not _device_timing_checked:
         _start_device_timing_once()
         _start_memory_sampling()
+
+
+def _count_samples(module, args):
+    """A loop without a DataLoader: the step's samples are the first dimension
+    of its model's input (the first module the loop called in a step: not a loss
+    module called after it), added up over the step's micro-batches."""
+    first = _loop["sample_module"]
+    if first is None:
+        _loop["sample_module"] = first = id(module)
+    if id(module) != first or not args:
+        return
+    n = gputriage.batch_samples(args[0])
+    if n:
+        _loop["samples"] = (_loop["samples"] or 0) + n
 
 
 def _outside_steps(module):
@@ -261,7 +275,7 @@ def _after_optimizer_step():
             _loop["optimizer_ended"] = _markers._clock()  # the first step of a loop whose forward is not hooked
         return
     if _loop["boundary"] == "optimizer":
-        _markers._auto_step_end(None)
+        _markers._auto_step_end(_loop["samples"])
         _loop["step_open"] = False
         _loop["optimizer_ended"] = _markers._clock()
     else:
@@ -480,7 +494,7 @@ def _patch_forward(torch):
     note_model = _memory.note_model  # what static memory counts
 
     # A plain function, so modules keep calling through nn.Module.__call__ as before.
-    outside_steps = _outside_steps
+    outside_steps, count_samples = _outside_steps, _count_samples
 
     def __call__(self, *args, **kwargs):
         if ((not loop["step_open"] or loop["stepped"]) and not loop["in_phase"] and not loop["fetching"] and
@@ -488,6 +502,8 @@ def _patch_forward(torch):
             outside_steps(self)
         if loop["in_phase"] or not loop["step_open"] or loop["fetching"] or get_ident() != _training_thread:
             return original(self, *args, **kwargs)
+        if loop["boundary"] == "optimizer":
+            count_samples(self, args)
         loop["in_phase"] = _FORWARD
         note_model(self)
         begin(_FORWARD)

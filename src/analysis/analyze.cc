@@ -743,6 +743,7 @@ RecordingAnalysis Analyze(const Recording& rec, int threads, bool rank_of_run) {
   if (a.host.known) a.loader.host_saturated_percent = a.host.saturated_percent_of_time;
   a.loader.host_saturated = a.host.SaturatedByJob();
   a.loader.cpus_taken_by_others = a.host.ContendingCpus();
+  if (a.host.known) a.loader.workers_cores_mean = a.host.other_cores_mean;
   a.rank = rec.rank;
   // A trace recording: any timeline content (tests build recordings without a format).
   const analysis::TraceEvents events(rec);

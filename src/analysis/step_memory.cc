@@ -188,6 +188,13 @@ OutOfMemoryError ReadOutOfMemory(const std::map<std::string, std::string>& setti
   e.where = SettingText(settings, "oom.where");
   e.message = SettingText(settings, "oom.message");
   e.snapshot = SettingText(settings, "oom.snapshot");
+  e.host_rss_bytes = SettingBytes(settings, "oom.host_rss_bytes");
+  e.host_vm_bytes = SettingBytes(settings, "oom.host_vm_bytes");
+  e.host_rss_peak_bytes = SettingBytes(settings, "oom.host_rss_peak_bytes");
+  e.host_vm_peak_bytes = SettingBytes(settings, "oom.host_vm_peak_bytes");
+  e.address_space_limit_bytes = SettingBytes(settings, "oom.address_space_limit_bytes");
+  e.host_limit_bytes = SettingBytes(settings, "oom.host_limit_bytes");
+  e.host_limit_source = SettingText(settings, "oom.host_limit_source");
   return e;
 }
 

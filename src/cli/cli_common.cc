@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <cerrno>
 #include <cstring>
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <fmt/format.h>
@@ -106,6 +107,19 @@ AgentOptions ToAgentOptions(const SamplingArgs& args) {
 }
 
 void Print(const std::string& out) { std::fwrite(out.data(), 1, out.size(), stdout); }
+
+Status CheckOutputWritable(const std::string& path) {
+  if (path == "-" || WrittenInPlace(path)) return Status::Ok();
+  struct stat st {};
+  if (stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
+    return InvalidArgumentError(fmt::format("{}: is a directory, not a file to write the report to", path));
+  const std::string probe = path + ".tmp." + std::to_string(::getpid());
+  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0) return IoError(fmt::format("{}: cannot write: {}", path, std::strerror(errno)));
+  ::close(fd);
+  ::unlink(probe.c_str());
+  return Status::Ok();
+}
 
 Status WriteOutputFile(const std::string& path, const std::string& content) {
   if (path == "-") {

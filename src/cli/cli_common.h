@@ -100,6 +100,10 @@ inline constexpr const char* kStoreHelp = "run store: a file, or a team's postgr
 void Print(const std::string& out);
 /// Writes a report file whole (a temporary beside it, renamed over it); "-" is standard output.
 Status WriteOutputFile(const std::string& path, const std::string& content);
+/// Whether WriteOutputFile could write `path` now, checked by writing: a file
+/// made (and removed) beside it, where the report's temporary file goes. A
+/// device, FIFO or "-" passes unchecked (opening a FIFO would wait for its reader).
+Status CheckOutputWritable(const std::string& path);
 /// "gputriage: error: MESSAGE" on stderr.
 void PrintError(const Status& status);
 

@@ -263,6 +263,21 @@ void AttachMemorySnapshot(const std::string& path, TimeNs started_ns, Recording&
 /// Runs the job, then prints the diagnosis of what was sampled to stderr (the
 /// job's stdout stays its own) and exits with the job's exit code.
 int RunRecord(const RecordArgs& args) {
+  // The report's files are checked before the job starts: found unwritable only
+  // after a long run, its report would be lost (issue 53). The job's own output
+  // is on standard output: a report there would be mixed into it.
+  for (const auto& [flag, path] : {std::pair{"--json", &args.json_path}, std::pair{"--html", &args.html_path}}) {
+    if (path->empty()) continue;
+    if (*path == "-") {
+      PrintError(InvalidArgumentError(std::string(flag) + " -: the job writes its own output to standard output; "
+                                      "give a file (or /dev/stderr)"));
+      return kExitUsage;
+    }
+    if (Status s = CheckOutputWritable(*path); !s.ok()) {
+      PrintError(Status(s.code(), std::string(flag) + " " + s.message() + "; nothing was run"));
+      return kExitUsage;
+    }
+  }
   RecordOptions options;
   options.command = args.command;
   options.interval_ns = static_cast<TimeNs>(std::llround(args.interval_s * 1e9));

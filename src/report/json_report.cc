@@ -314,7 +314,14 @@ json StepMemoryJson(const StepMemoryAnalysis& m) {
                                    {"step", bytes(e.step)},
                                    {"where", text(e.where)},
                                    {"message", text(e.message)},
-                                   {"snapshot", text(e.snapshot)}};
+                                   {"snapshot", text(e.snapshot)},
+                                   {"host_rss_bytes", bytes(e.host_rss_bytes)},
+                                   {"host_address_space_bytes", bytes(e.host_vm_bytes)},
+                                   {"host_rss_peak_bytes", bytes(e.host_rss_peak_bytes)},
+                                   {"host_address_space_peak_bytes", bytes(e.host_vm_peak_bytes)},
+                                   {"address_space_limit_bytes", bytes(e.address_space_limit_bytes)},
+                                   {"host_limit_bytes", bytes(e.host_limit_bytes)},
+                                   {"host_limit_source", text(e.host_limit_source)}};
   const auto known = [](int64_t v) { return v > 0 ? json(v) : json(nullptr); };
   json processes = json::array();
   for (const auto& p : m.processes)

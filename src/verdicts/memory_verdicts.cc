@@ -225,13 +225,20 @@ void Headroom(const StepMemoryAnalysis& m, std::vector<Finding>& out) {
   g.current = batch;
   g.expected = std::isnan(largest) ? batch : largest;
   g.worst = g.expected;  // a lower bound: what fits at least
-  g.best = std::isnan(largest_if_transient) ? g.expected : std::max(g.expected, largest_if_transient);
+  // On the host the transient memory is no bound (issue 53: "2918-19530494"):
+  // the range then has no upper end, and says why.
+  g.best = !gpu || std::isnan(largest_if_transient) ? g.expected : std::max(g.expected, largest_if_transient);
   g.bounded_by = "memory_capacity";
-  g.basis = fmt::format(
-      "the largest batch that fits with a 10 % margin, taking everything above the static memory as growing with the "
-      "batch (a lower bound on what fits); the range's other end takes only the step's transient memory (peak − the "
-      "{} at step ends) as growing. One run cannot split them; runs at two batch sizes can",
-      Size(at_end));
+  g.basis = gpu ? fmt::format(
+                      "the largest batch that fits with a 10 % margin, taking everything above the static memory as "
+                      "growing with the batch (a lower bound on what fits); the range's other end takes only the "
+                      "step's transient memory (peak − the {} at step ends) as growing. One run cannot split them; "
+                      "runs at two batch sizes can",
+                      Size(at_end))
+                : "the largest batch that fits with a 10 % margin, taking everything above the static memory as "
+                  "growing with the batch: a lower bound on what fits, with no upper end from this run (the host's "
+                  "allocator keeps freed memory resident, so the step's own memory cannot be read at its end); runs "
+                  "at two batch sizes measure what grows with the batch";
   f.gain = g;
   out.push_back(std::move(f));
 }
@@ -264,7 +271,7 @@ std::vector<MemoryFix> OutOfMemoryFixes(const StepMemoryAnalysis& m, bool gpu, d
   }
   if (activations > 0) {
     fixes.push_back({"activation checkpointing (torch.utils.checkpoint on each block, or the framework's "
-                     "gradient_checkpointing) ",
+                     "gradient_checkpointing)",
                      "keeps only each block's input in forward and recomputes the rest in backward, for about a third "
                      "more compute",
                      0.5 * activations, 0.9 * activations});
@@ -294,9 +301,186 @@ void AddGpuFixes(const StepMemoryAnalysis& m, double cache, std::vector<MemoryFi
                      0, cache});
 }
 
+/// What a host (CPU) out-of-memory error ran into: the limit, in its own
+/// measure (the address space for RLIMIT_AS, the resident set for a cgroup or
+/// the machine), what the process had of it, and the step's own memory.
+struct HostOom {
+  std::string kind;  // "address_space", "cgroup", "host_memory"; "" when no limit was near
+  std::string name;  // for the text
+  double limit = 0, used = 0, shortfall = 0;
+  // The failing step's memory beyond what stays between steps (activations and
+  // temporaries, and the failed request), and the batch it ran; 0 unknown.
+  double step_need = 0, base = 0, batch = 0;
+  double fits = NAN;  // the largest batch that fits under the limit with the margin
+};
+
+HostOom HostOomOf(const StepMemoryAnalysis& m, double requested) {
+  const OutOfMemoryError& e = m.oom;
+  HostOom h;
+  // The peaks: the failing step's tensors were freed by the time the error
+  // was reported, and the peak is what the failing request came on top of.
+  const double vm = static_cast<double>(e.host_vm_peak_bytes >= 0 ? e.host_vm_peak_bytes : e.host_vm_bytes);
+  const double rss = static_cast<double>(e.host_rss_peak_bytes >= 0 ? e.host_rss_peak_bytes : e.host_rss_bytes);
+  const double as_limit = static_cast<double>(e.address_space_limit_bytes);
+  const double host_limit = static_cast<double>(e.host_limit_bytes);
+  // The error's own request put the process past the limit: a limit it was
+  // still far from (under 90 % with the request) did not fail it.
+  if (as_limit > 0 && vm >= 0 && vm + requested >= 0.9 * as_limit) {
+    h = {"address_space", "the address-space limit (RLIMIT_AS: what ulimit -v or a scheduler's vmem limit sets)",
+         as_limit, vm, std::max(0.0, vm + requested - as_limit)};
+  } else if (host_limit > 0 && rss >= 0 && rss + requested >= 0.9 * host_limit) {
+    const bool cgroup = e.host_limit_source.rfind("cgroup", 0) == 0;
+    h = {cgroup ? "cgroup" : "host_memory", cgroup ? "the container's memory limit (" + e.host_limit_source + ")"
+                                                   : "the host's memory",
+         host_limit, rss, std::max(0.0, rss + requested - host_limit)};
+  }
+  if (h.kind.empty() || rss < 0) return h;
+  // The process that sampled its steps; what it held at step ends stays whatever the batch.
+  const ProcessMemory* p = nullptr;
+  for (const auto& q : m.processes)
+    if (q.host_end_median_bytes > 0 && (p == nullptr || q.host_rss_peak_bytes > p->host_rss_peak_bytes)) p = &q;
+  if (p == nullptr || p->host_end_median_bytes >= rss) return h;
+  h.step_need = rss - p->host_end_median_bytes + requested;
+  h.base = h.kind == "address_space" ? vm - (rss - p->host_end_median_bytes) : p->host_end_median_bytes;
+  h.batch = p->samples_per_step;
+  const double room = h.limit * (1.0 - kMemorySafetyMargin) - h.base;
+  if (h.batch > 0 && room > 0) h.fits = std::floor(h.batch * room / h.step_need);
+  return h;
+}
+
+/// The fixes of a host error beyond activations: the limit itself, and the batch.
+void AddHostFixes(const HostOom& h, double rss, std::vector<MemoryFix>& fixes) {
+  if (h.kind == "address_space")
+    fixes.push_back({fmt::format("raise the address-space limit to at least {} with a margin, or lift it (ulimit -v "
+                                 "unlimited; the scheduler's vmem limit)",
+                                 Size(h.limit + h.shortfall)),
+                     fmt::format("it counts address space reserved and never touched (thread stacks, the allocator's "
+                                 "arenas, mapped libraries): at most {} of the {} were resident",
+                                 Size(rss), Size(h.used)),
+                     h.shortfall, h.shortfall});
+  else if (h.kind == "cgroup")
+    fixes.push_back({"raise the container's memory limit (memory.max: the pod's resources.limits.memory, the job's "
+                     "--mem) by at least the shortfall",
+                     "the container, not the machine, ran out", h.shortfall, h.shortfall});
+  if (!std::isnan(h.fits) && h.fits >= 1 && h.fits < h.batch)
+    fixes.push_back({fmt::format("a batch of {:.0f} (the run had {:.0f}), or {:.0f} with gradient accumulation over "
+                                 "{:.0f} micro-batches for the same samples per update",
+                                 h.fits, h.batch, h.fits, std::ceil(h.batch / h.fits)),
+                     fmt::format("the failing step needed {} beyond what stays between steps, growing with the batch; "
+                                 "{} is left under the limit with a 10 % margin",
+                                 Size(h.step_need), Size(h.limit * (1.0 - kMemorySafetyMargin) - h.base)),
+                     h.step_need * (1.0 - h.fits / h.batch), h.step_need * (1.0 - h.fits / h.batch)});
+}
+
+/// The fixes as recommendations, each with what it frees, and the gain: the
+/// shortfall left after the first. `unsized`: why no fix has a figure, and what
+/// would give one (said when there is none).
+void AddOomFixesAndGain(const std::vector<MemoryFix>& fixes, double shortfall, const std::string& unsized, Finding& f) {
+  for (const auto& fix : fixes)
+    f.recommendations.push_back({fmt::format("{}: frees {}", fix.action,
+                                             fix.frees_low == fix.frees_high ? Size(fix.frees_low)
+                                                                             : Size(fix.frees_low) + "-" + Size(fix.frees_high)),
+                                 fix.why});
+  if (fixes.empty()) f.recommendations.push_back({unsized, "then each fix gets its figure"});
+  ExpectedGain g;
+  g.metric = "memory_short";
+  g.unit = "MiB";
+  g.current = shortfall / kMiB;
+  const double freed_high = fixes.empty() ? 0 : fixes.front().frees_high, freed_low = fixes.empty() ? 0 : fixes.front().frees_low;
+  g.expected = std::max(0.0, shortfall - freed_high) / kMiB;
+  g.best = g.expected;
+  g.worst = std::max(0.0, shortfall - freed_low) / kMiB;
+  g.bounded_by = "device_capacity";
+  g.basis = fixes.empty() ? "no fix could be sized: " + unsized
+                          : fmt::format("the first fix frees {}-{} against a shortfall of {}: 0 means the request fits",
+                                        Size(freed_low), Size(freed_high), Size(shortfall));
+  f.gain = g;
+}
+
+/// The static memory's three parts, for a finding's text.
+std::string StaticParts(const StepMemoryAnalysis& m) {
+  return fmt::format("parameters {}, gradients {}, optimizer state {}", Size(static_cast<double>(m.parameters_bytes)),
+                     Size(static_cast<double>(std::max<int64_t>(0, m.gradients_bytes))),
+                     Size(static_cast<double>(std::max<int64_t>(0, m.optimizer_state_bytes))));
+}
+
+/// An out-of-memory error on the host (PyTorch's CPU allocator): which limit it
+/// met, what the failing step needed, and the fixes sized from those figures.
+void HostOutOfMemory(const StepMemoryAnalysis& m, std::vector<Finding>& out) {
+  const OutOfMemoryError& e = m.oom;
+  const double requested = static_cast<double>(std::max<int64_t>(0, e.requested_bytes));
+  const double rss = static_cast<double>(e.host_rss_peak_bytes >= 0 ? e.host_rss_peak_bytes : e.host_rss_bytes);
+  const HostOom h = HostOomOf(m, requested);
+  const bool static_here = m.StaticBytes() >= 0 && m.static_device == "cpu";
+  Finding f;
+  f.verdict = "out_of_memory";
+  f.origin = "markers";
+  f.scope = e.device;
+  f.severity = m.exit_code == 0 ? Severity::kModerate : Severity::kHigh;
+  f.title = fmt::format("Out of memory on the host{}: asked for {}{}", e.step >= 0 ? fmt::format(" in step {}", e.step) : "",
+                        Size(requested),
+                        h.kind == "address_space"
+                            ? fmt::format(" at its address-space limit ({} of {}) with at most {} resident", Size(h.used),
+                                          Size(h.limit), Size(rss))
+                        : h.kind.empty() ? "" : fmt::format(" at {} ({} of {})", h.name, Size(h.used), Size(h.limit)));
+  f.detail = fmt::format(
+      "The job {} with an out-of-memory error{} from PyTorch's CPU allocator. {}{}{} The fixes below are ranked by "
+      "what each frees of this run's memory.",
+      m.exit_code > 0 ? fmt::format("ended (exit {})", m.exit_code) : "raised", e.where.empty() ? "" : " at " + e.where,
+      h.kind.empty() ? fmt::format("Its resident set peaked at {}; no limit it was near is known (address space {}).", Size(rss),
+                                   e.host_vm_bytes >= 0 ? Size(static_cast<double>(e.host_vm_bytes)) : "unknown")
+                     : fmt::format("It met {}: {} of {} with the request, {} short.{}", h.name,
+                                   Size(h.used + requested), Size(h.limit), Size(h.shortfall),
+                                   h.kind == "address_space" && e.host_limit_bytes > 0
+                                       ? fmt::format(" The host's memory was not what ran out: at most {} of its {} ({}) "
+                                                     "was resident.",
+                                                     Size(rss), Size(static_cast<double>(e.host_limit_bytes)),
+                                                     e.host_limit_source)
+                                       : ""),
+      static_here ? fmt::format(" Of it, {} stay whatever the batch.", StaticParts(m)) : "",
+      h.step_need > 0 ? fmt::format(" The failing step needed {} beyond the {} held between steps (activations and "
+                                    "temporaries, with the request), at a batch of {:.0f}.",
+                                    Size(h.step_need), Size(h.kind == "address_space" ? rss - (h.step_need - requested) : h.base),
+                                    h.batch)
+                      : " No step ended with its memory sampled before the error, so the step's own memory is unknown.");
+  f.evidence.push_back(E("requested", requested / kMiB, "MiB", "the error's message"));
+  f.evidence.push_back(E("host_resident_peak", rss / kMiB, "MiB", "/proc/self/status VmHWM at the error"));
+  if (e.host_vm_peak_bytes >= 0 || e.host_vm_bytes >= 0)
+    f.evidence.push_back(E("host_address_space_peak",
+                           static_cast<double>(e.host_vm_peak_bytes >= 0 ? e.host_vm_peak_bytes : e.host_vm_bytes) / kMiB,
+                           "MiB", "/proc/self/status VmPeak at the error"));
+  if (e.address_space_limit_bytes > 0)
+    f.evidence.push_back(E("address_space_limit", static_cast<double>(e.address_space_limit_bytes) / kMiB, "MiB",
+                           "RLIMIT_AS (ulimit -v)"));
+  if (e.host_limit_bytes > 0)
+    f.evidence.push_back(E("host_limit", static_cast<double>(e.host_limit_bytes) / kMiB, "MiB", e.host_limit_source));
+  if (static_here)
+    f.evidence.push_back(E("static_memory", static_cast<double>(m.StaticBytes()) / kMiB, "MiB",
+                           "job: parameters + gradients + optimizer state"));
+  if (h.step_need > 0)
+    f.evidence.push_back(E("step_memory", h.step_need / kMiB, "MiB",
+                           "resident peak − the median at step ends + the request"));
+  if (!std::isnan(h.fits))
+    f.evidence.push_back(E("largest_batch_that_fits", h.fits, "samples",
+                           "batch × (limit × 0.9 − what stays between steps) / the step's own memory"));
+  f.evidence.push_back(E("shortfall", (h.kind.empty() ? requested : h.shortfall) / kMiB, "MiB",
+                         h.kind.empty() ? "the request (no limit it was near is known)" : "used + requested − limit"));
+  std::vector<MemoryFix> fixes;
+  AddHostFixes(h, rss, fixes);
+  for (auto& fix : OutOfMemoryFixes(m, false, h.step_need > 0 ? h.step_need - requested : 0, 0)) fixes.push_back(fix);
+  std::stable_sort(fixes.begin(), fixes.end(), [](const MemoryFix& a, const MemoryFix& b) { return a.frees_high > b.frees_high; });
+  AddOomFixesAndGain(fixes, h.kind.empty() ? requested : h.shortfall,
+                     h.kind.empty() ? "record with --python (zero-code mode) so that the steps' memory is sampled"
+                                    : "no step ended with its memory sampled before the error: a run at a smaller batch "
+                                      "that completes a step measures what grows with it",
+                     f);
+  out.push_back(std::move(f));
+}
+
 void OutOfMemory(const StepMemoryAnalysis& m, std::vector<Finding>& out) {
   const OutOfMemoryError& e = m.oom;
   if (!e.known) return;
+  if (e.device.rfind("cuda", 0) != 0 && e.host_rss_bytes >= 0) return HostOutOfMemory(m, out);
   const bool gpu = e.device.rfind("cuda", 0) == 0;
   const double requested = static_cast<double>(std::max<int64_t>(0, e.requested_bytes));
   const double free = static_cast<double>(std::max<int64_t>(0, e.free_bytes));
@@ -347,29 +531,12 @@ void OutOfMemory(const StepMemoryAnalysis& m, std::vector<Finding>& out) {
   if (static_here) f.evidence.push_back(E("static_memory", fixed / kMiB, "MiB", "job: parameters + gradients + optimizer state"));
   f.evidence.push_back(E("shortfall", shortfall / kMiB, "MiB",
                          free_known ? "requested − free" : "the request (the device's free memory is not in the message)"));
-  const auto fixes = OutOfMemoryFixes(m, gpu, activations, gpu ? cache : 0);
-  for (const auto& fix : fixes)
-    f.recommendations.push_back({fmt::format("{}: frees {}", fix.action,
-                                             fix.frees_low == fix.frees_high ? Size(fix.frees_low)
-                                                                             : Size(fix.frees_low) + "-" + Size(fix.frees_high)),
-                                 fix.why});
-  if (fixes.empty())
-    f.recommendations.push_back({"record with --python (zero-code mode) so the static memory and the activations are "
-                                 "counted, and with --memory-history for the allocator's snapshot at the error",
-                                 "then each fix gets its figure"});
-  ExpectedGain g;
-  g.metric = "memory_short";
-  g.unit = "MiB";
-  g.current = shortfall / kMiB;
-  const double freed_high = fixes.empty() ? 0 : fixes.front().frees_high, freed_low = fixes.empty() ? 0 : fixes.front().frees_low;
-  g.expected = std::max(0.0, shortfall - freed_high) / kMiB;
-  g.best = g.expected;
-  g.worst = std::max(0.0, shortfall - freed_low) / kMiB;
-  g.bounded_by = "device_capacity";
-  g.basis = fixes.empty() ? "no fix could be sized: the static memory was not counted"
-                          : fmt::format("the first fix frees {}-{} against a shortfall of {}: 0 means the request fits",
-                                        Size(freed_low), Size(freed_high), Size(shortfall));
-  f.gain = g;
+  AddOomFixesAndGain(OutOfMemoryFixes(m, gpu, activations, gpu ? cache : 0), shortfall,
+                     static_here ? "the allocator's figures at the error were not read: record with --python (zero-code "
+                                   "mode), and on a GPU with --memory-history for the allocator's snapshot"
+                                 : "the static memory was not counted: record with --python (zero-code mode), and on a "
+                                   "GPU with --memory-history for the allocator's snapshot",
+                     f);
   out.push_back(std::move(f));
 }
 

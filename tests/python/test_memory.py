@@ -20,6 +20,7 @@ import unittest
 
 GPUTRIAGE = os.environ["GPUTRIAGE"]
 LOOP = os.path.join(os.path.dirname(os.path.abspath(__file__)), "memory_loop.py")
+OOM_LOOP = os.path.join(os.path.dirname(os.path.abspath(__file__)), "oom_loop.py")
 MIB = 1024.0 * 1024.0
 
 try:
@@ -126,6 +127,48 @@ class MemoryOfRealLoops(unittest.TestCase):
             # What led there: the same run's creep.
             self.assertEqual(len(findings(report, "memory_creep")), 1)
             print(f"out of memory: {oom[0]['title']}; at {error['where']}")
+
+
+    def test_a_host_oom_at_an_address_space_limit_gets_the_fixes_that_free_it(self):
+        # Issue 53: under `ulimit -v` a CPU job that died at a known line got only
+        # "record with --python ... --memory-history", a gain "short by X -> X"
+        # and nothing of the limit, the batch or the activations. Here the loop's
+        # sequences grow every step under RLIMIT_AS = its address space + 300 MiB
+        # (tests/python/oom_loop.py, no DataLoader): the finding names the limit,
+        # sizes the batch that fits, and the loop run at that batch, under the
+        # same limit, gets past the step that failed.
+        with tempfile.TemporaryDirectory() as tmp:
+            report_path = os.path.join(tmp, "oom.json")
+            env = dict(os.environ)
+            env.pop("PYTHONPATH", None)
+            job = [sys.executable, OOM_LOOP, "--batch", "64", "--steps", "12", "--limit-mib", "300"]
+            proc = subprocess.run([GPUTRIAGE, "record", "--no-store", "--no-mlflow", "--json", report_path, "--python",
+                                   "--", *job], env=env, capture_output=True, text=True, timeout=300)
+            self.assertEqual(proc.returncode, 1, proc.stderr[-3000:])
+            with open(report_path) as f:
+                report = json.load(f)
+            oom = findings(report, "out_of_memory")
+            self.assertEqual(len(oom), 1, [f["title"] for f in report["findings"]])
+            f = oom[0]
+            error = report["recordings"][0]["step_memory"]["out_of_memory"]
+            self.assertIn("oom_loop.py", error["where"])
+            self.assertIsNotNone(error["address_space_limit_bytes"])
+            self.assertIn("address-space limit", f["title"])
+            actions = [r["action"] for r in f["recommendations"]]
+            self.assertFalse(any("--memory-history" in a for a in actions), actions)
+            self.assertTrue(any(a.startswith("raise the address-space limit") for a in actions), actions)
+            fits = int(evidence(f, "largest_batch_that_fits"))
+            self.assertTrue(any(a.startswith(f"a batch of {fits} (the run had 64)") for a in actions), actions)
+            self.assertGreater(evidence(f, "static_memory"), 0)
+            self.assertLess(f["expected_gain"]["expected"], f["expected_gain"]["current"])
+            done = [int(line.split()[1]) for line in proc.stdout.splitlines() if line.startswith("done ")]
+            failed_step = (max(done) + 1) if done else 0  # the loop's own count (the warm-up step is a step too)
+            print(f"  {f['title']}; fits batch {fits}; first fix: {actions[0]}", file=sys.stderr)
+            # The promise: at that batch the step that failed fits under the same limit.
+            rerun = subprocess.run([sys.executable, OOM_LOOP, "--batch", str(fits), "--steps", str(failed_step + 1),
+                                    "--limit-mib", "300"], capture_output=True, text=True, timeout=300)
+            self.assertEqual(rerun.returncode, 0, rerun.stderr[-2000:])
+            self.assertIn(f"done {failed_step}", rerun.stdout)
 
 
 class GpuPathsWithAStandIn(unittest.TestCase):

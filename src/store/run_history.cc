@@ -115,7 +115,10 @@ Status JudgeAgainstExperiment(RunStore& store, int64_t run_id, const std::string
     }
   }
   FitHeadroomOverRuns(current, loaded.predecessors, diagnosis);
-  if (auto finding = JudgeAgainstHistory(name, current, loaded.predecessors)) {
+  std::string not_judged;
+  auto finding = JudgeAgainstHistory(name, current, loaded.predecessors, &not_judged);
+  if (!not_judged.empty()) diagnosis.notes.push_back(not_judged);
+  if (finding) {
     // After the findings of its own severity: what the run itself shows comes first.
     auto at = std::find_if(diagnosis.findings.begin(), diagnosis.findings.end(),
                            [&](const Finding& f) { return f.severity < finding->severity; });

@@ -25,7 +25,9 @@ bool Incidental(const std::string& key) {
   return key == "status" || key == "exit_code" || key == "scrapes" || key == "unchanged_scrapes_skipped" ||
          key == "git_dirty" ||
          // measurements of the host and of the job's copies, not settings
-         StartsWith(key, "host.usage.") || StartsWith(key, "copy.") ||
+         StartsWith(key, "host.usage.") || StartsWith(key, "copy.") || StartsWith(key, "checkpointing.") ||
+         // how the run ended (an out-of-memory error's figures), not how it was set up
+         StartsWith(key, "oom.") ||
          // which tracker run the job logged to: every run has its own
          StartsWith(key, "mlflow.job_");
 }

@@ -50,6 +50,70 @@ size_t BaselineStart(const std::vector<HistoryRun>& predecessors) {
 
 }  // namespace
 
+namespace {
+
+/// Each predecessor's stretch of unchanged settings (from `first`): a run whose
+/// recorded settings differ from the run before it starts a new stretch.
+std::vector<int> SettingsStretches(const std::vector<HistoryRun>& predecessors, size_t first) {
+  std::vector<int> stretch(predecessors.size(), 0);
+  int id = 0;
+  for (size_t i = first + 1; i < predecessors.size(); ++i) {
+    if (!SettingsChanges(predecessors[i - 1].settings, predecessors[i].settings).empty()) ++id;
+    stretch[i] = id;
+  }
+  return stretch;
+}
+
+/// The baseline of one figure: the median of the latest stretch that has it,
+/// and the spread pooled from every stretch's deviations from its own median.
+void MeasureBaseline(const std::map<int, std::vector<double>>& by_stretch, HistoryCheck& c) {
+  const std::vector<double>& latest = by_stretch.rbegin()->second;
+  c.runs = latest.size();
+  c.baseline = Median(latest);
+  std::vector<double> deviations;
+  for (const auto& [id, values] : by_stretch) {
+    if (values.size() < 2) continue;
+    const double median = Median(values);
+    for (double v : values) deviations.push_back(std::fabs(v - median));
+    c.repeats += values.size() - 1;
+  }
+  c.spread = deviations.empty() ? 0 : 1.4826 * Median(deviations);  // a normal distribution's SD, from its MAD
+  c.judged = c.repeats >= kHistoryMinRepeats;
+}
+
+// Figures that are a share of the step's wall time: a faster step changes them
+// without anything getting worse.
+bool ShareOfStep(const std::string& id) {
+  return id == "data_wait_percent" || id == "exposed_communication_percent" || id == "gpu_busy_percent" ||
+         id == "gpu_util_mean_percent";
+}
+
+/// A run whose step got faster (or throughput higher) beyond the bar is no
+/// regression of a share of that step unless the time itself grew: its data
+/// wait or exposed communication in ms per step, judged with the same bar.
+void ShareOfAFasterStep(std::vector<HistoryCheck>& checks) {
+  const auto find = [&](const char* id) {
+    auto it = std::find_if(checks.begin(), checks.end(), [&](const HistoryCheck& c) { return c.figure == id; });
+    return it == checks.end() ? nullptr : &*it;
+  };
+  const HistoryCheck* step = find("step_time_ms");
+  const HistoryCheck* rate = find("samples_per_s");
+  const bool faster = (step != nullptr && -step->worse_by > step->threshold) || (rate != nullptr && -rate->worse_by > rate->threshold);
+  if (!faster) return;
+  for (auto& c : checks) {
+    if (!c.regression || !ShareOfStep(c.figure)) continue;
+    const FigureDefinition& def = *FindFigure(c.figure);
+    if (def.higher_is_better || step == nullptr || step->baseline <= 0) {
+      c.regression = false;  // a busy share of a shorter step
+      continue;
+    }
+    const double before_ms = c.baseline / 100.0 * step->baseline, now_ms = c.value / 100.0 * step->value;
+    c.regression = before_ms > 0 && 100.0 * (now_ms - before_ms) / before_ms > std::max(step->threshold, 10.0);
+  }
+}
+
+}  // namespace
+
 std::vector<HistoryCheck> CheckAgainstHistory(const HistoryRun& current, const std::vector<HistoryRun>& predecessors) {
   std::vector<HistoryCheck> out;
   const size_t first = BaselineStart(predecessors);
@@ -66,25 +130,22 @@ std::vector<HistoryCheck> CheckAgainstHistory(const HistoryRun& current, const s
   std::vector<bool> same_batch(predecessors.size(), true);
   for (size_t i = first; i < predecessors.size(); ++i)
     same_batch[i] = BatchChange(predecessors[i].figures, predecessors[i].settings, current.figures, current.settings).empty();
+  const std::vector<int> stretch = SettingsStretches(predecessors, first);
 
   for (const auto& def : Figures()) {
     const auto now = current.figures.find(def.id);
     if (now == current.figures.end()) continue;
-    const bool per_step = def.per_batch;
-    std::vector<double> values;
+    std::map<int, std::vector<double>> by_stretch;
     for (size_t i = first; i < predecessors.size(); ++i) {
-      if (per_step && !same_batch[i]) continue;
-      if (auto it = predecessors[i].figures.find(def.id); it != predecessors[i].figures.end()) values.push_back(it->second);
+      if (def.per_batch && !same_batch[i]) continue;
+      if (auto it = predecessors[i].figures.find(def.id); it != predecessors[i].figures.end())
+        by_stretch[stretch[i]].push_back(it->second);
     }
-    if (values.empty()) continue;
+    if (by_stretch.empty()) continue;
     HistoryCheck c;
     c.figure = def.id;
     c.value = now->second;
-    c.runs = values.size();
-    c.baseline = Median(values);
-    std::vector<double> deviations;
-    for (double v : values) deviations.push_back(std::fabs(v - c.baseline));
-    c.spread = 1.4826 * Median(deviations);  // a normal distribution's SD, from its MAD
+    MeasureBaseline(by_stretch, c);
     const double delta = def.higher_is_better ? c.baseline - c.value : c.value - c.baseline;
     if (IsShare(def)) {
       c.threshold = std::max(NoiseFloor(def, cv, steps), kHistorySigmas * c.spread);
@@ -94,9 +155,10 @@ std::vector<HistoryCheck> CheckAgainstHistory(const HistoryRun& current, const s
       c.threshold = std::max(NoiseFloor(def, cv, steps), 100.0 * kHistorySigmas * c.spread / std::fabs(c.baseline));
       c.worse_by = 100.0 * delta / std::fabs(c.baseline);
     }
-    c.regression = c.worse_by > c.threshold;
+    c.regression = c.judged && c.worse_by > c.threshold;
     out.push_back(c);
   }
+  ShareOfAFasterStep(out);
   return out;
 }
 
@@ -128,17 +190,31 @@ std::string MoreLoad(const HistoryRun& reference, const HistoryRun& current) {
 }  // namespace
 
 std::optional<Finding> JudgeAgainstHistory(const std::string& experiment, const HistoryRun& current,
-                                           const std::vector<HistoryRun>& predecessors) {
+                                           const std::vector<HistoryRun>& predecessors, std::string* not_judged) {
   if (predecessors.empty()) return std::nullopt;
   const auto checks = CheckAgainstHistory(current, predecessors);
   std::vector<const HistoryCheck*> worse;
-  for (const auto& c : checks)
+  size_t repeats = 0;
+  bool unjudged = false;
+  for (const auto& c : checks) {
     if (c.regression) worse.push_back(&c);
+    if (!c.judged) unjudged = true, repeats = std::max(repeats, c.repeats);
+  }
+  if (unjudged && not_judged != nullptr)
+    *not_judged = fmt::format(
+        "History of \"{}\": not judged for regressions yet. Its spread is known from runs repeated with unchanged "
+        "settings, and it holds {} such repeat{}: {} more run{} with unchanged settings, and this run is judged "
+        "against the latest of them.",
+        experiment, repeats, repeats == 1 ? "" : "s", kHistoryMinRepeats - repeats,
+        kHistoryMinRepeats - repeats == 1 ? "" : "s");
   if (worse.empty()) return std::nullopt;
 
+  // The baseline runs: the latest stretch of unchanged settings.
   const size_t first = BaselineStart(predecessors);
+  const std::vector<int> stretch = SettingsStretches(predecessors, first);
   std::vector<int64_t> baseline_ids;
-  for (size_t i = first; i < predecessors.size(); ++i) baseline_ids.push_back(predecessors[i].id);
+  for (size_t i = first; i < predecessors.size(); ++i)
+    if (stretch[i] == stretch.back()) baseline_ids.push_back(predecessors[i].id);
 
   // The run the settings are compared with: the latest baseline run whose value
   // of the first regressed figure was typical of the history (within its band),
@@ -174,10 +250,11 @@ std::optional<Finding> JudgeAgainstHistory(const std::string& experiment, const 
     // The value past which the run counts as worse, in the figure's own unit.
     const double bar = IsShare(def) ? (def.higher_is_better ? c->baseline - c->threshold : c->baseline + c->threshold)
                                     : c->baseline * (1 + (def.higher_is_better ? -1 : 1) * c->threshold / 100.0);
-    const std::string source = fmt::format("median of {} {} of \"{}\" ({}); the bar is the larger of the figure's noise "
-                                           "floor and {:.0f} robust SDs of those runs",
+    const std::string source = fmt::format("median of the latest {} {} of \"{}\" with unchanged settings ({}); the "
+                                           "bar is the larger of the figure's noise floor and {:.0f} robust SDs of the "
+                                           "history's {} repeated runs",
                                            c->runs, c->runs == 1 ? "run" : "runs", experiment, RunList(baseline_ids),
-                                           kHistorySigmas);
+                                           kHistorySigmas, c->repeats);
     f.evidence.push_back({c->figure, c->value, def.unit, bar, def.higher_is_better ? "<" : ">", source});
     f.evidence.push_back({c->figure + "_baseline", c->baseline, def.unit, std::nullopt, "", source});
     // A share moves in points, everywhere it is shown (the title, the bar,
@@ -190,7 +267,7 @@ std::optional<Finding> JudgeAgainstHistory(const std::string& experiment, const 
                             c->baseline != 0 ? 100.0 * (c->value - c->baseline) / std::fabs(c->baseline) : 0, "percent",
                             std::nullopt, "", "against the baseline median"});
   }
-  f.title = fmt::format("Regression against the last {} {} of \"{}\": {}", baseline_ids.size(),
+  f.title = fmt::format("Regression against the latest {} {} of \"{}\": {}", baseline_ids.size(),
                         baseline_ids.size() == 1 ? "run" : "runs", experiment, Join(moves, "; "));
 
   std::vector<std::string> changed;
@@ -198,7 +275,8 @@ std::optional<Finding> JudgeAgainstHistory(const std::string& experiment, const 
     if (ch.key != "command")
       changed.push_back(fmt::format("{} {} → {}", ch.key, ch.before.empty() ? "(unset)" : ch.before,
                                     ch.after.empty() ? "(unset)" : ch.after));
-  f.detail = fmt::format("Baseline: the median of runs {} of this experiment. {}. ", RunList(baseline_ids), Join(bars, "; "));
+  f.detail = fmt::format("Baseline: the median of runs {} of this experiment, the latest with unchanged settings. {}. ",
+                         RunList(baseline_ids), Join(bars, "; "));
   // Load from outside the job comes before any setting: a slower run on a busier
   // machine says nothing of the settings until it is run again alone.
   // Another script is another experiment's run: the first thing to know about a

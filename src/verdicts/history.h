@@ -1,8 +1,13 @@
 // An experiment's history: the runs recorded under one --name, each judged
-// against the runs before it. A run is a regression when a headline figure
-// (src/verdicts/compare.h) is worse than the recent runs' median by more than
-// both the figure's noise floor and three robust standard deviations of the
-// history itself, so a noisy experiment does not cry wolf.
+// against the runs before it. The baseline is the latest runs with unchanged
+// settings (runs since the last recorded change: a median across a change
+// would hide a revert of it), and a run is a regression when a headline figure
+// (src/verdicts/compare.h) is worse than their median by more than both the
+// figure's noise floor and three robust standard deviations of the history,
+// pooled over its runs of unchanged settings. Until the history holds enough
+// such repeats to know that spread, nothing is judged and the report says how
+// many runs are missing; and a run whose step got faster is never a regression
+// of a share of that step (its data wait is judged in ms, not in share).
 #pragma once
 
 #include <cstdint>
@@ -26,6 +31,9 @@ struct HistoryRun {
 inline constexpr size_t kHistoryWindow = 10;
 /// Robust standard deviations of the history a move must also pass.
 inline constexpr double kHistorySigmas = 3.0;
+/// Repeats (runs beyond the first of each stretch of unchanged settings) the
+/// history needs before its spread is known and a regression can be judged.
+inline constexpr size_t kHistoryMinRepeats = 2;
 
 /// One figure of a run against its baseline.
 struct HistoryCheck {
@@ -36,6 +44,8 @@ struct HistoryCheck {
   double threshold = 0;     // the move that counts: points for shares, else percent of the baseline
   double worse_by = 0;      // points for shares, else percent of the baseline (> 0: worse)
   size_t runs = 0;          // baseline runs that had the figure
+  size_t repeats = 0;       // runs the spread is pooled from, beyond the first of each stretch of unchanged settings
+  bool judged = true;       // false: too few repeats to know the spread (repeats < kHistoryMinRepeats)
   bool regression = false;
 };
 
@@ -47,8 +57,11 @@ std::vector<HistoryCheck> CheckAgainstHistory(const HistoryRun& current, const s
 /// by how much, against which runs, and the settings changed since the latest
 /// baseline run that was typical of the history; nullopt when nothing regressed
 /// or there is no predecessor.
+/// `not_judged` (when given) receives why nothing could be judged, and how
+/// many runs are missing, when the history is too short to know its spread.
 std::optional<Finding> JudgeAgainstHistory(const std::string& experiment, const HistoryRun& current,
-                                           const std::vector<HistoryRun>& predecessors);
+                                           const std::vector<HistoryRun>& predecessors,
+                                           std::string* not_judged = nullptr);
 
 /// memory_headroom from an experiment's runs at two or more batch sizes (the
 /// same script and model): peak memory fitted as fixed + per-sample × batch

@@ -792,6 +792,7 @@ struct RecordingAnalysis {
   HostOsWaits host_os_waits;  // of device_idle's host_wait: the launching thread in OS calls
   std::vector<StreamIdle> streams;
   std::vector<KernelStat> top_kernels;
+  std::map<std::string, TimeNs> kernel_class_ns;  // every kernel of the trace, by KernelClassName
   int64_t kernel_names = 0;
   PrecisionStats precision;
   AttentionStats attention;

@@ -581,6 +581,7 @@ Status AnalyzeTrace(const Recording& rec, RecordingAnalysis& a, int threads, boo
   for (const auto& [name, acc] : by_name)
     if (acc.count > 0) order.emplace_back(name, &acc);
   std::sort(order.begin(), order.end(), [](const auto& x, const auto& y) { return x.second->total > y.second->total; });
+  for (const auto& [name, acc] : by_name) a.kernel_class_ns[KernelClassName(acc.kind.cls)] += acc.total;
   for (size_t i = 0; i < order.size() && i < kTopKernels; ++i) {
     const auto& acc = *order[i].second;
     KernelStat s;

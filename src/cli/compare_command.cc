@@ -3,6 +3,8 @@
 #include <memory>
 #include <string>
 
+#include <fmt/format.h>
+
 #include "gputriage/diagnosis.h"
 #include "gputriage/import.h"
 #include "gputriage/report.h"
@@ -18,6 +20,7 @@ struct CompareArgs {
   std::string workload = "unspecified";
   bool workload_given = false;
   bool json = false;
+  bool force = false;
   std::string fail_on = "none";
 };
 
@@ -60,6 +63,11 @@ int RunCompare(const CompareArgs& args) {
   };
   const Diagnosis a = diagnose(a_run), b = diagnose(b_run);
   const Comparison c = CompareRuns(a_name, a_run, a, b_name, b_run, b);
+  if (!c.not_comparable.empty() && !args.force) {
+    PrintError(InvalidArgumentError(fmt::format("{} and {} are not comparable: {} (--force compares them anyway)",
+                                                a_name, b_name, c.not_comparable)));
+    return kExitUsage;
+  }
   Print(args.json ? RenderComparisonJson(c) : RenderComparisonText(c));
   return args.fail_on == "regression" && !c.regressions().empty() ? kExitFindings : kExitOk;
 }
@@ -76,7 +84,8 @@ Subcommand AddCompareCommand(CLI::App& app) {
   compare->add_option("--workload", a->workload, "workload class both runs are judged against (default: as recorded)")
       ->check(CLI::IsMember(WorkloadChoices()))
       ->each([a](const std::string&) { a->workload_given = true; });
-  compare->add_flag("--json", a->json, "print the comparison as JSON (regressions, config_changes, explanations)");
+  compare->add_flag("--json", a->json, "print the comparison as JSON (regressions, parts, config_changes, explanations)");
+  compare->add_flag("--force", a->force, "compare runs that are not comparable (two programs, no figure in common)");
   compare->add_option("--fail-on", a->fail_on, "exit 1 when B regressed on any figure (regression), for CI gates")
       ->check(CLI::IsMember({"none", "regression"}));
   return {compare, [a] { return RunCompare(*a); }};

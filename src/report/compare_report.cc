@@ -28,6 +28,12 @@ std::string RenderComparisonJson(const Comparison& c) {
     j["metrics"].push_back(row);
     if (m.worse) j["regressions"].push_back(row);
   }
+  j["not_comparable"] = c.not_comparable.empty() ? json(nullptr) : json(c.not_comparable);
+  j["parts_basis"] = c.parts_basis;
+  j["parts"] = json::array();  // largest move first; a kernel in one run's top table only: delta_ms null
+  for (const auto& p : c.parts)
+    j["parts"].push_back({{"kind", p.kind}, {"name", p.name}, {"before_ms", num(p.before_ms)}, {"after_ms", num(p.after_ms)},
+                          {"delta_ms", p.unknown_move ? json(nullptr) : json(p.delta_ms())}});
   j["config_changes"] = json::array();
   for (const auto& ch : c.config_changes)
     j["config_changes"].push_back({{"key", ch.key}, {"before", ch.before.empty() ? json(nullptr) : json(ch.before)},
@@ -41,6 +47,29 @@ std::string RenderComparisonJson(const Comparison& c) {
                                  {"text", e.text}});
   return j.dump(2, ' ', false, json::error_handler_t::replace) + "\n";
 }
+
+namespace {
+
+/// What moved underneath the headline: the largest moves in ms per step, and
+/// how many smaller ones are left out.
+void RenderParts(const Comparison& c, std::string& out) {
+  if (c.parts.empty()) return;
+  constexpr size_t kShown = 12;
+  out += "\nWHAT MOVED UNDERNEATH (" + c.parts_basis + ")\n";
+  const auto ms = [](double v) { return std::isnan(v) ? std::string("-") : fmt::format("{:.3f}", v); };
+  size_t shown = 0;
+  for (const auto& p : c.parts) {
+    if (shown == kShown || std::fabs(p.delta_ms()) < 0.0005) break;  // kernels of unknown move rank last
+    const std::string name = p.name.size() > 60 ? p.name.substr(0, 57) + "..." : p.name;
+    out += fmt::format("  {:<12} {:<60} {:>10} {:>10} {:>+10.3f}\n", p.kind, Printable(name), ms(p.before_ms),
+                       ms(p.after_ms), p.delta_ms());
+    ++shown;
+  }
+  if (shown == 0) out += "  nothing moved by 0.001 ms per step or more\n";
+  else if (c.parts.size() > shown) out += fmt::format("  ({} smaller moves in the JSON: compare --json)\n", c.parts.size() - shown);
+}
+
+}  // namespace
 
 std::string RenderComparisonText(const Comparison& c) {
   std::string out = fmt::format("gputriage compare — A: {}  B: {}\n\n", Printable(c.a_name), Printable(c.b_name));
@@ -58,6 +87,8 @@ std::string RenderComparisonText(const Comparison& c) {
   }
   out += fmt::format("\n  verdicts A: {}\n  verdicts B: {}\n", c.a_verdicts.empty() ? "none" : Join(c.a_verdicts, ", "),
                      c.b_verdicts.empty() ? "none" : Join(c.b_verdicts, ", "));
+  if (!c.not_comparable.empty()) out += "\n  NOT COMPARABLE (compared as asked): " + Printable(c.not_comparable) + "\n";
+  RenderParts(c, out);
   out += "\nWHAT CHANGED\n";
   if (c.config_changes.empty())
     out += c.settings_recorded

@@ -161,9 +161,17 @@ std::string RenderExperimentText(const std::string& name, const std::vector<Expe
   }
   // The trend: the first run to the latest, and the latest against its baseline.
   if (runs.size() >= 2) {
-    out += fmt::format("\nTrend: run {} against the median of the {} runs before it (the first was run {})\n",
-                       runs.back().info.id, std::min(runs.size() - 1, kHistoryWindow), runs.front().info.id);
-    for (const auto& c : LatestAgainstHistory(runs)) {
+    const auto checks = LatestAgainstHistory(runs);
+    out += fmt::format("\nTrend: run {} against the median of the latest {} run{} before it with unchanged settings "
+                       "(the first was run {}){}\n",
+                       runs.back().info.id, checks.empty() ? 0 : checks.front().runs,
+                       !checks.empty() && checks.front().runs == 1 ? "" : "s", runs.front().info.id,
+                       !checks.empty() && !checks.front().judged
+                           ? fmt::format("; not judged: {} more run{} with unchanged settings needed to know the spread",
+                                         kHistoryMinRepeats - checks.front().repeats,
+                                         kHistoryMinRepeats - checks.front().repeats == 1 ? " is" : "s are")
+                           : "");
+    for (const auto& c : checks) {
       const FigureDefinition& def = *FindFigure(c.figure);
       const auto first = runs.front().history.figures.find(c.figure);
       const bool share = def.unit == std::string("percent");
@@ -236,7 +244,7 @@ std::string RenderExperimentJson(const std::string& name, const std::vector<Expe
   for (const auto& c : LatestAgainstHistory(runs))
     latest.push_back({{"figure", c.figure}, {"value", c.value}, {"baseline", c.baseline}, {"spread", c.spread},
                       {"threshold", c.threshold}, {"worse_by", c.worse_by}, {"runs", c.runs},
-                      {"regression", c.regression}});
+                      {"repeats", c.repeats}, {"judged", c.judged}, {"regression", c.regression}});
   out["latest_against_history"] = latest;
   if (const ExperimentLedger l = AddUpLedgers(runs); l.runs > 0) {
     json buckets = json::array();

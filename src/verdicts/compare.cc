@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "gputriage/markers.hpp"
 #include "src/util/strings.h"
 
 namespace gputriage {
@@ -329,6 +330,83 @@ std::vector<ComparedMetric> Comparison::regressions() const {
   return out;
 }
 
+namespace {
+
+/// Kernels of the trace per step: the whole trace's totals over its steps (a
+/// kernel table is kept for the trace, not per step); 0 when it has none.
+double TraceSteps(const RecordingAnalysis& r) { return static_cast<double>(r.steps.size()); }
+
+/// A run's parts in ms per step (by "kind\tname"): the first recording that
+/// has steps, as compare's headline figures take it.
+std::map<std::string, double> PartsOf(const Diagnosis& d, std::string* basis) {
+  std::map<std::string, double> out;
+  const RecordingAnalysis* r = nullptr;
+  for (const auto& rec : d.recordings)
+    if (!rec.steps.empty() || rec.marked.steps > 0) {
+      r = &rec;
+      break;
+    }
+  if (r == nullptr) return out;
+  const auto add = [&](const char* kind, const std::string& name, double ms) {
+    if (ms > 0 && std::isfinite(ms)) out[std::string(kind) + "\t" + name] += ms;
+  };
+  if (!r->steps.empty()) {
+    const double steady = std::max<double>(1, static_cast<double>(r->SteadySteps().size()));
+    const double all = std::max(1.0, TraceSteps(*r));
+    for (int c = 0; c < kNumStepCategories; ++c)
+      add("step_part", StepCategoryName(static_cast<StepCategory>(c)), ToMs(r->average.ns[static_cast<size_t>(c)]));
+    for (int c = 0; c < kNumIdleCauses; ++c)
+      add("idle_cause", IdleCauseName(static_cast<IdleCause>(c)), ToMs(r->device_idle.ns[static_cast<size_t>(c)]) / steady);
+    for (const auto& [cls, ns] : r->kernel_class_ns) add("kernel_class", cls, ToMs(ns) / all);
+    for (const auto& k : r->top_kernels) add("kernel", k.name, ToMs(k.total_ns) / all);
+    *basis += fmt::format("{} step{} ({} steady)", r->steps.size(), r->steps.size() == 1 ? "" : "s", r->SteadySteps().size());
+  }
+  if (r->marked.steps > 0) {
+    for (size_t slot = 1; slot < std::size(kPhaseNames); ++slot) add("phase", kPhaseNames[slot], r->marked.phase_ms_mean[slot]);
+    *basis += fmt::format("{}{} marked step{}", basis->empty() ? "" : ", ", r->marked.steps, r->marked.steps == 1 ? "" : "s");
+  }
+  return out;
+}
+
+/// Every part either run has, ranked by how far it moved (ms per step).
+std::vector<ComparedPart> CompareParts(const Diagnosis& a, const Diagnosis& b, std::string* basis) {
+  std::string basis_a, basis_b;
+  const auto pa = PartsOf(a, &basis_a), pb = PartsOf(b, &basis_b);
+  if (pa.empty() || pb.empty()) return {};  // one run has no steps: nothing underneath to set side by side
+  std::map<std::string, ComparedPart> joined;
+  for (const auto& [key, ms] : pa) joined[key].before_ms = ms;
+  for (const auto& [key, ms] : pb) joined[key].after_ms = ms;
+  std::vector<ComparedPart> out;
+  for (auto& [key, part] : joined) {
+    const size_t tab = key.find('\t');
+    part.kind = key.substr(0, tab);
+    part.name = key.substr(tab + 1);
+    part.unknown_move = part.kind == "kernel" && (std::isnan(part.before_ms) || std::isnan(part.after_ms));
+    out.push_back(part);
+  }
+  std::stable_sort(out.begin(), out.end(),
+                   [](const ComparedPart& x, const ComparedPart& y) { return std::fabs(x.delta_ms()) > std::fabs(y.delta_ms()); });
+  if (!out.empty())
+    *basis = fmt::format("ms per step: kernels and kernel classes over each trace's steps, the other parts over its "
+                         "steady steps (A: {}; B: {})",
+                         basis_a.empty() ? "no steps" : basis_a, basis_b.empty() ? "no steps" : basis_b);
+  return out;
+}
+
+/// Why two runs are no comparison ("" when they are one).
+std::string NotComparable(const Comparison& c, const std::vector<ConfigChange>& changes) {
+  for (const auto& ch : changes)
+    if (ch.key == "command script")
+      return fmt::format("they are runs of two different programs ({} → {}): their figures measure different work",
+                         ch.before, ch.after);
+  if (c.metrics.empty() && c.parts.empty())
+    return "they have no figure in common (one measures steps or kernels the other does not: a trace beside a "
+           "metric log, or a run without steps)";
+  return "";
+}
+
+}  // namespace
+
 Comparison CompareRuns(const std::string& a_name, const Run& a_run, const Diagnosis& a, const std::string& b_name,
                        const Run& b_run, const Diagnosis& b) {
   Comparison c;
@@ -371,6 +449,8 @@ Comparison CompareRuns(const std::string& a_name, const Run& a_run, const Diagno
 
   // What changed: settings, tags and context, the command's flags, the GPU.
   c.config_changes = SettingsChanges(ma, mb);
+  c.parts = CompareParts(a, b, &c.parts_basis);
+  c.not_comparable = NotComparable(c, c.config_changes);
 
   // Whether there is anything to explain with: stored runs and exports carry
   // their settings; a trace or a metric log carries none beyond the GPU.

@@ -3,6 +3,7 @@
 // command, GPU), and which change most plausibly explains each move.
 #pragma once
 
+#include <cmath>
 #include <map>
 #include <string>
 #include <vector>
@@ -94,8 +95,31 @@ struct Explanation {
   std::string text;
 };
 
+/// One thing under the headline figures, in both runs: a kernel, a kernel
+/// class, a part of the step (kernels, copies, the runtime...), a marked phase,
+/// or a cause of the device's idle time; ms per step (NaN: absent in that run).
+struct ComparedPart {
+  std::string kind;  // "kernel", "kernel_class", "step_part", "phase", "idle_cause"
+  std::string name;
+  double before_ms = NAN, after_ms = NAN;
+  // A kernel in one run's table of its largest kernels and not in the other's:
+  // its time there is unknown (below that table), so is its move.
+  bool unknown_move = false;
+  double delta_ms() const {
+    if (unknown_move) return 0;
+    return (std::isnan(after_ms) ? 0 : after_ms) - (std::isnan(before_ms) ? 0 : before_ms);
+  }
+};
+
 struct Comparison {
   std::string a_name, b_name;
+  // Why the two runs cannot be compared ("" when they can): no figure in
+  // common, or two different programs. compare refuses them unless forced.
+  std::string not_comparable;
+  // What moved underneath the headline, largest move in ms per step first, as a
+  // profiler's diff ranks it; `parts_basis` says what a step is on each side.
+  std::vector<ComparedPart> parts;
+  std::string parts_basis;
   std::vector<ComparedMetric> metrics;      // measured in both runs
   std::vector<ConfigChange> config_changes; // settings, tags, commit, command, GPU
   std::vector<std::string> a_verdicts, b_verdicts;  // "input_bound (high)"

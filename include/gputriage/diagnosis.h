@@ -725,6 +725,10 @@ struct LedgerBucket {
   double dollars = NAN;  // at the run's price, when one is known
   int64_t count = 0;   // phases, steps or stretches it is made of
   std::string source;  // what measured it, or why it is unknown
+  // How a report names it: "warmup" for compile_warmup in a job that never
+  // called torch.compile (the name stays the bucket's id in JSON, store, series).
+  std::string label;
+  const std::string& Label() const { return label.empty() ? name : label; }
 };
 
 /// A stretch of a job's time and the ledger bucket it went to (a run of steps

@@ -347,6 +347,8 @@ RunLedger BuildLedger(const Recording& rec, const LedgerGpus& gpus) {
     return phases_seen.count(bucket) > 0 ||
            (watched != rec.metadata.end() && watched->second.find(marker) != std::string::npos);
   };
+  const auto compile_used = rec.metadata.find("compile.used");
+  const bool never_compiled = compile_used != rec.metadata.end() && compile_used->second == "false";
   auto explain = [&](int b) -> std::pair<bool, std::string> {
     switch (b) {
       case kProductive:
@@ -377,6 +379,8 @@ RunLedger BuildLedger(const Recording& rec, const LedgerGpus& gpus) {
         std::string how = warmup_steps > 0 ? fmt::format("{} first steps over {}x the median step", warmup_steps, kWarmupStepFactor)
                                            : fmt::format("no first step over {}x the median step", kWarmupStepFactor);
         if (phase_known(kCompileWarmup, "compile")) how += "; marked compile phases";
+        // The bucket's name says compile; a job that never compiled has only warm-up in it.
+        if (never_compiled) how += " (warm-up only: the job never called torch.compile)";
         return {true, how};
       }
       case kCheckpointRestore:
@@ -416,6 +420,7 @@ RunLedger BuildLedger(const Recording& rec, const LedgerGpus& gpus) {
     bucket.hours = bucket.share * ledger.total;
     bucket.count = count[static_cast<size_t>(b)];
     if (b == kProductive) productive_share = bucket.share;
+    if (b == kCompileWarmup && never_compiled) bucket.label = "warmup";
     ledger.buckets.push_back(std::move(bucket));
   }
   ledger.goodput = productive_share;

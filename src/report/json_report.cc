@@ -226,7 +226,7 @@ json LedgerJson(const RunLedger& l) {
   if (!l.valid) return nullptr;
   json buckets = json::array();
   for (const auto& b : l.buckets)
-    buckets.push_back({{"name", b.name}, {"group", b.group}, {"known", b.known},
+    buckets.push_back({{"name", b.name}, {"label", b.Label()}, {"group", b.group}, {"known", b.known},
                        {"hours", b.known ? json(b.hours) : json(nullptr)}, {"share", b.known ? Num(b.share) : json(nullptr)},
                        {"dollars", b.known ? Num(b.dollars) : json(nullptr)}, {"count", b.count}, {"source", b.source}});
   return {{"unit", l.unit},        {"gpus", l.gpus},

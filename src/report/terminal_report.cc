@@ -100,12 +100,17 @@ std::string GainLine(const ExpectedGain& g) {
     return fmt::format("batch {:.0f} → {:.0f} fits (range {:.0f}-{:.0f}{})", g.current, g.expected, g.worst, g.best, next);
   if (g.unit == "x")  // relative throughput (a larger batch)
     return fmt::format("throughput ×{:.2f} (range ×{:.2f}-×{:.2f}{})", g.expected, g.worst, g.best, next);
-  if (g.unit != "percent")  // a level in its own unit (the SM clock in MHz)
-    return fmt::format("{} {:.0f} → {:.0f} {} (range {:.0f}-{:.0f} {}{}{})", g.metric, g.current, g.expected, g.unit, g.worst,
-                       g.best, g.unit,
+  if (g.unit == "cpus")  // CPUs other processes held, given back (issue 53: "1 → 1 (+147 %)")
+    return fmt::format("CPUs left to the job {:.2f} → {:.2f} (range {:.2f}-{:.2f}; host-side work gets {:+.0f}% CPU{})",
+                       g.current, g.expected, g.worst, g.best, g.speedup_percent, next);
+  if (g.unit != "percent") {  // a level in its own unit (the SM clock in MHz); small levels keep their decimals
+    const auto level = [](double v) { return std::fabs(v) < 10 ? fmt::format("{:.2f}", v) : fmt::format("{:.0f}", v); };
+    return fmt::format("{} {} → {} {} (range {}-{} {}{}{})", g.metric, level(g.current), level(g.expected), g.unit,
+                       level(g.worst), level(g.best), g.unit,
                        g.speedup_percent != 0 ? fmt::format("; {:+.0f}% work done in the same GPU time", g.speedup_percent)
                                               : std::string(),
                        next);
+  }
   return fmt::format("{} {:.1f}% → {:.1f}% (range {:.1f}-{:.1f}%; {:+.0f}% work done in the same GPU time{})", g.metric,
                      g.current, g.expected, g.worst, g.best, g.speedup_percent, next);
 }
@@ -217,11 +222,11 @@ void RenderLedger(std::string& out, const RunLedger& l) {
   std::string unknown;
   for (const auto& b : l.buckets) {
     if (!b.known) {
-      unknown += (unknown.empty() ? "" : ", ") + b.name;
+      unknown += (unknown.empty() ? "" : ", ") + b.Label();
       continue;
     }
     if (b.share <= 0) continue;
-    out += fmt::format("     {:<19} {:>6.1f}%  {:>10}{}{}\n", b.name, 100.0 * b.share,
+    out += fmt::format("     {:<19} {:>6.1f}%  {:>10}{}{}\n", b.Label(), 100.0 * b.share,
                        gpu ? FormatGpuTime(b.hours) : FormatSeconds(b.hours * 3600),
                        std::isnan(b.dollars) ? "" : "  " + FormatUsd(b.dollars),
                        b.count > 0 ? fmt::format("  ({})", b.count) : "");

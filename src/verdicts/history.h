@@ -32,8 +32,10 @@ inline constexpr size_t kHistoryWindow = 10;
 /// Robust standard deviations of the history a move must also pass.
 inline constexpr double kHistorySigmas = 3.0;
 /// Repeats (runs beyond the first of each stretch of unchanged settings) the
-/// history needs before its spread is known and a regression can be judged.
-inline constexpr size_t kHistoryMinRepeats = 2;
+/// history needs before its spread is known and a regression can be judged: one
+/// pair of runs of unchanged settings is a first measure of it (the figure's
+/// noise floor bounds the bar from below while it is that thin).
+inline constexpr size_t kHistoryMinRepeats = 1;
 
 /// One figure of a run against its baseline.
 struct HistoryCheck {

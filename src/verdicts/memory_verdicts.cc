@@ -102,8 +102,11 @@ void Creep(const StepMemoryAnalysis& m, const ProcessMemory& p, bool gpu, std::v
         {"bound caches that grow per step (a dict of seen samples, `functools.lru_cache` without maxsize) and "
          "lists of outputs",
          "host memory held per step grows the resident set the same way"},
-        {"find it: `tracemalloc.start()` early, then compare `tracemalloc.take_snapshot()` between two steps",
-         "names the lines whose allocations are still held"},
+        {"find it: count the live tensors by shape between two steps (`collections.Counter(tuple(o.shape) for o in "
+         "gc.get_objects() if torch.is_tensor(o))`), and for Python objects compare `tracemalloc.take_snapshot()` "
+         "between two steps",
+         "a tensor's storage comes from PyTorch's own allocator, which tracemalloc does not see; the growing "
+         "shape names the tensor that is kept"},
     };
   }
   // The fix removes the growth; what the data cannot rule out is growth under

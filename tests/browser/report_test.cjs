@@ -53,6 +53,9 @@ async function checkReport(browser, file, expectedVerdicts, artifacts) {
       const seg = segments.find((x) => x.bucket === b.name);
       check(seg !== undefined && Math.abs(seg.width / seg.bar - b.share) < 0.01 + 1 / seg.bar, `${name}: ledger ${i} ${b.name} drawn at its share ${b.share.toFixed(3)}`);
     }
+    // Issue 53: each bucket in its own colour (between_steps and idle, hang, crash and lost_work shared one).
+    const colours = await page.$$eval(`#ledger-${i} .ledger-segment`, (es) => es.map((e) => getComputedStyle(e).backgroundColor));
+    check(new Set(colours).size === colours.length, `${name}: ledger ${i}'s buckets each have their own colour (${colours.join(", ")})`);
     const rows = await page.$$eval(`#ledger-${i} [data-table=ledger] tbody tr`, (trs) => trs.length);
     check(rows === shown.length, `${name}: ledger ${i} table has ${rows} rows for ${shown.length} buckets`);
     // A ledger from step markers draws the job's phases over time inside its lane.

@@ -485,9 +485,10 @@
 
   // The goodput ledger (docs/ledger.md): one bar of the job's GPU time split
   // into its buckets, then the table a reader checks it against.
-  const ledgerColors = { productive: "--util", data_wait: "--wait-line", communication: "--dram", host_stall: "--c7",
-    between_steps: "--c5", startup: "--c2", compile_warmup: "--job", checkpoint_restore: "--c3", checkpoint_save: "--c6",
-    evaluation: "--sm", idle: "--c5", teardown: "--c7", hang: "--c4", crash: "--c4", lost_work: "--c4", unsplit: "--c0" };
+  const ledgerBuckets = ["productive", "data_wait", "communication", "host_stall", "between_steps", "startup",
+    "compile_warmup", "checkpoint_restore", "checkpoint_save", "evaluation", "idle", "teardown", "hang", "crash",
+    "lost_work", "unsplit"];
+  const ledgerColors = Object.fromEntries(ledgerBuckets.map((b) => [b, "--lg-" + b]));
   // The job's phases over time, as its ledger bucketed them (a run of steps is
   // "steps"), in the ledger's colours.
   const laneColor = (kind) => ledgerColors[kind === "steps" ? "productive" : kind] || "--c5";
@@ -520,20 +521,20 @@
       el("p", { class: "muted", text: amount(l.total) + (gpuHours ? " (" + significant(l.gpus) + " GPUs × " + significant(l.wall_hours * 3600) + " s)" : "") +
         ", " + l.span_source + ". Goodput " + (l.goodput == null ? "not known (no steps)" : num(100 * l.goodput, 1) + "%") +
         (l.price_per_gpu_hour == null ? "" : ", at " + usd(l.price_per_gpu_hour) + "/GPU-hour") + "." }));
-    const bar = el("div", { class: "ledger-bar", role: "img", "aria-label": known.map((b) => b.name + " " + num(100 * b.share, 1) + "%").join(", ") });
+    const bar = el("div", { class: "ledger-bar", role: "img", "aria-label": known.map((b) => (b.label || b.name) + " " + num(100 * b.share, 1) + "%").join(", ") });
     for (const b of known)
-      bar.append(el("span", { class: "ledger-segment", "data-bucket": b.name, title: b.name + ": " + num(100 * b.share, 1) + "%",
+      bar.append(el("span", { class: "ledger-segment", "data-bucket": b.name, title: (b.label || b.name) + ": " + num(100 * b.share, 1) + "%",
         style: "width:" + (100 * b.share).toFixed(3) + "%;background:var(" + (ledgerColors[b.name] || "--c5") + ")" }));
     sec.append(bar);
     const rows = known.map((b) => el("tr", {},
-      el("td", {}, el("span", { class: "swatch", style: "background:var(" + (ledgerColors[b.name] || "--c5") + ")" }), " " + b.name),
+      el("td", {}, el("span", { class: "swatch", style: "background:var(" + (ledgerColors[b.name] || "--c5") + ")" }), " " + (b.label || b.name)),
       el("td", { class: "num", text: amount(b.hours) }), el("td", { class: "num", text: num(100 * b.share, 1) + "%" }),
       el("td", { class: "num", text: b.dollars == null ? "" : usd(b.dollars) }), el("td", { class: "num", text: b.count ? String(b.count) : "" }),
       el("td", { class: "muted", text: b.source })));
     sec.append(el("table", { "data-table": "ledger" }, el("thead", {}, el("tr", {}, ["bucket", gpuHours ? "GPU time" : "time", "share", "cost", "count", "measured by"]
       .map((h, k) => el("th", { class: k >= 1 && k <= 4 ? "num" : "", text: h })))), el("tbody", {}, rows)));
     if (ch && ch.job_phases && ch.job_phases.segments.length) sec.append(jobPhaseLane(ch.job_phases, i));
-    const unknown = l.buckets.filter((b) => !b.known).map((b) => b.name);
+    const unknown = l.buckets.filter((b) => !b.known).map((b) => b.label || b.name);
     if (unknown.length) sec.append(el("p", { class: "muted", text: "Not seen by this source (not zero): " + unknown.join(", ") + "." }));
     for (const n of l.notes || []) sec.append(el("p", { class: "muted", text: n }));
     return sec;

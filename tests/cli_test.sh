@@ -24,6 +24,13 @@ check "diagnose a real trace" 0 "$bin" diagnose "$nw0"
 grep -q "input_bound" "$tmp/out" || { echo "FAIL: no input_bound verdict in the report"; fail=1; }
 grep -q $'\033\[' "$tmp/out" && { echo "FAIL: colour codes written to a non-TTY"; fail=1; }
 
+# Issue 53: the text report follows the locale's encoding (LANG=C: ASCII, "->"
+# for "→"); JSON stays UTF-8 whatever the locale.
+LC_ALL=C check "the text report under LC_ALL=C" 0 "$bin" diagnose "$nw0"
+if LC_ALL=C grep -q -P '[^\x00-\x7F]' "$tmp/out"; then echo "FAIL: non-ASCII bytes in the report under LC_ALL=C"; fail=1;
+else grep -q -- "->" "$tmp/out" && echo "ok: an ASCII report under LC_ALL=C" || { echo "FAIL: no '->' in the ASCII report"; fail=1; }; fi
+LC_ALL=C check "the JSON report under LC_ALL=C" 0 "$bin" diagnose --json "$nw0"
+LC_ALL=C grep -q -P '[^\x00-\x7F]' "$tmp/out" || { echo "FAIL: the JSON lost its UTF-8 (≈) under LC_ALL=C"; fail=1; }
 check "json report" 0 "$bin" diagnose --json "$nw0"
 python3 - "$tmp/out" <<'PY' || fail=1
 import json, sys

@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include "src/util/text_encoding.h"
+
 #include <random>
 #include <string>
 
@@ -97,6 +99,30 @@ TEST(Intervals, MergeIntersectSubtract) {
   EXPECT_EQ(intervals::Subtract(List{{0, 10}}, merged), (List{{3, 5}, {9, 10}}));
   EXPECT_EQ(intervals::OverlapWith(merged, {2, 6}), 2);
   EXPECT_TRUE(intervals::Subtract(List{}, merged).empty());
+}
+
+// Issue 53: the text report in a non-UTF-8 locale wrote UTF-8 symbols.
+TEST(TextEncoding, TheLocaleNamesTheTerminalsEncoding) {
+  EXPECT_EQ(LocaleTextEncoding(nullptr, nullptr, "en_US.UTF-8"), TextEncoding::kUtf8);
+  EXPECT_EQ(LocaleTextEncoding(nullptr, nullptr, "C.utf8"), TextEncoding::kUtf8);
+  EXPECT_EQ(LocaleTextEncoding(nullptr, nullptr, "C"), TextEncoding::kAscii);
+  EXPECT_EQ(LocaleTextEncoding(nullptr, nullptr, "POSIX"), TextEncoding::kAscii);
+  EXPECT_EQ(LocaleTextEncoding(nullptr, nullptr, "de_DE.ISO-8859-1"), TextEncoding::kLatin1);
+  EXPECT_EQ(LocaleTextEncoding(nullptr, nullptr, "de_DE.iso885915@euro"), TextEncoding::kLatin1);
+  EXPECT_EQ(LocaleTextEncoding(nullptr, nullptr, "ja_JP.eucJP"), TextEncoding::kAscii);
+  EXPECT_EQ(LocaleTextEncoding("C", "en_US.UTF-8", "en_US.UTF-8"), TextEncoding::kAscii);  // LC_ALL first
+  EXPECT_EQ(LocaleTextEncoding("", "de_DE.ISO-8859-1", "en_US.UTF-8"), TextEncoding::kLatin1);  // empty is unset
+  EXPECT_EQ(LocaleTextEncoding(nullptr, nullptr, nullptr), TextEncoding::kUtf8);  // nothing set: today's terminals
+}
+
+TEST(TextEncoding, SymbolsAreSpelledForTheTerminal) {
+  const std::string report = "16.00 ms \u2192 26.00 ms \u2014 3 \u00d7 1.5 \u00b5s \u00b7 \u2265 5% \u00b1 2 caf\u00e9 \u6a21\u578b";
+  EXPECT_EQ(ForTextEncoding(report, TextEncoding::kUtf8), report);
+  EXPECT_EQ(ForTextEncoding(report, TextEncoding::kAscii), "16.00 ms -> 26.00 ms - 3 x 1.5 us * >= 5% +/- 2 caf? ??");
+  // Latin-1 keeps its own characters as single bytes (×, µ, ·, ±, é) and spells the rest.
+  EXPECT_EQ(ForTextEncoding(report, TextEncoding::kLatin1),
+            "16.00 ms -> 26.00 ms - 3 \xd7 1.5 \xb5s \xb7 >= 5% \xb1 2 caf\xe9 ??");
+  EXPECT_EQ(ForTextEncoding("bad \xff byte", TextEncoding::kAscii), "bad ? byte");
 }
 
 }  // namespace

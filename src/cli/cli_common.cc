@@ -16,6 +16,7 @@
 #include "src/store/run_history.h"
 #include "src/util/output_path.h"
 #include "src/util/strings.h"
+#include "src/util/text_encoding.h"
 #include "src/verdicts/compare.h"
 #include "src/verdicts/history.h"
 
@@ -108,6 +109,11 @@ AgentOptions ToAgentOptions(const SamplingArgs& args) {
 
 void Print(const std::string& out) { std::fwrite(out.data(), 1, out.size(), stdout); }
 
+void PrintText(const std::string& out, std::FILE* stream) {
+  const std::string text = ForTextEncoding(out, TerminalTextEncoding());
+  std::fwrite(text.data(), 1, text.size(), stream);
+}
+
 Status CheckOutputWritable(const std::string& path) {
   if (path == "-" || WrittenInPlace(path)) return Status::Ok();
   struct stat st {};
@@ -173,7 +179,7 @@ void PrintError(const Status& status) {
   // Messages quote file names and input text: printed so they cannot steer the terminal.
   // The message alone: a status code ("not_found:") means nothing to a user; the exit
   // code carries the class.
-  std::fprintf(stderr, "gputriage: error: %s\n", Printable(status.message()).c_str());
+  PrintText("gputriage: error: " + Printable(status.message()) + "\n", stderr);
 }
 
 std::unique_ptr<RunStore> OpenStoreForRecording(const std::string& path, Status* why) {

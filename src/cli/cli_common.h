@@ -15,6 +15,7 @@
 #include <functional>
 #include <optional>
 #include <memory>
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -98,6 +99,9 @@ const std::vector<std::string>& WorkloadChoices();
 inline constexpr const char* kStoreHelp = "run store: a file, or a team's postgresql://USER:PASS@HOST/DB (default: $GPUTRIAGE_STORE, else ~/.local/share/gputriage/runs.db)";
 
 void Print(const std::string& out);
+/// Human-readable text (a report, not JSON): in the terminal's encoding
+/// (src/util/text_encoding.h), on standard output unless `stream` says otherwise.
+void PrintText(const std::string& out, std::FILE* stream = stdout);
 /// Writes a report file whole (a temporary beside it, renamed over it); "-" is standard output.
 Status WriteOutputFile(const std::string& path, const std::string& content);
 /// Whether WriteOutputFile could write `path` now, checked by writing: a file

@@ -68,7 +68,8 @@ int RunCompare(const CompareArgs& args) {
                                                 a_name, b_name, c.not_comparable)));
     return kExitUsage;
   }
-  Print(args.json ? RenderComparisonJson(c) : RenderComparisonText(c));
+  if (args.json) Print(RenderComparisonJson(c));
+  else PrintText(RenderComparisonText(c));
   return args.fail_on == "regression" && !c.regressions().empty() ? kExitFindings : kExitOk;
 }
 

@@ -44,12 +44,12 @@ int RunCost(const CostArgs& args) {
     Print(out);
     return kExitOk;
   }
-  Print(fmt::format("{}/month at {:g}% average utilization: {}/month of idle capacity\n",
+  PrintText(fmt::format("{}/month at {:g}% average utilization: {}/month of idle capacity\n",
                     FormatUsd(args.monthly_spend), args.utilization, FormatUsd(idle)));
   if (args.sm_active)
-    Print(fmt::format("by SM activity ({:g}%): {}/month of idle capacity\n", *args.sm_active,
+    PrintText(fmt::format("by SM activity ({:g}%): {}/month of idle capacity\n", *args.sm_active,
                       FormatUsd(IdleMonthlyCost(args.monthly_spend, *args.sm_active))));
-  for (const auto& w : rows) Print("  " + WhatIfLine(w) + "\n");
+  for (const auto& w : rows) PrintText("  " + WhatIfLine(w) + "\n");
   return kExitOk;
 }
 

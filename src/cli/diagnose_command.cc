@@ -154,7 +154,7 @@ int RunDiagnose(const DiagnoseArgs& args) {
     TerminalOptions terminal;
     terminal.color = args.color == "always" || (args.color == "auto" && isatty(fileno(stdout)));
     terminal.max_kernels = args.kernels;
-    Print(RenderTerminal(*run, diagnosis, terminal));
+    PrintText(RenderTerminal(*run, diagnosis, terminal));
   }
   for (const auto& r : run->recordings)
     if (r.stats.truncated)

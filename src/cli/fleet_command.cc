@@ -135,7 +135,7 @@ int RunFleet(const FleetArgs& args) {
     return kExitInput;
   }
   if (args.json) WriteFleetJson(*report, args.top, [](std::string_view part) { Print(std::string(part)); });
-  else Print(RenderFleetText(*report, args.top));
+  else PrintText(RenderFleetText(*report, args.top));
   return kExitOk;
 }
 

@@ -524,8 +524,7 @@ int RunRecord(const RecordArgs& args) {
   // A report when there is something to judge: GPU metrics, or the job's own step
   // markers (the report then says itself why GPU metrics are missing, once).
   if (result->gpu_metrics || !run.recordings[0].marked_steps.empty()) {
-    const std::string text = RenderTerminal(run, diagnosis, {});
-    std::fwrite(text.data(), 1, text.size(), stderr);
+    PrintText(RenderTerminal(run, diagnosis, {}), stderr);
   } else if (!result->gpu_metrics) {
     std::fprintf(stderr, "gputriage: GPU metrics unavailable: %s\n", Printable(result->gpu_note).c_str());
   }

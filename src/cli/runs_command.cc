@@ -41,7 +41,8 @@ int RunRuns(const std::string& store_path, bool json, bool check, const std::opt
       PrintError(runs.status());
       return kExitInput;
     }
-    Print(json ? RenderExperimentJson(*name, *runs) + "\n" : RenderExperimentText(*name, *runs));
+    if (json) Print(RenderExperimentJson(*name, *runs) + "\n");
+    else PrintText(RenderExperimentText(*name, *runs));
     return kExitOk;
   }
   auto runs = store->ListRuns();
@@ -69,7 +70,8 @@ int RunRuns(const std::string& store_path, bool json, bool check, const std::opt
                          Printable(r.command));  // names and commands cannot steer the terminal
     }
   }
-  Print(out);
+  if (json) Print(out);
+  else PrintText(out);
   return kExitOk;
 }
 

@@ -139,6 +139,8 @@ check "record --interval nan" 2 "$bin" record --interval nan -- true
 # ---- record ----
 check "record without a driver still runs the job and returns its exit code" 7 \
   "$bin" record --nvml-library /nonexistent/libnvidia-ml.so.1 -- sh -c 'exit 7'
+# Issue 53: a job that dies before anything is recorded still gets its ending said.
+grep -q "the job FAILED: it exited with code 7" "$tmp/err" || { echo "FAIL: no word of the failed job"; cat "$tmp/err"; fail=1; }
 grep -q "GPU metrics unavailable" "$tmp/err" || { echo "FAIL: no-driver note"; cat "$tmp/err"; fail=1; }
 # Issue 53: a report file that cannot be written is found before the job runs
 # (it was found only after the whole job, with exit code 0), and "-" is the

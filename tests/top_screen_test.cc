@@ -84,6 +84,14 @@ TEST(TopScreen, NothingSampledYetAndNvmlMissing) {
   v.source_status = "libnvidia-ml.so.1: cannot open shared object file";
   lines = RenderTopScreen(&v, TopUiState{}, 80, 10, "");
   EXPECT_NE(lines[1].text.find("not sampling: libnvidia-ml.so.1"), std::string::npos);
+  // Issue 53: a reason longer than the screen goes on over the next lines, whole.
+  v.source_status = "no NVIDIA driver library (NVML) could be loaded (libnvidia-ml.so.1: cannot open shared object "
+                    "file: No such file or directory). Is an NVIDIA driver installed?";
+  lines = RenderTopScreen(&v, TopUiState{}, 60, 12, "");
+  std::string all;
+  for (size_t i = 1; i < lines.size(); ++i) all += lines[i].text + " ";
+  for (const char* word : {"directory).", "installed?"})
+    EXPECT_NE(all.find(word), std::string::npos) << all;
 }
 
 }  // namespace

@@ -403,6 +403,42 @@ def _start_history():
 
 
 _hooks_installed = False
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+def _filtered(t):
+    """Traceback `t` without the frames of this package's files; None when every frame is ours."""
+    first = previous = None
+    while t is not None:
+        if not t.tb_frame.f_code.co_filename.startswith(_PACKAGE_DIR):
+            if previous is None:
+                first = t
+            else:
+                previous.tb_next = t
+            previous = t
+        t = t.tb_next
+    if previous is not None:
+        previous.tb_next = None
+    return first
+
+
+def _without_our_frames(value, tb):
+    """The traceback without zero-code mode's own frames (its hooks around the
+    job's DataLoader, module and optimizer calls): an error the job raised reads
+    as if nothing stood between its lines and PyTorch's; chained errors too. An
+    error in our own code keeps every frame."""
+    tb = _filtered(tb) or tb
+    if value is None:
+        return tb
+    value.__traceback__ = tb
+    seen, chained = {id(value)}, value.__cause__ or value.__context__
+    while chained is not None and id(chained) not in seen:
+        seen.add(id(chained))
+        kept = _filtered(chained.__traceback__)
+        if kept is not None:
+            chained.__traceback__ = kept
+        chained = chained.__cause__ or chained.__context__
+    return tb
 
 
 def install_oom_hooks():
@@ -419,6 +455,10 @@ def install_oom_hooks():
         try:
             report_oom(value, tb)
         except Exception:
+            pass
+        try:
+            tb = _without_our_frames(value, tb)
+        except Exception:  # the traceback as it was: never lose the job's error
             pass
         previous(kind, value, tb)
 

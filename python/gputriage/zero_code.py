@@ -85,7 +85,7 @@ _installed = False
 # batches the optimizer trained on.
 _loop = {"fetching": 0, "step_open": False, "samples": None, "trained": False, "in_eval": False, "in_phase": False,
          "boundary": None, "stepped": False, "optimizer_ended": None, "first_forward": None,
-         "train_loader": None, "step_loader": None, "eval_loader": None, "sample_module": None}
+         "train_loader": None, "step_loader": None, "eval_loader": None, "sample_module": None, "optimizer_steps": 0}
 _training_thread = threading.get_ident()  # the thread that runs the loop (install() runs on the main one)
 
 
@@ -322,6 +322,7 @@ def _patch_optimizer(module):
             elif len(args) > 1 and callable(args[1]):
                 args = (args[0], outside_optimizer(args[1])) + args[2:]
             result = marked(*args, **kwargs)
+            _loop["optimizer_steps"] += 1
             _after_optimizer_step()
             return result
 
@@ -947,6 +948,10 @@ def install():
     atexit.register(_config.at_exit)
     atexit.register(_copy_settings_at_exit)
     atexit.register(_recompute_settings_at_exit)
+    # How many optimizer steps ran: a step's optimizer phase alone cannot tell
+    # (Lightning's zero_grad opens an accumulation window in one micro-batch and
+    # its step() closes it in another: both have optimizer time).
+    atexit.register(lambda: _loop["optimizer_steps"] and _config._send("zero_code.optimizer_steps", _loop["optimizer_steps"]))
     try:  # what this mode watches for, so the ledger knows these phases are seen, not absent
         _config._send("zero_code.phases", "checkpoint,restore,eval,compile")
     except Exception:

@@ -759,6 +759,14 @@ RecordingAnalysis Analyze(const Recording& rec, int threads, bool rank_of_run) {
   if (const auto boundary = rec.metadata.find("zero_code.step_boundary");
       boundary != rec.metadata.end() && (boundary->second == "dataloader" || boundary->second == "optimizer"))
     a.marked.step_boundary = boundary->second;
+  // The optimizer's own count where zero-code mode kept one (over the run, every
+  // step): steps with optimizer time count zero_grad's as well as step()'s.
+  if (const auto counted = rec.metadata.find("zero_code.optimizer_steps"); counted != rec.metadata.end() && a.marked.steps > 0) {
+    char* end = nullptr;
+    const long long n = std::strtoll(counted->second.c_str(), &end, 10);
+    if (end != counted->second.c_str() && *end == '\0' && n > 0 && n < (1LL << 40))
+      a.marked.optimizer_steps = std::min<int64_t>(n, a.marked.steps + a.marked.warmup_steps);
+  }
   a.step_memory = AnalyzeStepMemory(rec.marked_steps, rec.metadata, rec.process_ranks);
   a.ledger = analysis::BuildLedger(rec, analysis::JobGpus(a.metric_devices));
   if (!a.ledger.valid) a.ledger = analysis::BuildMetricLedger(a.metric_devices, analysis::JobGpus(a.metric_devices));

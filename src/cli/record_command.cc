@@ -262,6 +262,16 @@ void AttachMemorySnapshot(const std::string& path, TimeNs started_ns, Recording&
 
 /// Runs the job, then prints the diagnosis of what was sampled to stderr (the
 /// job's stdout stays its own) and exits with the job's exit code.
+/// Why a job recorded with --python has no steps, and what marks them.
+std::string NoStepsHint(const Recording& rec) {
+  if (rec.metadata.count("version.torch") == 0)
+    return "no steps: the job never imported PyTorch, and zero-code mode marks the steps of PyTorch loops (a "
+           "DataLoader's batches, else the optimizer's steps); mark a loop of your own with `with gputriage.step():` "
+           "around each iteration (`import gputriage`)";
+  return "no steps: the job imported PyTorch but neither iterated a DataLoader nor stepped an optimizer (an "
+         "inference loop?); mark each iteration with `with gputriage.step():`";
+}
+
 int RunRecord(const RecordArgs& args) {
   // The report's files are checked before the job starts: found unwritable only
   // after a long run, its report would be lost (issue 53). The job's own output
@@ -527,6 +537,18 @@ int RunRecord(const RecordArgs& args) {
     PrintText(RenderTerminal(run, diagnosis, {}), stderr);
   } else if (!result->gpu_metrics) {
     std::fprintf(stderr, "gputriage: GPU metrics unavailable: %s\n", Printable(result->gpu_note).c_str());
+    // Nothing else is reported: how the job ended must still be said (issue 53:
+    // a job that died before its first step got no word of it), and why it has no steps.
+    if (result->exit_code != 0)
+      PrintText(result->exit_code > 128
+                    ? fmt::format("gputriage: the job was killed by signal {} ({}; exit code {}), with nothing recorded "
+                                  "of it: no GPU metrics and no step\n",
+                                  result->exit_code - 128, strsignal(result->exit_code - 128), result->exit_code)
+                    : fmt::format("gputriage: the job FAILED: it exited with code {}, with nothing recorded of it: no "
+                                  "GPU metrics and no step\n",
+                                  result->exit_code),
+                stderr);
+    if (args.python) PrintText("gputriage: " + NoStepsHint(run.recordings[0]) + "\n", stderr);
   }
   // The run is stored already: a report that cannot be written costs only itself.
   if (!args.json_path.empty())

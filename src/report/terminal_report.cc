@@ -619,7 +619,12 @@ std::string RenderTerminal(const Run& run, const Diagnosis& d, const TerminalOpt
   if (s.steps > 0) {
     // Busy only where something measured it: a run of step markers without GPU
     // metrics has no busy share, not a busy share of 0.
-    const bool busy_measured = !s.gpu_busy_source.empty() && !StartsWith(s.gpu_busy_source, "none");
+    // A trace with no GPU kernel in it (a CPU-only gloo rank) measured none either
+    // (issue 53: "GPU busy 0.0%" where record said "not measured").
+    const bool any_gpu = std::any_of(d.recordings.begin(), d.recordings.end(), [](const RecordingAnalysis& a) {
+      return a.has_gpu_activity || !a.metric_devices.empty();
+    });
+    const bool busy_measured = any_gpu && !s.gpu_busy_source.empty() && !StartsWith(s.gpu_busy_source, "none");
     out += fmt::format("{} · data wait {:.1f}% of step · avg step {:.2f} ms over {} step(s)\n",
                        busy_measured ? fmt::format("GPU busy {:.1f}%", s.gpu_busy_percent) : "GPU busy not measured",
                        s.data_wait_percent, s.avg_step_ms, s.steps);

@@ -149,6 +149,19 @@ std::vector<ScreenLine> RenderTopScreen(const AgentView* view, const TopUiState&
   auto add = [&](std::string text, LineStyle style = LineStyle::kNormal) {
     lines.push_back({FitColumns(text, width), style});
   };
+  // A message too long for the width goes on over the next lines, cut at spaces
+  // (issue 53: `top --once` cut NVML's reason in the middle of a word).
+  auto add_wrapped = [&](const std::string& text, LineStyle style) {
+    std::string rest = text;
+    const size_t cols = static_cast<size_t>(std::max(20, width));
+    while (DisplayWidth(rest) > static_cast<int>(cols)) {
+      size_t cut = rest.rfind(' ', cols);
+      if (cut == std::string::npos || cut < cols / 2) cut = cols;
+      add(rest.substr(0, cut), style);
+      rest = "  " + rest.substr(cut + (rest[cut] == ' ' ? 1 : 0));
+    }
+    add(rest, style);
+  };
   const size_t gpus = view ? view->gpus.size() : 0;
   std::string title = fmt::format("gputriage top: {} GPU{}", gpus, gpus == 1 ? "" : "s");
   if (view) title += fmt::format(", every {:g} s, verdicts over {:g} s", static_cast<double>(view->interval_ns) / 1e9,
@@ -169,9 +182,9 @@ std::vector<ScreenLine> RenderTopScreen(const AgentView* view, const TopUiState&
   } else if (!view) {
     add("starting: the first sample comes within one interval");
   } else if (!view->source_status.empty() && view->gpus.empty()) {
-    add("not sampling: " + view->source_status, LineStyle::kHigh);
+    add_wrapped("not sampling: " + view->source_status, LineStyle::kHigh);
   } else {
-    if (!view->source_status.empty()) add("warning: " + view->source_status, LineStyle::kModerate);
+    if (!view->source_status.empty()) add_wrapped("warning: " + view->source_status, LineStyle::kModerate);
     // Columns: fixed figures, then the job and verdict share what is left.
     // Sparkline columns as the width allows: none, utilization and SM, or all four.
     const int histories = width >= 170 ? 4 : width >= 110 ? 2 : 0;

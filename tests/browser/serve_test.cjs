@@ -22,6 +22,9 @@ runTest(async () => {
     check(JSON.stringify(ids) === "[3,2,1]", `runs table lists the three runs, newest first (${ids})`);
     const badges = await page.$$eval("#runs tbody tr[data-run='3'] .badge", (b) => b.map((x) => x.textContent));
     check(badges.includes("regression") && badges.includes("input_bound"), `run 3 shows its verdicts (${badges})`);
+    // Issue 53: each run's exit code is in the list.
+    const exits = await page.$$eval("#runs tbody tr td[data-exit]", (tds) => tds.map((td) => td.textContent));
+    check(exits.length === 3 && exits.every((x) => x === "0"), `the runs list shows each exit code (${exits})`);
     await page.screenshot({ path: path.join(artifacts, "serve-runs.png"), fullPage: true });
     // Sort by a column (ascending on the first click of a new column is descending; click twice).
     await Promise.all([page.waitForNavigation(), page.click("#runs th[data-key=id]")]);

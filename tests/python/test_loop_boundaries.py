@@ -113,5 +113,40 @@ class StepsWithoutADataLoader(unittest.TestCase):
         no_pass_inside_a_step(self, m, timings, found, text)
 
 
+@unittest.skipUnless(HAVE_TORCH, "python3-torch is not installed (scripts/bootstrap.sh installs it)")
+class TheJobsOwnError(unittest.TestCase):
+    def test_its_traceback_has_no_frame_of_ours(self):
+        # Issue 53: an error the job raised inside a hooked call (a module's
+        # forward under a DataLoader's loop) showed gputriage's frames.
+        script = ("import torch\nfrom torch import nn\n"
+                  "class Bad(nn.Module):\n    def forward(self, x):\n        raise ValueError('the job s own error')\n"
+                  "model = Bad()\n"
+                  "for x in torch.utils.data.DataLoader(torch.zeros(4, 2), batch_size=2):\n    model(x)\n")
+        env = dict(os.environ)
+        env.pop("PYTHONPATH", None)
+        proc = subprocess.run([GPUTRIAGE, "record", "--no-store", "--no-mlflow", "--nvml-library", "/nonexistent/x.so",
+                               "--python", "--", sys.executable, "-c", script],
+                              env=env, capture_output=True, text=True, timeout=120)
+        self.assertEqual(proc.returncode, 1, proc.stderr)
+        traceback = proc.stderr[proc.stderr.index("Traceback"):]
+        self.assertIn("ValueError: the job s own error", traceback)
+        self.assertIn("in forward", traceback)
+        self.assertNotIn("gputriage/zero_code.py", traceback)
+        self.assertNotIn("_sitecustomize", traceback)
+
+
+class APlainPythonLoop(unittest.TestCase):
+    def test_no_steps_says_why_and_how_to_mark_them(self):
+        # Issue 53: a loop without PyTorch got "no steps" and no hint to mark them.
+        env = dict(os.environ)
+        env.pop("PYTHONPATH", None)
+        proc = subprocess.run([GPUTRIAGE, "record", "--no-store", "--no-mlflow", "--nvml-library", "/nonexistent/x.so",
+                               "--python", "--", sys.executable, "-c", "total = sum(i * i for i in range(1000))"],
+                              env=env, capture_output=True, text=True, timeout=120)
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        self.assertIn("the job never imported PyTorch", proc.stderr)
+        self.assertIn("gputriage.step()", proc.stderr)
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -115,7 +115,8 @@ class ExperimentHistory(unittest.TestCase):
             env = dict(os.environ)
             env.pop("PYTHONPATH", None)
             reports = []
-            for i, workers in enumerate((4, 0, 4)):
+            # Two runs at 4 workers (a history knows its spread from a repeat, issue 53), then 0, then 4 again.
+            for i, workers in enumerate((4, 4, 0, 4)):
                 report_path = os.path.join(tmp, f"run{i + 1}.json")
                 cmd = [GPUTRIAGE, "record", "--store", store, "--name", "cpu-loop", "--python", "--json", report_path,
                        "--", sys.executable, LOOP, "--workers", str(workers), "--markers", "none"]
@@ -125,7 +126,7 @@ class ExperimentHistory(unittest.TestCase):
                     reports.append(json.load(f))
 
             # What the job reported about itself, with no change to the script.
-            settings = reports[1]["recordings"][0]["settings"]
+            settings = reports[2]["recordings"][0]["settings"]
             self.assertEqual(settings["dataloader.num_workers"], "0")
             self.assertEqual(settings["dataloader.batch_size"], "32")
             self.assertEqual(settings["optimizer.class"], "SGD")
@@ -143,8 +144,9 @@ class ExperimentHistory(unittest.TestCase):
                 return [f for f in report["findings"] if f["verdict"] == "regression"]
 
             self.assertEqual(regression(reports[0]), [], "the first run has nothing to regress against")
-            found = regression(reports[1])
-            self.assertEqual(len(found), 1, json.dumps(reports[1]["findings"], indent=1))
+            self.assertEqual(regression(reports[1]), [], "a rerun of the same settings")
+            found = regression(reports[2])
+            self.assertEqual(len(found), 1, json.dumps(reports[2]["findings"], indent=1))
             f = found[0]
             moved = {e["name"] for e in f["evidence"]}
             # Each run's steps, for a failure to explain itself (CI has failed here
@@ -152,16 +154,16 @@ class ExperimentHistory(unittest.TestCase):
             steps = [{k: r["recordings"][0]["step_markers"].get(k)
                       for k in ("step_ms_mean", "step_ms_p50", "step_ms_cv", "data_wait_ms_mean", "compute_ms_mean")}
                      for r in reports]
-            self.assertIn("step_time_ms", moved, f"{f['title']}; {f['detail']}; steps of the three runs: {steps}")
+            self.assertIn("step_time_ms", moved, f"{f['title']}; {f['detail']}; steps of the four runs: {steps}")
             self.assertIn("data_wait_percent", moved, f["title"])
             changes = {c["key"]: (c["before"], c["after"]) for c in f["config_changes"]}
             self.assertEqual(changes.get("dataloader.num_workers"), ("4", "0"), f["detail"])
             self.assertIn("dataloader.num_workers 4 → 0", f["detail"])
-            self.assertEqual(regression(reports[2]), [], json.dumps(regression(reports[2]), indent=1))
-            print(f"  run 2: {f['title']}", file=sys.stderr)
+            self.assertEqual(regression(reports[3]), [], json.dumps(regression(reports[3]), indent=1))
+            print(f"  run 3: {f['title']}", file=sys.stderr)
 
-            # compare of the first two lists the regression and the config change.
-            rc, out, err = gputriage("compare", "--json", "1", "2", "--store", store)
+            # compare of runs 2 and 3 lists the regression and the config change.
+            rc, out, err = gputriage("compare", "--json", "2", "3", "--store", store)
             self.assertEqual(rc, 0, err)
             c = json.loads(out)
             self.assertTrue({"step_time_ms", "data_wait_percent"} <= {r["metric"] for r in c["regressions"]}, out)
@@ -173,11 +175,11 @@ class ExperimentHistory(unittest.TestCase):
             rc, out, err = gputriage("runs", "--name", "cpu-loop", "--json", "--store", store)
             self.assertEqual(rc, 0, err)
             history = json.loads(out)
-            self.assertEqual([r["regression"] for r in history["runs"]], [False, True, False])
-            self.assertEqual(gputriage("diagnose", "2", "--fail-on", "regression", "--store", store)[0], 1)
-            self.assertEqual(gputriage("diagnose", "3", "--fail-on", "regression", "--store", store)[0], 0)
-            # Diagnosed again from the store, run 2 is judged as it was when recorded.
-            rc, out, err = gputriage("diagnose", "--json", "2", "--store", store)
+            self.assertEqual([r["regression"] for r in history["runs"]], [False, False, True, False])
+            self.assertEqual(gputriage("diagnose", "3", "--fail-on", "regression", "--store", store)[0], 1)
+            self.assertEqual(gputriage("diagnose", "4", "--fail-on", "regression", "--store", store)[0], 0)
+            # Diagnosed again from the store, run 3 is judged as it was when recorded.
+            rc, out, err = gputriage("diagnose", "--json", "3", "--store", store)
             self.assertEqual([g["config_changes"] for g in regression(json.loads(out))], [f["config_changes"]])
 
 

@@ -135,6 +135,22 @@ class LightningFit(unittest.TestCase):
                 "dataloader.num_workers": "0"})
 
 
+    def test_gradient_accumulation_counts_optimizer_steps_not_micro_batches(self):
+        # Issue 53: with accumulate_grad_batches=2, 40 micro-batches were counted
+        # as 40 optimizer steps (zero_grad opens each window in one micro-batch,
+        # step() closes it in the next: both had optimizer time).
+        why = lightning_import_error()
+        if why:
+            self.skipTest(f"Lightning cannot be imported here: {why}")
+        with tempfile.TemporaryDirectory() as tmp:
+            report, stderr = record(tmp, TRAINERS_PYTHON, os.path.join(HERE, "trainers", "lightning_job.py"),
+                                    "--steps", "20", "--accumulate", "2")
+            m = report["recordings"][0]["step_markers"]
+            self.assertEqual(m["steps"] + m["warmup_steps"], 40, stderr)
+            self.assertEqual(m["optimizer_steps"], 20, m)
+            self.assertIn("the steps are micro-batches", stderr)
+
+
 # Stand-ins with the real packages' module names and the attributes the hooks
 # read; their trainers step a torch-like optimizer with a closure, as Lightning does.
 STAND_INS = {

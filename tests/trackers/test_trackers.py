@@ -149,7 +149,11 @@ class Trackers(unittest.TestCase):
             verdicts = {f["verdict"]: f["severity"] for f in report["findings"]}
             for verdict, severity in verdicts.items():
                 self.assertEqual(tags.get(f"gputriage.verdict.{verdict}"), severity, tags)
-            self.assertEqual("regression" in verdicts, i == 1)
+            # One run per setting: the history's spread is not known, so nothing is a
+            # regression and the report says so (issue 53: a single earlier run was a baseline).
+            self.assertNotIn("regression", verdicts)
+            if i > 0:
+                self.assertTrue(any("not judged for regressions yet" in n for n in report["notes"]), report["notes"])
             # Metric histories: every window's point, and the summary as the store keeps it.
             steps = self.server.get("mlflow/metrics/get-history", run_id=info["run_id"],
                                     metric_key="gputriage/step_time_ms")["metrics"]
@@ -178,7 +182,7 @@ class Trackers(unittest.TestCase):
             text = tensor_util.make_ndarray(events.Tensors("gputriage/verdicts")[-1].tensor_proto).item().decode()
             for verdict in verdicts:
                 self.assertIn(f"**{verdict}**", text)
-        print(f"  3 runs in MLflow experiment {experiment_id}; run 2 tagged regression", file=sys.stderr)
+        print(f"  3 runs in MLflow experiment {experiment_id}, each with its verdicts as tags", file=sys.stderr)
 
     def test_2_gpu_windows_carry_the_seed_keys(self):
         # Through the fake NVML: the seed's gpu/* keys, one point per second.

@@ -42,7 +42,8 @@
   // ---- the runs table -------------------------------------------------------
   const columns = [
     { key: "id", label: "run", num: true }, { key: "started", label: "started" }, { key: "name", label: "name" },
-    { key: "status", label: "status" }, { key: "duration", label: "duration", num: true }, { key: "gpus", label: "GPUs", num: true },
+    { key: "status", label: "status" }, { key: "exit_code", label: "exit", num: true },
+    { key: "duration", label: "duration", num: true }, { key: "gpus", label: "GPUs", num: true },
     { key: "gpu_util_mean_percent", label: "util", num: true }, { key: "step_time_ms", label: "step ms", num: true },
     { key: "data_wait_percent", label: "data wait", num: true }, { key: null, label: "verdicts" }, { key: "command", label: "command" }];
 
@@ -107,7 +108,11 @@
         el("td", { class: "num" }, el("a", { href: `/runs/${r.id}` }, String(r.id))),
         el("td", { text: when(r.started_ns) }),
         el("td", {}, r.name ? el("a", { href: `/experiments/${encodeURIComponent(r.name)}` }, r.name) : ""),
-        el("td", { text: r.status }), el("td", { class: "num", text: duration(r) }), el("td", { class: "num", text: r.devices }),
+        el("td", { text: r.status }),
+        // How the job ended (issue 53: the list had no exit code): 137 is a kill, 1 a failure.
+        el("td", { class: "num" + (r.exit_code ? " failed" : ""), "data-exit": r.exit_code == null ? "" : String(r.exit_code),
+          text: r.exit_code == null ? "" : String(r.exit_code) }),
+        el("td", { class: "num", text: duration(r) }), el("td", { class: "num", text: r.devices }),
         el("td", { class: "num", text: f.gpu_util_mean_percent != null ? num(f.gpu_util_mean_percent, 1) + "%" : "" }),
         el("td", { class: "num", text: f.step_time_ms != null ? num(f.step_time_ms) : "" }),
         el("td", { class: "num", text: f.data_wait_percent != null ? num(f.data_wait_percent, 1) + "%" : "" }),

@@ -31,14 +31,16 @@ class Classifier(L.LightningModule):
 
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("--steps", type=int, default=30)
+    parser.add_argument("--steps", type=int, default=30, help="optimizer steps")
+    parser.add_argument("--accumulate", type=int, default=1, help="accumulate_grad_batches")
     args = parser.parse_args()
     torch.manual_seed(0)
     torch.set_num_threads(1)
-    n = 32 * args.steps
+    n = 32 * args.steps * args.accumulate
     data = DataLoader(TensorDataset(torch.randn(n, 128), torch.randint(0, 10, (n,))), batch_size=32, num_workers=0)
     trainer = L.Trainer(max_steps=args.steps, accelerator="cpu", devices=1, logger=False, enable_checkpointing=False,
-                        enable_progress_bar=False, enable_model_summary=False)
+                        enable_progress_bar=False, enable_model_summary=False,
+                        accumulate_grad_batches=args.accumulate)
     trainer.fit(Classifier(), data)
 
 

@@ -26,6 +26,9 @@ a class, on loopback, bounded in count and time (about a minute and a half):
                    spin (under 0.3 s of CPU in 3 s) and a scrape still gets 200
   reload guard     an empty, a comment-only and an auth-less web config on SIGHUP
                    are refused (TLS and passwords stay on); a complete one is taken
+  mTLS reload      an agent requiring client certificates and TLS 1.3: a file cut
+                   after key_file is refused (issue 53: it turned it open, with
+                   TLS 1.2 back); the lower guards written out are taken
 
 Usage: hostile_campaign_test.py GPUTRIAGE FAKE_NVML
 """
@@ -634,6 +637,71 @@ def reload_guard(env, tmp):
         agent.wait()
 
 
+# ---- a reload keeps client certificates and the lowest TLS version (issue 53) ----
+
+def reload_keeps_mtls(env, tmp):
+    """An agent that requires client certificates and TLS 1.3: SIGHUP with the
+    file cut after key_file (every later field at its default) is refused, and an
+    anonymous client and TLS 1.2 are still turned away; the same fields written
+    out are taken."""
+    def openssl(*args):
+        subprocess.run(["openssl", *args], check=True, capture_output=True)
+    ca_key, ca_crt = os.path.join(tmp, "mtls-ca.key"), os.path.join(tmp, "mtls-ca.crt")
+    key, crt = os.path.join(tmp, "mtls.key"), os.path.join(tmp, "mtls.crt")
+    ckey, ccsr, ccrt = (os.path.join(tmp, n) for n in ("client.key", "client.csr", "client.crt"))
+    openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=ca", "-keyout", ca_key, "-out", ca_crt)
+    openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=agent", "-keyout", key, "-out", crt)
+    openssl("req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=prometheus", "-keyout", ckey, "-out", ccsr)
+    openssl("x509", "-req", "-in", ccsr, "-CA", ca_crt, "-CAkey", ca_key, "-CAcreateserial", "-days", "2", "-out", ccrt)
+    head = f"tls_server_config:\n  cert_file: {crt}\n  key_file: {key}\n"
+    full = head + f"  client_auth_type: RequireAndVerifyClientCert\n  client_ca_file: {ca_crt}\n  min_version: TLS13\n"
+    web = os.path.join(tmp, "mtls.yml")
+    with open(web, "w") as f:
+        f.write(full)
+    port = free_port()
+    err_path = os.path.join(tmp, "agent_mtls.err")
+    agent = start(["agent", "--listen", f"127.0.0.1:{port}", "--nvml-library", FAKE_NVML, "--interval", "0.2",
+                   "--web-config-file", web], "serving", env, err_path)
+
+    def status(cert=None, version=None):
+        context = ssl.create_default_context(cafile=crt)
+        context.check_hostname = False
+        if cert:
+            context.load_cert_chain(cert[0], cert[1])
+        if version:
+            context.minimum_version = context.maximum_version = version
+        try:
+            s = context.wrap_socket(socket.create_connection(("127.0.0.1", port), timeout=5))
+            s.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            answer = int(s.recv(100).split(b" ")[1])
+            s.close()
+            return answer
+        except (OSError, ValueError, IndexError):
+            return 0
+
+    try:
+        before = (status((ccrt, ckey)), status(), status((ccrt, ckey), ssl.TLSVersion.TLSv1_2))
+        check("mTLS reload: the agent takes a client certificate over TLS 1.3 only", before == (200, 0, 0), f"{before}")
+        with open(web, "w") as f:
+            f.write(head)  # cut after key_file
+        agent.send_signal(1)
+        time.sleep(0.6)
+        with open(err_path) as f:
+            said = f.read().splitlines()[-1]
+        after = (status((ccrt, ckey)), status(), status((ccrt, ckey), ssl.TLSVersion.TLSv1_2))
+        check("mTLS reload: a file cut after key_file is refused; no anonymous client and no TLS 1.2 after it",
+              "not reloaded" in said and "client_auth_type" in said and after == (200, 0, 0), f"said: {said[-200:]}; {after}")
+        with open(web, "w") as f:
+            f.write(head + "  client_auth_type: NoClientCert\n  min_version: TLS12\n")
+        agent.send_signal(1)
+        time.sleep(0.6)
+        said_open = (status(), status(None, ssl.TLSVersion.TLSv1_2))
+        check("mTLS reload: the lower guards written out are taken", said_open == (200, 200), f"{said_open}")
+    finally:
+        agent.kill()
+        agent.wait()
+
+
 def main():
     tmp = tempfile.mkdtemp()
     try:
@@ -643,7 +711,7 @@ def main():
         only = sys.argv[3:]
         for name, fn in (("slow_readers", slow_readers), ("bcrypt_fairness", bcrypt_fairness),
                          ("client_caps", client_caps), ("tls_hellos", tls_hellos), ("many_gpus", many_gpus), ("serve_lock", serve_lock),
-                         ("fd_limit", fd_limit), ("reload_guard", reload_guard)):
+                         ("fd_limit", fd_limit), ("reload_guard", reload_guard), ("reload_keeps_mtls", reload_keeps_mtls)):
             if not only or name in only:
                 fn(env, tmp)
     finally:

@@ -85,7 +85,8 @@ _installed = False
 # batches the optimizer trained on.
 _loop = {"fetching": 0, "step_open": False, "samples": None, "trained": False, "in_eval": False, "in_phase": False,
          "boundary": None, "stepped": False, "optimizer_ended": None, "first_forward": None,
-         "train_loader": None, "step_loader": None, "eval_loader": None, "sample_module": None, "optimizer_steps": 0}
+         "train_loader": None, "step_loader": None, "eval_loader": None, "sample_module": None, "optimizer_steps": 0,
+         "has_optimizer": False}
 _training_thread = threading.get_ident()  # the thread that runs the loop (install() runs on the main one)
 
 
@@ -169,7 +170,7 @@ def _outside_steps(module):
             return
         if _loop["boundary"] == "optimizer":
             _open_optimizer_step()
-        elif _loop["boundary"] is None and _loop["first_forward"] is None:
+        elif _loop["boundary"] is None and _loop["first_forward"] is None and _loop["has_optimizer"]:
             # Maybe the first step of a loop without a DataLoader, maybe a forward
             # before a DataLoader's loop: its backward decides (a step then began here).
             _loop["first_forward"] = _markers._clock()
@@ -332,6 +333,9 @@ def _patch_optimizer(module):
     @functools.wraps(original_init)
     def __init__(self, *args, **kwargs):
         original_init(self, *args, **kwargs)
+        # Only a job with an optimizer is stepped by one: a backward without one
+        # (gradients for attribution, an inference job) opens no step.
+        _loop["has_optimizer"] = True
         # Per class, once: PyTorch wraps the class's step during __init__ too.
         klass = type(self)
         if not getattr(klass.step, "_gputriage", False):
@@ -708,7 +712,7 @@ def _patch_backward(torch):
     def backward(*args, **kwargs):
         if loop["in_phase"] or get_ident() != _training_thread:
             return original(*args, **kwargs)
-        if not loop["step_open"] and loop["boundary"] != "dataloader":
+        if not loop["step_open"] and loop["boundary"] != "dataloader" and loop["has_optimizer"]:
             _open_optimizer_step()  # a loop without a DataLoader whose forward is no module call
         _ddp["work_done"] = None
         if _ddp["sync_pending"]:

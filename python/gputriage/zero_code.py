@@ -163,9 +163,10 @@ def _outside_steps(module):
     after the open step's optimizer stepped: the first forward of the next step of
     a loop without a DataLoader, or a validation pass (a module in eval mode with
     autograd off, once the job has trained)."""
-    if _loop["in_eval"] and not _grad_enabled():
+    grad = _grad_enabled()
+    if _loop["in_eval"] and not grad:
         return
-    if _grad_enabled():
+    if grad:
         if _loop["step_open"]:
             return
         if _loop["boundary"] == "optimizer":

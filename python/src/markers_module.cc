@@ -334,7 +334,7 @@ PyObject* AutoStepBegin(PyObject*, PyObject*) { return OpenAutoStep(-1); }
 PyObject* AutoStepBeginAt(PyObject*, PyObject* arg) {
   int64_t t = 0;
   if (!ToInt64(arg, &t, "t")) return nullptr;
-  return OpenAutoStep(t < 0 ? 0 : t);
+  return OpenAutoStep(t < 0 ? -1 : t);  // a reading before the clock's start: now
 }
 
 /// Closes the open automatic step, if it is still open (a Step inside it took it over otherwise).

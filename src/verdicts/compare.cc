@@ -332,10 +332,6 @@ std::vector<ComparedMetric> Comparison::regressions() const {
 
 namespace {
 
-/// Kernels of the trace per step: the whole trace's totals over its steps (a
-/// kernel table is kept for the trace, not per step); 0 when it has none.
-double TraceSteps(const RecordingAnalysis& r) { return static_cast<double>(r.steps.size()); }
-
 /// A run's parts in ms per step (by "kind\tname"): the first recording that
 /// has steps, as compare's headline figures take it.
 std::map<std::string, double> PartsOf(const Diagnosis& d, std::string* basis) {
@@ -352,7 +348,8 @@ std::map<std::string, double> PartsOf(const Diagnosis& d, std::string* basis) {
   };
   if (!r->steps.empty()) {
     const double steady = std::max<double>(1, static_cast<double>(r->SteadySteps().size()));
-    const double all = std::max(1.0, TraceSteps(*r));
+    // Kernel tables are kept for the whole trace, not per step: their totals over all its steps.
+    const double all = std::max(1.0, static_cast<double>(r->steps.size()));
     for (int c = 0; c < kNumStepCategories; ++c)
       add("step_part", StepCategoryName(static_cast<StepCategory>(c)), ToMs(r->average.ns[static_cast<size_t>(c)]));
     for (int c = 0; c < kNumIdleCauses; ++c)
@@ -394,8 +391,8 @@ std::vector<ComparedPart> CompareParts(const Diagnosis& a, const Diagnosis& b, s
 }
 
 /// Why two runs are no comparison ("" when they are one).
-std::string NotComparable(const Comparison& c, const std::vector<ConfigChange>& changes) {
-  for (const auto& ch : changes)
+std::string NotComparable(const Comparison& c) {
+  for (const auto& ch : c.config_changes)
     if (ch.key == "command script")
       return fmt::format("they are runs of two different programs ({} → {}): their figures measure different work",
                          ch.before, ch.after);
@@ -450,7 +447,7 @@ Comparison CompareRuns(const std::string& a_name, const Run& a_run, const Diagno
   // What changed: settings, tags and context, the command's flags, the GPU.
   c.config_changes = SettingsChanges(ma, mb);
   c.parts = CompareParts(a, b, &c.parts_basis);
-  c.not_comparable = NotComparable(c, c.config_changes);
+  c.not_comparable = NotComparable(c);
 
   // Whether there is anything to explain with: stored runs and exports carry
   // their settings; a trace or a metric log carries none beyond the GPU.

@@ -48,10 +48,6 @@ size_t BaselineStart(const std::vector<HistoryRun>& predecessors) {
   return predecessors.size() > kHistoryWindow ? predecessors.size() - kHistoryWindow : 0;
 }
 
-}  // namespace
-
-namespace {
-
 /// Each predecessor's stretch of unchanged settings (from `first`): a run whose
 /// recorded settings differ from the run before it starts a new stretch.
 std::vector<int> SettingsStretches(const std::vector<HistoryRun>& predecessors, size_t first) {
@@ -81,6 +77,10 @@ void MeasureBaseline(const std::map<int, std::vector<double>>& by_stretch, Histo
   c.judged = c.repeats >= kHistoryMinRepeats;
 }
 
+// A share of a faster step judged in ms per step moves at least this much
+// (percent of its ms before) to count: the step-time bar, floored as other times are.
+constexpr double kShareInMsMinPercent = 10.0;
+
 // Figures that are a share of the step's wall time: a faster step changes them
 // without anything getting worse.
 bool ShareOfStep(const std::string& id) {
@@ -108,7 +108,8 @@ void ShareOfAFasterStep(std::vector<HistoryCheck>& checks) {
       continue;
     }
     const double before_ms = c.baseline / 100.0 * step->baseline, now_ms = c.value / 100.0 * step->value;
-    c.regression = before_ms > 0 && 100.0 * (now_ms - before_ms) / before_ms > std::max(step->threshold, 10.0);
+    c.regression = before_ms > 0 &&
+                   100.0 * (now_ms - before_ms) / before_ms > std::max(step->threshold, kShareInMsMinPercent);
   }
 }
 
@@ -195,12 +196,15 @@ std::optional<Finding> JudgeAgainstHistory(const std::string& experiment, const 
   const auto checks = CheckAgainstHistory(current, predecessors);
   std::vector<const HistoryCheck*> worse;
   size_t repeats = 0;
-  bool unjudged = false;
+  bool any_judged = false;
   for (const auto& c : checks) {
     if (c.regression) worse.push_back(&c);
-    if (!c.judged) unjudged = true, repeats = std::max(repeats, c.repeats);
+    any_judged = any_judged || c.judged;
+    repeats = std::max(repeats, c.repeats);
   }
-  if (unjudged && not_judged != nullptr)
+  // Said only when nothing could be judged: a figure left out for another
+  // reason (a batch change) beside judged ones is no missing history.
+  if (!checks.empty() && !any_judged && not_judged != nullptr)
     *not_judged = fmt::format(
         "History of \"{}\": not judged for regressions yet. Its spread is known from runs repeated with unchanged "
         "settings, and it holds {} such repeat{}: {} more run{} with unchanged settings, and this run is judged "

@@ -313,7 +313,10 @@ struct HostOom {
   double limit = 0, used = 0, shortfall = 0;
   // The failing step's memory beyond what stays between steps (activations and
   // temporaries, and the failed request), and the batch it ran; 0 unknown.
-  double step_need = 0, base = 0, batch = 0;
+  double step_need = 0, held = 0, batch = 0;
+  // Under the limit with the margin, above what stays between steps (in the
+  // limit's own measure); what the batch may grow into.
+  double room = 0;
   double fits = NAN;  // the largest batch that fits under the limit with the margin
 };
 
@@ -343,11 +346,13 @@ HostOom HostOomOf(const StepMemoryAnalysis& m, double requested) {
   for (const auto& q : m.processes)
     if (q.host_end_median_bytes > 0 && (p == nullptr || q.host_rss_peak_bytes > p->host_rss_peak_bytes)) p = &q;
   if (p == nullptr || p->host_end_median_bytes >= rss) return h;
-  h.step_need = rss - p->host_end_median_bytes + requested;
-  h.base = h.kind == "address_space" ? vm - (rss - p->host_end_median_bytes) : p->host_end_median_bytes;
+  h.held = p->host_end_median_bytes;
+  h.step_need = rss - h.held + requested;
+  // In the address space, what stays between steps is the peak less the step's own resident memory.
+  const double base = h.kind == "address_space" ? vm - (rss - h.held) : h.held;
   h.batch = p->samples_per_step;
-  const double room = h.limit * (1.0 - kMemorySafetyMargin) - h.base;
-  if (h.batch > 0 && room > 0) h.fits = std::floor(h.batch * room / h.step_need);
+  h.room = h.limit * (1.0 - kMemorySafetyMargin) - base;
+  if (h.batch > 0 && h.room > 0) h.fits = std::floor(h.batch * h.room / h.step_need);
   return h;
 }
 
@@ -371,7 +376,7 @@ void AddHostFixes(const HostOom& h, double rss, std::vector<MemoryFix>& fixes) {
                                  h.fits, h.batch, h.fits, std::ceil(h.batch / h.fits)),
                      fmt::format("the failing step needed {} beyond what stays between steps, growing with the batch; "
                                  "{} is left under the limit with a 10 % margin",
-                                 Size(h.step_need), Size(h.limit * (1.0 - kMemorySafetyMargin) - h.base)),
+                                 Size(h.step_need), Size(h.room)),
                      h.step_need * (1.0 - h.fits / h.batch), h.step_need * (1.0 - h.fits / h.batch)});
 }
 
@@ -443,7 +448,7 @@ void HostOutOfMemory(const StepMemoryAnalysis& m, std::vector<Finding>& out) {
       static_here ? fmt::format(" Of it, {} stay whatever the batch.", StaticParts(m)) : "",
       h.step_need > 0 ? fmt::format(" The failing step needed {} beyond the {} held between steps (activations and "
                                     "temporaries, with the request), at a batch of {:.0f}.",
-                                    Size(h.step_need), Size(h.kind == "address_space" ? rss - (h.step_need - requested) : h.base),
+                                    Size(h.step_need), Size(h.held),
                                     h.batch)
                       : " No step ended with its memory sampled before the error, so the step's own memory is unknown.");
   f.evidence.push_back(E("requested", requested / kMiB, "MiB", "the error's message"));
@@ -463,6 +468,7 @@ void HostOutOfMemory(const StepMemoryAnalysis& m, std::vector<Finding>& out) {
   if (h.step_need > 0)
     f.evidence.push_back(E("step_memory", h.step_need / kMiB, "MiB",
                            "resident peak − the median at step ends + the request"));
+  if (h.batch > 0) f.evidence.push_back(E("batch", h.batch, "samples", "markers: samples per step"));
   if (!std::isnan(h.fits))
     f.evidence.push_back(E("largest_batch_that_fits", h.fits, "samples",
                            "batch × (limit × 0.9 − what stays between steps) / the step's own memory"));

@@ -580,6 +580,16 @@ def fd_limit(env, tmp):
         agent.wait()
 
 
+def reload_with(agent, web, text, err_path):
+    """Writes the web config, sends SIGHUP, and returns the agent's last log line about it."""
+    with open(web, "w") as f:
+        f.write(text)
+    agent.send_signal(1)
+    time.sleep(0.6)
+    with open(err_path) as f:
+        return f.read().splitlines()[-1]
+
+
 # ---- a reload never drops TLS or basic auth ----
 
 def reload_guard(env, tmp):
@@ -616,20 +626,12 @@ def reload_guard(env, tmp):
         check("reload guard: the agent serves TLS with auth", tls_status("s3cret") == 200)
         for label, text in (("an empty file", ""), ("a comment-only file", "# rotated\n"),
                             ("a file without basic_auth_users", full.split("basic_auth_users")[0])):
-            with open(web, "w") as f:
-                f.write(text)
-            agent.send_signal(1)
-            time.sleep(0.6)
-            with open(err_path) as f:
-                said = f.read().splitlines()[-1]
+            said = reload_with(agent, web, text, err_path)
             plain = request(port, "/metrics")[0]
             check(f"reload guard: SIGHUP with {label} is refused and TLS and passwords stay on",
                   "not reloaded" in said and tls_status("s3cret") == 200 and tls_status("wrong") == 401 and plain != 200,
                   f"said: {said[-160:]}; plain HTTP got {plain}")
-        with open(web, "w") as f:
-            f.write(full.replace(hashed, hashed2))
-        agent.send_signal(1)
-        time.sleep(0.6)
+        reload_with(agent, web, full.replace(hashed, hashed2), err_path)
         check("reload guard: a complete new config is taken (the new password works, the old one no longer)",
               tls_status("n3w") == 200 and tls_status("s3cret") == 401)
     finally:
@@ -682,19 +684,11 @@ def reload_keeps_mtls(env, tmp):
     try:
         before = (status((ccrt, ckey)), status(), status((ccrt, ckey), ssl.TLSVersion.TLSv1_2))
         check("mTLS reload: the agent takes a client certificate over TLS 1.3 only", before == (200, 0, 0), f"{before}")
-        with open(web, "w") as f:
-            f.write(head)  # cut after key_file
-        agent.send_signal(1)
-        time.sleep(0.6)
-        with open(err_path) as f:
-            said = f.read().splitlines()[-1]
+        said = reload_with(agent, web, head, err_path)  # cut after key_file
         after = (status((ccrt, ckey)), status(), status((ccrt, ckey), ssl.TLSVersion.TLSv1_2))
         check("mTLS reload: a file cut after key_file is refused; no anonymous client and no TLS 1.2 after it",
               "not reloaded" in said and "client_auth_type" in said and after == (200, 0, 0), f"said: {said[-200:]}; {after}")
-        with open(web, "w") as f:
-            f.write(head + "  client_auth_type: NoClientCert\n  min_version: TLS12\n")
-        agent.send_signal(1)
-        time.sleep(0.6)
+        reload_with(agent, web, head + "  client_auth_type: NoClientCert\n  min_version: TLS12\n", err_path)
         said_open = (status(), status(None, ssl.TLSVersion.TLSv1_2))
         check("mTLS reload: the lower guards written out are taken", said_open == (200, 200), f"{said_open}")
     finally:

@@ -126,6 +126,7 @@ void Agent::FindMarkers(size_t d) {
   if (!ring_attacher_) ring_attacher_ = std::make_unique<RingAttacher>(options_.proc_root);
   ring_attacher_->Request(d, gpus_[d].job_key, gpus_[d].pids);
   gpus_[d].joined_mid_run = !attributed_once_;
+  gpus_[d].markers_asked_ns = WallNs();  // the ledger starts here, not when the ring arrives a tick later
 }
 
 void Agent::TakeAttachedRings() {
@@ -143,7 +144,7 @@ void Agent::TakeAttachedRings() {
     g.markers = std::move(m);
     // A job already running when the agent came has no start-up here: the
     // time before the first step it sees is not known to be start-up.
-    g.marked_ledger = std::make_shared<analysis::MarkedLedger>(WallNs(), g.joined_mid_run);
+    g.marked_ledger = std::make_shared<analysis::MarkedLedger>(g.markers_asked_ns, g.joined_mid_run);
   }
 }
 

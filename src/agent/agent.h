@@ -176,6 +176,7 @@ class Agent {
     uint32_t ledger_pid = 0;  // the process whose steps are this GPU's (one of its own, when it marks)
     std::vector<unsigned int> pids;  // on the GPU at the last attribution
     bool joined_mid_run = false;     // the job was running before the agent's first attribution
+    TimeNs markers_asked_ns = 0;     // when its ring was asked for: the marked ledger's start
   };
   // A job's ledger after the job left its GPU: its final counters stay served
   // for a while, so the scrapes after its last steps see where it ended.

@@ -154,7 +154,17 @@ class ExperimentHistory(unittest.TestCase):
             steps = [{k: r["recordings"][0]["step_markers"].get(k)
                       for k in ("step_ms_mean", "step_ms_p50", "step_ms_cv", "data_wait_ms_mean", "compute_ms_mean")}
                      for r in reports]
-            self.assertIn("step_time_ms", moved, f"{f['title']}; {f['detail']}; steps of the four runs: {steps}")
+            # Step time counts only where the history can tell: two baseline runs one
+            # after the other on a loaded machine (23.1 and 17.9 ms once in CI) give a
+            # spread whose bar no 4 -> 0 move passes, as it should; the report then
+            # names the regression by its data wait alone.
+            first, second = steps[0]["step_ms_mean"], steps[1]["step_ms_mean"]
+            baseline_agrees = abs(first - second) / ((first + second) / 2) <= 0.10
+            if baseline_agrees:
+                self.assertIn("step_time_ms", moved, f"{f['title']}; {f['detail']}; steps of the four runs: {steps}")
+            else:
+                print(f"  step time not judged: the baseline runs differ by more than 10 % ({first:.1f}, {second:.1f} ms)",
+                      file=sys.stderr)
             self.assertIn("data_wait_percent", moved, f["title"])
             changes = {c["key"]: (c["before"], c["after"]) for c in f["config_changes"]}
             self.assertEqual(changes.get("dataloader.num_workers"), ("4", "0"), f["detail"])

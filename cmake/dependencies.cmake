@@ -127,11 +127,13 @@ add_library(dep::libpq_headers ALIAS gputriage_dep_libpq_headers)
 target_include_directories(gputriage_dep_libpq_headers SYSTEM INTERFACE ${GPUTRIAGE_PC_LIBPQ_INCLUDE_DIRS})
 
 # The products in the static build: linked against glibc 2.31 (Debian 11's,
-# unpacked under GPUTRIAGE_DEPS_DIR/glibc-2.31) with libstdc++ inside, so they
-# run on any Linux whose glibc is 2.31 or newer. The code is compiled against
-# this machine's newer glibc headers; the few symbols those (and Debian 12's
-# archives) take from glibc 2.32-2.36 are defined in src/portable/glibc_compat.cc,
-# and the link fails on any other.
+# unpacked under GPUTRIAGE_DEPS_DIR/glibc-2.31) with libstdc++ inside, and held to
+# glibc 2.28's symbols, so they run on any Linux whose glibc is 2.28 or newer
+# (manylinux_2_28). The code is compiled against this machine's newer glibc
+# headers; the few symbols those (and Debian 12's archives) take from glibc
+# 2.29-2.36 are defined, or bound to their first versions, in
+# src/portable/glibc_compat.cc; the link fails on any other newer than 2.31, and
+# scripts/glibc_floor_check.sh after it on any newer than 2.28.
 function(gputriage_portable_link target)
   if(NOT GPUTRIAGE_STATIC_DEPS)
     return()
@@ -145,6 +147,11 @@ function(gputriage_portable_link target)
   # inside; the Python extension, loaded beside PyTorch's libstdc++, exports
   # only PyInit__markers and binds its own references to its own copy.
   target_link_options(${target} PRIVATE -static-libstdc++ -pthread --sysroot=${glibc} -B${libdir}/
-                      -L${libdir} -L${glibc}/lib/${CMAKE_LIBRARY_ARCHITECTURE} -Wl,--exclude-libs,ALL)
+                      -L${libdir} -L${glibc}/lib/${CMAKE_LIBRARY_ARCHITECTURE} -Wl,--exclude-libs,ALL
+                      # glibc 2.29's new versions of these: their first ones instead (glibc_compat.cc).
+                      -Wl,--wrap=exp,--wrap=exp2,--wrap=log,--wrap=log2,--wrap=pow)
   target_link_libraries(${target} PRIVATE gputriage_glibc_compat)
+  add_custom_command(TARGET ${target} POST_BUILD
+                     COMMAND bash ${CMAKE_CURRENT_FUNCTION_LIST_DIR}/../scripts/glibc_floor_check.sh $<TARGET_FILE:${target}> 28
+                     VERBATIM)
 endfunction()

@@ -48,12 +48,6 @@ else
   "${sudo_cmd[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}"
 fi
 
-# The release tree's glibc 2.31 and static archives (scripts/portable_deps.sh).
-bash "$(dirname "$0")/portable_deps.sh" "$(uname -m)"
-
-# Web assets (uPlot, bundled into the binary at build time) and the browser
-# tests' driver (playwright-core, which uses Debian's Chromium, never a download),
-# at the versions package-lock.json pins.
 root=$(cd "$(dirname "$0")/.." && pwd)
 if ! command -v npm >/dev/null 2>&1; then
   # Machines of this kind carry Node.js with npm; elsewhere Debian's packages serve.
@@ -62,31 +56,43 @@ if ! command -v npm >/dev/null 2>&1; then
   [ "$(id -u)" -ne 0 ] && sudo_cmd=(sudo)
   DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -q --no-install-recommends nodejs npm
 fi
-if [ -f "$root/node_modules/.package-lock.json" ] && cmp -s "$root/package-lock.json" "$root/node_modules/.gputriage-lock"; then
-  echo "bootstrap: npm packages present"
-else
+
+# The release tree's glibc 2.31 and static archives (scripts/portable_deps.sh).
+portable_deps() {
+  bash "$root/scripts/portable_deps.sh" "$(uname -m)"
+}
+
+# Web assets (uPlot, bundled into the binary at build time) and the browser
+# tests' driver (playwright-core, which uses Debian's Chromium, never a download),
+# at the versions package-lock.json pins.
+npm_packages() {
+  if [ -f "$root/node_modules/.package-lock.json" ] && cmp -s "$root/package-lock.json" "$root/node_modules/.gputriage-lock"; then
+    echo "bootstrap: npm packages present"
+    return
+  fi
   echo "bootstrap: installing the npm packages (package-lock.json)"
   (cd "$root" && npm ci --no-audit --no-fund --loglevel=error)
   cp "$root/package-lock.json" "$root/node_modules/.gputriage-lock"
-fi
+}
 
 # Tests and benchmarks only (never the product): an MLflow server, TensorBoard's
 # event reader, the wandb SDK, in a virtual environment of Debian's Python.
-venv=$root/.venv
-requirements=$root/tests/requirements.txt
-# HTA for the trace benchmark, without the notebook stack its package names (see the file).
-nodeps=$root/tests/requirements-nodeps.txt
-stamp=$venv/.requirements
-if [ -x "$venv/bin/python" ] && cat "$requirements" "$nodeps" | cmp -s - "$stamp"; then
-  echo "bootstrap: test environment present"
-else
+test_environment() {
+  local venv=$root/.venv requirements=$root/tests/requirements.txt
+  # HTA for the trace benchmark, without the notebook stack its package names (see the file).
+  local nodeps=$root/tests/requirements-nodeps.txt
+  local stamp=$venv/.requirements
+  if [ -x "$venv/bin/python" ] && cat "$requirements" "$nodeps" | cmp -s - "$stamp"; then
+    echo "bootstrap: test environment present"
+    return
+  fi
   echo "bootstrap: installing the test environment ($requirements, $nodeps)"
   rm -rf "$venv"
   /usr/bin/python3 -m venv "$venv"
   "$venv/bin/pip" install -q --disable-pip-version-check -r "$requirements"
   "$venv/bin/pip" install -q --disable-pip-version-check --no-deps -r "$nodeps"
   cat "$requirements" "$nodeps" >"$stamp"
-fi
+}
 
 # The trainers people use (Hugging Face Trainer with Accelerate), for the
 # zero-code trainer tests: a virtual environment that sees Debian's python3-torch
@@ -94,15 +100,16 @@ fi
 # requirements: their own ask for a torch newer than Debian's 1.13 and pip would
 # fetch a CUDA build of several GB. Lightning is pinned too, though Debian's torch
 # 1.13 cannot import it on Python 3.11 (tests/python/test_trainers.py says why).
-trainers_venv=$root/.venv-trainers
-trainers=$root/tests/requirements-trainers.txt
-# Debian's torch 1.13 predates Python 3.11: torch's own fix for the one module
-# Lightning needs (pytorch#91795), applied as it loads, in this environment only.
-backport=$root/tests/python/trainers/torch_py311_backport.py
-trainers_stamp=$trainers_venv/.requirements
-if [ -x "$trainers_venv/bin/python" ] && cat "$trainers" "$backport" | cmp -s - "$trainers_stamp"; then
-  echo "bootstrap: trainers' test environment present"
-else
+trainers_environment() {
+  local trainers_venv=$root/.venv-trainers trainers=$root/tests/requirements-trainers.txt
+  # Debian's torch 1.13 predates Python 3.11: torch's own fix for the one module
+  # Lightning needs (pytorch#91795), applied as it loads, in this environment only.
+  local backport=$root/tests/python/trainers/torch_py311_backport.py
+  local trainers_stamp=$trainers_venv/.requirements site
+  if [ -x "$trainers_venv/bin/python" ] && cat "$trainers" "$backport" | cmp -s - "$trainers_stamp"; then
+    echo "bootstrap: trainers' test environment present"
+    return
+  fi
   echo "bootstrap: installing the trainers' test environment ($trainers)"
   rm -rf "$trainers_venv"
   /usr/bin/python3 -m venv --system-site-packages "$trainers_venv"
@@ -111,4 +118,45 @@ else
   cp "$backport" "$site/gputriage_torch_py311_backport.py"
   echo "import gputriage_torch_py311_backport" >"$site/gputriage_torch_py311_backport.pth"
   cat "$trainers" "$backport" >"$trainers_stamp"
-fi
+}
+
+# PyTorch 2.x as users install it from PyPI (tests/requirements-torch2.txt says
+# what is in it and why), for the zero-code tests against current PyTorch; about
+# 4 GB, mostly the CUDA libraries its CUDA build loads at import.
+torch2_environment() {
+  local venv=$root/.venv-torch2 requirements=$root/tests/requirements-torch2.txt
+  local stamp=$venv/.requirements
+  if [ -x "$venv/bin/python" ] && cmp -s "$requirements" "$stamp"; then
+    echo "bootstrap: PyTorch 2.x test environment present"
+    return
+  fi
+  echo "bootstrap: installing the PyTorch 2.x test environment ($requirements)"
+  rm -rf "$venv"
+  /usr/bin/python3 -m venv "$venv"
+  "$venv/bin/pip" install -q --disable-pip-version-check --no-cache-dir --no-deps -r "$requirements"
+  "$venv/bin/python" -c 'import torch; assert torch.__version__.startswith("2.")'
+  cp "$requirements" "$stamp"
+}
+
+# These need the packages above and not each other (downloads, and builds of one
+# core each): side by side, each into its own log, printed when it ends, whole
+# when it fails. One after another they took about a minute of a fresh machine.
+logs=$(mktemp -d)
+trap 'rm -rf "$logs"' EXIT
+steps=(portable_deps npm_packages test_environment trainers_environment torch2_environment)
+pids=()
+for step in "${steps[@]}"; do
+  (set -euo pipefail; "$step") >"$logs/$step.log" 2>&1 &
+  pids+=($!)
+done
+failed=()
+for i in "${!steps[@]}"; do
+  if wait "${pids[$i]}"; then
+    grep '^bootstrap\|^portable_deps' "$logs/${steps[$i]}.log" || true
+  else
+    echo "bootstrap: ${steps[$i]} failed:"
+    tail -40 "$logs/${steps[$i]}.log"
+    failed+=("${steps[$i]}")
+  fi
+done
+[ ${#failed[@]} -eq 0 ] || { echo "bootstrap: failed: ${failed[*]}" >&2; exit 1; }

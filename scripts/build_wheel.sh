@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Builds the product's wheel for one architecture from this checkout:
-#   dist/gputriage-<version>-cp38-abi3-manylinux_2_31_<arch>.whl
+#   dist/gputriage-<version>-cp38-abi3-manylinux_2_28_<arch>.whl
 # holding the `gputriage` CLI and the Python package, for any Linux with glibc
-# 2.31 or newer and every CPython from 3.8. x86_64 is the release build
-# (cmake --preset release: static dependencies, linked against glibc 2.31);
+# 2.28 or newer and every CPython from 3.8. x86_64 is the release build
+# (cmake --preset release: static dependencies, linked against glibc 2.31 and held to 2.28);
 # aarch64 is cross-compiled (--preset wheel-aarch64). Then `auditwheel show`
-# must find a manylinux policy no newer than 2_31 and no library from outside
+# must find a manylinux policy no newer than 2_28 and no library from outside
 # but the ones the policy allows. docs/packaging.md explains the choices.
 #
 #   bash scripts/build_wheel.sh [x86_64|aarch64]     (default: this machine's)
@@ -61,11 +61,11 @@ wheel=$(/usr/bin/python3 scripts/pack_wheel.py --arch "$arch" --cli "$stage/gput
 
 echo "== auditwheel show $(basename "$wheel")"
 "$tools/bin/auditwheel" show "$wheel" | tee "$stage/auditwheel.txt"
-# The policy: no newer than manylinux_2_31, and nothing outside the policy's own list.
+# The policy: no newer than manylinux_2_28, and nothing outside the policy's own list.
 policy=$(grep -oE 'manylinux_2_[0-9]+_'"$arch" "$stage/auditwheel.txt" | head -1)
 [ -n "$policy" ] || { echo "build_wheel: auditwheel names no manylinux policy" >&2; exit 1; }
 minor=$(echo "$policy" | sed -E 's/manylinux_2_([0-9]+)_.*/\1/')
-[ "$minor" -le 31 ] || { echo "build_wheel: $policy is newer than manylinux_2_31" >&2; exit 1; }
+[ "$minor" -le 28 ] || { echo "build_wheel: $policy is newer than manylinux_2_28" >&2; exit 1; }
 if grep -q "following external shared libraries are required" "$stage/auditwheel.txt"; then
   echo "build_wheel: the wheel needs libraries from outside it" >&2
   exit 1

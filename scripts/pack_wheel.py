@@ -15,8 +15,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "python", "build_backend"))
 import gputriage_build  # noqa: E402
 
-# The policy the binaries are linked for: glibc 2.31 (cmake/dependencies.cmake).
-GLIBC_FLOOR = "2_31"
+# The policy the binaries are held to: glibc 2.28 (cmake/dependencies.cmake, src/portable/glibc_compat.cc).
+GLIBC_FLOOR = "2_28"
 
 DESCRIPTION = """\
 gputriage tells ML teams why their GPUs sit idle (input-bound, undersized work,
@@ -27,7 +27,7 @@ the evidence, the fix, the expected gain and what the idle time costs.
 This wheel holds the `gputriage` command (diagnose, record, compare, runs,
 export, agent, fleet, serve, top, cost) and the Python package (step markers,
 `watch()`, zero-code `gputriage record --python`, the W&B bridge). It runs on
-any Linux with glibc 2.31 or newer; NVML is loaded from the NVIDIA driver at
+any Linux with glibc 2.28 or newer; NVML is loaded from the NVIDIA driver at
 run time, and a PostgreSQL store uses the host's libpq.
 """
 

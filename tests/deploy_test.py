@@ -98,7 +98,7 @@ check_agent_args([a.strip().strip('"') for a in cmd.split(",")], "Dockerfile CMD
 # from the system, which every Debian image has; a development build (the sanitizer tree) links
 # Debian's shared libraries and is not what the image holds.
 version = subprocess.run([binary, "--version"], capture_output=True, text=True, check=True).stdout
-if "manylinux_2_31" in version:
+if "manylinux_2_28" in version:
     needed = re.findall(r"\(NEEDED\)\s+Shared library: \[(.+?)\]", subprocess.run(
         ["readelf", "-d", binary], capture_output=True, text=True, check=True).stdout)
     system = {"libc.so.6", "libm.so.6", "libdl.so.2", "libpthread.so.0", "librt.so.1", "libgcc_s.so.1",

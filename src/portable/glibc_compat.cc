@@ -1,16 +1,23 @@
-// The glibc symbols newer than 2.31 that the portable build refers to, defined
-// here so the binary and the Python extension run on glibc 2.31 (Ubuntu 20.04,
-// Debian 11, RHEL 9 has 2.34). The code is compiled against Debian 12's glibc
+// The glibc symbols newer than 2.28 that the portable build refers to, defined
+// here (or bound to their older versions) so the binary and the Python extension
+// run on glibc 2.28 (RHEL 8 and its rebuilds; Ubuntu 20.04 and Debian 11 have
+// 2.31, RHEL 9 has 2.34). The code is compiled against Debian 12's glibc
 // 2.36 headers and links Debian 12's static archives, which were too: libstdc++
 // and gRPC read __libc_single_threaded (glibc 2.32), libstdc++'s random_device
 // and libcrypt call arc4random (2.36). Linked only into the portable products
-// (cmake/dependencies.cmake, gputriage_portable_link); the link against glibc
-// 2.31 fails on any other newer symbol, so nothing slips through unseen.
+// (cmake/dependencies.cmake, gputriage_portable_link). The link is against glibc
+// 2.31 (Debian 11's: no 2.28 is in the archives this project reaches), so it
+// fails on any other symbol newer than 2.31, and the check after it
+// (scripts/glibc_floor_check.sh) on any other newer than 2.28: nothing slips
+// through unseen.
 //
 // Hidden: these definitions bind inside our own binary or module and are never
 // exported; glibc's own copies, where the host has them, keep serving glibc.
 #include <fcntl.h>
+#include <pthread.h>
 #include <sys/random.h>
+#include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -60,5 +67,55 @@ GPUTRIAGE_HIDDEN uint32_t arc4random(void) {
   arc4random_buf(&value, sizeof value);
   return value;
 }
+
+// ---- glibc 2.29-2.31: what keeps the products at glibc 2.28 (manylinux_2_28:
+// RHEL 8 and its rebuilds, where PyTorch's own wheels install) ----
+
+// glibc 2.30's gettid(), which the code and libstdc++ call: the system call itself.
+GPUTRIAGE_HIDDEN pid_t gettid(void) { return static_cast<pid_t>(syscall(SYS_gettid)); }
+
+// glibc 2.30's pthread_cond_clockwait, which libstdc++'s condition_variable calls
+// to wait on the steady clock. glibc 2.28 waits only on the condition's own clock
+// (the realtime clock: libstdc++ never sets another): a steady deadline becomes the
+// realtime moment as far away. A realtime clock stepped during the wait moves it,
+// as it did with libstdc++ before glibc 2.30; every wait here re-checks its
+// predicate and its own deadline after waking, so a step cannot lose a wake-up.
+GPUTRIAGE_HIDDEN int pthread_cond_clockwait(pthread_cond_t* cond, pthread_mutex_t* mutex, clockid_t clock,
+                                            const struct timespec* deadline) {
+  if (clock == CLOCK_REALTIME) return pthread_cond_timedwait(cond, mutex, deadline);
+  if (clock != CLOCK_MONOTONIC) return EINVAL;
+  timespec now_steady{}, now_real{};
+  clock_gettime(CLOCK_MONOTONIC, &now_steady);
+  clock_gettime(CLOCK_REALTIME, &now_real);
+  const int64_t left_ns = (static_cast<int64_t>(deadline->tv_sec) - now_steady.tv_sec) * 1000000000 +
+                          (deadline->tv_nsec - now_steady.tv_nsec);
+  if (left_ns <= 0) return ETIMEDOUT;
+  const int64_t real_ns = static_cast<int64_t>(now_real.tv_sec) * 1000000000 + now_real.tv_nsec + left_ns;
+  const timespec real_deadline{static_cast<time_t>(real_ns / 1000000000), static_cast<long>(real_ns % 1000000000)};
+  return pthread_cond_timedwait(cond, mutex, &real_deadline);
+}
+
+// glibc 2.29 gave exp, exp2, log, log2 and pow new symbol versions: the same
+// functions without the old SVID error-handling wrapper (matherr, gone since).
+// The link renames every reference to them (-Wl,--wrap=exp, ...:
+// cmake/dependencies.cmake) to these, which call the versions glibc has had since
+// its first release on the architecture. Results are the same; errno is set the
+// same way.
+#if defined(__x86_64__)
+#define GPUTRIAGE_GLIBC_FIRST "GLIBC_2.2.5"
+#elif defined(__aarch64__)
+#define GPUTRIAGE_GLIBC_FIRST "GLIBC_2.17"
+#else
+#error "the portable build knows the first glibc version of x86_64 and aarch64 only"
+#endif
+#define GPUTRIAGE_FIRST_VERSION_OF(fn, params, args)                             \
+  double gputriage_first_##fn params;                                            \
+  __asm__(".symver gputriage_first_" #fn ", " #fn "@" GPUTRIAGE_GLIBC_FIRST);      \
+  GPUTRIAGE_HIDDEN double __wrap_##fn params { return gputriage_first_##fn args; }
+GPUTRIAGE_FIRST_VERSION_OF(exp, (double x), (x))
+GPUTRIAGE_FIRST_VERSION_OF(exp2, (double x), (x))
+GPUTRIAGE_FIRST_VERSION_OF(log, (double x), (x))
+GPUTRIAGE_FIRST_VERSION_OF(log2, (double x), (x))
+GPUTRIAGE_FIRST_VERSION_OF(pow, (double x, double y), (x, y))
 
 }  // extern "C"

@@ -8,7 +8,7 @@ namespace gputriage {
 /// "unknown" outside a git checkout).
 extern const char* const kBuildCommit;
 /// The platform the binary is for and how it is linked, e.g. "x86_64-linux-gnu,
-/// glibc >= 2.31, libraries linked in (manylinux_2_31_x86_64)".
+/// glibc >= 2.28, libraries linked in (manylinux_2_28_x86_64)".
 extern const char* const kBuildTarget;
 
 }  // namespace gputriage

@@ -10,7 +10,10 @@ unmodified with `gputriage record --python`:
   on a busy machine slow steps may still be unstable, for that reason);
 - a loop that makes its own batches, with no DataLoader, gets its steps from
   its optimizer (before: 0 steps and no verdict), the report says so, and a
-  5 ms host sleep per step is timed as the loop's own timer says.
+  5 ms host sleep per step is timed as the loop's own timer says;
+- (PyTorch 2) a model trained through torch.compile: its compilation (the
+  first call, the first backward) is the ledger's compile/warm-up time, within
+  15 % of the loop's own timer for those steps, and no step verdict counts it.
 
     GPUTRIAGE=... GPUTRIAGE_PYTHON_PATH=... python3 test_loop_boundaries.py
 """
@@ -32,11 +35,11 @@ except ImportError:
     HAVE_TORCH = False
 
 
-def record(*loop_args):
+def record(*loop_args, env=None):
     """The loop recorded zero-code: (JSON report, the loop's own timers, terminal report)."""
     with tempfile.TemporaryDirectory() as tmp:
         report_path, timings_path = os.path.join(tmp, "report.json"), os.path.join(tmp, "timings.json")
-        env = dict(os.environ)
+        env = dict(os.environ, **(env or {}))
         env.pop("PYTHONPATH", None)  # the script imports nothing of gputriage
         cmd = [GPUTRIAGE, "record", "--no-store", "--no-mlflow", "--json", report_path, "--python", "--",
                sys.executable, LOOP, "--timings", timings_path] + list(loop_args)
@@ -111,6 +114,44 @@ class StepsWithoutADataLoader(unittest.TestCase):
         self.assertEqual(m["steps"] + m["warmup_steps"], len(timings["step"]))
         self.assertIn("evaluation_overhead", found, text)
         no_pass_inside_a_step(self, m, timings, found, text)
+
+
+def ledger_seconds(report, name):
+    bucket = next(b for b in report["recordings"][0]["ledger"]["buckets"] if b["name"] == name)
+    return bucket["hours"] * 3600.0 if bucket["known"] else None
+
+
+@unittest.skipUnless(HAVE_TORCH and hasattr(torch, "compile"),
+                     "needs PyTorch 2 (torch.compile): the python_torch2_* tests run this with PyPI's")
+class CompiledModel(unittest.TestCase):
+    def test_the_first_call_is_compile_time_outside_the_judged_steps(self):
+        # torch.compile's first call builds the model (seconds on a CPU: Inductor
+        # writes C++ and compiles it): the goodput ledger's compile bucket, never
+        # a slow judged step or a host stall.
+        with tempfile.TemporaryDirectory() as cache:  # compiled afresh, not read from an earlier run's cache
+            report, timings, text = record("--batches", "loader", "--val", "none", "--compile",
+                                           env={"TORCHINDUCTOR_CACHE_DIR": cache})
+        m = report["recordings"][0]["step_markers"]
+        found = verdicts(report)
+        own = timings["step"]
+        compile_s = ledger_seconds(report, "compile_warmup")
+        print(f"  torch.compile: first forward {timings['first_forward_ms']:.0f} ms and first {m['warmup_steps']} steps "
+              f"{sum(own[:m['warmup_steps']]):.0f} ms by the loop, compile bucket {compile_s:.3f} s; {m['steps']} steps (+{m['warmup_steps']} warm-up), mean {m['step_ms_mean']:.2f} ms "
+              f"(loop's own {statistics.mean(own[1:]):.2f}); verdicts {sorted(found)}", file=sys.stderr)
+        self.assertIsNotNone(compile_s, text)
+        self.assertGreater(timings["first_forward_ms"], 500, "the loop's first call did not compile")
+        # The bucket holds the marked first call and the warm-up steps around it
+        # (the backward graph compiles at the first backward): the loop's own
+        # time for the steps gputriage left out as warm-up.
+        self.assertEqual(m["steps"] + m["warmup_steps"], len(own))
+        warmup_s = sum(own[:m["warmup_steps"]]) / 1e3
+        self.assertAlmostEqual(compile_s, warmup_s, delta=0.15 * warmup_s)
+        judged = own[-m["steps"]:]
+        self.assertAlmostEqual(m["step_ms_mean"], statistics.mean(judged), delta=0.15 * statistics.mean(judged))
+        # No step holds the compilation (seconds): the judged steps stay at the
+        # loop's own scale, as with a validation pass (a loaded machine may still
+        # make fast steps unstable, for that reason).
+        no_pass_inside_a_step(self, m, {"step": judged}, found, text)
 
 
 @unittest.skipUnless(HAVE_TORCH, "python3-torch is not installed (scripts/bootstrap.sh installs it)")

@@ -4,6 +4,7 @@ imports nothing of gputriage: zero-code mode instruments it unmodified.
 
     validation_loop.py --timings out.json [--batches loader|manual]
                        [--val loader|tensors|none] [--val-ms 400] [--sleep-ms 0]
+                       [--compile]
 
 --batches loader: a DataLoader drives the loop; manual: the loop makes each
 batch itself (nanoGPT's get_batch: a slice of a tensor) and no DataLoader is
@@ -11,7 +12,8 @@ ever iterated in training. --val: the validation pass after each epoch
 (model.eval() and torch.no_grad()) iterates its own DataLoader, or slices of a
 tensor, for about --val-ms. The loop's own timers go to --timings: each
 training iteration (from the batch's making to the optimizer's return), each
-validation pass, and the whole loop.
+validation pass, the whole loop, and its first forward call (with --compile:
+torch.compile's compilation).
 """
 import argparse
 import json
@@ -32,6 +34,7 @@ def main():
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--steps", type=int, default=20, help="training steps per epoch")
     parser.add_argument("--batch", type=int, default=32)
+    parser.add_argument("--compile", action="store_true", help="train through torch.compile(model) (PyTorch 2)")
     args = parser.parse_args()
 
     torch.manual_seed(0)
@@ -39,6 +42,8 @@ def main():
     features, hidden = 64, 128
     model = nn.Sequential(nn.Linear(features, hidden), nn.ReLU(), nn.Linear(hidden, 10))
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    # Its first call compiles (Dynamo traces, Inductor generates C++ and builds it).
+    train_model = torch.compile(model) if args.compile else model
     loss_fn = nn.CrossEntropyLoss()
     n = args.steps * args.batch
     x_all, y_all = torch.randn(n, features), torch.randint(0, 10, (n,))
@@ -78,7 +83,10 @@ def main():
             except StopIteration:
                 break
             optimizer.zero_grad()
-            loss = loss_fn(model(x), y)
+            forward_start = clock()
+            out = train_model(x)
+            timings.setdefault("first_forward_ms", (clock() - forward_start) * 1e3)
+            loss = loss_fn(out, y)
             loss.backward()
             if args.sleep_ms:
                 time.sleep(args.sleep_ms / 1e3)

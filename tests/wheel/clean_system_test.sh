@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The wheel on clean systems: for each Debian suite named (bullseye: glibc 2.31,
-# Python 3.9; bookworm: glibc 2.36, Python 3.11), a minimal root file system
+# The wheel on clean systems: for each suite named (Debian's bullseye: glibc 2.31,
+# Python 3.9; bookworm: glibc 2.36, Python 3.11; Ubuntu's focal, 20.04: glibc
+# 2.31, Python 3.8, pip 20.0.2, upgraded first as README says), a minimal root file system
 # made by debootstrap with nothing in it but python3 and venv (no compiler, no
 # -dev package), the wheel installed into a fresh venv there, and run with no
 # network inside (a network namespace with only loopback):
@@ -10,7 +11,7 @@
 #   record --python of a marked loop (tests/wheel/marked_loop.py; no PyTorch in
 #     these systems) into a store: its steps and its input-bound verdict;
 #   serve answering its API with that run; agent serving /metrics from the fake
-#     NVML (FAKE_NVML, built for glibc 2.31 like the product); top --once.
+#     NVML (FAKE_NVML, built for glibc 2.28 like the product); top --once.
 #
 #   clean_system_test.sh WHEEL REFERENCE FAKE_NVML SUITE...
 #   clean_system_test.sh --prepare SUITE...   (only make the root file systems;
@@ -21,13 +22,41 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 [ "$(id -u)" -eq 0 ] || { echo "clean_system_test: needs root (debootstrap, chroot, mounts)" >&2; exit 2; }
 command -v debootstrap >/dev/null || { echo "clean_system_test: needs debootstrap (scripts/bootstrap.sh installs it)" >&2; exit 2; }
 
+# Ubuntu's archive key, for its suites: Debian ships no ubuntu-keyring package,
+# so Ubuntu 20.04's own is fetched from its archive and pinned by its SHA-256
+# (first read 2026-12-07 from focal's Packages index, which lists the same sum).
+ubuntu_keyring_deb=pool/main/u/ubuntu-keyring/ubuntu-keyring_2020.02.11.2_all.deb
+ubuntu_keyring_sha256=7564f3f76fbc9f165ecc30e2cf2695d38b284e234bffa0c6441ff37f8a7aebd7
+ubuntu_keyring() {  # -> the keyring file's path on stdout
+  local dir=$root/build/rootfs/ubuntu-keyring
+  if ! [ -f "$dir/usr/share/keyrings/ubuntu-archive-keyring.gpg" ]; then
+    rm -rf "$dir"
+    mkdir -p "$dir"
+    curl -fsS --max-time 120 -o "$dir/keyring.deb" "http://archive.ubuntu.com/ubuntu/$ubuntu_keyring_deb" >&2
+    echo "$ubuntu_keyring_sha256  $dir/keyring.deb" | sha256sum -c --quiet - >&2 ||
+      { echo "clean_system_test: $ubuntu_keyring_deb is not the pinned file" >&2; exit 1; }
+    dpkg-deb -x "$dir/keyring.deb" "$dir"
+  fi
+  echo "$dir/usr/share/keyrings/ubuntu-archive-keyring.gpg"
+}
+
+# The pip that Ubuntu 20.04's users upgrade to first (README: its own pip 20.0.2
+# refuses the manylinux_2_28 tag); the last pip for Python 3.8. Kept beside the
+# root file systems: the systems have no network inside.
+pip_for_old_systems=pip==24.3.1
+
 make_rootfs() {  # SUITE -> path on stdout
   local suite=$1 dir=$root/build/rootfs/$1
   if ! [ -f "$dir/.complete" ]; then
     rm -rf "$dir"
     mkdir -p "$root/build/rootfs"
+    local source=(http://deb.debian.org/debian) options=()
+    case "$suite" in
+      focal) source=(http://archive.ubuntu.com/ubuntu)
+             options=(--components=main,universe "--keyring=$(ubuntu_keyring)") ;;
+    esac
     echo "clean_system_test: debootstrap $suite (minbase + python3, python3-venv)" >&2
-    debootstrap --variant=minbase --include=python3,python3-venv "$suite" "$dir" http://deb.debian.org/debian \
+    debootstrap --variant=minbase "${options[@]}" --include=python3,python3-venv "$suite" "$dir" "${source[@]}" \
       >"$root/build/rootfs/$suite.log" 2>&1 || { tail -20 "$root/build/rootfs/$suite.log" >&2; exit 1; }
     rm -rf "$dir/var/cache/apt/archives/"*.deb
     touch "$dir/.complete"
@@ -35,8 +64,19 @@ make_rootfs() {  # SUITE -> path on stdout
   echo "$dir"
 }
 
+pip_wheel() {  # -> the pinned pip wheel's path on stdout
+  local dir=$root/build/rootfs/pip
+  if ! ls "$dir"/pip-*.whl >/dev/null 2>&1; then
+    mkdir -p "$dir"
+    /usr/bin/python3 -m pip download -q --disable-pip-version-check --no-deps --only-binary=:all: -d "$dir" \
+      "$pip_for_old_systems" >&2
+  fi
+  ls "$dir"/pip-*.whl
+}
+
 if [ "${1:-}" = --prepare ]; then
   shift
+  pip_wheel >/dev/null
   for suite in "$@"; do make_rootfs "$suite" >/dev/null; done
   exit 0
 fi
@@ -76,6 +116,7 @@ run_suite() {  # SUITE
   rm -rf "$work"
   mkdir -p "$work/data" "$work/out"
   cp "$wheel" "$work/"
+  cp "$(pip_wheel)" "$work/"
   cp "$fake_nvml" "$work/libnvidia-ml.so.1"
   cp "$root/tests/wheel/marked_loop.py" "$root/tests/wheel/check_marked_loop.py" "$root/tests/wheel/inside_test.sh" \
     "$root/tests/wheel/http_get.py" "$work/"

@@ -8,10 +8,23 @@ t=/tmp/gputriage-test
 venv=/opt/gputriage-venv
 rm -rf "$venv"
 python3 -m venv "$venv"
+# A pip older than 20.3 (Ubuntu 20.04's 20.0.2) does not know the manylinux_2_28
+# tag: it refuses the wheel, and README's one command first (`python3 -m pip
+# install --upgrade pip`, here from the pinned pip wheel beside it: no network).
+pip_version=$("$venv/bin/python" -c 'import pip; print(pip.__version__)')
+if "$venv/bin/python" -c 'import sys; v = tuple(int(p) for p in sys.argv[1].split(".")[:2]); sys.exit(0 if v < (20, 3) else 1)' "$pip_version"; then
+  if "$venv/bin/pip" install --no-index --no-cache-dir --quiet "$1" >"$t/out/old_pip.txt" 2>&1; then
+    echo "FAIL: pip $pip_version installed a manylinux_2_28 wheel: README says it refuses it"; exit 1
+  fi
+  grep -q "is not a supported wheel on this platform" "$t/out/old_pip.txt" ||
+    { cat "$t/out/old_pip.txt"; echo "FAIL: pip $pip_version refused the wheel for another reason"; exit 1; }
+  "$venv/bin/python" -m pip install --no-index --quiet --upgrade "$t"/pip-*.whl
+  echo "ok: pip $pip_version refuses the wheel as README says; upgraded to $("$venv/bin/python" -c 'import pip; print(pip.__version__)')"
+fi
 "$venv/bin/pip" install --no-index --no-cache-dir --quiet "$1"
 g=$venv/bin/gputriage
 "$g" --version | tee "$t/out/version.txt"
-grep -q "manylinux_2_31" "$t/out/version.txt"
+grep -q "manylinux_2_28" "$t/out/version.txt"
 
 # diagnose, every bundled input (compared outside with the source build's JSON).
 cd "$t/data"

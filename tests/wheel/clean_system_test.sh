@@ -90,19 +90,25 @@ echo "clean_system_test: ${#inputs[@]} bundled inputs"
 # The reference JSON, from the source build on this machine, by the same relative paths.
 expected=$(mktemp -d)
 cleanup_dirs=("$expected")
-mounted=()
-cleanup() {
-  local m
-  for m in "${mounted[@]}"; do umount -l "$m" 2>/dev/null || true; done
+suites=("$@")
+cleanup() {  # the suites run in subshells: every mount they may have left
+  local suite
+  for suite in "${suites[@]}"; do
+    umount -l "$root/build/rootfs/$suite/dev/shm" 2>/dev/null || true
+    umount -l "$root/build/rootfs/$suite/proc" 2>/dev/null || true
+  done
   rm -rf "${cleanup_dirs[@]}"
 }
 trap cleanup EXIT
-for f in "${inputs[@]}"; do
+reference_json() {  # INPUT (relative to tests/data)
+  local f=$1 rc=0
   mkdir -p "$expected/$(dirname "$f")"
-  rc=0
   (cd "$root/tests/data" && "$reference" diagnose "$f" --json --color never >"$expected/$f.json" 2>/dev/null) || rc=$?
   echo "$rc" >"$expected/$f.rc"
-done
+}
+export -f reference_json
+export expected reference root
+printf '%s\0' "${inputs[@]}" | xargs -0 -n 1 -P "$(nproc)" bash -c 'reference_json "$1"' _
 
 run_suite() {  # SUITE
   local suite=$1 rootfs work
@@ -125,8 +131,8 @@ run_suite() {  # SUITE
     mkdir -p "$work/data/$(dirname "$f")"
     cp "$root/tests/data/$f" "$work/data/$f"
   done
-  mount -t proc proc "$rootfs/proc" && mounted+=("$rootfs/proc")
-  mount -t tmpfs tmpfs "$rootfs/dev/shm" && mounted+=("$rootfs/dev/shm")
+  mount -t proc proc "$rootfs/proc"
+  mount -t tmpfs tmpfs "$rootfs/dev/shm"
   echo "== $suite: $(chroot "$rootfs" /bin/sh -c '. /etc/os-release; echo "$PRETTY_NAME"'), $(chroot "$rootfs" ldd --version | head -1), $(chroot "$rootfs" python3 --version)"
   # No network inside: a namespace whose only interface is loopback.
   if ! unshare -n /bin/sh -c "ip link set lo up && chroot '$rootfs' /bin/bash /tmp/gputriage-test/inside_test.sh /tmp/gputriage-test/$(basename "$wheel")"; then
@@ -154,6 +160,18 @@ run_suite() {  # SUITE
        "$bytes bytes of JSON compared)"
 }
 
+# The suites side by side (each its own root, mounts and network namespace), each
+# into its own log, printed in the order named.
+logs=$(mktemp -d)
+cleanup_dirs+=("$logs")
+pids=()
+for suite in "${suites[@]}"; do
+  (run_suite "$suite") >"$logs/$suite.log" 2>&1 &
+  pids+=($!)
+done
 failed=0
-for suite in "$@"; do run_suite "$suite" || failed=1; done
+for i in "${!suites[@]}"; do
+  wait "${pids[$i]}" || failed=1
+  cat "$logs/${suites[$i]}.log"
+done
 exit "$failed"

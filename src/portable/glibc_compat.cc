@@ -77,9 +77,10 @@ GPUTRIAGE_HIDDEN pid_t gettid(void) { return static_cast<pid_t>(syscall(SYS_gett
 // glibc 2.30's pthread_cond_clockwait, which libstdc++'s condition_variable calls
 // to wait on the steady clock. glibc 2.28 waits only on the condition's own clock
 // (the realtime clock: libstdc++ never sets another): a steady deadline becomes the
-// realtime moment as far away. A realtime clock stepped during the wait moves it,
-// as it did with libstdc++ before glibc 2.30; every wait here re-checks its
-// predicate and its own deadline after waking, so a step cannot lose a wake-up.
+// realtime moment as far away. A realtime clock stepped during the wait moves
+// when it times out (earlier, or later), as it did with libstdc++ before glibc
+// 2.30; a notify still wakes it, and libstdc++'s wait_until reads the steady
+// clock again on waking to tell a timeout from a wake-up.
 GPUTRIAGE_HIDDEN int pthread_cond_clockwait(pthread_cond_t* cond, pthread_mutex_t* mutex, clockid_t clock,
                                             const struct timespec* deadline) {
   if (clock == CLOCK_REALTIME) return pthread_cond_timedwait(cond, mutex, deadline);

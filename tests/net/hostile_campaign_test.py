@@ -601,6 +601,28 @@ def reload_with(agent, web, text, err_path):
 
 # ---- a reload never drops TLS or basic auth ----
 
+def tls_status(port, cafile, cert=None, version=None, password=None):
+    """The status of one GET /metrics over TLS (0 when the handshake or the
+    connection fails): with a client certificate (cert, key), pinned to one TLS
+    version, with basic auth as prometheus:password."""
+    context = ssl.create_default_context(cafile=cafile)
+    context.check_hostname = False
+    if cert:
+        context.load_cert_chain(cert[0], cert[1])
+    if version:
+        context.minimum_version = context.maximum_version = version
+    auth = ""
+    if password is not None:
+        auth = "Authorization: Basic " + base64.b64encode(f"prometheus:{password}".encode()).decode() + "\r\n"
+    try:
+        s = context.wrap_socket(socket.create_connection(("127.0.0.1", port), timeout=5))
+        s.sendall(f"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n{auth}\r\n".encode())
+        answer = int(s.recv(100).split(b" ")[1])
+        s.close()
+        return answer
+    except (OSError, ValueError, IndexError):
+        return 0
+
 def reload_guard(env, tmp):
     import crypt  # noqa
     hashed = crypt.crypt("s3cret", crypt.mksalt(crypt.METHOD_BLOWFISH, rounds=16))
@@ -616,33 +638,22 @@ def reload_guard(env, tmp):
     err_path = os.path.join(tmp, "agent_guard.err")
     agent = start(["agent", "--listen", f"127.0.0.1:{port}", "--nvml-library", FAKE_NVML, "--interval", "0.2",
                    "--web-config-file", web], "serving", env, err_path)
-    context = ssl.create_default_context(cafile=crt)
-    context.check_hostname = False
 
-    def tls_status(password):
-        try:
-            raw = socket.create_connection(("127.0.0.1", port), timeout=5)
-            s = context.wrap_socket(raw)
-            auth = base64.b64encode(f"prometheus:{password}".encode()).decode()
-            s.sendall(f"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\nAuthorization: Basic {auth}\r\n\r\n".encode())
-            status = int(s.recv(100).split(b" ")[1])
-            s.close()
-            return status
-        except (OSError, ValueError, IndexError):
-            return 0
+    def with_password(password):
+        return tls_status(port, crt, password=password)
 
     try:
-        check("reload guard: the agent serves TLS with auth", tls_status("s3cret") == 200)
+        check("reload guard: the agent serves TLS with auth", with_password("s3cret") == 200)
         for label, text in (("an empty file", ""), ("a comment-only file", "# rotated\n"),
                             ("a file without basic_auth_users", full.split("basic_auth_users")[0])):
             said = reload_with(agent, web, text, err_path)
             plain = request(port, "/metrics")[0]
             check(f"reload guard: SIGHUP with {label} is refused and TLS and passwords stay on",
-                  "not reloaded" in said and tls_status("s3cret") == 200 and tls_status("wrong") == 401 and plain != 200,
+                  "not reloaded" in said and with_password("s3cret") == 200 and with_password("wrong") == 401 and plain != 200,
                   f"said: {said[-160:]}; plain HTTP got {plain}")
         reload_with(agent, web, full.replace(hashed, hashed2), err_path)
         check("reload guard: a complete new config is taken (the new password works, the old one no longer)",
-              tls_status("n3w") == 200 and tls_status("s3cret") == 401)
+              with_password("n3w") == 200 and with_password("s3cret") == 401)
     finally:
         agent.kill()
         agent.wait()
@@ -675,20 +686,7 @@ def reload_keeps_mtls(env, tmp):
                    "--web-config-file", web], "serving", env, err_path)
 
     def status(cert=None, version=None):
-        context = ssl.create_default_context(cafile=crt)
-        context.check_hostname = False
-        if cert:
-            context.load_cert_chain(cert[0], cert[1])
-        if version:
-            context.minimum_version = context.maximum_version = version
-        try:
-            s = context.wrap_socket(socket.create_connection(("127.0.0.1", port), timeout=5))
-            s.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-            answer = int(s.recv(100).split(b" ")[1])
-            s.close()
-            return answer
-        except (OSError, ValueError, IndexError):
-            return 0
+        return tls_status(port, crt, cert, version)
 
     try:
         before = (status((ccrt, ckey)), status(), status((ccrt, ckey), ssl.TLSVersion.TLSv1_2))

@@ -3,7 +3,22 @@
 # environment (.venv: the real trackers the tests run beside gputriage, pinned in
 # tests/requirements.txt). Idempotent: installs only what is missing. Run as root
 # (CI) or with sudo available.
+#
+#   bash scripts/bootstrap.sh            everything: the build and every test's environment
+#   bash scripts/bootstrap.sh --product  the build only (scripts/demo.sh): no test
+#                                        environments (.venv, .venv-trainers, and
+#                                        .venv-torch2's 4 GB of PyTorch 2.x)
+#   bash scripts/bootstrap.sh --packages the Debian and npm packages only: what the
+#                                        sanitizer tree builds with (CI starts that
+#                                        build while the rest is set up beside it)
 set -euo pipefail
+mode=all
+case "${1:-}" in
+  "") ;;
+  --product) mode=product ;;
+  --packages) mode=packages ;;
+  *) echo "usage: bash scripts/bootstrap.sh [--product | --packages]" >&2; exit 2 ;;
+esac
 packages=(
   build-essential cmake ninja-build pkg-config clang libclang-rt-14-dev
   zlib1g-dev libsimdjson-dev libfmt-dev libcli11-dev nlohmann-json3-dev
@@ -144,6 +159,8 @@ torch2_environment() {
 logs=$(mktemp -d)
 trap 'rm -rf "$logs"' EXIT
 steps=(portable_deps npm_packages test_environment trainers_environment torch2_environment)
+[ "$mode" = product ] && steps=(portable_deps npm_packages)
+[ "$mode" = packages ] && steps=(npm_packages)
 pids=()
 for step in "${steps[@]}"; do
   (set -euo pipefail; "$step") >"$logs/$step.log" 2>&1 &

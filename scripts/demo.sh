@@ -9,7 +9,7 @@
 # The traces' (and the GPU run's) HTML reports go to build/demo/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/bootstrap.sh
+bash scripts/bootstrap.sh --product  # the build only: the demo needs no test environment
 cmake --preset release >/dev/null
 cmake --build --preset release -j "$(nproc)" --target gputriage gputriage_python_package
 bin=build/release/src/cli/gputriage

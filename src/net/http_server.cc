@@ -10,7 +10,6 @@
 #include <signal.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
-#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -29,6 +28,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "src/net/connection_cap.h"
 #include "src/net/tls_server_context.h"
 
 namespace gputriage {
@@ -540,20 +540,13 @@ struct HttpServer::Impl {
     return true;
   }
 
-  /// Of the connections just begun, the oldest that has sent nothing, not
-  /// even into its socket's buffer (a flood's connection), before one whose
-  /// request has arrived and waits to be read (issue 53: a scrape among 1,500
-  /// flooding connections was reset); else the oldest. Checks the buffers
-  /// oldest first, so a flood costs one ioctl per eviction.
-  static Connection* YoungestToGo(std::vector<Connection*>& young) {
-    if (young.empty()) return nullptr;
-    std::sort(young.begin(), young.end(),
-              [](const Connection* a, const Connection* b) { return a->idle_since_ns < b->idle_since_ns; });
-    for (Connection* c : young) {
-      int pending = 0;
-      if (c->in.empty() && !c->head_started && ioctl(c->fd, FIONREAD, &pending) == 0 && pending == 0) return c;
-    }
-    return young.front();
+  /// Of the connections just begun, the one to close (see connection_cap.h).
+  static Connection* YoungestToGo(const std::vector<Connection*>& young) {
+    std::vector<FreshConnection> fresh;
+    fresh.reserve(young.size());
+    for (const Connection* c : young) fresh.push_back({c->fd, c->idle_since_ns, !c->in.empty() || c->head_started});
+    const std::optional<size_t> chosen = FreshConnectionToGo(fresh);
+    return chosen ? young[*chosen] : nullptr;
   }
 
   /// Since when a connection has held its place without progress.

@@ -143,7 +143,7 @@ class MemoryOfRealLoops(unittest.TestCase):
         # Issue 53: under `ulimit -v` a CPU job that died at a known line got only
         # "record with --python ... --memory-history", a gain "short by X -> X"
         # and nothing of the limit, the batch or the activations. Here the loop's
-        # sequences grow every step under RLIMIT_AS = its address space + 300 MiB
+        # sequences grow every step under RLIMIT_AS = its address space + 200 MiB
         # (tests/python/oom_loop.py, no DataLoader): the finding names the limit,
         # sizes the batch that fits, and the loop run at that batch, under the
         # same limit, gets past the step that failed.
@@ -151,7 +151,10 @@ class MemoryOfRealLoops(unittest.TestCase):
             report_path = os.path.join(tmp, "oom.json")
             env = dict(os.environ)
             env.pop("PYTHONPATH", None)
-            job = [sys.executable, OOM_LOOP, "--batch", "64", "--steps", "12", "--limit-mib", "300"]
+            # 16 features into a 1024-wide layer: the activations (batch x length x 1024) fill the
+            # limit as with wider inputs, at a sixteenth of the arithmetic (256 features took 70 s of CPU).
+            shape = ["--features", "16", "--limit-mib", "200"]
+            job = [sys.executable, OOM_LOOP, "--batch", "64", "--steps", "12", *shape]
             proc = subprocess.run([GPUTRIAGE, "record", "--no-store", "--no-mlflow", "--json", report_path, "--python",
                                    "--", *job], env=env, capture_output=True, text=True, timeout=300)
             self.assertEqual(proc.returncode, 1, proc.stderr[-3000:])
@@ -176,7 +179,7 @@ class MemoryOfRealLoops(unittest.TestCase):
             print(f"  {f['title']}; fits batch {fits}; first fix: {actions[0]}", file=sys.stderr)
             # The promise: at that batch the step that failed fits under the same limit.
             rerun = subprocess.run([sys.executable, OOM_LOOP, "--batch", str(fits), "--steps", str(failed_step + 1),
-                                    "--limit-mib", "300"], capture_output=True, text=True, timeout=300)
+                                    *shape], capture_output=True, text=True, timeout=300)
             self.assertEqual(rerun.returncode, 0, rerun.stderr[-2000:])
             self.assertIn(f"done {failed_step}", rerun.stdout)
 

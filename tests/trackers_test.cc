@@ -5,6 +5,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
@@ -285,6 +286,50 @@ TEST(TrackerWorker, ADeadTrackerNeverBlocksAndIsNotWaitedFor) {
   const auto warnings = worker.Warnings();
   ASSERT_FALSE(warnings.empty());
   EXPECT_NE(warnings[0].find("connection refused"), std::string::npos);
+}
+
+// A tracker that waits to learn where its points go (MLflow: the job's own run,
+// issue 53) gets none until it is ready, loses none meanwhile, and gets them at
+// the run's end whether or not it became ready.
+class WaitingTracker : public Tracker {
+ public:
+  std::string Describe() const override { return "waiting"; }
+  bool Ready() const override { return ready.load(); }
+  Status Log(const std::vector<TrackerPoint>& points) override {
+    logged += static_cast<int>(points.size());
+    return Status::Ok();
+  }
+  Status Finish(const TrackerSummary&) override {
+    ++finishes;
+    return Status::Ok();
+  }
+  std::atomic<bool> ready{false};
+  std::atomic<int> logged{0}, finishes{0};
+};
+
+TEST(TrackerWorker, PointsWaitForATrackerThatIsNotReadyAndReachItAtTheEnd) {
+  for (const bool becomes_ready : {true, false}) {
+    auto waiting = std::make_unique<WaitingTracker>();
+    WaitingTracker* w = waiting.get();
+    std::vector<std::unique_ptr<Tracker>> trackers;
+    trackers.push_back(std::move(waiting));
+    TrackerWorker worker(std::move(trackers));
+    for (int i = 0; i < 3; ++i) worker.Push(TrackerPoint{i, i, {{"k", 1.0}}});
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    EXPECT_EQ(w->logged.load(), 0);  // held, not lost
+    if (becomes_ready) {
+      w->ready = true;  // looked at within a second
+      for (int waited = 0; waited < 50 && w->logged.load() < 3; ++waited)
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      EXPECT_EQ(w->logged.load(), 3);
+    }
+    worker.Push(TrackerPoint{3, 3, {{"k", 1.0}}});
+    worker.Finish({}, 10'000);
+    EXPECT_EQ(w->logged.load(), 4) << (becomes_ready ? "ready" : "never ready");
+    EXPECT_EQ(w->finishes.load(), 1);
+    EXPECT_EQ(worker.PointsLogged(), 4);
+    EXPECT_TRUE(worker.Warnings().empty());
+  }
 }
 
 }  // namespace

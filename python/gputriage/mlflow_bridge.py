@@ -1,19 +1,18 @@
 """The job's own MLflow run, told to the recorder.
 
-Under ``gputriage record --mlflow`` the recorder keeps its figures in an MLflow
-run of its own, and hands the job nothing that would change what MLflow does for
-it (no ``MLFLOW_RUN_ID``: a job that calls ``mlflow.set_experiment(...)`` then
-``mlflow.start_run()`` would be refused a run in its own experiment). When the job
-opens a run (``mlflow.start_run``, hooked in zero-code mode and whenever
-``gputriage`` is imported under a recorder), this tells the recorder its id, its
-experiment and where MLflow keeps it (``mlflow.job_run_id``,
-``mlflow.job_experiment_id``, ``mlflow.job_tracking_uri`` on the configuration
-channel), and tags the run with the recorder's (``gputriage.run_id``): at the end
-the recorder logs its figures and verdicts into the job's run as well, where it
-can reach its server, and links the two runs either way.
+Under ``gputriage record --mlflow`` the recorder hands the job nothing that would
+change what MLflow does for it (no ``MLFLOW_RUN_ID``: a job that calls
+``mlflow.set_experiment(...)`` then ``mlflow.start_run()`` would be refused a run in
+its own experiment). When the job opens a run (``mlflow.start_run``, hooked in
+zero-code mode and whenever ``gputriage`` is imported under a recorder), this tells
+the recorder its id, its experiment and where MLflow keeps it
+(``mlflow.job_run_id``, ``mlflow.job_experiment_id``, ``mlflow.job_tracking_uri``
+on the configuration channel). The recorder's figures and verdicts then go into
+that run, where it reaches the same server, and it opens no run of its own; a run
+opened after the recorder's first window was due gets them at the end, beside
+the recorder's own run (linked by its param ``gputriage.mlflow.job_run_id``).
 """
 import functools
-import os
 
 from gputriage import job_config as _config
 
@@ -38,12 +37,6 @@ def _tell(run):
         _config._send("mlflow.job_tracking_uri", mlflow.get_tracking_uri())
     except Exception:
         pass
-    ours = os.environ.get("GPUTRIAGE_MLFLOW_RUN_ID", "")
-    if ours:
-        try:  # a tag on the job's run that points at the recorder's: never worth the job's failure
-            mlflow.set_tag("gputriage.run_id", ours)
-        except Exception:
-            pass
 
 
 def patch_mlflow(mlflow):

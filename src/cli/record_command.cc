@@ -72,23 +72,19 @@ int64_t TrackerFinishDeadlineMs(const RecordArgs& args) {
   return std::max<int64_t>(kTrackerDeadlineMs, std::llround(2 * args.tracker_timeout_s * 1000));
 }
 
-/// "http://host:5000/" and "http://host:5000" are one server.
-std::string ServerOf(std::string uri) {
-  while (!uri.empty() && uri.back() == '/') uri.pop_back();
-  return uri;
-}
-
 /// The trackers asked for (--mlflow or MLflow's environment, --tensorboard),
-/// started before the job. The job's environment gets nothing that changes what
-/// MLflow does for it (no MLFLOW_RUN_ID: a job that sets its own experiment and
-/// starts a run would be refused one); the Python package tells the recorder the
-/// run the job opens (python/gputriage/mlflow_bridge.py), and the figures go
-/// there too at the end. A tracker that cannot start is a warning: the job runs
-/// and the run is stored all the same.
+/// made before the job; none waits for a server (MLflow's run opens when there
+/// is first something to log: mlflow_tracker.h). The job's environment gets
+/// nothing that changes what MLflow does for it (no MLFLOW_RUN_ID: a job that
+/// sets its own experiment and starts a run would be refused one); the Python
+/// package tells the recorder the run the job opens
+/// (python/gputriage/mlflow_bridge.py), and the figures go there. A tracker
+/// that cannot start is a warning: the job runs and the run is stored all the same.
 struct Trackers {
   std::vector<std::unique_ptr<Tracker>> started;
   MlflowTracker* mlflow = nullptr;
-  MlflowOptions mlflow_options;  // how the recorder's own run was reached
+  MlflowOptions mlflow_options;  // how the recorder's MLflow server is reached
+  std::shared_ptr<JobRunNotice> job_run;  // the job's own MLflow run, once its bridge says
   JobFeed* feed = nullptr;  // the job's own view (W&B logging in the Python package)
   bool user_trackers = false;  // MLflow or TensorBoard asked for
   std::vector<std::string> warnings;
@@ -110,15 +106,14 @@ Trackers StartTrackers(const RecordArgs& args, RecordOptions& options) {
     const std::string command = Join(args.command, " ");
     mlflow.tags = {{"mlflow.source.name", command}, {"mlflow.source.type", "LOCAL"}, {"gputriage.command", command}};
     if (const char* user = std::getenv("USER")) mlflow.tags["mlflow.user"] = user;
-    auto started = MlflowTracker::Start(mlflow, now);
+    t.job_run = std::make_shared<JobRunNotice>();
+    auto started = MlflowTracker::Deferred(mlflow, now, t.job_run);
     if (!started.ok()) {
       t.warnings.push_back("MLflow " + mlflow.tracking_uri + ": " + started.status().message() +
                            "; not logged to MLflow (the run is stored locally)");
     } else {
       t.mlflow = started->get();
       t.mlflow_options = mlflow;
-      // For the job's bridge to link its own run to this one (a tag), nothing MLflow reads.
-      options.environment.emplace_back("GPUTRIAGE_MLFLOW_RUN_ID", (*started)->run_id());
       t.started.push_back(std::move(*started));
     }
   }
@@ -140,20 +135,23 @@ Trackers StartTrackers(const RecordArgs& args, RecordOptions& options) {
   return t;
 }
 
-/// The run the job opened itself (its bridge told the recorder): the figures and
-/// verdicts go there too, where the recorder reaches its server; the two runs
-/// are linked either way (the recorder's run has the job's id as a param, the
-/// job's run the recorder's as a tag). Says where they went.
+/// Says where MLflow's figures went. Mostly one run: the job's own (it had
+/// opened it when the first window was due) or gputriage's. A job that opened
+/// its run only later gets the figures and verdicts at the end in its run too,
+/// where the recorder reaches its server; the runs are linked by the param
+/// gputriage.mlflow.job_run_id in gputriage's.
 void LogIntoTheJobsRun(Trackers& trackers, const std::map<std::string, std::string>& metadata,
                        const TrackerSummary& summary, const RecordArgs& args) {
   const std::string& ours = trackers.mlflow->run_id();
-  std::fprintf(stderr, "gputriage: MLflow: figures and verdicts in run %s (%s/#/experiments/%s/runs/%s)\n", ours.c_str(),
-               ServerOf(trackers.mlflow_options.tracking_uri).c_str(), trackers.mlflow->experiment_id().c_str(),
+  if (ours.empty()) return;  // never opened: the worker's warning says why
+  std::fprintf(stderr, "gputriage: MLflow: figures and verdicts in %srun %s (%s/#/experiments/%s/runs/%s)\n",
+               trackers.mlflow->in_jobs_run() ? "the job's own " : "", ours.c_str(),
+               MlflowServerOf(trackers.mlflow_options.tracking_uri).c_str(), trackers.mlflow->experiment_id().c_str(),
                ours.c_str());
   const auto job_run = metadata.find("mlflow.job_run_id");
   if (job_run == metadata.end() || job_run->second == ours) return;
   const auto job_uri = metadata.find("mlflow.job_tracking_uri");
-  if (job_uri == metadata.end() || ServerOf(job_uri->second) != ServerOf(trackers.mlflow_options.tracking_uri)) {
+  if (job_uri == metadata.end() || MlflowServerOf(job_uri->second) != MlflowServerOf(trackers.mlflow_options.tracking_uri)) {
     std::fprintf(stderr, "gputriage: MLflow: the job logged to its own run %s at %s, which this recorder does not "
                          "log to; the runs are linked by the param gputriage.mlflow.job_run_id\n",
                  Printable(job_run->second).c_str(),
@@ -382,6 +380,13 @@ int RunRecord(const RecordArgs& args) {
     worker = std::make_unique<TrackerWorker>(std::move(trackers.started));
     options.on_sample = [f = feed.get()](size_t device, Metric m, TimeNs t, double v) { f->AddSample(device, m, t, v); };
     options.on_steps = [f = feed.get()](const std::vector<MarkedStep>& steps) { f->AddSteps(steps); };
+    if (trackers.job_run)
+      options.on_job_settings = [notice = trackers.job_run](const std::map<std::string, std::string>& settings) {
+        const auto run = settings.find("mlflow.job_run_id");
+        if (run == settings.end()) return;
+        const auto uri = settings.find("mlflow.job_tracking_uri");
+        notice->Set({run->second, uri == settings.end() ? std::string() : uri->second});
+      };
     options.on_second = [f = feed.get(), w = worker.get(), status = options.on_second](const Recording& rec,
                                                                                       TimeNs elapsed) {
       if (status) status(rec, elapsed);

@@ -11,6 +11,7 @@
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -173,6 +174,7 @@ class RecordingSession {
   void StorePhases(std::vector<RunPhase> phases);
   void AnswerJobRequests();
   void TellTheSecond();
+  void TellJobSettings();
   bool SleepToNextTick();  // true when the job ended while asleep
   bool DescendantsRunning();
 
@@ -204,6 +206,7 @@ class RecordingSession {
   // The job's channels and its environment (built before fork: the child only execs).
   std::unique_ptr<MarkerRing> ring_;
   std::unique_ptr<JobConfigChannel> config_;
+  off_t job_settings_bytes_ = 0;  // the channel's size when on_job_settings was last told
   std::vector<std::string> job_env_;
   // The job.
   pid_t child_ = -1;
@@ -508,7 +511,12 @@ void RecordingSession::AnswerJobRequests() {
 }
 
 void RecordingSession::TellTheSecond() {
-  if (!options_.on_second || MonotonicNs() < next_status_) return;
+  if (MonotonicNs() < next_status_) return;
+  TellJobSettings();
+  if (!options_.on_second) {
+    next_status_ += kNsPerS;
+    return;
+  }
   if (options_.on_held_steps && ring_) options_.on_held_steps(step_builder_.PeekEnded());
   options_.on_second(recording_, MonotonicNs() - began_);
   next_status_ += kNsPerS;
@@ -582,6 +590,14 @@ void RecordingSession::FinishSources() {
     recording_.metadata["unchanged_scrapes_skipped"] = std::to_string(scraper_->unchanged());
   }
   if (sampler_) sampler_->FinishAttribution(recording_);
+}
+
+void RecordingSession::TellJobSettings() {
+  if (!config_ || !options_.on_job_settings) return;
+  struct stat st {};
+  if (fstat(config_->fd(), &st) != 0 || st.st_size == job_settings_bytes_) return;
+  job_settings_bytes_ = st.st_size;
+  options_.on_job_settings(config_->Read().settings);
 }
 
 void RecordingSession::ReadJobConfig() {

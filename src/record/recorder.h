@@ -46,6 +46,10 @@ struct RecordOptions {
   /// far), with the recording so far as a run: its samples, and every step that
   /// has ended. Called on the sampling loop: it must be quick.
   std::function<void(const std::vector<std::string>& requests, const Run& so_far)> on_job_request;
+  /// The job's settings so far (its configuration channel), at most once a
+  /// second and only when it wrote more: e.g. the MLflow run it opened, which
+  /// the trackers log into. On the sampling loop: it must be quick.
+  std::function<void(const std::map<std::string, std::string>& settings)> on_job_settings;
 };
 
 struct RecordResult {

@@ -3,10 +3,12 @@
 #include <cctype>
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "src/util/clock.h"
 #include "src/util/strings.h"
 
 namespace gputriage {
@@ -48,6 +50,14 @@ const json& Member(const json& obj, const char* key) {
   if (!obj.is_object()) return kNull;
   const auto it = obj.find(key);
   return it == obj.end() ? kNull : *it;
+}
+
+/// "finished (exit code 0)", "FAILED (exit code 3)", "killed by signal 15 (Terminated; exit code 143)".
+std::string JobExitWords(int exit_code) {
+  if (exit_code == 0) return "finished (exit code 0)";
+  if (exit_code > 128 && exit_code < 128 + 65)
+    return fmt::format("killed by signal {} ({}; exit code {})", exit_code - 128, strsignal(exit_code - 128), exit_code);
+  return fmt::format("FAILED (exit code {})", exit_code);
 }
 
 /// A JSON string's text; "" for anything else.
@@ -121,17 +131,78 @@ struct MlflowTracker::Impl {
   }
 };
 
-StatusOr<std::unique_ptr<MlflowTracker>> MlflowTracker::Start(const MlflowOptions& options, TimeNs started_ns) {
+void JobRunNotice::Set(JobRun run) {
+  std::lock_guard<std::mutex> lock(mu_);
+  run_ = std::move(run);
+}
+
+std::optional<JobRunNotice::JobRun> JobRunNotice::Get() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return run_;
+}
+
+std::string MlflowServerOf(std::string uri) {
+  while (!uri.empty() && uri.back() == '/') uri.pop_back();
+  return uri;
+}
+
+StatusOr<std::unique_ptr<MlflowTracker>> MlflowTracker::Deferred(const MlflowOptions& options, TimeNs started_ns,
+                                                                  std::shared_ptr<const JobRunNotice> job_run) {
   ASSIGN_OR_RETURN(HttpTarget target, ParseHttpUrl(options.tracking_uri, ""));
   std::unique_ptr<MlflowTracker> t(new MlflowTracker());
   t->base_ = options.tracking_uri;
+  t->options_ = options;
+  t->started_ns_ = started_ns;
+  t->job_run_ = std::move(job_run);
+  t->ready_at_ms_ = MonotonicMs() + (t->options_.run_id.empty() && t->job_run_ ? kJobRunGraceMs : 0);
   t->impl_ = std::make_unique<Impl>();
   t->impl_->prefix = target.path == "/" ? "" : target.path;
   while (!t->impl_->prefix.empty() && t->impl_->prefix.back() == '/') t->impl_->prefix.pop_back();
   t->impl_->http = std::make_unique<HttpClient>(target, options.timeout_ms, options.auth);
-  // The job waits for this run: every call of the opening shares one deadline.
-  t->impl_->http->SetDeadline(std::chrono::steady_clock::now() + std::chrono::milliseconds(options.timeout_ms));
-  Impl& m = *t->impl_;
+  return t;
+}
+
+StatusOr<std::unique_ptr<MlflowTracker>> MlflowTracker::Start(const MlflowOptions& options, TimeNs started_ns) {
+  ASSIGN_OR_RETURN(std::unique_ptr<MlflowTracker> t, Deferred(options, started_ns, nullptr));
+  RETURN_IF_ERROR(t->EnsureOpen());
+  return t;
+}
+
+bool MlflowTracker::Ready() const {
+  if (!run_id_.empty() || MonotonicMs() >= ready_at_ms_) return true;
+  const auto job = job_run_ ? job_run_->Get() : std::nullopt;
+  return job.has_value();
+}
+
+Status MlflowTracker::EnsureOpen() {
+  if (!run_id_.empty()) return Status::Ok();
+  MlflowOptions options = options_;
+  if (options.run_id.empty() && job_run_) {
+    // The job's own run, where the job's MLflow logs to this server (a run on
+    // another server is out of reach: the figures get a run of their own here).
+    if (auto job = job_run_->Get();
+        job && (job->tracking_uri.empty() || MlflowServerOf(job->tracking_uri) == MlflowServerOf(base_))) {
+      options.run_id = job->run_id;
+      in_jobs_run_ = true;
+    }
+  }
+  // Every call of the opening shares one deadline (and LimitTo's, if sooner).
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(options.timeout_ms);
+  if (limit_ && *limit_ < deadline) deadline = *limit_;
+  impl_->http->SetDeadline(deadline);
+  Status opened = Open(options);
+  impl_->http->SetDeadline(limit_);
+  if (!opened.ok()) {
+    in_jobs_run_ = false;
+    run_id_.clear();
+    return Status(opened.code(), "the run was not opened: " + opened.message() + "; not logged to MLflow (the run is "
+                                 "stored locally)");
+  }
+  return Status::Ok();
+}
+
+Status MlflowTracker::Open(const MlflowOptions& options) {
+  Impl& m = *impl_;
   json run;
   if (!options.run_id.empty()) {
     // The job's run: gputriage logs into it and leaves its status to the job.
@@ -158,34 +229,36 @@ StatusOr<std::unique_ptr<MlflowTracker>> MlflowTracker::Start(const MlflowOption
     if (experiment.empty()) experiment = "0";  // MLflow's Default experiment
     json tags = json::array();
     for (const auto& [k, v] : options.tags) tags.push_back({{"key", k}, {"value", Clip(v)}});
-    json request = {{"experiment_id", experiment}, {"start_time", Ms(started_ns)}, {"tags", tags}};
+    json request = {{"experiment_id", experiment}, {"start_time", Ms(started_ns_)}, {"tags", tags}};
     if (!options.run_name.empty()) request["run_name"] = options.run_name;
     ASSIGN_OR_RETURN(json created, m.Call("POST", "mlflow/runs/create", request));
     run = Member(created, "run");
-    t->created_ = true;
+    created_ = true;
   }
   const json& info = Member(run, "info");
-  t->run_id_ = Text(Member(info, "run_id"));
-  if (t->run_id_.empty()) t->run_id_ = Text(Member(info, "run_uuid"));
-  t->experiment_id_ = Text(Member(info, "experiment_id"));
-  t->artifact_uri_ = Text(Member(info, "artifact_uri"));
-  if (t->run_id_.empty()) return DataLossError(options.tracking_uri + ": the server's run has no run_id");
-  // The id goes into the job's environment (MLFLOW_RUN_ID) and every later call:
-  // MLflow's are 32 hex digits; anything long or with other characters is refused
-  // here, before it can break the job's start ("Argument list too long").
-  if (!ValidRunId(t->run_id_))
+  std::string run_id = Text(Member(info, "run_id"));
+  if (run_id.empty()) run_id = Text(Member(info, "run_uuid"));
+  if (run_id.empty()) return DataLossError(options.tracking_uri + ": the server's run has no run_id");
+  // The id goes into every later call (and the job's report): MLflow's are 32 hex
+  // digits; anything long or with other characters is refused here.
+  if (!ValidRunId(run_id))
     return DataLossError(fmt::format("{}: the server's run_id is not an MLflow run id ({} characters, starting \"{}\")",
-                                     options.tracking_uri, t->run_id_.size(), Printable(t->run_id_.substr(0, 40))));
-  if (!t->experiment_id_.empty() && !ValidRunId(t->experiment_id_)) t->experiment_id_.clear();
-  t->impl_->http->SetDeadline(std::nullopt);
-  return t;
+                                     options.tracking_uri, run_id.size(), Printable(run_id.substr(0, 40))));
+  experiment_id_ = Text(Member(info, "experiment_id"));
+  if (!experiment_id_.empty() && !ValidRunId(experiment_id_)) experiment_id_.clear();
+  artifact_uri_ = Text(Member(info, "artifact_uri"));
+  run_id_ = std::move(run_id);
+  return Status::Ok();
 }
 
 MlflowTracker::~MlflowTracker() = default;
 
-std::string MlflowTracker::Describe() const { return "MLflow " + base_ + " run " + run_id_; }
+std::string MlflowTracker::Describe() const {
+  return "MLflow " + base_ + (run_id_.empty() ? "" : " run " + run_id_);
+}
 
 Status MlflowTracker::Log(const std::vector<TrackerPoint>& points) {
+  RETURN_IF_ERROR(EnsureOpen());
   json metrics = json::array();
   const auto send = [&]() -> Status {
     if (metrics.empty()) return Status::Ok();
@@ -201,9 +274,13 @@ Status MlflowTracker::Log(const std::vector<TrackerPoint>& points) {
   return send();
 }
 
-void MlflowTracker::LimitTo(std::chrono::steady_clock::time_point deadline) { impl_->http->SetDeadline(deadline); }
+void MlflowTracker::LimitTo(std::chrono::steady_clock::time_point deadline) {
+  limit_ = deadline;
+  impl_->http->SetDeadline(deadline);
+}
 
 Status MlflowTracker::Finish(const TrackerSummary& summary) {
+  RETURN_IF_ERROR(EnsureOpen());
   Impl& m = *impl_;
   // Params are immutable in MLflow: under their own prefix, so the job's own
   // params never collide with them; a rejected batch costs only the params.
@@ -230,6 +307,9 @@ Status MlflowTracker::Finish(const TrackerSummary& summary) {
     tags.push_back({{"key", "gputriage.verdict." + f.verdict}, {"value", SeverityName(f.severity)}});
   }
   tags.push_back({{"key", "gputriage.verdicts"}, {"value", Clip(verdicts.empty() ? "none" : verdicts)}});
+  // How the job ended, in words: the run's status says FAILED or KILLED only in
+  // a run gputriage made, and never why (a job's own run may say FINISHED).
+  tags.push_back({{"key", "gputriage.job_exit"}, {"value", JobExitWords(summary.exit_code)}});
   if (!summary.findings.empty()) tags.push_back({{"key", "gputriage.top_verdict"}, {"value", summary.findings[0].verdict}});
   for (const auto& [k, v] : summary.figures)
     metrics.push_back({{"key", "gputriage/summary/" + k}, {"value", v}, {"timestamp", Ms(summary.ended_ns)}, {"step", 0}});

@@ -40,6 +40,10 @@ class Tracker {
   virtual ~Tracker() = default;
   /// "MLflow http://127.0.0.1:5000 run 3f2a…", for warnings and the report.
   virtual std::string Describe() const = 0;
+  /// Whether queued points may be logged now: a tracker may wait to learn
+  /// where they go (MLflow: the job's own run). Once the run has ended they
+  /// are logged whatever this says.
+  virtual bool Ready() const { return true; }
   /// Logs points in order; an error leaves them to be retried.
   virtual Status Log(const std::vector<TrackerPoint>& points) = 0;
   /// The run's end: verdicts, summary figures, the report.

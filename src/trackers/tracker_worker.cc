@@ -19,6 +19,7 @@ int64_t ThreadCpuNow() {
 constexpr int64_t kFirstBackoffMs = 1000;
 constexpr int64_t kMaxBackoffMs = 30'000;
 constexpr size_t kPointsPerCall = 50;  // one request's worth (MLflow: ≤ 1000 metrics)
+constexpr int64_t kReadyPollMs = 1000;
 
 }  // namespace
 
@@ -70,7 +71,8 @@ void TrackerWorker::Run() {
     for (auto& lane : lanes_) {
       // Once the run has ended, a failing tracker gets one more try at once
       // rather than its backoff: a server that is gone must not hold the recorder.
-      if (lane.queue.empty() || lane.abandoned || (!stopping_ && now < lane.retry_at_ms)) continue;
+      if (lane.queue.empty() || lane.abandoned || (!stopping_ && (now < lane.retry_at_ms || !lane.tracker->Ready())))
+        continue;
       const size_t n = std::min(lane.queue.size(), kPointsPerCall);
       std::vector<TrackerPoint> batch(lane.queue.begin(), lane.queue.begin() + static_cast<ptrdiff_t>(n));
       lock.unlock();  // the request runs without the lock: Push never waits for the network
@@ -96,10 +98,14 @@ void TrackerWorker::Run() {
         std::all_of(lanes_.begin(), lanes_.end(), [](const Lane& l) { return l.queue.empty() || l.abandoned; });
     if (stopping_ && (drained || MonotonicMs() >= deadline_ms_)) break;
     if (sent) continue;
-    // Sleep until a point arrives, a retry is due, or the deadline.
+    // Sleep until a point arrives, a retry is due, a waiting tracker may be
+    // ready (looked at every second), or the deadline.
     int64_t wake_at = stopping_ ? deadline_ms_ : MonotonicMs() + 60'000;
-    for (const auto& lane : lanes_)
-      if (!lane.queue.empty()) wake_at = std::min(wake_at, std::max(lane.retry_at_ms, MonotonicMs()));
+    for (const auto& lane : lanes_) {
+      if (lane.queue.empty() || lane.abandoned) continue;
+      if (!stopping_ && !lane.tracker->Ready()) wake_at = std::min(wake_at, MonotonicMs() + kReadyPollMs);
+      else wake_at = std::min(wake_at, std::max(lane.retry_at_ms, MonotonicMs()));
+    }
     wake_.wait_for(lock, std::chrono::milliseconds(std::max<int64_t>(1, wake_at - MonotonicMs())));
   }
   for (auto& lane : lanes_)

@@ -200,7 +200,9 @@ class Trackers(unittest.TestCase):
         # Issue 41: the job sets its experiment and starts its run; under --mlflow it
         # once died ("active experiment ID does not match environment run ID") and
         # left FAILED runs behind. Now it ends with its own code, its run keeps its
-        # params and metrics, and gputriage's verdicts are in that run too.
+        # params and metrics, and gputriage's verdicts are in that run too. Issue 53:
+        # and only there: gputriage made a second run of its own in the Default
+        # experiment beside it, with the same figures.
         env = dict(os.environ)
         for key in ("MLFLOW_RUN_ID", "MLFLOW_EXPERIMENT_ID", "MLFLOW_EXPERIMENT_NAME", "PYTHONPATH"):
             env.pop(key, None)
@@ -217,29 +219,35 @@ class Trackers(unittest.TestCase):
         runs = self.server.post("mlflow/runs/search", {"experiment_ids": [experiment["experiment"]["experiment_id"]]})["runs"]
         self.assertEqual(len(runs), 1, runs)
         job_run = runs[0]
+        job_run_id = job_run["info"]["run_id"]
         self.assertEqual(job_run["info"]["status"], "FINISHED")  # its status is the job's
         params = {p["key"]: p["value"] for p in job_run["data"].get("params", [])}
         self.assertEqual(params.get("lr"), "0.1")
-        losses = self.server.get("mlflow/metrics/get-history", run_id=job_run["info"]["run_id"], metric_key="loss")["metrics"]
+        losses = self.server.get("mlflow/metrics/get-history", run_id=job_run_id, metric_key="loss")["metrics"]
         self.assertEqual(len(losses), 5)
         tags = {t["key"]: t["value"] for t in job_run["data"].get("tags", [])}
         self.assertTrue(any(k.startswith("gputriage.verdict.") for k in tags), tags)
-        ours = tags.get("gputriage.run_id")
-        self.assertTrue(ours, tags)
-        self.assertIn(f"run {ours}", proc.stderr)  # the report says where the figures went
-        ours_run = self.server.get("mlflow/runs/get", run_id=ours)["run"]
-        ours_params = {p["key"]: p["value"] for p in ours_run["data"].get("params", [])}
-        self.assertEqual(ours_params.get("gputriage.mlflow.job_run_id"), job_run["info"]["run_id"])
-        # No orphan runs: the Default experiment gained only gputriage's own run.
+        self.assertEqual(tags.get("gputriage.job_exit"), "finished (exit code 0)")
+        # The live windows too (one a second), and gputriage's settings under its prefix.
+        util = self.server.get("mlflow/metrics/get-history", run_id=job_run_id, metric_key="gpu/utilization_percent")
+        self.assertGreaterEqual(len(util["metrics"]), 1, util)
+        self.assertTrue(any(k.startswith("gputriage.") for k in params), params)
+        self.assertIn(f"the job's own run {job_run_id}", proc.stderr)  # the report says where the figures went
+        # No second run: the Default experiment gained nothing.
         after = self.server.post("mlflow/runs/search", {"experiment_ids": ["0"], "max_results": 1000}).get("runs", [])
-        self.assertEqual(len(after), before + 1)
-        self.assertFalse([r for r in after if r["info"]["status"] == "FAILED" and r["info"]["run_id"] != ours])
+        self.assertEqual(len(after), before, [r["info"]["run_name"] for r in after])
         # A job that fails: its own exit code, and the report says so.
         failing = record(["--no-store", "--python", "--mlflow", self.server.url, "--nvml-library", FAKE_NVML,
                           "--interval", "0.05", "--tracker-timeout", "60", "--",
                           sys.executable, os.path.join(HERE, "mlflow_job.py"), "job-fails", "1", "3"], env=env)
         self.assertEqual(failing.returncode, 3, failing.stderr)
         self.assertIn("the job FAILED: it exited with code 3", failing.stderr)
+        # Its run says FINISHED (the job's `with` block ended before its exit): in words, how the job ended.
+        failed_experiment = self.server.get("mlflow/experiments/get-by-name", experiment_name="job-fails")
+        failed_run = self.server.post("mlflow/runs/search",
+                                      {"experiment_ids": [failed_experiment["experiment"]["experiment_id"]]})["runs"][0]
+        failed_tags = {t["key"]: t["value"] for t in failed_run["data"].get("tags", [])}
+        self.assertEqual(failed_tags.get("gputriage.job_exit"), "FAILED (exit code 3)", failed_tags)
 
     def test_9_a_server_killed_mid_run_costs_the_job_nothing(self):
         # Last: it kills the class's server (one MLflow start fewer; tearDownClass
@@ -322,7 +330,8 @@ class TrackersWithoutServer(unittest.TestCase):
     def test_6_tracker_timeout_bounds_the_wait_for_a_server_that_never_answers(self):
         # A socket that listens and never accepts: the connection completes in the
         # kernel's backlog, the request goes out, no reply ever comes. The job
-        # waits --tracker-timeout for its run to open, then runs without MLflow.
+        # waits for nothing (the run opens when there is something to log); the
+        # record's end waits --tracker-timeout for the run to open, then gives up.
         hung = socket.socket()
         hung.bind(("127.0.0.1", 0))
         hung.listen(16)

@@ -1,7 +1,9 @@
 // The agent's parts: the exposition formats, a process's job from its cgroup,
 // and the bounded sliding window.
+#include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -327,6 +329,38 @@ TEST(WebConfig, CipherSuitesInGosNames) {
                                                  "    - TLS_AES_128_GCM_SHA256\n"));
   ASSERT_TRUE(c.ok()) << c.status().message();
   EXPECT_EQ(c->cipher_suites, std::vector<std::string>{"ECDHE-RSA-AES256-GCM-SHA384"});
+}
+
+/// RFC 4648 base64, for building Authorization headers in tests.
+std::string Base64(const std::string& bytes) {
+  static constexpr char kAlphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string out;
+  for (size_t i = 0; i < bytes.size(); i += 3) {
+    const size_t n = std::min<size_t>(3, bytes.size() - i);
+    uint32_t v = 0;
+    for (size_t k = 0; k < 3; ++k) v = (v << 8) | (k < n ? static_cast<unsigned char>(bytes[i + k]) : 0u);
+    for (size_t k = 0; k < 4; ++k) out += k <= n ? kAlphabet[(v >> (18 - 6 * k)) & 63] : '=';
+  }
+  return out;
+}
+
+// Issue 53: at 1,024 remembered wrong passwords the whole memory was cleared,
+// so every known-wrong guess became unknown at once, and one the event loop had
+// just sent to the fast lane as known could cost a bcrypt there. Now the oldest
+// answer gives way, one at a time: the recent ones stay known.
+TEST(BasicAuth, AFloodOfNewGuessesForgetsTheOldestAnswerNotAll) {
+  BasicAuthVerifier auth(std::vector<std::pair<std::string, std::string>>{{"prometheus", kS3cretHash}});
+  ASSERT_EQ(Base64("prometheus:s3cret"), "cHJvbWV0aGV1czpzM2NyZXQ=");
+  const auto basic = [](const std::string& user_password) { return "Basic " + Base64(user_password); };
+  EXPECT_TRUE(auth.Verify(basic("prometheus:s3cret")));
+  for (int i = 0; i < 1024; ++i) EXPECT_FALSE(auth.Verify(basic("prometheus:guess-" + std::to_string(i))));
+  const std::string recent = basic("prometheus:guess-1023");
+  EXPECT_EQ(auth.Known(basic("prometheus:guess-0")), BasicAuthVerifier::Answer::kDenied);  // the limit, not past it
+  EXPECT_FALSE(auth.Verify(basic("prometheus:guess-1024")));  // one past the limit
+  EXPECT_EQ(auth.Known(basic("prometheus:guess-0")), BasicAuthVerifier::Answer::kUnknown);  // the oldest went
+  EXPECT_EQ(auth.Known(basic("prometheus:guess-1")), BasicAuthVerifier::Answer::kDenied);
+  EXPECT_EQ(auth.Known(recent), BasicAuthVerifier::Answer::kDenied);
+  EXPECT_EQ(auth.Known(basic("prometheus:s3cret")), BasicAuthVerifier::Answer::kAllowed);  // a memory of its own
 }
 
 TEST(BasicAuth, ChecksBcryptAndRemembersBothAnswers) {

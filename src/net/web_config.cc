@@ -338,8 +338,8 @@ BasicAuthVerifier::Answer BasicAuthVerifier::Known(const std::string& authorizat
   if (!SplitBasic(authorization, &user, &password)) return Answer::kDenied;
   const std::string digest = Sha256(user + '\0' + password);
   std::lock_guard<std::mutex> lock(mutex_);
-  if (verified_.count(digest) != 0) return Answer::kAllowed;
-  if (refused_.count(digest) != 0) return Answer::kDenied;
+  if (verified_.Has(digest)) return Answer::kAllowed;
+  if (refused_.Has(digest)) return Answer::kDenied;
   return Answer::kUnknown;
 }
 
@@ -350,8 +350,8 @@ bool BasicAuthVerifier::Verify(const std::string& authorization) {
   const std::string digest = Sha256(user + '\0' + password);
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (verified_.count(digest) != 0) return true;
-    if (refused_.count(digest) != 0) return false;
+    if (verified_.Has(digest)) return true;
+    if (refused_.Has(digest)) return false;
   }
   const std::string* hash = HashOf(user);
   bool ok;
@@ -364,10 +364,18 @@ bool BasicAuthVerifier::Verify(const std::string& authorization) {
   std::lock_guard<std::mutex> lock(mutex_);
   // Both answers are remembered (bounded: many distinct passwords only cost a
   // bcrypt again), so a repeated wrong guess is refused without one.
-  auto& remembered = ok ? verified_ : refused_;
-  if (remembered.size() >= 1024) remembered.clear();
-  remembered.emplace(digest, user);
+  (ok ? verified_ : refused_).Add(digest, user);
   return ok;
+}
+
+void BasicAuthVerifier::Remembered::Add(const std::string& digest, const std::string& user) {
+  if (Has(digest)) return;
+  if (oldest_first.size() >= kMaxRemembered) {
+    user_by_digest.erase(oldest_first.front());
+    oldest_first.pop_front();
+  }
+  oldest_first.push_back(digest);
+  user_by_digest.emplace(digest, user);
 }
 
 const std::string* BasicAuthVerifier::HashOf(const std::string& user) const {
@@ -386,10 +394,13 @@ void BasicAuthVerifier::InheritFrom(BasicAuthVerifier& earlier) {
     const std::string* before = earlier.HashOf(user);
     return (now == nullptr && before == nullptr) || (now != nullptr && before != nullptr && *now == *before);
   };
-  for (const auto& [digest, user] : earlier.verified_)
-    if (same(user)) verified_.emplace(digest, user);
-  for (const auto& [digest, user] : earlier.refused_)
-    if (same(user)) refused_.emplace(digest, user);
+  const auto carry = [&](const Remembered& from, Remembered& to) {
+    for (const std::string& digest : from.oldest_first)  // oldest first: the same ones go first here
+      if (const auto it = from.user_by_digest.find(digest); it != from.user_by_digest.end() && same(it->second))
+        to.Add(digest, it->second);
+  };
+  carry(earlier.verified_, verified_);
+  carry(earlier.refused_, refused_);
 }
 
 void WebAccess::Reload(std::shared_ptr<const WebConfig> web) {

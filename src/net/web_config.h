@@ -19,6 +19,7 @@
 #pragma once
 
 #include <cstddef>
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -97,9 +98,19 @@ class BasicAuthVerifier {
   std::string dummy_hash_;
   std::mutex mutex_;
   std::mutex bcrypt_mutex_;
-  // digests of "user\0password" that matched, and that did not, each with its user
-  std::unordered_map<std::string, std::string> verified_;
-  std::unordered_map<std::string, std::string> refused_;
+  /// Digests of "user\0password", each with its user, at most kMaxRemembered:
+  /// the oldest goes first. (Cleared whole at the limit, a flood of new guesses
+  /// made every known answer unknown at once: a request the event loop had just
+  /// sent to the fast lane as known could then cost a bcrypt there. Issue 53.)
+  struct Remembered {
+    static constexpr size_t kMaxRemembered = 1024;
+    std::unordered_map<std::string, std::string> user_by_digest;
+    std::deque<std::string> oldest_first;
+    bool Has(const std::string& digest) const { return user_by_digest.count(digest) != 0; }
+    void Add(const std::string& digest, const std::string& user);
+  };
+  Remembered verified_;  // matched
+  Remembered refused_;   // did not
 };
 
 /// What a web config asks of every request, swappable while serving (SIGHUP

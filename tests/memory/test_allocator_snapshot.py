@@ -20,6 +20,8 @@ import subprocess
 import sys
 import tempfile
 import unittest
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+import skips_are_skips  # noqa: E402  (tests/python)
 
 GPUTRIAGE = os.environ["GPUTRIAGE"]
 DATA = sys.argv.pop(1) if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "..", "data")
@@ -99,4 +101,4 @@ class AllocatorSnapshot(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    unittest.main(verbosity=2)
+    skips_are_skips.main(verbosity=2)

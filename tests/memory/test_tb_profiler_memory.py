@@ -19,6 +19,8 @@ import os
 import subprocess
 import sys
 import unittest
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+import skips_are_skips  # noqa: E402  (tests/python)
 
 GPUTRIAGE = os.environ["GPUTRIAGE"]
 DATA = sys.argv.pop(1) if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "..", "data")
@@ -95,4 +97,4 @@ class MemoryViewAgainstTbProfiler(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    unittest.main(verbosity=2)
+    skips_are_skips.main(verbosity=2)

@@ -22,6 +22,7 @@ import subprocess
 import sys
 import tempfile
 import unittest
+import skips_are_skips  # tests/python: a skipped test is reported skipped, not passed
 
 GPUTRIAGE = os.environ["GPUTRIAGE"]
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -136,4 +137,4 @@ class DdpRanks(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    unittest.main()
+    skips_are_skips.main()

@@ -12,6 +12,7 @@ import sys
 import tempfile
 import textwrap
 import unittest
+import skips_are_skips  # tests/python: a skipped test is reported skipped, not passed
 
 GPUTRIAGE = os.environ["GPUTRIAGE"]
 PACKAGE_DIR = os.environ["GPUTRIAGE_PYTHON_PATH"]
@@ -151,4 +152,4 @@ class ZeroCodeConfiguration(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    unittest.main(verbosity=2)
+    skips_are_skips.main(verbosity=2)

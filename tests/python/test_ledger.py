@@ -14,6 +14,7 @@ import subprocess
 import sys
 import tempfile
 import unittest
+import skips_are_skips  # tests/python: a skipped test is reported skipped, not passed
 
 GPUTRIAGE = os.environ["GPUTRIAGE"]
 PACKAGE_DIR = os.environ["GPUTRIAGE_PYTHON_PATH"]
@@ -149,4 +150,4 @@ class LedgerOfARealLoop(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    unittest.main()
+    skips_are_skips.main()

@@ -24,6 +24,7 @@ import subprocess
 import sys
 import tempfile
 import unittest
+import skips_are_skips  # tests/python: a skipped test is reported skipped, not passed
 
 GPUTRIAGE = os.environ["GPUTRIAGE"]
 LOOP = os.path.join(os.path.dirname(os.path.abspath(__file__)), "validation_loop.py")
@@ -190,4 +191,4 @@ class APlainPythonLoop(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    unittest.main()
+    skips_are_skips.main()

@@ -9,6 +9,7 @@ import sys
 import tempfile
 import textwrap
 import unittest
+import skips_are_skips  # tests/python: a skipped test is reported skipped, not passed
 
 GPUTRIAGE = os.environ["GPUTRIAGE"]
 PACKAGE_DIR = os.environ["GPUTRIAGE_PYTHON_PATH"]
@@ -307,4 +308,4 @@ class TimeDeviceWithoutCuda(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    unittest.main(verbosity=2)
+    skips_are_skips.main(verbosity=2)

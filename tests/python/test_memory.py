@@ -17,6 +17,7 @@ import subprocess
 import sys
 import tempfile
 import unittest
+import skips_are_skips  # tests/python: a skipped test is reported skipped, not passed
 
 GPUTRIAGE = os.environ["GPUTRIAGE"]
 LOOP = os.path.join(os.path.dirname(os.path.abspath(__file__)), "memory_loop.py")
@@ -278,4 +279,4 @@ class GpuPathsWithAStandIn(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    unittest.main(verbosity=2)
+    skips_are_skips.main(verbosity=2)

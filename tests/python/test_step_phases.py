@@ -26,6 +26,7 @@ import subprocess
 import sys
 import tempfile
 import unittest
+import skips_are_skips  # tests/python: a skipped test is reported skipped, not passed
 
 GPUTRIAGE = os.environ["GPUTRIAGE"]
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -290,4 +291,4 @@ class WorkersBeyondTheCores(unittest.TestCase):
             self.assertEqual(re.findall(r"num_workers=(\d+)", action), [str(workers)])
 
 if __name__ == "__main__":
-    unittest.main()
+    skips_are_skips.main()

@@ -11,6 +11,7 @@ import subprocess
 import sys
 import tempfile
 import unittest
+import skips_are_skips  # tests/python: a skipped test is reported skipped, not passed
 
 GPUTRIAGE = os.environ["GPUTRIAGE"]
 PACKAGE_DIR = os.environ["GPUTRIAGE_PYTHON_PATH"]
@@ -194,4 +195,4 @@ class ExperimentHistory(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    unittest.main(verbosity=2)
+    skips_are_skips.main(verbosity=2)

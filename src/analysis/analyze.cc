@@ -527,16 +527,16 @@ Status AnalyzeTrace(const Recording& rec, RecordingAnalysis& a, int threads, boo
   RETURN_IF_ERROR(errors.Take());
 
   if (!a.steps.empty()) {
-    const auto steady = a.SteadySteps();
-    for (const auto& s : steady)
+    const auto steady_steps = a.SteadySteps();
+    for (const auto& s : steady_steps)
       for (int c = 0; c < kNumStepCategories; ++c) a.average.ns[c] += s.ns[c];
     TimeNs total = 0;
-    for (const auto& s : steady) total += s.total();
-    const auto n = static_cast<TimeNs>(steady.size());
+    for (const auto& s : steady_steps) total += s.total();
+    const auto n = static_cast<TimeNs>(steady_steps.size());
     for (auto& v : a.average.ns) v /= n;
     a.avg_step_ns = total / n;
     // The average's window is as long as the mean step, so total() and shares work on it too.
-    a.average.window = {steady.front().window.start, steady.front().window.start + a.avg_step_ns};
+    a.average.window = {steady_steps.front().window.start, steady_steps.front().window.start + a.avg_step_ns};
     for (const auto& g : a.gpus)
       if (g.device == primary) a.gpu = g;
   } else {
@@ -605,9 +605,9 @@ Status AnalyzeTrace(const Recording& rec, RecordingAnalysis& a, int threads, boo
   a.launch.kernels = kernels_in_steps;
   a.launch.graph_kernels = graph_kernels_in_steps;
   if (!a.steps.empty()) {
-    const auto steady = static_cast<double>(a.SteadySteps().size());  // kernels were counted in those steps
-    a.launch.kernels_per_step = static_cast<double>(kernels_in_steps) / steady;
-    a.launch.host_launches_per_step = static_cast<double>(host_launches) / steady;
+    const auto steady_count = static_cast<double>(a.SteadySteps().size());  // kernels were counted in those steps
+    a.launch.kernels_per_step = static_cast<double>(kernels_in_steps) / steady_count;
+    a.launch.host_launches_per_step = static_cast<double>(host_launches) / steady_count;
   }
   a.launch.median_kernel_us = kernel_pass.durations.Median() / 1000.0;
   if (kernels_in_steps > 0)

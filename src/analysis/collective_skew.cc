@@ -426,8 +426,8 @@ CollectiveSkew MeasureCollectiveSkew(const std::vector<RankTrace>& ranks) {
     } else {
       out.straggler_step_share = top->late_share;
     }
-    const double ranks = static_cast<double>(by_rank.size());
-    out.straggler_chance = std::min(1.0, ranks * BinomialTail(top->late, out.with_late_rank, 1.0 / ranks));
+    const double rank_count = static_cast<double>(by_rank.size());
+    out.straggler_chance = std::min(1.0, rank_count * BinomialTail(top->late, out.with_late_rank, 1.0 / rank_count));
     out.persistent = top->late_share >= kPersistentShare && out.straggler_step_share >= kPersistentShare &&
                      out.straggler_chance < kPersistentMaxChance;
     const double c = top->excess_compute_ms, d = top->excess_data_wait_ms, h = top->excess_host_ms;

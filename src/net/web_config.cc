@@ -172,10 +172,10 @@ StatusOr<WebConfig> LoadWebConfig(const std::string& path) {
   std::ifstream in(path);
   if (!in) return IoError("--web-config-file " + path + ": cannot be read");
   // At most a byte past ParseYaml's limit is read: a huge file is refused by size.
-  std::string text(size_t{1} << 20 | 1, '\0');
-  in.read(text.data(), static_cast<std::streamsize>(text.size()));
-  text.resize(static_cast<size_t>(in.gcount()));
-  auto doc = ParseYaml(text, path);
+  std::string file_text(size_t{1} << 20 | 1, '\0');
+  in.read(file_text.data(), static_cast<std::streamsize>(file_text.size()));
+  file_text.resize(static_cast<size_t>(in.gcount()));
+  auto doc = ParseYaml(file_text, path);
   if (!doc.ok()) return doc.status();
   WebConfig c;
   c.path = path;

@@ -30,10 +30,10 @@ std::string EscapeHtml(std::string_view text) {
 
 /// JSON inside <script>: '<' appears only inside strings, where \u003c means the
 /// same, so no "</script>" or "<!--" in a file name can end the block.
-std::string ScriptSafeJson(const std::string& json) {
+std::string ScriptSafeJson(const std::string& json_text) {
   std::string out;
-  out.reserve(json.size() + json.size() / 64);
-  for (char c : json) {
+  out.reserve(json_text.size() + json_text.size() / 64);
+  for (char c : json_text) {
     if (c == '<') out += "\\u003c";
     else out += c;
   }

@@ -130,13 +130,6 @@ void Creep(const StepMemoryAnalysis& m, const ProcessMemory& p, bool gpu, std::v
   out.push_back(std::move(f));
 }
 
-/// The memory a batch of `batch` would need, from one run's peak: the static
-/// part stays, the rest is taken to grow with the batch (an upper bound: what
-/// does not grow with it -- workspaces, the runtime -- counts as if it did).
-double Projected(double peak, double fixed, double batch, double at_batch) {
-  return fixed + (peak - fixed) * at_batch / batch;
-}
-
 void Headroom(const StepMemoryAnalysis& m, std::vector<Finding>& out) {
   // The process with the largest peak; its GPU's memory, else the host's.
   const ProcessMemory* p = nullptr;

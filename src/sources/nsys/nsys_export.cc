@@ -469,8 +469,8 @@ class NsysReader {
       if (!q.Null(5) && q.Int(5) != 1) return;
       Process* p = CudaThreadsProcess(q.Int(2));
       if (p == nullptr) return;
-      const TimeNs t = q.Int(0) + shift_;
-      const CpuSample sample{{t, t}, NameOfStringId(*p, q, 3), NameOfStringId(*p, q, 4), TidOf(q.Int(2))};
+      const TimeNs at = q.Int(0) + shift_;
+      const CpuSample sample{{at, at}, NameOfStringId(*p, q, 3), NameOfStringId(*p, q, 4), TidOf(q.Int(2))};
       Add(*p, p->streams->cpu_samples, sample, /*gpu_event=*/false);
     });
   }

@@ -382,10 +382,11 @@ int RunRecord(const RecordArgs& args) {
     options.on_steps = [f = feed.get()](const std::vector<MarkedStep>& steps) { f->AddSteps(steps); };
     if (trackers.job_run)
       options.on_job_settings = [notice = trackers.job_run](const std::map<std::string, std::string>& settings) {
+        // Both, or not yet: the bridge writes the run's id before its tracking URI,
+        // and a run on another server must not be looked for on this one.
         const auto run = settings.find("mlflow.job_run_id");
-        if (run == settings.end()) return;
         const auto uri = settings.find("mlflow.job_tracking_uri");
-        notice->Set({run->second, uri == settings.end() ? std::string() : uri->second});
+        if (run != settings.end() && uri != settings.end()) notice->Set({run->second, uri->second});
       };
     options.on_second = [f = feed.get(), w = worker.get(), status = options.on_second](const Recording& rec,
                                                                                       TimeNs elapsed) {

@@ -180,8 +180,7 @@ Status MlflowTracker::EnsureOpen() {
   if (options.run_id.empty() && job_run_) {
     // The job's own run, where the job's MLflow logs to this server (a run on
     // another server is out of reach: the figures get a run of their own here).
-    if (auto job = job_run_->Get();
-        job && (job->tracking_uri.empty() || MlflowServerOf(job->tracking_uri) == MlflowServerOf(base_))) {
+    if (auto job = job_run_->Get(); job && MlflowServerOf(job->tracking_uri) == MlflowServerOf(base_)) {
       options.run_id = job->run_id;
       in_jobs_run_ = true;
     }

@@ -44,7 +44,7 @@ class JobRunNotice {
  public:
   struct JobRun {
     std::string run_id;
-    std::string tracking_uri;  // where the job's MLflow keeps it ("" when not said)
+    std::string tracking_uri;  // where the job's MLflow keeps it
   };
   void Set(JobRun run);
   std::optional<JobRun> Get() const;

@@ -29,6 +29,7 @@
 #include "src/trackers/tensorboard_writer.h"
 #include "src/trackers/tracker_feed.h"
 #include "src/trackers/tracker_worker.h"
+#include "src/util/exit_code.h"
 #include "src/util/clock.h"
 #include "src/util/strings.h"
 #include "src/verdicts/compare.h"
@@ -386,7 +387,9 @@ int RunRecord(const RecordArgs& args) {
         // and a run on another server must not be looked for on this one.
         const auto run = settings.find("mlflow.job_run_id");
         const auto uri = settings.find("mlflow.job_tracking_uri");
-        if (run != settings.end() && uri != settings.end()) notice->Set({run->second, uri->second});
+        if (run == settings.end() || uri == settings.end()) return true;
+        notice->Set({run->second, uri->second});
+        return false;  // the first run the job opens is the one (its bridge says no other)
       };
     options.on_second = [f = feed.get(), w = worker.get(), status = options.on_second](const Recording& rec,
                                                                                       TimeNs elapsed) {
@@ -488,10 +491,8 @@ int RunRecord(const RecordArgs& args) {
   // How the job ended, when it failed: first, before anything measured about it.
   if (result->exit_code != 0)
     diagnosis.notes.insert(diagnosis.notes.begin(),
-                           result->exit_code > 128
-                               ? fmt::format("the job was killed by signal {} ({}; exit code {}): what follows covers it "
-                                             "up to then",
-                                             result->exit_code - 128, strsignal(result->exit_code - 128), result->exit_code)
+                           EndedBySignal(result->exit_code)
+                               ? "the job was " + SignalDeathWords(result->exit_code) + ": what follows covers it up to then"
                                : fmt::format("the job FAILED: it exited with code {}; what follows covers it up to then",
                                              result->exit_code));
   if (worker) {
@@ -546,10 +547,9 @@ int RunRecord(const RecordArgs& args) {
     // Nothing else is reported: how the job ended must still be said (issue 53:
     // a job that died before its first step got no word of it), and why it has no steps.
     if (result->exit_code != 0)
-      PrintText(result->exit_code > 128
-                    ? fmt::format("gputriage: the job was killed by signal {} ({}; exit code {}), with nothing recorded "
-                                  "of it: no GPU metrics and no step\n",
-                                  result->exit_code - 128, strsignal(result->exit_code - 128), result->exit_code)
+      PrintText(EndedBySignal(result->exit_code)
+                    ? "gputriage: the job was " + SignalDeathWords(result->exit_code) +
+                          ", with nothing recorded of it: no GPU metrics and no step\n"
                     : fmt::format("gputriage: the job FAILED: it exited with code {}, with nothing recorded of it: no "
                                   "GPU metrics and no step\n",
                                   result->exit_code),

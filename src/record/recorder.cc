@@ -207,6 +207,7 @@ class RecordingSession {
   std::unique_ptr<MarkerRing> ring_;
   std::unique_ptr<JobConfigChannel> config_;
   off_t job_settings_bytes_ = 0;  // the channel's size when on_job_settings was last told
+  bool job_settings_wanted_ = true;  // on_job_settings has not said it has what it needs
   std::vector<std::string> job_env_;
   // The job.
   pid_t child_ = -1;
@@ -593,11 +594,11 @@ void RecordingSession::FinishSources() {
 }
 
 void RecordingSession::TellJobSettings() {
-  if (!config_ || !options_.on_job_settings) return;
+  if (!config_ || !options_.on_job_settings || !job_settings_wanted_) return;
   struct stat st {};
   if (fstat(config_->fd(), &st) != 0 || st.st_size == job_settings_bytes_) return;
   job_settings_bytes_ = st.st_size;
-  options_.on_job_settings(config_->Read().settings);
+  job_settings_wanted_ = options_.on_job_settings(config_->Read().settings);
 }
 
 void RecordingSession::ReadJobConfig() {

@@ -48,8 +48,9 @@ struct RecordOptions {
   std::function<void(const std::vector<std::string>& requests, const Run& so_far)> on_job_request;
   /// The job's settings so far (its configuration channel), at most once a
   /// second and only when it wrote more: e.g. the MLflow run it opened, which
-  /// the trackers log into. On the sampling loop: it must be quick.
-  std::function<void(const std::map<std::string, std::string>& settings)> on_job_settings;
+  /// the trackers log into. Returns whether to be told again (each time reads
+  /// the whole channel). On the sampling loop: it must be quick.
+  std::function<bool(const std::map<std::string, std::string>& settings)> on_job_settings;
 };
 
 struct RecordResult {

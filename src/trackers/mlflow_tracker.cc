@@ -3,12 +3,12 @@
 #include <cctype>
 #include <chrono>
 #include <cstdlib>
-#include <cstring>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "src/util/clock.h"
+#include "src/util/exit_code.h"
 #include "src/util/strings.h"
 
 namespace gputriage {
@@ -55,8 +55,7 @@ const json& Member(const json& obj, const char* key) {
 /// "finished (exit code 0)", "FAILED (exit code 3)", "killed by signal 15 (Terminated; exit code 143)".
 std::string JobExitWords(int exit_code) {
   if (exit_code == 0) return "finished (exit code 0)";
-  if (exit_code > 128 && exit_code < 128 + 65)
-    return fmt::format("killed by signal {} ({}; exit code {})", exit_code - 128, strsignal(exit_code - 128), exit_code);
+  if (EndedBySignal(exit_code)) return SignalDeathWords(exit_code);
   return fmt::format("FAILED (exit code {})", exit_code);
 }
 
@@ -177,26 +176,25 @@ bool MlflowTracker::Ready() const {
 Status MlflowTracker::EnsureOpen() {
   if (!run_id_.empty()) return Status::Ok();
   MlflowOptions options = options_;
+  bool into_jobs_run = false;
   if (options.run_id.empty() && job_run_) {
     // The job's own run, where the job's MLflow logs to this server (a run on
     // another server is out of reach: the figures get a run of their own here).
     if (auto job = job_run_->Get(); job && MlflowServerOf(job->tracking_uri) == MlflowServerOf(base_)) {
       options.run_id = job->run_id;
-      in_jobs_run_ = true;
+      into_jobs_run = true;
     }
   }
   // Every call of the opening shares one deadline (and LimitTo's, if sooner).
   auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(options.timeout_ms);
   if (limit_ && *limit_ < deadline) deadline = *limit_;
   impl_->http->SetDeadline(deadline);
-  Status opened = Open(options);
+  const Status opened = Open(options);
   impl_->http->SetDeadline(limit_);
-  if (!opened.ok()) {
-    in_jobs_run_ = false;
-    run_id_.clear();
+  if (!opened.ok())
     return Status(opened.code(), "the run was not opened: " + opened.message() + "; not logged to MLflow (the run is "
                                  "stored locally)");
-  }
+  in_jobs_run_ = into_jobs_run;
   return Status::Ok();
 }
 
@@ -232,7 +230,6 @@ Status MlflowTracker::Open(const MlflowOptions& options) {
     if (!options.run_name.empty()) request["run_name"] = options.run_name;
     ASSIGN_OR_RETURN(json created, m.Call("POST", "mlflow/runs/create", request));
     run = Member(created, "run");
-    created_ = true;
   }
   const json& info = Member(run, "info");
   std::string run_id = Text(Member(info, "run_id"));
@@ -247,6 +244,7 @@ Status MlflowTracker::Open(const MlflowOptions& options) {
   if (!experiment_id_.empty() && !ValidRunId(experiment_id_)) experiment_id_.clear();
   artifact_uri_ = Text(Member(info, "artifact_uri"));
   run_id_ = std::move(run_id);
+  created_ = options.run_id.empty();  // ours, so ours to end
   return Status::Ok();
 }
 
@@ -337,7 +335,7 @@ Status MlflowTracker::Finish(const TrackerSummary& summary) {
 
   if (created_) {
     // The job's exit: 0 finished, a signal (128 + N) killed, else failed.
-    const char* status = summary.exit_code == 0 ? "FINISHED" : summary.exit_code > 128 ? "KILLED" : "FAILED";
+    const char* status = summary.exit_code == 0 ? "FINISHED" : EndedBySignal(summary.exit_code) ? "KILLED" : "FAILED";
     RETURN_IF_ERROR(
         m.Call("POST", "mlflow/runs/update", {{"run_id", run_id_}, {"status", status}, {"end_time", Ms(summary.ended_ns)}})
             .status());

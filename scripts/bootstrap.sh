@@ -166,14 +166,24 @@ for step in "${steps[@]}"; do
   (set -euo pipefail; "$step") >"$logs/$step.log" 2>&1 &
   pids+=($!)
 done
+# A step that fails is shown and tried once more, alone: each is idempotent
+# (a venv starts afresh) and most of what fails here is a download (a registry's
+# reset connection, a mirror's 503) that a second try gets.
 failed=()
 for i in "${!steps[@]}"; do
+  step=${steps[$i]}
   if wait "${pids[$i]}"; then
-    grep '^bootstrap\|^portable_deps' "$logs/${steps[$i]}.log" || true
+    grep '^bootstrap\|^portable_deps' "$logs/$step.log" || true
+    continue
+  fi
+  echo "bootstrap: $step failed; its log's end, then a second try:"
+  tail -40 "$logs/$step.log"
+  if (set -euo pipefail; "$step") >"$logs/$step.retry.log" 2>&1; then
+    grep '^bootstrap\|^portable_deps' "$logs/$step.retry.log" || true
   else
-    echo "bootstrap: ${steps[$i]} failed:"
-    tail -40 "$logs/${steps[$i]}.log"
-    failed+=("${steps[$i]}")
+    echo "bootstrap: $step failed again:"
+    tail -40 "$logs/$step.retry.log"
+    failed+=("$step")
   fi
 done
 [ ${#failed[@]} -eq 0 ] || { echo "bootstrap: failed: ${failed[*]}" >&2; exit 1; }

@@ -121,6 +121,99 @@ TEST(Diagnosis, TinyKernelsTheHostIssuesAreHostBoundNotIdle) {
   EXPECT_LT(d.recordings[0].gpu.busy_percent, 12.0);  // 300 µs of 3000
 }
 
+// Host gaps over one or two steps hold no steady state (warm-up looks the same):
+// launch_bound stays low, promises no gain, and says what more steps would tell;
+// over ten steps the same gaps decide.
+TEST(Diagnosis, HostGapsOfOneOrTwoStepsDoNotDecide) {
+  for (int steps : {1, 2, 10}) {
+    gputriage::Run run;
+    run.recordings.push_back(TinyKernelsRecording(steps));
+    const Diagnosis d = Diagnose(run);
+    const Finding* f = nullptr;
+    for (const auto& x : d.findings)
+      if (x.verdict == "launch_bound") f = &x;
+    ASSERT_NE(f, nullptr) << steps << " steps";
+    if (steps < 3) {
+      EXPECT_EQ(f->severity, Severity::kLow) << steps;
+      EXPECT_NE(f->detail.find("no steady state"), std::string::npos) << f->detail;
+      EXPECT_NE(f->detail.find("3 or more steps after warm-up"), std::string::npos) << f->detail;
+      ASSERT_TRUE(f->gain);
+      EXPECT_DOUBLE_EQ(f->gain->expected, f->gain->current);
+      EXPECT_LT(f->gain->best, f->gain->current);
+    } else {
+      EXPECT_GE(f->severity, Severity::kModerate);
+      EXPECT_LT(f->gain->expected, f->gain->current);
+    }
+  }
+}
+
+// Copies are work, never idle: a step whose device copies 6 ms of every 10 and
+// computes 1 ms is copy_bound (its own cause, with its bytes), not idle, and the
+// idle verdict's sentence is not said; its numbers add up to the step.
+TEST(Diagnosis, CopiesAreTheirOwnCauseNotIdle) {
+  Recording rec = A100Recording();
+  int64_t corr = 1;
+  for (int s = 0; s < 4; ++s) {
+    const TimeNs base = s * 10'000 * us;
+    rec.steps.push_back({s, {base, base + 10'000 * us}});
+    MemoryActivity copy;
+    copy.time = {base + 100 * us, base + 6100 * us};
+    copy.kind = MemoryOpKind::kMemcpyHtoD;
+    copy.device = 0;
+    copy.stream = 7;
+    copy.correlation = corr++;
+    copy.bytes = 96LL << 20;  // 96 MiB in 6 ms: 16.8 GB/s
+    rec.memory_ops.push_back(copy);
+    RuntimeCall call = Launch(rec, base + 90 * us, base + 95 * us, copy.correlation);
+    call.name = rec.names.Intern("cudaMemcpyAsync");
+    call.kind = RuntimeCallKind::kMemcpy;
+    rec.runtime_calls.push_back(call);
+    rec.runtime_calls.push_back(Launch(rec, base + 6200 * us, base + 6205 * us, corr));
+    rec.kernels.push_back(Kernel(rec, "ampere_bf16_s16816gemm_bf16_128x128_ldg8_f2f_tn", base + 6210 * us,
+                                 base + 7210 * us, corr++));
+  }
+  gputriage::Run run;
+  run.recordings.push_back(std::move(rec));
+  const Diagnosis d = Diagnose(run);
+  const Finding* copy = nullptr;
+  for (const auto& f : d.findings) {
+    EXPECT_NE(f.verdict, "idle") << f.title;
+    if (f.verdict == "copy_bound") copy = &f;
+  }
+  ASSERT_NE(copy, nullptr);
+  EXPECT_EQ(copy->severity, Severity::kHigh);
+  EXPECT_NE(copy->detail.find("6.00 ms of every 10.00 ms step"), std::string::npos) << copy->detail;
+  EXPECT_NE(copy->detail.find("96.0 MiB per step (96.0 MiB to the device, 0.0 MiB back)"), std::string::npos)
+      << copy->detail;
+  ASSERT_TRUE(copy->gain);
+  EXPECT_DOUBLE_EQ(copy->gain->expected, 7.0);
+  EXPECT_DOUBLE_EQ(copy->gain->best, 4.0);
+  // The step's time adds up: kernels, copies and the rest are the window.
+  const StepBreakdown& avg = d.recordings[0].average;
+  EXPECT_EQ(avg.ns[static_cast<int>(StepCategory::kKernel)] + avg.ns[static_cast<int>(StepCategory::kMemcpy)] +
+                avg.ns[static_cast<int>(StepCategory::kMemset)] + avg.ns[static_cast<int>(StepCategory::kCommunication)] +
+                avg.ns[static_cast<int>(StepCategory::kRuntime)] + avg.ns[static_cast<int>(StepCategory::kDataLoader)] +
+                avg.ns[static_cast<int>(StepCategory::kCpuExec)] + avg.ns[static_cast<int>(StepCategory::kOther)],
+            10'000 * us);
+}
+
+// Launch calls without any GPU record: CUDA activity was asked for (the calls
+// are CUPTI's) and its records were lost; the advice is not "add CUDA".
+TEST(Diagnosis, LaunchesWithoutGpuRecordsSayTheRecordsWereLost) {
+  Recording rec = A100Recording();
+  rec.steps.push_back({1, {0, 1000 * us}});
+  for (int i = 0; i < 10; ++i) rec.runtime_calls.push_back(Launch(rec, (10 + 50 * i) * us, (15 + 50 * i) * us, i + 1));
+  gputriage::Run run;
+  run.recordings.push_back(std::move(rec));
+  const Diagnosis d = Diagnose(run);
+  ASSERT_EQ(d.findings.size(), 1u);
+  const Finding& f = d.findings[0];
+  EXPECT_EQ(f.verdict, "no_gpu_activity");
+  EXPECT_NE(f.title.find("the host launched 10 kernels: the profiler lost its GPU activities"), std::string::npos)
+      << f.title;
+  for (const auto& r : f.recommendations) EXPECT_EQ(r.action.find("ProfilerActivity.CUDA"), std::string::npos);
+}
+
 TEST(Diagnosis, SparseWorkIsIdleNotHostBound) {
   // The same kernels, but the step lasts 300 ms: one launch every 5 ms is not the
   // host pacing the GPU; the job does something else.
@@ -350,10 +443,11 @@ TEST(Diagnosis, DecodeStepsOfFewTokensStreamWeightsWithoutShapes) {
   // an H100's ridge: the GEMMs wait on memory.
   const Diagnosis d = ServingSteps("execute_context_0(0)_generation_4(4)");
   ASSERT_EQ(d.recordings.size(), 1u);
-  // The window ends with the last step's GEMM launch (the trace has no ProfilerStep):
-  // nine steps' midpoints fall in it, and their 36 tokens are what its time is divided by.
-  EXPECT_EQ(d.recordings[0].serving.steps, 9);
-  EXPECT_EQ(d.recordings[0].serving.tokens, 36);
+  // The trace has no ProfilerStep: one window over every device operation, the
+  // first step's included (it once began where that step's work ended, issue 54):
+  // ten steps' midpoints fall in it, and their 40 tokens are what its time is divided by.
+  EXPECT_EQ(d.recordings[0].serving.steps, 10);
+  EXPECT_EQ(d.recordings[0].serving.tokens, 40);
   const Finding* f = nullptr;
   for (const auto& x : d.findings)
     if (x.verdict == "memory_bound") f = &x;

@@ -56,7 +56,12 @@ check "missing file" 3 "$bin" diagnose "$tmp/nope.json"
 grep -q "nope.json" "$tmp/err" || { echo "FAIL: error does not name the file"; fail=1; }
 printf 'a,b\n1,2\n' > "$tmp/metrics.csv"
 check "wrong format" 3 "$bin" diagnose "$tmp/metrics.csv"
-grep -q "not a recognised input" "$tmp/err" || { echo "FAIL: wrong-format message"; cat "$tmp/err"; fail=1; }
+# Rows of bare numbers may be a headerless --query-gpu log: read, and refused with what they are.
+grep -q "metrics.csv:1: no CSV header, and the values do not read as GPU data (1 row of 2 columns" "$tmp/err" ||
+  { echo "FAIL: wrong-format message"; cat "$tmp/err"; fail=1; }
+printf 'hello: world\n' > "$tmp/config.yaml"
+check "not a GPU file" 3 "$bin" diagnose "$tmp/config.yaml"
+grep -q "not a recognised input" "$tmp/err" || { echo "FAIL: not-a-GPU-file message"; cat "$tmp/err"; fail=1; }
 : > "$tmp/empty.json"
 check "empty file" 3 "$bin" diagnose "$tmp/empty.json"
 zcat "$nw0" | head -c 5000000 > "$tmp/truncated.json"

@@ -301,8 +301,11 @@ TEST(Golden, B200EagerInference) {
   EXPECT_EQ(d.Find("low_precision"), nullptr);
   EXPECT_EQ(d.Find("unfused_attention"), nullptr);
   // Eager decoding: ~700 short kernels, GPU busy ~12 %, idle waiting on the host.
+  // One window without step markers: no steady state to tell the gaps from
+  // warm-up, so the finding stays low (issue 54) and leads, nothing else measured.
   ASSERT_NE(d.Find("launch_bound"), nullptr);
-  EXPECT_EQ(d.Find("launch_bound")->severity, Severity::kHigh);
+  EXPECT_EQ(d.Find("launch_bound")->severity, Severity::kLow);
+  EXPECT_EQ(d.diagnosis.findings.front().verdict, "launch_bound");
 }
 
 TEST(Golden, Mi300xIsCommunicationBound) {

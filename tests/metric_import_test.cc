@@ -286,7 +286,10 @@ TEST(SmiCsv, GpusOptionSetsTheCount) {
   EXPECT_EQ(FindIssue(rec, "gpu_count_inferred"), nullptr);
 }
 
-TEST(SmiCsv, HeaderlessNeedsTheColumnList) {
+// Integers 0-100 with no unit beside a timestamp: utilization, temperature or fan
+// speed. Nothing tells which, so nothing is guessed: the error says what the rows
+// are and how to name the columns.
+TEST(SmiCsv, HeaderlessAmbiguousColumnsNeedTheColumnList) {
   const std::string log = "2026/01/02 03:04:05.000, 0, 77\n2026/01/02 03:04:06.000, 0, 79\n";
   ImportOptions bad;
   bad.format = "nvidia-smi-csv";
@@ -299,6 +302,170 @@ TEST(SmiCsv, HeaderlessNeedsTheColumnList) {
   Recording rec = ImportOne(log, good);  // detected as nvidia-smi CSV by the timestamp
   ASSERT_EQ(rec.metrics.devices.size(), 1u);
   EXPECT_DOUBLE_EQ(rec.metrics.devices[0].Get(Metric::kGpuUtil).mean(), 78.0);
+}
+
+const ImportIssue* Inferred(const Recording& rec) { return rec.stats.FindIssue("columns_inferred"); }
+
+// --format=csv,noheader (units kept): the units tell the fields, the order tells
+// utilization.gpu from utilization.memory; every assumption is in the report.
+TEST(SmiCsv, HeaderlessWithUnitsReadsEveryField) {
+  std::string log;
+  for (int i = 0; i < 6; ++i)
+    log += fmt::format("2026/01/02 03:04:{:02}.000, NVIDIA H100 80GB HBM3, 00000000:18:00.0, 535.104.05, {} %, {} %, "
+                       "{} MiB, 81559 MiB, {}.25 W, 700.00 W, 1980 MHz, 2619 MHz, 0x0000000000000000\n",
+                       i, 40 + i, 10 + i, 70000 + i, 300 + i);
+  Recording rec = ImportOne(log);
+  ASSERT_EQ(rec.metrics.devices.size(), 1u);
+  const MetricDevice& d = rec.metrics.devices[0];
+  EXPECT_EQ(d.name, "NVIDIA H100 80GB HBM3");
+  EXPECT_EQ(d.driver_version, "535.104.05");
+  EXPECT_DOUBLE_EQ(d.Get(Metric::kGpuUtil).mean(), 42.5);
+  EXPECT_DOUBLE_EQ(d.Get(Metric::kMemCopyUtil).mean(), 12.5);
+  EXPECT_DOUBLE_EQ(d.Get(Metric::kFbUsedBytes).max(), 70005 * kMiB);
+  EXPECT_EQ(d.memory_total_bytes, static_cast<int64_t>(81559 * kMiB));
+  EXPECT_DOUBLE_EQ(d.Get(Metric::kPowerW).max(), 305.25);
+  EXPECT_DOUBLE_EQ(d.power_limit_w, 700.0);
+  EXPECT_DOUBLE_EQ(d.Get(Metric::kSmClockMHz).mean(), 1980.0);
+  EXPECT_EQ(d.Get(Metric::kClockEventReasons).count(), 6);
+  EXPECT_FALSE(rec.metrics.timestamps_synthetic);
+  const auto* note = Inferred(rec);
+  ASSERT_TRUE(note);
+  EXPECT_EQ(note->severity, IssueSeverity::kInfo);
+  EXPECT_NE(note->message.find("test.log:1: no CSV header"), std::string::npos) << note->message;
+  EXPECT_NE(note->message.find("column 5 is utilization.gpu"), std::string::npos) << note->message;
+  EXPECT_NE(note->message.find("column 8 is memory.total"), std::string::npos) << note->message;
+  EXPECT_NE(note->message.find("--smi-columns"), std::string::npos) << note->message;
+}
+
+// The shortest form people log: `--query-gpu=utilization.gpu,memory.used
+// --format=csv,noheader -l 1`: no clock, one row a second.
+TEST(SmiCsv, HeaderlessWithoutTimestampIsReadAtTheInterval) {
+  Recording rec = ImportOne("2 %, 588 MiB\n97 %, 60211 MiB\n98 %, 60211 MiB\n");
+  ASSERT_EQ(rec.metrics.devices.size(), 1u);
+  const MetricDevice& d = rec.metrics.devices[0];
+  EXPECT_EQ(d.Get(Metric::kGpuUtil).count(), 3);
+  EXPECT_DOUBLE_EQ(d.Get(Metric::kFbUsedBytes).max(), 60211 * kMiB);
+  EXPECT_TRUE(rec.metrics.timestamps_synthetic);
+  ASSERT_TRUE(Inferred(rec));
+}
+
+// nounits with a Unix time: memory by its constant total, power by its decimals;
+// the integers 0-100 stay unknown and say so (utilization is not guessed).
+TEST(SmiCsv, HeaderlessWithoutUnitsReadsWhatIsCertain) {
+  std::string log;
+  for (int i = 0; i < 8; ++i) log += fmt::format("{},0, {}.9, {}, 81920\n", 1767225600 + i, 71 + i, 70112 + i);
+  Recording rec = ImportOne(log);
+  ASSERT_EQ(rec.metrics.devices.size(), 1u);
+  const MetricDevice& d = rec.metrics.devices[0];
+  EXPECT_EQ(d.Get(Metric::kGpuUtil).count(), 0);
+  EXPECT_DOUBLE_EQ(d.Get(Metric::kPowerW).min(), 71.9);
+  EXPECT_DOUBLE_EQ(d.Get(Metric::kFbUsedBytes).min(), 70112 * kMiB);
+  EXPECT_EQ(d.memory_total_bytes, static_cast<int64_t>(81920 * kMiB));
+  EXPECT_EQ(d.Get(Metric::kPowerW).first_time(), 1767225600LL * kNsPerS);
+  const auto* note = Inferred(rec);
+  ASSERT_TRUE(note);
+  EXPECT_NE(note->message.find("Unix time"), std::string::npos) << note->message;
+  EXPECT_NE(note->message.find("column 2 holds numbers 0-100"), std::string::npos) << note->message;
+  EXPECT_NE(note->message.find("utilization is unknown"), std::string::npos) << note->message;
+}
+
+// Two GPUs, one row each per interval, with their index: the cycling integers.
+TEST(SmiCsv, HeaderlessIndexColumnSeparatesGpus) {
+  std::string log;
+  for (int i = 0; i < 5; ++i)
+    for (int g = 0; g < 2; ++g)
+      log += fmt::format("2026/01/02 03:04:{:02}.{:03}, {}, {} %, {} MiB\n", i, g, g, g == 0 ? 90 : 0, 1000 + g);
+  Recording rec = ImportOne(log);
+  ASSERT_EQ(rec.metrics.devices.size(), 2u);
+  EXPECT_DOUBLE_EQ(FindIndex(rec, 0)->Get(Metric::kGpuUtil).mean(), 90.0);
+  EXPECT_DOUBLE_EQ(FindIndex(rec, 1)->Get(Metric::kGpuUtil).mean(), 0.0);
+}
+
+// A CSV of numbers that is not a GPU log is refused with what it is.
+TEST(SmiCsv, HeaderlessRowsWithoutGpuDataAreRefusedSayingWhatTheyAre) {
+  auto recs = ImportMetricLogFromMemory("loss.csv", "step,loss\n1,2.31\n2,2.05\n3,1.98\n", ImportOptions{});
+  ASSERT_FALSE(recs.ok());
+  EXPECT_NE(recs.status().message().find("loss.csv:1: no CSV header, and the values do not read as GPU data (3 rows "
+                                         "of 2 columns: 2 numeric (2 without a unit), 0 text)"),
+            std::string::npos)
+      << recs.status().message();
+}
+
+// A log appended to: headerless rows, then a logger restarted with its header.
+// Both parts are read; the header names the columns below it.
+TEST(SmiCsv, HeaderlessRowsThenAHeaderAreBothRead) {
+  const std::string log =
+      "2026/01/02 03:04:05.000, 50 %, 1000 MiB\n2026/01/02 03:04:06.000, 52 %, 1000 MiB\n"
+      "timestamp, index, utilization.gpu [%]\n"
+      "2026/01/02 03:05:00.000, 0, 70\n2026/01/02 03:05:01.000, 0, 72\n";
+  Recording rec = ImportOne(log);
+  ASSERT_EQ(rec.metrics.devices.size(), 1u);
+  EXPECT_EQ(rec.metrics.devices[0].Get(Metric::kGpuUtil).count(), 4);
+  ASSERT_TRUE(Inferred(rec));
+}
+
+// A script's own header whose names gputriage does not know: the names it
+// does know are kept, the rest read from the values.
+TEST(SmiCsv, AScriptsUnknownHeaderIsReadFromItsValues) {
+  const std::string log =
+      "Time,GPU Load,VRAM\n2026/01/02 03:04:05.000, 50 %, 1000 MiB\n2026/01/02 03:04:06.000, 52 %, 1010 MiB\n";
+  Recording rec = ImportOne(log);
+  ASSERT_EQ(rec.metrics.devices.size(), 1u);
+  EXPECT_EQ(rec.metrics.devices[0].Get(Metric::kGpuUtil).count(), 2);
+  EXPECT_EQ(rec.metrics.devices[0].Get(Metric::kFbUsedBytes).count(), 2);
+  ASSERT_TRUE(Inferred(rec));
+}
+
+// A log several commands appended to: `nvidia-smi >> gpu.log` (a table), then a
+// --query-gpu loop with its header, a blank line, and a row after the NUL hole a
+// truncation under the logger leaves. Every part is read into one recording.
+TEST(SmiCsv, AnAppendedLogIsReadPartByPart) {
+  const std::string log =
+      "Tue Jan  6 10:00:00 2026       \n"
+      "+-----------------------------------------------------------------------------------------+\n"
+      "| NVIDIA-SMI 550.54.15              Driver Version: 550.54.15      CUDA Version: 12.4     |\n"
+      "|-----------------------------------------+------------------------+----------------------+\n"
+      "| GPU  Name                 Persistence-M | Bus-Id          Disp.A | Volatile Uncorr. ECC |\n"
+      "| Fan  Temp   Perf          Pwr:Usage/Cap |           Memory-Usage | GPU-Util  Compute M. |\n"
+      "|                                         |                        |               MIG M. |\n"
+      "|=========================================+========================+======================|\n"
+      "|   0  NVIDIA A100-SXM4-80GB          On  |   00000000:07:00.0 Off |                    0 |\n"
+      "| N/A   34C    P0             62W /  400W |       4MiB /  81920MiB |      0%      Default |\n"
+      "|                                         |                        |             Disabled |\n"
+      "+-----------------------------------------+------------------------+----------------------+\n"
+      "                                                                                         \n"
+      "+-----------------------------------------------------------------------------------------+\n"
+      "| Processes:                                                                              |\n"
+      "|  GPU   GI   CI        PID   Type   Process name                            GPU Memory |\n"
+      "|        ID   ID                                                             Usage      |\n"
+      "|=========================================================================================|\n"
+      "|  No running processes found                                                             |\n"
+      "+-----------------------------------------------------------------------------------------+\n"
+      "timestamp, name, utilization.gpu [%], memory.used [MiB], power.draw [W]\n"
+      "2026/01/06 10:00:05.000, NVIDIA A100-SXM4-80GB, 97 %, 70112 MiB, 350.10 W\n"
+      "2026/01/06 10:00:10.000, NVIDIA A100-SXM4-80GB, 98 %, 70112 MiB, 352.10 W\n"
+      "   \n"
+      "2026/01/06 10:00:15.000, NVIDIA A100-SXM4-80GB, 96 %, 70112 MiB, 349.10 W\n" +
+      std::string(16, '\0') + "2026/01/06 10:00:20.000, NVIDIA A100-SXM4-80GB, 97 %, 70112 MiB, 351.10 W\n" +
+      std::string(8, '\0') + "\n";
+  Recording rec = ImportOne(log);
+  EXPECT_EQ(rec.format, "nvidia-smi-table");
+  EXPECT_EQ(rec.metadata["sections"], "nvidia-smi-csv, nvidia-smi-table");
+  ASSERT_EQ(rec.metrics.devices.size(), 1u);
+  const MetricDevice& d = rec.metrics.devices[0];
+  EXPECT_EQ(d.Get(Metric::kGpuUtil).count(), 5);  // the table's 0 % and four rows
+  EXPECT_DOUBLE_EQ(d.Get(Metric::kGpuUtil).max(), 98.0);
+  ASSERT_TRUE(rec.stats.FindIssue("appended_parts"));
+  EXPECT_NE(rec.stats.FindIssue("appended_parts")->message.find("test.log:21: a nvidia-smi-csv part begins"),
+            std::string::npos);
+  ASSERT_TRUE(rec.stats.FindIssue("nul_padding"));
+  EXPECT_NE(rec.stats.FindIssue("nul_padding")->message.find("test.log:26: 16 NUL bytes"), std::string::npos)
+      << rec.stats.FindIssue("nul_padding")->message;
+  ASSERT_TRUE(rec.stats.FindIssue("binary_line"));  // the NUL-only tail
+  // Named with --format, the file is read as that format alone.
+  ImportOptions table_only;
+  table_only.format = "nvidia-smi-table";
+  EXPECT_EQ(ImportOne(log, table_only).metrics.devices[0].Get(Metric::kGpuUtil).count(), 1);
 }
 
 TEST(SmiCsv, MalformedLinesAreCountedWithFileAndLine) {
@@ -838,7 +1005,11 @@ TEST(MetricSniff, EachFormatIsRecognised) {
   EXPECT_EQ(SniffMetricFormat("#Entity   GPUTL\nID\n"), "dcgmi-dmon");
   EXPECT_EQ(SniffMetricFormat("# HELP DCGM_FI_DEV_SM_CLOCK x\n# TYPE DCGM_FI_DEV_SM_CLOCK gauge\n"), "dcgm-exporter");
   EXPECT_EQ(SniffMetricFormat("####\n# idle :: query\n# $ nvidia-smi -q\n"), "capture-bundle");
-  EXPECT_EQ(SniffMetricFormat("a,b\n1,2\n"), "");
+  // Rows of bare numbers may be a headerless --query-gpu log: its reader tells
+  // (from the values) or says what they are; in a directory they are not taken.
+  EXPECT_EQ(SniffMetricFormat("a,b\n1,2\n"), "nvidia-smi-csv");
+  EXPECT_EQ(SniffMetricFormat("a,b\n1,2\n", /*strict=*/true), "");
+  EXPECT_EQ(SniffMetricFormat("2 %, 588 MiB\n", /*strict=*/true), "nvidia-smi-csv");
 }
 
 TEST(MetricImport, UnrecognisedAndEmptyInputsAreErrors) {

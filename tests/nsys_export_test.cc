@@ -127,6 +127,29 @@ INSERT INTO NVTX_EVENTS VALUES (0, 90000, 59, 0, 0, 0, 'launcher', )" + std::to_
   EXPECT_EQ((*read)[1].kernels[0].device, 1);
 }
 
+// A process that made CUDA calls but ran no GPU work beside one that did (a
+// launcher querying the GPU, a compile worker): a helper, not rank 1 (issue 54).
+TEST_F(NsysExport, AHelperProcessWithCudaCallsAndNoGpuWorkIsNotARank) {
+  Make(std::string(kOldSchema) + R"(
+INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME VALUES (1000, 6000, 0, )" + std::to_string(Gid(100, 101)) + R"(, 7, 2, 0);
+INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES (8000, 18000, 0, 1, 7, 7, )" + std::to_string(Gid(100, 0)) + R"(, 1, 96, 1, 1, 1, 1, 1, 1, 0, 0);
+INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME VALUES (500, 900, 0, )" + std::to_string(Gid(300, 301)) + R"(, 40, 4, 0);
+INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME VALUES (950, 990, 0, )" + std::to_string(Gid(300, 301)) + R"(, 41, 4, 0);
+)");
+  auto read = ImportNsysExport(path_);
+  ASSERT_TRUE(read.ok()) << read.status().ToString();
+  ASSERT_EQ(read->size(), 1u);
+  EXPECT_EQ((*read)[0].metadata.at("process.pid"), "100");
+  const ImportIssue* helper = (*read)[0].stats.FindIssue("helper_processes");
+  ASSERT_NE(helper, nullptr);
+  EXPECT_NE(helper->message.find("pid 300 (2 CUDA API calls)"), std::string::npos) << helper->message;
+  // With no process running GPU work, every process with CUDA calls stays a recording.
+  Make("DELETE FROM CUPTI_ACTIVITY_KIND_KERNEL;");
+  auto cpu_only = ImportNsysExport(path_);
+  ASSERT_TRUE(cpu_only.ok()) << cpu_only.status().ToString();
+  EXPECT_EQ(cpu_only->size(), 2u);
+}
+
 TEST_F(NsysExport, AUserStepRegexAndMissingTablesAreSaid) {
   Make(R"(
 CREATE TABLE StringIds (id INTEGER PRIMARY KEY, value TEXT NOT NULL);

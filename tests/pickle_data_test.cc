@@ -78,7 +78,9 @@ TEST(PickleData, BrokenPicklesAreErrorsNamingTheByte) {
   EXPECT_NE(Refusal(std::string("\x80\x04\x8c\xff" "ab", 6)).message().find("ends inside a string"), std::string::npos);
   EXPECT_NE(Refusal(std::string("\x80\x04h\x07.", 5)).message().find("memo key 7 was never stored"), std::string::npos);
   EXPECT_NE(Refusal(std::string("\x80\x04" "a.", 4)).message().find("APPEND without a list"), std::string::npos);
-  EXPECT_NE(Refusal(std::string("\x80\x04\x8a\x09" "123456789.", 14)).message().find("over 64 bits"), std::string::npos);
+  // A LONG4 whose length is over the string limit is refused by its size, not read.
+  EXPECT_NE(Refusal(std::string("\x80\x04\x8b\xff\xff\xff\x7f.", 8)).message().find("an integer of 2147483647 bytes"),
+            std::string::npos);
   EXPECT_NE(Refusal(std::string("\x80\x04NN.", 5)).message().find("STOP with the stack"), std::string::npos);
 }
 
@@ -120,6 +122,48 @@ TEST(PickleData, NumbersAndStringsOfEveryWidth) {
   EXPECT_EQ((*p0)->root->items[0]->AsInt(), -12);
   EXPECT_DOUBLE_EQ((*p0)->root->items[1]->real, 2.5);
   EXPECT_EQ((*p0)->root->items[2]->kind, PickleValue::Kind::kBool);
+}
+
+// Python writes an int of any size: LONG1 of 9 bytes for 2**64-1 (a real snapshot's
+// stack frame held one), protocol 0's digits with 'L'. What fits 64 bits stays an
+// int; what does not is the nearest double, never a refusal.
+TEST(PickleData, IntegersOfAnySizeAreRead) {
+  // pickle.dumps([2**64-1, -(2**64), 2**63-1, -2**63, 2**70, -2**70, 2**63, -2**63-1], protocol=4)
+  const std::string p4(
+      "\x80\x04\x95[\x00\x00\x00\x00\x00\x00\x00]\x94(\x8a\t\xff\xff\xff\xff\xff\xff\xff\xff\x00\x8a\t\x00\x00\x00"
+      "\x00\x00\x00\x00\x00\xff\x8a\x08\xff\xff\xff\xff\xff\xff\xff\x7f\x8a\x08\x00\x00\x00\x00\x00\x00\x00\x80\x8a\t"
+      "\x00\x00\x00\x00\x00\x00\x00\x00@\x8a\t\x00\x00\x00\x00\x00\x00\x00\x00\xc0\x8a\t\x00\x00\x00\x00\x00\x00\x00"
+      "\x80\x00\x8a\t\xff\xff\xff\xff\xff\xff\xff\x7f\xff" "e.",
+      102);
+  auto doc = ReadPickle(p4, "longs.pickle");
+  ASSERT_TRUE(doc.ok()) << doc.status().ToString();
+  const auto& items = (*doc)->root->items;
+  ASSERT_EQ(items.size(), 8u);
+  EXPECT_EQ(items[0]->kind, PickleValue::Kind::kFloat);
+  EXPECT_DOUBLE_EQ(items[0]->real, 18446744073709551615.0);
+  EXPECT_DOUBLE_EQ(items[1]->real, -18446744073709551616.0);
+  EXPECT_EQ(items[2]->kind, PickleValue::Kind::kInt);
+  EXPECT_EQ(items[2]->AsInt(), INT64_MAX);
+  EXPECT_EQ(items[3]->AsInt(), INT64_MIN);
+  EXPECT_DOUBLE_EQ(items[4]->real, 1180591620717411303424.0);
+  EXPECT_DOUBLE_EQ(items[5]->real, -1180591620717411303424.0);
+  EXPECT_DOUBLE_EQ(items[6]->real, 9223372036854775808.0);
+  EXPECT_DOUBLE_EQ(items[7]->real, -9223372036854775809.0);
+  EXPECT_EQ(items[0]->AsInt(-1), -1);  // out of int64: the caller's fallback, never a wrapped value
+  // pickle.dumps([10**30, -10**30, 5], protocol=0): LIST and LONG lines.
+  auto p0 = ReadPickle("(lp0\nL1000000000000000000000000000000L\naL-1000000000000000000000000000000L\naI5\na.", "p0.pickle");
+  ASSERT_TRUE(p0.ok()) << p0.status().ToString();
+  EXPECT_DOUBLE_EQ((*p0)->root->items[0]->real, 1e30);
+  EXPECT_DOUBLE_EQ((*p0)->root->items[1]->real, -1e30);
+  EXPECT_EQ((*p0)->root->items[2]->AsInt(), 5);
+  // pickle.dumps({"a\\b\u00e9\u20ac\n": 1, "k": {}}, protocol=0): DICT, UNICODE with its escapes.
+  auto d0 = ReadPickle("(dp0\nVa\\u005cb\xe9\\u20ac\\u000a\np1\nI1\nsVk\np2\n(dp3\ns.", "d0.pickle");
+  ASSERT_TRUE(d0.ok()) << d0.status().ToString();
+  ASSERT_EQ((*d0)->root->entries.size(), 2u);
+  EXPECT_EQ((*d0)->root->entries[0].first->text, "a\\b\xc3\xa9\xe2\x82\xac\n");
+  EXPECT_EQ((*d0)->root->Get("k")->kind, PickleValue::Kind::kDict);
+  // A LONG cut short is still an error that names it.
+  EXPECT_NE(Refusal(std::string("\x80\x04\x8a\x09\xff\xff.", 7)).message().find("ends inside a long"), std::string::npos);
 }
 
 }  // namespace

@@ -30,6 +30,11 @@ struct StepBreakdown {
   int64_t number = -1;      // ProfilerStep number, -1 for a whole-trace window
   Interval window;          // aligned to the device (see analysis/steps.cc)
   std::array<TimeNs, kNumStepCategories> ns{};
+  // The copies that start in the step: their count, device time (overlaps with
+  // kernels included) and bytes by direction (bytes the source recorded).
+  int64_t copies = 0;
+  TimeNs copy_device_ns = 0;
+  int64_t h2d_bytes = 0, d2h_bytes = 0, other_copy_bytes = 0;
   TimeNs total() const { return window.duration(); }
 };
 
@@ -777,6 +782,10 @@ struct RecordingAnalysis {
   int rank = -1;
   Device device;  // the device that did the work (most kernel time)
   bool has_gpu_activity = false;
+  // Kernel and graph launches the host made (CUDA runtime/driver calls), counted
+  // when the source holds no GPU record: calls without activities mean the
+  // activities were asked for and lost (CUPTI, the driver, permissions).
+  int64_t launches_without_gpu_records = 0;
   bool steps_from_markers = false;  // ProfilerStep#N markers, else the whole trace
   std::vector<StepBreakdown> steps;
   // Leading steps over kWarmupStepFactor x the median (cuDNN/cuBLAS autotuning,

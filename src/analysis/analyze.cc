@@ -426,6 +426,13 @@ Status AnalyzeTrace(const Recording& rec, RecordingAnalysis& a, int threads, boo
   prep.kinds = &kinds;
   const int64_t kernel_count = events.kernel_count();
   a.has_gpu_activity = kernel_count > 0 || events.memory_op_count() > 0;
+  if (!a.has_gpu_activity && events.runtime_call_count() > 0) {
+    auto calls = events.runtime_calls();
+    for (const RuntimeCall* c = calls.Next(); c != nullptr; c = calls.Next())
+      if (c->kind == RuntimeCallKind::kKernelLaunch || c->kind == RuntimeCallKind::kGraphLaunch)
+        ++a.launches_without_gpu_records;
+    RETURN_IF_ERROR(calls.status());
+  }
 
   int primary = -1;
   TimeNs best = -1;

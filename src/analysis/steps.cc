@@ -264,6 +264,19 @@ StatusOr<StepWindows> AlignSteps(const TracePrep& prep, const HostSteps& host_st
   if (!prep.launches.any_launched) return out;
 
   TimeNs prev_end = host[0].start;
+  if (!host_steps.from_markers) {
+    // One window over the whole trace: it holds every device operation, the first
+    // one included (a first copy or kernel launched before the host activity the
+    // window was drawn over would otherwise start it at that operation's end).
+    DeviceOpCursor ops(prep);
+    const DeviceOp* first = ops.Next();
+    RETURN_IF_ERROR(ops.status());
+    TimeNs start = host[0].start, end = host[0].end;
+    if (first != nullptr) start = std::min(start, first->time.start);
+    if (device[0].start != kNone) end = std::max(end, device[0].end);
+    out.windows[0] = {start, std::max(start, end)};
+    return out;
+  }
   if (device[0].start != kNone) {
     // Device work launched outside the steps that ended before the first step's did.
     DeviceOpCursor ops(prep);
@@ -309,6 +322,22 @@ StatusOr<StepWindows> AlignSteps(const TracePrep& prep, const HostSteps& host_st
 //
 // In one sweep: every instant of a step goes to the first category (in StepCategory
 // order) with an interval running then; what none covers is "other".
+/// A copy's count, device time and bytes, in the step it starts in (ops come by
+/// start, so the steps before `from` are behind it).
+void CountCopy(const MemoryActivity& m, std::vector<StepBreakdown>& steps, size_t from) {
+  for (size_t w = from; w < steps.size() && steps[w].window.start <= m.time.start; ++w) {
+    if (m.time.start >= steps[w].window.end) continue;
+    StepBreakdown& b = steps[w];
+    ++b.copies;
+    b.copy_device_ns += m.time.duration();
+    const int64_t bytes = std::max<int64_t>(m.bytes, 0);
+    if (m.kind == MemoryOpKind::kMemcpyHtoD) b.h2d_bytes += bytes;
+    else if (m.kind == MemoryOpKind::kMemcpyDtoH) b.d2h_bytes += bytes;
+    else b.other_copy_bytes += bytes;
+    return;
+  }
+}
+
 StatusOr<std::vector<StepBreakdown>> BreakDownSteps(const TracePrep& prep, const StepWindows& steps) {
   constexpr int kRoles = kNumStepCategories - 1;
   std::vector<StepBreakdown> out(steps.windows.size());
@@ -339,6 +368,7 @@ StatusOr<std::vector<StepBreakdown>> BreakDownSteps(const TracePrep& prep, const
       if (op->is_kernel) c = op->is_communication ? StepCategory::kCommunication : StepCategory::kKernel;
       else c = op->memory->kind == MemoryOpKind::kMemset ? StepCategory::kMemset : StepCategory::kMemcpy;
       sweep.Add(op->time, static_cast<int>(c), segment);
+      if (c == StepCategory::kMemcpy) CountCopy(*op->memory, out, first_window);
       op = ops.Next();
     } else if (t_call <= t_span) {
       sweep.Add(call->time, static_cast<int>(StepCategory::kRuntime), segment);

@@ -485,13 +485,21 @@ void RenderStepMemory(std::string& out, const StepMemoryAnalysis& m) {
                        SizeText(std::max<int64_t>(0, m.optimizer_state_bytes)));
 }
 
+/// One kind of import issue: its count and first message, shortened, except the
+/// assumptions a reading made (the columns of a log without a header), which a
+/// user checks whole.
+void RenderImportIssue(std::string& out, const ImportIssue& issue) {
+  const size_t limit = issue.kind == "columns_inferred" ? 4000 : 280;
+  out += fmt::format("   import {}: {} × {} (first: {})\n", issue.severity == IssueSeverity::kInfo ? "note" : "warning",
+                     issue.count, issue.kind, Printable(Shorten(issue.message, limit)));
+}
+
 void RenderRecording(std::string& out, const Recording& rec, const RecordingAnalysis& a, const TerminalOptions& o,
                      const Style& st) {
   out += st(fmt::format("\n== {}{} [{}]\n", Printable(a.source), a.rank >= 0 ? fmt::format(" (rank {})", a.rank) : "", rec.format), "1");
   if (!a.has_trace) {
     for (const auto& issue : rec.stats.issues)
-      out += fmt::format("   import {}: {} × {} (first: {})\n", issue.severity == IssueSeverity::kInfo ? "note" : "warning",
-                         issue.count, issue.kind, Printable(Shorten(issue.message, 280)));
+      RenderImportIssue(out, issue);
     RenderStepMarkers(out, a.marked);
     if (const HostUsageAnalysis& h = a.host; h.known)
       out += fmt::format("   host: the job used {:.2f} of {} CPUs (training process {:.2f}, its other processes {:.2f}, up "
@@ -511,9 +519,7 @@ void RenderRecording(std::string& out, const Recording& rec, const RecordingAnal
                        VendorName(a.device.vendor), a.device.compute_major, a.device.compute_minor, a.device.num_sms);
   out += fmt::format("   import: {} events, {:.1f} MB{}\n", rec.stats.events_seen, static_cast<double>(rec.stats.bytes_read) / 1e6,
                      rec.stats.truncated ? " — TRUNCATED" : "");
-  for (const auto& issue : rec.stats.issues)
-    out += fmt::format("   import {}: {} × {} (first: {})\n", issue.severity == IssueSeverity::kInfo ? "note" : "warning",
-                       issue.count, issue.kind, Printable(Shorten(issue.message, 280)));
+  for (const auto& issue : rec.stats.issues) RenderImportIssue(out, issue);
   if (a.steps.empty()) {
     out += "   no steps and no activity to measure\n";
   } else {

@@ -49,7 +49,7 @@ std::string FormatOfHead(std::string_view head, bool strict) {
       return "kineto";
     return "";
   }
-  return SniffMetricFormat(head);
+  return SniffMetricFormat(head, strict);
 }
 
 KinetoReadOptions KinetoReadOptionsFor(const ImportOptions& options) {

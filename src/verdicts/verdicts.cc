@@ -33,6 +33,10 @@ constexpr double kCommHighPercent = 25.0;
 constexpr double kCommModeratePercent = 10.0;   // tb-profiler's communication advice fires at 10 %
 constexpr double kLaunchHighPercent = 30.0;
 constexpr double kLaunchModeratePercent = 15.0; // XProf kernel-launch "high" is 15 %
+// Host gaps decide a verdict at moderate or above only over this many steady steps:
+// fewer (one or two steps, a trace without step markers, warm-up alone) hold no
+// steady state, and the first steps' gaps hold warm-up that later ones lack.
+constexpr double kSteadyStateSteps = 3;
 constexpr double kLaunchMinKernelsPerStep = 20;  // "a few dozen" per step: below that a step is a handful of big kernels
 // A GPU waiting for work starts a kernel within launch latency (5-20 µs) of its
 // launch; a median delay past this means kernels usually wait behind others.
@@ -63,6 +67,11 @@ constexpr double kComputeLimitBusyPercent = 85.0;
 // calibration for this line, and the bundled unit test (20 % / 40 %) brackets it.
 constexpr double kComputeLimitMaxMemoryBoundPercent = 25.0;
 constexpr double kTensorActiveTarget = 50.0;    // dense transformers: >50 % tensor activity
+
+// Device copies not under a kernel, share of the step: the lines the marker rule
+// (step_verdicts.cc) draws for the host-timed copy phase.
+constexpr double kTraceCopyModeratePercent = 10.0;
+constexpr double kTraceCopyHighPercent = 25.0;
 
 /// The steps the analysis's totals cover (warm-up left out): what per-step figures divide by.
 double StepCount(const RecordingAnalysis& a) { return a.steps.empty() ? 1.0 : static_cast<double>(a.SteadySteps().size()); }
@@ -436,15 +445,38 @@ void LaunchBound(const Context& c, std::vector<Finding>& out) {
        "keeps the CPU issuing work instead of waiting"},
   };
   AddHostOsWaits(c.a, f);
+  const bool steady_state = c.a.steps_from_markers && steps >= kSteadyStateSteps;
+  if (!steady_state) {
+    f.severity = Severity::kLow;
+    f.detail += fmt::format(
+        " {}: no steady state. The first steps' host gaps hold warm-up (cuDNN autotuning, allocator growth, lazy "
+        "initialisation, compilation) that later steps do not repeat, and nothing here tells it from launch overhead; "
+        "so this is not ranked above what the kernels measure. A trace of {} or more steps after warm-up (torch.profiler "
+        "schedule(wait=1, warmup=1, active=3)) tells whether the gaps recur.",
+        c.a.steps_from_markers ? fmt::format("{:.0f} steady step{}", steps, steps == 1 ? "" : "s")
+                               : std::string("One window without step markers"),
+        kSteadyStateSteps);
+    f.evidence.push_back(E("steady_steps", c.a.steps_from_markers ? steps : 0, "count",
+                           "steps after warm-up the host gaps were measured over (0: no step markers)",
+                           kSteadyStateSteps, ">="));
+    f.cannot_exclude.push_back("warm-up in the traced steps");
+  }
   // CUDA graphs replay the step's kernels with one launch: the host's idle gaps go,
   // the device still spends a few µs between graph kernels (kGraphKernelGapUs). At
   // worst half the host time goes (ops that cannot be captured stay eager).
   const double graph_gaps_ms = l.kernels_per_step * kGraphKernelGapUs / 1000.0;
-  f.gain = StepGain(c.step_ms, std::min(c.step_ms, c.step_ms - host_ms + graph_gaps_ms), c.step_ms - host_ms,
-                    c.step_ms - host_ms / 2, "gpu_busy_time",
-                    fmt::format("the host's {:.1f} ms of idle device time per step removed, {:.0f} kernels x {:.1f} µs "
-                                "of graph kernel-to-kernel gap left; at worst half removed",
-                                host_ms, l.kernels_per_step, kGraphKernelGapUs));
+  // Without a steady state nothing is promised: the gaps may be warm-up a longer run
+  // does not have (worst: no gain; best: every gap removed).
+  const double expected_ms = std::min(c.step_ms, c.step_ms - host_ms + graph_gaps_ms);
+  f.gain = steady_state
+               ? StepGain(c.step_ms, expected_ms, c.step_ms - host_ms, c.step_ms - host_ms / 2, "gpu_busy_time",
+                          fmt::format("the host's {:.1f} ms of idle device time per step removed, {:.0f} kernels x "
+                                      "{:.1f} µs of graph kernel-to-kernel gap left; at worst half removed",
+                                      host_ms, l.kernels_per_step, kGraphKernelGapUs))
+               : StepGain(c.step_ms, c.step_ms, c.step_ms - host_ms, c.step_ms, "gpu_busy_time",
+                          fmt::format("none promised without a steady state: up to the host's {:.1f} ms of idle device "
+                                      "time per step if the gaps recur, nothing if they are warm-up",
+                                      host_ms));
   out.push_back(std::move(f));
 }
 
@@ -751,6 +783,18 @@ void UndersizedWork(const Context& c, std::vector<Finding>& out) {
 /// The evidence and Amdahl gain of a GPU idle much of the step: where its idle time
 /// sits (the idle-cause breakdown) and the step with that time gone at best,
 /// unchanged at worst, the point in the middle (no fix's effect is measured).
+/// Share of the step the device spent copying or setting memory with no kernel
+/// running: work, never idle (the step breakdown gives each instant to one
+/// category, kernels first).
+double CopyAndMemsetPercent(const Context& c) {
+  return Percent(ToMs(c.a.average.ns[static_cast<int>(StepCategory::kMemcpy)] +
+                      c.a.average.ns[static_cast<int>(StepCategory::kMemset)]),
+                 c.step_ms);
+}
+
+/// Kernels, copies and memsets: the share of the step the device had work.
+double DeviceWorkPercent(const Context& c) { return std::min(100.0, c.a.gpu.busy_percent + CopyAndMemsetPercent(c)); }
+
 void AddIdleEvidenceAndGain(const Context& c, Finding& f, double threshold) {
   f.evidence.push_back(E("gpu_busy_percent", c.a.gpu.busy_percent, "percent", "union of kernel time / step window",
                          threshold, "<"));
@@ -760,7 +804,11 @@ void AddIdleEvidenceAndGain(const Context& c, Finding& f, double threshold) {
                            Percent(ToMs(c.a.device_idle.ns[i]), c.step_ms * StepCount(c.a)),
                            "percent", "share of step time"));
   }
-  const double idle_ms = c.step_ms * (100.0 - c.a.gpu.busy_percent) / 100.0;
+  const double copying = CopyAndMemsetPercent(c);
+  if (copying > 0)
+    f.evidence.push_back(E("copy_memset_percent", copying, "percent",
+                           "device copies and memsets with no kernel running / step window: work, not idle"));
+  const double idle_ms = c.step_ms * (100.0 - DeviceWorkPercent(c)) / 100.0;
   f.gain = StepGain(c.step_ms, c.step_ms - idle_ms / 2, c.step_ms - idle_ms, c.step_ms, "host_work",
                     fmt::format("Amdahl bound over {:.2f} ms of idle device time per step: all of it removed at best, "
                                 "none at worst; the point is the middle (no fix's effect is measured here)",
@@ -773,6 +821,84 @@ void AddIdleEvidenceAndGain(const Context& c, Finding& f, double threshold) {
   };
 }
 
+/// The copies of the steady steps, summed.
+struct CopyTraffic {
+  int64_t copies = 0;
+  TimeNs device_ns = 0;
+  int64_t h2d = 0, d2h = 0, other = 0;
+  int64_t bytes() const { return h2d + d2h + other; }
+};
+CopyTraffic SteadyCopies(const RecordingAnalysis& a) {
+  CopyTraffic t;
+  for (const auto& s : a.SteadySteps()) {
+    t.copies += s.copies;
+    t.device_ns += s.copy_device_ns;
+    t.h2d += s.h2d_bytes;
+    t.d2h += s.d2h_bytes;
+    t.other += s.other_copy_bytes;
+  }
+  return t;
+}
+
+/// Copies hold the step: the device moves bytes with no kernel running for a
+/// large share of it. A cause of its own (transfers), never idle time.
+void CopyBound(const Context& c, std::vector<Finding>& out) {
+  const double copy_ms = ToMs(c.a.average.ns[static_cast<int>(StepCategory::kMemcpy)]);
+  const double pct = Percent(copy_ms, c.step_ms);
+  if (pct < kTraceCopyModeratePercent) return;
+  const CopyTraffic t = SteadyCopies(c.a);
+  const double steps = StepCount(c.a);
+  Finding f;
+  f.verdict = "copy_bound";
+  f.severity = pct >= kTraceCopyHighPercent ? Severity::kHigh : Severity::kModerate;
+  const bool back_to_host = t.d2h > t.h2d;
+  f.title = fmt::format("Copy-bound: the device copies with no kernel running {:.1f}% of each step", pct);
+  f.detail = fmt::format(
+      "{:.2f} ms of every {:.2f} ms step is host-device copying with nothing computing beside it; kernels run {:.1f}% "
+      "of the step. {:.0f} copies per step{}.",
+      copy_ms, c.step_ms, c.a.gpu.busy_percent, static_cast<double>(t.copies) / steps,
+      t.bytes() > 0 ? fmt::format(", {:.1f} MiB per step ({:.1f} MiB to the device, {:.1f} MiB back), {:.1f} GB/s while "
+                                  "copying",
+                                  static_cast<double>(t.bytes()) / steps / 1048576.0,
+                                  static_cast<double>(t.h2d) / steps / 1048576.0,
+                                  static_cast<double>(t.d2h) / steps / 1048576.0,
+                                  t.device_ns > 0 ? static_cast<double>(t.bytes()) / static_cast<double>(t.device_ns) : 0.0)
+                    : std::string());
+  if (!c.a.steps_from_markers || steps < kSteadyStateSteps)
+    f.detail += " With one window and no steady steps, a one-time load (weights, a dataset moved to the device) looks "
+                "the same: a longer run spreads it; profile steps after it to see whether the copies recur.";
+  f.evidence.push_back(E("copy_percent_of_step", pct, "percent",
+                         "device copy time with no kernel running / step time",
+                         f.severity == Severity::kHigh ? kTraceCopyHighPercent : kTraceCopyModeratePercent, ">="));
+  f.evidence.push_back(E("copy_ms_per_step", copy_ms, "ms", "device copy time with no kernel running, per step"));
+  f.evidence.push_back(E("gpu_busy_percent", c.a.gpu.busy_percent, "percent", "union of kernel time / step window"));
+  if (t.bytes() > 0)
+    f.evidence.push_back(E("copy_bytes_per_step", static_cast<double>(t.bytes()) / steps, "bytes",
+                           "bytes the copies moved, per steady step"));
+  if (back_to_host) {
+    f.recommendations.push_back({"keep results on the device: drop .cpu(), .item(), .numpy() and tensor logging from "
+                                 "the step",
+                                 "each copy back to the host waits for the GPU and stops the host issuing work"});
+    f.recommendations.push_back({"copy back once per N steps, or into pinned buffers with non_blocking=True",
+                                 "fewer, asynchronous transfers overlap compute"});
+  } else {
+    f.recommendations.push_back({"DataLoader(pin_memory=True) and .to(device, non_blocking=True)",
+                                 "a copy from pinned memory is queued and overlaps compute; from pageable memory it "
+                                 "is staged and blocks"});
+    f.recommendations.push_back({"move fewer bytes: keep the dataset or constants on the device, send uint8/fp16 and "
+                                 "convert there",
+                                 "the copy engine's time is bytes over PCIe bandwidth"});
+    f.recommendations.push_back({"prefetch the next batch on a side CUDA stream", "the copy runs while the current "
+                                                                                  "step computes"});
+  }
+  f.gain = StepGain(c.step_ms, c.step_ms - copy_ms / 2, c.step_ms - copy_ms, c.step_ms, "gpu_busy_time",
+                    fmt::format("Amdahl bound over {:.2f} ms of exposed copy time per step: all of it hidden behind "
+                                "compute or removed at best, none at worst (copies that are needed and already "
+                                "pinned); the point is the middle (no fix's effect is measured here)",
+                                copy_ms));
+  out.push_back(std::move(f));
+}
+
 IdleCause LargestIdleCause(const IdleBreakdown& idle) {
   IdleCause top = IdleCause::kOther;
   for (int i = 0; i < kNumIdleCauses; ++i)
@@ -783,23 +909,31 @@ IdleCause LargestIdleCause(const IdleBreakdown& idle) {
 bool Explained(const std::vector<Finding>& out, Severity at_least) {
   for (const auto& f : out)  // idleness already explained by a cause of idle time
     if (f.severity >= at_least && (f.verdict == "input_bound" || f.verdict == "launch_bound" ||
-                                   f.verdict == "communication_bound" || f.verdict == "undersized_work"))
+                                   f.verdict == "communication_bound" || f.verdict == "undersized_work" ||
+                                   f.verdict == "copy_bound"))
       return true;
   return false;
 }
 
+/// ", copies and memsets 12.0%" when the device copied with no kernel running.
+std::string CopyingClause(const Context& c) {
+  const double copying = CopyAndMemsetPercent(c);
+  return copying >= 0.05 ? fmt::format(", copies and memsets {:.1f}%", copying) : std::string();
+}
+
 void Idle(const Context& c, std::vector<Finding>& out) {
-  if (!c.a.has_gpu_activity || c.a.gpu.busy_percent >= kIdleBusyPercent) return;
+  if (!c.a.has_gpu_activity || DeviceWorkPercent(c) >= kIdleBusyPercent) return;
   if (Explained(out, Severity::kModerate)) return;
   Finding f;
   f.verdict = "idle";
   f.severity = Severity::kHigh;
   f.title = fmt::format("GPU idle: kernels run only {:.1f}% of the step time", c.a.gpu.busy_percent);
   f.detail = fmt::format(
-      "The device had no work for {:.1f}% of the {:.1f} ms window; the largest share of that idle time is "
-      "'{}'. No data-loading, launch or communication pattern explains it: the job spends its time elsewhere "
-      "(CPU work, waiting on I/O or other processes, or a mostly idle allocation).",
-      100.0 - c.a.gpu.busy_percent, c.step_ms, IdleCauseName(LargestIdleCause(c.a.device_idle)));
+      "Kernels ran {:.1f}%{} of the {:.1f} ms window: the device had no work for {:.1f}% of it; the largest share of "
+      "that idle time is '{}'. No data-loading, launch, copy or communication pattern explains it: the job spends its "
+      "time elsewhere (CPU work, waiting on I/O or other processes, or a mostly idle allocation).",
+      c.a.gpu.busy_percent, CopyingClause(c), c.step_ms, 100.0 - DeviceWorkPercent(c),
+      IdleCauseName(LargestIdleCause(c.a.device_idle)));
   AddIdleEvidenceAndGain(c, f, kIdleBusyPercent);
   out.push_back(std::move(f));
 }
@@ -808,19 +942,19 @@ void Idle(const Context& c, std::vector<Finding>& out) {
 /// rule explains: said, with where the idle time sits, never left silent between
 /// two rules' thresholds.
 void Underutilized(const Context& c, std::vector<Finding>& out) {
-  if (!c.a.has_gpu_activity || c.a.gpu.busy_percent < kIdleBusyPercent ||
-      c.a.gpu.busy_percent >= kUnderutilizedBusyPercent)
+  if (!c.a.has_gpu_activity || DeviceWorkPercent(c) < kIdleBusyPercent ||
+      DeviceWorkPercent(c) >= kUnderutilizedBusyPercent)
     return;
   if (Explained(out, Severity::kLow)) return;
   Finding f;
   f.verdict = "underutilized";
   f.severity = Severity::kModerate;
-  f.title = fmt::format("GPU idle {:.1f}% of the step with no pattern that explains it", 100.0 - c.a.gpu.busy_percent);
+  f.title = fmt::format("GPU idle {:.1f}% of the step with no pattern that explains it", 100.0 - DeviceWorkPercent(c));
   f.detail = fmt::format(
-      "Kernels run {:.1f}% of the {:.1f} ms step; the largest share of the idle time is '{}'. No data-loading, "
-      "launch, communication or batch-size pattern crosses its threshold, so the trace names where the time sits "
-      "but not one cause.",
-      c.a.gpu.busy_percent, c.step_ms, IdleCauseName(LargestIdleCause(c.a.device_idle)));
+      "Kernels run {:.1f}%{} of the {:.1f} ms step; the largest share of the idle time is '{}'. No data-loading, "
+      "launch, copy, communication or batch-size pattern crosses its threshold, so the trace names where the time "
+      "sits but not one cause.",
+      c.a.gpu.busy_percent, CopyingClause(c), c.step_ms, IdleCauseName(LargestIdleCause(c.a.device_idle)));
   f.cannot_exclude = {"launch_bound", "input_bound", "host-side synchronisation"};
   f.to_separate = "profile more steps with with_stack=True (which host code runs while the GPU waits), or mark the "
                   "loop's phases with gputriage's step markers";
@@ -915,8 +1049,37 @@ void NoGpuActivityInACutOffTrace(const RecordingAnalysis& a, std::vector<Finding
   out.push_back(std::move(f));
 }
 
+/// Kernel launches recorded with no kernel record: CUDA activity was asked for
+/// (the launches are CUPTI's own callbacks) and its records were lost.
+void GpuRecordsLost(const RecordingAnalysis& a, std::vector<Finding>& out) {
+  Finding f;
+  f.verdict = "no_gpu_activity";
+  f.severity = Severity::kInfo;
+  f.title = fmt::format("No GPU records, though the host launched {} kernel{}: the profiler lost its GPU activities",
+                        a.launches_without_gpu_records, a.launches_without_gpu_records == 1 ? "" : "s");
+  f.detail = fmt::format(
+      "The trace records {} kernel launch call{} (CUPTI's callbacks: CUDA activity was requested) and no kernel, "
+      "copy or memset. The activity records were lost between CUPTI and the file: CUPTI could not start its activity "
+      "tracing (another profiler or tool holding it, a driver older than the CUDA runtime, a container without the "
+      "driver's CUPTI access), its buffers were not flushed before the profiler stopped, or the trace was written "
+      "before the device side arrived. Nothing about the GPU can be concluded from it.",
+      a.launches_without_gpu_records, a.launches_without_gpu_records == 1 ? "" : "s");
+  f.evidence.push_back(E("kernel_launch_calls", static_cast<double>(a.launches_without_gpu_records), "count",
+                         "cudaLaunchKernel / graph launch calls in the trace"));
+  f.evidence.push_back(E("kernels", 0, "count", "kernel, copy and memset records in the trace"));
+  f.recommendations = {
+      {"check the job's log for CUPTI warnings (CUPTI_ERROR_*, 'CUPTI initialization failed', 'profiler already "
+       "running'), run one profiler at a time, and match the driver to the CUDA runtime",
+       "CUPTI reports why it could not record activities, and only one tool may hold it"},
+      {"let the profiler stop before the trace is exported (prof.stop() or leaving the `with` block, then "
+       "export_chrome_trace)",
+       "the GPU activities are flushed at stop"}};
+  out.push_back(std::move(f));
+}
+
 void NoGpuActivity(const RecordingAnalysis& a, std::vector<Finding>& out) {
   if (a.truncated && a.source_format != "nsys") return NoGpuActivityInACutOffTrace(a, out);
+  if (a.launches_without_gpu_records > 0) return GpuRecordsLost(a, out);
   Finding f;
   f.verdict = "no_gpu_activity";
   f.severity = Severity::kInfo;
@@ -952,6 +1115,7 @@ std::vector<Finding> JudgeRecording(const RecordingAnalysis& a) {
   LowPrecision(c, out);
   UnfusedAttention(c, out);
   CommunicationBound(c, out);
+  CopyBound(c, out);
   LaunchBound(c, out);
   MemoryBound(c, out);
   MisalignedShapes(c, out);

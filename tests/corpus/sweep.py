@@ -21,12 +21,19 @@ The invariants (issue 40), each violation a defect to fix as a class:
                  the step averages the verdicts use as warm-up, and no others
   exit           gputriage exits 0 or 1 with a JSON report, or 3 with an error that
                  names the file (a format it does not read): never a crash or silence
+  refused_gpu_data  a file refused with a clear error holds no GPU data: by this
+                 script's own look at its bytes (nvidia-smi's table, -q or query
+                 fields, numbers in its units, GPU uuids, DCGM names, trace kernels,
+                 an allocator snapshot's keys, an export's CUPTI tables), never
+                 gputriage's reading of it (issue 54)
 
-Files it refuses with a clear error are counted and listed as rejected, apart.
+Other files it refuses with a clear error are counted and listed as rejected, apart.
 Exits 1 when any invariant is violated.
 """
 import argparse
+import gzip
 import json
+import re
 import os
 import subprocess
 import sys
@@ -44,7 +51,38 @@ EXPLAINS_IDLE = {"input_bound", "launch_bound", "idle", "communication_bound", "
                  "host_saturated", "checkpoint_overhead", "evaluation_overhead"}
 SEVERE = ("moderate", "high")
 MIN_GAIN_PERCENT = 5.0
-INVARIANTS = ["exit", "data", "gain", "severity_gain", "idle_explained", "compute_limit", "percent", "warmup"]
+INVARIANTS = ["exit", "data", "gain", "severity_gain", "idle_explained", "compute_limit", "percent", "warmup",
+              "refused_gpu_data"]
+
+# What only GPU recordings hold, looked for in a refused file's first MiB (bytes).
+GPU_DATA_SIGNS = [
+    (re.compile(rb"NVIDIA-SMI [0-9.]+ +Driver Version"), "nvidia-smi's table"),
+    (re.compile(rb"=+NVSMI LOG=+"), "nvidia-smi -q"),
+    (re.compile(rb"utilization\.gpu|memory\.used|power\.draw"), "--query-gpu fields"),
+    (re.compile(rb"\b\d{1,3} ?%, *\d+ ?MiB\b|\b\d+ ?MiB, *\d+ ?MiB\b|\b\d+\.\d\d ?W\b"), "numbers in nvidia-smi's units"),
+    (re.compile(rb"GPU-[0-9a-f]{8}-[0-9a-f]{4}-"), "a GPU uuid"),
+    (re.compile(rb"DCGM_FI_[A-Z_]+"), "DCGM field names"),
+    (re.compile(rb'"cat" ?: ?"kernel"'), "trace kernels"),
+    (re.compile(rb"device_traces.{0,200}segments|segments.{0,400}device_traces", re.S), "an allocator snapshot"),
+    (re.compile(rb"CUPTI_ACTIVITY_KIND_(KERNEL|MEMCPY)"), "an export's CUPTI tables"),
+]
+
+
+def gpu_data_sign(path):
+    """What GPU data a file's first MiB shows ("" for none), decompressed first."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(1 << 20)
+        if head[:2] == b"\x1f\x8b":
+            head = gzip.decompress(head) if len(head) < (1 << 20) else gzip.GzipFile(path).read(1 << 20)
+    except (OSError, EOFError, gzip.BadGzipFile):
+        return ""
+    if head[:2] in (b"\xff\xfe", b"\xfe\xff"):
+        head = head.decode("utf-16", errors="replace").encode()
+    for pattern, what in GPU_DATA_SIGNS:
+        if pattern.search(head):
+            return what
+    return ""
 
 
 def resolve(entry, root, fetched):
@@ -234,7 +272,15 @@ def main():
         first = os.path.relpath(paths[0], args.fetched if args.fetched and paths[0].startswith(args.fetched) else args.root)
         label = f"{where} {first}" + (f" and {len(paths) - 1} more" if len(paths) > 1 else "")
         if report is None:
-            (rejected if error.startswith("rejected: ") else violations["exit"]).append(f"{label}: {error}")
+            if not error.startswith("rejected: "):
+                violations["exit"].append(f"{label}: {error}")
+                continue
+            signs = [(p, gpu_data_sign(p)) for p in paths]
+            held = [f"{os.path.basename(p)} holds {what}" for p, what in signs if what]
+            if held:
+                violations["refused_gpu_data"].append(f"{label}: {'; '.join(held)}, refused: {error[len('rejected: '):]}")
+            else:
+                rejected.append(f"{label}: {error}")
             continue
         for name, found in judge(report).items():
             violations[name] += [f"{label}: {v}" for v in found]

@@ -24,6 +24,42 @@ bool IsRule(std::string_view line) {
   return line.size() >= 20 && line.find_first_not_of('#') == std::string_view::npos;
 }
 
+/// A row nvidia-smi --query-gpu --format=csv,noheader[,nounits] could have
+/// written: two or more fields, each a number (bare, or in one of its units), a
+/// date-time, a placeholder, a uuid or bus id, or text beside them, with at least
+/// one number in a unit or two bare numbers. Whether they hold GPU readings is
+/// the reader's to tell (smi_column_inference.h). `strict` (a file met in a
+/// directory, beside other CSVs a run writes) asks for a unit or a leading date.
+bool HeaderlessSmiRow(std::string_view line, bool strict) {
+  if (line.find(',') == std::string_view::npos) return false;
+  std::vector<std::string_view> fields;
+  metric_text::SplitTrimmed(line, ',', fields);
+  int in_units = 0, bare = 0;
+  if (strict && metric_text::ParseTimestamp(fields.front())) return true;
+  for (auto f : fields) {
+    if (f.empty()) return false;
+    if (metric_text::ParseNumber(f)) {
+      ++bare;
+    } else if (auto v = metric_text::ParseValueWithUnit(f);
+               v && (v->unit == "%" || v->unit == "MiB" || v->unit == "W" || v->unit == "MHz")) {
+      ++in_units;
+    }
+  }
+  return in_units >= 1 || (bare >= 2 && !strict);
+}
+
+/// nvidia-smi dmon's header names "gpu" and its own columns.
+bool DmonHeaderFields(const std::vector<std::string_view>& fields) {
+  bool gpu = false, dmon_col = false;
+  for (auto f : fields) {
+    if (EqualsLowered(f, "gpu")) gpu = true;
+    if (EqualsLowered(f, "pwr") || EqualsLowered(f, "sm") || EqualsLowered(f, "smutil") || EqualsLowered(f, "mclk") ||
+        EqualsLowered(f, "rxpci") || EqualsLowered(f, "fb") || EqualsLowered(f, "gtemp"))
+      dmon_col = true;
+  }
+  return gpu && dmon_col;
+}
+
 /// Which reader a capture-bundle command needs ("" to skip the section).
 std::string FormatForCommand(std::string_view command) {
   if (Contains(command, "dcgmi") && Contains(command, "dmon")) return "dcgmi-dmon";
@@ -48,15 +84,6 @@ std::vector<std::string> QueryColumns(std::string_view command) {
   return out;
 }
 
-std::unique_ptr<MetricLineReader> MakeReader(const std::string& format, MetricReaderContext* ctx) {
-  if (format == "nvidia-smi-csv") return MakeSmiCsvReader(ctx);
-  if (format == "nvidia-smi-q") return MakeSmiQueryReader(ctx);
-  if (format == "nvidia-smi-table") return MakeSmiTableReader(ctx);
-  if (format == "nvidia-smi-dmon") return MakeSmiDmonReader(ctx);
-  if (format == "dcgmi-dmon") return MakeDcgmiDmonReader(ctx);
-  if (format == "dcgm-exporter") return MakeDcgmExporterReader(ctx);
-  return nullptr;
-}
 
 TimeNs LatestTime(const MetricSet& set) {
   TimeNs latest = 0;
@@ -121,7 +148,7 @@ StatusOr<std::vector<Recording>> ReadBundle(LineReader& lines, const std::string
         ctx.options.smi_columns = QueryColumns(header_command);
         const TimeNs latest = LatestTime(current->recording.metrics);
         ctx.anchor_ns = latest > 0 ? latest + ctx.options.sample_interval_ns : 0;
-        reader = MakeReader(format, &ctx);
+        reader = MakeMetricLineReader(format, &ctx);
         current->recording.metadata["sections"] += (current->recording.metadata["sections"].empty() ? "" : ", ") + format;
       }
       continue;
@@ -150,11 +177,49 @@ StatusOr<std::vector<Recording>> ReadBundle(LineReader& lines, const std::string
 
 }  // namespace
 
+std::unique_ptr<MetricLineReader> MakeMetricLineReader(const std::string& format, MetricReaderContext* ctx) {
+  if (format == "nvidia-smi-csv") return MakeSmiCsvReader(ctx);
+  if (format == "nvidia-smi-q") return MakeSmiQueryReader(ctx);
+  if (format == "nvidia-smi-table") return MakeSmiTableReader(ctx);
+  if (format == "nvidia-smi-dmon") return MakeSmiDmonReader(ctx);
+  if (format == "dcgmi-dmon") return MakeDcgmiDmonReader(ctx);
+  if (format == "dcgm-exporter") return MakeDcgmExporterReader(ctx);
+  return nullptr;
+}
+
+bool AppendableFormat(const std::string& format) {
+  return format == "nvidia-smi-csv" || format == "nvidia-smi-table" || format == "nvidia-smi-q" ||
+         format == "nvidia-smi-dmon";
+}
+
+/// "# gpu   pwr  gtemp ..." ('#' and then dmon's own column names).
+bool SmiDmonHeaderLine(std::string_view line) {
+  line = TrimAsciiSpace(line);
+  if (line.empty() || line.front() != '#') return false;
+  const std::string_view rest = TrimAsciiSpace(line.substr(1));
+  std::vector<std::string_view> fields;
+  if (rest.find(',') != std::string_view::npos) metric_text::SplitTrimmed(rest, ',', fields);  // dmon --format csv
+  else metric_text::SplitWhitespace(rest, fields);
+  return DmonHeaderFields(fields);
+}
+
 void FeedLines(LineReader& lines, MetricLineReader& reader, MetricReaderContext& ctx) {
   std::string_view line;
   while (lines.Next(line)) {
     // NUL bytes never occur in these text logs: a log's zero-filled tail after a
-    // crash, or binary damage. The line is not read as numbers.
+    // crash, or binary damage. A run of them before a line's text is the hole a
+    // logger leaves when its file is truncated under it (`> log` while it writes
+    // with `>>`'s offset): the text after it is read. Otherwise the line is not
+    // read as numbers.
+    const size_t text_at = line.find_first_not_of('\0');
+    if (text_at != 0 && text_at != std::string_view::npos && line.find('\0', text_at) == std::string_view::npos) {
+      ctx.Issue(IssueSeverity::kInfo, "nul_padding", [&] {
+        return fmt::format("{}: {} NUL bytes before the line's text (a log truncated while written); the text "
+                           "after them is read",
+                           ctx.Where(lines.line_number()), text_at);
+      });
+      line.remove_prefix(text_at);
+    }
     if (line.find('\0') != std::string_view::npos) {
       ctx.Issue(IssueSeverity::kWarning, "binary_line", [&] {
         return fmt::format("{}: binary bytes (NUL) in a text log; line skipped", ctx.Where(lines.line_number()));
@@ -184,7 +249,11 @@ StatusOr<std::vector<Recording>> ReadMetricLines(std::unique_ptr<ByteSource> sou
   ctx.recording = &rec;
   ctx.file = path;
   ctx.options = WithDefaultInterval(options, format);
-  auto reader = MakeReader(format, &ctx);
+  // A format gputriage detected may be the first of several in a file appended
+  // to by several commands; one named with --format is read as that alone.
+  const bool detected = options.format.empty() || options.format == "auto";
+  auto reader = detected && AppendableFormat(format) ? MakeAppendedLogReader(&ctx, format)
+                                                     : MakeMetricLineReader(format, &ctx);
   if (!reader) return InvalidArgumentError("unknown metric format '" + format + "'");
   FeedLines(lines, *reader, ctx);
   RETURN_IF_ERROR(lines.status());
@@ -212,7 +281,7 @@ std::optional<size_t> MetricReaderContext::Device(int index, std::string_view uu
   return found;
 }
 
-std::string SniffMetricFormat(std::string_view head) {
+std::string SniffMetricFormat(std::string_view head, bool strict) {
   // Look at the first lines that carry content.
   bool prom = false;
   int examined = 0;
@@ -240,14 +309,7 @@ std::string SniffMetricFormat(std::string_view head) {
       std::vector<std::string_view> fields;
       if (rest.find(',') != std::string_view::npos) metric_text::SplitTrimmed(rest, ',', fields);
       else metric_text::SplitWhitespace(rest, fields);
-      bool gpu = false, dmon_col = false;
-      for (auto f : fields) {
-        if (EqualsLowered(f, "gpu")) gpu = true;
-        if (EqualsLowered(f, "pwr") || EqualsLowered(f, "sm") || EqualsLowered(f, "smutil") || EqualsLowered(f, "mclk") ||
-            EqualsLowered(f, "rxpci") || EqualsLowered(f, "fb") || EqualsLowered(f, "gtemp"))
-          dmon_col = true;
-      }
-      if (gpu && dmon_col) return "nvidia-smi-dmon";
+      if (DmonHeaderFields(fields)) return "nvidia-smi-dmon";
       // A CSV of dcgmi field tags ("EntityId,GRACT,FBUSD,TimeStamp").
       if (!comment && fields.size() > 1 && rest.find(',') != std::string_view::npos && !SmiCsvHeaderLine(line)) {
         int tags = 0;
@@ -259,9 +321,9 @@ std::string SniffMetricFormat(std::string_view head) {
     if (StartsWith(line, "DCGM_FI_") || StartsWith(line, "dcgm_")) return "dcgm-exporter";
     if (SmiCsvHeaderLine(line)) return "nvidia-smi-csv";
     if (prom && line.find(' ') != std::string_view::npos) return "dcgm-exporter";
-    // A headerless nvidia-smi CSV row starts with its timestamp.
-    const size_t comma = line.find(',');
-    if (comma != std::string_view::npos && metric_text::ParseTimestamp(line.substr(0, comma))) return "nvidia-smi-csv";
+    // A headerless nvidia-smi CSV row: its reader tells the columns from the
+    // values, or says that they hold no GPU reading.
+    if (HeaderlessSmiRow(line, strict)) return "nvidia-smi-csv";
   }
   return prom ? "dcgm-exporter" : "";
 }

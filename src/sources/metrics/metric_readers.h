@@ -83,6 +83,13 @@ struct MetricReaderContext {
                                int64_t line_no);
 };
 
+/// The reader of one format ("nvidia-smi-csv", ...), or nullptr for an unknown one.
+std::unique_ptr<MetricLineReader> MakeMetricLineReader(const std::string& format, MetricReaderContext* ctx);
+/// nvidia-smi's text formats appended to one file by several commands (a table,
+/// then --query-gpu rows, ...): from `first_format`, each part by its own reader.
+std::unique_ptr<MetricLineReader> MakeAppendedLogReader(MetricReaderContext* ctx, const std::string& first_format);
+bool AppendableFormat(const std::string& format);
+
 /// nvidia-smi --query-gpu=... --format=csv[,noheader][,nounits]
 std::unique_ptr<MetricLineReader> MakeSmiCsvReader(MetricReaderContext* ctx);
 /// nvidia-smi -q (full text of one or more devices)
@@ -100,8 +107,9 @@ std::unique_ptr<MetricLineReader> MakeDcgmExporterReader(MetricReaderContext* ct
 void StartDcgmExporterScrape(MetricLineReader* reader, TimeNs t);
 
 /// Which metric-log format a text starts with ("" when none); `head` is the
-/// first bytes of the (decompressed) file.
-std::string SniffMetricFormat(std::string_view head);
+/// first bytes of the (decompressed) file. `strict` for a file met in a
+/// directory: rows of bare numbers without a header are not taken for a log there.
+std::string SniffMetricFormat(std::string_view head, bool strict = false);
 
 /// Hands each line of `lines` to `reader`, skipping (and counting as binary_line
 /// issues) lines with NUL bytes.

@@ -11,10 +11,12 @@
 #include <unordered_map>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "src/sources/metrics/interleaved_gpus.h"
 #include "src/sources/metrics/metric_readers.h"
 #include "src/sources/metrics/metric_text.h"
+#include "src/sources/metrics/smi_column_inference.h"
 #include "src/util/strings.h"
 
 namespace gputriage {
@@ -171,14 +173,21 @@ const FieldEntry* FindField(std::string_view name) {
   return nullptr;
 }
 
+/// The nvidia-smi field a header's name means (its own, or a script's name for
+/// it such as "gpu_util%"), or nullptr.
+const FieldEntry* FieldNamed(const std::string& normalised) {
+  const FieldEntry* field = FindField(normalised);
+  for (size_t i = 0; field == nullptr && i < std::size(kScriptNames); ++i)
+    if (normalised == kScriptNames[i].first) field = FindField(kScriptNames[i].second);
+  return field;
+}
+
 /// Splits "power.draw [W]" into the field name and the unit; a script's name for
 /// a field ("gpu_util%") is read as the nvidia-smi field it means.
 ColumnSpec SpecFor(std::string_view header_field) {
   ColumnSpec spec;
   spec.name = NormalisedName(header_field, spec.unit);
-  const FieldEntry* field = FindField(spec.name);
-  for (size_t i = 0; field == nullptr && i < std::size(kScriptNames); ++i)
-    if (spec.name == kScriptNames[i].first) field = FindField(kScriptNames[i].second);
+  const FieldEntry* field = FieldNamed(spec.name);
   if (field != nullptr) {
     spec.kind = field->kind;
     spec.metric = field->metric;
@@ -204,19 +213,29 @@ class SmiCsvReader final : public MetricLineReader {
     if (line.front() == '#') return;  // comments a logging script may add
     metric_text::SplitTrimmed(line, ',', fields_);
     if (LooksLikeHeader()) {
-      SetColumns(fields_);
+      const std::vector<std::string> header(fields_.begin(), fields_.end());
+      if (!headerless_.empty()) InferColumns();  // the rows above the header: a log appended to
+      SetColumns(std::vector<std::string_view>(header.begin(), header.end()));
       header_seen_ = true;
       ReportUnusedColumns(line_no);
       return;
     }
     if (columns_.empty()) {
-      if (fatal_.ok())
-        fatal_ = InvalidArgumentError(fmt::format(
-            "{}: no CSV header (logged with --format=csv,noheader?): pass the --query-gpu field list "
-            "with --smi-columns, e.g. --smi-columns timestamp,index,utilization.gpu,power.draw",
-            ctx_->Where(line_no)));
+      // No header (yet): the first rows are kept until their values tell the columns.
+      if (!not_gpu_data_.empty()) {
+        ++unread_lines_;
+        return;
+      }
+      headerless_.push_back({line_no, std::string(line)});
+      headerless_bytes_ += line.size();
+      if (headerless_.size() >= kInferenceRows || headerless_bytes_ >= kInferenceBytes) InferColumns();
       return;
     }
+    DataRow(line, line_no);
+  }
+
+  /// A row under known columns (fields_ holds its fields).
+  void DataRow(std::string_view line, int64_t line_no) {
     if (fields_.size() != columns_.size()) {
       // nvidia-smi writes its errors into the same stream.
       if (metric_text::IsGpuLost(line)) {
@@ -225,8 +244,9 @@ class SmiCsvReader final : public MetricLineReader {
         });
       } else {
         ctx_->Issue(IssueSeverity::kWarning, "bad_row", [&] {
-          return fmt::format("{}: {} fields where the header has {}; row skipped", ctx_->Where(line_no),
-                             fields_.size(), columns_.size());
+          return fmt::format("{}: {} fields where the {} has {}; row skipped", ctx_->Where(line_no), fields_.size(),
+                             columns_inferred_ ? "rows the columns were inferred from have" : "header",
+                             columns_.size());
         });
       }
       return;
@@ -242,8 +262,13 @@ class SmiCsvReader final : public MetricLineReader {
   }
 
   Status Finish() override {
+    if (!headerless_.empty()) InferColumns();
     if (infer_gpus_ && !layout_ && !pending_.empty()) ResolveLayout();
-    if (!fatal_.ok()) return fatal_;
+    if (!not_gpu_data_.empty() && metrics_.rows == 0) return InvalidArgumentError(not_gpu_data_);
+    if (!not_gpu_data_.empty())
+      ctx_->Issue(IssueSeverity::kWarning, "unread_lines", [&] {
+        return fmt::format("{} line(s) not read: {}", unread_lines_, not_gpu_data_);
+      });
     if (metrics_.rows == 0 && !header_seen_ && columns_.empty())
       return DataLossError(ctx_->file + ": no nvidia-smi CSV rows");
     return Status::Ok();
@@ -292,6 +317,72 @@ class SmiCsvReader final : public MetricLineReader {
       return fmt::format("{}: {} column(s) not used by the analysis: {}{}", ctx_->Where(line_no), n, unused,
                          n > 8 ? ", ..." : "");
     });
+  }
+
+  /// Reads the columns of the rows kept without a header from their values
+  /// (smi_column_inference.h), says every assumption in the report, then reads
+  /// the rows; or, where the values hold no GPU reading, says what they are.
+  void InferColumns() {
+    std::vector<HeaderlessRow> rows;
+    rows.swap(headerless_);
+    headerless_bytes_ = 0;
+    std::vector<std::vector<std::string>> split;
+    for (const auto& row : rows) {
+      metric_text::SplitTrimmed(row.line, ',', fields_);
+      split.emplace_back(fields_.begin(), fields_.end());
+    }
+    // A first row of text alone is a script's own header: the names it gives
+    // that gputriage knows are taken; the rest are read from the values.
+    const bool names_row = split.size() >= 2 && OnlyText(split.front());
+    std::vector<std::string> known;
+    if (names_row) {
+      for (const auto& name : split.front()) {
+        std::string unit;
+        const FieldEntry* field = FieldNamed(NormalisedName(name, unit));
+        known.emplace_back(field != nullptr ? field->name : std::string_view{});
+      }
+    }
+    const size_t first = names_row ? 1 : 0;
+    const size_t width = ModalWidth(split, first);
+    std::vector<std::vector<std::string>> sample;
+    for (size_t i = first; i < split.size(); ++i)
+      if (split[i].size() == width) sample.push_back(split[i]);
+    if (known.size() != width) known.clear();
+    const InferredSmiColumns inferred = InferSmiColumns(sample, known);
+    if (!inferred.gpu_data) {
+      not_gpu_data_ = fmt::format(
+          "{}: no CSV header, and the values do not read as GPU data ({}); if this is an nvidia-smi --query-gpu "
+          "log, name its columns with --smi-columns, e.g. --smi-columns timestamp,index,utilization.gpu,power.draw",
+          ctx_->Where(rows.front().line_no), inferred.what);
+      unread_lines_ += static_cast<int64_t>(rows.size());
+      return;
+    }
+    SetColumns(std::vector<std::string_view>(inferred.fields.begin(), inferred.fields.end()));
+    columns_inferred_ = true;
+    ctx_->Issue(IssueSeverity::kInfo, "columns_inferred", [&] {
+      return fmt::format("{}: no CSV header{}: the columns were read from the values of {} rows: {}. "
+                         "--smi-columns names them where this is wrong",
+                         ctx_->Where(rows.front().line_no), names_row ? " naming nvidia-smi's fields" : "",
+                         sample.size(), fmt::join(inferred.assumptions, "; "));
+    });
+    for (size_t i = first; i < rows.size(); ++i) {
+      metric_text::SplitTrimmed(rows[i].line, ',', fields_);
+      DataRow(rows[i].line, rows[i].line_no);
+    }
+  }
+
+  static bool OnlyText(const std::vector<std::string>& cells) {
+    for (const auto& cell : cells)
+      if (cell.empty() || metric_text::ParseValueWithUnit(cell) || metric_text::ParseTimestamp(cell)) return false;
+    return true;
+  }
+
+  static size_t ModalWidth(const std::vector<std::vector<std::string>>& rows, size_t first) {
+    std::unordered_map<size_t, size_t> counts;
+    size_t best = 0, best_count = 0;
+    for (size_t i = first; i < rows.size(); ++i)
+      if (++counts[rows[i].size()] > best_count) best_count = counts[rows[i].size()], best = rows[i].size();
+    return best;
   }
 
   /// Infers the GPU count from the rows kept so far, says how in the report, then
@@ -567,7 +658,16 @@ class SmiCsvReader final : public MetricLineReader {
   size_t pending_bytes_ = 0;
   int64_t synthetic_cycle_ = 0;
   std::vector<int> cycle_seen_;
-  Status fatal_;
+  // Rows before any header, kept (bounded) until their values tell the columns.
+  struct HeaderlessRow {
+    int64_t line_no;
+    std::string line;
+  };
+  std::vector<HeaderlessRow> headerless_;
+  size_t headerless_bytes_ = 0;
+  bool columns_inferred_ = false;
+  std::string not_gpu_data_;  // why rows without a header were not read, once they were not
+  int64_t unread_lines_ = 0;
 };
 
 }  // namespace

@@ -22,6 +22,7 @@
 #include <unordered_map>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "src/model/event_streams.h"
 #include "src/store/database.h"
@@ -171,6 +172,8 @@ class NsysReader {
     Recording rec;
     std::shared_ptr<EventStreams> streams;
     int64_t gpu_events = 0;  // kernels, copies, memsets and CUDA calls: what makes a process a rank
+    int64_t device_work = 0;  // kernels, copies and memsets alone
+    int64_t nccl_ranges = 0;  // NCCL's NVTX ranges: a communicator's member, with work or not
     int64_t events = 0;      // every event and step kept
     std::unordered_map<int64_t, NameId> names_by_string_id;
     std::unordered_map<int64_t, CallName> calls_by_string_id;
@@ -358,6 +361,7 @@ class NsysReader {
       k.registers_per_thread = Narrow32(q.Int(13));
       k.shared_memory_bytes = SharedMemory(q.Int(14), q.Int(15));
       Add(p, p.streams->kernels, k, /*gpu_event=*/true);
+      ++p.device_work;
     });
   }
 
@@ -379,6 +383,7 @@ class NsysReader {
       m.kind = memset ? MemoryOpKind::kMemset : CopyKind(q.Int(7));
       Process& p = For(PidOf(q.Int(5)));
       Add(p, p.streams->memory_ops, m, /*gpu_event=*/true);
+      ++p.device_work;
     });
   }
 
@@ -546,18 +551,34 @@ class NsysReader {
       s.thread = TidOf(q.Int(2));
       // NCCL's ranges are its collective calls, as Kineto's nccl:* host ops are.
       s.kind = nccl ? CpuSpanKind::kCommunication : CpuSpanKind::kUserAnnotation;
+      if (nccl) ++p.nccl_ranges;
       Add(p, p.streams->cpu_spans, s, /*gpu_event=*/false);
     });
   }
 
   void Unreadable(const std::string& table, const std::string& what) { bad_rows_.emplace(table, what); }
 
+  /// A process that made CUDA calls but ran no GPU work, beside one that did: a
+  /// helper (a launcher that queried the GPU, a DataLoader worker, a compile
+  /// worker), not a rank, unless NCCL ranges or steps say it is one.
+  bool Helper(const Process& p, bool any_device_work) const {
+    return any_device_work && p.device_work == 0 && p.nccl_ranges == 0 && p.rec.steps.empty();
+  }
+
   StatusOr<std::vector<Recording>> Finish() {
     std::vector<Recording> out;
+    bool any_device_work = false;
+    std::vector<std::string> helpers;
+    for (const auto& [pid, process] : by_pid_) any_device_work = any_device_work || process.device_work > 0;
     for (auto& [pid, process] : by_pid_) {
       // Processes with CUDA calls, GPU work or steps: a host process with none of
       // them (a launcher, a DataLoader worker) is not a rank.
       if (process.gpu_events == 0 && process.rec.steps.empty()) continue;
+      if (Helper(process, any_device_work)) {
+        helpers.push_back(fmt::format("pid {} ({} CUDA API call{})", pid, process.gpu_events,
+                                      process.gpu_events == 1 ? "" : "s"));
+        continue;
+      }
       Recording& rec = process.rec;
       RETURN_IF_ERROR(FinishEventStreams(*process.streams, /*parallel=*/false));
       PlaceEvents(rec, std::move(process.streams), /*shift=*/0);
@@ -577,6 +598,14 @@ class NsysReader {
         rec.stats.AddIssue(IssueSeverity::kWarning, "bad_event", fmt::format("{}: table {}: {}", db_.path(), table, what));
       out.push_back(std::move(rec));
     }
+    if (!helpers.empty())
+      for (auto& rec : out)
+        rec.stats.AddIssue(IssueSeverity::kInfo, "helper_processes",
+                           fmt::format("{}: {} process{} made CUDA calls but ran no GPU work, no NCCL ranges and no "
+                                       "steps: {}; helpers (a launcher, a DataLoader or compile worker), not ranks, "
+                                       "so they get no verdict of their own",
+                                       db_.path(), helpers.size(), helpers.size() == 1 ? "" : "es",
+                                       fmt::format("{}", fmt::join(helpers, ", "))));
     if (out.empty())
       return DataLossError(db_.path() + ": an Nsight Systems export with no CUDA kernels, copies or API calls, and "
                                         "no NVTX step ranges: nothing to judge (record with `nsys profile "

@@ -71,6 +71,8 @@ class PickleMachine {
       case ']': case 0x8f: return Push(New(Kind::kList), op_at);  // EMPTY_LIST, EMPTY_SET
       case ')': return Push(New(Kind::kTuple), op_at);
       case 't': case 0x91: return Collect(op == 't' ? Kind::kTuple : Kind::kList, op_at);  // TUPLE, FROZENSET
+      case 'l': return Collect(Kind::kList, op_at);  // LIST (protocol 0)
+      case 'd': return DictFromMark(op_at);          // DICT (protocol 0)
       case 0x85: case 0x86: case 0x87: return TupleOf(op - 0x84, op_at);
       case 's': return SetItem(op_at);
       case 'u': return SetItemsFromMark(op_at);
@@ -96,6 +98,7 @@ class PickleMachine {
       case 0x8c: return Text(1, Kind::kString, op_at);
       case 'X': return Text(4, Kind::kString, op_at);
       case 0x8d: return Text(8, Kind::kString, op_at);
+      case 'V': return UnicodeLine(op_at);               // UNICODE (protocol 0 str)
       case 'U': return Text(1, Kind::kString, op_at);  // SHORT_BINSTRING (protocol 0-2 str)
       case 'T': return Text(4, Kind::kString, op_at);  // BINSTRING
       case 'C': return Text(1, Kind::kBytes, op_at);
@@ -160,6 +163,14 @@ class PickleMachine {
     ASSIGN_OR_RETURN(const size_t mark, MarkOrError(op_at));
     PickleValue* v = New(kind);
     v->items.assign(stack_.begin() + static_cast<std::ptrdiff_t>(mark), stack_.end());
+    stack_.resize(mark);
+    return Push(v, op_at);
+  }
+  Status DictFromMark(size_t op_at) {  // the stack above the mark: key, value pairs
+    ASSIGN_OR_RETURN(const size_t mark, MarkOrError(op_at));
+    if ((stack_.size() - mark) % 2 != 0) return Error(op_at, "DICT without key, value pairs");
+    PickleValue* v = New(Kind::kDict);
+    for (size_t i = mark; i + 1 < stack_.size(); i += 2) v->entries.emplace_back(stack_[i], stack_[i + 1]);
     stack_.resize(mark);
     return Push(v, op_at);
   }
@@ -238,14 +249,38 @@ class PickleMachine {
     const int64_t v = is_signed ? static_cast<int64_t>(static_cast<int32_t>(static_cast<uint32_t>(raw))) : static_cast<int64_t>(raw);
     return PushInt(v, op_at);
   }
-  Status LongArg(size_t length_bytes, size_t op_at) {  // LONG1/LONG4: little-endian two's complement
+  /// LONG1/LONG4: a little-endian two's complement integer of any length. One that
+  /// fits 64 bits is an int; a longer one (Python writes 2^64-1, a stack frame's
+  /// "no line" in some snapshots, as 9 bytes) is kept as the nearest double: no
+  /// field a snapshot is read for needs more, and the file stays readable.
+  Status LongArg(size_t length_bytes, size_t op_at) {
     uint64_t n = 0;
     if (!ReadLe(length_bytes, &n)) return Error(op_at, "the pickle ends inside a long's length");
-    if (n > 8) return Error(op_at, fmt::format("an integer of {} bytes (over 64 bits)", n));
-    uint64_t raw = 0;
-    if (!ReadLe(static_cast<size_t>(n), &raw)) return Error(op_at, "the pickle ends inside a long");
-    if (n > 0 && n < 8 && (raw >> (8 * n - 1)) & 1) raw |= ~uint64_t{0} << (8 * n);  // sign-extend
-    return PushInt(static_cast<int64_t>(raw), op_at);
+    if (n > static_cast<uint64_t>(limits_.max_string_bytes))
+      return Error(op_at, fmt::format("an integer of {} bytes (over the limit of {})", n, limits_.max_string_bytes));
+    if (!Need(static_cast<size_t>(n))) return Error(op_at, "the pickle ends inside a long");
+    const std::string_view bytes = in_.substr(at_, static_cast<size_t>(n));
+    at_ += static_cast<size_t>(n);
+    if (bytes.empty()) return PushInt(0, op_at);
+    const auto byte = [&](size_t i) { return static_cast<unsigned char>(bytes[i]); };
+    const bool negative = (byte(bytes.size() - 1) & 0x80) != 0;
+    // Bytes above the eighth that only repeat the sign leave the value in 64 bits.
+    const unsigned char extension = negative ? 0xff : 0x00;
+    size_t significant = bytes.size();
+    while (significant > 8 && byte(significant - 1) == extension) --significant;
+    const bool fits = significant < 8 || (significant == 8 && ((byte(7) & 0x80) != 0) == negative);
+    if (fits) {
+      uint64_t raw = 0;
+      for (size_t i = 0; i < std::min<size_t>(bytes.size(), 8); ++i) raw |= static_cast<uint64_t>(byte(i)) << (8 * i);
+      const size_t width = std::min<size_t>(bytes.size(), 8);
+      if (width < 8 && negative) raw |= ~uint64_t{0} << (8 * width);  // sign-extend
+      return PushInt(static_cast<int64_t>(raw), op_at);
+    }
+    // Over 64 bits: the magnitude, from the most significant byte down (for a
+    // negative value, -(~x + 1) taken byte by byte).
+    double magnitude = 0;
+    for (size_t i = bytes.size(); i-- > 0;) magnitude = magnitude * 256.0 + (negative ? 255 - byte(i) : byte(i));
+    return PushFloat(negative ? -(magnitude + 1) : magnitude, op_at);
   }
   static bool ParseInt(std::string_view s, int64_t* out) {
     if (!s.empty() && s.back() == 'L') s.remove_suffix(1);
@@ -266,8 +301,17 @@ class PickleMachine {
     int64_t v = 0;
     if (!ReadLine(&line)) return Error(op_at, "INT without its digits");
     if (line == "01" || line == "00") return Bool(line == "01", op_at);  // protocol 0's True and False
-    if (!ParseInt(line, &v)) return Error(op_at, "INT with digits that are not a 64-bit integer");
-    return PushInt(v, op_at);
+    if (ParseInt(line, &v)) return PushInt(v, op_at);
+    // Digits over 64 bits (protocol 0's LONG): the nearest double, as LongArg.
+    std::string_view digits = line;
+    if (!digits.empty() && digits.back() == 'L') digits.remove_suffix(1);
+    const bool negative = !digits.empty() && digits.front() == '-';
+    if (negative || (!digits.empty() && digits.front() == '+')) digits.remove_prefix(1);
+    if (digits.empty() || digits.find_first_not_of("0123456789") != std::string_view::npos)
+      return Error(op_at, "INT or LONG with text that is not an integer");
+    double magnitude = 0;
+    for (char c : digits) magnitude = magnitude * 10 + (c - '0');
+    return PushFloat(negative ? -magnitude : magnitude, op_at);
   }
   Status PushFloat(double v, size_t op_at) {
     PickleValue* p = New(Kind::kFloat);
@@ -307,6 +351,53 @@ class PickleMachine {
     p->text.assign(in_.substr(at_, static_cast<size_t>(n)));
     at_ += static_cast<size_t>(n);
     return Push(p, op_at);
+  }
+  /// UNICODE (protocol 0): a line in raw-unicode-escape: bytes are Latin-1 code
+  /// points, \uXXXX and \UXXXXXXXX escapes the rest (Python escapes '\\' and
+  /// newlines so). Stored as UTF-8, as the binary opcodes' strings are.
+  Status UnicodeLine(size_t op_at) {
+    const size_t end = in_.find('\n', at_);
+    if (end == std::string_view::npos) return Error(op_at, "UNICODE without its line's end");
+    if (end - at_ > static_cast<size_t>(limits_.max_string_bytes))
+      return Error(op_at, fmt::format("a string over the {}-byte limit", limits_.max_string_bytes));
+    const std::string_view raw = in_.substr(at_, end - at_);
+    at_ = end + 1;
+    PickleValue* p = New(Kind::kString);
+    for (size_t i = 0; i < raw.size(); ++i) {
+      uint32_t code = static_cast<unsigned char>(raw[i]);
+      const size_t digits = raw[i] == '\\' && i + 1 < raw.size() ? (raw[i + 1] == 'u' ? 4 : raw[i + 1] == 'U' ? 8 : 0) : 0;
+      if (digits > 0) {
+        if (i + 2 + digits > raw.size()) return Error(op_at, "UNICODE with a cut \\u escape");
+        code = 0;
+        for (size_t k = i + 2; k < i + 2 + digits; ++k) {
+          const char c = raw[k];
+          const int hex = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+          if (hex < 0) return Error(op_at, "UNICODE with a \\u escape that is not hexadecimal");
+          code = code * 16 + static_cast<uint32_t>(hex);
+        }
+        if (code > 0x10FFFF) return Error(op_at, "UNICODE with an escape beyond Unicode");
+        i += 1 + digits;
+      }
+      AppendUtf8(code, p->text);
+    }
+    return Push(p, op_at);
+  }
+  static void AppendUtf8(uint32_t code, std::string& out) {
+    if (code < 0x80) {
+      out += static_cast<char>(code);
+    } else if (code < 0x800) {
+      out += static_cast<char>(0xC0 | (code >> 6));
+      out += static_cast<char>(0x80 | (code & 0x3F));
+    } else if (code < 0x10000) {
+      out += static_cast<char>(0xE0 | (code >> 12));
+      out += static_cast<char>(0x80 | ((code >> 6) & 0x3F));
+      out += static_cast<char>(0x80 | (code & 0x3F));
+    } else {
+      out += static_cast<char>(0xF0 | (code >> 18));
+      out += static_cast<char>(0x80 | ((code >> 12) & 0x3F));
+      out += static_cast<char>(0x80 | ((code >> 6) & 0x3F));
+      out += static_cast<char>(0x80 | (code & 0x3F));
+    }
   }
   Status Pop(size_t op_at) {
     if (stack_.size() <= MarkFloor()) {

@@ -214,6 +214,31 @@ TEST(Diagnosis, LaunchesWithoutGpuRecordsSayTheRecordsWereLost) {
   for (const auto& r : f.recommendations) EXPECT_EQ(r.action.find("ProfilerActivity.CUDA"), std::string::npos);
 }
 
+// 300 kernel launches and 10 kernel records: the profiler dropped records. The
+// gaps are not judged idle (or host-bound); a limitation says what was lost.
+TEST(Diagnosis, DroppedKernelRecordsAreSaidNotJudgedIdle) {
+  Recording rec = A100Recording();
+  rec.steps.push_back({1, {0, 30'000 * us}});
+  for (int i = 0; i < 300; ++i) {
+    rec.runtime_calls.push_back(Launch(rec, (100 * i) * us, (100 * i + 5) * us, i + 1));
+    if (i % 30 == 0)
+      rec.kernels.push_back(Kernel(rec, "void at::native::vectorized_elementwise_kernel<4>(int)", (100 * i + 10) * us,
+                                   (100 * i + 60) * us, i + 1));
+  }
+  gputriage::Run run;
+  run.recordings.push_back(std::move(rec));
+  const Diagnosis d = Diagnose(run);
+  for (const auto& f : d.findings) {
+    EXPECT_NE(f.verdict, "idle") << f.title;
+    EXPECT_NE(f.verdict, "underutilized") << f.title;
+    EXPECT_NE(f.verdict, "launch_bound") << f.title;
+  }
+  EXPECT_EQ(d.recordings[0].dropped_kernel_records, 290);
+  bool said = false;
+  for (const auto& l : d.recordings[0].limitations) said = said || l.find("290 more kernels") != std::string::npos;
+  EXPECT_TRUE(said);
+}
+
 TEST(Diagnosis, SparseWorkIsIdleNotHostBound) {
   // The same kernels, but the step lasts 300 ms: one launch every 5 ms is not the
   // host pacing the GPU; the job does something else.

@@ -150,6 +150,25 @@ INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME VALUES (950, 990, 0, )" + std::to_string
   EXPECT_EQ(cpu_only->size(), 2u);
 }
 
+// nsys's own account of what it dropped is said in the recording; "dropped: 0." is not.
+TEST_F(NsysExport, DroppedEventsNsysReportsAreSaid) {
+  Make(std::string(kOldSchema) + R"(
+INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES (8000, 18000, 0, 1, 7, 7, )" + std::to_string(Gid(100, 0)) + R"(, 1, 96, 1, 1, 1, 1, 1, 1, 0, 0);
+CREATE TABLE DIAGNOSTIC_EVENT (timestamp INTEGER, timestampType INTEGER, source INTEGER, severity INTEGER, text TEXT,
+  globalPid INTEGER);
+INSERT INTO DIAGNOSTIC_EVENT VALUES (1, 1, 1, 1, 'Number of incomplete CUPTI events dropped: 24806. Incomplete events appear when GPU timestamp information have not been retrieved', 0);
+INSERT INTO DIAGNOSTIC_EVENT VALUES (2, 1, 1, 1, 'Number of CUPTI events dropped: 0.', 0);
+INSERT INTO DIAGNOSTIC_EVENT VALUES (3, 1, 3, 1, 'Profiling has stopped.', 0);
+)");
+  auto read = ImportNsysExport(path_);
+  ASSERT_TRUE(read.ok()) << read.status().ToString();
+  const ImportIssue* dropped = (*read)[0].stats.FindIssue("nsys_dropped_events");
+  ASSERT_NE(dropped, nullptr);
+  EXPECT_EQ(dropped->count, 1);
+  EXPECT_NE(dropped->message.find("Nsight Systems says: Number of incomplete CUPTI events dropped: 24806"),
+            std::string::npos) << dropped->message;
+}
+
 TEST_F(NsysExport, AUserStepRegexAndMissingTablesAreSaid) {
   Make(R"(
 CREATE TABLE StringIds (id INTEGER PRIMARY KEY, value TEXT NOT NULL);

@@ -34,6 +34,7 @@ struct StepBreakdown {
   // kernels included) and bytes by direction (bytes the source recorded).
   int64_t copies = 0;
   TimeNs copy_device_ns = 0;
+  TimeNs host_device_copy_ns = 0;  // of copy_device_ns, host↔device (HtoD, DtoH): transfers, not device-side moves
   int64_t h2d_bytes = 0, d2h_bytes = 0, other_copy_bytes = 0;
   TimeNs total() const { return window.duration(); }
 };
@@ -786,6 +787,10 @@ struct RecordingAnalysis {
   // when the source holds no GPU record: calls without activities mean the
   // activities were asked for and lost (CUPTI, the driver, permissions).
   int64_t launches_without_gpu_records = 0;
+  // Kernel launch calls beyond the kernel records, where the launches are over
+  // twice the records (and 100 more): records the profiler dropped. The busy and
+  // idle shares are then over the kept records only: no idle verdict is drawn.
+  int64_t dropped_kernel_records = 0;
   bool steps_from_markers = false;  // ProfilerStep#N markers, else the whole trace
   std::vector<StepBreakdown> steps;
   // Leading steps over kWarmupStepFactor x the median (cuDNN/cuBLAS autotuning,

@@ -188,6 +188,12 @@ std::vector<std::string> ListLimitations(const Recording& rec, bool no_kernels, 
         "only the host-side timeline is available");
   }
   if (!a.steps_from_markers) out.push_back("no ProfilerStep#N markers: the whole trace is treated as one step window");
+  if (a.dropped_kernel_records > 0)
+    out.push_back(fmt::format(
+        "the host launched {} more kernels than the trace holds records of: the profiler dropped them (its activity "
+        "buffer filled, or it stopped before they were written; an Nsight Systems export's DIAGNOSTIC_EVENT table "
+        "says which); busy and idle shares are over the kept records, so the GPU is not judged idle",
+        a.dropped_kernel_records));
   if (a.warmup_steps > 0)
     out.push_back(fmt::format("the first {} step(s) ran over {:.0f}x the median step (warm-up: cuDNN/cuBLAS autotuning, "
                               "allocator growth, compilation): left out of the step averages the verdicts use",
@@ -426,12 +432,15 @@ Status AnalyzeTrace(const Recording& rec, RecordingAnalysis& a, int threads, boo
   prep.kinds = &kinds;
   const int64_t kernel_count = events.kernel_count();
   a.has_gpu_activity = kernel_count > 0 || events.memory_op_count() > 0;
-  if (!a.has_gpu_activity && events.runtime_call_count() > 0) {
+  if (events.runtime_call_count() > kernel_count) {  // more calls than kernels: were kernel records lost?
+    int64_t kernel_launches = 0;
     auto calls = events.runtime_calls();
     for (const RuntimeCall* c = calls.Next(); c != nullptr; c = calls.Next())
-      if (c->kind == RuntimeCallKind::kKernelLaunch || c->kind == RuntimeCallKind::kGraphLaunch)
-        ++a.launches_without_gpu_records;
+      kernel_launches += c->kind == RuntimeCallKind::kKernelLaunch ? 1 : 0;
     RETURN_IF_ERROR(calls.status());
+    if (!a.has_gpu_activity) a.launches_without_gpu_records = kernel_launches;
+    else if (kernel_launches > 2 * kernel_count && kernel_launches - kernel_count >= 100)
+      a.dropped_kernel_records = kernel_launches - kernel_count;
   }
 
   int primary = -1;

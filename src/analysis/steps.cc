@@ -334,6 +334,8 @@ void CountCopy(const MemoryActivity& m, std::vector<StepBreakdown>& steps, size_
     if (m.kind == MemoryOpKind::kMemcpyHtoD) b.h2d_bytes += bytes;
     else if (m.kind == MemoryOpKind::kMemcpyDtoH) b.d2h_bytes += bytes;
     else b.other_copy_bytes += bytes;
+    if (m.kind == MemoryOpKind::kMemcpyHtoD || m.kind == MemoryOpKind::kMemcpyDtoH)
+      b.host_device_copy_ns += m.time.duration();
     return;
   }
 }

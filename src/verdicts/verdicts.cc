@@ -392,6 +392,7 @@ void LaunchBound(const Context& c, std::vector<Finding>& out) {
   const double host_pct = Percent(host_ms, c.step_ms);
   const auto& l = c.a.launch;
   if (host_pct < kLaunchModeratePercent || l.host_launches_per_step < kLaunchMinKernelsPerStep) return;
+  if (c.a.dropped_kernel_records > 0) return;  // the host's gaps may be kernels the profiler dropped
   // The host paces the GPU only while it keeps issuing: one launch at least every
   // kHostPacedIntervalUs. Sparser launches with the GPU mostly unused are idle (see
   // Idle); dense ones are host-bound however low the busy share (batch-1 inference:
@@ -825,6 +826,7 @@ void AddIdleEvidenceAndGain(const Context& c, Finding& f, double threshold) {
 struct CopyTraffic {
   int64_t copies = 0;
   TimeNs device_ns = 0;
+  TimeNs host_device_ns = 0;
   int64_t h2d = 0, d2h = 0, other = 0;
   int64_t bytes() const { return h2d + d2h + other; }
 };
@@ -833,6 +835,7 @@ CopyTraffic SteadyCopies(const RecordingAnalysis& a) {
   for (const auto& s : a.SteadySteps()) {
     t.copies += s.copies;
     t.device_ns += s.copy_device_ns;
+    t.host_device_ns += s.host_device_copy_ns;
     t.h2d += s.h2d_bytes;
     t.d2h += s.d2h_bytes;
     t.other += s.other_copy_bytes;
@@ -843,10 +846,15 @@ CopyTraffic SteadyCopies(const RecordingAnalysis& a) {
 /// Copies hold the step: the device moves bytes with no kernel running for a
 /// large share of it. A cause of its own (transfers), never idle time.
 void CopyBound(const Context& c, std::vector<Finding>& out) {
-  const double copy_ms = ToMs(c.a.average.ns[static_cast<int>(StepCategory::kMemcpy)]);
+  // The step breakdown's copy time with no kernel running, host↔device's share of
+  // it by the copies' device time (device-to-device moves are device work, a
+  // memory-bound kernel's kind, not transfers).
+  const CopyTraffic t = SteadyCopies(c.a);
+  if (t.device_ns <= 0 || t.host_device_ns <= 0) return;
+  const double host_device_share = static_cast<double>(t.host_device_ns) / static_cast<double>(t.device_ns);
+  const double copy_ms = ToMs(c.a.average.ns[static_cast<int>(StepCategory::kMemcpy)]) * host_device_share;
   const double pct = Percent(copy_ms, c.step_ms);
   if (pct < kTraceCopyModeratePercent) return;
-  const CopyTraffic t = SteadyCopies(c.a);
   const double steps = StepCount(c.a);
   Finding f;
   f.verdict = "copy_bound";
@@ -855,7 +863,7 @@ void CopyBound(const Context& c, std::vector<Finding>& out) {
   f.title = fmt::format("Copy-bound: the device copies with no kernel running {:.1f}% of each step", pct);
   f.detail = fmt::format(
       "{:.2f} ms of every {:.2f} ms step is host-device copying with nothing computing beside it; kernels run {:.1f}% "
-      "of the step. {:.0f} copies per step{}.",
+      "of the step. {:.0f} copies per step (every direction){}.",
       copy_ms, c.step_ms, c.a.gpu.busy_percent, static_cast<double>(t.copies) / steps,
       t.bytes() > 0 ? fmt::format(", {:.1f} MiB per step ({:.1f} MiB to the device, {:.1f} MiB back), {:.1f} GB/s while "
                                   "copying",
@@ -868,9 +876,12 @@ void CopyBound(const Context& c, std::vector<Finding>& out) {
     f.detail += " With one window and no steady steps, a one-time load (weights, a dataset moved to the device) looks "
                 "the same: a longer run spreads it; profile steps after it to see whether the copies recur.";
   f.evidence.push_back(E("copy_percent_of_step", pct, "percent",
-                         "device copy time with no kernel running / step time",
+                         "host-device copy time with no kernel running / step time",
                          f.severity == Severity::kHigh ? kTraceCopyHighPercent : kTraceCopyModeratePercent, ">="));
   f.evidence.push_back(E("copy_ms_per_step", copy_ms, "ms", "device copy time with no kernel running, per step"));
+  f.evidence.push_back(E("host_device_percent_of_copy_time", 100 * host_device_share, "percent",
+                         "host-to-device and device-to-host copies' share of all copies' device time (the rest: "
+                         "device-to-device and peer moves, device work)"));
   f.evidence.push_back(E("gpu_busy_percent", c.a.gpu.busy_percent, "percent", "union of kernel time / step window"));
   if (t.bytes() > 0)
     f.evidence.push_back(E("copy_bytes_per_step", static_cast<double>(t.bytes()) / steps, "bytes",
@@ -923,7 +934,12 @@ std::string CopyingClause(const Context& c) {
 
 void Idle(const Context& c, std::vector<Finding>& out) {
   if (!c.a.has_gpu_activity || DeviceWorkPercent(c) >= kIdleBusyPercent) return;
+  if (c.a.dropped_kernel_records > 0) return;  // the idle time may be dropped records (a limitation says so)
   if (Explained(out, Severity::kModerate)) return;
+  // A launch pattern too short to confirm (no steady state: launch_bound low) is
+  // still the pattern the idle time shows: not "nothing explains it".
+  for (const auto& f : out)
+    if (f.verdict == "launch_bound") return;
   Finding f;
   f.verdict = "idle";
   f.severity = Severity::kHigh;
@@ -943,7 +959,7 @@ void Idle(const Context& c, std::vector<Finding>& out) {
 /// two rules' thresholds.
 void Underutilized(const Context& c, std::vector<Finding>& out) {
   if (!c.a.has_gpu_activity || DeviceWorkPercent(c) < kIdleBusyPercent ||
-      DeviceWorkPercent(c) >= kUnderutilizedBusyPercent)
+      DeviceWorkPercent(c) >= kUnderutilizedBusyPercent || c.a.dropped_kernel_records > 0)
     return;
   if (Explained(out, Severity::kLow)) return;
   Finding f;

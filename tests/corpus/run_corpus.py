@@ -121,6 +121,11 @@ def judge(case, report):
     failures = no_data(report)
     failures += [f"expected {v}" for v in case.get("expect", []) if v not in verdicts]
     failures += [f"unexpected {v}" for v in case.get("expect_not", []) if v in verdicts]
+    # What the report must say it cannot tell (its recordings' limitations), e.g.
+    # records the profiler dropped.
+    said = [text for r in report.get("recordings", []) for text in r.get("limitations", [])]
+    failures += [f"does not say it cannot tell {t!r}" for t in case.get("expect_limitation", [])
+                 if not any(t in s for s in said)]
     if "gpus" in case:
         gpus = sum(len(r.get("metric_devices", [])) for r in report.get("recordings", []))
         if gpus != case["gpus"]:

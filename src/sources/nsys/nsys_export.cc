@@ -156,7 +156,26 @@ class NsysReader {
     RETURN_IF_ERROR(ReadOsRuntime());
     RETURN_IF_ERROR(ReadCpuSamples());
     RETURN_IF_ERROR(ReadNvtx());
+    RETURN_IF_ERROR(ReadDiagnostics());
     return Finish();
+  }
+
+  /// nsys's own account of what it lost (`DIAGNOSTIC_EVENT`: "Number of incomplete
+  /// CUPTI events dropped: 24806", buffers that overflowed): said in every
+  /// recording, beside the analysis's count of launches without records.
+  Status ReadDiagnostics() {
+    const std::string t = "DIAGNOSTIC_EVENT";
+    if (!db_.Has(t)) return Status::Ok();
+    return db_.Rows(t,
+                    "SELECT " + db_.Col(t, "d", "text", "''") + " FROM " + t +
+                        " d WHERE lower(" + db_.Col(t, "d", "text", "''") +
+                        ") LIKE '%dropped%' OR lower(" + db_.Col(t, "d", "text", "''") + ") LIKE '%lost%' LIMIT 20",
+                    [&](Query& q) {
+                      const std::string text = q.Text(0);
+                      // "... dropped: 0." says nothing was lost.
+                      if (text.find("dropped: 0.") == std::string::npos && text.find("dropped: \t0.") == std::string::npos)
+                        diagnostics_.push_back(text.substr(0, 300));
+                    });
   }
 
  private:
@@ -594,6 +613,9 @@ class NsysReader {
       rec.host_pid = pid;
       for (const auto& what : missing_)
         rec.stats.AddIssue(IssueSeverity::kWarning, "nsys_table_missing", db_.path() + ": the export has no " + what);
+      for (const auto& text : diagnostics_)
+        rec.stats.AddIssue(IssueSeverity::kWarning, "nsys_dropped_events",
+                           fmt::format("{}: Nsight Systems says: {}", db_.path(), text));
       for (const auto& [table, what] : bad_rows_)
         rec.stats.AddIssue(IssueSeverity::kWarning, "bad_event", fmt::format("{}: table {}: {}", db_.path(), table, what));
       out.push_back(std::move(rec));
@@ -633,6 +655,7 @@ class NsysReader {
   Status first_error_;
   std::vector<std::string> missing_;
   std::map<std::string, std::string> bad_rows_;
+  std::vector<std::string> diagnostics_;  // DIAGNOSTIC_EVENT lines that say events were dropped or lost
 };
 
 }  // namespace

@@ -163,6 +163,7 @@ TEST(Diagnosis, CopiesAreTheirOwnCauseNotIdle) {
     copy.stream = 7;
     copy.correlation = corr++;
     copy.bytes = 96LL << 20;  // 96 MiB in 6 ms: 16.8 GB/s
+    copy.host_memory = HostMemory::kPageable;  // "Memcpy HtoD (Pageable -> Device)"
     rec.memory_ops.push_back(copy);
     RuntimeCall call = Launch(rec, base + 90 * us, base + 95 * us, copy.correlation);
     call.name = rec.names.Intern("cudaMemcpyAsync");
@@ -185,6 +186,10 @@ TEST(Diagnosis, CopiesAreTheirOwnCauseNotIdle) {
   EXPECT_NE(copy->detail.find("6.00 ms of every 10.00 ms step"), std::string::npos) << copy->detail;
   EXPECT_NE(copy->detail.find("96.0 MiB per step (96.0 MiB to the device, 0.0 MiB back)"), std::string::npos)
       << copy->detail;
+  EXPECT_NE(copy->detail.find("100% of the host-device bytes whose host memory the trace names were pageable"),
+            std::string::npos)
+      << copy->detail;
+  EXPECT_NE(copy->recommendations.front().action.find("pin_memory=True"), std::string::npos);
   ASSERT_TRUE(copy->gain);
   EXPECT_DOUBLE_EQ(copy->gain->expected, 7.0);
   EXPECT_DOUBLE_EQ(copy->gain->best, 4.0);

@@ -101,6 +101,7 @@ TEST(KinetoImport, OldSchema) {
   ASSERT_EQ(rec->memory_ops.size(), 1u);
   EXPECT_EQ(rec->memory_ops[0].kind, MemoryOpKind::kMemcpyHtoD);
   EXPECT_EQ(rec->memory_ops[0].bytes, 4096);
+  EXPECT_EQ(rec->memory_ops[0].host_memory, HostMemory::kPageable);  // "(Pageable -> Device)" in its name
   ASSERT_EQ(rec->runtime_calls.size(), 1u);
   EXPECT_EQ(rec->runtime_calls[0].kind, RuntimeCallKind::kKernelLaunch);
   ASSERT_EQ(rec->cpu_spans.size(), 2u);

@@ -106,6 +106,7 @@ INSERT INTO NVTX_EVENTS VALUES (950, NULL, 34, 0, 0, 0, 'a mark', )" + std::to_s
   ASSERT_EQ(rec.memory_ops.size(), 1u);
   EXPECT_EQ(rec.memory_ops[0].kind, MemoryOpKind::kMemcpyDtoH);
   EXPECT_EQ(rec.memory_ops[0].bytes, 4096);
+  EXPECT_EQ(rec.memory_ops[0].host_memory, HostMemory::kUnknown);  // this schema has no srcKind/dstKind
   ASSERT_EQ(rec.steps.size(), 1u);  // ProfilerStep#3 is a step, as in a Kineto trace, not a span
   EXPECT_EQ(rec.steps[0].number, 3);
   ASSERT_EQ(rec.cpu_spans.size(), 1u);  // 'forward'; the mark has no end
@@ -167,6 +168,29 @@ INSERT INTO DIAGNOSTIC_EVENT VALUES (3, 1, 3, 1, 'Profiling has stopped.', 0);
   EXPECT_EQ(dropped->count, 1);
   EXPECT_NE(dropped->message.find("Nsight Systems says: Number of incomplete CUPTI events dropped: 24806"),
             std::string::npos) << dropped->message;
+}
+
+// A copy's host memory, by the export's own ENUM_CUDA_MEM_KIND names (nsys's ids:
+// 0 pageable, 1 pinned), from srcKind for copies to the device, dstKind back.
+TEST_F(NsysExport, CopiesSayWhetherTheirHostMemoryIsPageableOrPinned) {
+  const std::string pid = std::to_string(Gid(42, 0));
+  Make(std::string(kOldSchema) + R"(
+ALTER TABLE CUPTI_ACTIVITY_KIND_MEMCPY ADD COLUMN srcKind INTEGER;
+ALTER TABLE CUPTI_ACTIVITY_KIND_MEMCPY ADD COLUMN dstKind INTEGER;
+CREATE TABLE ENUM_CUDA_MEM_KIND (id INTEGER, name TEXT, label TEXT);
+INSERT INTO ENUM_CUDA_MEM_KIND VALUES (0, 'CUDA_MEMOPR_MEMORY_KIND_PAGEABLE', 'Pageable'),
+  (1, 'CUDA_MEMOPR_MEMORY_KIND_PINNED', 'Pinned'), (2, 'CUDA_MEMOPR_MEMORY_KIND_DEVICE', 'Device');
+INSERT INTO CUPTI_ACTIVITY_KIND_MEMCPY VALUES (1000, 2000, 0, 1, 7, 1, )" + pid + R"(, 4096, 1, 0, 2);
+INSERT INTO CUPTI_ACTIVITY_KIND_MEMCPY VALUES (3000, 4000, 0, 1, 7, 2, )" + pid + R"(, 4096, 2, 2, 1);
+INSERT INTO CUPTI_ACTIVITY_KIND_MEMCPY VALUES (5000, 6000, 0, 1, 7, 3, )" + pid + R"(, 4096, 8, 2, 2);
+)");
+  auto read = ImportNsysExport(path_);
+  ASSERT_TRUE(read.ok()) << read.status().ToString();
+  const auto& ops = (*read)[0].memory_ops;
+  ASSERT_EQ(ops.size(), 3u);
+  EXPECT_EQ(ops[0].host_memory, HostMemory::kPageable);  // to the device from pageable memory
+  EXPECT_EQ(ops[1].host_memory, HostMemory::kPinned);    // back into pinned memory
+  EXPECT_EQ(ops[2].host_memory, HostMemory::kUnknown);   // device to device: no host side
 }
 
 TEST_F(NsysExport, AUserStepRegexAndMissingTablesAreSaid) {

@@ -35,6 +35,7 @@ struct StepBreakdown {
   int64_t copies = 0;
   TimeNs copy_device_ns = 0;
   TimeNs host_device_copy_ns = 0;  // of copy_device_ns, host↔device (HtoD, DtoH): transfers, not device-side moves
+  int64_t pageable_copy_bytes = 0, pinned_copy_bytes = 0;  // host↔device bytes whose host memory the source names
   int64_t h2d_bytes = 0, d2h_bytes = 0, other_copy_bytes = 0;
   TimeNs total() const { return window.duration(); }
 };

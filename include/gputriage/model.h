@@ -105,9 +105,14 @@ struct KernelActivity {
 };
 
 /// A memcpy or memset executed by a device's copy/compute engines.
+/// The host side of a host-device copy: pageable memory is staged through a
+/// driver buffer and blocks the host; pinned memory can be copied asynchronously.
+enum class HostMemory : int8_t { kUnknown, kPageable, kPinned };
+
 struct MemoryActivity {
   Interval time;
   MemoryOpKind kind = MemoryOpKind::kMemcpyOther;
+  HostMemory host_memory = HostMemory::kUnknown;  // for HtoD / DtoH, where the source says
   int32_t device = -1;
   int32_t stream = -1;
   int64_t correlation = -1;

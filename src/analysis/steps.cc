@@ -334,8 +334,11 @@ void CountCopy(const MemoryActivity& m, std::vector<StepBreakdown>& steps, size_
     if (m.kind == MemoryOpKind::kMemcpyHtoD) b.h2d_bytes += bytes;
     else if (m.kind == MemoryOpKind::kMemcpyDtoH) b.d2h_bytes += bytes;
     else b.other_copy_bytes += bytes;
-    if (m.kind == MemoryOpKind::kMemcpyHtoD || m.kind == MemoryOpKind::kMemcpyDtoH)
+    if (m.kind == MemoryOpKind::kMemcpyHtoD || m.kind == MemoryOpKind::kMemcpyDtoH) {
       b.host_device_copy_ns += m.time.duration();
+      if (m.host_memory == HostMemory::kPageable) b.pageable_copy_bytes += bytes;
+      if (m.host_memory == HostMemory::kPinned) b.pinned_copy_bytes += bytes;
+    }
     return;
   }
 }

@@ -828,6 +828,7 @@ struct CopyTraffic {
   TimeNs device_ns = 0;
   TimeNs host_device_ns = 0;
   int64_t h2d = 0, d2h = 0, other = 0;
+  int64_t pageable = 0, pinned = 0;  // host-device bytes by host memory, where named
   int64_t bytes() const { return h2d + d2h + other; }
 };
 CopyTraffic SteadyCopies(const RecordingAnalysis& a) {
@@ -836,6 +837,8 @@ CopyTraffic SteadyCopies(const RecordingAnalysis& a) {
     t.copies += s.copies;
     t.device_ns += s.copy_device_ns;
     t.host_device_ns += s.host_device_copy_ns;
+    t.pageable += s.pageable_copy_bytes;
+    t.pinned += s.pinned_copy_bytes;
     t.h2d += s.h2d_bytes;
     t.d2h += s.d2h_bytes;
     t.other += s.other_copy_bytes;
@@ -872,6 +875,14 @@ void CopyBound(const Context& c, std::vector<Finding>& out) {
                                   static_cast<double>(t.d2h) / steps / 1048576.0,
                                   t.device_ns > 0 ? static_cast<double>(t.bytes()) / static_cast<double>(t.device_ns) : 0.0)
                     : std::string());
+  const bool host_memory_known = t.pageable + t.pinned > 0;
+  const double pageable_pct =
+      host_memory_known ? 100.0 * static_cast<double>(t.pageable) / static_cast<double>(t.pageable + t.pinned) : NAN;
+  if (host_memory_known)
+    f.detail += fmt::format(" {:.0f}% of the host-device bytes whose host memory the trace names were pageable{}.",
+                            pageable_pct,
+                            pageable_pct >= 10 ? " (staged through a driver buffer: the copy blocks the host)"
+                                               : " (pinned already: what is left is bytes and overlap)");
   if (!c.a.steps_from_markers || steps < kSteadyStateSteps)
     f.detail += " With one window and no steady steps, a one-time load (weights, a dataset moved to the device) looks "
                 "the same: a longer run spreads it; profile steps after it to see whether the copies recur.";
@@ -886,12 +897,22 @@ void CopyBound(const Context& c, std::vector<Finding>& out) {
   if (t.bytes() > 0)
     f.evidence.push_back(E("copy_bytes_per_step", static_cast<double>(t.bytes()) / steps, "bytes",
                            "bytes the copies moved, per steady step"));
+  if (host_memory_known)
+    f.evidence.push_back(E("pageable_percent_of_host_device_bytes", pageable_pct, "percent",
+                           "host-device copy bytes from or to pageable memory, of those whose host memory is named "
+                           "(Kineto's copy names, nsys's srcKind/dstKind)"));
   if (back_to_host) {
     f.recommendations.push_back({"keep results on the device: drop .cpu(), .item(), .numpy() and tensor logging from "
                                  "the step",
                                  "each copy back to the host waits for the GPU and stops the host issuing work"});
     f.recommendations.push_back({"copy back once per N steps, or into pinned buffers with non_blocking=True",
                                  "fewer, asynchronous transfers overlap compute"});
+  } else if (host_memory_known && pageable_pct < 10) {
+    f.recommendations.push_back({"move fewer bytes: keep the dataset or constants on the device, send uint8/fp16 and "
+                                 "convert there",
+                                 "the copies are pinned already: their time is bytes over PCIe bandwidth"});
+    f.recommendations.push_back({"prefetch the next batch on a side CUDA stream with non_blocking=True",
+                                 "a pinned copy on its own stream runs while the current step computes"});
   } else {
     f.recommendations.push_back({"DataLoader(pin_memory=True) and .to(device, non_blocking=True)",
                                  "a copy from pinned memory is queued and overlaps compute; from pageable memory it "

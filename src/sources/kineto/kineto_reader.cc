@@ -69,6 +69,14 @@ Category Classify(std::string_view cat) {
   return Category::kUnknown;
 }
 
+/// "Memcpy HtoD (Pageable -> Device)", "Memcpy DtoH (Device -> Pinned)": CUPTI's
+/// memory kinds in Kineto's copy names.
+HostMemory HostMemoryFromName(std::string_view name) {
+  if (Contains(name, "Pageable")) return HostMemory::kPageable;
+  if (Contains(name, "Pinned")) return HostMemory::kPinned;
+  return HostMemory::kUnknown;
+}
+
 MemoryOpKind MemcpyKindFromName(std::string_view name) {
   if (Contains(name, "HtoD")) return MemoryOpKind::kMemcpyHtoD;
   if (Contains(name, "DtoH")) return MemoryOpKind::kMemcpyDtoH;
@@ -326,6 +334,7 @@ class EventSink {
         MemoryActivity m;
         m.time = time;
         m.kind = category == Category::kMemset ? MemoryOpKind::kMemset : MemcpyKindFromName(e.name);
+        if (category == Category::kMemcpy) m.host_memory = HostMemoryFromName(e.name);
         m.device = static_cast<int32_t>(e.device.value_or(e.pid.value_or(-1)));
         m.stream = static_cast<int32_t>(e.stream.value_or(e.tid.value_or(-1)));
         m.correlation = e.correlation.value_or(-1);

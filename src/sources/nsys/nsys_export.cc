@@ -384,14 +384,27 @@ class NsysReader {
     });
   }
 
+  /// A copy's memory kind column as 1 (pageable), 2 (pinned) or -1, by the
+  /// export's own ENUM_CUDA_MEM_KIND names (its ids are nsys's, not CUPTI's:
+  /// 0 is pageable there); -1 where the export lacks the column or the table.
+  std::string HostMemoryKind(const std::string& t, const char* column) {
+    if (!db_.Has("ENUM_CUDA_MEM_KIND")) return "-1";
+    const std::string kind = db_.Col(t, "m", column, "NULL");
+    return fmt::format(
+        "CASE (SELECT e.name FROM ENUM_CUDA_MEM_KIND e WHERE e.id = {}) WHEN 'CUDA_MEMOPR_MEMORY_KIND_PAGEABLE' "
+        "THEN 1 WHEN 'CUDA_MEMOPR_MEMORY_KIND_PINNED' THEN 2 ELSE -1 END",
+        kind);
+  }
+
   /// Copies (`CUPTI_ACTIVITY_KIND_MEMCPY`, their direction from `copyKind`) or
   /// memsets (`…_MEMSET`).
   Status ReadMemoryOps(const std::string& t, bool memset) {
     if (!db_.Has(t)) return Status::Ok();
     const std::string sql = fmt::format(
-        "SELECT m.start, m.end, m.deviceId, m.streamId, {}, {}, {}, {}, {} FROM {} m",
+        "SELECT m.start, m.end, m.deviceId, m.streamId, {}, {}, {}, {}, {}, {}, {} FROM {} m",
         db_.Col(t, "m", "correlationId", "-1"), db_.Col(t, "m", "globalPid", "0"), db_.Col(t, "m", "bytes", "-1"),
-        memset ? "0" : db_.Col(t, "m", "copyKind", "0"), ValidTimes("m"), t);
+        memset ? "0" : db_.Col(t, "m", "copyKind", "0"), ValidTimes("m"), memset ? "-1" : HostMemoryKind(t, "srcKind"),
+        memset ? "-1" : HostMemoryKind(t, "dstKind"), t);
     return EventRows(t, sql, 8, [&](Query& q) {
       MemoryActivity m;
       m.time = {q.Int(0) + shift_, q.Int(1) + shift_};
@@ -400,6 +413,12 @@ class NsysReader {
       m.correlation = q.Null(4) ? -1 : q.Int(4);
       m.bytes = q.Int(6);
       m.kind = memset ? MemoryOpKind::kMemset : CopyKind(q.Int(7));
+      // Pageable (1) or pinned (2), from HostMemoryKind; the host side is the
+      // source of a copy to the device and the destination of one back.
+      const int64_t host_kind = m.kind == MemoryOpKind::kMemcpyHtoD ? q.Int(9)
+                                : m.kind == MemoryOpKind::kMemcpyDtoH ? q.Int(10)
+                                                                      : -1;
+      m.host_memory = host_kind == 1 ? HostMemory::kPageable : host_kind == 2 ? HostMemory::kPinned : HostMemory::kUnknown;
       Process& p = For(PidOf(q.Int(5)));
       Add(p, p.streams->memory_ops, m, /*gpu_event=*/true);
       ++p.device_work;

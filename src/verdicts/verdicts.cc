@@ -907,21 +907,18 @@ void CopyBound(const Context& c, std::vector<Finding>& out) {
                                  "each copy back to the host waits for the GPU and stops the host issuing work"});
     f.recommendations.push_back({"copy back once per N steps, or into pinned buffers with non_blocking=True",
                                  "fewer, asynchronous transfers overlap compute"});
-  } else if (host_memory_known && pageable_pct < 10) {
-    f.recommendations.push_back({"move fewer bytes: keep the dataset or constants on the device, send uint8/fp16 and "
-                                 "convert there",
-                                 "the copies are pinned already: their time is bytes over PCIe bandwidth"});
-    f.recommendations.push_back({"prefetch the next batch on a side CUDA stream with non_blocking=True",
-                                 "a pinned copy on its own stream runs while the current step computes"});
   } else {
-    f.recommendations.push_back({"DataLoader(pin_memory=True) and .to(device, non_blocking=True)",
-                                 "a copy from pinned memory is queued and overlaps compute; from pageable memory it "
-                                 "is staged and blocks"});
+    // Pageable or unnamed host memory first gets pinned; pinned copies (under 10 %
+    // pageable) are left with their bytes and their overlap.
+    if (!host_memory_known || pageable_pct >= 10)
+      f.recommendations.push_back({"DataLoader(pin_memory=True) and .to(device, non_blocking=True)",
+                                   "a copy from pinned memory is queued and overlaps compute; from pageable memory it "
+                                   "is staged and blocks"});
     f.recommendations.push_back({"move fewer bytes: keep the dataset or constants on the device, send uint8/fp16 and "
                                  "convert there",
                                  "the copy engine's time is bytes over PCIe bandwidth"});
-    f.recommendations.push_back({"prefetch the next batch on a side CUDA stream", "the copy runs while the current "
-                                                                                  "step computes"});
+    f.recommendations.push_back({"prefetch the next batch on a side CUDA stream with non_blocking=True",
+                                 "a pinned copy on its own stream runs while the current step computes"});
   }
   f.gain = StepGain(c.step_ms, c.step_ms - copy_ms / 2, c.step_ms - copy_ms, c.step_ms, "gpu_busy_time",
                     fmt::format("Amdahl bound over {:.2f} ms of exposed copy time per step: all of it hidden behind "
@@ -959,8 +956,7 @@ void Idle(const Context& c, std::vector<Finding>& out) {
   if (Explained(out, Severity::kModerate)) return;
   // A launch pattern too short to confirm (no steady state: launch_bound low) is
   // still the pattern the idle time shows: not "nothing explains it".
-  for (const auto& f : out)
-    if (f.verdict == "launch_bound") return;
+  if (std::any_of(out.begin(), out.end(), [](const Finding& f) { return f.verdict == "launch_bound"; })) return;
   Finding f;
   f.verdict = "idle";
   f.severity = Severity::kHigh;

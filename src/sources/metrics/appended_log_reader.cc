@@ -78,7 +78,7 @@ class AppendedLogReader final : public MetricLineReader {
     }
     ctx_->recording->format = first_;
     if (readers_.size() > 1) ctx_->recording->metadata["sections"] = parts;
-    if (read == 0 || (readers_.size() == 1 && !first_error.ok())) return first_error;
+    if (read == 0) return first_error;  // no part read: the (first) part's own error
     if (!first_error.ok())
       ctx_->Issue(IssueSeverity::kWarning, "bad_section", [&] { return first_error.message(); });
     return Status::Ok();

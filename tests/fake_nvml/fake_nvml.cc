@@ -237,8 +237,13 @@ std::vector<unsigned> ChildrenOf(unsigned parent) {
     char* end = nullptr;
     const unsigned long pid = std::strtoul(e->d_name, &end, 10);
     if (end == e->d_name || *end != '\0') continue;
+    // A process that exits between the listing and the read fails the read with
+    // ESRCH: libstdc++'s filebuf throws then, and an istreambuf_iterator lets it
+    // out (it aborted `record` in CI); the stream's own << catches it.
     std::ifstream stat("/proc/" + std::string(e->d_name) + "/stat");
-    std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+    std::ostringstream read;
+    read << stat.rdbuf();
+    const std::string text = read.str();
     const size_t close = text.rfind(')');
     if (close == std::string::npos) continue;
     std::istringstream rest(text.substr(close + 1));

@@ -244,6 +244,70 @@ TEST(Diagnosis, DroppedKernelRecordsAreSaidNotJudgedIdle) {
   EXPECT_TRUE(said);
 }
 
+// The same 300 launches made while the thread captured a stream into a graph
+// (TraceLens's graph-capture traces): no kernel runs, nothing was dropped. The
+// capture is said, and the window, mostly a graph being built, is not judged idle.
+TEST(Diagnosis, LaunchesInAStreamCaptureAreNotDroppedRecords) {
+  Recording rec = A100Recording();
+  rec.steps.push_back({1, {0, 30'000 * us}});
+  auto call = [&](const char* name, RuntimeCallKind kind, TimeNs at) {
+    RuntimeCall r;
+    r.time = {at, at + 2 * us};
+    r.name = rec.names.Intern(name);
+    r.kind = kind;
+    rec.runtime_calls.push_back(r);
+  };
+  call("hipStreamBeginCapture", RuntimeCallKindOfName("hipStreamBeginCapture"), 50 * us);
+  for (int i = 0; i < 300; ++i) rec.runtime_calls.push_back(Launch(rec, (100 + 90 * i) * us, (100 + 90 * i + 5) * us, i + 1));
+  call("hipStreamEndCapture", RuntimeCallKindOfName("hipStreamEndCapture"), 27'200 * us);
+  rec.runtime_calls.push_back(Launch(rec, 27'300 * us, 27'305 * us, 1000));
+  rec.kernels.push_back(Kernel(rec, "void at::native::vectorized_elementwise_kernel<4>(int)", 27'310 * us, 27'320 * us, 1000));
+  gputriage::Run run;
+  run.recordings.push_back(std::move(rec));
+  const Diagnosis d = Diagnose(run);
+  const auto& a = d.recordings[0];
+  EXPECT_EQ(a.dropped_kernel_records, 0);
+  EXPECT_EQ(a.captured_kernel_launches, 300);
+  EXPECT_EQ(a.kernel_launch_calls, 301);
+  for (const auto& f : d.findings) {
+    EXPECT_NE(f.verdict, "idle") << f.title;
+    EXPECT_NE(f.verdict, "launch_bound") << f.title;
+  }
+  bool said = false;
+  for (const auto& l : a.limitations) said = said || l.find("this window shows the graph being built") != std::string::npos;
+  EXPECT_TRUE(said);
+}
+
+// One 1000 µs step: a collective kernel 100..300 beside nothing, the host's
+// nccl:all_reduce span 300..500 with nothing on the device, a compute kernel
+// 600..700. torch-tb-profiler's communication holds both (400 µs); the device's
+// own is the kernel's 200 µs, and kernels + device communication + idle make the step.
+TEST(Diagnosis, StepCommunicationSaysWhatRanOnTheDevice) {
+  Recording rec = A100Recording();
+  rec.steps.push_back({1, {0, 1000 * us}});
+  rec.runtime_calls.push_back(Launch(rec, 90 * us, 95 * us, 1));
+  rec.kernels.push_back(Kernel(rec, "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*, unsigned long, ncclWork*)",
+                               100 * us, 300 * us, 1));
+  CpuSpan nccl;
+  nccl.time = {300 * us, 500 * us};
+  nccl.name = rec.names.Intern("nccl:all_reduce");
+  nccl.kind = CpuSpanKind::kCommunication;
+  rec.cpu_spans.push_back(nccl);
+  rec.runtime_calls.push_back(Launch(rec, 590 * us, 595 * us, 2));
+  rec.kernels.push_back(Kernel(rec, "void at::native::vectorized_elementwise_kernel<4>(int)", 600 * us, 700 * us, 2));
+  gputriage::Run run;
+  run.recordings.push_back(std::move(rec));
+  const Diagnosis d = Diagnose(run);
+  const StepBreakdown& step = d.recordings[0].steps.at(0);
+  EXPECT_EQ(step.ns[static_cast<size_t>(StepCategory::kCommunication)], 400 * us);
+  EXPECT_EQ(step.host_communication_ns, 200 * us);
+  EXPECT_EQ(step.device_communication_ns(), 200 * us);
+  EXPECT_EQ(step.ns[static_cast<size_t>(StepCategory::kKernel)], 100 * us);
+  EXPECT_EQ(step.ns[static_cast<size_t>(StepCategory::kKernel)] + step.device_communication_ns() +
+                d.recordings[0].device_idle.total(),
+            step.total());
+}
+
 TEST(Diagnosis, SparseWorkIsIdleNotHostBound) {
   // The same kernels, but the step lasts 300 ms: one launch every 5 ms is not the
   // host pacing the GPU; the job does something else.

@@ -416,6 +416,26 @@ TEST(SmiCsv, AScriptsUnknownHeaderIsReadFromItsValues) {
   ASSERT_TRUE(Inferred(rec));
 }
 
+// A script's header above rows that hold one more field (its own time before
+// nvidia-smi's noheader row): the names go with the rows' last fields, the rest
+// is read from the values, and the report says so.
+TEST(SmiCsv, RowsWiderThanTheirHeaderAreReadWithItsNamesAsHints) {
+  std::string log = "time,gpu_index,gpu_name,gpu_util_percent,mem_used_mb,mem_total_mb,power_w\n";
+  for (int s = 0; s < 6; ++s)
+    log += fmt::format("2026-05-06 10:06:{:02d},2026/05/06 10:06:{:02d}.521, 0, NVIDIA GeForce RTX 4060 Laptop GPU, "
+                       "{}, 410, 8188, 2.01\n", 40 + s, 40 + s, s * 10);
+  Recording rec = ImportOne(log);
+  ASSERT_EQ(rec.metrics.devices.size(), 1u);
+  const MetricDevice& d = rec.metrics.devices[0];
+  EXPECT_EQ(d.Get(Metric::kGpuUtil).count(), 6);
+  EXPECT_DOUBLE_EQ(d.Get(Metric::kGpuUtil).max(), 50.0);
+  EXPECT_DOUBLE_EQ(d.Get(Metric::kPowerW).max(), 2.01);
+  ASSERT_TRUE(rec.stats.FindIssue("columns_inferred"));
+  EXPECT_NE(rec.stats.FindIssue("columns_inferred")->message.find("the header names 7 columns, the rows hold 8"),
+            std::string::npos)
+      << rec.stats.FindIssue("columns_inferred")->message;
+}
+
 // A log several commands appended to: `nvidia-smi >> gpu.log` (a table), then a
 // --query-gpu loop with its header, a blank line, and a row after the NUL hole a
 // truncation under the logger leaves. Every part is read into one recording.
@@ -602,16 +622,32 @@ TEST(SmiDmon, CsvHeaderWithoutHash) {
   EXPECT_DOUBLE_EQ(rec.metrics.devices.at(0).Get(Metric::kSmActive).mean(), 6.0);
 }
 
-TEST(SmiDmon, PmonIsRefusedWithWhatToLogInstead) {
+// pmon is GPU data (issue 54: read, not refused): each GPU's utilization per
+// interval is its processes' sm % summed, memory their fb; '-' reads as 0 and a GPU
+// with no process as idle; an interval ends where a GPU and process repeat.
+TEST(SmiDmon, PmonIsReadAsTheSumOverEachGpusProcesses) {
   const std::string text =
       "# gpu         pid   type     sm    mem    enc    dec    jpg    ofa     fb   ccpm    command \n"
       "# Idx           #    C/G      %      %      %      %      %      %     MB     MB    name \n"
       "    0     439323     C     40      3      0      0      0      0     10      0    demo           \n"
-      "    0     439324     C     30      3      0      0      0      0     10      0    demo2          \n";
+      "    0     439324     C     30      3      0      0      0      0     10      0    demo two       \n"
+      "    1          -     -      -      -      -      -      -      -      -      -    -              \n"
+      "    0     439323     C     90      5      0      0      0      0     10      0    demo           \n"
+      "    0     439324     C      -      -      -      -      -      -     10      0    demo two       \n"
+      "    1          -     -      -      -      -      -      -      -      -      -    -              \n";
   auto recs = ImportMetricLogFromMemory("pmon.log", text);
-  ASSERT_FALSE(recs.ok());
-  EXPECT_NE(recs.status().message().find("pmon.log:1"), std::string::npos) << recs.status().message();
-  EXPECT_NE(recs.status().message().find("nvidia-smi dmon"), std::string::npos);
+  ASSERT_TRUE(recs.ok()) << recs.status().message();
+  const Recording& rec = recs->front();
+  ASSERT_EQ(rec.metrics.devices.size(), 2u);
+  const auto& util = rec.metrics.devices[0].Get(Metric::kGpuUtil);
+  ASSERT_EQ(util.count(), 2);
+  EXPECT_DOUBLE_EQ(util.max(), 90.0);  // 90 + '-'
+  EXPECT_DOUBLE_EQ(util.min(), 70.0);  // 40 + 30
+  EXPECT_DOUBLE_EQ(rec.metrics.devices[0].Get(Metric::kFbUsedBytes).max(), 20.0 * 1024 * 1024);
+  EXPECT_DOUBLE_EQ(rec.metrics.devices[1].Get(Metric::kGpuUtil).max(), 0.0);
+  ASSERT_TRUE(rec.stats.FindIssue("pmon_read"));
+  EXPECT_NE(rec.stats.FindIssue("pmon_read")->message.find("2 intervals"), std::string::npos)
+      << rec.stats.FindIssue("pmon_read")->message;
 }
 
 TEST(SmiDmon, MalformedRows) {
@@ -866,6 +902,70 @@ TEST(SmiQuery, OlderDriverLayoutAndTwoGpus) {
   EXPECT_DOUBLE_EQ(rec.metrics.devices[1].Get(Metric::kGpuUtil).mean(), 0);
 }
 
+// R535+ layout, as Windows drivers print it: "Temperature" is a section of the
+// report (indented), not the header of a --query-gpu part appended after it; a
+// query loop appended at the line's start still begins its own part.
+TEST(SmiQuery, AnIndentedSectionNamedLikeAFieldIsNotAnAppendedPart) {
+  const std::string report =
+      "==============NVSMI LOG==============\n\n"
+      "Timestamp                                 : Wed Aug 30 12:18:12 2023\n"
+      "Driver Version                            : 537.13\n\n"
+      "Attached GPUs                             : 1\n"
+      "GPU 00000000:08:00.0\n"
+      "    Product Name                          : NVIDIA GeForce RTX 4090\n"
+      "    Utilization\n"
+      "        Gpu                               : 2 %\n"
+      "    Temperature\n"
+      "        GPU Current Temp                  : 38 C\n"
+      "        GPU T.Limit Temp                  : 45 C\n"
+      "    GPU Power Readings\n"
+      "        Power Draw                        : 72.62 W\n"
+      "        Current Power Limit               : 450.00 W\n";
+  Recording rec = ImportOne(report);
+  EXPECT_EQ(rec.format, "nvidia-smi-q");
+  EXPECT_FALSE(rec.stats.FindIssue("appended_parts"));
+  ASSERT_EQ(rec.metrics.devices.size(), 1u);
+  EXPECT_DOUBLE_EQ(rec.metrics.devices[0].Get(Metric::kGpuTempC).mean(), 38);
+  EXPECT_DOUBLE_EQ(rec.metrics.devices[0].power_limit_w, 450);
+  Recording appended = ImportOne(report + "temperature.gpu, utilization.gpu [%]\n40, 97 %\n");
+  ASSERT_TRUE(appended.stats.FindIssue("appended_parts"));
+  EXPECT_EQ(appended.metrics.devices[0].Get(Metric::kGpuUtil).count(), 2);
+}
+
+// A terminal recording of `watch nvidia-smi` (issue 54: read, not refused): the
+// screen is drawn once, then only the cells that change are redrawn in place
+// (cursor moves, erases); each frame is read as a table with its own time.
+TEST(SmiTable, ATerminalRecordingOfWatchIsReplayedFrameByFrame) {
+  const std::vector<std::string> screen = {
+      "Every 2.0s: nvidia-smi                    host: Fri Dec  5 10:01:25 2025",
+      "",
+      "Fri Dec  5 10:01:25 2025",
+      "+-----------------------------------------------------------------------------------------+",
+      "| NVIDIA-SMI 570.148.08             Driver Version: 570.148.08     CUDA Version: 12.8     |",
+      "|-----------------------------------------+------------------------+----------------------+",
+      "| GPU  Name                 Persistence-M | Bus-Id          Disp.A | Volatile Uncorr. ECC |",
+      "| Fan  Temp   Perf          Pwr:Usage/Cap |           Memory-Usage | GPU-Util  Compute M. |",
+      "|=========================================+========================+======================|",
+      "|   0  NVIDIA H100 80GB HBM3          On  |   00000000:07:00.0 Off |                    0 |",
+      "| N/A   34C    P0             70W /  700W |       4MiB /  81559MiB |      0%      Default |",
+      "+-----------------------------------------+------------------------+----------------------+"};
+  std::string rec_bytes = "\x1b[?1049h\x1b[22;0;0t\x1b[1;24r\x1b(B\x1b[m\x1b[4l\x1b[?7h\x1b[H\x1b[2J";
+  for (size_t r = 0; r < screen.size(); ++r) rec_bytes += fmt::format("\x1b[{};1H{}", r + 1, screen[r]);
+  // Two seconds later: the clocks and the GPU's row change, nothing else is redrawn.
+  rec_bytes += "\x1b[1;49HFri Dec  5 10:01:27 2025\x1b[3;1HFri Dec  5 10:01:27 2025";
+  rec_bytes += "\x1b[11;7H\x1b[K36C    P0            350W /  700W |   70112MiB /  81559MiB |     97%      Default |";
+  rec_bytes += "\x1b[24;1H\x1b[?1049l";
+  Recording rec = ImportOne(rec_bytes);
+  EXPECT_EQ(rec.format, "nvidia-smi-table");
+  ASSERT_EQ(rec.metrics.devices.size(), 1u);
+  const auto& util = rec.metrics.devices[0].Get(Metric::kGpuUtil);
+  ASSERT_EQ(util.count(), 2);
+  EXPECT_DOUBLE_EQ(util.min(), 0.0);
+  EXPECT_DOUBLE_EQ(util.max(), 97.0);
+  EXPECT_EQ(util.last_time() - util.first_time(), 2 * kNsPerS);
+  ASSERT_TRUE(rec.stats.FindIssue("terminal_recording"));
+}
+
 // nvidia-smi's default table, R535 layout: the date line nvidia-smi prints above
 // each table, two snapshots, a GPU whose power reads N/A, the Processes block.
 TEST(SmiTable, SnapshotsWithDatesPowerCapMemoryAndProcessesSkipped) {
@@ -987,7 +1087,9 @@ TEST(SmiTable, WatchHeaderGivesTheTimeAndANoTableFileIsAnError) {
   auto screen = ImportMetricLogFromMemory(
       "w.log", "\x1b[H\x1b[2JEvery 2.0s: nvidia-smi\x1b[6d| NVIDIA-SMI 570.148.08\x1b[6;37HDriver Version: 570.148.08 |\n");
   ASSERT_FALSE(screen.ok());
-  EXPECT_NE(screen.status().message().find("w.log:1: a terminal screen recording"), std::string::npos)
+  EXPECT_NE(screen.status().message().find("w.log:1: a terminal recording whose screen showed nvidia-smi tables with "
+                                           "no GPU rows"),
+            std::string::npos)
       << screen.status().message();
   auto none = ImportMetricLogFromMemory("t.txt", "| a | b | c |\n", ImportOptions{"nvidia-smi-table", {}, 0});
   ASSERT_FALSE(none.ok());

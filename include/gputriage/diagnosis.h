@@ -30,6 +30,12 @@ struct StepBreakdown {
   int64_t number = -1;      // ProfilerStep number, -1 for a whole-trace window
   Interval window;          // aligned to the device (see analysis/steps.cc)
   std::array<TimeNs, kNumStepCategories> ns{};
+  // Of ns[kCommunication], the host's nccl:*/gloo:* spans with nothing on the
+  // device (torch-tb-profiler counts both): the rest is collective kernels.
+  TimeNs host_communication_ns = 0;
+  TimeNs device_communication_ns() const {
+    return ns[static_cast<size_t>(StepCategory::kCommunication)] - host_communication_ns;
+  }
   // The copies that start in the step: their count, device time (overlaps with
   // kernels included) and bytes by direction (bytes the source recorded).
   int64_t copies = 0;
@@ -792,6 +798,17 @@ struct RecordingAnalysis {
   // twice the records (and 100 more): records the profiler dropped. The busy and
   // idle shares are then over the kept records only: no idle verdict is drawn.
   int64_t dropped_kernel_records = 0;
+  // The whole trace's kernel records, and its kernel launch calls where they were
+  // counted (-1 where the source has no more runtime calls than kernel records, so
+  // none can have been dropped): the sweep checks the two against the verdicts.
+  int64_t kernel_records = 0;
+  int64_t kernel_launch_calls = -1;
+  // Of those calls, the ones made while their thread captured a stream into a
+  // CUDA/HIP graph: they run no kernel and leave no record (not dropped ones). Where
+  // they outnumber the kernel records the window shows a graph being built, not
+  // the work: no idle verdict is drawn from it.
+  int64_t captured_kernel_launches = 0;
+  bool MostlyGraphCapture() const { return captured_kernel_launches > kernel_records; }
   bool steps_from_markers = false;  // ProfilerStep#N markers, else the whole trace
   std::vector<StepBreakdown> steps;
   // Leading steps over kWarmupStepFactor x the median (cuDNN/cuBLAS autotuning,

@@ -120,7 +120,9 @@ struct MemoryActivity {
   int64_t bytes = -1;
 };
 
-enum class RuntimeCallKind { kKernelLaunch, kGraphLaunch, kMemcpy, kMemset, kSynchronize, kOther };
+// kCaptureBegin/kCaptureEnd: a stream's capture into a CUDA/HIP graph begins or
+// ends; launches between them on the thread record graph nodes and run nothing.
+enum class RuntimeCallKind { kKernelLaunch, kGraphLaunch, kMemcpy, kMemset, kSynchronize, kCaptureBegin, kCaptureEnd, kOther };
 /// What a CUDA/HIP runtime or driver call does, from its name: every source
 /// (Kineto traces, Nsight Systems exports) classifies calls alike.
 RuntimeCallKind RuntimeCallKindOfName(std::string_view name);

@@ -7,6 +7,7 @@
 #include <limits>
 #include <mutex>
 #include <span>
+#include <set>
 
 #include <fmt/format.h>
 
@@ -188,6 +189,14 @@ std::vector<std::string> ListLimitations(const Recording& rec, bool no_kernels, 
         "only the host-side timeline is available");
   }
   if (!a.steps_from_markers) out.push_back("no ProfilerStep#N markers: the whole trace is treated as one step window");
+  if (a.captured_kernel_launches > 0)
+    out.push_back(fmt::format(
+        "{} kernel launches were made while a stream was captured into a CUDA/HIP graph: they record graph nodes and "
+        "run no kernel{}; the graph's replays (cudaGraphLaunch) run them, so profile those steps to see the work",
+        a.captured_kernel_launches,
+        a.MostlyGraphCapture() ? ", and they outnumber the kernels that ran: this window shows the graph being built, "
+                                 "not the work, so the GPU is not judged idle from it"
+                               : ""));
   if (a.dropped_kernel_records > 0)
     out.push_back(fmt::format(
         "the host launched {} more kernels than the trace holds records of: the profiler dropped them (its activity "
@@ -357,6 +366,26 @@ std::optional<std::pair<int64_t, int64_t>> ServingStepTokens(std::string_view na
 
 /// The annotated model steps whose midpoint falls in the analysed step windows (the
 /// tokens then match the time the verdicts divide).
+/// Kernel launch calls: those that ran, and those made while their thread captured
+/// a stream into a CUDA/HIP graph (between Begin- and EndCapture), which record a
+/// graph node, run no kernel and leave no kernel record.
+struct LaunchCounts {
+  int64_t run = 0, captured = 0;
+};
+
+StatusOr<LaunchCounts> CountKernelLaunches(const analysis::TraceEvents& events) {
+  LaunchCounts n;
+  std::set<int64_t> capturing;  // threads inside a stream capture
+  auto calls = events.runtime_calls();
+  for (const RuntimeCall* c = calls.Next(); c != nullptr; c = calls.Next()) {
+    if (c->kind == RuntimeCallKind::kCaptureBegin) capturing.insert(c->thread);
+    else if (c->kind == RuntimeCallKind::kCaptureEnd) capturing.erase(c->thread);
+    else if (c->kind == RuntimeCallKind::kKernelLaunch) ++(capturing.count(c->thread) ? n.captured : n.run);
+  }
+  RETURN_IF_ERROR(calls.status());
+  return n;
+}
+
 StatusOr<ServingSteps> ReadServingSteps(const analysis::TraceEvents& events, const intervals::List& step_list) {
   ServingSteps out;
   std::vector<double> per_step;
@@ -431,16 +460,15 @@ Status AnalyzeTrace(const Recording& rec, RecordingAnalysis& a, int threads, boo
   for (const auto& [name, acc] : by_name) kinds.emplace(name, acc.kind);
   prep.kinds = &kinds;
   const int64_t kernel_count = events.kernel_count();
+  a.kernel_records = kernel_count;
   a.has_gpu_activity = kernel_count > 0 || events.memory_op_count() > 0;
   if (events.runtime_call_count() > kernel_count) {  // more calls than kernels: were kernel records lost?
-    int64_t kernel_launches = 0;
-    auto calls = events.runtime_calls();
-    for (const RuntimeCall* c = calls.Next(); c != nullptr; c = calls.Next())
-      kernel_launches += c->kind == RuntimeCallKind::kKernelLaunch ? 1 : 0;
-    RETURN_IF_ERROR(calls.status());
-    if (!a.has_gpu_activity) a.launches_without_gpu_records = kernel_launches;
-    else if (kernel_launches > 2 * kernel_count && kernel_launches - kernel_count >= 100)
-      a.dropped_kernel_records = kernel_launches - kernel_count;
+    ASSIGN_OR_RETURN(const LaunchCounts launches, CountKernelLaunches(events));
+    a.kernel_launch_calls = launches.run + launches.captured;
+    a.captured_kernel_launches = launches.captured;
+    if (!a.has_gpu_activity) a.launches_without_gpu_records = launches.run;
+    else if (launches.run > 2 * kernel_count && launches.run - kernel_count >= 100)
+      a.dropped_kernel_records = launches.run - kernel_count;
   }
 
   int primary = -1;
@@ -544,12 +572,15 @@ Status AnalyzeTrace(const Recording& rec, RecordingAnalysis& a, int threads, boo
 
   if (!a.steps.empty()) {
     const auto steady_steps = a.SteadySteps();
-    for (const auto& s : steady_steps)
+    for (const auto& s : steady_steps) {
       for (int c = 0; c < kNumStepCategories; ++c) a.average.ns[c] += s.ns[c];
+      a.average.host_communication_ns += s.host_communication_ns;
+    }
     TimeNs total = 0;
     for (const auto& s : steady_steps) total += s.total();
     const auto n = static_cast<TimeNs>(steady_steps.size());
     for (auto& v : a.average.ns) v /= n;
+    a.average.host_communication_ns /= n;
     a.avg_step_ns = total / n;
     // The average's window is as long as the mean step, so total() and shares work on it too.
     a.average.window = {steady_steps.front().window.start, steady_steps.front().window.start + a.avg_step_ns};

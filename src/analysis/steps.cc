@@ -181,7 +181,9 @@ Status BuildHostIntervals(TracePrep& prep) {
     auto calls = prep.events.runtime_calls();
     for (const RuntimeCall* r = calls.Next(); r != nullptr; r = calls.Next()) {
       if (r->kind == RuntimeCallKind::kSynchronize) sync.Add(r->time, subtract);
-      if (r->kind != RuntimeCallKind::kSynchronize && r->kind != RuntimeCallKind::kOther) ++launches[r->thread];
+      if (r->kind == RuntimeCallKind::kKernelLaunch || r->kind == RuntimeCallKind::kGraphLaunch ||
+          r->kind == RuntimeCallKind::kMemcpy || r->kind == RuntimeCallKind::kMemset)
+        ++launches[r->thread];
     }
     sync.Finish(subtract);
     RETURN_IF_ERROR(calls.status());
@@ -343,18 +345,43 @@ void CountCopy(const MemoryActivity& m, std::vector<StepBreakdown>& steps, size_
   }
 }
 
+namespace {
+
+// The sweep's roles: the step categories in their priority order, with
+// communication split in two (collective kernels on the device before nccl:*
+// spans on the host) so that a step's device time can be told from its host
+// time; both are the category's time, as torch-tb-profiler counts it.
+constexpr int kDeviceCommunicationRole = static_cast<int>(StepCategory::kCommunication);
+constexpr int kHostCommunicationRole = kDeviceCommunicationRole + 1;
+constexpr int kRoles = kNumStepCategories;  // every category but kOther (the rest), plus the host's communication
+
+int RoleOf(StepCategory c) {
+  const int i = static_cast<int>(c);
+  return i <= kDeviceCommunicationRole ? i : i + 1;
+}
+
+StepCategory CategoryOfRole(int role) {
+  if (role <= kDeviceCommunicationRole) return static_cast<StepCategory>(role);
+  return static_cast<StepCategory>(role - 1);
+}
+
+}  // namespace
+
 StatusOr<std::vector<StepBreakdown>> BreakDownSteps(const TracePrep& prep, const StepWindows& steps) {
-  constexpr int kRoles = kNumStepCategories - 1;
   std::vector<StepBreakdown> out(steps.windows.size());
   for (size_t s = 0; s < out.size(); ++s) out[s].number = steps.numbers[s], out[s].window = steps.windows[s];
   size_t first_window = 0;
   auto segment = [&](TimeNs a, TimeNs b, const CoverageSweep<kRoles>::Active& active) {
     int role = 0;
     while (role < kRoles && active[static_cast<size_t>(role)] == 0) ++role;
+    if (role == kRoles) return;  // nothing ran: kOther, the rest of the window, below
+    const auto category = static_cast<size_t>(CategoryOfRole(role));
     while (first_window < out.size() && out[first_window].window.end <= a) ++first_window;
     for (size_t w = first_window; w < out.size() && out[w].window.start < b; ++w) {
       const TimeNs lo = std::max(a, out[w].window.start), hi = std::min(b, out[w].window.end);
-      if (lo < hi) out[w].ns[role] += hi - lo;
+      if (lo >= hi) continue;
+      out[w].ns[category] += hi - lo;
+      if (role == kHostCommunicationRole) out[w].host_communication_ns += hi - lo;
     }
   };
   CoverageSweep<kRoles> sweep;
@@ -372,17 +399,17 @@ StatusOr<std::vector<StepBreakdown>> BreakDownSteps(const TracePrep& prep, const
       StepCategory c = StepCategory::kKernel;
       if (op->is_kernel) c = op->is_communication ? StepCategory::kCommunication : StepCategory::kKernel;
       else c = op->memory->kind == MemoryOpKind::kMemset ? StepCategory::kMemset : StepCategory::kMemcpy;
-      sweep.Add(op->time, static_cast<int>(c), segment);
+      sweep.Add(op->time, RoleOf(c), segment);
       if (c == StepCategory::kMemcpy) CountCopy(*op->memory, out, first_window);
       op = ops.Next();
     } else if (t_call <= t_span) {
-      sweep.Add(call->time, static_cast<int>(StepCategory::kRuntime), segment);
+      sweep.Add(call->time, RoleOf(StepCategory::kRuntime), segment);
       call = calls.Next();
     } else {
-      StepCategory c = StepCategory::kCpuExec;
-      if (span->kind == CpuSpanKind::kDataLoader) c = StepCategory::kDataLoader;
-      else if (span->kind == CpuSpanKind::kCommunication) c = StepCategory::kCommunication;
-      sweep.Add(span->time, static_cast<int>(c), segment);
+      int role = RoleOf(StepCategory::kCpuExec);
+      if (span->kind == CpuSpanKind::kDataLoader) role = RoleOf(StepCategory::kDataLoader);
+      else if (span->kind == CpuSpanKind::kCommunication) role = kHostCommunicationRole;
+      sweep.Add(span->time, role, segment);
       span = spans.Next();
     }
   }
@@ -392,7 +419,7 @@ StatusOr<std::vector<StepBreakdown>> BreakDownSteps(const TracePrep& prep, const
   RETURN_IF_ERROR(spans.status());
   for (auto& b : out) {
     TimeNs claimed = 0;
-    for (int c = 0; c < kRoles; ++c) claimed += b.ns[c];
+    for (int c = 0; c < kNumStepCategories - 1; ++c) claimed += b.ns[c];
     b.ns[kNumStepCategories - 1] = b.window.duration() - claimed;
   }
   return out;

@@ -132,6 +132,9 @@ RuntimeCallKind RuntimeCallKindOfName(std::string_view name) {
     return RuntimeCallKind::kKernelLaunch;
   if (Contains(name, "GraphLaunch")) return RuntimeCallKind::kGraphLaunch;
   if (Contains(name, "Synchronize")) return RuntimeCallKind::kSynchronize;
+  // cudaStreamBeginCapture(_v10000), hipStreamBeginCapture, cuStreamBeginCapture(_v2)
+  if (Contains(name, "StreamBeginCapture")) return RuntimeCallKind::kCaptureBegin;
+  if (Contains(name, "StreamEndCapture")) return RuntimeCallKind::kCaptureEnd;
   if (Contains(name, "Memcpy") || Contains(name, "memcpy")) return RuntimeCallKind::kMemcpy;
   if (Contains(name, "Memset") || Contains(name, "memset")) return RuntimeCallKind::kMemset;
   return RuntimeCallKind::kOther;

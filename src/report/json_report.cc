@@ -107,6 +107,9 @@ json BreakdownJson(const StepBreakdown& b) {
     j[name + "_ms"] = ToMs(b.ns[c]);
     j[name + "_percent"] = b.total() > 0 ? Num(100.0 * static_cast<double>(b.ns[c]) / static_cast<double>(b.total())) : json(nullptr);
   }
+  // communication_ms as torch-tb-profiler counts it (collective kernels and the host's
+  // nccl:* spans), and its device part: the device's own time adds up without the host's.
+  j["device_communication_ms"] = ToMs(b.device_communication_ns());
   return j;
 }
 
@@ -416,7 +419,11 @@ json RecordingJson(const Recording& rec, const RecordingAnalysis& a, int max_ker
                  {"median_kernel_us", Num(a.launch.median_kernel_us)}, {"short_kernel_percent", Num(a.launch.short_kernel_percent)},
                  {"mean_launch_interval_us", Num(a.launch.mean_launch_interval_us)},
                  {"median_launch_delay_us", Num(a.launch.median_launch_delay_us)}, {"graph_launches", a.launch.graph_launches},
-                 {"graph_kernels", a.launch.graph_kernels}, {"host_launches_per_step", Num(a.launch.host_launches_per_step)}};
+                 {"graph_kernels", a.launch.graph_kernels}, {"host_launches_per_step", Num(a.launch.host_launches_per_step)},
+                 {"kernel_records", a.kernel_records},
+                 {"kernel_launch_calls", a.kernel_launch_calls >= 0 ? json(a.kernel_launch_calls) : json(nullptr)},
+                 {"captured_kernel_launches", a.captured_kernel_launches},
+                 {"dropped_kernel_records", a.dropped_kernel_records}};
   j["communication"] = {{"kernel_ms", ToMs(a.comm.kernel_ns)}, {"wall_ms", ToMs(a.comm.union_ns)},
                         {"overlapped_ms", ToMs(a.comm.overlapped_ns)}, {"exposed_ms", ToMs(a.comm.exposed_ns)},
                         {"percent_of_kernel_time", Num(a.comm.share_of_kernel_time_percent)},

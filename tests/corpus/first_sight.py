@@ -15,8 +15,13 @@
       also added its case to cases.toml, changed nothing under src/ or include/, and
       its rules are the ones the record names; no record was edited or removed since;
       and every case added since first-sight records began has a record or says why
-      it is calibration (`calibration = "..."` in cases.toml). Uncommitted records
-      are checked against the working tree the same way. Exits 1 on any violation.
+      it is calibration (`calibration = "..."` in cases.toml). A record is held out
+      only if its case's files were never run through gputriage before it: not in a
+      sweep list at any earlier commit, not a committed file already in the tree, not
+      named by a test, benchmark or script (SEEN_WHERE) at the commit before; a record
+      of a file seen before is a violation unless its case says it is calibration.
+      Uncommitted records are checked against the working tree the same way. Exits 1
+      on any violation.
 """
 import argparse
 import datetime
@@ -30,11 +35,19 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 CASES = "tests/corpus/cases.toml"
 RECORDS = "tests/corpus/first_sight.jsonl"
 RULE_DIRS = ["src", "include"]
+# Where a file that gputriage ran on before its first sight is named: the sweep lists
+# (run through gputriage by sweep.py), and the tests, benchmarks and scripts.
+SWEEP_LISTS = ["tests/corpus/sweep_public.txt", "tests/corpus/sweep_committed.txt"]
+# tests/data is left out: its recordings are binary or data, and a committed file is
+# seen from the tree itself.
+SEEN_WHERE = ["tests", "bench", "scripts", ":!tests/data", ":!" + CASES, ":!" + RECORDS,
+              ":!tests/corpus/known_wrong.txt"]
 
 
 def git(repo, *args, check=True, timeout=300):
     try:
-        proc = subprocess.run(["git", "-C", repo, *args], capture_output=True, text=True, timeout=timeout)
+        proc = subprocess.run(["git", "-C", repo, *args], capture_output=True, text=True, errors="replace",
+                              timeout=timeout)
     except subprocess.TimeoutExpired:
         raise RuntimeError(f"git {' '.join(args)}: no answer within {timeout} s")
     if check and proc.returncode != 0:
@@ -113,7 +126,65 @@ def parent_of(repo, commit):
     return git(repo, "rev-parse", "--verify", "--quiet", f"{commit}^", check=False).strip()
 
 
-def check_commit(repo, commit, before_records, problems):
+def case_file_names(case):
+    """How the case's files are named in a list or a test: committed paths, or fetched
+    files as (repository, path in it)."""
+    if "files" in case:
+        return [(None, f) for f in case["files"]]
+    fetches = case.get("fetch", [])
+    return [(f["repo"], f["path"]) for f in (fetches if isinstance(fetches, list) else [fetches])]
+
+
+class SeenFiles:
+    """Whether a case's files were run through gputriage before a commit: listed for the
+    sweep at that commit's parent or any commit before it, a committed file already in
+    the parent's tree (every committed recording is swept in CI), or named by a test,
+    benchmark or script there."""
+
+    def __init__(self, repo):
+        self.repo = repo
+        self.worktree_cases = case_ids_at(repo, "WORKTREE")  # where a record's case may say it is calibration
+        self.list_texts = {}  # commit -> the sweep lists' text there
+        self.list_commits = {}  # parent -> the commits up to it that changed the sweep lists
+
+    def lists_before(self, parent):
+        if parent not in self.list_commits:
+            self.list_commits[parent] = git(self.repo, "log", "--first-parent", "--format=%H", parent, "--",
+                                            *SWEEP_LISTS).split()
+        for c in self.list_commits[parent]:
+            if c not in self.list_texts:
+                self.list_texts[c] = "\n".join(text_at(self.repo, c, p) for p in SWEEP_LISTS)
+        return [(c, self.list_texts[c]) for c in self.list_commits[parent]]
+
+    def named_in_tree(self, parent, needle):
+        out = git(self.repo, "grep", "-I", "-l", "-F", "-e", needle, parent, "--", *SEEN_WHERE, check=False)
+        return [line.split(":", 1)[1] for line in out.splitlines() if ":" in line]
+
+    def exists_at(self, commit, path):
+        return subprocess.run(["git", "-C", self.repo, "cat-file", "-e", f"{commit}:{path}"],
+                              capture_output=True).returncode == 0
+
+    def why_seen(self, commit, case):
+        """Where the case's files were seen before `commit`, or '' when never."""
+        parent = parent_of(self.repo, commit)
+        if not parent:
+            return ""
+        for repo_name, path in case_file_names(case):
+            for c, text in self.lists_before(parent):
+                hit = any(line.startswith(repo_name + "@") and (":" + path) in line for line in text.splitlines()) \
+                    if repo_name else path in text
+                if hit:
+                    return f"{path} was in the sweep lists at {c[:12]}"
+            if repo_name is None and self.exists_at(parent, path):
+                return f"{path} was already committed at {parent[:12]} (the CI sweep runs every committed recording)"
+            named = [f for f in self.named_in_tree(parent, path)
+                     if repo_name is None or repo_name in text_at(self.repo, parent, f)]
+            if named:
+                return f"{path} was named by {named[0]} at {parent[:12]}"
+        return ""
+
+
+def check_commit(repo, commit, before_records, problems, seen=None):
     """The records a commit adds, and the records it changes or drops."""
     now_records = records_at(repo, commit)
     now_cases = case_ids_at(repo, commit)
@@ -140,7 +211,42 @@ def check_commit(repo, commit, before_records, problems):
                             f"the commit's are {tree}")
         if case_id not in now_cases or case_id in before_cases:
             problems.append(f"{label} records {case_id}, a case it does not add to cases.toml")
+        elif seen is not None:
+            why = seen.why_seen(commit, now_cases[case_id])
+            if why and not seen.worktree_cases.get(case_id, {}).get("calibration"):
+                problems.append(f"{label} records {case_id} as held out, but its file was run through gputriage "
+                                f"before: {why} (a held-out case needs a file never run before; say "
+                                f"`calibration = \"why\"` in its case)")
     return now_records
+
+
+# What a case's answer is made of: editing one after first sight changes what "right" means.
+EXPECTATION_FIELDS = ["expect", "expect_not", "expect_limitation", "expect_text", "expect_rank", "max_severity",
+                      "gpus", "gain_for", "gain_all", "gain_pair"]
+
+
+def expectation_edits(repo):
+    """id -> the expectation fields of a recorded case that differ today from the commit
+    that added its record ({} where the history cannot be read)."""
+    try:
+        commits = history(repo)
+    except (ShallowClone, RuntimeError):
+        return {}
+    today = case_ids_at(repo, "WORKTREE")
+    edits, before = {}, set()
+    for commit in commits:
+        now = set(records_at(repo, commit).values())
+        added = now - before
+        before = now
+        if not added:
+            continue
+        then = case_ids_at(repo, commit)
+        for case_id in added:
+            old, new = then.get(case_id, {}), today.get(case_id, {})
+            fields = [f for f in EXPECTATION_FIELDS if old.get(f) != new.get(f)]
+            if fields and case_id in today:
+                edits[case_id] = fields
+    return edits
 
 
 def check_unrecorded_cases(repo, first_commit, records, problems):
@@ -159,11 +265,12 @@ def check(repo):
     problems = []
     commits = history(repo)
     records = {}
+    seen = SeenFiles(repo)
     for commit in commits:
-        records = check_commit(repo, commit, records, problems)
+        records = check_commit(repo, commit, records, problems, seen)
     dirty = git(repo, "status", "--porcelain", "--", RECORDS).strip()
     if dirty:
-        records = check_commit(repo, "WORKTREE", records, problems)
+        records = check_commit(repo, "WORKTREE", records, problems, seen)
     if commits or dirty:
         check_unrecorded_cases(repo, commits[0] if commits else "WORKTREE", records, problems)
     for p in problems:

@@ -2,7 +2,9 @@
 """Tests first_sight.py check on throwaway git repositories: it passes an honest
 history and fails each way a first-sight record can be made dishonest (a record added
 with a rule change, a record edited afterwards, a record naming other rules, a case
-added with no record and no calibration reason, a record of a case added earlier)."""
+added with no record and no calibration reason, a record of a case added earlier, a
+held-out record of a file gputriage had run on before: swept, committed, or named by a
+test)."""
 import atexit
 import json
 import os
@@ -26,8 +28,10 @@ def write(repo, path, text, mode="w"):
         f.write(text)
 
 
-def case(case_id, calibration=None):
+def case(case_id, calibration=None, files=None, fetch=None):
     extra = f'calibration = "{calibration}"\n' if calibration else ""
+    extra += f'files = ["{files}"]\n' if files else ""
+    extra += f'fetch = {{ repo = "{fetch[0]}", commit = "{"a" * 40}", path = "{fetch[1]}" }}\n' if fetch else ""
     return f'[[case]]\nid = "{case_id}"\nsource = "x/y@1:z"\nexpect = []\n{extra}\n'
 
 
@@ -119,6 +123,52 @@ def main():
     write(repo, "tests/corpus/cases.toml", case("held-out-d"), "a")
     write(repo, "tests/corpus/first_sight.jsonl", record_line(repo, "held-out-d"), "a")
     results.append(expect("uncommitted records beside a rule change fail", repo, False, "the working tree adds"))
+    # Issue 54: a file run through gputriage before its record is not held out.
+    repo = new_repo()
+    write(repo, "tests/corpus/sweep_public.txt", f"owner/repo@{'a' * 40}:logs/gpu.csv\n")
+    commit(repo, "sweep a public file")
+    write(repo, "tests/corpus/sweep_public.txt", "# the list emptied again\n")
+    commit(repo, "the sweep list changes")
+    write(repo, "tests/corpus/cases.toml", case("swept-before", fetch=("owner/repo", "logs/gpu.csv")), "a")
+    write(repo, "tests/corpus/first_sight.jsonl", record_line(repo, "swept-before"), "a")
+    commit(repo, "throwaway: a held-out record of a file swept two commits earlier")
+    results.append(expect("a record of a file swept earlier fails", repo, False,
+                          "logs/gpu.csv was in the sweep lists at"))
+    path = os.path.join(repo, "tests/corpus/cases.toml")
+    write(repo, "tests/corpus/cases.toml", open(path).read().replace(
+        'id = "swept-before"\n', 'id = "swept-before"\ncalibration = "swept before its record"\n'))
+    commit(repo, "the case says it is calibration")
+    results.append(expect("the same record passes once its case says it is calibration", repo, True))
+
+    repo = new_repo()
+    write(repo, "tests/corpus/cases.toml", case("same-repo-other-file", fetch=("owner/repo", "logs/other.csv")), "a")
+    write(repo, "tests/corpus/sweep_public.txt", f"owner/repo@{'a' * 40}:logs/gpu.csv\n")
+    write(repo, "tests/corpus/first_sight.jsonl", record_line(repo, "same-repo-other-file"), "a")
+    commit(repo, "a held-out record of a file never swept, beside a swept file of its repository")
+    results.append(expect("another file of a swept repository is held out", repo, True))
+
+    repo = new_repo()
+    write(repo, "tests/data/metrics/log.csv", "timestamp, utilization.gpu [%]\n")
+    commit(repo, "a committed recording")
+    write(repo, "tests/corpus/cases.toml", case("committed-before", files="tests/data/metrics/log.csv"), "a")
+    write(repo, "tests/corpus/first_sight.jsonl", record_line(repo, "committed-before"), "a")
+    commit(repo, "throwaway: a held-out record of a file committed earlier")
+    results.append(expect("a record of a file committed earlier fails", repo, False, "was already committed"))
+
+    repo = new_repo()
+    write(repo, "tests/metric_test.cc", 'const char* kLog = "logs/tested.csv";\n')
+    commit(repo, "a test names a fetched file")
+    write(repo, "tests/corpus/cases.toml", case("tested-before", fetch=("owner/repo", "logs/tested.csv")), "a")
+    write(repo, "tests/corpus/first_sight.jsonl", record_line(repo, "tested-before"), "a")
+    commit(repo, "throwaway: a held-out record of a file a test names")
+    # The test names the path but not the repository: not the same file.
+    results.append(expect("a path a test names without its repository is not that file", repo, True))
+    write(repo, "tests/metric_test.cc", 'const char* kLog = "owner/repo logs/tested2.csv";\n')
+    commit(repo, "a test names a fetched file with its repository")
+    write(repo, "tests/corpus/cases.toml", case("tested-before-2", fetch=("owner/repo", "logs/tested2.csv")), "a")
+    write(repo, "tests/corpus/first_sight.jsonl", record_line(repo, "tested-before-2"), "a")
+    commit(repo, "throwaway: a held-out record of a file a test names with its repository")
+    results.append(expect("a record of a file a test names fails", repo, False, "was named by tests/metric_test.cc"))
     return 0 if all(results) else 1
 
 

@@ -26,6 +26,12 @@ The invariants (issue 40), each violation a defect to fix as a class:
                  fields, numbers in its units, GPU uuids, DCGM names, trace kernels,
                  an allocator snapshot's keys, an export's CUPTI tables), never
                  gputriage's reading of it (issue 54)
+  time_sum       a trace's device time adds up: over its steady steps, kernels,
+                 copies, memsets, collective kernels and idle by cause make the
+                 steps' time within 1 % (issue 54)
+  dropped_records  kernel launch calls over twice the kernel records (and 100 more)
+                 are said as records the profiler dropped, and never judged idle,
+                 underutilized or launch-bound; said only where the counts show it
 
 Other files it refuses with a clear error are counted and listed as rejected, apart.
 Exits 1 when any invariant is violated.
@@ -52,16 +58,26 @@ EXPLAINS_IDLE = {"input_bound", "launch_bound", "idle", "communication_bound", "
 SEVERE = ("moderate", "high")
 MIN_GAIN_PERCENT = 5.0
 INVARIANTS = ["exit", "data", "gain", "severity_gain", "idle_explained", "compute_limit", "percent", "warmup",
-              "refused_gpu_data"]
+              "refused_gpu_data", "time_sum", "dropped_records"]
 
 # What only GPU recordings hold, looked for in a refused file's first MiB (bytes).
 GPU_DATA_SIGNS = [
     (re.compile(rb"NVIDIA-SMI [0-9.]+ +Driver Version"), "nvidia-smi's table"),
+    # The same table recorded from a terminal (`script`, a tmux log of `watch`):
+    # escape sequences between its words.
+    (re.compile(rb"NVIDIA-SMI [0-9.]+(\x1b\[[0-9;?]*[A-Za-z]|[ \r])+Driver Version"), "nvidia-smi's table (a terminal recording)"),
+    (re.compile(rb"(?m)^# ?gpu +pid +type +sm"), "nvidia-smi pmon"),
+    # A script's own CSV header naming GPU utilization, above a row of numbers.
+    (re.compile(rb"(?im)^[^\n]*\bgpu[ _.-]?util[^\n]*\n[^\n]*\d+[^\n]*\d"), "a GPU-utilization column"),
     (re.compile(rb"=+NVSMI LOG=+"), "nvidia-smi -q"),
-    (re.compile(rb"utilization\.gpu|memory\.used|power\.draw"), "--query-gpu fields"),
+    # Field names in a query's header (at a line's start or after a comma), not in
+    # `--help-query-gpu`'s quoted list; DCGM names with a sample's value, not in
+    # dcgm-exporter's metrics configuration.
+    (re.compile(rb"(?m)(^|, ?)(utilization\.gpu|memory\.used|power\.draw)( \[[^\]\n]+\])? *(,|\r?$)"),
+     "--query-gpu fields"),
     (re.compile(rb"\b\d{1,3} ?%, *\d+ ?MiB\b|\b\d+ ?MiB, *\d+ ?MiB\b|\b\d+\.\d\d ?W\b"), "numbers in nvidia-smi's units"),
     (re.compile(rb"GPU-[0-9a-f]{8}-[0-9a-f]{4}-"), "a GPU uuid"),
-    (re.compile(rb"DCGM_FI_[A-Z_]+"), "DCGM field names"),
+    (re.compile(rb"DCGM_FI_[A-Z0-9_]+(\{[^}\n]*\})? +[-+0-9.eE]+"), "DCGM field names"),
     (re.compile(rb'"cat" ?: ?"kernel"'), "trace kernels"),
     (re.compile(rb"device_traces.{0,200}segments|segments.{0,400}device_traces", re.S), "an allocator snapshot"),
     (re.compile(rb"CUPTI_ACTIVITY_KIND_(KERNEL|MEMCPY)"), "an export's CUPTI tables"),
@@ -150,14 +166,26 @@ def check_gains(findings):
     return gain, severity
 
 
+def device_work_percent(recording, gpu):
+    """A trace GPU's share of the steps with device work: kernels, and copies, memsets
+    and collectives with no kernel beside them (the step breakdown's device parts; work,
+    never idle), or its kernels' share where the breakdown is not its own."""
+    average = (recording.get("step_breakdown") or {}).get("average") or {}
+    if gpu.get("device") != (recording.get("device") or {}).get("id") or not average.get("total_ms"):
+        return gpu["busy_percent"]
+    work = sum(average.get(k) or 0 for k in ("kernel_ms", "memcpy_ms", "memset_ms", "device_communication_ms"))
+    return 100.0 * work / average["total_ms"]
+
+
 def busy_percents(report):
-    """(label, busy %) of each GPU seen: a trace's union of kernel time, a metric log's mean."""
+    """(label, busy %) of each GPU seen: a trace's device work, a metric log's mean."""
     out = []
     for r in report.get("recordings", []):
-        if r.get("format") == "kineto":
+        if r.get("format") in ("kineto", "nsys"):
             for g in r.get("gpus") or []:
                 if g.get("busy_percent") is not None:
-                    out.append((f"{os.path.basename(r.get('source') or '?')} GPU {g.get('device')}", g["busy_percent"]))
+                    out.append((f"{os.path.basename(r.get('source') or '?')} GPU {g.get('device')}",
+                                device_work_percent(r, g)))
         for d in r.get("metric_devices") or []:
             busy = d.get("busy_mean_percent")
             if busy is None:
@@ -167,8 +195,16 @@ def busy_percents(report):
     return out
 
 
+# Limitations that say why a trace's idle time is not the GPU's and no idle verdict
+# is drawn from it: the report explains the idle GPU by what its records miss.
+IDLE_NOT_JUDGED = ("the profiler dropped them", "this window shows the graph being built")
+
+
 def check_idle(report, verdicts):
     if verdicts & EXPLAINS_IDLE:
+        return []
+    said = [t for r in report.get("recordings", []) for t in r.get("limitations") or []]
+    if any(reason in t for t in said for reason in IDLE_NOT_JUDGED):
         return []
     return [f"{label} busy {busy:.0f} % with no finding that says why"
             for label, busy in busy_percents(report) if busy < 50.0]
@@ -210,6 +246,47 @@ def check_warmup(report):
     return out
 
 
+def check_time_sum(report):
+    """The device's time adds up: over the steady steps of a trace with a GPU, kernels,
+    copies, memsets, collective kernels (not the host's nccl:* spans) and idle by cause
+    make the steps' time, within 1 %."""
+    out = []
+    for r in report.get("recordings", []):
+        sb, idle = r.get("step_breakdown") or {}, r.get("idle") or {}
+        steady = (sb.get("steps") or [])[sb.get("warmup_steps", 0):]
+        if not steady or not r.get("gpus") or "total_ms" not in idle:
+            continue  # no device (a CPU-only trace) or no steps: nothing to add up
+        total = sum(s["total_ms"] for s in steady)
+        device = sum(s["kernel_ms"] + s["memcpy_ms"] + s["memset_ms"] + s["device_communication_ms"] for s in steady)
+        if abs(device + idle["total_ms"] - total) > 0.01 * total:
+            out.append(f"{os.path.basename(r.get('source') or '?')}: kernels, copies, memsets and collectives "
+                       f"{device:.3f} ms + idle {idle['total_ms']:.3f} ms against the steps' {total:.3f} ms")
+    return out
+
+
+def check_dropped_records(report, verdicts):
+    """Kernel launch calls over twice the kernel records (and 100 more) are records the
+    profiler dropped: said as a limitation, and never judged idle, underutilized or
+    launch-bound; and the limitation only where the counts show it."""
+    out = []
+    for r in report.get("recordings", []):
+        launch = r.get("launch") or {}
+        calls, records = launch.get("kernel_launch_calls"), launch.get("kernel_records") or 0
+        if calls is not None:
+            calls -= launch.get("captured_kernel_launches") or 0  # captured into a graph: no kernel runs
+        dropped = calls is not None and records > 0 and calls > 2 * records and calls - records >= 100
+        said = any("the profiler dropped them" in text for text in r.get("limitations") or [])
+        name = os.path.basename(r.get("source") or "?")
+        if dropped and not said:
+            out.append(f"{name}: {calls} kernel launch calls, {records} kernel records, no limitation said")
+        if said and not dropped:
+            out.append(f"{name}: dropped records said with {calls} launch calls and {records} kernel records")
+        if dropped and verdicts & {"idle", "underutilized", "launch_bound"}:
+            out.append(f"{name}: {calls - records} kernel records dropped, yet judged "
+                       f"{', '.join(sorted(verdicts & {'idle', 'underutilized', 'launch_bound'}))}")
+    return out
+
+
 def check_percents(findings):
     out = []
     for f in findings:
@@ -228,7 +305,8 @@ def judge(report):
     gain, severity = check_gains(findings)
     return {"data": no_data(report), "gain": gain, "severity_gain": severity,
             "idle_explained": check_idle(report, verdicts), "compute_limit": check_compute_limit(report, findings),
-            "percent": check_percents(findings), "warmup": check_warmup(report)}
+            "percent": check_percents(findings), "warmup": check_warmup(report),
+            "time_sum": check_time_sum(report), "dropped_records": check_dropped_records(report, verdicts)}
 
 
 def run(binary, paths):

@@ -27,7 +27,11 @@ std::string_view PartStart(std::string_view line) {
   if (c == '|' && Contains(t, "NVIDIA-SMI") && Contains(t, "Driver Version")) return "nvidia-smi-table";
   if (c == '=' && Contains(t, "NVSMI LOG")) return "nvidia-smi-q";
   if (c == '#' && SmiDmonHeaderLine(t)) return "nvidia-smi-dmon";
-  if (((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '\xEF') && SmiCsvHeaderLine(t)) return "nvidia-smi-csv";
+  // nvidia-smi writes a query header at the line's start; an indented word is a
+  // section of -q's report ("    Temperature" above "GPU Current Temp : 38 C").
+  const bool at_start = line.front() != ' ' && line.front() != '\t';
+  if (at_start && ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '\xEF') && SmiCsvHeaderLine(t))
+    return "nvidia-smi-csv";
   return {};
 }
 

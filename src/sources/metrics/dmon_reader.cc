@@ -13,6 +13,8 @@
 // sampling interval (dmon -d / dcgmi -d), one interval per cycle over the GPUs.
 #include <algorithm>
 #include <cmath>
+#include <map>
+#include <set>
 
 #include <fmt/format.h>
 
@@ -216,6 +218,122 @@ class TableReader : public MetricLineReader {
   int64_t cycle_index_ = 0;
 };
 
+/// nvidia-smi pmon: a row per process per GPU per interval ("-" for a GPU with no
+/// process, or a reading the driver had no sample of). Each GPU's readings are the
+/// sums over its processes in an interval: utilization from their sm % (NVML's
+/// per-process utilization: the share of the interval its kernels ran; processes
+/// time-slice a GPU, so the sum is the GPU's busy share, capped at 100), memory
+/// from their fb. An interval ends where a GPU and process repeat (or at a new
+/// time, with -o DT).
+class PmonReader {
+ public:
+  explicit PmonReader(MetricReaderContext* ctx) : ctx_(ctx), metrics_(ctx->recording->metrics) {}
+
+  void Header(const std::vector<std::string_view>& names) {
+    columns_.clear();
+    for (auto n : names) columns_.push_back(AsciiLower(n));
+  }
+
+  void Row(const std::vector<std::string_view>& fields, int64_t line_no) {
+    if (fields.size() < columns_.size()) return Short(fields.size(), line_no);  // command names may hold spaces
+    std::string gpu, pid, date, time;
+    double sm = 0, mem = 0, fb = 0;
+    bool has_fb = false;
+    for (size_t c = 0; c < columns_.size(); ++c) {
+      const std::string_view v = fields[c];
+      const std::string& name = columns_[c];
+      if (name == "gpu") gpu = std::string(v);
+      else if (name == "pid") pid = std::string(v);
+      else if (name == "date") date = std::string(v);
+      else if (name == "time") time = std::string(v);
+      else if (name == "sm" || name == "mem" || name == "fb") {
+        const auto number = metric_text::ParseNumber(v);  // "-": no sample, the process ran nothing sampled
+        (name == "sm" ? sm : name == "mem" ? mem : fb) += number.value_or(0);
+        has_fb = has_fb || (name == "fb" && number.has_value());
+      }
+    }
+    const auto index = metric_text::ParseNumber(gpu);
+    if (!index || *index < 0 || *index >= 1e6) return Short(fields.size(), line_no);
+    const std::string key = gpu + ":" + pid, stamp = date + " " + time;
+    if (seen_.count(key) > 0 || (!time.empty() && stamp != stamp_)) Flush();
+    if (!time.empty() && stamp != stamp_) NewTime(stamp, line_no);
+    seen_.insert(key);
+    auto& g = interval_[static_cast<int>(*index)];
+    g.sm += sm, g.mem += mem, g.fb += fb, g.has_fb = g.has_fb || has_fb;
+    last_line_ = line_no;
+  }
+
+  Status Finish(int64_t header_line) {
+    Flush();
+    if (metrics_.rows == 0) return DataLossError(ctx_->Where(header_line) + ": an nvidia-smi pmon header, and no rows");
+    ctx_->Issue(IssueSeverity::kInfo, "pmon_read", [&] {
+      return fmt::format(
+          "{}: nvidia-smi pmon output (a row per process): each GPU's utilization is the sum of its processes' sm % "
+          "in each of {} intervals (capped at 100; '-' reads as 0: no kernel of that process was sampled), its "
+          "memory the sum of their fb; an interval ends where a GPU and process repeat{}. A process of another "
+          "user or container that pmon cannot see is missing from the sums",
+          ctx_->Where(header_line), intervals_, timed_ ? " or the time changes" : " (spaced by --sample-interval)");
+    });
+    return Status::Ok();
+  }
+
+ private:
+  struct GpuInterval {
+    double sm = 0, mem = 0, fb = 0;
+    bool has_fb = false;
+  };
+
+  void NewTime(const std::string& stamp, int64_t line_no) {
+    stamp_ = stamp;
+    const auto t = metric_text::ParseTimestamp(stamp);
+    if (!t) {
+      if (auto tod = metric_text::ParseTimeOfDay(TrimAsciiSpace(stamp))) {
+        time_ = ctx_->anchor_ns - ctx_->anchor_ns % (86400 * kNsPerS) + *tod;
+      } else {
+        ctx_->BadTimestamp(line_no, stamp);
+        return;
+      }
+    } else {
+      time_ = *t;
+    }
+    timed_ = true;
+  }
+
+  void Flush() {
+    if (interval_.empty()) return;
+    const TimeNs t = timed_ ? time_ : ctx_->SyntheticTime(intervals_, ctx_->options.sample_interval_ns, last_line_);
+    if (!timed_) metrics_.timestamps_synthetic = true;
+    for (const auto& [index, g] : interval_) {
+      auto dev = ctx_->Device(index, {}, {}, -1, last_line_);
+      if (!dev) continue;
+      metrics_.Add(*dev, Metric::kGpuUtil, t, std::min(100.0, g.sm));
+      metrics_.Add(*dev, Metric::kMemCopyUtil, t, std::min(100.0, g.mem));
+      if (g.has_fb) metrics_.Add(*dev, Metric::kFbUsedBytes, t, g.fb * kMiB);
+    }
+    ++metrics_.rows;
+    ++intervals_;
+    interval_.clear();
+    seen_.clear();
+  }
+
+  void Short(size_t fields, int64_t line_no) {
+    ctx_->Issue(IssueSeverity::kWarning, "bad_row", [&] {
+      return fmt::format("{}: {} fields where the pmon header has {}; row skipped", ctx_->Where(line_no), fields,
+                         columns_.size());
+    });
+  }
+
+  MetricReaderContext* ctx_;
+  MetricSet& metrics_;
+  std::vector<std::string> columns_;
+  std::map<int, GpuInterval> interval_;  // the current interval's sums, by GPU index
+  std::set<std::string> seen_;           // GPU:pid pairs in the current interval
+  std::string stamp_;
+  TimeNs time_ = 0;
+  bool timed_ = false;
+  int64_t intervals_ = 0, last_line_ = 0;
+};
+
 class SmiDmonReader final : public TableReader {
  public:
   explicit SmiDmonReader(MetricReaderContext* ctx) : TableReader(ctx) { ctx->recording->format = "nvidia-smi-dmon"; }
@@ -234,13 +352,14 @@ class SmiDmonReader final : public TableReader {
     if (names) {
       for (auto f : fields_)
         if (EqualsLowered(f, "pid")) pmon_line_ = line_no;
+      if (pmon_line_ == line_no) return pmon_.Header(fields_);
       columns_.clear();
       for (auto f : fields_) columns_.push_back(Lookup(kSmiDmonColumns, f));
       ReportUnknownColumns(line_no);
       return;
     }
     if (comment || (!fields_.empty() && EqualsLowered(fields_[0], "idx"))) return;
-    if (pmon_line_ > 0) return;
+    if (pmon_line_ > 0) return pmon_.Row(fields_, line_no);
     if (columns_.empty()) return RowBeforeHeader(line_no, "# gpu ...");
     if (fields_.size() != columns_.size()) {
       if (metric_text::IsGpuLost(line))
@@ -293,14 +412,7 @@ class SmiDmonReader final : public TableReader {
   }
 
   Status Finish() override {
-    // pmon looks like dmon but has a row per process: its sm % is one process's
-    // share of the time, not the GPU's utilization, and its rows are not intervals.
-    if (pmon_line_ > 0)
-      return InvalidArgumentError(fmt::format(
-          "{}: nvidia-smi pmon output (a row per process, header with 'pid'): its sm % is each process's share, "
-          "not the GPU's utilization; log per-GPU readings with `nvidia-smi dmon -o DT` or "
-          "`nvidia-smi --query-gpu=timestamp,index,utilization.gpu,power.draw,clocks.sm --format=csv -l 1`",
-          ctx_->Where(pmon_line_)));
+    if (pmon_line_ > 0) return pmon_.Finish(pmon_line_);
     return TableReader::Finish();
   }
 
@@ -311,6 +423,7 @@ class SmiDmonReader final : public TableReader {
   }
 
   int64_t pmon_line_ = 0;  // the line of a pmon header, if one was seen
+  PmonReader pmon_{ctx_};
   TimeNs last_tod_ = 0;
   bool have_last_tod_ = false;
   TimeNs day_offset_ = 0;

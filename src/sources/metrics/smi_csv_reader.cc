@@ -217,6 +217,9 @@ class SmiCsvReader final : public MetricLineReader {
       if (!headerless_.empty()) InferColumns();  // the rows above the header: a log appended to
       SetColumns(std::vector<std::string_view>(header.begin(), header.end()));
       header_seen_ = true;
+      header_names_ = header;
+      rows_under_header_ = 0;
+      columns_inferred_ = false;
       ReportUnusedColumns(line_no);
       return;
     }
@@ -236,6 +239,16 @@ class SmiCsvReader final : public MetricLineReader {
 
   /// A row under known columns (fields_ holds its fields).
   void DataRow(std::string_view line, int64_t line_no) {
+    if (fields_.size() > columns_.size() && rows_under_header_ == 0 && !header_names_.empty() && !columns_inferred_) {
+      // Rows wider than the header above them (a script that writes a field of its
+      // own before nvidia-smi's row): the rows are read from their values, the
+      // header's names taken as hints for the fields they end with.
+      wider_than_header_ = header_names_;
+      columns_.clear();
+      headerless_.push_back({line_no, std::string(line)});
+      headerless_bytes_ += line.size();
+      return;
+    }
     if (fields_.size() != columns_.size()) {
       // nvidia-smi writes its errors into the same stream.
       if (metric_text::IsGpuLost(line)) {
@@ -258,6 +271,7 @@ class SmiCsvReader final : public MetricLineReader {
       if (pending_.size() >= kInferenceRows || pending_bytes_ >= kInferenceBytes) ResolveLayout();
       return;
     }
+    ++rows_under_header_;
     Row(line_no);
   }
 
@@ -347,6 +361,16 @@ class SmiCsvReader final : public MetricLineReader {
     std::vector<std::vector<std::string>> sample;
     for (size_t i = first; i < split.size(); ++i)
       if (split[i].size() == width) sample.push_back(split[i]);
+    if (!names_row && !wider_than_header_.empty() && wider_than_header_.size() < width) {
+      // The header's names go with the rows' last fields; the fields before them
+      // are read from their values alone.
+      known.assign(width - wider_than_header_.size(), std::string());
+      for (const auto& name : wider_than_header_) {
+        std::string unit;
+        const FieldEntry* field = FieldNamed(NormalisedName(name, unit));
+        known.emplace_back(field != nullptr ? field->name : std::string_view{});
+      }
+    }
     if (known.size() != width) known.clear();
     const InferredSmiColumns inferred = InferSmiColumns(sample, known);
     if (!inferred.gpu_data) {
@@ -360,10 +384,17 @@ class SmiCsvReader final : public MetricLineReader {
     SetColumns(std::vector<std::string_view>(inferred.fields.begin(), inferred.fields.end()));
     columns_inferred_ = true;
     ctx_->Issue(IssueSeverity::kInfo, "columns_inferred", [&] {
+      const std::string header =
+          !wider_than_header_.empty()
+              ? fmt::format(" that fits its rows (the header names {} columns, the rows hold {}: its names were "
+                            "matched to the rows' last {} fields)",
+                            wider_than_header_.size(), width, wider_than_header_.size())
+              : names_row ? std::string(" naming nvidia-smi's fields") : std::string();
       return fmt::format("{}: no CSV header{}: the columns were read from the values of {} rows: {}. "
                          "--smi-columns names them where this is wrong",
-                         ctx_->Where(rows.front().line_no), names_row ? " naming nvidia-smi's fields" : "",
-                         sample.size(), fmt::join(inferred.assumptions, "; "));
+                         ctx_->Where(rows.front().line_no), header, sample.size(),
+                         inferred.assumptions.empty() ? std::string("each field by its header's name")
+                                                      : fmt::format("{}", fmt::join(inferred.assumptions, "; ")));
     });
     for (size_t i = first; i < rows.size(); ++i) {
       metric_text::SplitTrimmed(rows[i].line, ',', fields_);
@@ -664,6 +695,9 @@ class SmiCsvReader final : public MetricLineReader {
     std::string line;
   };
   std::vector<HeaderlessRow> headerless_;
+  std::vector<std::string> header_names_;       // the last header's names
+  int64_t rows_under_header_ = 0;               // rows read under it
+  std::vector<std::string> wider_than_header_;  // a header whose rows hold more fields: hints for inference
   size_t headerless_bytes_ = 0;
   bool columns_inferred_ = false;
   std::string not_gpu_data_;  // why rows without a header were not read, once they were not

@@ -11,12 +11,16 @@
 //   | 30%   22C    P8              13W / 350W |  17706MiB / 24576MiB |      0%      Default |
 // The Processes and MIG devices blocks that follow are not per-GPU readings and
 // are skipped.
+#include <algorithm>
 #include <cctype>
+
+#include <memory>
 
 #include <fmt/format.h>
 
 #include "src/sources/metrics/metric_readers.h"
 #include "src/sources/metrics/metric_text.h"
+#include "src/sources/metrics/terminal_screen.h"
 #include "src/util/strings.h"
 
 namespace gputriage {
@@ -65,9 +69,21 @@ class SmiTableReader final : public MetricLineReader {
   }
 
   void Line(std::string_view line, int64_t line_no) override {
+    if (escapes_line_ == 0 && line.find('\x1b') != std::string_view::npos) {
+      // A terminal recording (`script`, a tmux log of `watch nvidia-smi`): the
+      // screen it draws is replayed, and each frame read as a printed table.
+      escapes_line_ = line_no;
+      screen_ = std::make_unique<TerminalScreen>([this](const std::vector<std::string>& rows) { Frame(rows); });
+    }
+    if (!screen_) return TableLine(line, line_no);
+    screen_line_ = line_no;
+    screen_->Feed(line);
+    screen_->Feed("\n");
+  }
+
+  void TableLine(std::string_view line, int64_t line_no) {
     const std::string_view body = TrimAsciiSpace(line);
     if (body.empty()) return;
-    if (escapes_line_ == 0 && body.find('\x1b') != std::string_view::npos) escapes_line_ = line_no;
     if (Contains(body, "NVIDIA-SMI") && Contains(body, "Driver Version")) return StartSnapshot(body, line_no);
     if (body.front() != '|') {
       if (body.front() != '+')
@@ -86,17 +102,51 @@ class SmiTableReader final : public MetricLineReader {
   }
 
   Status Finish() override {
+    if (screen_) {
+      screen_->Finish();
+      ctx_->Issue(IssueSeverity::kInfo, "terminal_recording", [&] {
+        return fmt::format(
+            "{}: a terminal recording (escape sequences that redraw the screen in place, as `watch nvidia-smi` "
+            "does): its screen was replayed and each of its {} frames read as a table; a reading the program "
+            "drew between two frames is not seen, and where a frame shows no time of its own it is placed one "
+            "--sample-interval after the last",
+            ctx_->Where(escapes_line_), frames_);
+      });
+    }
+    if (snapshots_ == 0 && screen_)
+      return DataLossError(fmt::format("{}: a terminal recording whose screen never showed an nvidia-smi table",
+                                       ctx_->Where(escapes_line_)));
     if (snapshots_ == 0) return DataLossError(ctx_->file + ": no nvidia-smi table (no '| NVIDIA-SMI ... Driver Version' line)");
-    if (metrics_.devices.empty() && escapes_line_ > 0)
-      return InvalidArgumentError(fmt::format(
-          "{}: a terminal screen recording (escape sequences that redraw a `watch nvidia-smi` screen in place), not "
-          "nvidia-smi's printed tables; log with `nvidia-smi -l 5 > FILE` or `nvidia-smi --query-gpu=... --format=csv -l 1`",
-          ctx_->Where(escapes_line_)));
+    if (metrics_.devices.empty() && screen_)
+      return DataLossError(fmt::format("{}: a terminal recording whose screen showed nvidia-smi tables with no GPU rows",
+                                       ctx_->Where(escapes_line_)));
     if (metrics_.devices.empty()) return DataLossError(ctx_->file + ": nvidia-smi tables list no GPU rows");
     return Status::Ok();
   }
 
  private:
+  static bool Border(char c) { return c == '|' || c == '+'; }
+
+  /// A terminal recording's frame, read as printed lines. A terminal narrower
+  /// than the table wraps each of its rows onto the next screen row: a row that
+  /// opens with a border goes on below while the row below opens with none and
+  /// the row is not closed, or is shorter than the table's widest closed row.
+  void Frame(const std::vector<std::string>& rows) {
+    ++frames_;
+    size_t widest = 0;
+    for (size_t r = 0; r < rows.size(); ++r) {
+      std::string row(TrimAsciiSpace(rows[r]));
+      while (!row.empty() && Border(row.front()) && r + 1 < rows.size()) {
+        const std::string_view below = TrimAsciiSpace(rows[r + 1]);
+        if (below.empty() || Border(below.front()) || (Border(row.back()) && row.size() >= widest)) break;
+        row += " " + std::string(below);
+        ++r;
+      }
+      if (!row.empty() && Border(row.front()) && Border(row.back())) widest = std::max(widest, row.size());
+      TableLine(row, screen_line_);
+    }
+  }
+
   static std::string_view FirstToken(std::string_view cell) {
     const size_t space = cell.find(' ');
     return space == std::string_view::npos ? cell : cell.substr(0, space);
@@ -207,6 +257,9 @@ class SmiTableReader final : public MetricLineReader {
   int64_t dated_ = 0;         // tables with a time above them
   int64_t escapes_line_ = 0;  // the first line with a terminal escape sequence
   bool in_gpus_ = false;
+  std::unique_ptr<TerminalScreen> screen_;  // a terminal recording's screen, replayed
+  int64_t screen_line_ = 0;                 // the input line the screen is at
+  int64_t frames_ = 0;
 };
 
 }  // namespace

@@ -95,6 +95,7 @@ INSERT INTO NVTX_EVENTS VALUES (950, NULL, 34, 0, 0, 0, 'a mark', )" + std::to_s
   EXPECT_EQ(k.time.duration(), 10000);
   EXPECT_EQ(k.grid[0], 216u);
   EXPECT_EQ(k.block[0], 128u);
+  EXPECT_FLOAT_EQ(k.blocks_per_sm, 2.0f);  // 216 blocks over the A100's 108 SMs, as Kineto computes it
   EXPECT_EQ(k.shared_memory_bytes, 1024 + 2048);
   EXPECT_EQ(k.correlation, 7);
   ASSERT_EQ(rec.runtime_calls.size(), 2u);

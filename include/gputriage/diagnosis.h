@@ -523,6 +523,7 @@ struct OutOfMemoryError {
   std::string where;                      // the job's own line ("train.py:88 in step")
   std::string message;
   std::string snapshot;                   // --memory-history: the allocator snapshot written
+  bool from_snapshot = false;             // read from an allocator snapshot's history ('oom' entry), not a job's error
   // A host (CPU) error: the process as it left (-1 unknown). An address-space
   // limit (RLIMIT_AS, `ulimit -v`) counts reserved, never-touched memory too.
   int64_t host_rss_bytes = -1;            // VmRSS as the error was reported (its step's tensors freed)
@@ -805,9 +806,12 @@ struct RecordingAnalysis {
   int64_t kernel_launch_calls = -1;
   // Of those calls, the ones made while their thread captured a stream into a
   // CUDA/HIP graph: they run no kernel and leave no record (not dropped ones). Where
-  // they outnumber the kernel records the window shows a graph being built, not
-  // the work: no idle verdict is drawn from it.
+  // they outnumber the kernel records the window shows a graph being built (the
+  // GPU idles while the host captures), not the work: a limitation says so.
   int64_t captured_kernel_launches = 0;
+  // Where the trace does not describe its GPU, the kernel name its least compute
+  // capability was read from (volta_sgemm_...): device.compute_major/minor hold it.
+  std::string device_from_kernel_names;
   bool MostlyGraphCapture() const { return captured_kernel_launches > kernel_records; }
   bool steps_from_markers = false;  // ProfilerStep#N markers, else the whole trace
   std::vector<StepBreakdown> steps;

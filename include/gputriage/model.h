@@ -206,6 +206,8 @@ struct OomRecord {
   int64_t requested_bytes = 0;    // the allocation that failed
   int64_t device_free_bytes = -1;  // what the device had free then (-1 unknown)
   std::string where;               // the innermost frame that asked, "file:line in function"
+  int64_t allocated_bytes = -1;    // the allocator's levels just before it, replayed from the history
+  int64_t reserved_bytes = -1;
 };
 
 /// One device's caching allocator at a snapshot (torch.cuda.memory._snapshot):

@@ -23,6 +23,7 @@
 #include "src/analysis/shapes.h"
 #include "src/analysis/what_if.h"
 #include "src/util/parallel.h"
+#include "src/util/strings.h"
 
 namespace gputriage {
 
@@ -64,6 +65,10 @@ const char* SeverityName(Severity s) {
 namespace {
 
 constexpr TimeNs kShortKernel = 10 * kNsPerUs;  // HTA/TraceLens "short kernel" bound
+// A bytes-bound kernel by name (elementwise, reduction, copy) whose thread blocks
+// leave over half the SMs without work (undersized_work's line) cannot pull the
+// DRAM bandwidth its name suggests: its time is undersized work, not memory-bound.
+constexpr float kMinBlocksPerSmForBandwidth = 0.5f;
 constexpr size_t kTopKernels = 15;
 
 struct NameAccumulator {
@@ -194,8 +199,8 @@ std::vector<std::string> ListLimitations(const Recording& rec, bool no_kernels, 
         "{} kernel launches were made while a stream was captured into a CUDA/HIP graph: they record graph nodes and "
         "run no kernel{}; the graph's replays (cudaGraphLaunch) run them, so profile those steps to see the work",
         a.captured_kernel_launches,
-        a.MostlyGraphCapture() ? ", and they outnumber the kernels that ran: this window shows the graph being built, "
-                                 "not the work, so the GPU is not judged idle from it"
+        a.MostlyGraphCapture() ? ", and they outnumber the kernels that ran: this window shows the graph being built "
+                                 "(the GPU idles while the host captures), not the work"
                                : ""));
   if (a.dropped_kernel_records > 0)
     out.push_back(fmt::format(
@@ -220,6 +225,12 @@ std::vector<std::string> ListLimitations(const Recording& rec, bool no_kernels, 
     out.push_back("kernels carry no occupancy estimate: achieved occupancy not reported");
   if (a.device.name.empty())
     out.push_back("no deviceProperties: the GPU model is unknown, so peak-based gains are not computed");
+  if (!a.device_from_kernel_names.empty())
+    out.push_back(fmt::format(
+        "the trace does not describe its GPU: its compute capability is taken as at least {}.{} from the kernels "
+        "that ran ({}: libraries name kernels by the architecture they were built for), so the tensor-core "
+        "precision rules apply",
+        a.device.compute_major, a.device.compute_minor, a.device_from_kernel_names));
   return out;
 }
 
@@ -322,7 +333,8 @@ Status MeasureKernels(const analysis::TracePrep& prep, const intervals::List& st
       }
       if (UsesTensorCores(p)) out.precision.tensor_core_ns += d;
     }
-    if (IsMemoryBoundClass(kind.cls)) out.precision.memory_bound_ns += d;
+    if (IsMemoryBoundClass(kind.cls) && !(k.blocks_per_sm < kMinBlocksPerSmForBandwidth))  // NaN: not recorded
+      out.precision.memory_bound_ns += d;
     if (kind.cls == KernelClass::kAttentionFused) out.attention.fused_ns += d;
     if (kind.cls == KernelClass::kSoftmax) out.attention.softmax_ns += d, ++out.attention.softmax_kernels;
     if (kind.batched) out.attention.batched_gemm_ns += d, ++out.attention.batched_gemm_kernels;
@@ -366,6 +378,35 @@ std::optional<std::pair<int64_t, int64_t>> ServingStepTokens(std::string_view na
 
 /// The annotated model steps whose midpoint falls in the analysed step windows (the
 /// tokens then match the time the verdicts divide).
+/// The least compute capability the kernels that ran imply, where the trace does
+/// not describe its GPU: cuBLAS, cuDNN and CUTLASS name kernels by the architecture
+/// they were built for (volta_sgemm_..., sm80_xmma_..., sm90_...), and a GPU runs
+/// kernels built for its own architecture or an older one.
+struct ImpliedArchitecture {
+  int major = -1, minor = -1;
+  std::string kernel;  // the name it was read from
+};
+
+ImpliedArchitecture ArchitectureFromKernelNames(const Recording& rec,
+                                                const std::unordered_map<NameId, NameAccumulator>& by_name) {
+  struct Prefix {
+    std::string_view text;
+    int major, minor;
+  };
+  constexpr Prefix kPrefixes[] = {{"volta_", 7, 0}, {"turing_", 7, 5}, {"ampere_", 8, 0}, {"sm70_", 7, 0},
+                                  {"sm75_", 7, 5},  {"sm80_", 8, 0},   {"sm86_", 8, 6},   {"sm89_", 8, 9},
+                                  {"sm90_", 9, 0},  {"sm90a_", 9, 0},  {"sm100_", 10, 0}};
+  ImpliedArchitecture best;
+  for (const auto& [id, acc] : by_name) {
+    std::string_view name = rec.names.View(id);
+    if (StartsWith(name, "void ")) name.remove_prefix(5);
+    for (const auto& p : kPrefixes)
+      if (StartsWith(name, p.text) && std::pair(p.major, p.minor) > std::pair(best.major, best.minor))
+        best = {p.major, p.minor, std::string(name.substr(0, 80))};
+  }
+  return best;
+}
+
 /// Kernel launch calls: those that ran, and those made while their thread captured
 /// a stream into a CUDA/HIP graph (between Begin- and EndCapture), which record a
 /// graph node, run no kernel and leave no kernel record.
@@ -492,6 +533,15 @@ Status AnalyzeTrace(const Recording& rec, RecordingAnalysis& a, int threads, boo
     a.device.id = primary;
   } else {
     a.device.id = primary;
+  }
+  if (a.device.compute_major < 0 && (a.device.vendor == Vendor::kUnknown || a.device.vendor == Vendor::kNvidia)) {
+    const ImpliedArchitecture arch = ArchitectureFromKernelNames(rec, by_name);
+    if (arch.major >= 0) {
+      a.device.vendor = Vendor::kNvidia;
+      a.device.compute_major = arch.major;
+      a.device.compute_minor = arch.minor;
+      a.device_from_kernel_names = arch.kernel;
+    }
   }
 
   if (auto it = extent_by_device.find(a.device.id); it != extent_by_device.end()) extents.primary = it->second;

@@ -188,6 +188,7 @@ OutOfMemoryError ReadOutOfMemory(const std::map<std::string, std::string>& setti
   e.where = SettingText(settings, "oom.where");
   e.message = SettingText(settings, "oom.message");
   e.snapshot = SettingText(settings, "oom.snapshot");
+  e.from_snapshot = SettingText(settings, "oom.source") == "allocator-snapshot";
   e.host_rss_bytes = SettingBytes(settings, "oom.host_rss_bytes");
   e.host_vm_bytes = SettingBytes(settings, "oom.host_vm_bytes");
   e.host_rss_peak_bytes = SettingBytes(settings, "oom.host_rss_peak_bytes");

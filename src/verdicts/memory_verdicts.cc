@@ -497,7 +497,7 @@ void OutOfMemory(const StepMemoryAnalysis& m, std::vector<Finding>& out) {
   const double cache = static_cast<double>(std::max<int64_t>(0, e.reserved_unallocated_bytes));
   Finding f;
   f.verdict = "out_of_memory";
-  f.origin = "markers";
+  f.origin = e.from_snapshot ? "snapshot" : "markers";
   f.scope = e.device;
   f.severity = m.exit_code == 0 ? Severity::kModerate : Severity::kHigh;
   f.title = fmt::format("Out of memory on {}{}: asked for {}{}", e.device,
@@ -512,20 +512,24 @@ void OutOfMemory(const StepMemoryAnalysis& m, std::vector<Finding>& out) {
                              Size(static_cast<double>(std::max<int64_t>(0, m.gradients_bytes))),
                              Size(static_cast<double>(std::max<int64_t>(0, m.optimizer_state_bytes))), Size(activations),
                              cache > 0 ? fmt::format("; its cache held {} more, free", Size(cache)) : "")
-               : fmt::format(" PyTorch held {} allocated{} (the static memory was not counted: the job had not "
-                             "trained yet, or it ran outside zero-code mode).",
-                             Size(allocated), cache > 0 ? fmt::format(" and {} cached, free", Size(cache)) : "");
+               : fmt::format(" PyTorch held {} allocated{} ({}).", Size(allocated),
+                             cache > 0 ? fmt::format(" and {} cached, free", Size(cache)) : "",
+                             e.from_snapshot ? "the allocator's history replayed to the error; a snapshot does not tell "
+                                               "parameters from activations"
+                                             : "the static memory was not counted: the job had not trained yet, or it "
+                                               "ran outside zero-code mode");
   }
   f.detail = fmt::format("The job {} with an out-of-memory error{}{}.{}{} The fixes below are ranked by what each frees "
                          "of this run's memory.",
-                         m.exit_code > 0 ? fmt::format("ended (exit {})", m.exit_code) : "raised", 
+                         e.from_snapshot ? "met" : m.exit_code > 0 ? fmt::format("ended (exit {})", m.exit_code) : "raised",
                          e.where.empty() ? "" : " at " + e.where,
                          e.total_bytes > 0 ? fmt::format(" on a device of {}", Size(static_cast<double>(e.total_bytes))) : "",
                          held,
                          e.snapshot.empty() ? "" : fmt::format(" The allocator's snapshot is in {}: `gputriage diagnose {}` "
                                                                "shows its segments and history.", e.snapshot, e.snapshot));
-  f.evidence.push_back(E("requested", requested / kMiB, "MiB", "the error's message"));
-  if (e.free_bytes >= 0) f.evidence.push_back(E("device_free", free / kMiB, "MiB", "the error's message"));
+  const char* said_by = e.from_snapshot ? "the snapshot's 'oom' history entry" : "the error's message";
+  f.evidence.push_back(E("requested", requested / kMiB, "MiB", said_by));
+  if (e.free_bytes >= 0) f.evidence.push_back(E("device_free", free / kMiB, "MiB", said_by));
   if (e.total_bytes >= 0) f.evidence.push_back(E("device_total", static_cast<double>(e.total_bytes) / kMiB, "MiB", "the error's message"));
   if (e.allocated_bytes >= 0) f.evidence.push_back(E("allocated", allocated / kMiB, "MiB", "PyTorch's allocator at the error"));
   if (e.reserved_unallocated_bytes >= 0)

@@ -384,10 +384,10 @@ void AddHostOsWaits(const RecordingAnalysis& a, Finding& f) {
   }
 }
 
-/// The kernel records do not show the work the window held: the profiler dropped
-/// records, or the window is mostly a stream captured into a graph (launches that
-/// run nothing). Its idle time is then not the GPU's: no idle verdict is drawn.
-bool RecordsMissWork(const RecordingAnalysis& a) { return a.dropped_kernel_records > 0 || a.MostlyGraphCapture(); }
+/// The kernel records do not show the work the window held (the profiler dropped
+/// records): its idle time is not the GPU's, so no idle verdict is drawn. Launches
+/// captured into a graph are not among them: they ran nothing, and the GPU idled.
+bool RecordsMissWork(const RecordingAnalysis& a) { return a.dropped_kernel_records > 0; }
 
 void LaunchBound(const Context& c, std::vector<Finding>& out) {
   const auto& idle = c.a.device_idle;
@@ -397,7 +397,7 @@ void LaunchBound(const Context& c, std::vector<Finding>& out) {
   const double host_pct = Percent(host_ms, c.step_ms);
   const auto& l = c.a.launch;
   if (host_pct < kLaunchModeratePercent || l.host_launches_per_step < kLaunchMinKernelsPerStep) return;
-  if (RecordsMissWork(c.a)) return;  // the host's gaps may be kernels the profiler dropped, or graph capture
+  if (RecordsMissWork(c.a)) return;  // the host's gaps may be kernels the profiler dropped
   // The host paces the GPU only while it keeps issuing: one launch at least every
   // kHostPacedIntervalUs. Sparser launches with the GPU mostly unused are idle (see
   // Idle); dense ones are host-bound however low the busy share (batch-1 inference:
@@ -957,7 +957,7 @@ std::string CopyingClause(const Context& c) {
 
 void Idle(const Context& c, std::vector<Finding>& out) {
   if (!c.a.has_gpu_activity || DeviceWorkPercent(c) >= kIdleBusyPercent) return;
-  if (RecordsMissWork(c.a)) return;  // the idle time may be dropped records or graph capture (a limitation says so)
+  if (RecordsMissWork(c.a)) return;  // the idle time may be dropped records (a limitation says so)
   if (Explained(out, Severity::kModerate)) return;
   // A launch pattern too short to confirm (no steady state: launch_bound low) is
   // still the pattern the idle time shows: not "nothing explains it".

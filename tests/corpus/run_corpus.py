@@ -388,10 +388,10 @@ def markdown(cases, results, table, first_sight, edits):
                   + "; ".join(f"`{i}` ({', '.join(fields)})" for i, fields in sorted(edits.items())) + "."]
     lines += ["", "## First sight by batch", "",
               "Each batch is the cases whose first sight was recorded against one state of the rules (the "
-              "git trees of `src/` and `include/`), in the order they were added; held out and seen before "
-              "apart.", "",
+              "git trees of `src/` and `include/`), in the order they were added; held out apart from the rest "
+              "(files seen before their record, and released cases).", "",
               "| batch (rules' trees, first 12 hex digits each) | recorded | held out: right at first sight "
-              "| seen before: right at first sight |",
+              "| not held out: right at first sight |",
               "|---|---|---|---|"]
     for tree, records in batches(first_sight):
         kept = [r for r in records if halves.get(r["id"]) == "held out"]

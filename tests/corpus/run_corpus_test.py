@@ -52,5 +52,49 @@ class Judge(unittest.TestCase):
         self.assertEqual(len(problems), 2, problems)
 
 
+class Halves(unittest.TestCase):
+    """Issue 54: a record of a file seen before is calibration; baselines are judged on
+    held-out cases; an expectation edited after first sight does not count as fixed."""
+
+    def setUp(self):
+        self.cases = [
+            {"id": "held", "classes": ["input_bound"], "expect": ["input_bound"], "expect_not": ["idle"],
+             "files": ["t.json.gz"]},
+            {"id": "seen", "classes": ["idle"], "expect": ["idle"], "expect_not": ["at_compute_limit"],
+             "calibration": "swept before its record", "files": ["s.csv"]},
+            {"id": "quiet", "classes": ["idle"], "expect": ["idle"], "expect_not": ["input_bound"],
+             "files": ["q.csv"]},
+        ]
+        self.first_sight = {"held": {"right": False}, "seen": {"right": True}, "quiet": {"right": True}}
+
+    def test_a_record_of_a_file_seen_before_is_calibration(self):
+        self.assertEqual(rc.half_of(self.cases[0], self.first_sight), "held out")
+        self.assertEqual(rc.half_of(self.cases[1], self.first_sight), "calibration")
+
+    def test_baselines_and_edits(self):
+        results = [{"id": c["id"], "failures": [], "skipped": "", "verdicts": [], "classes": c["classes"]}
+                   for c in self.cases]
+        table = rc.accuracy_rows(results, self.cases, self.first_sight, edits={"held": ["expect"]})
+        self.assertEqual(table[("all", "first sight")], [1, 2])  # held (wrong) and quiet (right); seen is not held out
+        self.assertEqual(table[("all", "held out")], [1, 2])  # held is right today, but was edited after a wrong first sight
+        self.assertEqual(table[("all", "calibration")], [1, 1])
+        # "always idle" is also the most frequent expected verdict here: one baseline, named so.
+        self.assertEqual(table[("all", "always idle (the most frequent)")], [1, 2])
+        self.assertEqual(table[("all", "empty report")], [0, 2])
+        self.assertEqual(table[("trace: input_bound", "first sight")], [0, 1])  # a trace file: its trace class line
+
+    def test_a_case_in_a_verdicts_class_must_expect_a_finding(self):
+        path = os.path.join(os.environ.get("TMPDIR", "/tmp"), f"cases_test_{os.getpid()}.toml")
+        with open(path, "w") as f:
+            f.write('[[case]]\nid = "x"\nsource = "a/b@1:c"\nclasses = ["memory_bound"]\nexpect = []\n'
+                    'expect_not = ["idle"]\nfiles = ["c"]\n')
+        try:
+            with self.assertRaises(SystemExit) as e:
+                rc.load_cases(path)
+        finally:
+            os.remove(path)
+        self.assertIn("expect no finding: x", str(e.exception))
+
+
 if __name__ == "__main__":
     unittest.main()

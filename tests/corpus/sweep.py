@@ -197,7 +197,7 @@ def busy_percents(report):
 
 # Limitations that say why a trace's idle time is not the GPU's and no idle verdict
 # is drawn from it: the report explains the idle GPU by what its records miss.
-IDLE_NOT_JUDGED = ("the profiler dropped them", "this window shows the graph being built")
+IDLE_NOT_JUDGED = ("the profiler dropped them",)
 
 
 def check_idle(report, verdicts):

@@ -82,6 +82,45 @@ class AllocatorSnapshot(unittest.TestCase):
         self.assertIn("226 inactive (11.9 GiB)", text)
         self.assertNotIn("0 samples", text)  # no metric log was read: none is described
 
+    def test_an_oom_in_the_history_is_an_out_of_memory_finding(self):
+        """Issue 54: the history's 'oom' entry (PyTorch records one when an allocation
+        fails) is the job's OOM: the request, what was free, the job's own frame (the
+        first Python frame outside torch, past the C++ frames), and the allocator's
+        levels replayed to that moment."""
+        mib = 1 << 20
+        frames = [{"filename": "??", "line": 0, "name": "torch::unwind::unwind()"},
+                  {"filename": "/venv/lib/python3.11/site-packages/torch/nn/functional.py", "line": 1500, "name": "relu"},
+                  {"filename": "/job/train.py", "line": 88, "name": "step"}]
+        snapshot = {
+            "segments": [{"device": 0, "address": 0, "total_size": 1024 * mib, "allocated_size": 900 * mib,
+                          "active_size": 900 * mib, "requested_size": 900 * mib, "stream": 0, "segment_type": "large",
+                          "blocks": [{"size": 900 * mib, "requested_size": 900 * mib, "state": "active_allocated",
+                                      "address": 0},
+                                     {"size": 124 * mib, "requested_size": 0, "state": "inactive",
+                                      "address": 900 * mib}]}],
+            "device_traces": [[
+                {"action": "segment_alloc", "addr": 0, "size": 1024 * mib, "stream": 0, "time_us": 1, "frames": []},
+                {"action": "alloc", "addr": 0, "size": 600 * mib, "stream": 0, "time_us": 2, "frames": frames[1:]},
+                {"action": "alloc", "addr": 600 * mib, "size": 300 * mib, "stream": 0, "time_us": 3, "frames": []},
+                {"action": "oom", "addr": 0, "size": 2048 * mib, "stream": 0, "time_us": 4, "device_free": 50 * mib,
+                 "frames": frames}]],
+        }
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "oom.pickle")
+            with open(path, "wb") as f:
+                pickle.dump(snapshot, f, protocol=4)
+            proc, report = diagnose(path)
+        self.assertIsNotNone(report, proc.stderr)
+        (oom,) = [f for f in report["findings"] if f["verdict"] == "out_of_memory"]
+        self.assertEqual(oom["scope"], "cuda:0")
+        self.assertEqual(oom["origin"], "snapshot")
+        evidence = {e["name"]: e["value"] for e in oom["evidence"]}
+        self.assertAlmostEqual(evidence["requested"], 2048)
+        self.assertAlmostEqual(evidence["device_free"], 50)
+        self.assertAlmostEqual(evidence["allocated"], 900)
+        self.assertAlmostEqual(evidence["reserved_unallocated"], 124)
+        self.assertIn("/job/train.py:88 in step", oom["detail"])
+
     def test_a_pickle_that_would_run_a_command_is_refused_and_runs_nothing(self):
         with tempfile.TemporaryDirectory() as tmp:
             marker = os.path.join(tmp, "ran")

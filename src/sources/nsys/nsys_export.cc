@@ -379,9 +379,22 @@ class NsysReader {
       }
       k.registers_per_thread = Narrow32(q.Int(13));
       k.shared_memory_bytes = SharedMemory(q.Int(14), q.Int(15));
+      k.blocks_per_sm = BlocksPerSm(k);
       Add(p, p.streams->kernels, k, /*gpu_event=*/true);
       ++p.device_work;
     });
+  }
+
+  /// The kernel's thread blocks over its GPU's SMs, as Kineto's "blocks per SM"
+  /// (torch-tb-profiler's SM efficiency caps it at 1): the export holds the grid
+  /// and TARGET_INFO_GPU the SM count; not recorded where either is missing.
+  float BlocksPerSm(const KernelActivity& k) const {
+    for (const Device& d : devices_) {
+      if (d.id != k.device || d.num_sms <= 0) continue;
+      const double blocks = static_cast<double>(k.grid[0]) * k.grid[1] * k.grid[2];
+      return blocks > 0 ? static_cast<float>(blocks / d.num_sms) : kNotRecorded;
+    }
+    return kNotRecorded;
   }
 
   /// A copy's memory kind column as 1 (pageable), 2 (pinned) or -1, by the

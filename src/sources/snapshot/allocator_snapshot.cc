@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "src/sources/snapshot/pickle_data.h"
+#include "src/util/strings.h"
 
 namespace gputriage {
 namespace {
@@ -80,11 +81,25 @@ class SnapshotReader {
     return Status::Ok();
   }
 
-  /// "file:line in function" of an entry's innermost frame, or "".
+  /// "file:line in function" of the frame that asked: the innermost Python frame
+  /// outside torch's own files (the job's line), else the innermost Python frame,
+  /// else the innermost frame (C++ frames come first when the history kept them:
+  /// torch::unwind, the allocator); "" without frames.
   static std::string WhereOf(const PickleValue& entry) {
     const PickleValue* frames = entry.Get("frames");
     if (frames == nullptr || !frames->IsSequence() || frames->items.empty()) return "";
-    const PickleValue& f = *frames->items.front();
+    const PickleValue* python = nullptr;
+    const PickleValue* job = nullptr;
+    for (const PickleValue* f : frames->items) {
+      const std::string_view file = TextField(*f, "filename");
+      if (!EndsWith(file, ".py")) continue;
+      if (python == nullptr) python = f;
+      if (!Contains(file, "/torch/")) {
+        job = f;
+        break;
+      }
+    }
+    const PickleValue& f = job != nullptr ? *job : python != nullptr ? *python : *frames->items.front();
     return fmt::format("{}:{} in {}", TextField(f, "filename"), Field(f, "line"), TextField(f, "name"));
   }
 
@@ -93,6 +108,7 @@ class SnapshotReader {
     RETURN_IF_ERROR(Count(entries.items.size()));
     AllocatorState& s = StateOf(device);
     std::vector<MemoryPoint> deltas;  // allocated and reserved changes, in the history's order
+    std::vector<size_t> oom_at;       // each OOM's place among them
     for (const PickleValue* entry : entries.items) {
       if (entry->kind != Kind::kDict) continue;
       RETURN_IF_ERROR(Count(entry->entries.size()));
@@ -100,7 +116,10 @@ class SnapshotReader {
       ++s.actions[std::string(action)];
       const int64_t size = Field(*entry, "size");
       const TimeNs t = Field(*entry, "time_us") * 1000;
-      if (action == "oom") s.ooms.push_back({t, size, Field(*entry, "device_free", -1), WhereOf(*entry)});
+      if (action == "oom") {
+        s.ooms.push_back({t, size, Field(*entry, "device_free", -1), WhereOf(*entry)});
+        oom_at.push_back(deltas.size());
+      }
       const int64_t allocated = action == "alloc" ? size : action == "free_completed" ? -size : 0;
       const int64_t reserved = action == "segment_alloc" || action == "segment_map"      ? size
                                : action == "segment_free" || action == "segment_unmap" ? -size
@@ -109,13 +128,13 @@ class SnapshotReader {
       // shift every level before it, which the snapshot's state anchors.
       if (allocated != 0 || reserved != 0) deltas.push_back({t, allocated, reserved});
     }
-    AddCurve(s, std::move(deltas));
+    AddCurve(s, std::move(deltas), oom_at);
     return Status::Ok();
   }
 
   /// The history's changes as levels: the snapshot's state is the level after
   /// the last entry, so each earlier level is that less the changes since.
-  void AddCurve(const AllocatorState& s, std::vector<MemoryPoint> deltas) {
+  void AddCurve(AllocatorState& s, std::vector<MemoryPoint> deltas, const std::vector<size_t>& oom_at) {
     if (deltas.empty()) return;
     int64_t allocated = s.allocated_bytes, reserved = s.reserved_bytes;
     for (const auto& d : deltas) allocated -= d.allocated, reserved -= d.reserved;
@@ -127,9 +146,13 @@ class SnapshotReader {
     DeviceMemoryUse use;
     use.device = s.device;
     use.events = static_cast<int64_t>(deltas.size());
-    for (const auto& d : deltas) {
-      allocated += d.allocated, reserved += d.reserved;
-      use.curve.push_back({d.t, allocated, reserved});
+    size_t next_oom = 0;
+    for (size_t i = 0; i <= deltas.size(); ++i) {
+      for (; next_oom < oom_at.size() && oom_at[next_oom] == i && next_oom < s.ooms.size(); ++next_oom)
+        s.ooms[next_oom].allocated_bytes = allocated, s.ooms[next_oom].reserved_bytes = reserved;
+      if (i == deltas.size()) break;
+      allocated += deltas[i].allocated, reserved += deltas[i].reserved;
+      use.curve.push_back({deltas[i].t, allocated, reserved});
     }
     FinishMemoryCurve(use);
     rec_.memory_use.push_back(std::move(use));
@@ -154,6 +177,26 @@ class SnapshotReader {
   int64_t read_ = 0;
 };
 
+/// The first OOM the history recorded, in the settings the out_of_memory verdict
+/// reads (src/analysis/step_memory.cc): the device, the request, what was free,
+/// the frame that asked, and the allocator's levels replayed to that moment.
+void NoteFirstOutOfMemory(Recording& rec) {
+  const AllocatorState* first_state = nullptr;
+  const OomRecord* first = nullptr;
+  for (const auto& s : rec.allocator_states)
+    for (const auto& oom : s.ooms)
+      if (first == nullptr || oom.t < first->t) first_state = &s, first = &oom;
+  if (first == nullptr) return;
+  auto& m = rec.metadata;
+  m["oom.device"] = fmt::format("cuda:{}", first_state->device);
+  m["oom.source"] = "allocator-snapshot";
+  m["oom.requested_bytes"] = std::to_string(first->requested_bytes);
+  if (first->device_free_bytes >= 0) m["oom.free_bytes"] = std::to_string(first->device_free_bytes);
+  if (!first->where.empty()) m["oom.where"] = first->where;
+  if (first->allocated_bytes >= 0) m["oom.allocator_allocated_bytes"] = std::to_string(first->allocated_bytes);
+  if (first->reserved_bytes >= 0) m["oom.allocator_reserved_bytes"] = std::to_string(first->reserved_bytes);
+}
+
 }  // namespace
 
 bool LooksLikePickle(std::string_view head) {
@@ -172,6 +215,7 @@ StatusOr<Recording> AllocatorSnapshotFromBytes(std::string_view bytes, const std
                        fmt::format("{}: {} bytes after the pickle's end were not read (a second pickle, or data "
                                    "appended to the file)",
                                    name, doc->trailing_bytes));
+  NoteFirstOutOfMemory(rec);
   for (const auto& s : rec.allocator_states)
     for (const auto& oom : s.ooms)
       rec.stats.AddIssue(IssueSeverity::kWarning, "out_of_memory",

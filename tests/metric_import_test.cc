@@ -416,6 +416,26 @@ TEST(SmiCsv, AScriptsUnknownHeaderIsReadFromItsValues) {
   ASSERT_TRUE(Inferred(rec));
 }
 
+// nvidia-smi's own rows (its timestamps, a cycling GPU index) with no units, from
+// an idle start: a few MiB used and utilization 0 read like numbers 0-100, so the
+// first 512 rows cannot tell memory from utilization. The reader reads on (bounded)
+// until the job's memory shows: memory is read, utilization stays unknown.
+TEST(SmiCsv, AnIdleStartIsReadOnUntilTheColumnsCanBeTold) {
+  std::string log;
+  for (int r = 0; r < 700; ++r) {
+    const int used = r < 600 ? 4 : 10537;
+    log += fmt::format("2025/09/21 16:{:02d}:{:02d}.315, 0, 0, 0, {}, 24564\n", r / 60 % 60, r % 60, used);
+    log += fmt::format("2025/09/21 16:{:02d}:{:02d}.318, 1, 0, 0, {}, 24564\n", r / 60 % 60, r % 60, used);
+  }
+  Recording rec = ImportOne(log);
+  ASSERT_EQ(rec.metrics.devices.size(), 2u);
+  EXPECT_DOUBLE_EQ(rec.metrics.devices[0].Get(Metric::kFbUsedBytes).max(), 10537.0 * 1024 * 1024);
+  EXPECT_EQ(rec.metrics.devices[0].Get(Metric::kGpuUtil).count(), 0);  // 0-100 without a unit: never guessed
+  ASSERT_TRUE(rec.stats.FindIssue("columns_inferred"));
+  EXPECT_NE(rec.stats.FindIssue("columns_inferred")->message.find("utilization is unknown"), std::string::npos)
+      << rec.stats.FindIssue("columns_inferred")->message;
+}
+
 // A script's header above rows that hold one more field (its own time before
 // nvidia-smi's noheader row): the names go with the rows' last fields, the rest
 // is read from the values, and the report says so.

@@ -67,6 +67,8 @@ GPU_DATA_SIGNS = [
     # escape sequences between its words.
     (re.compile(rb"NVIDIA-SMI [0-9.]+(\x1b\[[0-9;?]*[A-Za-z]|[ \r])+Driver Version"), "nvidia-smi's table (a terminal recording)"),
     (re.compile(rb"(?m)^# ?gpu +pid +type +sm"), "nvidia-smi pmon"),
+    # nvidia-smi's own query timestamp ("2025/09/21 16:12:24.315") leading a row of fields.
+    (re.compile(rb"(?m)^\d{4}/\d\d/\d\d \d\d:\d\d:\d\d\.\d{3}, "), "nvidia-smi's query rows"),
     # A script's own CSV header naming GPU utilization, above a row of numbers.
     (re.compile(rb"(?im)^[^\n]*\bgpu[ _.-]?util[^\n]*\n[^\n]*\d+[^\n]*\d"), "a GPU-utilization column"),
     (re.compile(rb"=+NVSMI LOG=+"), "nvidia-smi -q"),

@@ -313,6 +313,7 @@ class Inference {
   }
 
   void Verdict() {
+    out_.nvidia_smi_shape = Named("timestamp") && (Named("index") || Named("uuid") || Named("pci.bus_id"));
     for (const auto& f : out_.fields)
       if (StartsWith(f, "utilization.") || StartsWith(f, "memory.") || StartsWith(f, "power.") || StartsWith(f, "clocks."))
         out_.gpu_data = Evidence();

@@ -28,6 +28,9 @@ struct InferredSmiColumns {
   std::vector<std::string> assumptions;
   /// Whether any column holds a GPU reading gputriage can use.
   bool gpu_data = false;
+  /// Whether the rows are nvidia-smi's own even where no reading is certain yet: a
+  /// timestamp beside a GPU index, uuid or bus id (more rows may tell the rest).
+  bool nvidia_smi_shape = false;
   /// When not: what the rows are, for the error ("3 numeric columns without units, …").
   std::string what;
 };

@@ -231,7 +231,7 @@ class SmiCsvReader final : public MetricLineReader {
       }
       headerless_.push_back({line_no, std::string(line)});
       headerless_bytes_ += line.size();
-      if (headerless_.size() >= kInferenceRows || headerless_bytes_ >= kInferenceBytes) InferColumns();
+      if (headerless_.size() >= inference_rows_ || headerless_bytes_ >= kInferenceBytes) InferColumns();
       return;
     }
     DataRow(line, line_no);
@@ -276,6 +276,7 @@ class SmiCsvReader final : public MetricLineReader {
   }
 
   Status Finish() override {
+    finishing_ = true;
     if (!headerless_.empty()) InferColumns();
     if (infer_gpus_ && !layout_ && !pending_.empty()) ResolveLayout();
     if (!not_gpu_data_.empty() && metrics_.rows == 0) return InvalidArgumentError(not_gpu_data_);
@@ -373,6 +374,14 @@ class SmiCsvReader final : public MetricLineReader {
     }
     if (known.size() != width) known.clear();
     const InferredSmiColumns inferred = InferSmiColumns(sample, known);
+    if (!inferred.gpu_data && inferred.nvidia_smi_shape && !finishing_ && inference_rows_ < kMaxInferenceRows) {
+      // nvidia-smi's own rows whose values cannot tell yet: an idle start (a few MiB
+      // used, utilization 0) reads like numbers 0-100. Read on (bounded) until they can.
+      for (const auto& row : rows) headerless_bytes_ += row.line.size();
+      headerless_.swap(rows);
+      inference_rows_ *= 2;
+      return;
+    }
     if (!inferred.gpu_data) {
       not_gpu_data_ = fmt::format(
           "{}: no CSV header, and the values do not read as GPU data ({}); if this is an nvidia-smi --query-gpu "
@@ -677,6 +686,9 @@ class SmiCsvReader final : public MetricLineReader {
   int cycle_pos_ = 0;
   // GPU count inference for rows that name no GPU (see SetColumns).
   static constexpr size_t kInferenceRows = 512;
+  static constexpr size_t kMaxInferenceRows = 8192;  // an idle start read on to (nvidia_smi_shape)
+  size_t inference_rows_ = kInferenceRows;
+  bool finishing_ = false;
   static constexpr size_t kInferenceBytes = 4 << 20;  // rows of absurd width: infer from fewer
   struct PendingRow {
     int64_t line_no;

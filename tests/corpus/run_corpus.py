@@ -20,6 +20,7 @@ Usage: run_corpus.py GPUTRIAGE [--root DIR] [--fetched DIR] [--write-docs FILE]
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import tomllib
@@ -181,14 +182,27 @@ def judge_pair(case, report, fixed_report):
     return []
 
 
-def run_case(binary, case, paths):
+# A fetch cache's layout (OWNER+NAME/COMMIT/..., or cut short after OWNER+NAME): whatever directory holds it on the
+# machine that ran the case, messages name it <fetched>, so neither first-sight records
+# nor docs/accuracy.md carry a machine's paths (older records did: shown the same way).
+CACHE_PREFIX = re.compile(r"/[^\s:'\"]*?/(?=[\w.-]+\+[\w.-]*(/[0-9a-f]{40}/|$))")
+
+
+def portable(text, root=""):
+    """`text` without this machine's paths: the fetch cache as <fetched>/, the repository as ./."""
+    if root:
+        text = text.replace(os.path.abspath(root) + "/", "./")
+    return CACHE_PREFIX.sub("<fetched>/", text)
+
+
+def run_case(binary, case, paths, root=""):
     cmd = [binary, "diagnose", *paths, "--json", *case.get("args", [])]
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     except subprocess.TimeoutExpired:
         return None, "gputriage took over 300 s"
     if proc.returncode not in (0, 1):
-        return None, f"exit {proc.returncode}: {proc.stderr.strip()[:300]}"
+        return None, f"exit {proc.returncode}: {portable(proc.stderr.strip(), root)[:300]}"
     try:
         return json.loads(proc.stdout), ""
     except json.JSONDecodeError as e:
@@ -207,7 +221,7 @@ def run_cases(binary, cases, root, fetched, committed_only=False):
             if paths is None:
                 r["skipped"] = why
             else:
-                report, error = run_case(binary, case, paths)
+                report, error = run_case(binary, case, paths, root)
                 if report is None:
                     r["failures"] = [error]
                 else:
@@ -410,7 +424,7 @@ def markdown(cases, results, table, first_sight, edits):
             today = "wrong: " + "; ".join(r["failures"])
         else:
             today = "right"
-        at_first = "—" if not record else ("right" if record["right"] else "wrong: " + "; ".join(record["failures"]))
+        at_first = "—" if not record else ("right" if record["right"] else "wrong: " + portable("; ".join(record["failures"])))
         half = halves[r["id"]] + (" (seen before)" if r["id"] in seen else "")
         lines.append(f"| `{r['id']}` | {half} | {', '.join(r['classes'])} | {', '.join(r['verdicts']) or '—'} "
                      f"| {today} | {at_first} |")

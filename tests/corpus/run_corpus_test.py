@@ -52,6 +52,17 @@ class Judge(unittest.TestCase):
         self.assertEqual(len(problems), 2, problems)
 
 
+class PortableMessages(unittest.TestCase):
+    def test_no_machine_path_is_kept(self):
+        text = ("exit 3: gputriage: error: /work/corpus-cache/owner+repo/" + "a" * 40 + "/logs/gpu.log:1: no header; "
+                "/tmp/x/tests/data/t.csv")
+        self.assertEqual(rc.portable("first problem: /tmp/corpus_cache/daspronoy+zetas"),
+                         "first problem: <fetched>/daspronoy+zetas")  # a message cut short
+        self.assertEqual(rc.portable(text, "/tmp/x"),
+                         "exit 3: gputriage: error: <fetched>/owner+repo/" + "a" * 40 + "/logs/gpu.log:1: no header; "
+                         "./tests/data/t.csv")
+
+
 class Halves(unittest.TestCase):
     """Issue 54: a record of a file seen before is calibration; baselines are judged on
     held-out cases; an expectation edited after first sight does not count as fixed."""

@@ -253,7 +253,12 @@ class PmonReader {
       }
     }
     const auto index = metric_text::ParseNumber(gpu);
-    if (!index || *index < 0 || *index >= 1e6) return Short(fields.size(), line_no);
+    if (!index || *index < 0 || *index >= 1e6) {
+      ctx_->Issue(IssueSeverity::kWarning, "bad_row", [&] {
+        return fmt::format("{}: GPU index '{}' is not a number; row skipped", ctx_->Where(line_no), gpu);
+      });
+      return;
+    }
     const std::string key = gpu + ":" + pid, stamp = date + " " + time;
     if (seen_.count(key) > 0 || (!time.empty() && stamp != stamp_)) Flush();
     if (!time.empty() && stamp != stamp_) NewTime(stamp, line_no);
